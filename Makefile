@@ -1,0 +1,38 @@
+# Two commands: `make dev` (serve the example code location) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+
+# Project-local state, overridable from the environment.
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
+export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
+
+.PHONY: install dev test bench spark-start spark-stop clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -e ".[test]"
+	@touch $@
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	@mkdir -p $(DAGSTER_HOME)
+	@cp dagster.yaml $@
+
+spark-start: install
+	@$(VENV)/bin/partition-assets spark start
+
+spark-stop: install
+	@$(VENV)/bin/partition-assets spark stop
+
+dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
+	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
+	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+
+test: install
+	$(VENV)/bin/pytest
+
+clean: spark-stop
+	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)

@@ -1,0 +1,38 @@
+"""`partition-assets` (also `python -m partition_assets`): operate the local Spark server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from partition_assets.spark import SparkResource, find_java
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="partition-assets")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("java", help="print the Java runtime Spark will use")
+    spark = commands.add_parser(
+        "spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)"
+    )
+    spark.add_argument("action", choices=["start", "stop", "status"])
+    args = parser.parse_args(argv)
+
+    if args.command == "java":
+        print(find_java().describe())
+        return 0
+    server = SparkResource.from_env().local_server()
+    if args.action == "start":
+        print(f"Spark: {find_java().describe()}")
+        print(f"Spark Connect server at {server.ensure_running()} (log: {server.log_path})")
+    elif args.action == "stop":
+        print("stopped" if server.stop() else "no server started by partition_assets was running")
+    else:
+        running = server.is_running()
+        print(f"{server.url}: {'running' if running else 'not running'}")
+        return 0 if running else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

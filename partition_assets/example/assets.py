@@ -1,0 +1,275 @@
+"""A small lakehouse that exercises every partition kind and mapping.
+
+    events (hourly) ──fan-in──> events_6h (cron, every 6 h)
+        └──fan-in──> daily_orders (daily)
+    countries (static) ──static──> regions (static)
+    daily_orders + regions ──to_dimension──> daily_region_revenue (daily × region)
+        ├──per_dimension(rolling 7)──> region_revenue_7d (daily × region)
+        └──to_dimension──> daily_revenue (daily)
+               ├──rolling 7──> revenue_7d
+               ├──self──> revenue_running_total
+               ├──fan-in──> weekly_revenue, monthly_revenue
+               └── + monthly_targets ──fan-out──> daily_target_attainment
+    campaign_report (dynamic)
+"""
+
+
+import dagster as dg
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from partition_assets.example import sources
+from partition_assets.partitions import (
+    cron,
+    daily,
+    dynamic,
+    hourly,
+    mappings,
+    monthly,
+    multi,
+    static,
+    weekly,
+)
+from partition_assets.spark import SparkResource
+
+START = "2024-01-01"
+
+HOURLY = hourly(f"{START}-00:00")
+SIX_HOURLY = cron("0 */6 * * *", f"{START}-00:00")
+DAILY = daily(START)
+WEEKLY = weekly(START, day_offset=1)  # weeks start on Monday
+MONTHLY = monthly(START)
+COUNTRIES = static(sources.COUNTRIES)
+REGIONS = static(sources.REGIONS)
+DAILY_BY_REGION = multi(ds=DAILY, region=REGIONS)
+CAMPAIGNS = dynamic("campaigns")
+
+# One run covers a whole key range: the IO manager replaces the range in one commit.
+RANGE_RUN = dg.BackfillPolicy.single_run()
+
+
+def _keys_in(df: DataFrame, column: str, keys: list[str]) -> DataFrame:
+    return df.filter(F.col(column).isin(keys))
+
+
+@dg.asset(partitions_def=HOURLY, backfill_policy=RANGE_RUN, group_name="orders")
+def events(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
+    """Raw order events, 24 an hour, generated from the hour's key."""
+    window = context.partition_time_window
+    hours = int((window.end - window.start).total_seconds() // 3600)
+    return sources.hourly_events(spark.spark_session, window.start, hours)
+
+
+@dg.asset(
+    partitions_def=SIX_HOURLY,
+    backfill_policy=RANGE_RUN,
+    ins={"events": dg.AssetIn(partition_mapping=mappings.fan_in())},
+    group_name="orders",
+)
+def events_6h(events: DataFrame) -> DataFrame:
+    """Event count and revenue per 6-hour window (cron partitions)."""
+    bucket = F.date_format(
+        F.timestamp_seconds(F.floor(F.unix_seconds("event_ts") / 21600) * 21600), "yyyy-MM-dd-HH:mm"
+    )
+    return events.groupBy(bucket.alias("ds")).agg(
+        F.count("*").alias("events"), F.sum("amount").alias("revenue")
+    )
+
+
+@dg.asset(partitions_def=COUNTRIES, metadata={"partition_column": "country"}, group_name="reference")
+def countries(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
+    """Country attributes (static partitions, one per country)."""
+    return sources.country_attributes(spark.spark_session, context.partition_key)
+
+
+@dg.asset(
+    partitions_def=REGIONS,
+    metadata={"partition_column": "region"},
+    ins={
+        "countries": dg.AssetIn(
+            partition_mapping=mappings.static_to_static(sources.REGION_OF_COUNTRY)
+        )
+    },
+    group_name="reference",
+)
+def regions(countries: DataFrame) -> DataFrame:
+    """Regions rolled up from their countries (static -> static mapping)."""
+    return countries.groupBy("region").agg(
+        F.count("*").alias("countries"),
+        F.sum("population_m").alias("population_m"),
+        F.round(F.avg("fx_to_usd"), 3).alias("fx_to_usd"),
+    )
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=RANGE_RUN,
+    ins={"events": dg.AssetIn(partition_mapping=mappings.fan_in())},
+    group_name="orders",
+)
+def daily_orders(events: DataFrame) -> DataFrame:
+    """Orders and revenue per day and region (hourly -> daily fan-in)."""
+    region = F.create_map(*[F.lit(x) for pair in sources.REGION_OF_COUNTRY.items() for x in pair])
+    return events.groupBy(
+        F.date_format("event_ts", "yyyy-MM-dd").alias("ds"), region[F.col("country")].alias("region")
+    ).agg(F.count("*").alias("orders"), F.sum("amount").alias("revenue"))
+
+
+@dg.asset(
+    partitions_def=DAILY_BY_REGION,
+    ins={
+        "daily_orders": dg.AssetIn(partition_mapping=mappings.to_dimension("ds")),
+        "regions": dg.AssetIn(partition_mapping=mappings.to_dimension("region")),
+    },
+    group_name="revenue",
+)
+def daily_region_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFrame:
+    """Revenue in USD per (day, region): a multi-partitioned asset."""
+    return daily_orders.join(regions.select("region", "fx_to_usd"), "region").select(
+        "ds",
+        "region",
+        "orders",
+        F.round(F.col("revenue").cast("double") * F.col("fx_to_usd"), 2).alias("revenue_usd"),
+    )
+
+
+@dg.asset(
+    partitions_def=DAILY_BY_REGION,
+    ins={
+        "daily_region_revenue": dg.AssetIn(
+            partition_mapping=mappings.per_dimension(
+                ds=mappings.rolling_window(7), region=mappings.identity()
+            )
+        )
+    },
+    group_name="revenue",
+)
+def region_revenue_7d(context: dg.AssetExecutionContext, daily_region_revenue: DataFrame) -> DataFrame:
+    """7-day revenue per region (a per-dimension mapping: rolling on ds, identity on region)."""
+    key = context.partition_key.keys_by_dimension
+    return daily_region_revenue.groupBy("region").agg(
+        F.sum("revenue_usd").alias("revenue_usd_7d"), F.count("*").alias("days_in_window")
+    ).withColumn("ds", F.lit(key["ds"]))
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=RANGE_RUN,
+    ins={"daily_region_revenue": dg.AssetIn(partition_mapping=mappings.to_dimension("ds"))},
+    group_name="revenue",
+)
+def daily_revenue(daily_region_revenue: DataFrame) -> DataFrame:
+    """Revenue per day over all regions."""
+    return daily_region_revenue.groupBy("ds").agg(
+        F.sum("orders").alias("orders"), F.round(F.sum("revenue_usd"), 2).alias("revenue_usd")
+    )
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=RANGE_RUN,
+    ins={"daily_revenue": dg.AssetIn(partition_mapping=mappings.rolling_window(7))},
+    group_name="revenue",
+)
+def revenue_7d(context: dg.AssetExecutionContext, daily_revenue: DataFrame) -> DataFrame:
+    """Revenue over the 7 days ending at each day (reads D-6..D)."""
+    day_number = F.datediff(F.to_date("ds"), F.lit("1970-01-01"))
+    window = Window.orderBy(day_number).rangeBetween(-6, 0)
+    rolled = daily_revenue.select(
+        "ds",
+        F.round(F.sum("revenue_usd").over(window), 2).alias("revenue_usd_7d"),
+        F.count("*").over(window).alias("days_in_window"),
+    )
+    return _keys_in(rolled, "ds", context.partition_keys)
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=RANGE_RUN,
+    ins={
+        "daily_revenue": dg.AssetIn(partition_mapping=mappings.identity()),
+        "previous": dg.AssetIn(
+            key=dg.AssetKey("revenue_running_total"),
+            partition_mapping=mappings.previous_period(),
+        ),
+    },
+    group_name="revenue",
+)
+def revenue_running_total(
+    context: dg.AssetExecutionContext, daily_revenue: DataFrame, previous: DataFrame | None
+) -> DataFrame:
+    """Cumulative revenue since the first day: yesterday's total plus today's revenue."""
+    first_day = context.partition_keys[0]
+    carried = F.lit(0.0)
+    if previous is not None:
+        day_before = previous.filter(F.col("ds") < first_day).select(
+            F.col("running_total_usd").alias("carried")
+        )
+        daily_revenue = daily_revenue.crossJoin(day_before)
+        carried = F.col("carried")
+    cumulative = F.sum("revenue_usd").over(
+        Window.orderBy("ds").rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return daily_revenue.select("ds", F.round(carried + cumulative, 2).alias("running_total_usd"))
+
+
+@dg.asset(
+    partitions_def=WEEKLY,
+    backfill_policy=RANGE_RUN,
+    ins={"daily_revenue": dg.AssetIn(partition_mapping=mappings.fan_in())},
+    group_name="revenue",
+)
+def weekly_revenue(daily_revenue: DataFrame) -> DataFrame:
+    """Revenue per Monday-to-Sunday week (daily -> weekly fan-in)."""
+    week = F.date_format(F.date_trunc("week", F.to_date("ds")), "yyyy-MM-dd")
+    return daily_revenue.groupBy(week.alias("ds")).agg(
+        F.round(F.sum("revenue_usd"), 2).alias("revenue_usd"), F.count("*").alias("days")
+    )
+
+
+@dg.asset(
+    partitions_def=MONTHLY,
+    backfill_policy=RANGE_RUN,
+    ins={"daily_revenue": dg.AssetIn(partition_mapping=mappings.fan_in())},
+    group_name="revenue",
+)
+def monthly_revenue(daily_revenue: DataFrame) -> DataFrame:
+    """Revenue per month (daily -> monthly fan-in)."""
+    month = F.date_format(F.trunc(F.to_date("ds"), "month"), "yyyy-MM-dd")
+    return daily_revenue.groupBy(month.alias("ds")).agg(
+        F.round(F.sum("revenue_usd"), 2).alias("revenue_usd"), F.count("*").alias("days")
+    )
+
+
+@dg.asset(partitions_def=MONTHLY, group_name="planning")
+def monthly_targets(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
+    """Each month's revenue target."""
+    return sources.monthly_target(spark.spark_session, context.partition_key)
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=RANGE_RUN,
+    ins={
+        "daily_revenue": dg.AssetIn(partition_mapping=mappings.identity()),
+        "monthly_targets": dg.AssetIn(partition_mapping=mappings.fan_out()),
+    },
+    group_name="planning",
+)
+def daily_target_attainment(daily_revenue: DataFrame, monthly_targets: DataFrame) -> DataFrame:
+    """Each day's revenue against its share of the month's target (monthly -> daily fan-out)."""
+    month = F.date_format(F.trunc(F.to_date("ds"), "month"), "yyyy-MM-dd")
+    days_in_month = F.dayofmonth(F.last_day(F.to_date("ds")))
+    targets = monthly_targets.select(F.col("ds").alias("month"), "target_usd")
+    return daily_revenue.join(targets, month == F.col("month")).select(
+        "ds",
+        F.round(
+            F.col("revenue_usd") / (F.col("target_usd").cast("double") / days_in_month), 4
+        ).alias("attainment"),
+    )
+
+
+@dg.asset(partitions_def=CAMPAIGNS, metadata={"partition_column": "campaign"}, group_name="marketing")
+def campaign_report(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
+    """Clicks and spend per campaign (dynamic partitions: add keys at run time)."""
+    return sources.campaign_clicks(spark.spark_session, context.partition_key)

@@ -1,0 +1,31 @@
+"""The example code location: assets, the Spark resource and the Delta IO manager."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from partition_assets.example import assets
+from partition_assets.spark import SparkResource
+from partition_assets.storage import SparkDeltaIOManager
+
+
+def lake_root() -> str:
+    """PARTITION_ASSETS_LAKE, or `.lake` under the working directory."""
+    return os.environ.get("PARTITION_ASSETS_LAKE") or str(Path.cwd() / ".lake")
+
+
+def build_definitions() -> dg.Definitions:
+    spark = SparkResource.from_env()
+    return dg.Definitions(
+        assets=dg.load_assets_from_modules([assets]),
+        resources={
+            "spark": spark,
+            "io_manager": SparkDeltaIOManager(root_uri=lake_root(), spark=spark),
+        },
+    )
+
+
+defs = build_definitions()

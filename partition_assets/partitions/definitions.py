@@ -1,0 +1,296 @@
+"""Validated constructors over Dagster's partitions definitions.
+
+Each constructor fails when the definition is built, with a message that names
+the bad value and the fix, instead of failing later inside a run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import zoneinfo
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+import dagster as dg
+
+# Substrings that break Dagster's key syntax: "|" joins multi-partition keys,
+# "..." and "," delimit ranges and lists on the command line.
+RESERVED_KEY_SUBSTRINGS = ("|", ",", "...", "[", "]", "*")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_YEAR_DIRECTIVES = ("%Y", "%y", "%G")
+# Enough windows to cover a year of every grain coarser than minutes, so that a
+# format dropping any field (even the year) produces a duplicate key.
+_ROUND_TRIP_SPAN = timedelta(days=400)
+_ROUND_TRIP_MAX_WINDOWS = 10_000
+
+DateLike = str | datetime
+_TimeDef = TypeVar("_TimeDef", bound=dg.TimeWindowPartitionsDefinition)
+
+
+class PartitionDefinitionError(ValueError):
+    """A partitions definition was given a bad value; the message says which and how to fix it."""
+
+
+def hourly(
+    start: DateLike,
+    *,
+    end: DateLike | None = None,
+    tz: str = "UTC",
+    fmt: str = "%Y-%m-%d-%H:%M",
+    data_lag: int = 0,
+    minute_offset: int = 0,
+) -> dg.HourlyPartitionsDefinition:
+    """Hourly partitions; keys are window starts in `tz`, formatted with `fmt`."""
+    _check_common(start, end, tz, fmt, data_lag)
+    return _round_trip_checked(
+        dg.HourlyPartitionsDefinition(
+            start_date=start,
+            end_date=end,
+            timezone=tz,
+            fmt=fmt,
+            end_offset=-data_lag,
+            minute_offset=minute_offset,
+        ),
+        fmt,
+    )
+
+
+def daily(
+    start: DateLike,
+    *,
+    end: DateLike | None = None,
+    tz: str = "UTC",
+    fmt: str = "%Y-%m-%d",
+    data_lag: int = 0,
+    hour_offset: int = 0,
+) -> dg.DailyPartitionsDefinition:
+    """Daily partitions; `data_lag=N` makes the newest partition N days older than yesterday."""
+    _check_common(start, end, tz, fmt, data_lag)
+    return _round_trip_checked(
+        dg.DailyPartitionsDefinition(
+            start_date=start,
+            end_date=end,
+            timezone=tz,
+            fmt=fmt,
+            end_offset=-data_lag,
+            hour_offset=hour_offset,
+        ),
+        fmt,
+    )
+
+
+def weekly(
+    start: DateLike,
+    *,
+    end: DateLike | None = None,
+    tz: str = "UTC",
+    fmt: str = "%Y-%m-%d",
+    data_lag: int = 0,
+    day_offset: int = 0,
+) -> dg.WeeklyPartitionsDefinition:
+    """Weekly partitions starting on `day_offset` (0 = Sunday, Dagster's convention)."""
+    _check_common(start, end, tz, fmt, data_lag)
+    return _round_trip_checked(
+        dg.WeeklyPartitionsDefinition(
+            start_date=start,
+            end_date=end,
+            timezone=tz,
+            fmt=fmt,
+            end_offset=-data_lag,
+            day_offset=day_offset,
+        ),
+        fmt,
+    )
+
+
+def monthly(
+    start: DateLike,
+    *,
+    end: DateLike | None = None,
+    tz: str = "UTC",
+    fmt: str = "%Y-%m-%d",
+    data_lag: int = 0,
+    day_offset: int = 1,
+) -> dg.MonthlyPartitionsDefinition:
+    """Monthly partitions starting on day `day_offset` of each month."""
+    _check_common(start, end, tz, fmt, data_lag)
+    return _round_trip_checked(
+        dg.MonthlyPartitionsDefinition(
+            start_date=start,
+            end_date=end,
+            timezone=tz,
+            fmt=fmt,
+            end_offset=-data_lag,
+            day_offset=day_offset,
+        ),
+        fmt,
+    )
+
+
+def cron(
+    schedule: str,
+    start: DateLike,
+    *,
+    end: DateLike | None = None,
+    tz: str = "UTC",
+    fmt: str = "%Y-%m-%d-%H:%M",
+    data_lag: int = 0,
+) -> dg.TimeWindowPartitionsDefinition:
+    """Partitions whose windows run between consecutive ticks of a cron `schedule`."""
+    _check_common(start, end, tz, fmt, data_lag)
+    try:
+        definition = dg.TimeWindowPartitionsDefinition(
+            cron_schedule=schedule,
+            start=start,
+            end=end,
+            timezone=tz,
+            fmt=fmt,
+            end_offset=-data_lag,
+        )
+    except (dg.DagsterInvalidDefinitionError, dg.DagsterInvariantViolationError, ValueError):
+        raise PartitionDefinitionError(
+            f"cron schedule {schedule!r} is not valid: use five fields, "
+            "minute hour day-of-month month day-of-week, e.g. '0 6 * * *'"
+        ) from None
+    return _round_trip_checked(definition, fmt)
+
+
+def static(keys: Sequence[str]) -> dg.StaticPartitionsDefinition:
+    """A fixed set of partition keys, e.g. regions."""
+    if isinstance(keys, str) or not keys:
+        raise PartitionDefinitionError(
+            f"static partition keys must be a non-empty list of strings, got {keys!r}"
+        )
+    for key in keys:
+        _check_key(key)
+    duplicates = sorted(key for key, count in Counter(keys).items() if count > 1)
+    if duplicates:
+        raise PartitionDefinitionError(
+            f"static partition keys {duplicates} appear more than once: list each key once"
+        )
+    return dg.StaticPartitionsDefinition(list(keys))
+
+
+def dynamic(name: str) -> dg.DynamicPartitionsDefinition:
+    """Partitions whose keys are added at run time (instance.add_dynamic_partitions)."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise PartitionDefinitionError(
+            f"dynamic partitions name {name!r} is not valid: use letters, digits and '_', "
+            "starting with a letter"
+        )
+    return dg.DynamicPartitionsDefinition(name=name)
+
+
+def multi(**dimensions: dg.PartitionsDefinition) -> dg.MultiPartitionsDefinition:
+    """Two dimensions, e.g. `multi(ds=daily(...), region=static([...]))`.
+
+    Dimension names become the storage's partition column names.
+    """
+    if len(dimensions) != 2:
+        raise PartitionDefinitionError(
+            f"multi partitions take exactly two dimensions, got {sorted(dimensions)}: "
+            "name one time dimension and one static or dynamic one"
+        )
+    time_dims = [
+        name
+        for name, definition in dimensions.items()
+        if isinstance(definition, dg.TimeWindowPartitionsDefinition)
+    ]
+    if len(time_dims) > 1:
+        raise PartitionDefinitionError(
+            f"multi partitions allow one time dimension, got {time_dims}: "
+            "make the other dimension static or dynamic"
+        )
+    for name in dimensions:
+        if not _IDENTIFIER.match(name):
+            raise PartitionDefinitionError(
+                f"dimension name {name!r} is not a valid column name: "
+                "use letters, digits and '_', starting with a letter"
+            )
+    return dg.MultiPartitionsDefinition(dict(dimensions))
+
+
+def _check_common(
+    start: DateLike, end: DateLike | None, tz: str, fmt: str, data_lag: int
+) -> None:
+    _check_timezone(tz)
+    if not any(directive in fmt for directive in _YEAR_DIRECTIVES):
+        raise PartitionDefinitionError(
+            f"fmt {fmt!r} has no year: keys of different years would collide; "
+            "include %Y, e.g. '%Y-%m-%d'"
+        )
+    start_at = _parse_bound("start", start, fmt)
+    if end is not None:
+        end_at = _parse_bound("end", end, fmt)
+        if end_at <= start_at:
+            raise PartitionDefinitionError(
+                f"start {start!r} is not before end {end!r}: swap them or move end later"
+            )
+    if not isinstance(data_lag, int) or data_lag < 0:
+        raise PartitionDefinitionError(
+            f"data_lag {data_lag!r} must be a whole number of periods >= 0 "
+            "(how many periods the newest partition lags behind the current one)"
+        )
+
+
+def _check_timezone(tz: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        close = difflib.get_close_matches(str(tz), zoneinfo.available_timezones(), n=3)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise PartitionDefinitionError(
+            f"unknown timezone {tz!r}: use an IANA name such as 'UTC' or 'Europe/Berlin'.{hint}"
+        ) from None
+
+
+def _parse_bound(name: str, value: DateLike, fmt: str) -> datetime:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    try:
+        return datetime.strptime(value, fmt)
+    except (ValueError, TypeError):
+        example = datetime(2024, 1, 31, 13, 0).strftime(fmt)
+        raise PartitionDefinitionError(
+            f"{name} {value!r} does not match fmt {fmt!r}: write it like {example!r}"
+        ) from None
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise PartitionDefinitionError(f"partition key {key!r} must be a non-empty string")
+    if key != key.strip() or any(ord(char) < 32 for char in key):
+        raise PartitionDefinitionError(
+            f"partition key {key!r} has leading/trailing whitespace or control characters: remove them"
+        )
+    for reserved in RESERVED_KEY_SUBSTRINGS:
+        if reserved in key:
+            raise PartitionDefinitionError(
+                f"partition key {key!r} contains {reserved!r}, which Dagster reserves for "
+                "multi-partition keys and key ranges: use letters, digits, '-' or '_' instead"
+            )
+
+
+def _round_trip_checked(definition: _TimeDef, fmt: str) -> _TimeDef:
+    """Refuses formats under which two partitions share a key, or a key that breaks key syntax."""
+    first = definition.get_first_partition_window()
+    if first is None:
+        return definition
+    period = first.end - first.start
+    sample_until = first.start + min(_ROUND_TRIP_SPAN, period * _ROUND_TRIP_MAX_WINDOWS)
+    keys = definition.get_partition_keys(current_time=sample_until)
+    seen: dict[str, int] = {}
+    for index, key in enumerate(keys):
+        if key in seen:
+            raise PartitionDefinitionError(
+                f"fmt {fmt!r} does not round-trip: partitions {seen[key]} and {index} both "
+                f"format as {key!r}; include every field down to the partition's grain "
+                "(e.g. '%Y-%m-%d' for daily, '%Y-%m-%d-%H:%M' for hourly)"
+            )
+        seen[key] = index
+    for key in keys[:1]:
+        _check_key(key)
+    return definition

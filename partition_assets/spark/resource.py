@@ -1,0 +1,81 @@
+"""The SparkSession resource assets and IO managers share."""
+
+
+import os
+from typing import Any
+
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
+from pyspark.sql import SparkSession
+
+from partition_assets.spark.connect_server import (
+    DEFAULT_PORT,
+    DEFAULT_SPARK_CONF,
+    LocalConnectServer,
+    spark_env,
+)
+from partition_assets.spark.java import find_java
+
+
+class SparkResource(LazyPySparkResource):
+    """A SparkSession, created on first use.
+
+    Three ways to get one, in order of precedence:
+    - `remote="sc://host:port"`: attach to an existing Spark Connect server
+      (a cluster's, or one started by `make dev`);
+    - `in_process=True`: a classic driver JVM inside this process (needed for
+      jars on the driver's classpath, e.g. Databricks' Delta writer);
+    - otherwise: attach to the shared local Spark Connect server on
+      `connect_port`, starting it (driver on `master`) if nobody has.
+    """
+
+    spark_config: dict[str, Any] = Field(
+        default_factory=dict, description="Spark conf; spark.sql.* keys apply per session."
+    )
+    remote: str | None = Field(default=None, description="Spark Connect URL, sc://host:port.")
+    master: str = Field(
+        default="local[2]", description="Driver master: local[N], spark://host:7077, k8s://..."
+    )
+    in_process: bool = Field(default=False, description="Run a classic driver in this process.")
+    connect_port: int = Field(default=DEFAULT_PORT, description="Port of the shared local server.")
+
+    @classmethod
+    def from_env(cls) -> "SparkResource":
+        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT}."""
+        return cls(
+            remote=os.environ.get("PARTITION_ASSETS_SPARK_REMOTE") or None,
+            master=os.environ.get("PARTITION_ASSETS_SPARK_MASTER", "local[2]"),
+            in_process=os.environ.get("PARTITION_ASSETS_SPARK_IN_PROCESS", "") == "1",
+            connect_port=int(os.environ.get("PARTITION_ASSETS_SPARK_CONNECT_PORT", DEFAULT_PORT)),
+        )
+
+    def local_server(self) -> LocalConnectServer:
+        return LocalConnectServer(
+            port=self.connect_port, master=self.master, conf=self._static_conf()
+        )
+
+    def _init_session(self) -> None:
+        if self._spark_session is not None:
+            return
+        if self.remote:
+            session = SparkSession.builder.remote(self.remote).getOrCreate()
+        elif self.in_process:
+            os.environ.update(spark_env(find_java()))
+            builder = SparkSession.builder.master(self.master)
+            for key, value in {**DEFAULT_SPARK_CONF, **self.spark_config}.items():
+                builder = builder.config(key, str(value))
+            session = builder.getOrCreate()
+        else:
+            url = self.local_server().ensure_running()
+            session = SparkSession.builder.remote(url).getOrCreate()
+        for key, value in {**DEFAULT_SPARK_CONF, **self.spark_config}.items():
+            if key.startswith("spark.sql."):
+                session.conf.set(key, str(value))
+        self._spark_session = session
+
+    def _static_conf(self) -> dict[str, str]:
+        return {
+            key: str(value)
+            for key, value in self.spark_config.items()
+            if not key.startswith("spark.sql.")
+        }

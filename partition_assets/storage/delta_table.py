@@ -1,0 +1,194 @@
+"""A Delta table written through staged files and read through partition pruning.
+
+Publishing is one Delta commit (delta-rs) that adds the staged files and removes
+every file of the partitions it replaces, so a reader sees the old version or
+the new one, never a mix. No Delta jars are needed on Spark's classpath.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable, Schema
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    create_table_with_add_actions,
+)
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.staging import StagedWrite
+
+_MAX_COMMIT_ATTEMPTS = 50
+
+
+class DeltaSchemaError(ValueError):
+    """A write does not match the table's schema or partitioning; nothing was written."""
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int
+    files_added: int
+    files_removed: int
+    rows_by_partition: dict[tuple[str, ...], int]
+
+
+def replace_partitions(
+    staged: StagedWrite,
+    scope: PartitionScope | None,
+    custom_metadata: Mapping[str, str] | None = None,
+) -> CommitResult:
+    """Publishes `staged` in one commit that replaces exactly the partitions in `scope`
+    (the whole table when `scope` is None).
+
+    Commits are serialized: on any concurrent commit the replaced files are
+    re-read and the commit retried, so writers of disjoint partitions all land
+    and, of two writers of the same partition, the later one wins whole.
+    """
+    adds = [_add_action(file) for file in staged.files]
+    for attempt in range(_MAX_COMMIT_ATTEMPTS):
+        table = open_table(staged.table_uri)
+        try:
+            if table is None:
+                create_table_with_add_actions(
+                    staged.table_uri,
+                    Schema.from_arrow(staged.schema),
+                    adds,
+                    mode="error",
+                    partition_by=list(staged.partition_columns) or None,
+                    commit_properties=CommitProperties(custom_metadata=dict(custom_metadata or {})),
+                )
+                return CommitResult(0, len(adds), 0, staged.rows_by_partition)
+            _check_compatible(table, staged)
+            removes = _remove_actions(table, scope)
+            table.create_write_transaction(
+                [*adds, *removes],
+                mode="append",
+                schema=table.schema(),
+                partition_by=list(staged.partition_columns) or None,
+                commit_properties=CommitProperties(
+                    custom_metadata=dict(custom_metadata or {}), max_commit_retries=0
+                ),
+            )
+            return CommitResult(
+                table.version() + 1, len(adds), len(removes), staged.rows_by_partition
+            )
+        except (CommitFailedError, DeltaError) as error:
+            if not _is_conflict(error) or attempt == _MAX_COMMIT_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def open_table(table_uri: str, version: int | None = None) -> DeltaTable | None:
+    try:
+        return DeltaTable(table_uri, version=version)
+    except TableNotFoundError:
+        return None
+
+
+def read_partitions(
+    spark: SparkSession, table: DeltaTable, scope: PartitionScope | None
+) -> DataFrame:
+    """The rows of `scope`'s partitions (all rows when None); only their files are opened."""
+    schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
+    if scope is None:
+        files = table.file_uris()
+    else:
+        files = table.file_uris(file_pruning_predicate=scope.delta_filter())
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).option("basePath", table.table_uri).parquet(*files)
+
+
+def partitions_without_files(table: DeltaTable, scope: PartitionScope) -> set[tuple[str, ...]]:
+    present = {
+        tuple(partition[column] for column in scope.columns)
+        for partition in _active_partitions(table)
+    }
+    return set(scope.rows) - present
+
+
+def _add_action(file) -> AddAction:
+    return AddAction(
+        path=file.path,
+        size=file.size,
+        partition_values=file.partition_values,
+        # Delta requires a modification time; it is file metadata, not asset logic.
+        modification_time=int(time.time() * 1000),
+        data_change=True,
+        stats=json.dumps({"numRecords": file.num_records}),
+    )
+
+
+def _active_files(table: DeltaTable) -> list[dict]:
+    return pa.table(table.get_add_actions(flatten=True)).to_pylist()
+
+
+def _active_partitions(table: DeltaTable) -> list[dict[str, str | None]]:
+    columns = table.metadata().partition_columns
+    return [
+        {column: row[f"partition.{column}"] for column in columns} for row in _active_files(table)
+    ]
+
+
+def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[RemoveAction]:
+    columns = table.metadata().partition_columns
+    deletion_clock_ms = int(time.time() * 1000)
+    removes = []
+    for row in _active_files(table):
+        partition = {column: row[f"partition.{column}"] for column in columns}
+        if scope is None or scope.contains(partition):
+            removes.append(
+                RemoveAction(
+                    # get_add_actions gives the log's URI-encoded path; actions take it decoded.
+                    path=urllib.parse.unquote(row["path"]),
+                    data_change=True,
+                    deletion_timestamp=deletion_clock_ms,
+                    size=row["size_bytes"],
+                    partition_values=partition,
+                )
+            )
+    return removes
+
+
+def _check_compatible(table: DeltaTable, staged: StagedWrite) -> None:
+    table_partitioning = tuple(table.metadata().partition_columns)
+    if table_partitioning != staged.partition_columns:
+        raise DeltaSchemaError(
+            f"table {staged.table_uri} is partitioned by {list(table_partitioning)} but this "
+            f"write by {list(staged.partition_columns)}: keep the asset's partitions definition "
+            "and partition columns, or write to a new table"
+        )
+    existing = pa.schema(table.schema().to_arrow())
+    existing_types = {f.name: f.type for f in existing}
+    incoming_types = {f.name: f.type for f in staged.schema}
+    if existing_types != incoming_types:
+        raise DeltaSchemaError(
+            f"the frame's schema differs from table {staged.table_uri}: "
+            f"table has {_describe(existing_types)}, frame has {_describe(incoming_types)}. "
+            "Produce the table's columns and types. Nothing was written."
+        )
+
+
+def _describe(types: Mapping[str, pa.DataType]) -> str:
+    return "{" + ", ".join(f"{name}: {data_type}" for name, data_type in types.items()) + "}"
+
+
+def _is_conflict(error: Exception) -> bool:
+    text = str(error).lower()
+    # A concurrent first write may have created the table since we looked.
+    return isinstance(error, CommitFailedError) or any(
+        word in text for word in ("conflict", "version", "already exists")
+    )

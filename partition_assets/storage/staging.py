@@ -1,0 +1,179 @@
+"""Spark executors write a DataFrame's files; they become *staged* files of a table.
+
+A staged file sits in the table's Hive-style layout (`ds=2024-01-01/part-….parquet`)
+but no Delta commit references it yet, so no reader sees it. Publishing is a
+separate step (delta_commit), which lets one commit publish many staged writes.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType
+
+from partition_assets.storage.partition_scope import PartitionScope, PartitionScopeError
+
+STAGING_DIR = "_staging"
+# What Spark names the directory of a null (or empty-string) partition value.
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    path: str  # relative to the table root, as it is on storage
+    size: int
+    partition_values: dict[str, str]
+    num_records: int
+
+
+@dataclass(frozen=True)
+class StagedWrite:
+    table_uri: str
+    schema: pa.Schema  # data columns, then partition columns
+    partition_columns: tuple[str, ...]
+    files: tuple[StagedFile, ...]
+    rows_by_partition: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    @property
+    def num_records(self) -> int:
+        return sum(file.num_records for file in self.files)
+
+
+def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
+    return pafs.FileSystem.from_uri(table_uri)
+
+
+def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None) -> StagedWrite:
+    """Writes `df` into staged files of the table at `table_uri`.
+
+    Partition columns are added when the frame lacks them and the run has one
+    partition. Rows outside `scope`, or with a null partition value, are an
+    error, and then nothing is left behind.
+    """
+    columns = scope.columns if scope else ()
+    df = _with_partition_columns(df, scope)
+    schema = _table_schema(df, columns)
+    fs, root = table_filesystem(table_uri)
+    staging = f"{root}/{STAGING_DIR}/{uuid.uuid4().hex}"
+    writer = df.write.mode("errorifexists")
+    if columns:
+        writer = writer.partitionBy(*columns)
+    try:
+        writer.parquet(_spark_path(table_uri, staging))
+        written = _list_parquet(fs, staging)
+        if scope is not None:
+            _check_in_scope(written, scope)
+        files = tuple(_publish_layout(fs, root, staging, info, partition) for info, partition in written)
+    finally:
+        if fs.get_file_info(staging).type != pafs.FileType.NotFound:
+            fs.delete_dir(staging)
+    rows: Counter[tuple[str, ...]] = Counter()
+    for staged in files:
+        rows[tuple(staged.partition_values[c] for c in columns)] += staged.num_records
+    return StagedWrite(table_uri, schema, columns, files, dict(rows))
+
+
+def _with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:
+    if scope is None:
+        return df
+    missing = [column for column in scope.columns if column not in df.columns]
+    if missing:
+        single = scope.single_row
+        if single is None:
+            raise PartitionScopeError(
+                f"the frame has no partition column {missing} but the run covers "
+                f"{len(scope)} partitions {scope.describe()}: add the column(s), holding each "
+                "row's partition key as a string"
+            )
+        for column in missing:
+            df = df.withColumn(column, F.lit(single[column]))
+    for column in scope.columns:
+        data_type = df.schema[column].dataType
+        if not isinstance(data_type, StringType):
+            raise PartitionScopeError(
+                f"partition column {column!r} has type {data_type.simpleString()}, but partition "
+                f"columns hold partition keys as strings: cast it, e.g. "
+                f"F.date_format({column!r}, 'yyyy-MM-dd') for a date"
+            )
+    data_columns = [column for column in df.columns if column not in scope.columns]
+    return df.select(*data_columns, *scope.columns)
+
+
+def _table_schema(df: DataFrame, partition_columns: tuple[str, ...]) -> pa.Schema:
+    # Every column nullable: a frame's non-null flags vary with how it was built,
+    # and a table must not reject the next write over them.
+    arrow = to_arrow_schema(df.schema)
+    return pa.schema([pa.field(f.name, f.type, nullable=True) for f in arrow])
+
+
+def _spark_path(table_uri: str, path: str) -> str:
+    return path if "://" not in table_uri else f"{table_uri.split('://', 1)[0]}://{path}"
+
+
+def _list_parquet(
+    fs: pafs.FileSystem, staging: str
+) -> list[tuple[pafs.FileInfo, dict[str, str | None]]]:
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(staging, recursive=True)):
+        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        relative_dir = info.path[len(staging) + 1 :].rpartition("/")[0]
+        partition: dict[str, str | None] = {}
+        for segment in filter(None, relative_dir.split("/")):
+            column, _, escaped = segment.partition("=")
+            partition[column] = None if escaped == _HIVE_NULL else urllib.parse.unquote(escaped)
+        found.append((info, partition))
+    return found
+
+
+def _check_in_scope(
+    written: list[tuple[pafs.FileInfo, dict[str, str | None]]], scope: PartitionScope
+) -> None:
+    outside = {
+        tuple(sorted(partition.items(), key=lambda item: item[0]))
+        for _, partition in written
+        if not scope.contains(partition)
+    }
+    if not outside:
+        return
+    if any(value is None for row in outside for _, value in row):
+        raise PartitionScopeError(
+            f"rows with a null or empty partition value in {list(scope.columns)}: every row "
+            f"needs its partition key; the run covers {scope.describe()}. Nothing was written."
+        )
+    shown = sorted(outside)[:5]
+    raise PartitionScopeError(
+        f"rows for partitions outside this run: {shown}"
+        f"{' and more' if len(outside) > 5 else ''}; the run covers {scope.describe()}. "
+        "Filter the frame to the run's partitions. Nothing was written."
+    )
+
+
+def _publish_layout(
+    fs: pafs.FileSystem,
+    root: str,
+    staging: str,
+    info: pafs.FileInfo,
+    partition: dict[str, str | None],
+) -> StagedFile:
+    relative = info.path[len(staging) + 1 :]
+    target = f"{root}/{relative}"
+    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    fs.move(info.path, target)
+    with fs.open_input_file(target) as handle:
+        num_records = pq.read_metadata(handle).num_rows
+    return StagedFile(
+        path=relative,
+        size=info.size,
+        partition_values={k: v for k, v in partition.items() if v is not None},
+        num_records=num_records,
+    )
