@@ -1,18 +1,17 @@
 """A small lakehouse that exercises every partition kind and mapping.
 
-    events (hourly) ──fan-in──> events_6h (cron, every 6 h)
+    events (hourly) ──fan-in──> events_6h (cron, every 6 hours)
         └──fan-in──> daily_orders (daily)
-    countries (static) ──static──> regions (static)
+    countries (static) ──static_to_static──> regions (static)
     daily_orders + regions ──to_dimension──> daily_region_revenue (daily × region)
-        ├──per_dimension(rolling 7)──> region_revenue_7d (daily × region)
-        └──to_dimension──> daily_revenue (daily)
-               ├──rolling 7──> revenue_7d
-               ├──self──> revenue_running_total
-               ├──fan-in──> weekly_revenue, monthly_revenue
-               └── + monthly_targets ──fan-out──> daily_target_attainment
+        └──per_dimension(rolling 7, identity)──> region_revenue_7d (daily × region)
+    daily_orders + regions (all) ──identity──> daily_revenue (daily)
+        ├──rolling 7──> revenue_7d
+        ├──identity + self (previous day)──> revenue_running_total
+        ├──fan-in──> weekly_revenue, monthly_revenue
+        └── + monthly_targets ──fan-out──> daily_target_attainment
     campaign_report (dynamic)
 """
-
 
 import dagster as dg
 from pyspark.sql import DataFrame, Window
@@ -52,6 +51,10 @@ def _keys_in(df: DataFrame, column: str, keys: list[str]) -> DataFrame:
     return df.filter(F.col(column).isin(keys))
 
 
+def _usd(revenue, fx_to_usd):
+    return F.round(revenue.cast("double") * fx_to_usd, 2)
+
+
 @dg.asset(partitions_def=HOURLY, backfill_policy=RANGE_RUN, group_name="orders")
 def events(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     """Raw order events, 24 an hour, generated from the hour's key."""
@@ -76,14 +79,20 @@ def events_6h(events: DataFrame) -> DataFrame:
     )
 
 
-@dg.asset(partitions_def=COUNTRIES, metadata={"partition_column": "country"}, group_name="reference")
+@dg.asset(
+    partitions_def=COUNTRIES,
+    backfill_policy=RANGE_RUN,
+    metadata={"partition_column": "country"},
+    group_name="reference",
+)
 def countries(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     """Country attributes (static partitions, one per country)."""
-    return sources.country_attributes(spark.spark_session, context.partition_key)
+    return sources.country_attributes(spark.spark_session, context.partition_keys)
 
 
 @dg.asset(
     partitions_def=REGIONS,
+    backfill_policy=RANGE_RUN,
     metadata={"partition_column": "region"},
     ins={
         "countries": dg.AssetIn(
@@ -129,7 +138,7 @@ def daily_region_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFra
         "ds",
         "region",
         "orders",
-        F.round(F.col("revenue").cast("double") * F.col("fx_to_usd"), 2).alias("revenue_usd"),
+        _usd(F.col("revenue"), F.col("fx_to_usd")).alias("revenue_usd"),
     )
 
 
@@ -155,13 +164,21 @@ def region_revenue_7d(context: dg.AssetExecutionContext, daily_region_revenue: D
 @dg.asset(
     partitions_def=DAILY,
     backfill_policy=RANGE_RUN,
-    ins={"daily_region_revenue": dg.AssetIn(partition_mapping=mappings.to_dimension("ds"))},
+    ins={
+        "daily_orders": dg.AssetIn(partition_mapping=mappings.identity()),
+        "regions": dg.AssetIn(partition_mapping=mappings.all_partitions()),
+    },
     group_name="revenue",
 )
-def daily_revenue(daily_region_revenue: DataFrame) -> DataFrame:
-    """Revenue per day over all regions."""
-    return daily_region_revenue.groupBy("ds").agg(
-        F.sum("orders").alias("orders"), F.round(F.sum("revenue_usd"), 2).alias("revenue_usd")
+def daily_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFrame:
+    """Revenue in USD per day over all regions (the region table is read whole)."""
+    return (
+        daily_orders.join(regions.select("region", "fx_to_usd"), "region")
+        .groupBy("ds")
+        .agg(
+            F.sum("orders").alias("orders"),
+            F.round(F.sum(_usd(F.col("revenue"), F.col("fx_to_usd"))), 2).alias("revenue_usd"),
+        )
     )
 
 
@@ -188,10 +205,7 @@ def revenue_7d(context: dg.AssetExecutionContext, daily_revenue: DataFrame) -> D
     backfill_policy=RANGE_RUN,
     ins={
         "daily_revenue": dg.AssetIn(partition_mapping=mappings.identity()),
-        "previous": dg.AssetIn(
-            key=dg.AssetKey("revenue_running_total"),
-            partition_mapping=mappings.previous_period(),
-        ),
+        "previous": mappings.self_dependency("revenue_running_total"),
     },
     group_name="revenue",
 )

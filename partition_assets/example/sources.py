@@ -37,13 +37,15 @@ def hourly_events(spark: SparkSession, first_hour: datetime, hours: int) -> Data
     )
 
 
-def country_attributes(spark: SparkSession, country: str) -> DataFrame:
-    """One row of attributes for a country partition."""
-    seed = F.xxhash64(F.lit(country))
-    return spark.range(1).select(
-        F.lit(REGION_OF_COUNTRY[country]).alias("region"),
+def country_attributes(spark: SparkSession, countries: list[str]) -> DataFrame:
+    """One row of attributes per country; `country` is the partition column."""
+    country = _pick_by_index(countries, F.col("id"))
+    seed = F.xxhash64(country)
+    return spark.range(len(countries)).select(
+        _pick_by_index([REGION_OF_COUNTRY[c] for c in countries], F.col("id")).alias("region"),
         (F.pmod(seed, F.lit(200)) + 5).alias("population_m"),
-        (F.round(F.pmod(seed, F.lit(1000)) / 1000.0 + 0.5, 3)).alias("fx_to_usd"),
+        F.round(F.pmod(seed, F.lit(1000)) / 1000.0 + 0.5, 3).alias("fx_to_usd"),
+        country.alias("country"),
     )
 
 
@@ -67,9 +69,11 @@ def campaign_clicks(spark: SparkSession, campaign: str) -> DataFrame:
 
 
 def _pick(values: list[str], seed: Column) -> Column:
-    return F.element_at(
-        F.array(*[F.lit(v) for v in values]), (F.pmod(seed, F.lit(len(values))) + 1).cast("int")
-    )
+    return _pick_by_index(values, F.pmod(seed, F.lit(len(values))))
+
+
+def _pick_by_index(values: list[str], index: Column) -> Column:
+    return F.element_at(F.array(*[F.lit(v) for v in values]), (index + 1).cast("int"))
 
 
 def _money(seed: Column, max_cents: int) -> Column:

@@ -112,3 +112,19 @@ def upstream_keys(
         subset, downstream_def, upstream_def
     )
     return sorted(result.partitions_subset.get_partition_keys())
+
+
+SELF_DEPENDENCY_METADATA = "partition_assets/self_dependency"
+
+
+def self_dependency(asset_key: str | dg.AssetKey, periods: int = 1) -> dg.AssetIn:
+    """An input on the asset's own partition `periods` before, e.g. yesterday's running total.
+
+    It loads as None where there is no predecessor: at the first partition, or
+    before the asset's table exists.
+    """
+    return dg.AssetIn(
+        key=dg.AssetKey.from_coercible(asset_key),
+        partition_mapping=previous_period(periods),
+        metadata={SELF_DEPENDENCY_METADATA: True},
+    )

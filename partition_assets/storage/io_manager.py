@@ -6,6 +6,7 @@ import json
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import (
     open_table,
@@ -73,6 +74,9 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         table_uri = self.table_uri(context.asset_key)
         table = open_table(table_uri)
+        is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
+        if table is None and is_self_dependency:
+            return None  # the asset's first run: there is no predecessor yet
         if table is None:
             raise FileNotFoundError(
                 f"no Delta table for upstream asset {context.asset_key.to_user_string()} at "
@@ -92,7 +96,8 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
                 keys,
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
-            missing = partitions_without_files(table, scope)
+            # A self-dependency in a range run also maps to partitions this run replaces.
+            missing = set() if is_self_dependency else partitions_without_files(table, scope)
             if missing:
                 context.log.warning(
                     f"{context.asset_key.to_user_string()}: no rows stored for "

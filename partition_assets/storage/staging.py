@@ -64,7 +64,7 @@ def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None)
     schema = _table_schema(df, columns)
     fs, root = table_filesystem(table_uri)
     staging = f"{root}/{STAGING_DIR}/{uuid.uuid4().hex}"
-    writer = df.write.mode("errorifexists")
+    writer = df.write.mode("error")
     if columns:
         writer = writer.partitionBy(*columns)
     try:

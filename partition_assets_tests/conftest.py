@@ -1,0 +1,82 @@
+"""Shared fixtures: one Spark Connect server for the whole test session, real Dagster
+instances (SQLite in a temp dir) and a fresh lake folder per test."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+# Set before the example code location is imported, and inherited by every
+# subprocess a test starts (the dagster CLI, dagster dev), so that all of them
+# attach to the test session's Spark server rather than a developer's.
+os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = os.environ.get(
+    "PARTITION_ASSETS_TEST_SPARK_PORT", "15102"
+)
+os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-assets-state-")
+os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
+
+from partition_assets.example import assets as example_assets  # noqa: E402
+from partition_assets.spark import SparkResource  # noqa: E402
+from partition_assets.storage import SparkDeltaIOManager  # noqa: E402
+
+EXAMPLE_ASSETS = dg.load_assets_from_modules([example_assets])
+
+
+@pytest.fixture(scope="session")
+def spark_resource():
+    resource = SparkResource.from_env()
+    server = resource.local_server()
+    started_here = not server.is_running()
+    server.ensure_running()
+    yield resource
+    # Close the client first: at exit it would otherwise retry a stopped server for minutes.
+    resource.spark_session.stop()
+    if started_here:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_resource):
+    return spark_resource.spark_session
+
+
+@pytest.fixture
+def lake(tmp_path) -> Path:
+    path = tmp_path / "lake"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+@pytest.fixture
+def materialize(spark_resource, lake, instance):
+    """Materializes example assets through Dagster, into this test's lake and instance."""
+
+    def run(selection, partition_key=None, partition_range=None, raise_on_error=True):
+        tags = {}
+        if partition_range:
+            tags = {
+                "dagster/asset_partition_range_start": partition_range[0],
+                "dagster/asset_partition_range_end": partition_range[1],
+            }
+        return dg.materialize(
+            EXAMPLE_ASSETS,
+            selection=selection,
+            partition_key=partition_key,
+            tags=tags,
+            instance=instance,
+            resources={
+                "spark": spark_resource,
+                "io_manager": SparkDeltaIOManager(root_uri=str(lake), spark=spark_resource),
+            },
+            raise_on_error=raise_on_error,
+        )
+
+    return run
