@@ -7,6 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
+DAGSTER_PORT ?= 3000
 
 .PHONY: install dev test bench spark-start spark-stop clean
 
@@ -29,10 +30,13 @@ spark-stop: install
 
 dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
-	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
 test: install
 	$(VENV)/bin/pytest
 
 clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
+
+bench: install
+	$(PY) bench/run_overhead.py
