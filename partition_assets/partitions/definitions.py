@@ -44,17 +44,8 @@ def hourly(
     minute_offset: int = 0,
 ) -> dg.HourlyPartitionsDefinition:
     """Hourly partitions; keys are window starts in `tz`, formatted with `fmt`."""
-    _check_common(start, end, tz, fmt, data_lag)
-    return _round_trip_checked(
-        dg.HourlyPartitionsDefinition(
-            start_date=start,
-            end_date=end,
-            timezone=tz,
-            fmt=fmt,
-            end_offset=-data_lag,
-            minute_offset=minute_offset,
-        ),
-        fmt,
+    return _calendar(
+        dg.HourlyPartitionsDefinition, start, end, tz, fmt, data_lag, minute_offset=minute_offset
     )
 
 
@@ -68,17 +59,8 @@ def daily(
     hour_offset: int = 0,
 ) -> dg.DailyPartitionsDefinition:
     """Daily partitions; `data_lag=N` makes the newest partition N days older than yesterday."""
-    _check_common(start, end, tz, fmt, data_lag)
-    return _round_trip_checked(
-        dg.DailyPartitionsDefinition(
-            start_date=start,
-            end_date=end,
-            timezone=tz,
-            fmt=fmt,
-            end_offset=-data_lag,
-            hour_offset=hour_offset,
-        ),
-        fmt,
+    return _calendar(
+        dg.DailyPartitionsDefinition, start, end, tz, fmt, data_lag, hour_offset=hour_offset
     )
 
 
@@ -92,17 +74,8 @@ def weekly(
     day_offset: int = 0,
 ) -> dg.WeeklyPartitionsDefinition:
     """Weekly partitions starting on `day_offset` (0 = Sunday, Dagster's convention)."""
-    _check_common(start, end, tz, fmt, data_lag)
-    return _round_trip_checked(
-        dg.WeeklyPartitionsDefinition(
-            start_date=start,
-            end_date=end,
-            timezone=tz,
-            fmt=fmt,
-            end_offset=-data_lag,
-            day_offset=day_offset,
-        ),
-        fmt,
+    return _calendar(
+        dg.WeeklyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset
     )
 
 
@@ -116,17 +89,8 @@ def monthly(
     day_offset: int = 1,
 ) -> dg.MonthlyPartitionsDefinition:
     """Monthly partitions starting on day `day_offset` of each month."""
-    _check_common(start, end, tz, fmt, data_lag)
-    return _round_trip_checked(
-        dg.MonthlyPartitionsDefinition(
-            start_date=start,
-            end_date=end,
-            timezone=tz,
-            fmt=fmt,
-            end_offset=-data_lag,
-            day_offset=day_offset,
-        ),
-        fmt,
+    return _calendar(
+        dg.MonthlyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset
     )
 
 
@@ -211,6 +175,22 @@ def multi(**dimensions: dg.PartitionsDefinition) -> dg.MultiPartitionsDefinition
                 "use letters, digits and '_', starting with a letter"
             )
     return dg.MultiPartitionsDefinition(dict(dimensions))
+
+
+def _calendar(
+    definition_class: type[_TimeDef],
+    start: DateLike,
+    end: DateLike | None,
+    tz: str,
+    fmt: str,
+    data_lag: int,
+    **offsets: int,
+) -> _TimeDef:
+    _check_common(start, end, tz, fmt, data_lag)
+    definition = definition_class(
+        start_date=start, end_date=end, timezone=tz, fmt=fmt, end_offset=-data_lag, **offsets
+    )
+    return _round_trip_checked(definition, fmt)
 
 
 def _check_common(
