@@ -56,27 +56,49 @@ def instance():
 
 
 @pytest.fixture
-def materialize(spark_resource, lake, instance):
-    """Materializes example assets through Dagster, into this test's lake and instance."""
+def materialize(run_assets):
+    """Materializes example assets (a key or a (first, last) range) and fails loudly."""
 
-    def run(selection, partition_key=None, partition_range=None, raise_on_error=True):
-        tags = {}
-        if partition_range:
-            tags = {
-                "dagster/asset_partition_range_start": partition_range[0],
-                "dagster/asset_partition_range_end": partition_range[1],
-            }
-        return dg.materialize(
+    def run(selection, partition_key=None, partition_range=None):
+        return run_assets(
             EXAMPLE_ASSETS,
-            selection=selection,
+            selection,
             partition_key=partition_key,
-            tags=tags,
+            tags=range_tags(*partition_range) if partition_range else {},
+            raise_on_error=True,
+        )
+
+    return run
+
+
+@pytest.fixture
+def run_assets(spark_resource, lake, instance):
+    """Materializes any assets through Dagster into this test's lake and instance."""
+
+    def run(assets, selection, **kwargs):
+        kwargs.setdefault("raise_on_error", False)
+        return dg.materialize(
+            assets,
+            selection=selection,
             instance=instance,
             resources={
                 "spark": spark_resource,
                 "io_manager": SparkDeltaIOManager(root_uri=str(lake), spark=spark_resource),
             },
-            raise_on_error=raise_on_error,
+            **kwargs,
         )
 
     return run
+
+
+def range_tags(first: str, last: str) -> dict[str, str]:
+    return {
+        "dagster/asset_partition_range_start": first,
+        "dagster/asset_partition_range_end": last,
+    }
+
+
+def failure_message(result) -> str:
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failures, "the run was expected to fail"
+    return failures[0].event_specific_data.error.to_string()

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
-from partition_assets.storage import SparkDeltaIOManager
+from partition_assets_tests.conftest import failure_message, range_tags
 
 DAYS = daily("2024-01-01")
 
@@ -98,30 +98,10 @@ def window_probe(numbers: DataFrame) -> DataFrame:
     )
 
 
-def run(assets, lake, spark_resource, instance, selection, **kwargs):
-    return dg.materialize(
-        assets,
-        selection=selection,
-        instance=instance,
-        resources={
-            "spark": spark_resource,
-            "io_manager": SparkDeltaIOManager(root_uri=str(lake), spark=spark_resource),
-        },
-        **kwargs,
-    )
-
-
-def test_reads_are_filtered_to_exactly_the_mapped_partitions(lake, spark_resource, instance):
-    range_tags = {
-        "dagster/asset_partition_range_start": "2024-01-01",
-        "dagster/asset_partition_range_end": "2024-01-20",
-    }
-    assert run([numbers], lake, spark_resource, instance, ["numbers"], tags=range_tags).success
+def test_reads_are_filtered_to_exactly_the_mapped_partitions(lake, run_assets):
+    assert run_assets([numbers], ["numbers"], tags=range_tags("2024-01-01", "2024-01-20")).success
     files_per_day = {d: len(f) for d, f in files_by_partition(lake / "numbers").items()}
-    assert run(
-        [numbers, window_probe], lake, spark_resource, instance, ["window_probe"],
-        partition_key="2024-01-15",
-    ).success
+    assert run_assets([numbers, window_probe], ["window_probe"], partition_key="2024-01-15").success
     probe = DeltaTable(str(lake / "window_probe")).to_pandas().iloc[0]
     window = [f"2024-01-{d:02d}" for d in range(9, 16)]
     assert probe.days_read == ",".join(window)
@@ -129,19 +109,18 @@ def test_reads_are_filtered_to_exactly_the_mapped_partitions(lake, spark_resourc
     assert probe.files_opened == sum(files_per_day[d] for d in window)
 
 
-def materialize_frame(lake, spark_resource, instance, build_frame, partition_key=None, tags=None, metadata=None):
-    @dg.asset(name="target", partitions_def=DAYS, metadata=metadata or {})
-    def target(spark: SparkResource) -> DataFrame:
-        return build_frame(spark.spark_session)
+@pytest.fixture
+def materialize_frame(run_assets):
+    """Materializes a daily asset `target` whose output is `build_frame(spark)`."""
 
-    return run([target], lake, spark_resource, instance, ["target"], partition_key=partition_key,
-               tags=tags or {}, raise_on_error=False)
+    def run(build_frame, partition_key=None, tags=None, metadata=None):
+        @dg.asset(name="target", partitions_def=DAYS, metadata=metadata or {})
+        def target(spark: SparkResource) -> DataFrame:
+            return build_frame(spark.spark_session)
 
+        return run_assets([target], ["target"], partition_key=partition_key, tags=tags or {})
 
-def failure_message(result) -> str:
-    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert failures, "the run was expected to fail"
-    return str(failures[0].event_specific_data.error.to_string())
+    return run
 
 
 @pytest.mark.parametrize(
@@ -153,13 +132,13 @@ def failure_message(result) -> str:
         (lambda s: s.range(0).withColumn("ds", F.lit("2024-01-05")), "no rows"),
     ],
 )
-def test_bad_output_is_refused_and_nothing_is_written(lake, spark_resource, instance, build_frame, expected):
-    good = materialize_frame(lake, spark_resource, instance, lambda s: s.range(2), partition_key="2024-01-05")
+def test_bad_output_is_refused_and_nothing_is_written(lake, materialize_frame, build_frame, expected):
+    good = materialize_frame(lambda s: s.range(2), partition_key="2024-01-05")
     assert good.success
     version = DeltaTable(str(lake / "target")).version()
     before = rows_by_partition(lake / "target")
 
-    bad = materialize_frame(lake, spark_resource, instance, build_frame, partition_key="2024-01-05")
+    bad = materialize_frame(build_frame, partition_key="2024-01-05")
 
     assert not bad.success
     assert expected in failure_message(bad)
@@ -169,30 +148,17 @@ def test_bad_output_is_refused_and_nothing_is_written(lake, spark_resource, inst
     assert not list((lake / "target" / "_staging").glob("*"))
 
 
-def test_a_range_run_needs_the_partition_column(lake, spark_resource, instance):
-    tags = {"dagster/asset_partition_range_start": "2024-01-01", "dagster/asset_partition_range_end": "2024-01-02"}
-    result = materialize_frame(lake, spark_resource, instance, lambda s: s.range(2), tags=tags)
+def test_a_range_run_needs_the_partition_column(lake, materialize_frame):
+    result = materialize_frame(lambda s: s.range(2), tags=range_tags("2024-01-01", "2024-01-02"))
     assert not result.success
     assert "no partition column ['ds']" in failure_message(result)
     assert not (lake / "target" / "_delta_log").exists()
 
 
-def test_a_changed_schema_is_refused(lake, spark_resource, instance):
-    assert materialize_frame(lake, spark_resource, instance, lambda s: s.range(2), partition_key="2024-01-05").success
-    result = materialize_frame(
-        lake, spark_resource, instance, lambda s: s.range(2).withColumn("id", F.col("id").cast("string")),
-        partition_key="2024-01-06",
-    )
-    assert not result.success
-    assert "schema differs" in failure_message(result)
-    assert DeltaTable(str(lake / "target")).version() == 0
-
-
-def test_allow_empty_clears_the_partition(lake, spark_resource, instance):
-    assert materialize_frame(lake, spark_resource, instance, lambda s: s.range(2), partition_key="2024-01-05").success
+def test_allow_empty_clears_the_partition(lake, materialize_frame):
+    assert materialize_frame(lambda s: s.range(2), partition_key="2024-01-05").success
     cleared = materialize_frame(
-        lake, spark_resource, instance, lambda s: s.range(0), partition_key="2024-01-05",
-        metadata={"allow_empty": True},
+        lambda s: s.range(0), partition_key="2024-01-05", metadata={"allow_empty": True}
     )
     assert cleared.success
     assert DeltaTable(str(lake / "target")).to_pandas().empty

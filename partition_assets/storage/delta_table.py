@@ -13,9 +13,10 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 import pyarrow as pa
-from deltalake import DeltaTable, Schema
+from deltalake import DeltaTable, Field, Schema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import (
     AddAction,
@@ -48,6 +49,7 @@ def replace_partitions(
     staged: StagedWrite,
     scope: PartitionScope | None,
     custom_metadata: Mapping[str, str] | None = None,
+    allow_new_columns: bool = False,
 ) -> CommitResult:
     """Publishes `staged` in one commit that replaces exactly the partitions in `scope`
     (the whole table when `scope` is None).
@@ -55,6 +57,8 @@ def replace_partitions(
     Commits are serialized: on any concurrent commit the replaced files are
     re-read and the commit retried, so writers of disjoint partitions all land
     and, of two writers of the same partition, the later one wins whole.
+    New nullable columns are added first, in a commit of their own, when
+    `allow_new_columns`; old rows read them as null.
     """
     adds = [_add_action(file) for file in staged.files]
     for attempt in range(_MAX_COMMIT_ATTEMPTS):
@@ -70,8 +74,11 @@ def replace_partitions(
                     commit_properties=CommitProperties(custom_metadata=dict(custom_metadata or {})),
                 )
                 return CommitResult(0, len(adds), 0, staged.rows_by_partition)
-            _check_compatible(table, staged)
+            added = _new_columns(table, staged, allow_new_columns)
+            if added:
+                table.alter.add_columns(added)
             removes = _remove_actions(table, scope)
+            read_version = table.version()
             table.create_write_transaction(
                 [*adds, *removes],
                 mode="append",
@@ -81,9 +88,7 @@ def replace_partitions(
                     custom_metadata=dict(custom_metadata or {}), max_commit_retries=0
                 ),
             )
-            return CommitResult(
-                table.version() + 1, len(adds), len(removes), staged.rows_by_partition
-            )
+            return CommitResult(read_version + 1, len(adds), len(removes), staged.rows_by_partition)
         except (CommitFailedError, DeltaError) as error:
             if not _is_conflict(error) or attempt == _MAX_COMMIT_ATTEMPTS - 1:
                 raise
@@ -91,18 +96,28 @@ def replace_partitions(
     raise AssertionError("unreachable")
 
 
-def open_table(table_uri: str, version: int | None = None) -> DeltaTable | None:
+def open_table(
+    table_uri: str, version: int | None = None, timestamp: str | None = None
+) -> DeltaTable | None:
+    """The table at its latest version, or as of `version` or ISO-8601 `timestamp`."""
     try:
-        return DeltaTable(table_uri, version=version)
+        table = DeltaTable(table_uri, version=version)
     except TableNotFoundError:
         return None
+    if timestamp is not None:
+        table.load_as_version(datetime.fromisoformat(timestamp))
+    return table
 
 
 def read_partitions(
     spark: SparkSession, table: DeltaTable, scope: PartitionScope | None
 ) -> DataFrame:
     """The rows of `scope`'s partitions (all rows when None); only their files are opened."""
-    schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
+    arrow = pa.schema(table.schema().to_arrow())
+    partitioning = table.metadata().partition_columns
+    # Spark puts partition columns last; so does the schema it is given.
+    ordered = [f for f in arrow if f.name not in partitioning] + [arrow.field(c) for c in partitioning]
+    schema = from_arrow_schema(pa.schema(ordered))
     if scope is None:
         files = table.file_uris()
     else:
@@ -163,27 +178,52 @@ def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[Rem
     return removes
 
 
-def _check_compatible(table: DeltaTable, staged: StagedWrite) -> None:
+def _new_columns(
+    table: DeltaTable, staged: StagedWrite, allow_new_columns: bool
+) -> list[Field]:
+    """The frame's columns the table lacks; any other difference from the table is an error."""
+    where = f"table {staged.table_uri}"
     table_partitioning = tuple(table.metadata().partition_columns)
     if table_partitioning != staged.partition_columns:
         raise DeltaSchemaError(
-            f"table {staged.table_uri} is partitioned by {list(table_partitioning)} but this "
-            f"write by {list(staged.partition_columns)}: keep the asset's partitions definition "
-            "and partition columns, or write to a new table"
+            f"{where} is partitioned by {list(table_partitioning)} but this write by "
+            f"{list(staged.partition_columns)}: keep the asset's partitions definition and "
+            "partition columns, or write to a new table. Nothing was written."
         )
-    existing = pa.schema(table.schema().to_arrow())
-    existing_types = {f.name: f.type for f in existing}
-    incoming_types = {f.name: f.type for f in staged.schema}
-    if existing_types != incoming_types:
+    existing = {f.name: f.type for f in pa.schema(table.schema().to_arrow())}
+    incoming = {f.name: f.type for f in staged.schema}
+    dropped = [name for name in existing if name not in incoming]
+    if dropped:
         raise DeltaSchemaError(
-            f"the frame's schema differs from table {staged.table_uri}: "
-            f"table has {_describe(existing_types)}, frame has {_describe(incoming_types)}. "
-            "Produce the table's columns and types. Nothing was written."
+            f"the frame lacks column(s) {dropped} of {where}: produce them (null where "
+            "unknown); dropping columns needs a new table. Nothing was written."
         )
+    retyped = {
+        name: (existing[name], incoming[name])
+        for name in existing
+        if not _same_type(existing[name], incoming[name])
+    }
+    if retyped:
+        described = ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in retyped.items())
+        raise DeltaSchemaError(
+            f"the frame changes column types of {where} ({described}): cast them back; "
+            "changing a type needs a new table. Nothing was written."
+        )
+    added = [f for f in staged.schema if f.name not in existing]
+    if added and not allow_new_columns:
+        raise DeltaSchemaError(
+            f"the frame adds column(s) {[f.name for f in added]} to {where}: set asset "
+            "metadata allow_new_columns=True to add them as nullable columns, or drop them. "
+            "Nothing was written."
+        )
+    return list(Schema.from_arrow(pa.schema(added)).fields) if added else []
 
 
-def _describe(types: Mapping[str, pa.DataType]) -> str:
-    return "{" + ", ".join(f"{name}: {data_type}" for name, data_type in types.items()) + "}"
+def _same_type(table_type: pa.DataType, frame_type: pa.DataType) -> bool:
+    # delta-rs reports strings as large or view types; the logical type is what matters.
+    return Schema.from_arrow(pa.schema([("c", table_type)])) == Schema.from_arrow(
+        pa.schema([("c", frame_type)])
+    )
 
 
 def _is_conflict(error: Exception) -> bool:

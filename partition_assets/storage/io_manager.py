@@ -2,8 +2,10 @@
 
 
 import json
+from typing import Literal
 
 import dagster as dg
+from pydantic import Field
 from pyspark.sql import DataFrame
 
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
@@ -22,6 +24,19 @@ from partition_assets.storage.partition_scope import (
 from partition_assets.storage.staging import stage_dataframe
 
 
+class InputOptions(dg.Config):
+    """How an input is read; set per input as AssetIn metadata or as run config
+    (`ops: {<asset>: {inputs: {<input>: {version: 3}}}}`), run config winning."""
+
+    partitions: Literal["mapped", "all"] = Field(
+        default="mapped", description="'all' reads every partition, whatever the mapping."
+    )
+    version: int | None = Field(default=None, description="Read the table as of this version.")
+    timestamp: str | None = Field(
+        default=None, description="Read the table as of this ISO-8601 time."
+    )
+
+
 class SparkDeltaIOManager(dg.ConfigurableIOManager):
     """Stores each asset as a Delta table at `<root_uri>/<asset key path>`.
 
@@ -29,11 +44,17 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
     Inputs are read back filtered to the upstream partitions the mapping names.
     Asset metadata:
     - `partition_column` / `partition_columns`: storage column names (see partition_scope);
-    - `allow_empty: True`: an empty frame clears the run's partitions instead of failing.
+    - `allow_empty: True`: an empty frame clears the run's partitions instead of failing;
+    - `allow_new_columns: True`: new columns extend the table's schema (as nullable).
+    Inputs take InputOptions.
     """
 
     root_uri: str
     spark: dg.ResourceDependency[SparkResource]
+
+    @classmethod
+    def input_config_schema(cls) -> type[dg.Config]:
+        return InputOptions
 
     def table_uri(self, asset_key: dg.AssetKey) -> str:
         return "/".join([self.root_uri.rstrip("/"), *asset_key.path])
@@ -57,6 +78,7 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
             staged,
             scope,
             custom_metadata={"dagster_run_id": context.run_id},
+            allow_new_columns=bool(context.definition_metadata.get("allow_new_columns", False)),
         )
         context.add_output_metadata(
             {
@@ -72,8 +94,9 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
+        options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
         table_uri = self.table_uri(context.asset_key)
-        table = open_table(table_uri)
+        table = open_table(table_uri, version=options.version, timestamp=options.timestamp)
         is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
         if table is None and is_self_dependency:
             return None  # the asset's first run: there is no predecessor yet
@@ -83,7 +106,7 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
                 f"{table_uri}: materialize it first"
             )
         scope = None
-        if context.has_asset_partitions:
+        if context.has_asset_partitions and options.partitions == "mapped":
             keys = context.asset_partition_keys
             if not keys:
                 # e.g. the first partition of a self-dependency: there is no predecessor.
@@ -105,6 +128,10 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
                     f"{json.dumps(sorted(missing)[:5])}"
                 )
         return read_partitions(self.spark.spark_session, table, scope)
+
+
+def _known_options(metadata: dict | None) -> dict:
+    return {k: v for k, v in (metadata or {}).items() if k in InputOptions.model_fields}
 
 
 def _output_scope(context: dg.OutputContext) -> PartitionScope | None:
