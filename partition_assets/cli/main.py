@@ -1,4 +1,4 @@
-"""`partition-assets` (also `python -m partition_assets`): operate the local Spark server."""
+"""`partition-assets` (also `python -m partition_assets`): operate Spark and tables."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from partition_assets.spark import SparkResource, find_java
+from partition_assets.storage.maintenance import vacuum
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,7 +17,19 @@ def main(argv: list[str] | None = None) -> int:
         "spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)"
     )
     spark.add_argument("action", choices=["start", "stop", "status"])
+    vacuum_cmd = commands.add_parser(
+        "vacuum", help="delete files of replaced or killed writes, older than the retention"
+    )
+    vacuum_cmd.add_argument("table_uri")
+    vacuum_cmd.add_argument("--retention-hours", type=float, default=168)
+    vacuum_cmd.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
+
+    if args.command == "vacuum":
+        result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
+        verb = "would delete" if args.dry_run else "deleted"
+        print(f"{verb} {len(result.data_files)} data files, {len(result.staging_folders)} staging folders")
+        return 0
 
     if args.command == "java":
         print(find_java().describe())

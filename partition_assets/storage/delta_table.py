@@ -27,6 +27,7 @@ from deltalake.transaction import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.staging import StagedWrite
 
@@ -79,6 +80,7 @@ def replace_partitions(
                 table.alter.add_columns(added)
             removes = _remove_actions(table, scope)
             read_version = table.version()
+            failpoint("committing")
             table.create_write_transaction(
                 [*adds, *removes],
                 mode="append",
@@ -88,6 +90,7 @@ def replace_partitions(
                     custom_metadata=dict(custom_metadata or {}), max_commit_retries=0
                 ),
             )
+            failpoint("committed")
             return CommitResult(read_version + 1, len(adds), len(removes), staged.rows_by_partition)
         except (CommitFailedError, DeltaError) as error:
             if not _is_conflict(error) or attempt == _MAX_COMMIT_ATTEMPTS - 1:

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType
 
+from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope, PartitionScopeError
 
 STAGING_DIR = "_staging"
@@ -69,17 +70,22 @@ def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None)
         writer = writer.partitionBy(*columns)
     try:
         writer.parquet(_spark_path(table_uri, staging))
+        failpoint("staged")
         written = _list_parquet(fs, staging)
         if scope is not None:
             _check_in_scope(written, scope)
-        files = tuple(_publish_layout(fs, root, staging, info, partition) for info, partition in written)
+        files = []
+        for info, partition in written:
+            files.append(_publish_layout(fs, root, staging, info, partition))
+            failpoint("publishing")
+        failpoint("published")
     finally:
         if fs.get_file_info(staging).type != pafs.FileType.NotFound:
             fs.delete_dir(staging)
     rows: Counter[tuple[str, ...]] = Counter()
     for staged in files:
         rows[tuple(staged.partition_values[c] for c in columns)] += staged.num_records
-    return StagedWrite(table_uri, schema, columns, files, dict(rows))
+    return StagedWrite(table_uri, schema, columns, tuple(files), dict(rows))
 
 
 def _with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:

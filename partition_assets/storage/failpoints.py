@@ -1,0 +1,23 @@
+"""Named points of the write path where a crash can be injected, to prove crash safety.
+
+Setting PARTITION_ASSETS_FAILPOINT=<name> makes the writing process SIGKILL itself
+when it reaches that point: no `finally`, no cleanup, like a lost machine.
+"""
+
+import os
+import signal
+
+ENV = "PARTITION_ASSETS_FAILPOINT"
+
+POINTS = (
+    "staged",  # Spark has written the files into the staging folder
+    "publishing",  # the first staged file has moved into the table's layout
+    "published",  # every file is in the layout; nothing committed
+    "committing",  # the commit's actions are built; the log is untouched
+    "committed",  # the commit is in the log; the run has not recorded it
+)
+
+
+def failpoint(name: str) -> None:
+    if os.environ.get(ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)

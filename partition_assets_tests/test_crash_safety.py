@@ -1,0 +1,113 @@
+"""A writer killed with SIGKILL at any point leaves the previous version whole and readable;
+a re-run converges; `partition-assets vacuum` removes what the killed write left."""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from partition_assets.partitions import daily
+from partition_assets.storage.delta_table import replace_partitions
+from partition_assets.storage.failpoints import ENV, POINTS
+from partition_assets.cli import main as cli
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.staging import stage_dataframe
+
+KEYS = ["2024-01-01", "2024-01-02"]
+WRITER = """
+import sys
+from partition_assets.spark import SparkResource
+from partition_assets_tests.test_crash_safety import write
+write(SparkResource.from_env().spark_session, sys.argv[1], sys.argv[2])
+"""
+
+
+def write(spark, uri: str, tag: str) -> None:
+    """Replaces two daily partitions with 40 rows tagged `tag`, in 4 files per partition."""
+    scope = PartitionScope.for_keys(daily("2024-01-01"), KEYS, ("ds",))
+    frame = spark.range(40).select(
+        "id",
+        F.lit(tag).alias("tag"),
+        F.when(F.col("id") % 2 == 0, KEYS[0]).otherwise(KEYS[1]).alias("ds"),
+    ).repartition(4)
+    replace_partitions(stage_dataframe(frame, uri, scope), scope)
+
+
+def spawn_writer(uri: str, tag: str, failpoint: str | None = None) -> subprocess.Popen:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if failpoint:
+        env[ENV] = failpoint
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, uri, tag],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def tags_by_partition(uri: str) -> dict[str, set[str]]:
+    frame = DeltaTable(uri).to_pandas()
+    assert len(frame) == 40
+    return {ds: set(group.tag) for ds, group in frame.groupby("ds")}
+
+
+def parquet_on_disk(uri: str) -> set[str]:
+    return {str(p) for p in Path(uri).rglob("*.parquet")}
+
+
+def assert_converges_and_vacuums(spark, uri: str) -> None:
+    write(spark, uri, "rerun")
+    assert tags_by_partition(uri) == {k: {"rerun"} for k in KEYS}
+    assert cli(["vacuum", uri, "--retention-hours", "0"]) == 0
+    assert parquet_on_disk(uri) == set(DeltaTable(uri).file_uris())
+    assert not list((Path(uri) / "_staging").glob("*"))
+    assert tags_by_partition(uri) == {k: {"rerun"} for k in KEYS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", POINTS)
+def test_a_writer_killed_at_a_failpoint_leaves_one_whole_version(spark, lake, point):
+    uri = str(lake / "t")
+    write(spark, uri, "old")
+    version = DeltaTable(uri).version()
+
+    writer = spawn_writer(uri, "new", failpoint=point)
+    assert writer.wait(timeout=300) == -signal.SIGKILL, writer.stderr.read()[-2000:]
+
+    if point == "committed":  # the commit landed before the kill: the new version, whole
+        assert DeltaTable(uri).version() == version + 1
+        assert tags_by_partition(uri) == {k: {"new"} for k in KEYS}
+    else:
+        assert DeltaTable(uri).version() == version
+        assert tags_by_partition(uri) == {k: {"old"} for k in KEYS}
+    if point in ("publishing", "published", "committing"):
+        assert parquet_on_disk(uri) > set(DeltaTable(uri).file_uris())  # orphans, unseen
+    assert_converges_and_vacuums(spark, uri)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_while_spark_writes_leaves_the_previous_version(spark, lake):
+    uri = str(lake / "t")
+    write(spark, uri, "old")
+    version = DeltaTable(uri).version()
+
+    writer = spawn_writer(uri, "new")
+    staging = Path(uri) / "_staging"
+    deadline = time.monotonic() + 120
+    while not any(staging.glob("*/_temporary")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    writer.send_signal(signal.SIGKILL)
+    assert writer.wait(timeout=60) == -signal.SIGKILL
+
+    assert DeltaTable(uri).version() == version
+    assert tags_by_partition(uri) == {k: {"old"} for k in KEYS}
+    time.sleep(2)  # let the Spark job of the dead client finish or abort
+    assert_converges_and_vacuums(spark, uri)
