@@ -75,7 +75,7 @@ def materialize(run_assets):
 def run_assets(spark_resource, lake, instance):
     """Materializes any assets through Dagster into this test's lake and instance."""
 
-    def run(assets, selection, **kwargs):
+    def run(assets, selection, io_manager=SparkDeltaIOManager, **kwargs):
         kwargs.setdefault("raise_on_error", False)
         return dg.materialize(
             assets,
@@ -83,7 +83,7 @@ def run_assets(spark_resource, lake, instance):
             instance=instance,
             resources={
                 "spark": spark_resource,
-                "io_manager": SparkDeltaIOManager(root_uri=str(lake), spark=spark_resource),
+                "io_manager": io_manager(root_uri=str(lake), spark=spark_resource),
             },
             **kwargs,
         )

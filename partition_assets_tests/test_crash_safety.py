@@ -16,7 +16,7 @@ from partition_assets.storage.delta_table import replace_partitions
 from partition_assets.storage.failpoints import ENV, POINTS
 from partition_assets.cli import main as cli
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import stage_dataframe
+from partition_assets.storage.staging import move_into_layout, stage_dataframe
 
 KEYS = ["2024-01-01", "2024-01-02"]
 WRITER = """
@@ -35,7 +35,9 @@ def write(spark, uri: str, tag: str) -> None:
         F.lit(tag).alias("tag"),
         F.when(F.col("id") % 2 == 0, KEYS[0]).otherwise(KEYS[1]).alias("ds"),
     ).repartition(4)
-    replace_partitions(stage_dataframe(frame, uri, scope), scope)
+    staged = stage_dataframe(frame, uri, scope)
+    move_into_layout(staged)
+    replace_partitions(staged, scope)
 
 
 def spawn_writer(uri: str, tag: str, failpoint: str | None = None) -> subprocess.Popen:

@@ -13,7 +13,7 @@ from partition_assets.partitions import daily, hourly, mappings, multi, static
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import replace_partitions
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import stage_dataframe
+from partition_assets.storage.staging import move_into_layout, stage_dataframe
 from partition_assets_tests.conftest import failure_message, range_tags
 
 DAYS = daily("2024-01-01")
@@ -22,7 +22,9 @@ DAYS = daily("2024-01-01")
 def write_day(spark, table_uri: str, day: str, rows: int, tag: str):
     scope = PartitionScope.for_keys(DAYS, [day], ("ds",))
     frame = spark.range(rows).select(F.col("id"), F.lit(tag).alias("writer"))
-    return replace_partitions(stage_dataframe(frame, table_uri, scope), scope)
+    staged = stage_dataframe(frame, table_uri, scope)
+    move_into_layout(staged)
+    return replace_partitions(staged, scope)
 
 
 def test_eight_concurrent_writers_to_eight_partitions_all_commit(spark, lake):

@@ -1,22 +1,18 @@
-"""A Delta table written through staged files and read through partition pruning.
+"""Delta tables, written through staged files and read through partition pruning.
 
 Publishing is one Delta commit (delta-rs) that adds the staged files and removes
 every file of the partitions it replaces, so a reader sees the old version or
 the new one, never a mix. No Delta jars are needed on Spark's classpath.
 """
 
-from __future__ import annotations
-
 import json
 import random
 import time
 import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 
 import pyarrow as pa
-from deltalake import DeltaTable, Field, Schema
+from deltalake import DeltaTable, Schema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import (
     AddAction,
@@ -25,33 +21,22 @@ from deltalake.transaction import (
     create_table_with_add_actions,
 )
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import StagedWrite
+from partition_assets.storage.schema import new_columns
+from partition_assets.storage.staging import StagedFile, StagedWrite, move_into_layout
+from partition_assets.storage.table_format import PublishResult, spark_schema
 
 _MAX_COMMIT_ATTEMPTS = 50
-
-
-class DeltaSchemaError(ValueError):
-    """A write does not match the table's schema or partitioning; nothing was written."""
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    version: int
-    files_added: int
-    files_removed: int
-    rows_by_partition: dict[tuple[str, ...], int]
 
 
 def replace_partitions(
     staged: StagedWrite,
     scope: PartitionScope | None,
-    custom_metadata: Mapping[str, str] | None = None,
+    custom_metadata: dict[str, str] | None = None,
     allow_new_columns: bool = False,
-) -> CommitResult:
+) -> PublishResult:
     """Publishes `staged` in one commit that replaces exactly the partitions in `scope`
     (the whole table when `scope` is None).
 
@@ -72,12 +57,12 @@ def replace_partitions(
                     adds,
                     mode="error",
                     partition_by=list(staged.partition_columns) or None,
-                    commit_properties=CommitProperties(custom_metadata=dict(custom_metadata or {})),
+                    commit_properties=CommitProperties(custom_metadata=custom_metadata or {}),
                 )
-                return CommitResult(0, len(adds), 0, staged.rows_by_partition)
+                return PublishResult(0, len(adds), 0)
             added = _new_columns(table, staged, allow_new_columns)
             if added:
-                table.alter.add_columns(added)
+                table.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
             removes = _remove_actions(table, scope)
             read_version = table.version()
             failpoint("committing")
@@ -87,11 +72,11 @@ def replace_partitions(
                 schema=table.schema(),
                 partition_by=list(staged.partition_columns) or None,
                 commit_properties=CommitProperties(
-                    custom_metadata=dict(custom_metadata or {}), max_commit_retries=0
+                    custom_metadata=custom_metadata or {}, max_commit_retries=0
                 ),
             )
             failpoint("committed")
-            return CommitResult(read_version + 1, len(adds), len(removes), staged.rows_by_partition)
+            return PublishResult(read_version + 1, len(adds), len(removes))
         except (CommitFailedError, DeltaError) as error:
             if not _is_conflict(error) or attempt == _MAX_COMMIT_ATTEMPTS - 1:
                 raise
@@ -116,11 +101,9 @@ def read_partitions(
     spark: SparkSession, table: DeltaTable, scope: PartitionScope | None
 ) -> DataFrame:
     """The rows of `scope`'s partitions (all rows when None); only their files are opened."""
-    arrow = pa.schema(table.schema().to_arrow())
-    partitioning = table.metadata().partition_columns
-    # Spark puts partition columns last; so does the schema it is given.
-    ordered = [f for f in arrow if f.name not in partitioning] + [arrow.field(c) for c in partitioning]
-    schema = from_arrow_schema(pa.schema(ordered))
+    schema = spark_schema(
+        pa.schema(table.schema().to_arrow()), table.metadata().partition_columns
+    )
     if scope is None:
         files = table.file_uris()
     else:
@@ -138,7 +121,7 @@ def partitions_without_files(table: DeltaTable, scope: PartitionScope) -> set[tu
     return set(scope.rows) - present
 
 
-def _add_action(file) -> AddAction:
+def _add_action(file: StagedFile) -> AddAction:
     return AddAction(
         path=file.path,
         size=file.size,
@@ -181,51 +164,12 @@ def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[Rem
     return removes
 
 
-def _new_columns(
-    table: DeltaTable, staged: StagedWrite, allow_new_columns: bool
-) -> list[Field]:
-    """The frame's columns the table lacks; any other difference from the table is an error."""
-    where = f"table {staged.table_uri}"
-    table_partitioning = tuple(table.metadata().partition_columns)
-    if table_partitioning != staged.partition_columns:
-        raise DeltaSchemaError(
-            f"{where} is partitioned by {list(table_partitioning)} but this write by "
-            f"{list(staged.partition_columns)}: keep the asset's partitions definition and "
-            "partition columns, or write to a new table. Nothing was written."
-        )
-    existing = {f.name: f.type for f in pa.schema(table.schema().to_arrow())}
-    incoming = {f.name: f.type for f in staged.schema}
-    dropped = [name for name in existing if name not in incoming]
-    if dropped:
-        raise DeltaSchemaError(
-            f"the frame lacks column(s) {dropped} of {where}: produce them (null where "
-            "unknown); dropping columns needs a new table. Nothing was written."
-        )
-    retyped = {
-        name: (existing[name], incoming[name])
-        for name in existing
-        if not _same_type(existing[name], incoming[name])
-    }
-    if retyped:
-        described = ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in retyped.items())
-        raise DeltaSchemaError(
-            f"the frame changes column types of {where} ({described}): cast them back; "
-            "changing a type needs a new table. Nothing was written."
-        )
-    added = [f for f in staged.schema if f.name not in existing]
-    if added and not allow_new_columns:
-        raise DeltaSchemaError(
-            f"the frame adds column(s) {[f.name for f in added]} to {where}: set asset "
-            "metadata allow_new_columns=True to add them as nullable columns, or drop them. "
-            "Nothing was written."
-        )
-    return list(Schema.from_arrow(pa.schema(added)).fields) if added else []
-
-
-def _same_type(table_type: pa.DataType, frame_type: pa.DataType) -> bool:
-    # delta-rs reports strings as large or view types; the logical type is what matters.
-    return Schema.from_arrow(pa.schema([("c", table_type)])) == Schema.from_arrow(
-        pa.schema([("c", frame_type)])
+def _new_columns(table: DeltaTable, staged: StagedWrite, allow_new_columns: bool) -> list:
+    return new_columns(
+        pa.schema(table.schema().to_arrow()),
+        tuple(table.metadata().partition_columns),
+        staged,
+        allow_new_columns,
     )
 
 
@@ -235,3 +179,43 @@ def _is_conflict(error: Exception) -> bool:
     return isinstance(error, CommitFailedError) or any(
         word in text for word in ("conflict", "version", "already exists")
     )
+
+
+class DeltaFormat:
+    """TableFormat: Delta Lake through delta-rs."""
+
+    name = "delta"
+
+    def validate(self, staged: StagedWrite, allow_new_columns: bool) -> None:
+        table = open_table(staged.table_uri)
+        if table is not None:
+            _new_columns(table, staged, allow_new_columns)
+
+    def publish(
+        self,
+        staged: StagedWrite,
+        scope: PartitionScope | None,
+        *,
+        run_id: str,
+        allow_new_columns: bool,
+    ) -> PublishResult:
+        move_into_layout(staged)
+        return replace_partitions(
+            staged, scope, {"dagster_run_id": run_id}, allow_new_columns=allow_new_columns
+        )
+
+    def read(
+        self,
+        spark: SparkSession,
+        table_uri: str,
+        scope: PartitionScope | None,
+        *,
+        version: int | None = None,
+        timestamp: str | None = None,
+    ) -> DataFrame | None:
+        table = open_table(table_uri, version=version, timestamp=timestamp)
+        return None if table is None else read_partitions(spark, table, scope)
+
+    def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
+        table = open_table(table_uri)
+        return set(scope.rows) if table is None else partitions_without_files(table, scope)

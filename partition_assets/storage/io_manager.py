@@ -1,8 +1,7 @@
-"""Dagster IO manager: PySpark DataFrames in and out of one Delta table per asset."""
-
+"""Dagster IO managers: PySpark DataFrames in and out of one table per asset."""
 
 import json
-from typing import Literal
+from typing import ClassVar, Literal
 
 import dagster as dg
 from pydantic import Field
@@ -10,23 +9,21 @@ from pyspark.sql import DataFrame
 
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
-from partition_assets.storage.delta_table import (
-    open_table,
-    partitions_without_files,
-    read_partitions,
-    replace_partitions,
-)
+from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import (
     PartitionScope,
     PartitionScopeError,
     partition_columns,
 )
-from partition_assets.storage.staging import stage_dataframe
+from partition_assets.storage.staging import discard, stage_dataframe
+from partition_assets.storage.table_format import TableFormat
 
 
 class InputOptions(dg.Config):
-    """How an input is read; set per input as AssetIn metadata or as run config
-    (`ops: {<asset>: {inputs: {<input>: {version: 3}}}}`), run config winning."""
+    """How an input is read: as AssetIn metadata, or as run config
+    (`ops: {<asset>: {inputs: {<input>: {version: 3}}}}`) for inputs declared with
+    `AssetIn(input_manager_key="io_manager")`. Run config wins."""
 
     partitions: Literal["mapped", "all"] = Field(
         default="mapped", description="'all' reads every partition, whatever the mapping."
@@ -37,20 +34,20 @@ class InputOptions(dg.Config):
     )
 
 
-class SparkDeltaIOManager(dg.ConfigurableIOManager):
-    """Stores each asset as a Delta table at `<root_uri>/<asset key path>`.
+class SparkTableIOManager(dg.ConfigurableIOManager):
+    """Stores each asset as a table at `<root_uri>/<asset key path>`.
 
-    A run's output replaces exactly the run's partitions in one atomic commit.
-    Inputs are read back filtered to the upstream partitions the mapping names.
-    Asset metadata:
+    A run's output replaces exactly the run's partitions; inputs are read back
+    filtered to the upstream partitions the mapping names. Asset metadata:
     - `partition_column` / `partition_columns`: storage column names (see partition_scope);
     - `allow_empty: True`: an empty frame clears the run's partitions instead of failing;
     - `allow_new_columns: True`: new columns extend the table's schema (as nullable).
-    Inputs take InputOptions.
     """
 
     root_uri: str
     spark: dg.ResourceDependency[SparkResource]
+
+    table_format: ClassVar[TableFormat]
 
     @classmethod
     def input_config_schema(cls) -> type[dg.Config]:
@@ -63,30 +60,34 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
         if not isinstance(obj, DataFrame):
             raise TypeError(
                 f"asset {context.asset_key.to_user_string()} returned {type(obj).__name__}; "
-                "SparkDeltaIOManager stores pyspark.sql.DataFrame outputs"
+                f"{type(self).__name__} stores pyspark.sql.DataFrame outputs"
             )
+        metadata = context.definition_metadata
+        allow_new_columns = bool(metadata.get("allow_new_columns", False))
         scope = _output_scope(context)
-        table_uri = self.table_uri(context.asset_key)
-        staged = stage_dataframe(obj, table_uri, scope)
-        if not staged.files and not context.definition_metadata.get("allow_empty", False):
-            raise PartitionScopeError(
-                f"asset {context.asset_key.to_user_string()} produced no rows for "
-                f"{scope.describe() if scope else 'the table'}; nothing was written. "
-                "Set metadata allow_empty=True to clear the partitions instead."
-            )
-        result = replace_partitions(
-            staged,
-            scope,
-            custom_metadata={"dagster_run_id": context.run_id},
-            allow_new_columns=bool(context.definition_metadata.get("allow_new_columns", False)),
+        staged = stage_dataframe(obj, self.table_uri(context.asset_key), scope)
+        try:
+            if not staged.files and not metadata.get("allow_empty", False):
+                raise PartitionScopeError(
+                    f"asset {context.asset_key.to_user_string()} produced no rows for "
+                    f"{scope.describe() if scope else 'the table'}; nothing was written. "
+                    "Set metadata allow_empty=True to clear the partitions instead."
+                )
+            self.table_format.validate(staged, allow_new_columns)
+        except BaseException:
+            discard(staged)
+            raise
+        result = self.table_format.publish(
+            staged, scope, run_id=context.run_id, allow_new_columns=allow_new_columns
         )
         context.add_output_metadata(
             {
-                "table_uri": table_uri,
-                "delta_version": result.version,
+                "table_uri": staged.table_uri,
+                "table_format": self.table_format.name,
+                **({"delta_version": result.version} if result.version is not None else {}),
                 "rows": staged.num_records,
                 "rows_by_partition": dg.MetadataValue.json(
-                    {"/".join(key) or "table": rows for key, rows in result.rows_by_partition.items()}
+                    {"/".join(key) or "table": rows for key, rows in staged.rows_by_partition.items()}
                 ),
                 "files_added": result.files_added,
                 "files_removed": result.files_removed,
@@ -94,17 +95,11 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
-        options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
+        options = InputOptions(
+            **{**_known_options(context.definition_metadata), **(context.config or {})}
+        )
         table_uri = self.table_uri(context.asset_key)
-        table = open_table(table_uri, version=options.version, timestamp=options.timestamp)
         is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
-        if table is None and is_self_dependency:
-            return None  # the asset's first run: there is no predecessor yet
-        if table is None:
-            raise FileNotFoundError(
-                f"no Delta table for upstream asset {context.asset_key.to_user_string()} at "
-                f"{table_uri}: materialize it first"
-            )
         scope = None
         if context.has_asset_partitions and options.partitions == "mapped":
             keys = context.asset_partition_keys
@@ -119,15 +114,42 @@ class SparkDeltaIOManager(dg.ConfigurableIOManager):
                 keys,
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
-            # A self-dependency in a range run also maps to partitions this run replaces.
-            missing = set() if is_self_dependency else partitions_without_files(table, scope)
+        frame = self.table_format.read(
+            self.spark.spark_session,
+            table_uri,
+            scope,
+            version=options.version,
+            timestamp=options.timestamp,
+        )
+        if frame is None:
+            if is_self_dependency:
+                return None  # the asset's first run: there is no predecessor yet
+            raise FileNotFoundError(
+                f"no table for upstream asset {context.asset_key.to_user_string()} at "
+                f"{table_uri}: materialize it first"
+            )
+        # A self-dependency in a range run also maps to partitions this run replaces.
+        if scope is not None and not is_self_dependency:
+            missing = self.table_format.missing_partitions(table_uri, scope)
             if missing:
                 context.log.warning(
                     f"{context.asset_key.to_user_string()}: no rows stored for "
                     f"{len(missing)} of the {len(scope)} partitions this input maps to: "
                     f"{json.dumps(sorted(missing)[:5])}"
                 )
-        return read_partitions(self.spark.spark_session, table, scope)
+        return frame
+
+
+class SparkDeltaIOManager(SparkTableIOManager):
+    """Delta Lake tables: one atomic commit per run; versions, time travel, concurrent writers."""
+
+    table_format: ClassVar[TableFormat] = DeltaFormat()
+
+
+class SparkParquetIOManager(SparkTableIOManager):
+    """Plain Parquet in `col=value/` folders; see parquet_table for what it does not guarantee."""
+
+    table_format: ClassVar[TableFormat] = ParquetFormat()
 
 
 def _known_options(metadata: dict | None) -> dict:

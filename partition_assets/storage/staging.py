@@ -1,8 +1,8 @@
-"""Spark executors write a DataFrame's files; they become *staged* files of a table.
+"""Spark executors write a DataFrame's files into a staging folder of its table.
 
-A staged file sits in the table's Hive-style layout (`ds=2024-01-01/part-….parquet`)
-but no Delta commit references it yet, so no reader sees it. Publishing is a
-separate step (delta_commit), which lets one commit publish many staged writes.
+Staged files are checked against the run's partitions before anything is
+published; publishing is the table format's step (a Delta commit, or a Parquet
+partition swap), so one commit can later publish many staged writes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import urllib.parse
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -30,7 +30,7 @@ _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 @dataclass(frozen=True)
 class StagedFile:
-    path: str  # relative to the table root, as it is on storage
+    path: str  # relative to the staging folder, which is its path in the table's layout
     size: int
     partition_values: dict[str, str]
     num_records: int
@@ -39,14 +39,21 @@ class StagedFile:
 @dataclass(frozen=True)
 class StagedWrite:
     table_uri: str
+    staging_dir: str  # this write's folder under the table's _staging/
     schema: pa.Schema  # data columns, then partition columns
     partition_columns: tuple[str, ...]
     files: tuple[StagedFile, ...]
-    rows_by_partition: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property
     def num_records(self) -> int:
         return sum(file.num_records for file in self.files)
+
+    @property
+    def rows_by_partition(self) -> dict[tuple[str, ...], int]:
+        rows: Counter[tuple[str, ...]] = Counter()
+        for file in self.files:
+            rows[tuple(file.partition_values[c] for c in self.partition_columns)] += file.num_records
+        return dict(rows)
 
 
 def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
@@ -54,7 +61,7 @@ def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
 
 
 def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None) -> StagedWrite:
-    """Writes `df` into staged files of the table at `table_uri`.
+    """Spark executors write `df` into a staging folder of the table at `table_uri`.
 
     Partition columns are added when the frame lacks them and the run has one
     partition. Rows outside `scope`, or with a null partition value, are an
@@ -74,18 +81,34 @@ def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None)
         written = _list_parquet(fs, staging)
         if scope is not None:
             _check_in_scope(written, scope)
-        files = []
-        for info, partition in written:
-            files.append(_publish_layout(fs, root, staging, info, partition))
-            failpoint("publishing")
-        failpoint("published")
-    finally:
-        if fs.get_file_info(staging).type != pafs.FileType.NotFound:
-            fs.delete_dir(staging)
-    rows: Counter[tuple[str, ...]] = Counter()
-    for staged in files:
-        rows[tuple(staged.partition_values[c] for c in columns)] += staged.num_records
-    return StagedWrite(table_uri, schema, columns, tuple(files), dict(rows))
+        files = tuple(_staged_file(fs, staging, info, partition) for info, partition in written)
+    except BaseException:
+        delete_dir(fs, staging)
+        raise
+    return StagedWrite(table_uri, staging, schema, columns, files)
+
+
+def move_into_layout(staged: StagedWrite) -> None:
+    """Moves the staged files into the table's `col=value/` layout, still unreferenced."""
+    fs, root = table_filesystem(staged.table_uri)
+    for file in staged.files:
+        target = f"{root}/{file.path}"
+        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        fs.move(f"{staged.staging_dir}/{file.path}", target)
+        failpoint("publishing")
+    failpoint("published")
+    delete_dir(fs, staged.staging_dir)
+
+
+def discard(staged: StagedWrite) -> None:
+    fs, _ = table_filesystem(staged.table_uri)
+    delete_dir(fs, staged.staging_dir)
+
+
+def delete_dir(fs: pafs.FileSystem, path: str) -> None:
+    """Deletes a folder if it exists."""
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)
 
 
 def _with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:
@@ -132,13 +155,17 @@ def _list_parquet(
     for info in fs.get_file_info(pafs.FileSelector(staging, recursive=True)):
         if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
             continue
-        relative_dir = info.path[len(staging) + 1 :].rpartition("/")[0]
-        partition: dict[str, str | None] = {}
-        for segment in filter(None, relative_dir.split("/")):
-            column, _, escaped = segment.partition("=")
-            partition[column] = None if escaped == _HIVE_NULL else urllib.parse.unquote(escaped)
-        found.append((info, partition))
+        found.append((info, parse_partition_path(info.path[len(staging) + 1 :].rpartition("/")[0])))
     return found
+
+
+def parse_partition_path(relative_dir: str) -> dict[str, str | None]:
+    """`ds=2024-01-01-05%3A00/region=emea` -> {"ds": "2024-01-01-05:00", "region": "emea"}."""
+    partition: dict[str, str | None] = {}
+    for segment in filter(None, relative_dir.split("/")):
+        column, _, escaped = segment.partition("=")
+        partition[column] = None if escaped == _HIVE_NULL else urllib.parse.unquote(escaped)
+    return partition
 
 
 def _check_in_scope(
@@ -164,21 +191,13 @@ def _check_in_scope(
     )
 
 
-def _publish_layout(
-    fs: pafs.FileSystem,
-    root: str,
-    staging: str,
-    info: pafs.FileInfo,
-    partition: dict[str, str | None],
+def _staged_file(
+    fs: pafs.FileSystem, staging: str, info: pafs.FileInfo, partition: dict[str, str | None]
 ) -> StagedFile:
-    relative = info.path[len(staging) + 1 :]
-    target = f"{root}/{relative}"
-    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-    fs.move(info.path, target)
-    with fs.open_input_file(target) as handle:
+    with fs.open_input_file(info.path) as handle:
         num_records = pq.read_metadata(handle).num_rows
     return StagedFile(
-        path=relative,
+        path=info.path[len(staging) + 1 :],
         size=info.size,
         partition_values={k: v for k, v in partition.items() if v is not None},
         num_records=num_records,

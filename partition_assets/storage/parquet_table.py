@@ -1,0 +1,204 @@
+"""Parquet tables: Hive-style `col=value/` folders, replaced partition by partition.
+
+What it guarantees, and what it does not (Delta does all of these):
+- a write is validated in full before anything is published: bad rows, schema
+  drift or an empty frame change nothing;
+- each partition folder is swapped by two renames (old folder out, new folder
+  in): a reader listing in between sees that partition empty, and a reader of
+  several partitions may see some old and some new ones; there is no commit
+  that makes a multi-partition write visible at once;
+- a write killed mid-publish leaves some partitions new, some old and at most
+  one partition missing; re-running the write repairs it;
+- renames are atomic on a local or HDFS filesystem only: on object stores a
+  folder "rename" copies file by file;
+- no versions, so no time travel, and concurrent writers of one partition race.
+"""
+
+import uuid
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyspark.sql import DataFrame, SparkSession
+
+from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.schema import new_columns
+from partition_assets.storage.staging import (
+    STAGING_DIR,
+    StagedWrite,
+    delete_dir,
+    parse_partition_path,
+    table_filesystem,
+)
+from partition_assets.storage.table_format import PublishResult, spark_schema
+
+# The table's schema and partitioning: Parquet folders alone cannot say which
+# columns a table has once columns were added, nor that it is partitioned.
+SCHEMA_FILE = "_schema.arrow"
+_TRASH_DIR = "_trash"
+_PARTITIONING_KEY = b"partition_assets.partition_columns"
+
+
+class ParquetFormat:
+    """TableFormat: plain Parquet in a Hive-style layout."""
+
+    name = "parquet"
+
+    def validate(self, staged: StagedWrite, allow_new_columns: bool) -> None:
+        stored = read_schema(staged.table_uri)
+        if stored is not None:
+            new_columns(stored, _partitioning(stored), staged, allow_new_columns)
+
+    def publish(
+        self,
+        staged: StagedWrite,
+        scope: PartitionScope | None,
+        *,
+        run_id: str,
+        allow_new_columns: bool,
+    ) -> PublishResult:
+        fs, root = table_filesystem(staged.table_uri)
+        stored = read_schema(staged.table_uri)
+        if stored is None:
+            _write_schema(fs, root, staged.schema, staged.partition_columns)
+        else:
+            added = new_columns(stored, _partitioning(stored), staged, allow_new_columns)
+            if added:
+                _write_schema(fs, root, pa.schema([*stored, *added]), staged.partition_columns)
+        existing = _partition_folders(fs, root, staged.partition_columns)
+        replaced = {
+            folder for values, folder in existing.items() if scope is None or scope.contains(
+                dict(zip(scope.columns, values))
+            )
+        }
+        incoming = {file.path.rpartition("/")[0] for file in staged.files}
+        trash = f"{root}/{_TRASH_DIR}/{uuid.uuid4().hex}"
+        removed = 0
+        for folder in sorted(replaced | incoming):
+            current = f"{root}/{folder}".rstrip("/")
+            if folder in replaced:
+                removed += _move_out(
+                    fs, current, f"{trash}/{folder}".rstrip("/"), whole_folder=bool(folder)
+                )
+            if folder in incoming:
+                _move_in(fs, f"{staged.staging_dir}/{folder}".rstrip("/"), current)
+            failpoint("publishing")
+        failpoint("published")
+        delete_dir(fs, trash)
+        delete_dir(fs, staged.staging_dir)
+        return PublishResult(None, len(staged.files), removed)
+
+    def read(
+        self,
+        spark: SparkSession,
+        table_uri: str,
+        scope: PartitionScope | None,
+        *,
+        version: int | None = None,
+        timestamp: str | None = None,
+    ) -> DataFrame | None:
+        if version is not None or timestamp is not None:
+            raise ValueError(
+                f"Parquet table {table_uri} keeps no versions: drop the version/timestamp pin, "
+                "or store the asset with SparkDeltaIOManager for time travel"
+            )
+        stored = read_schema(table_uri)
+        if stored is None:
+            return None
+        fs, root = table_filesystem(table_uri)
+        columns = _partitioning(stored)
+        schema = spark_schema(stored, columns)
+        if not columns:
+            return spark.read.schema(schema).parquet(table_uri)
+        folders = _partition_folders(fs, root, columns)
+        chosen = [
+            f"{table_uri.rstrip('/')}/{folder}"
+            for values, folder in folders.items()
+            if scope is None or scope.contains(dict(zip(columns, values)))
+        ]
+        if not chosen:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).option("basePath", table_uri).parquet(*chosen)
+
+    def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
+        fs, root = table_filesystem(table_uri)
+        return set(scope.rows) - set(_partition_folders(fs, root, scope.columns))
+
+
+def read_schema(table_uri: str) -> pa.Schema | None:
+    fs, root = table_filesystem(table_uri)
+    path = f"{root}/{SCHEMA_FILE}"
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return None
+    with fs.open_input_file(path) as handle:
+        return pa.ipc.read_schema(pa.py_buffer(handle.read()))
+
+
+def _write_schema(
+    fs: pafs.FileSystem, root: str, schema: pa.Schema, partition_columns: tuple[str, ...]
+) -> None:
+    schema = schema.with_metadata({_PARTITIONING_KEY: ",".join(partition_columns).encode()})
+    fs.create_dir(root, recursive=True)
+    temporary = f"{root}/{SCHEMA_FILE}.{uuid.uuid4().hex}"
+    with fs.open_output_stream(temporary) as handle:
+        handle.write(schema.serialize().to_pybytes())
+    fs.move(temporary, f"{root}/{SCHEMA_FILE}")
+
+
+def _partitioning(schema: pa.Schema) -> tuple[str, ...]:
+    stored = (schema.metadata or {}).get(_PARTITIONING_KEY, b"").decode()
+    return tuple(filter(None, stored.split(",")))
+
+
+def _partition_folders(
+    fs: pafs.FileSystem, root: str, columns: tuple[str, ...]
+) -> dict[tuple[str, ...], str]:
+    """Partition values -> folder path relative to the root, for the folders on storage."""
+    if not columns:
+        return {(): ""}
+    folders = {(): ""}
+    for column in columns:
+        deeper = {}
+        for values, folder in folders.items():
+            parent = f"{root}/{folder}".rstrip("/")
+            if fs.get_file_info(parent).type != pafs.FileType.Directory:
+                continue
+            for info in fs.get_file_info(pafs.FileSelector(parent)):
+                name = info.base_name
+                if info.type == pafs.FileType.Directory and name.startswith(f"{column}="):
+                    value = parse_partition_path(name)[column]
+                    deeper[(*values, value)] = f"{folder}/{name}".lstrip("/")
+        folders = deeper
+    return folders
+
+
+def _move_out(fs: pafs.FileSystem, folder: str, trash: str, whole_folder: bool) -> int:
+    """Moves a partition's folder (or, unpartitioned, the root's data files) to the trash."""
+    files = _data_files(fs, folder)
+    if whole_folder:
+        fs.create_dir(trash.rpartition("/")[0], recursive=True)
+        fs.move(folder, trash)  # one rename: the partition's files leave together
+    else:
+        fs.create_dir(trash, recursive=True)
+        for path in files:
+            fs.move(path, f"{trash}/{path.rpartition('/')[2]}")
+    return len(files)
+
+
+def _move_in(fs: pafs.FileSystem, staged_folder: str, folder: str) -> None:
+    if fs.get_file_info(folder).type == pafs.FileType.NotFound:
+        fs.create_dir(folder.rpartition("/")[0], recursive=True)
+        fs.move(staged_folder, folder)  # one rename: the partition's files arrive together
+        return
+    for path in _data_files(fs, staged_folder):
+        fs.move(path, f"{folder}/{path.rpartition('/')[2]}")
+
+
+def _data_files(fs: pafs.FileSystem, folder: str) -> list[str]:
+    if fs.get_file_info(folder).type != pafs.FileType.Directory:
+        return []
+    return [
+        info.path
+        for info in fs.get_file_info(pafs.FileSelector(folder))
+        if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
+    ]

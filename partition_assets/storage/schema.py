@@ -1,0 +1,61 @@
+"""Schema rules shared by every table format: columns may be added (when allowed),
+never dropped or retyped, and the partitioning never changes."""
+
+import pyarrow as pa
+from deltalake import Schema
+
+from partition_assets.storage.staging import StagedWrite
+
+
+class TableSchemaError(ValueError):
+    """A write does not match its table's schema or partitioning; nothing was written."""
+
+
+def new_columns(
+    table_schema: pa.Schema,
+    table_partitioning: tuple[str, ...],
+    staged: StagedWrite,
+    allow_new_columns: bool,
+) -> list[pa.Field]:
+    """The frame's columns the table lacks; any other difference is a TableSchemaError."""
+    where = f"table {staged.table_uri}"
+    if table_partitioning != staged.partition_columns:
+        raise TableSchemaError(
+            f"{where} is partitioned by {list(table_partitioning)} but this write by "
+            f"{list(staged.partition_columns)}: keep the asset's partitions definition and "
+            "partition columns, or write to a new table. Nothing was written."
+        )
+    existing = {f.name: f.type for f in table_schema}
+    incoming = {f.name: f.type for f in staged.schema}
+    dropped = [name for name in existing if name not in incoming]
+    if dropped:
+        raise TableSchemaError(
+            f"the frame lacks column(s) {dropped} of {where}: produce them (null where "
+            "unknown); dropping columns needs a new table. Nothing was written."
+        )
+    retyped = {
+        name: (existing[name], incoming[name])
+        for name in existing
+        if not _same_type(existing[name], incoming[name])
+    }
+    if retyped:
+        described = ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in retyped.items())
+        raise TableSchemaError(
+            f"the frame changes column types of {where} ({described}): cast them back; "
+            "changing a type needs a new table. Nothing was written."
+        )
+    added = [f for f in staged.schema if f.name not in existing]
+    if added and not allow_new_columns:
+        raise TableSchemaError(
+            f"the frame adds column(s) {[f.name for f in added]} to {where}: set asset "
+            "metadata allow_new_columns=True to add them as nullable columns, or drop them. "
+            "Nothing was written."
+        )
+    return added
+
+
+def _same_type(table_type: pa.DataType, frame_type: pa.DataType) -> bool:
+    # Readers report strings as large or view types; the logical (Delta) type is what matters.
+    return Schema.from_arrow(pa.schema([("c", table_type)])) == Schema.from_arrow(
+        pa.schema([("c", frame_type)])
+    )
