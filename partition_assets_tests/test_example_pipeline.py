@@ -14,8 +14,10 @@ from deltalake import DeltaTable
 
 from partition_assets.example import sources
 from partition_assets.spark import SparkResource
+from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage import SparkDeltaIOManager
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
+from partition_assets_tests.readers import canonical, delta_with_delta_rs, delta_with_duckdb
 
 JANUARY = ("2024-01-01", "2024-01-31")
 
@@ -247,3 +249,12 @@ def test_target_attainment_fans_out_the_monthly_target(pipeline):
     target = float(table(lake, "monthly_targets").target_usd.iloc[0])
     stored = table(lake, "daily_target_attainment").set_index("ds").sort_index()
     assert list(stored.attainment) == pytest.approx(list((daily / (target / 31)).round(4)))
+
+
+@pytest.mark.parametrize("asset", sorted(EXPECTED_PARTITIONS))
+def test_every_table_reads_the_same_through_duckdb_delta_rs_and_spark(pipeline, spark, asset):
+    lake, _ = pipeline
+    table = lake / asset
+    with_delta_rs = canonical(delta_with_delta_rs(table))
+    assert canonical(delta_with_duckdb(table)) == with_delta_rs
+    assert canonical(DeltaFormat().read(spark, str(table), None).toPandas()) == with_delta_rs

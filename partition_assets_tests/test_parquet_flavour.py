@@ -18,6 +18,7 @@ from partition_assets.storage import SparkParquetIOManager
 from partition_assets.storage.failpoints import ENV
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, failure_message, range_tags
+from partition_assets_tests.readers import canonical, parquet_with_duckdb, parquet_with_pyarrow
 
 DAYS = daily("2024-01-01")
 REPO = Path(__file__).resolve().parents[1]
@@ -25,14 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def read(lake, name) -> pd.DataFrame:
     """The table as a plain Hive-partitioned Parquet reader sees it (pyarrow, not Spark)."""
-    import pyarrow.dataset as ds
-
-    dataset = ds.dataset(
-        str(lake / name), format="parquet", partitioning="hive",
-        exclude_invalid_files=True, ignore_prefixes=["_", "."],
-    )
-    frame = dataset.to_table().to_pandas()
-    return frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+    return parquet_with_pyarrow(lake / name)
 
 
 def files_of(lake, name) -> dict[str, set[str]]:
@@ -69,6 +63,18 @@ def test_partition_scoped_writes_and_filtered_reads(lake, run_parquet):
     day_two = events[events.ds.str.startswith("2024-01-02")]
     stored = read(lake, "daily_orders").set_index(key).loc["2024-01-02"]
     assert stored.orders.sum() == len(day_two)
+
+
+def test_tables_read_the_same_through_duckdb_pyarrow_and_spark(lake, run_parquet, spark):
+    assert run_parquet(EXAMPLE_ASSETS, ["events"], tags=range_tags("2024-01-01-00:00", "2024-01-01-05:00")).success
+    for asset in ("countries", "regions"):
+        first, last = ("br", "us") if asset == "countries" else ("amer", "emea")
+        assert run_parquet(EXAMPLE_ASSETS, [asset], tags=range_tags(first, last)).success
+    for asset in ("events", "countries", "regions"):
+        table = lake / asset
+        with_spark = ParquetFormat().read(spark, str(table), None).toPandas()
+        assert canonical(parquet_with_duckdb(table)) == canonical(parquet_with_pyarrow(table))
+        assert canonical(parquet_with_duckdb(table)) == canonical(with_spark)
 
 
 @dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
