@@ -215,3 +215,59 @@ def test_materialization_metadata_records_version_rows_and_files(lake, run_asset
     assert metadata["rows_by_partition"] == {"2024-01-01/emea": 2}
     assert metadata["files_added"] == len(table.file_uris())
     assert metadata["files_removed"] >= 1
+
+
+def orders_asset(rows: list[tuple[int, str]], merge_keys=("order_id",), ds_of=None):
+    @dg.asset(name="orders", partitions_def=DAYS, metadata={"merge_keys": list(merge_keys)})
+    def orders(spark: SparkResource) -> DataFrame:
+        frame = spark.spark_session.createDataFrame(rows, "order_id long, status string")
+        return frame if ds_of is None else frame.withColumn("ds", F.lit(ds_of))
+
+    return orders
+
+
+def stored_orders(lake) -> dict[tuple[str, int], str]:
+    frame = DeltaTable(str(lake / "orders")).to_pandas()
+    return {(r.ds, r.order_id): r.status for r in frame.itertuples()}
+
+
+def test_merge_upserts_on_keys_within_the_run_partition(lake, run_assets):
+    assert run_assets([orders_asset([(1, "new"), (2, "new"), (3, "new")])], ["orders"], partition_key="2024-01-01").success
+    assert run_assets([orders_asset([(3, "new")])], ["orders"], partition_key="2024-01-02").success
+    assert run_assets([orders_asset([(2, "paid"), (3, "paid"), (4, "new")])], ["orders"], partition_key="2024-01-01").success
+    assert stored_orders(lake) == {
+        ("2024-01-01", 1): "new",
+        ("2024-01-01", 2): "paid",
+        ("2024-01-01", 3): "paid",
+        ("2024-01-01", 4): "new",
+        ("2024-01-02", 3): "new",  # the same key in another partition is not touched
+    }
+    assert DeltaTable(str(lake / "orders")).version() == 2
+
+
+def test_an_unknown_merge_key_is_refused(lake, run_assets):
+    assert run_assets([orders_asset([(1, "new")])], ["orders"], partition_key="2024-01-01").success
+    failed = run_assets([orders_asset([(1, "paid")], merge_keys=("id",))], ["orders"], partition_key="2024-01-01")
+    assert not failed.success
+    assert "merge key(s) ['id']" in failure_message(failed)
+    assert stored_orders(lake) == {("2024-01-01", 1): "new"}
+
+
+def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake):
+    from partition_assets.storage.delta_table import (
+        ConcurrentPartitionWriteError,
+        merged_frame,
+        replace_partitions,
+    )
+
+    uri = str(lake / "t")
+    write_day(spark, uri, "2024-01-01", 3, "first")
+    scope = PartitionScope.for_keys(DAYS, ["2024-01-01"], ("ds",))
+    incoming = spark.range(2).select(F.col("id"), F.lit("merged").alias("writer"))
+    frame, read_files = merged_frame(spark, uri, scope, incoming, ["id"])
+    write_day(spark, uri, "2024-01-01", 5, "concurrent")  # lands between the merge's read and commit
+    staged = stage_dataframe(frame, uri, scope)
+    move_into_layout(staged)
+    with pytest.raises(ConcurrentPartitionWriteError):
+        replace_partitions(staged, scope, expected_files=read_files)
+    assert set(DeltaTable(uri).to_pandas().writer) == {"concurrent"}

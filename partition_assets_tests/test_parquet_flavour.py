@@ -189,3 +189,14 @@ def test_a_killed_publish_can_leave_a_mix_of_partitions_which_a_rerun_repairs(la
     assert write(uri, "new") == 0
     repaired = read(lake, "t")
     assert len(repaired) == 30 and set(repaired.tag) == {"new"}
+
+
+def test_merge_is_refused_for_parquet(lake, run_parquet):
+    @dg.asset(name="orders", partitions_def=DAYS, metadata={"merge_keys": ["id"]})
+    def orders(spark: SparkResource) -> DataFrame:
+        return spark.spark_session.range(2)
+
+    failed = run_parquet([orders], ["orders"], partition_key="2024-01-01")
+    assert not failed.success
+    assert "merge_keys need the Delta flavour" in failure_message(failed)
+    assert not (lake / "orders").exists() or not list((lake / "orders").rglob("*.parquet"))

@@ -23,9 +23,14 @@ from deltalake.transaction import (
 from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.partition_scope import PartitionScope, PartitionScopeError
 from partition_assets.storage.schema import new_columns
-from partition_assets.storage.staging import StagedFile, StagedWrite, move_into_layout
+from partition_assets.storage.staging import (
+    StagedFile,
+    StagedWrite,
+    move_into_layout,
+    with_partition_columns,
+)
 from partition_assets.storage.table_format import PublishResult, spark_schema
 
 _MAX_COMMIT_ATTEMPTS = 50
@@ -36,6 +41,7 @@ def replace_partitions(
     scope: PartitionScope | None,
     custom_metadata: dict[str, str] | None = None,
     allow_new_columns: bool = False,
+    expected_files: frozenset[str] | None = None,
 ) -> PublishResult:
     """Publishes `staged` in one commit that replaces exactly the partitions in `scope`
     (the whole table when `scope` is None).
@@ -44,12 +50,15 @@ def replace_partitions(
     re-read and the commit retried, so writers of disjoint partitions all land
     and, of two writers of the same partition, the later one wins whole.
     New nullable columns are added first, in a commit of their own, when
-    `allow_new_columns`; old rows read them as null.
+    `allow_new_columns`; old rows read them as null. With `expected_files` (the
+    scope's files a merge read) the commit refuses to replace anything else.
     """
     adds = [_add_action(file) for file in staged.files]
     for attempt in range(_MAX_COMMIT_ATTEMPTS):
         table = open_table(staged.table_uri)
         try:
+            if table is None and expected_files:
+                raise ConcurrentPartitionWriteError(f"table {staged.table_uri} disappeared")
             if table is None:
                 create_table_with_add_actions(
                     staged.table_uri,
@@ -64,6 +73,11 @@ def replace_partitions(
             if added:
                 table.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
             removes = _remove_actions(table, scope)
+            if expected_files is not None and {r.path for r in removes} != expected_files:
+                raise ConcurrentPartitionWriteError(
+                    f"another writer changed {scope.describe() if scope else 'the table'} of "
+                    f"{staged.table_uri} after this merge read it"
+                )
             read_version = table.version()
             failpoint("committing")
             table.create_write_transaction(
@@ -82,6 +96,39 @@ def replace_partitions(
                 raise
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+class ConcurrentPartitionWriteError(RuntimeError):
+    """The partitions a merge read changed before it committed; the merge must start over."""
+
+
+def merged_frame(
+    spark: SparkSession,
+    table_uri: str,
+    scope: PartitionScope | None,
+    incoming: DataFrame,
+    keys: list[str],
+) -> tuple[DataFrame, frozenset[str]]:
+    """`incoming` plus the stored rows of `scope` whose keys it does not carry (an upsert).
+
+    Keys match within a partition only, so a merge never touches other
+    partitions. Returns the frame and the files it read, for the commit to check.
+    """
+    unknown = [key for key in keys if key not in incoming.columns]
+    if unknown:
+        raise PartitionScopeError(
+            f"merge key(s) {unknown} are not columns of the frame {incoming.columns}: "
+            "fix asset metadata merge_keys. Nothing was written."
+        )
+    table = open_table(table_uri)
+    if table is None:
+        return incoming, frozenset()
+    incoming = with_partition_columns(incoming, scope)
+    match_on = [*keys, *(scope.columns if scope else ())]
+    stored = read_partitions(spark, table, scope)
+    kept = stored.join(incoming.select(*match_on).distinct(), on=match_on, how="left_anti")
+    merged = incoming.unionByName(kept, allowMissingColumns=True)
+    return merged, frozenset(r.path for r in _remove_actions(table, scope))
 
 
 def open_table(
@@ -191,6 +238,16 @@ class DeltaFormat:
         if table is not None:
             _new_columns(table, staged, allow_new_columns)
 
+    def merge(
+        self,
+        spark: SparkSession,
+        table_uri: str,
+        scope: PartitionScope | None,
+        incoming: DataFrame,
+        keys: list[str],
+    ) -> tuple[DataFrame, frozenset[str]]:
+        return merged_frame(spark, table_uri, scope, incoming, keys)
+
     def publish(
         self,
         staged: StagedWrite,
@@ -198,10 +255,15 @@ class DeltaFormat:
         *,
         run_id: str,
         allow_new_columns: bool,
+        expected_files: frozenset[str] | None = None,
     ) -> PublishResult:
         move_into_layout(staged)
         return replace_partitions(
-            staged, scope, {"dagster_run_id": run_id}, allow_new_columns=allow_new_columns
+            staged,
+            scope,
+            {"dagster_run_id": run_id},
+            allow_new_columns=allow_new_columns,
+            expected_files=expected_files,
         )
 
     def read(

@@ -9,15 +9,17 @@ from pyspark.sql import DataFrame
 
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
-from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.delta_table import ConcurrentPartitionWriteError, DeltaFormat
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import (
     PartitionScope,
     PartitionScopeError,
     partition_columns,
 )
-from partition_assets.storage.staging import discard, stage_dataframe
-from partition_assets.storage.table_format import TableFormat
+from partition_assets.storage.staging import StagedWrite, discard, stage_dataframe
+from partition_assets.storage.table_format import PublishResult, TableFormat
+
+_MERGE_ATTEMPTS = 5
 
 
 class InputOptions(dg.Config):
@@ -41,7 +43,9 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
     filtered to the upstream partitions the mapping names. Asset metadata:
     - `partition_column` / `partition_columns`: storage column names (see partition_scope);
     - `allow_empty: True`: an empty frame clears the run's partitions instead of failing;
-    - `allow_new_columns: True`: new columns extend the table's schema (as nullable).
+    - `allow_new_columns: True`: new columns extend the table's schema (as nullable);
+    - `merge_keys: [...]` (Delta): upsert on these keys within the run's partitions
+      instead of replacing them; stored rows whose keys the frame lacks are kept.
     """
 
     root_uri: str
@@ -63,23 +67,15 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 f"{type(self).__name__} stores pyspark.sql.DataFrame outputs"
             )
         metadata = context.definition_metadata
-        allow_new_columns = bool(metadata.get("allow_new_columns", False))
-        scope = _output_scope(context)
-        staged = stage_dataframe(obj, self.table_uri(context.asset_key), scope)
-        try:
-            if not staged.files and not metadata.get("allow_empty", False):
-                raise PartitionScopeError(
-                    f"asset {context.asset_key.to_user_string()} produced no rows for "
-                    f"{scope.describe() if scope else 'the table'}; nothing was written. "
-                    "Set metadata allow_empty=True to clear the partitions instead."
-                )
-            self.table_format.validate(staged, allow_new_columns)
-        except BaseException:
-            discard(staged)
-            raise
-        result = self.table_format.publish(
-            staged, scope, run_id=context.run_id, allow_new_columns=allow_new_columns
-        )
+        merge_keys = list(metadata.get("merge_keys") or [])
+        for attempt in range(1, _MERGE_ATTEMPTS + 1):
+            try:
+                staged, result = self._write(context, obj, merge_keys)
+                break
+            except ConcurrentPartitionWriteError:
+                if attempt == _MERGE_ATTEMPTS:
+                    raise
+                context.log.info(f"partitions changed while merging; merging again ({attempt})")
         context.add_output_metadata(
             {
                 "table_uri": staged.table_uri,
@@ -93,6 +89,39 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 "files_removed": result.files_removed,
             }
         )
+
+    def _write(
+        self, context: dg.OutputContext, obj: DataFrame, merge_keys: list[str]
+    ) -> tuple[StagedWrite, PublishResult]:
+        metadata = context.definition_metadata
+        allow_new_columns = bool(metadata.get("allow_new_columns", False))
+        scope = _output_scope(context)
+        table_uri = self.table_uri(context.asset_key)
+        expected_files = None
+        if merge_keys:
+            obj, expected_files = self.table_format.merge(
+                self.spark.spark_session, table_uri, scope, obj, merge_keys
+            )
+        staged = stage_dataframe(obj, table_uri, scope)
+        try:
+            if not staged.files and not metadata.get("allow_empty", False):
+                raise PartitionScopeError(
+                    f"asset {context.asset_key.to_user_string()} produced no rows for "
+                    f"{scope.describe() if scope else 'the table'}; nothing was written. "
+                    "Set metadata allow_empty=True to clear the partitions instead."
+                )
+            self.table_format.validate(staged, allow_new_columns)
+        except BaseException:
+            discard(staged)
+            raise
+        result = self.table_format.publish(
+            staged,
+            scope,
+            run_id=context.run_id,
+            allow_new_columns=allow_new_columns,
+            expected_files=expected_files,
+        )
+        return staged, result
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         options = InputOptions(

@@ -49,6 +49,19 @@ class ParquetFormat:
         if stored is not None:
             new_columns(stored, _partitioning(stored), staged, allow_new_columns)
 
+    def merge(
+        self,
+        spark: SparkSession,
+        table_uri: str,
+        scope: PartitionScope | None,
+        incoming: DataFrame,
+        keys: list[str],
+    ) -> tuple[DataFrame, frozenset[str]]:
+        raise ValueError(
+            f"merge_keys need the Delta flavour: Parquet table {table_uri} cannot check that "
+            "the rows it merged with are still current. Store the asset with SparkDeltaIOManager."
+        )
+
     def publish(
         self,
         staged: StagedWrite,
@@ -56,6 +69,7 @@ class ParquetFormat:
         *,
         run_id: str,
         allow_new_columns: bool,
+        expected_files: frozenset[str] | None = None,
     ) -> PublishResult:
         fs, root = table_filesystem(staged.table_uri)
         stored = read_schema(staged.table_uri)

@@ -68,7 +68,7 @@ def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None)
     error, and then nothing is left behind.
     """
     columns = scope.columns if scope else ()
-    df = _with_partition_columns(df, scope)
+    df = with_partition_columns(df, scope)
     schema = _table_schema(df, columns)
     fs, root = table_filesystem(table_uri)
     staging = f"{root}/{STAGING_DIR}/{uuid.uuid4().hex}"
@@ -111,7 +111,8 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
         fs.delete_dir(path)
 
 
-def _with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:
+def with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:
+    """`df` with its partition columns last, added when missing and the scope is one partition."""
     if scope is None:
         return df
     missing = [column for column in scope.columns if column not in df.columns]

@@ -25,6 +25,16 @@ class TableFormat(Protocol):
     def validate(self, staged: StagedWrite, allow_new_columns: bool) -> None:
         """Raises if publishing `staged` would break the table; runs before anything is published."""
 
+    def merge(
+        self,
+        spark: SparkSession,
+        table_uri: str,
+        scope: PartitionScope | None,
+        incoming: DataFrame,
+        keys: list[str],
+    ) -> tuple[DataFrame, frozenset[str]]:
+        """`incoming` upserted into `scope`'s stored rows on `keys`, and the files that read."""
+
     def publish(
         self,
         staged: StagedWrite,
@@ -32,8 +42,10 @@ class TableFormat(Protocol):
         *,
         run_id: str,
         allow_new_columns: bool,
+        expected_files: frozenset[str] | None = None,
     ) -> PublishResult:
-        """Replaces exactly `scope`'s partitions (the whole table when None) with `staged`."""
+        """Replaces exactly `scope`'s partitions (the whole table when None) with `staged`;
+        with `expected_files`, only if those are still the scope's files."""
 
     def read(
         self,
