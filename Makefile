@@ -39,4 +39,5 @@ clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
 
 bench: install
+	$(PY) bench/storage_bench.py
 	$(PY) bench/run_overhead.py

@@ -1,0 +1,152 @@
+"""Storage benchmarks, each against a baseline measured in the same run.
+
+1. Write throughput: a partition-scoped Delta write (stage, validate, publish,
+   commit) against Spark writing the same DataFrame as plain partitioned Parquet.
+2. Commit time against the number of files committed.
+3. Files opened by a partition-pruned read against all files of the table.
+
+Usage: python bench/storage_bench.py [--rows N] [--repeats K] [--out bench/results/storage.md]
+"""
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from partition_assets.partitions import daily
+from partition_assets.spark import SparkResource
+from partition_assets.storage.delta_table import DeltaFormat, replace_partitions
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.staging import move_into_layout, stage_dataframe
+
+REPO = Path(__file__).resolve().parents[1]
+DAYS = [f"2024-01-{d:02d}" for d in range(1, 11)]
+DAILY = daily("2024-01-01")
+
+
+def frame(spark: SparkSession, rows: int, days: list[str], files_per_day: int = 2) -> DataFrame:
+    day = F.element_at(F.array(*[F.lit(d) for d in days]), (F.col("id") % len(days) + 1).cast("int"))
+    return (
+        spark.range(rows)
+        .select(
+            F.col("id"),
+            (F.col("id") * 7 % 1000).alias("customer"),
+            (F.rand(seed=1) * 100).alias("amount"),
+            F.sha1(F.col("id").cast("string")).alias("payload"),
+            day.alias("ds"),
+        )
+        .repartition(len(days) * files_per_day, "ds")
+    )
+
+
+def timed(action) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def write_throughput(spark: SparkSession, rows: int, repeats: int, work: Path) -> dict:
+    scope = PartitionScope.for_keys(DAILY, DAYS, ("ds",))
+    data = frame(spark, rows, DAYS)
+    raw, ours = [], []
+
+    def raw_write():
+        data.write.mode("overwrite").partitionBy("ds").parquet(str(work / "raw"))
+
+    def delta_write():
+        DeltaFormat().publish(
+            stage_dataframe(data, str(work / "delta"), scope),
+            scope,
+            run_id="bench",
+            allow_new_columns=False,
+        )
+
+    raw_write()  # warm-up: JIT, caches
+    for _ in range(repeats):  # interleaved, so drift hits both alike
+        raw.append(timed(raw_write))
+        ours.append(timed(delta_write))
+    return {"raw": raw, "ours": ours, "ratio": statistics.median(raw) / statistics.median(ours)}
+
+
+def commit_times(spark: SparkSession, work: Path) -> list[tuple[int, float]]:
+    results = []
+    for files in (10, 100, 1000):
+        uri = str(work / f"commit_{files}")
+        scope = PartitionScope.for_keys(DAILY, DAYS[:1], ("ds",))
+        data = spark.range(files * 10).select("id", F.lit(DAYS[0]).alias("ds")).repartition(files)
+        seconds = []
+        for _ in range(2):  # the second commit also removes the first one's files
+            staged = stage_dataframe(data, uri, scope)
+            move_into_layout(staged)
+            seconds.append(timed(lambda staged=staged: replace_partitions(staged, scope)))
+        results.append((files, statistics.median(seconds)))
+    return results
+
+
+def pruned_read(spark: SparkSession, work: Path) -> tuple[int, int]:
+    uri = str(work / "pruned")
+    days = DAILY.get_partition_keys()[:30]
+    scope = PartitionScope.for_keys(DAILY, days, ("ds",))
+    DeltaFormat().publish(
+        stage_dataframe(frame(spark, 300_000, days, files_per_day=3), uri, scope),
+        scope, run_id="bench", allow_new_columns=False,
+    )
+    one_day = PartitionScope.for_keys(DAILY, days[7:8], ("ds",))
+    opened = DeltaFormat().read(spark, uri, one_day).inputFiles()
+    everything = DeltaFormat().read(spark, uri, None).inputFiles()
+    return len(opened), len(everything)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=str(REPO / "bench/results/storage.md"))
+    args = parser.parse_args()
+
+    spark = SparkResource.from_env().spark_session
+    work = Path(tempfile.mkdtemp(prefix="partition-assets-bench-"))
+    try:
+        throughput = write_throughput(spark, args.rows, args.repeats, work)
+        commits = commit_times(spark, work)
+        opened, total = pruned_read(spark, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    seconds = lambda values: ", ".join(f"{v:.2f}" for v in values)  # noqa: E731
+    lines = [
+        "# Storage benchmark",
+        "",
+        f"Command: `python bench/storage_bench.py --rows {args.rows} --repeats {args.repeats}` "
+        "(2 cores, Spark local[2] behind the shared Spark Connect server)",
+        "",
+        f"## Write throughput: {args.rows:,} rows in 10 daily partitions",
+        "",
+        "| write | median s | runs (s) |",
+        "| --- | --- | --- |",
+        f"| Spark, plain partitioned Parquet (baseline) | {statistics.median(throughput['raw']):.2f} | {seconds(throughput['raw'])} |",
+        f"| partition_assets Delta write (stage, validate, publish, commit) | {statistics.median(throughput['ours']):.2f} | {seconds(throughput['ours'])} |",
+        "",
+        f"Throughput ratio (ours / baseline): **{throughput['ratio']:.2f}** (goal >= 0.85)",
+        "",
+        "## Commit time against files committed (one partition, replacing its previous files)",
+        "",
+        "| files | commit s |",
+        "| --- | --- |",
+        *(f"| {files} | {secs:.3f} |" for files, secs in commits),
+        "",
+        "## Partition-pruned read",
+        "",
+        f"Reading 1 of 30 daily partitions opened {opened} of the table's {total} files.",
+    ]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
