@@ -271,3 +271,72 @@ def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake):
     with pytest.raises(ConcurrentPartitionWriteError):
         replace_partitions(staged, scope, expected_files=read_files)
     assert set(DeltaTable(uri).to_pandas().writer) == {"concurrent"}
+
+
+def test_several_staged_writes_publish_in_one_commit(spark, lake):
+    """The shape write-audit-publish needs: stage each partition, then one commit for all."""
+    uri = str(lake / "t")
+    write_day(spark, uri, "2024-01-01", 2, "old")
+    write_day(spark, uri, "2024-01-02", 2, "old")
+    version = DeltaTable(uri).version()
+    staged = []
+    for day in ("2024-01-01", "2024-01-02"):
+        scope = PartitionScope.for_keys(DAYS, [day], ("ds",))
+        frame = spark.range(4).select(F.col("id"), F.lit("audited").alias("writer"))
+        staged.append(stage_dataframe(frame, uri, scope))
+        move_into_layout(staged[-1])
+    assert set(DeltaTable(uri).to_pandas().writer) == {"old"}  # staged, not visible
+    both = PartitionScope.for_keys(DAYS, ["2024-01-01", "2024-01-02"], ("ds",))
+    assert replace_partitions(staged, both).version == version + 1
+    frame = DeltaTable(uri).to_pandas()
+    assert set(frame.writer) == {"audited"} and len(frame) == 8
+
+
+def test_a_write_of_several_multi_partition_keys_replaces_exactly_them(spark, lake):
+    uri = str(lake / "m")
+    keys = [f"{d}|{r}" for d in ("2024-01-01", "2024-01-02") for r in ("amer", "emea")]
+    every = PartitionScope.for_keys(BY_REGION, keys, ("ds", "region"))
+    rows = [(d, r, "old") for d, r in every.rows]
+    staged = stage_dataframe(spark.createDataFrame(rows, "ds string, region string, tag string"), uri, every)
+    move_into_layout(staged)
+    replace_partitions(staged, every)
+
+    two = PartitionScope.for_keys(BY_REGION, ["2024-01-01|emea", "2024-01-02|amer"], ("ds", "region"))
+    new_rows = [("2024-01-01", "emea", "new"), ("2024-01-02", "amer", "new")]
+    staged = stage_dataframe(spark.createDataFrame(new_rows, "ds string, region string, tag string"), uri, two)
+    move_into_layout(staged)
+    replace_partitions(staged, two)
+
+    frame = DeltaTable(uri).to_pandas()
+    assert {(r.ds, r.region): r.tag for r in frame.itertuples()} == {
+        ("2024-01-01", "amer"): "old", ("2024-01-01", "emea"): "new",
+        ("2024-01-02", "amer"): "new", ("2024-01-02", "emea"): "old",
+    }
+
+
+@dg.asset(ins={"counter": dg.AssetIn()})
+def all_runs(counter: DataFrame) -> DataFrame:
+    """Not partitioned: reads every partition of its partitioned upstream."""
+    return counter.select(F.count("*").alias("partitions_read"))
+
+
+def test_a_non_partitioned_downstream_reads_all_partitions(lake, run_assets):
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        assert run_assets([counter], ["counter"], partition_key=day).success
+    assert run_assets([counter, all_runs], ["all_runs"]).success
+    assert DeltaTable(str(lake / "all_runs")).to_pandas().partitions_read.tolist() == [3]
+
+
+def test_a_changed_partitioning_is_refused(lake, run_assets):
+    @dg.asset(name="target", partitions_def=DAYS)
+    def daily_target(spark: SparkResource) -> DataFrame:
+        return spark.spark_session.range(2)
+
+    @dg.asset(name="target", partitions_def=REGIONS)
+    def regional_target(spark: SparkResource) -> DataFrame:
+        return spark.spark_session.range(2)
+
+    assert run_assets([daily_target], ["target"], partition_key="2024-01-01").success
+    failed = run_assets([regional_target], ["target"], partition_key="emea")
+    assert not failed.success
+    assert "partitioned by ['ds'] but this write by ['partition']" in failure_message(failed)

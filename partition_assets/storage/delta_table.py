@@ -9,6 +9,7 @@ import json
 import random
 import time
 import urllib.parse
+from collections.abc import Sequence
 from datetime import datetime
 
 import pyarrow as pa
@@ -37,14 +38,15 @@ _MAX_COMMIT_ATTEMPTS = 50
 
 
 def replace_partitions(
-    staged: StagedWrite,
+    staged: StagedWrite | Sequence[StagedWrite],
     scope: PartitionScope | None,
     custom_metadata: dict[str, str] | None = None,
     allow_new_columns: bool = False,
     expected_files: frozenset[str] | None = None,
 ) -> PublishResult:
     """Publishes `staged` in one commit that replaces exactly the partitions in `scope`
-    (the whole table when `scope` is None).
+    (the whole table when `scope` is None). Several staged writes of one table
+    publish together, e.g. every partition of a backfill after validation.
 
     Commits are serialized: on any concurrent commit the replaced files are
     re-read and the commit retried, so writers of disjoint partitions all land
@@ -53,7 +55,11 @@ def replace_partitions(
     `allow_new_columns`; old rows read them as null. With `expected_files` (the
     scope's files a merge read) the commit refuses to replace anything else.
     """
-    adds = [_add_action(file) for file in staged.files]
+    writes = [staged] if isinstance(staged, StagedWrite) else list(staged)
+    staged = writes[0]
+    if any((w.table_uri, w.partition_columns) != (staged.table_uri, staged.partition_columns) for w in writes):
+        raise ValueError("staged writes published together must share a table and its partitioning")
+    adds = [_add_action(file) for write in writes for file in write.files]
     for attempt in range(_MAX_COMMIT_ATTEMPTS):
         table = open_table(staged.table_uri)
         try:
