@@ -254,17 +254,13 @@ def test_an_unknown_merge_key_is_refused(lake, run_assets):
 
 
 def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake):
-    from partition_assets.storage.delta_table import (
-        ConcurrentPartitionWriteError,
-        merged_frame,
-        replace_partitions,
-    )
+    from partition_assets.storage.delta_table import ConcurrentPartitionWriteError, DeltaFormat
 
     uri = str(lake / "t")
     write_day(spark, uri, "2024-01-01", 3, "first")
     scope = PartitionScope.for_keys(DAYS, ["2024-01-01"], ("ds",))
     incoming = spark.range(2).select(F.col("id"), F.lit("merged").alias("writer"))
-    frame, read_files = merged_frame(spark, uri, scope, incoming, ["id"])
+    frame, read_files = DeltaFormat().merge(spark, uri, scope, incoming, ["id"])
     write_day(spark, uri, "2024-01-01", 5, "concurrent")  # lands between the merge's read and commit
     staged = stage_dataframe(frame, uri, scope)
     move_into_layout(staged)

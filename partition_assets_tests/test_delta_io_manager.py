@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
+from partition_assets_tests.probe_assets import numbers
 from partition_assets_tests.conftest import failure_message, range_tags
 
 DAYS = daily("2024-01-01")
@@ -73,15 +74,6 @@ def test_a_range_run_replaces_exactly_its_keys(materialize, lake):
     removed = [json.loads(line)["remove"] for line in log.splitlines() if '"remove"' in line]
     assert sorted(r["partitionValues"]["ds"] for r in removed) == sorted(
         d for d in ("2024-01-02", "2024-01-03") for _ in before[d]
-    )
-
-
-@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
-def numbers(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
-    keys = context.partition_keys
-    return spark.spark_session.range(len(keys) * 3).select(
-        F.col("id"),
-        F.element_at(F.array(*[F.lit(k) for k in keys]), (F.floor(F.col("id") / 3) + 1).cast("int")).alias("ds"),
     )
 
 

@@ -17,6 +17,7 @@ from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkParquetIOManager
 from partition_assets.storage.failpoints import ENV
 from partition_assets.storage.parquet_table import ParquetFormat
+from partition_assets_tests.probe_assets import numbers
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, failure_message, range_tags
 from partition_assets_tests.readers import canonical, parquet_with_duckdb, parquet_with_pyarrow
 
@@ -75,15 +76,6 @@ def test_tables_read_the_same_through_duckdb_pyarrow_and_spark(lake, run_parquet
         with_spark = ParquetFormat().read(spark, str(table), None).toPandas()
         assert canonical(parquet_with_duckdb(table)) == canonical(parquet_with_pyarrow(table))
         assert canonical(parquet_with_duckdb(table)) == canonical(with_spark)
-
-
-@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
-def numbers(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
-    keys = context.partition_keys
-    return spark.spark_session.range(len(keys) * 3).select(
-        F.col("id"),
-        F.element_at(F.array(*[F.lit(k) for k in keys]), (F.floor(F.col("id") / 3) + 1).cast("int")).alias("ds"),
-    )
 
 
 @dg.asset(partitions_def=DAYS, ins={"numbers": dg.AssetIn(partition_mapping=mappings.rolling_window(3))})

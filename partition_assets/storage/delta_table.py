@@ -108,35 +108,6 @@ class ConcurrentPartitionWriteError(RuntimeError):
     """The partitions a merge read changed before it committed; the merge must start over."""
 
 
-def merged_frame(
-    spark: SparkSession,
-    table_uri: str,
-    scope: PartitionScope | None,
-    incoming: DataFrame,
-    keys: list[str],
-) -> tuple[DataFrame, frozenset[str]]:
-    """`incoming` plus the stored rows of `scope` whose keys it does not carry (an upsert).
-
-    Keys match within a partition only, so a merge never touches other
-    partitions. Returns the frame and the files it read, for the commit to check.
-    """
-    unknown = [key for key in keys if key not in incoming.columns]
-    if unknown:
-        raise PartitionScopeError(
-            f"merge key(s) {unknown} are not columns of the frame {incoming.columns}: "
-            "fix asset metadata merge_keys. Nothing was written."
-        )
-    table = open_table(table_uri)
-    if table is None:
-        return incoming, frozenset()
-    incoming = with_partition_columns(incoming, scope)
-    match_on = [*keys, *(scope.columns if scope else ())]
-    stored = read_partitions(spark, table, scope)
-    kept = stored.join(incoming.select(*match_on).distinct(), on=match_on, how="left_anti")
-    merged = incoming.unionByName(kept, allowMissingColumns=True)
-    return merged, frozenset(r.path for r in _remove_actions(table, scope))
-
-
 def open_table(
     table_uri: str, version: int | None = None, timestamp: str | None = None
 ) -> DeltaTable | None:
@@ -252,7 +223,26 @@ class DeltaFormat:
         incoming: DataFrame,
         keys: list[str],
     ) -> tuple[DataFrame, frozenset[str]]:
-        return merged_frame(spark, table_uri, scope, incoming, keys)
+        """`incoming` plus the stored rows of `scope` whose keys it does not carry (an upsert).
+
+        Keys match within a partition only, so a merge never touches other
+        partitions. Returns the frame and the files it read, for the commit to check.
+        """
+        unknown = [key for key in keys if key not in incoming.columns]
+        if unknown:
+            raise PartitionScopeError(
+                f"merge key(s) {unknown} are not columns of the frame {incoming.columns}: "
+                "fix asset metadata merge_keys. Nothing was written."
+            )
+        table = open_table(table_uri)
+        if table is None:
+            return incoming, frozenset()
+        incoming = with_partition_columns(incoming, scope)
+        match_on = [*keys, *(scope.columns if scope else ())]
+        stored = read_partitions(spark, table, scope)
+        kept = stored.join(incoming.select(*match_on).distinct(), on=match_on, how="left_anti")
+        merged = incoming.unionByName(kept, allowMissingColumns=True)
+        return merged, frozenset(r.path for r in _remove_actions(table, scope))
 
     def publish(
         self,
