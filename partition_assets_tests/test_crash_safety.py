@@ -23,14 +23,14 @@ WRITER = """
 import sys
 from partition_assets.spark import SparkResource
 from partition_assets_tests.test_crash_safety import write
-write(SparkResource.from_env().spark_session, sys.argv[1], sys.argv[2])
+write(SparkResource.from_env().spark_session, sys.argv[1], sys.argv[2], int(sys.argv[3]))
 """
 
 
-def write(spark, uri: str, tag: str) -> None:
-    """Replaces two daily partitions with 40 rows tagged `tag`, in 4 files per partition."""
+def write(spark, uri: str, tag: str, rows: int = 40) -> None:
+    """Replaces two daily partitions with `rows` rows tagged `tag`, in 4 files per partition."""
     scope = PartitionScope.for_keys(daily("2024-01-01"), KEYS, ("ds",))
-    frame = spark.range(40).select(
+    frame = spark.range(rows).select(
         "id",
         F.lit(tag).alias("tag"),
         F.when(F.col("id") % 2 == 0, KEYS[0]).otherwise(KEYS[1]).alias("ds"),
@@ -40,14 +40,14 @@ def write(spark, uri: str, tag: str) -> None:
     replace_partitions(staged, scope)
 
 
-def spawn_writer(uri: str, tag: str, failpoint: str | None = None) -> subprocess.Popen:
+def spawn_writer(uri: str, tag: str, failpoint: str | None = None, rows: int = 40) -> subprocess.Popen:
     import os
 
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if failpoint:
         env[ENV] = failpoint
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, uri, tag],
+        [sys.executable, "-c", WRITER, uri, tag, str(rows)],
         env=env,
         cwd=Path(__file__).resolve().parents[1],
         stderr=subprocess.PIPE,
@@ -101,7 +101,8 @@ def test_a_writer_killed_while_spark_writes_leaves_the_previous_version(spark, l
     write(spark, uri, "old")
     version = DeltaTable(uri).version()
 
-    writer = spawn_writer(uri, "new")
+    # Enough rows that Spark is still writing when the staging folder shows up.
+    writer = spawn_writer(uri, "new", rows=3_000_000)
     staging = Path(uri) / "_staging"
     deadline = time.monotonic() + 120
     while not any(staging.glob("*/_temporary")) and time.monotonic() < deadline:
@@ -111,5 +112,8 @@ def test_a_writer_killed_while_spark_writes_leaves_the_previous_version(spark, l
 
     assert DeltaTable(uri).version() == version
     assert tags_by_partition(uri) == {k: {"old"} for k in KEYS}
-    time.sleep(2)  # let the Spark job of the dead client finish or abort
+    # The dead client's Spark job runs on in the server until it finishes or aborts.
+    deadline = time.monotonic() + 120
+    while any(staging.glob("*/_temporary")) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert_converges_and_vacuums(spark, uri)
