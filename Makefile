@@ -39,5 +39,6 @@ clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
 
 bench: install
+	$(PY) bench/plan_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/run_overhead.py

@@ -1,0 +1,356 @@
+"""The sparse (asset, partition) graph of a backfill.
+
+Each (asset, partition) node has edges exactly to the upstream nodes its
+partition mapping names. Partitions are stored per asset as key lists and edges
+per (asset, upstream asset) as index arrays, so ten years of hourly partitions
+for twenty assets stay a few arrays, not millions of Python objects. Time-window
+mappings between time partitions are computed with interval arithmetic over
+window boundaries (the same rules as Dagster's TimeWindowPartitionMapping); every
+other mapping goes through Dagster's own mapping, key by key.
+"""
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import dagster as dg
+import numpy as np
+
+UNPARTITIONED = ""
+
+
+class BackfillPlanError(ValueError):
+    """A backfill selection or range cannot be planned; the message says why and what to do."""
+
+
+@dataclass(frozen=True, order=True)
+class Node:
+    """One (asset, partition) of a backfill; partition is "" for an unpartitioned asset."""
+
+    asset: dg.AssetKey
+    partition: str
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open interval [start, end) of absolute time."""
+
+    start: datetime
+    end: datetime
+
+
+@dataclass
+class AssetSlice:
+    """The partitions of one asset that a backfill covers, in partition order."""
+
+    key: dg.AssetKey
+    partitions_def: dg.PartitionsDefinition | None
+    partition_keys: list[str]
+    index_of: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index_of = {key: index for index, key in enumerate(self.partition_keys)}
+
+    def __len__(self) -> int:
+        return len(self.partition_keys)
+
+
+@dataclass
+class Dependency:
+    """Edges from each partition of `downstream` to partitions of `upstream`.
+
+    Contiguous: upstream indexes `starts[i] <= j < stops[i]` for downstream index i
+    (time-window mappings). Otherwise `explicit[i]` lists them.
+    """
+
+    downstream: dg.AssetKey
+    upstream: dg.AssetKey
+    starts: np.ndarray | None = None
+    stops: np.ndarray | None = None
+    explicit: list[np.ndarray] | None = None
+
+    def upstream_indexes(self, downstream_index: int) -> np.ndarray:
+        if self.explicit is not None:
+            return self.explicit[downstream_index]
+        return np.arange(self.starts[downstream_index], self.stops[downstream_index])
+
+    def edge_count(self) -> int:
+        if self.explicit is not None:
+            return sum(len(indexes) for indexes in self.explicit)
+        return int(np.maximum(self.stops - self.starts, 0).sum())
+
+
+@dataclass
+class BackfillGraph:
+    slices: dict[dg.AssetKey, AssetSlice]
+    dependencies: dict[dg.AssetKey, list[Dependency]]  # by downstream asset, in topological order
+
+    @property
+    def assets(self) -> list[dg.AssetKey]:
+        return list(self.slices)
+
+    def node_count(self) -> int:
+        return sum(len(s) for s in self.slices.values())
+
+    def edge_count(self) -> int:
+        return sum(d.edge_count() for deps in self.dependencies.values() for d in deps)
+
+    def nodes(self) -> Iterator[Node]:
+        for asset_slice in self.slices.values():
+            for key in asset_slice.partition_keys:
+                yield Node(asset_slice.key, key)
+
+    def upstream(self, node: Node) -> list[Node]:
+        index = self.slices[node.asset].index_of[node.partition]
+        found = []
+        for dependency in self.dependencies[node.asset]:
+            keys = self.slices[dependency.upstream].partition_keys
+            found.extend(Node(dependency.upstream, keys[j]) for j in dependency.upstream_indexes(index))
+        return found
+
+
+def plan(
+    asset_graph,
+    selection: Iterable[dg.AssetKey],
+    time_range: TimeRange | None = None,
+    static_keys: dict[str, Sequence[str]] | None = None,
+    dynamic_partitions_store=None,
+) -> BackfillGraph:
+    """The backfill graph of the `selection` over `time_range`.
+
+    A time-partitioned asset contributes every partition whose window overlaps
+    the range, whatever its grain. Static dimensions contribute all their keys,
+    or those named in `static_keys` (by dimension name, or by asset key string for a
+    single-dimension static asset).
+    """
+    selected = set(selection)
+    order = [key for key in asset_graph.toposorted_asset_keys if key in selected]
+    mappings_by_edge = {
+        (key, parent): asset_graph.get_partition_mapping(key, parent)
+        for key in order
+        for parent in sorted(asset_graph.get(key).parent_keys)
+        if parent in selected
+    }
+    # One padding for every definition, so that each definition's windows are computed once.
+    padding = max(
+        [abs(o) for m in mappings_by_edge.values() if isinstance(m, dg.TimeWindowPartitionMapping)
+         for o in (m.start_offset, m.end_offset)],
+        default=0,
+    )
+    windows = _WindowCache(padding)
+    slices = {
+        key: AssetSlice(
+            key,
+            asset_graph.get(key).partitions_def,
+            _keys_of(key, asset_graph.get(key).partitions_def, time_range, static_keys or {},
+                     dynamic_partitions_store, windows),
+        )
+        for key in order
+    }
+    dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
+    for (key, parent), mapping in mappings_by_edge.items():
+        dependencies[key].append(
+            _dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store)
+        )
+    return BackfillGraph(slices, dependencies)
+
+
+def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_store, windows) -> list[str]:
+    if partitions_def is None:
+        return [UNPARTITIONED]
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        if time_range is None:
+            raise BackfillPlanError(
+                f"asset {key.to_user_string()} is time-partitioned: give a start and an end"
+            )
+        return windows.time_keys(partitions_def, time_range)
+    if isinstance(partitions_def, dg.MultiPartitionsDefinition):
+        per_dimension = [
+            _dimension_keys(key, d, time_range, static_keys, dynamic_partitions_store, windows)
+            for d in partitions_def.partitions_defs
+        ]
+        names = [d.name for d in partitions_def.partitions_defs]
+        return [dg.MultiPartitionKey(dict(zip(names, combo))) for combo in _product(per_dimension)]
+    if isinstance(partitions_def, dg.StaticPartitionsDefinition):
+        return _static_keys(partitions_def, static_keys.get(key.to_user_string()))
+    return list(partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store))
+
+
+def _dimension_keys(key, dimension, time_range, static_keys, dynamic_partitions_store, windows):
+    if isinstance(dimension.partitions_def, dg.StaticPartitionsDefinition):
+        return _static_keys(dimension.partitions_def, static_keys.get(dimension.name))
+    return _keys_of(key, dimension.partitions_def, time_range, {}, dynamic_partitions_store, windows)
+
+
+def _static_keys(partitions_def: dg.StaticPartitionsDefinition, chosen) -> list[str]:
+    every = list(partitions_def.get_partition_keys())
+    if chosen is None:
+        return every
+    unknown = sorted(set(chosen) - set(every))
+    if unknown:
+        raise BackfillPlanError(f"static keys {unknown} do not exist; choose among {every}")
+    return [k for k in every if k in set(chosen)]
+
+
+def _product(lists: list[list[str]]) -> Iterator[tuple[str, ...]]:
+    if not lists:
+        yield ()
+        return
+    for head in lists[0]:
+        for tail in _product(lists[1:]):
+            yield (head, *tail)
+
+
+def _time_keys(partitions_def: dg.TimeWindowPartitionsDefinition, time_range: TimeRange) -> list[str]:
+    first = partitions_def.get_first_partition_window()
+    last = partitions_def.get_last_partition_window()
+    if first is None or last is None:
+        return []
+    start = max(time_range.start, first.start, key=lambda d: d.timestamp())
+    end = min(time_range.end, last.end, key=lambda d: d.timestamp())
+    if start.timestamp() >= end.timestamp():
+        return []
+    # Window iteration starts at the first window starting at or after `start`: step back
+    # to the window that holds it, so that every overlapping partition is selected.
+    holding = partitions_def.get_partition_key_for_timestamp(start.timestamp())
+    start = partitions_def.start_time_for_partition_key(holding)
+    return list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
+
+
+class _WindowCache:
+    """Partition keys and window boundaries (epoch seconds), computed once per definition."""
+
+    def __init__(self, padding: int) -> None:
+        self.padding = padding
+        self._keys: dict = {}
+        self._bounds: dict = {}
+        self._padded: dict = {}
+
+    def time_keys(self, partitions_def, time_range: TimeRange) -> list[str]:
+        cache_key = (partitions_def, time_range)
+        if cache_key not in self._keys:
+            self._keys[cache_key] = _time_keys(partitions_def, time_range)
+        return self._keys[cache_key]
+
+    def bounds(self, partitions_def, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        cache_key = (partitions_def, keys[0], keys[-1], len(keys))
+        if cache_key not in self._bounds:
+            windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
+            self._bounds[cache_key] = (
+                np.array([w.start.timestamp() for w in windows], dtype=np.float64),
+                np.array([w.end.timestamp() for w in windows], dtype=np.float64),
+            )
+        return self._bounds[cache_key]
+
+    def padded(self, partitions_def, keys: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+        """Bounds of `keys` with `padding` more windows on each side, and where keys[0] sits."""
+        cache_key = (partitions_def, keys[0], keys[-1], len(keys))
+        if cache_key not in self._padded:
+            padded, first_index = _padded_keys(partitions_def, keys, self.padding, self.padding)
+            self._padded[cache_key] = (*self.bounds(partitions_def, padded), first_index)
+        return self._padded[cache_key]
+
+
+def _dependency(
+    downstream: AssetSlice,
+    upstream: AssetSlice,
+    mapping: dg.PartitionMapping,
+    windows: _WindowCache,
+    dynamic_partitions_store,
+) -> Dependency:
+    if (
+        isinstance(mapping, dg.TimeWindowPartitionMapping)
+        and isinstance(downstream.partitions_def, dg.TimeWindowPartitionsDefinition)
+        and isinstance(upstream.partitions_def, dg.TimeWindowPartitionsDefinition)
+    ):
+        return _time_window_dependency(downstream, upstream, mapping, windows)
+    if isinstance(mapping, dg.IdentityPartitionMapping) and downstream.partitions_def == upstream.partitions_def:
+        found = np.array([upstream.index_of.get(k, -1) for k in downstream.partition_keys], dtype=np.int64)
+        starts = np.where(found >= 0, found, 0)
+        return Dependency(downstream.key, upstream.key, starts=starts, stops=np.where(found >= 0, found + 1, 0))
+    explicit = []
+    for key in downstream.partition_keys:
+        explicit.append(
+            np.array(
+                sorted(
+                    upstream.index_of[k]
+                    for k in _mapped_keys(mapping, downstream, upstream, key, dynamic_partitions_store)
+                    if k in upstream.index_of
+                ),
+                dtype=np.int64,
+            )
+        )
+    return Dependency(downstream.key, upstream.key, explicit=explicit)
+
+
+def _mapped_keys(mapping, downstream: AssetSlice, upstream: AssetSlice, key: str, store) -> list[str]:
+    if upstream.partitions_def is None:
+        return [UNPARTITIONED]
+    subset = None
+    if downstream.partitions_def is not None:
+        subset = downstream.partitions_def.empty_subset().with_partition_keys([key])
+    result = mapping.get_upstream_mapped_partitions_result_for_partitions(
+        subset, downstream.partitions_def, upstream.partitions_def, dynamic_partitions_store=store
+    )
+    return list(result.partitions_subset.get_partition_keys())
+
+
+def _time_window_dependency(
+    downstream: AssetSlice,
+    upstream: AssetSlice,
+    mapping: dg.TimeWindowPartitionMapping,
+    windows: _WindowCache,
+) -> Dependency:
+    count = len(downstream)
+    if count == 0 or len(upstream) == 0:
+        empty = np.zeros(count, dtype=np.int64)
+        return Dependency(downstream.key, upstream.key, starts=empty, stops=empty.copy())
+    # Dagster shifts the downstream window by whole downstream periods, then takes the
+    # upstream partitions holding its start (start-closed) and its end (end-closed).
+    d_starts, d_ends, first_index = windows.padded(downstream.partitions_def, downstream.partition_keys)
+    positions = np.arange(count) + first_index
+    shifted_start = d_starts[positions + mapping.start_offset]
+    shifted_end = d_ends[positions + mapping.end_offset]
+    u_starts, u_ends = windows.bounds(upstream.partitions_def, upstream.partition_keys)
+    full = _full_window(upstream.partitions_def)
+    if full is not None:  # offsets never push past the upstream's own partitions
+        if mapping.start_offset < 0:
+            shifted_start = np.maximum(shifted_start, full[0])
+        if mapping.end_offset > 0:
+            shifted_end = np.minimum(shifted_end, full[1])
+    starts = np.searchsorted(u_starts, shifted_start, side="right") - 1
+    stops = np.searchsorted(u_ends, shifted_end, side="left") + 1
+    starts = np.clip(starts, 0, len(upstream))
+    stops = np.clip(stops, 0, len(upstream))
+    outside = (shifted_end <= u_starts[0]) | (shifted_start >= u_ends[-1]) | (
+        shifted_start >= shifted_end
+    )
+    stops = np.where(outside, starts, stops)
+    return Dependency(downstream.key, upstream.key, starts=starts, stops=stops)
+
+
+def _full_window(partitions_def: dg.TimeWindowPartitionsDefinition) -> tuple[float, float] | None:
+    first = partitions_def.get_first_partition_window()
+    last = partitions_def.get_last_partition_window()
+    if first is None or last is None:
+        return None
+    return first.start.timestamp(), last.end.timestamp()
+
+
+def _padded_keys(
+    partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str], before: int, after: int
+) -> tuple[list[str], int]:
+    """`keys` with `before` and `after` more windows of the same schedule (even past the
+    definition's start or end), and the index of keys[0] in the result."""
+    if before == 0 and after == 0:
+        return keys, 0
+    first = partitions_def.time_window_for_partition_key(keys[0])
+    last = partitions_def.time_window_for_partition_key(keys[-1])
+    longest = max(first.end - first.start, last.end - last.start) * 2
+    # Window iteration follows the cron schedule alone, past the definition's bounds.
+    window = dg.TimeWindow(first.start - longest * before, last.end + longest * after)
+    padded = list(partitions_def.get_partition_keys_in_time_window(window))
+    first_index = padded.index(keys[0])
+    if first_index < before or len(padded) - first_index - len(keys) < after:
+        raise BackfillPlanError(f"could not pad the windows of {keys[0]}..{keys[-1]}")
+    return padded, first_index

@@ -1,0 +1,189 @@
+"""The backfill graph's edges equal a brute-force enumeration through Dagster's own
+mappings, key by key, for every mapping shape, over small ranges."""
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill import BackfillPlanError, Node, TimeRange, plan
+from partition_assets.example import defs as example_defs
+from partition_assets.partitions import cron, daily, hourly, mappings, monthly, multi, static, weekly
+from partition_assets.partitions.mappings import upstream_keys
+
+UTC = timezone.utc
+
+
+def brute_force_upstream(asset_graph, graph, node: Node) -> set[Node]:
+    expected = set()
+    for parent in asset_graph.get(node.asset).parent_keys:
+        if parent not in graph.slices:
+            continue
+        mapping = asset_graph.get_partition_mapping(node.asset, parent)
+        down_def = asset_graph.get(node.asset).partitions_def
+        up_def = asset_graph.get(parent).partitions_def
+        if up_def is None:
+            keys = [""]
+        elif down_def is None:
+            keys = list(up_def.get_partition_keys())
+        else:
+            keys = upstream_keys(mapping, down_def, up_def, [node.partition])
+        in_graph = set(graph.slices[parent].partition_keys)
+        expected |= {Node(parent, k) for k in keys if k in in_graph}
+    return expected
+
+
+def assert_edges_match(asset_graph, graph):
+    checked = 0
+    for node in graph.nodes():
+        assert set(graph.upstream(node)) == brute_force_upstream(asset_graph, graph, node), node
+        checked += 1
+    assert checked == graph.node_count() > 0
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        (datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 15, tzinfo=UTC)),  # the first partitions
+        (datetime(2024, 2, 20, tzinfo=UTC), datetime(2024, 3, 3, tzinfo=UTC)),  # leap day, month end
+        (datetime(2024, 1, 30, 18, tzinfo=UTC), datetime(2024, 2, 1, 6, tzinfo=UTC)),  # mid-day edges
+    ],
+)
+def test_example_pipeline_edges_equal_brute_force(instance, start, end):
+    instance.add_dynamic_partitions("campaigns", ["spring", "summer"])
+    asset_graph = example_defs.resolve_asset_graph()
+    graph = plan(
+        asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, end),
+        dynamic_partitions_store=instance,
+    )
+    assert_edges_match(asset_graph, graph)
+
+
+BERLIN_HOURLY = hourly("2024-03-25-00:00", tz="Europe/Berlin")
+BERLIN_DAILY = daily("2024-03-25", tz="Europe/Berlin")
+LATE_DAILY = daily("2024-04-01")  # starts after its upstream: offsets reach before its start
+DAILY = daily("2024-03-01")
+REGIONS = static(["amer", "emea"])
+
+
+@dg.asset(partitions_def=BERLIN_HOURLY)
+def berlin_hours(): ...
+
+
+@dg.asset(partitions_def=BERLIN_DAILY, ins={"berlin_hours": dg.AssetIn(partition_mapping=mappings.fan_in())})
+def berlin_days(berlin_hours): ...
+
+
+@dg.asset(partitions_def=DAILY)
+def days(): ...
+
+
+@dg.asset(partitions_def=LATE_DAILY, ins={"days": dg.AssetIn(partition_mapping=mappings.rolling_window(5))})
+def late_window(days): ...
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    ins={"days": dg.AssetIn(partition_mapping=dg.TimeWindowPartitionMapping(start_offset=0, end_offset=1))},
+)
+def with_next_day(days): ...
+
+
+@dg.asset(partitions_def=DAILY, ins={"previous": mappings.self_dependency("two_back", periods=2)})
+def two_back(previous): ...
+
+
+@dg.asset(partitions_def=hourly("2024-03-01-00:00"), ins={"days": dg.AssetIn(partition_mapping=mappings.fan_out())})
+def hours_of_day(days): ...
+
+
+@dg.asset(partitions_def=weekly("2024-03-04", day_offset=1), ins={"days": dg.AssetIn(partition_mapping=mappings.fan_in())})
+def weeks(days): ...
+
+
+@dg.asset(partitions_def=monthly("2024-03-01"), ins={"days": dg.AssetIn(partition_mapping=mappings.fan_in())})
+def months(days): ...
+
+
+@dg.asset(partitions_def=cron("0 */8 * * *", "2024-03-01-00:00"), ins={"hours_of_day": dg.AssetIn(partition_mapping=mappings.fan_in())})
+def shifts(hours_of_day): ...
+
+
+@dg.asset(partitions_def=multi(ds=DAILY, region=REGIONS), ins={"days": dg.AssetIn(partition_mapping=mappings.to_dimension("ds"))})
+def by_region(days): ...
+
+
+@dg.asset(
+    partitions_def=multi(ds=DAILY, region=REGIONS),
+    ins={"by_region": dg.AssetIn(partition_mapping=mappings.per_dimension(ds=mappings.rolling_window(3), region=mappings.identity()))},
+)
+def by_region_3d(by_region): ...
+
+
+@dg.asset(ins={"days": dg.AssetIn()})
+def everything(days): ...
+
+
+SHAPES = dg.Definitions(
+    assets=[berlin_hours, berlin_days, days, late_window, with_next_day, two_back, hours_of_day,
+            weeks, months, shifts, by_region, by_region_3d, everything]
+)
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        (datetime(2024, 3, 29, tzinfo=UTC), datetime(2024, 4, 3, tzinfo=UTC)),  # Berlin spring-forward
+        (datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),  # first partitions
+        (datetime(2024, 4, 28, 20, tzinfo=UTC), datetime(2024, 5, 2, 4, tzinfo=UTC)),  # month turn
+    ],
+)
+def test_every_mapping_shape_equals_brute_force(start, end):
+    asset_graph = SHAPES.resolve_asset_graph()
+    graph = plan(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, end))
+    assert_edges_match(asset_graph, graph)
+
+
+def test_a_range_selects_every_partition_overlapping_it_at_each_grain():
+    asset_graph = SHAPES.resolve_asset_graph()
+    graph = plan(
+        asset_graph, asset_graph.get_all_asset_keys(),
+        TimeRange(datetime(2024, 3, 10, 12, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
+    )
+    assert graph.slices[dg.AssetKey("days")].partition_keys == ["2024-03-10", "2024-03-11"]
+    assert graph.slices[dg.AssetKey("weeks")].partition_keys == ["2024-03-04", "2024-03-11"]
+    assert graph.slices[dg.AssetKey("months")].partition_keys == ["2024-03-01"]
+    assert len(graph.slices[dg.AssetKey("hours_of_day")]) == 36
+    assert graph.slices[dg.AssetKey("everything")].partition_keys == [""]
+
+
+def test_static_keys_narrow_a_dimension():
+    asset_graph = SHAPES.resolve_asset_graph()
+    graph = plan(
+        asset_graph, [dg.AssetKey("by_region"), dg.AssetKey("by_region_3d")],
+        TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
+        static_keys={"region": ["emea"]},
+    )
+    assert {k.keys_by_dimension["region"] for k in graph.slices[dg.AssetKey("by_region")].partition_keys} == {"emea"}
+    with pytest.raises(BackfillPlanError, match="'apac'"):
+        plan(asset_graph, [dg.AssetKey("by_region")],
+             TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
+             static_keys={"region": ["apac"]})
+
+
+def test_a_time_partitioned_selection_needs_a_range():
+    asset_graph = SHAPES.resolve_asset_graph()
+    with pytest.raises(BackfillPlanError, match="give a start and an end"):
+        plan(asset_graph, [dg.AssetKey("days")])
+
+
+def test_berlin_days_depend_on_23_24_and_25_hours():
+    asset_graph = SHAPES.resolve_asset_graph()
+    berlin = ZoneInfo("Europe/Berlin")
+    graph = plan(
+        asset_graph, [dg.AssetKey("berlin_hours"), dg.AssetKey("berlin_days")],
+        TimeRange(datetime(2024, 3, 30, tzinfo=berlin), datetime(2024, 4, 1, tzinfo=berlin)),
+    )
+    counts = [len(graph.upstream(Node(dg.AssetKey("berlin_days"), d))) for d in ("2024-03-30", "2024-03-31")]
+    assert counts == [24, 23]
