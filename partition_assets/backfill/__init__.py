@@ -1,5 +1,6 @@
-"""The backfill engine: the sparse (asset, partition) graph, and (next) its scheduler."""
+"""The backfill engine: the sparse (asset, partition) graph and its scheduling loop."""
 
+from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
 from partition_assets.backfill.graph import (
     AssetSlice,
     BackfillGraph,
@@ -9,5 +10,20 @@ from partition_assets.backfill.graph import (
     TimeRange,
     plan,
 )
+from partition_assets.backfill.runner import BACKFILL_ID_TAG, DagsterNodeRunner
 
-__all__ = ["AssetSlice", "BackfillGraph", "BackfillPlanError", "Dependency", "Node", "TimeRange", "plan"]
+__all__ = [
+    "BACKFILL_ID_TAG",
+    "AssetSlice",
+    "BackfillGraph",
+    "BackfillPlanError",
+    "DagsterNodeRunner",
+    "Dependency",
+    "Node",
+    "NodeResult",
+    "NodeStatus",
+    "Throttle",
+    "TimeRange",
+    "execute",
+    "plan",
+]
