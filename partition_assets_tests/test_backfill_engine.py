@@ -9,7 +9,8 @@ import pytest
 
 from partition_assets.backfill import Node, TimeRange, plan
 from partition_assets.backfill.engine import NodeStatus, Throttle, execute
-from partition_assets.backfill.runner import BACKFILL_ID_TAG, DagsterNodeRunner
+from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.state import BACKFILL_ID_TAG
 from partition_assets_tests import engine_defs
 
 REPO = Path(__file__).resolve().parents[1]

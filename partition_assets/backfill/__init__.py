@@ -10,12 +10,14 @@ from partition_assets.backfill.graph import (
     TimeRange,
     plan,
 )
-from partition_assets.backfill.runner import BACKFILL_ID_TAG, DagsterNodeRunner
+from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 
 __all__ = [
     "BACKFILL_ID_TAG",
     "AssetSlice",
     "BackfillGraph",
+    "BackfillRecord",
     "BackfillPlanError",
     "DagsterNodeRunner",
     "Dependency",

@@ -8,8 +8,9 @@ The loop, in the order it reads:
 4. until no node is ready or running.
 """
 
+import heapq
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -64,8 +65,15 @@ def execute(
     throttle: Throttle,
     done: Iterable[Node] = (),
     on_result: Callable[[NodeResult], None] = lambda result: None,
+    newest_first: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> dict[Node, NodeStatus]:
-    """Runs every node not in `done`; returns each node's final status."""
+    """Runs every node not in `done`; returns each node's final status.
+
+    Ready nodes launch oldest partition first (newest first with `newest_first`).
+    When `should_stop()` turns true, nothing more is launched and running nodes
+    are left to the caller.
+    """
     status = {node: NodeStatus.PENDING for node in graph.nodes()}
     for node in done:
         status[node] = NodeStatus.SUCCEEDED
@@ -75,25 +83,29 @@ def execute(
         for node, state in status.items()
         if state == NodeStatus.PENDING
     }
-    ready = deque(sorted(node for node, count in waiting_on.items() if count == 0))
+    priority = _priority(graph, newest_first)
+    ready = [(priority[node], node) for node, count in waiting_on.items() if count == 0]
+    heapq.heapify(ready)
     running: dict[Future, Node] = {}
     running_per_asset: dict[dg.AssetKey, int] = defaultdict(int)
 
-    while ready or running:
-        deferred = deque()
+    while (ready or running) and not should_stop():
+        deferred = []
         while ready and len(running) < throttle.max_parallel:
-            node = ready.popleft()
+            entry = heapq.heappop(ready)
+            node = entry[1]
             limit = throttle.per_asset.get(node.asset)
             if limit is not None and running_per_asset[node.asset] >= limit:
-                deferred.append(node)
+                deferred.append(entry)
                 continue
             status[node] = NodeStatus.RUNNING
             running_per_asset[node.asset] += 1
             running[launch(node)] = node
-        ready.extendleft(reversed(deferred))
+        for entry in deferred:
+            heapq.heappush(ready, entry)
         if not running:
             break
-        finished, _ = wait(running, return_when=FIRST_COMPLETED)
+        finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
         for future in finished:
             node = running.pop(future)
             running_per_asset[node.asset] -= 1
@@ -104,11 +116,21 @@ def execute(
                 for child in children.get(node, ()):
                     waiting_on[child] -= 1
                     if waiting_on[child] == 0 and status[child] == NodeStatus.PENDING:
-                        ready.append(child)
+                        heapq.heappush(ready, (priority[child], child))
             else:
                 status[node] = NodeStatus.FAILED
                 _block_descendants(node, children, status)
     return status
+
+
+def _priority(graph: BackfillGraph, newest_first: bool) -> dict[Node, tuple[int, int]]:
+    """(partition position, asset position): earlier partitions first, upstream assets first."""
+    sign = -1 if newest_first else 1
+    return {
+        Node(key, partition): (sign * index, asset_position)
+        for asset_position, (key, asset_slice) in enumerate(graph.slices.items())
+        for index, partition in enumerate(asset_slice.partition_keys)
+    }
 
 
 def _result_of(future: Future, node: Node) -> NodeResult:

@@ -7,54 +7,71 @@ webserver, in the event log and in Dagster's partition status.
 """
 
 import importlib
+import importlib.util
 import multiprocessing
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
+from pathlib import Path
 
 import dagster as dg
 
 from partition_assets.backfill.engine import NodeResult
 from partition_assets.backfill.graph import Node
 
-BACKFILL_ID_TAG = "partition_assets/backfill_id"
-
 _worker: dict = {}
 
 
-def load_definitions(module_name: str) -> dg.Definitions:
-    """The Definitions of a code location module (its `defs`, or its only Definitions)."""
-    module = importlib.import_module(module_name)
-    found = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]
+def load_definitions(target: str) -> dg.Definitions:
+    """The Definitions of a code location: `target` is a module name or a .py file path.
+
+    Takes the module's `defs`, or its only Definitions object.
+    """
+    if target.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
     if isinstance(getattr(module, "defs", None), dg.Definitions):
         return module.defs
+    found = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]
     if len(found) != 1:
-        raise ValueError(
-            f"module {module_name} has {len(found)} Definitions objects: name the one to use `defs`"
-        )
+        raise ValueError(f"{target} has {len(found)} Definitions objects: name the one to use `defs`")
     return found[0]
 
 
 class DagsterNodeRunner:
     """Launches nodes into `workers` processes; each node is one Dagster run."""
 
-    def __init__(self, module_name: str, workers: int, tags: dict[str, str]) -> None:
+    def __init__(self, target: str, workers: int, tags: dict[str, str]) -> None:
         self._tags = tags
         # Create the instance's storage here, once: workers creating it at the same
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
             pass
-        self._pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_load_worker,
-            initargs=(module_name,),
+        self._pool = multiprocessing.get_context("spawn").Pool(
+            workers, initializer=_load_worker, initargs=(target,)
         )
 
     def launch(self, node: Node) -> Future:
-        return self._pool.submit(_run_node, node.asset.to_user_string(), node.partition, self._tags)
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
+        self._pool.apply_async(
+            _run_node,
+            (node.asset.to_user_string(), node.partition, self._tags),
+            callback=future.set_result,
+            error_callback=future.set_exception,
+        )
+        return future
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.close()
+        self._pool.join()
+
+    def terminate(self) -> None:
+        """Kills the workers, and with them the runs in flight."""
+        self._pool.terminate()
+        self._pool.join()
 
     def __enter__(self) -> "DagsterNodeRunner":
         return self
@@ -63,15 +80,14 @@ class DagsterNodeRunner:
         self.close()
 
 
-def _load_worker(module_name: str) -> None:
-    definitions = load_definitions(module_name)
+def _load_worker(target: str) -> None:
+    definitions = load_definitions(target)
     _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
     _worker["instance"] = dg.DagsterInstance.get()
 
 
 def _run_node(asset: str, partition: str, tags: dict[str, str]) -> NodeResult:
     key = dg.AssetKey.from_user_string(asset)
-    node = Node(key, partition)
     started = time.time()
     result = _worker["job"].execute_in_process(
         instance=_worker["instance"],
@@ -84,4 +100,4 @@ def _run_node(asset: str, partition: str, tags: dict[str, str]) -> NodeResult:
     if not result.success:
         failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         error = failures[0].event_specific_data.error.message if failures else "run failed"
-    return NodeResult(node, result.success, result.run_id, started, time.time(), error)
+    return NodeResult(Node(key, partition), result.success, result.run_id, started, time.time(), error)

@@ -1,10 +1,11 @@
-"""`partition-assets` (also `python -m partition_assets`): operate Spark and tables."""
+"""`partition-assets` (also `python -m partition_assets`): backfills, Spark and tables."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
 from partition_assets.spark import SparkResource, find_java
 from partition_assets.storage.maintenance import vacuum
 
@@ -17,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)"
     )
     spark.add_argument("action", choices=["start", "stop", "status"])
+    add_backfill_commands(commands)
     vacuum_cmd = commands.add_parser(
         "vacuum", help="delete files of replaced or killed writes, older than the retention"
     )
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     vacuum_cmd.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
 
+    if args.command == "backfill":
+        return run_backfill_command(args)
     if args.command == "vacuum":
         result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

@@ -1,0 +1,81 @@
+"""A backfill's record: its parameters beside the Dagster instance, its nodes' states in it.
+
+The plan's parameters live in `$DAGSTER_HOME/partition_assets/backfills/<id>.json`
+(the graph is recomputed from them). Each node's state is that of its latest run
+tagged with the backfill id, so the instance stays the single truth: a node whose
+run succeeded is never run again, whatever happened to the coordinator.
+"""
+
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from partition_assets.backfill.engine import NodeStatus
+from partition_assets.backfill.graph import Node
+
+BACKFILL_ID_TAG = "partition_assets/backfill_id"
+_PARTITION_TAG = "dagster/partition"
+_RUN_STATES = {
+    dg.DagsterRunStatus.SUCCESS: NodeStatus.SUCCEEDED,
+    dg.DagsterRunStatus.FAILURE: NodeStatus.FAILED,
+    dg.DagsterRunStatus.CANCELED: NodeStatus.FAILED,
+}
+
+
+@dataclass
+class BackfillRecord:
+    module: str
+    selection: str
+    start: str | None
+    end: str | None
+    static: dict[str, list[str]] = field(default_factory=dict)
+    max_parallel: int = 4
+    status: str = "running"  # running | canceled | done
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def save(self) -> None:
+        path = record_path(self.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(asdict(self), indent=2))
+        temporary.replace(path)  # readers never see a half-written record
+
+    @classmethod
+    def load(cls, backfill_id: str) -> "BackfillRecord":
+        path = record_path(backfill_id)
+        if not path.exists():
+            known = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.exists() else []
+            raise FileNotFoundError(f"no backfill {backfill_id!r} under {path.parent}; known: {known}")
+        return cls(**json.loads(path.read_text()))
+
+
+def record_path(backfill_id: str) -> Path:
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise RuntimeError("DAGSTER_HOME is not set: backfills are recorded beside the Dagster instance")
+    return Path(home) / "partition_assets" / "backfills" / f"{backfill_id}.json"
+
+
+def node_states(instance: dg.DagsterInstance, backfill_id: str) -> dict[Node, tuple[NodeStatus, dg.DagsterRun]]:
+    """Each node's state from its latest run tagged with `backfill_id`."""
+    states: dict[Node, tuple[NodeStatus, dg.DagsterRun]] = {}
+    for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})):  # newest first
+        for asset in run.asset_selection or ():
+            node = Node(asset, run.tags.get(_PARTITION_TAG, ""))
+            if node not in states:
+                states[node] = (_RUN_STATES.get(run.status, NodeStatus.RUNNING), run)
+    return states
+
+
+def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
+    """Marks the backfill's unfinished runs canceled; returns how many."""
+    canceled = 0
+    for status, run in node_states(instance, backfill_id).values():
+        if status == NodeStatus.RUNNING:
+            instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
+            canceled += 1
+    return canceled

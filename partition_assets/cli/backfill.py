@@ -1,0 +1,297 @@
+"""`partition-assets backfill plan|run|status|resume|retry|cancel`."""
+
+import argparse
+import statistics
+import tomllib
+from collections import Counter, defaultdict
+from datetime import datetime, time, timedelta, timezone
+from pathlib import Path
+
+import dagster as dg
+
+from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
+from partition_assets.backfill.graph import BackfillGraph, Node, TimeRange, plan
+from partition_assets.backfill.runner import DagsterNodeRunner, load_definitions
+from partition_assets.backfill.state import (
+    BACKFILL_ID_TAG,
+    BackfillRecord,
+    cancel_in_flight,
+    node_states,
+)
+
+_DEFAULT_SECONDS_PER_NODE = 1.0
+_HEAT = {
+    NodeStatus.SUCCEEDED: "█",
+    NodeStatus.FAILED: "✗",
+    NodeStatus.RUNNING: "▶",
+    NodeStatus.PENDING: "·",
+    NodeStatus.BLOCKED: "·",
+}
+
+
+def add_backfill_commands(commands) -> None:
+    backfill = commands.add_parser("backfill", help="sparse (asset, partition) backfills")
+    actions = backfill.add_subparsers(dest="action", required=True)
+    for name, text in (("plan", "dry run: nodes, edges, critical path, ETA"), ("run", "run a backfill")):
+        parser = actions.add_parser(name, help=text)
+        target = parser.add_mutually_exclusive_group()
+        target.add_argument("-m", "--module-name", help="code location module (as `dagster -m`)")
+        target.add_argument("-f", "--python-file", help="code location file (as `dagster -f`)")
+        parser.add_argument("--select", required=True, help="Dagster asset selection, e.g. 'key:daily_orders+'")
+        parser.add_argument("--start", help="first day or time, inclusive (ISO 8601)")
+        parser.add_argument("--end", help="last day or time, inclusive (ISO 8601)")
+        parser.add_argument("--static", action="append", default=[], metavar="DIM=a,b",
+                            help="static keys to include for a dimension (repeatable)")
+        parser.add_argument("--max-parallel", type=int, default=4)
+        if name == "run":
+            parser.add_argument("--reverse", action="store_true", help="newest partitions first")
+            parser.add_argument("--catch-up", action="store_true",
+                                help="only partitions not yet materialized in the instance")
+    for name, text in (
+        ("status", "per-asset heatmap of a backfill"),
+        ("resume", "finish a backfill: run every node that has not succeeded"),
+        ("retry", "re-run failed nodes and their descendants"),
+        ("cancel", "stop launching and cancel runs in flight"),
+    ):
+        parser = actions.add_parser(name, help=text)
+        parser.add_argument("backfill_id")
+        if name == "status":
+            parser.add_argument("--html", help="also write the heatmap to this HTML file")
+
+
+def run_backfill_command(args: argparse.Namespace) -> int:
+    if args.action in ("plan", "run"):
+        record = BackfillRecord(
+            module=_target(args),
+            selection=args.select,
+            start=args.start,
+            end=args.end,
+            static=_parse_static(args.static),
+            max_parallel=args.max_parallel,
+        )
+        graph, durations = _graph_of(record)
+        if args.action == "plan":
+            print(_describe_plan(graph, durations, record.max_parallel))
+            return 0
+        record.save()
+        print(f"backfill {record.id}: {graph.node_count()} nodes")
+        done = _materialized(graph) if args.catch_up else set()
+        return _execute(record, graph, done, newest_first=args.reverse)
+    record = BackfillRecord.load(args.backfill_id)
+    if args.action == "status":
+        graph, _ = _graph_of(record)
+        with dg.DagsterInstance.get() as instance:
+            states = {node: state for node, (state, _) in node_states(instance, record.id).items()}
+        print(_heatmap(graph, states, record))
+        if args.html:
+            Path(args.html).write_text(_heatmap_html(graph, states, record))
+        return 0
+    if args.action == "cancel":
+        record.status = "canceled"
+        record.save()
+        with dg.DagsterInstance.get() as instance:
+            print(f"backfill {record.id} canceled; {cancel_in_flight(instance, record.id)} runs in flight canceled")
+        return 0
+    graph, _ = _graph_of(record)
+    with dg.DagsterInstance.get() as instance:
+        # The coordinator is gone: runs it left in flight will never finish.
+        stale = cancel_in_flight(instance, record.id)
+        if stale:
+            print(f"canceled {stale} runs left in flight by the previous coordinator")
+        states = node_states(instance, record.id)
+    succeeded = {node for node, (state, _) in states.items() if state == NodeStatus.SUCCEEDED}
+    if args.action == "retry" and not any(state == NodeStatus.FAILED for state, _ in states.values()):
+        print(f"backfill {record.id} has no failed nodes")
+        return 0
+    record.status = "running"
+    record.save()
+    return _execute(record, graph, succeeded)
+
+
+def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node], newest_first: bool = False) -> int:
+    total = graph.node_count()
+    finished = Counter()
+    finished["done before"] = len(done)
+
+    def report(result: NodeResult) -> None:
+        finished["succeeded" if result.succeeded else "failed"] += 1
+        mark = "ok" if result.succeeded else f"FAILED: {result.error}"
+        count = finished["succeeded"] + finished["failed"] + len(done)
+        print(f"[{count}/{total}] {result.node.asset.to_user_string()} "
+              f"{result.node.partition or '-'} {result.ended - result.started:.1f}s {mark}", flush=True)
+
+    def canceled() -> bool:
+        return BackfillRecord.load(record.id).status == "canceled"
+
+    tags = {BACKFILL_ID_TAG: record.id}
+    runner = DagsterNodeRunner(record.module, record.max_parallel, tags)
+    try:
+        status = execute(graph, runner.launch, Throttle(record.max_parallel), done=done,
+                         on_result=report, newest_first=newest_first, should_stop=canceled)
+    finally:
+        if canceled():
+            runner.terminate()
+            with dg.DagsterInstance.get() as instance:
+                cancel_in_flight(instance, record.id)
+        else:
+            runner.close()
+    outcome = Counter(status.values())
+    if not canceled():
+        record.status = "done"
+        record.save()
+    print(f"backfill {record.id}: " + ", ".join(f"{n} {s.value}" for s, n in sorted(outcome.items())))
+    return 0 if outcome[NodeStatus.FAILED] == 0 and outcome[NodeStatus.BLOCKED] == 0 else 1
+
+
+def _target(args: argparse.Namespace) -> str:
+    if args.module_name or args.python_file:
+        return args.module_name or str(Path(args.python_file).resolve())
+    pyproject = Path("pyproject.toml")
+    configured = tomllib.loads(pyproject.read_text()).get("tool", {}).get("dagster", {}) if pyproject.exists() else {}
+    if "module_name" not in configured:
+        raise SystemExit("name the code location: -m MODULE, -f FILE, or [tool.dagster] module_name in pyproject.toml")
+    return configured["module_name"]
+
+
+def _parse_static(values: list[str]) -> dict[str, list[str]]:
+    parsed = {}
+    for value in values:
+        dimension, _, keys = value.partition("=")
+        if not keys:
+            raise SystemExit(f"--static {value!r}: write it as DIMENSION=key1,key2")
+        parsed[dimension] = keys.split(",")
+    return parsed
+
+
+def _time_range(start: str | None, end: str | None) -> TimeRange | None:
+    if start is None and end is None:
+        return None
+    if start is None or end is None:
+        raise SystemExit("give both --start and --end (inclusive)")
+    first, last = _parse_time(start), _parse_time(end)
+    # An end date covers its whole day; an end time, the instant (and so its partition).
+    last = last + (timedelta(days=1) if len(end) <= 10 else timedelta(microseconds=1))
+    if last <= first:
+        raise SystemExit(f"--start {start} is after --end {end}")
+    return TimeRange(first, last)
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise SystemExit(f"{value!r} is not an ISO date or time, e.g. 2024-01-31 or 2024-01-31T13:00") from None
+    if len(value) <= 10:
+        parsed = datetime.combine(parsed.date(), time())
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _graph_of(record: BackfillRecord) -> tuple[BackfillGraph, dict[dg.AssetKey, float]]:
+    definitions = load_definitions(record.module)
+    asset_graph = definitions.resolve_asset_graph()
+    try:
+        selection = dg.AssetSelection.from_string(record.selection).resolve(asset_graph)
+    except dg.DagsterInvalidAssetSelectionError as error:
+        raise SystemExit(
+            f"--select {record.selection!r}: {error}. Use Dagster's selection syntax, "
+            "e.g. 'key:daily_orders+' or 'key:a or key:b' or 'group:revenue'"
+        ) from None
+    with dg.DagsterInstance.get() as instance:
+        graph = plan(asset_graph, selection, _time_range(record.start, record.end), record.static,
+                     dynamic_partitions_store=instance)
+        return graph, _recorded_durations(instance, graph)
+
+
+def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:
+    """Median wall time of each asset's recent successful single-asset runs (1 s when unknown)."""
+    seconds = defaultdict(list)
+    for record in instance.get_run_records(
+        dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]), limit=2000
+    ):
+        selection = record.dagster_run.asset_selection or set()
+        if len(selection) == 1 and record.start_time and record.end_time:
+            seconds[next(iter(selection))].append(record.end_time - record.start_time)
+    return {
+        key: statistics.median(seconds[key]) if seconds[key] else _DEFAULT_SECONDS_PER_NODE
+        for key in graph.slices
+    }
+
+
+def _materialized(graph: BackfillGraph) -> set[Node]:
+    with dg.DagsterInstance.get() as instance:
+        return {
+            Node(key, partition)
+            for key, asset_slice in graph.slices.items()
+            for partition in (
+                instance.get_materialized_partitions(key) if asset_slice.partitions_def else
+                ({""} if instance.get_latest_materialization_event(key) else set())
+            )
+            if partition in asset_slice.index_of
+        }
+
+
+def _describe_plan(graph: BackfillGraph, durations: dict[dg.AssetKey, float], max_parallel: int) -> str:
+    lines = [f"{'asset':<32} {'nodes':>8} {'edges in':>9} {'s/node':>7}"]
+    for key, asset_slice in graph.slices.items():
+        edges = sum(d.edge_count() for d in graph.dependencies[key])
+        lines.append(f"{key.to_user_string():<32} {len(asset_slice):>8} {edges:>9} {durations[key]:>7.2f}")
+    path, length = _critical_path(graph, durations)
+    work = sum(len(s) * durations[k] for k, s in graph.slices.items())
+    eta = max(length, work / max_parallel)
+    lines += [
+        f"total: {graph.node_count()} nodes, {graph.edge_count()} edges",
+        f"critical path: {len(path)} nodes, {length:.1f} s: "
+        + " -> ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in path[:6])
+        + (" -> ..." if len(path) > 6 else ""),
+        f"ETA with {max_parallel} slots: {eta:.1f} s (max of critical path and work/slots)",
+        "plan only: nothing was launched",
+    ]
+    return "\n".join(lines)
+
+
+def _critical_path(graph: BackfillGraph, durations: dict[dg.AssetKey, float]) -> tuple[list[Node], float]:
+    finish: dict[Node, float] = {}
+    via: dict[Node, Node | None] = {}
+    # Slices are in topological order and partitions in time order, so parents come first.
+    for node in graph.nodes():
+        best = max(graph.upstream(node), key=lambda p: finish[p], default=None)
+        finish[node] = (finish[best] if best else 0.0) + durations[node.asset]
+        via[node] = best
+    if not finish:
+        return [], 0.0
+    node = max(finish, key=finish.get)
+    path = []
+    while node is not None:
+        path.append(node)
+        node = via[node]
+    return path[::-1], max(finish.values())
+
+
+def _heatmap(graph: BackfillGraph, states: dict[Node, NodeStatus], record: BackfillRecord) -> str:
+    counts = defaultdict(Counter)
+    lines = [f"backfill {record.id} ({record.status}): {record.selection} {record.start}..{record.end}",
+             "legend: █ done  ✗ failed  ▶ running  · missing"]
+    for key, asset_slice in graph.slices.items():
+        cells = "".join(_HEAT[states.get(Node(key, p), NodeStatus.PENDING)] for p in asset_slice.partition_keys)
+        for p in asset_slice.partition_keys:
+            counts[key][states.get(Node(key, p), NodeStatus.PENDING)] += 1
+        summary = ", ".join(f"{n} {s.value}" for s, n in sorted(counts[key].items()))
+        lines.append(f"{key.to_user_string():<28} {cells[:96]}{'…' if len(cells) > 96 else ''}  {summary}")
+    return "\n".join(lines)
+
+
+def _heatmap_html(graph: BackfillGraph, states: dict[Node, NodeStatus], record: BackfillRecord) -> str:
+    colors = {NodeStatus.SUCCEEDED: "#2e7d32", NodeStatus.FAILED: "#c62828",
+              NodeStatus.RUNNING: "#f9a825", NodeStatus.PENDING: "#e0e0e0", NodeStatus.BLOCKED: "#e0e0e0"}
+    rows = []
+    for key, asset_slice in graph.slices.items():
+        cells = "".join(
+            f'<td title="{p}" style="background:{colors[states.get(Node(key, p), NodeStatus.PENDING)]}"></td>'
+            for p in asset_slice.partition_keys
+        )
+        rows.append(f"<tr><th>{key.to_user_string()}</th>{cells}</tr>")
+    return (
+        f"<!doctype html><meta charset=utf-8><title>backfill {record.id}</title>"
+        "<style>td{width:8px;height:14px;padding:0}th{text-align:left;font:12px sans-serif;padding-right:8px}</style>"
+        f"<h3>backfill {record.id} ({record.status})</h3><table>{''.join(rows)}</table>"
+    )
