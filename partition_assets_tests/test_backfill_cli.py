@@ -97,3 +97,29 @@ def test_catch_up_launches_only_missing_partitions(home):
     assert catch_up.returncode == 0, catch_up.stderr
     second_id = catch_up.stdout.split()[1].rstrip(":")  # "backfill <id>: N nodes"
     assert set(runs_by_node(home, second_id)) == {("raw", f"2024-01-0{d}") for d in (4, 5, 6)}
+
+
+def test_cancel_stops_launching_and_cancels_runs_in_flight(home):
+    args = ["run", *TARGET, "--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-08",
+            "--max-parallel", "2"]
+    coordinator = subprocess.Popen(
+        [*CLI, *args], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(
+        dg.DagsterRunStatus.SUCCESS in s for s in runs_by_node(home).values()
+    ):
+        time.sleep(0.2)
+    backfill_id = next((home / "partition_assets" / "backfills").glob("*.json")).stem
+    canceled = cli(home, "cancel", backfill_id)
+    assert canceled.returncode == 0, canceled.stderr
+    coordinator.wait(timeout=120)
+
+    runs = runs_by_node(home, backfill_id)
+    statuses = [s for node_statuses in runs.values() for s in node_statuses]
+    assert dg.DagsterRunStatus.STARTED not in statuses  # nothing left in flight
+    assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] < 16  # launching stopped
+    time.sleep(2)
+    assert runs_by_node(home, backfill_id) == runs  # and nothing launched after the cancel
+    assert "(canceled)" in cli(home, "status", backfill_id).stdout
