@@ -187,3 +187,14 @@ def test_berlin_days_depend_on_23_24_and_25_hours():
     )
     counts = [len(graph.upstream(Node(dg.AssetKey("berlin_days"), d))) for d in ("2024-03-30", "2024-03-31")]
     assert counts == [24, 23]
+
+
+def test_lookback_adds_the_prior_partitions_of_each_time_asset():
+    asset_graph = SHAPES.resolve_asset_graph()
+    window = TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC))
+    graph = plan(asset_graph, [dg.AssetKey("days"), dg.AssetKey("months")], window, lookback=2)
+    assert graph.slices[dg.AssetKey("days")].partition_keys == [
+        "2024-03-08", "2024-03-09", "2024-03-10", "2024-03-11"
+    ]
+    assert graph.slices[dg.AssetKey("months")].partition_keys == ["2024-03-01"]  # its first partition
+    assert_edges_match(asset_graph, graph)

@@ -115,12 +115,14 @@ def plan(
     time_range: TimeRange | None = None,
     static_keys: dict[str, Sequence[str]] | None = None,
     dynamic_partitions_store=None,
+    lookback: int = 0,
 ) -> BackfillGraph:
     """The backfill graph of the `selection` over `time_range`.
 
     A time-partitioned asset contributes every partition whose window overlaps
-    the range, whatever its grain. Static dimensions contribute all their keys,
-    or those named in `static_keys` (by dimension name, or by asset key string for a
+    the range, whatever its grain, and `lookback` partitions before them (a
+    rolling restatement). Static dimensions contribute all their keys, or those
+    named in `static_keys` (by dimension name, or by asset key string for a
     single-dimension static asset).
     """
     selected = set(selection)
@@ -137,7 +139,7 @@ def plan(
          for o in (m.start_offset, m.end_offset)],
         default=0,
     )
-    windows = _WindowCache(padding)
+    windows = _WindowCache(padding, lookback)
     slices = {
         key: AssetSlice(
             key,
@@ -217,11 +219,26 @@ def _time_keys(partitions_def: dg.TimeWindowPartitionsDefinition, time_range: Ti
     return list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
 
 
+def _with_lookback(partitions_def, keys: list[str], lookback: int) -> list[str]:
+    earlier: list[str] = []
+    if not keys or lookback <= 0:
+        return keys
+    first_start = partitions_def.start_time_for_partition_key(keys[0])
+    for _ in range(lookback):
+        previous = partitions_def.get_prev_partition_window(first_start)
+        if previous is None:
+            break  # the definition's first partition
+        earlier.insert(0, partitions_def.get_partition_key_for_timestamp(previous.start.timestamp()))
+        first_start = previous.start
+    return earlier + keys
+
+
 class _WindowCache:
     """Partition keys and window boundaries (epoch seconds), computed once per definition."""
 
-    def __init__(self, padding: int) -> None:
+    def __init__(self, padding: int, lookback: int = 0) -> None:
         self.padding = padding
+        self.lookback = lookback
         self._keys: dict = {}
         self._bounds: dict = {}
         self._padded: dict = {}
@@ -229,7 +246,9 @@ class _WindowCache:
     def time_keys(self, partitions_def, time_range: TimeRange) -> list[str]:
         cache_key = (partitions_def, time_range)
         if cache_key not in self._keys:
-            self._keys[cache_key] = _time_keys(partitions_def, time_range)
+            self._keys[cache_key] = _with_lookback(
+                partitions_def, _time_keys(partitions_def, time_range), self.lookback
+            )
         return self._keys[cache_key]
 
     def bounds(self, partitions_def, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ class BackfillRecord:
     end: str | None
     static: dict[str, list[str]] = field(default_factory=dict)
     max_parallel: int = 4
+    lookback: int = 0
     status: str = "running"  # running | canceled | done
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 

@@ -43,6 +43,8 @@ def add_backfill_commands(commands) -> None:
         parser.add_argument("--static", action="append", default=[], metavar="DIM=a,b",
                             help="static keys to include for a dimension (repeatable)")
         parser.add_argument("--max-parallel", type=int, default=4)
+        parser.add_argument("--lookback", type=int, default=0, metavar="N",
+                            help="also re-run the N partitions before the range of each time asset")
         if name == "run":
             parser.add_argument("--reverse", action="store_true", help="newest partitions first")
             parser.add_argument("--catch-up", action="store_true",
@@ -68,6 +70,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             end=args.end,
             static=_parse_static(args.static),
             max_parallel=args.max_parallel,
+            lookback=args.lookback,
         )
         graph, durations = _graph_of(record)
         if args.action == "plan":
@@ -198,7 +201,7 @@ def _graph_of(record: BackfillRecord) -> tuple[BackfillGraph, dict[dg.AssetKey, 
         ) from None
     with dg.DagsterInstance.get() as instance:
         graph = plan(asset_graph, selection, _time_range(record.start, record.end), record.static,
-                     dynamic_partitions_store=instance)
+                     dynamic_partitions_store=instance, lookback=record.lookback)
         return graph, _recorded_durations(instance, graph)
 
 
