@@ -40,5 +40,6 @@ clean: spark-stop
 
 bench: install
 	$(PY) bench/plan_bench.py
+	$(PY) bench/engine_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/run_overhead.py
