@@ -20,7 +20,6 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import dagster as dg
 
 sys.path.insert(0, str(Path(__file__).parent))
 import engine_dag  # noqa: E402

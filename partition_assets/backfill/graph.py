@@ -11,7 +11,7 @@ other mapping goes through Dagster's own mapping, key by key.
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import dagster as dg
 import numpy as np

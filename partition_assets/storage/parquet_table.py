@@ -24,7 +24,6 @@ from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
 from partition_assets.storage.staging import (
-    STAGING_DIR,
     StagedWrite,
     delete_dir,
     parse_partition_path,
