@@ -36,6 +36,16 @@ def cli(home, *args, **kwargs):
     )
 
 
+def start_sixteen_node_backfill(home) -> subprocess.Popen:
+    """`backfill run` of raw and clean over 8 days, in its own process group."""
+    args = ["run", *TARGET, "--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-08",
+            "--max-parallel", "2"]
+    return subprocess.Popen(
+        [*CLI, *args], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
 def runs_by_node(home, backfill_id=None) -> dict[tuple[str, str], list[dg.DagsterRunStatus]]:
     tags = {BACKFILL_ID_TAG: backfill_id} if backfill_id else {}
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -55,12 +65,7 @@ def test_plan_launches_nothing(home):
 
 
 def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
-    args = ["run", *TARGET, "--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-08",
-            "--max-parallel", "2"]
-    coordinator = subprocess.Popen(
-        [*CLI, *args], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    coordinator = start_sixteen_node_backfill(home)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         finished = sum(
@@ -100,12 +105,7 @@ def test_catch_up_launches_only_missing_partitions(home):
 
 
 def test_cancel_stops_launching_and_cancels_runs_in_flight(home):
-    args = ["run", *TARGET, "--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-08",
-            "--max-parallel", "2"]
-    coordinator = subprocess.Popen(
-        [*CLI, *args], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
+    coordinator = start_sixteen_node_backfill(home)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not any(
         dg.DagsterRunStatus.SUCCESS in s for s in runs_by_node(home).values()
