@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 import multiprocessing
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import dagster as dg
@@ -49,29 +49,25 @@ class DagsterNodeRunner:
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
             pass
-        self._pool = multiprocessing.get_context("spawn").Pool(
-            workers, initializer=_load_worker, initargs=(target,)
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_load_worker,
+            initargs=(target,),
         )
 
     def launch(self, node: Node) -> Future:
-        future: Future = Future()
-        future.set_running_or_notify_cancel()
-        self._pool.apply_async(
-            _run_node,
-            (node.asset.to_user_string(), node.partition, self._tags),
-            callback=future.set_result,
-            error_callback=future.set_exception,
-        )
-        return future
+        return self._pool.submit(_run_node, node.asset.to_user_string(), node.partition, self._tags)
 
     def close(self) -> None:
-        self._pool.close()
-        self._pool.join()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def terminate(self) -> None:
         """Kills the workers, and with them the runs in flight."""
-        self._pool.terminate()
-        self._pool.join()
+        # SIGKILL: a worker inside a Dagster run handles SIGTERM and would finish its run.
+        for worker in multiprocessing.active_children():
+            worker.kill()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> "DagsterNodeRunner":
         return self
