@@ -1,5 +1,6 @@
 """The backfill engine: the sparse (asset, partition) graph and its scheduling loop."""
 
+from partition_assets.backfill.coordinator import graph_of, materialized, run_backfill, time_range
 from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
 from partition_assets.backfill.graph import (
     AssetSlice,
@@ -27,5 +28,9 @@ __all__ = [
     "Throttle",
     "TimeRange",
     "execute",
+    "graph_of",
+    "materialized",
     "plan",
+    "run_backfill",
+    "time_range",
 ]

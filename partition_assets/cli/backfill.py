@@ -2,22 +2,17 @@
 
 import argparse
 import statistics
+import sys
 import tomllib
 from collections import Counter, defaultdict
-from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
-from partition_assets.backfill.graph import BackfillGraph, Node, TimeRange, plan
-from partition_assets.backfill.runner import DagsterNodeRunner, load_definitions
-from partition_assets.backfill.state import (
-    BACKFILL_ID_TAG,
-    BackfillRecord,
-    cancel_in_flight,
-    node_states,
-)
+from partition_assets.backfill.coordinator import graph_of, materialized, run_backfill, succeeded_nodes
+from partition_assets.backfill.engine import NodeResult, NodeStatus
+from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node
+from partition_assets.backfill.state import BackfillRecord, cancel_in_flight, node_states
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
 _HEAT = {
@@ -62,6 +57,14 @@ def add_backfill_commands(commands) -> None:
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except BackfillPlanError as error:
+        print(f"partition-assets backfill: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.action in ("plan", "run"):
         record = BackfillRecord(
             module=_target(args),
@@ -72,49 +75,42 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             max_parallel=args.max_parallel,
             lookback=args.lookback,
         )
-        graph, durations = _graph_of(record)
-        if args.action == "plan":
-            print(_describe_plan(graph, durations, record.max_parallel))
-            return 0
+        with dg.DagsterInstance.get() as instance:
+            graph = graph_of(record, instance)
+            if args.action == "plan":
+                print(_describe_plan(graph, _recorded_durations(instance, graph), record.max_parallel))
+                return 0
+            done = materialized(graph, instance) if args.catch_up else set()
         record.save()
         print(f"backfill {record.id}: {graph.node_count()} nodes")
-        done = _materialized(graph) if args.catch_up else set()
         return _execute(record, graph, done, newest_first=args.reverse)
     record = BackfillRecord.load(args.backfill_id)
-    if args.action == "status":
-        graph, _ = _graph_of(record)
-        with dg.DagsterInstance.get() as instance:
-            states = {node: state for node, (state, _) in node_states(instance, record.id).items()}
-        print(_heatmap(graph, states, record))
-        if args.html:
-            Path(args.html).write_text(_heatmap_html(graph, states, record))
-        return 0
-    if args.action == "cancel":
-        record.status = "canceled"
-        record.save()
-        with dg.DagsterInstance.get() as instance:
-            print(f"backfill {record.id} canceled; {cancel_in_flight(instance, record.id)} runs in flight canceled")
-        return 0
-    graph, _ = _graph_of(record)
     with dg.DagsterInstance.get() as instance:
-        # The coordinator is gone: runs it left in flight will never finish.
-        stale = cancel_in_flight(instance, record.id)
-        if stale:
-            print(f"canceled {stale} runs left in flight by the previous coordinator")
-        states = node_states(instance, record.id)
-    succeeded = {node for node, (state, _) in states.items() if state == NodeStatus.SUCCEEDED}
-    if args.action == "retry" and not any(state == NodeStatus.FAILED for state, _ in states.values()):
-        print(f"backfill {record.id} has no failed nodes")
-        return 0
-    record.status = "running"
-    record.save()
-    return _execute(record, graph, succeeded)
+        if args.action == "status":
+            graph = graph_of(record, instance)
+            states = {node: state for node, (state, _) in node_states(instance, record.id).items()}
+            print(_heatmap(graph, states, record))
+            if args.html:
+                Path(args.html).write_text(_heatmap_html(graph, states, record))
+            return 0
+        if args.action == "cancel":
+            record.status = "canceled"
+            record.save()
+            print(f"backfill {record.id} canceled; {cancel_in_flight(instance, record.id)} runs in flight canceled")
+            return 0
+        graph = graph_of(record, instance)
+        if args.action == "retry" and not any(
+            state == NodeStatus.FAILED for state, _ in node_states(instance, record.id).values()
+        ):
+            print(f"backfill {record.id} has no failed nodes")
+            return 0
+        done = succeeded_nodes(record, instance)
+    return _execute(record, graph, done)
 
 
 def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node], newest_first: bool = False) -> int:
     total = graph.node_count()
     finished = Counter()
-    finished["done before"] = len(done)
 
     def report(result: NodeResult) -> None:
         finished["succeeded" if result.succeeded else "failed"] += 1
@@ -123,25 +119,8 @@ def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node], newe
         print(f"[{count}/{total}] {result.node.asset.to_user_string()} "
               f"{result.node.partition or '-'} {result.ended - result.started:.1f}s {mark}", flush=True)
 
-    def canceled() -> bool:
-        return BackfillRecord.load(record.id).status == "canceled"
-
-    tags = {BACKFILL_ID_TAG: record.id}
-    runner = DagsterNodeRunner(record.module, record.max_parallel, tags)
-    try:
-        status = execute(graph, runner.launch, Throttle(record.max_parallel), done=done,
-                         on_result=report, newest_first=newest_first, should_stop=canceled)
-    finally:
-        if canceled():
-            runner.terminate()
-            with dg.DagsterInstance.get() as instance:
-                cancel_in_flight(instance, record.id)
-        else:
-            runner.close()
+    status = run_backfill(record, graph, done, newest_first, on_result=report)
     outcome = Counter(status.values())
-    if not canceled():
-        record.status = "done"
-        record.save()
     print(f"backfill {record.id}: " + ", ".join(f"{n} {s.value}" for s, n in sorted(outcome.items())))
     return 0 if outcome[NodeStatus.FAILED] == 0 and outcome[NodeStatus.BLOCKED] == 0 else 1
 
@@ -166,45 +145,6 @@ def _parse_static(values: list[str]) -> dict[str, list[str]]:
     return parsed
 
 
-def _time_range(start: str | None, end: str | None) -> TimeRange | None:
-    if start is None and end is None:
-        return None
-    if start is None or end is None:
-        raise SystemExit("give both --start and --end (inclusive)")
-    first, last = _parse_time(start), _parse_time(end)
-    # An end date covers its whole day; an end time, the instant (and so its partition).
-    last = last + (timedelta(days=1) if len(end) <= 10 else timedelta(microseconds=1))
-    if last <= first:
-        raise SystemExit(f"--start {start} is after --end {end}")
-    return TimeRange(first, last)
-
-
-def _parse_time(value: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise SystemExit(f"{value!r} is not an ISO date or time, e.g. 2024-01-31 or 2024-01-31T13:00") from None
-    if len(value) <= 10:
-        parsed = datetime.combine(parsed.date(), time())
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def _graph_of(record: BackfillRecord) -> tuple[BackfillGraph, dict[dg.AssetKey, float]]:
-    definitions = load_definitions(record.module)
-    asset_graph = definitions.resolve_asset_graph()
-    try:
-        selection = dg.AssetSelection.from_string(record.selection).resolve(asset_graph)
-    except dg.DagsterInvalidAssetSelectionError as error:
-        raise SystemExit(
-            f"--select {record.selection!r}: {error}. Use Dagster's selection syntax, "
-            "e.g. 'key:daily_orders+' or 'key:a or key:b' or 'group:revenue'"
-        ) from None
-    with dg.DagsterInstance.get() as instance:
-        graph = plan(asset_graph, selection, _time_range(record.start, record.end), record.static,
-                     dynamic_partitions_store=instance, lookback=record.lookback)
-        return graph, _recorded_durations(instance, graph)
-
-
 def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:
     """Median wall time of each asset's recent successful single-asset runs (1 s when unknown)."""
     seconds = defaultdict(list)
@@ -218,19 +158,6 @@ def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> d
         key: statistics.median(seconds[key]) if seconds[key] else _DEFAULT_SECONDS_PER_NODE
         for key in graph.slices
     }
-
-
-def _materialized(graph: BackfillGraph) -> set[Node]:
-    with dg.DagsterInstance.get() as instance:
-        return {
-            Node(key, partition)
-            for key, asset_slice in graph.slices.items()
-            for partition in (
-                instance.get_materialized_partitions(key) if asset_slice.partitions_def else
-                ({""} if instance.get_latest_materialization_event(key) else set())
-            )
-            if partition in asset_slice.index_of
-        }
 
 
 def _describe_plan(graph: BackfillGraph, durations: dict[dg.AssetKey, float], max_parallel: int) -> str:
