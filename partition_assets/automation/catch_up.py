@@ -1,0 +1,121 @@
+"""Sensor (b): fill historical gaps through the sparse engine, one backfill at a time.
+
+Dagster's AutomationConditions only look at the newest time window; a partition
+missing or failed further back stays so. This sensor finds those gaps — partitions
+older than their asset's newest window whose status (the UI's) is missing or failed —
+and launches the engine job with `catch_up` over the range that spans them, so the
+engine runs exactly the partitions of that range that are not current. It launches
+nothing while its previous backfill is still queued or running.
+"""
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import dagster as dg
+
+from partition_assets.automation.job import backfill_run_config
+from partition_assets.backfill.state import BACKFILL_ID_TAG
+
+CATCH_UP_TAG = "partition_assets/catch_up_sensor"
+_IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+_NOT_GAPS = {dg.AssetPartitionStatus.MATERIALIZED, dg.AssetPartitionStatus.IN_PROGRESS}
+
+
+@dataclass(frozen=True)
+class Gap:
+    asset: dg.AssetKey
+    partition: str
+    window: dg.TimeWindow
+
+
+def catch_up_sensor(
+    job: dg.JobDefinition,
+    selection: str,
+    name: str = "catch_up",
+    horizon: timedelta | None = None,
+    max_parallel: int = 2,
+    minimum_interval_seconds: int = 60,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """Launches `job` (a `sparse_backfill_job`) over the gaps of `selection`.
+
+    `horizon` limits the search to partitions starting within that time before now;
+    `max_parallel` bounds the node runs of each backfill.
+    """
+
+    @dg.sensor(
+        name=name,
+        job=job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"Fills missing or failed partitions of {selection} older than the newest window.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        running = context.instance.get_runs(
+            dg.RunsFilter(job_name=job.name, statuses=_IN_FLIGHT, tags={CATCH_UP_TAG: name}), limit=1
+        )
+        if running:
+            return dg.SkipReason(f"backfill {running[0].tags.get(BACKFILL_ID_TAG)} is still running")
+        asset_graph = context.repository_def.asset_graph
+        keys = dg.AssetSelection.from_string(selection).resolve(asset_graph)
+        # Sensor bookkeeping, not asset logic: the horizon is relative to the evaluation.
+        since = datetime.fromtimestamp(time.time(), timezone.utc) - horizon if horizon else None
+        gaps = historical_gaps(context.instance, asset_graph, keys, since)
+        if not gaps:
+            return dg.SkipReason(f"no gaps in {selection}")
+        start = min(g.window.start for g in gaps)
+        end = max(g.window.end for g in gaps) - timedelta(microseconds=1)  # the engine's end is inclusive
+        backfill_id = uuid.uuid4().hex[:12]
+        context.log.info(f"{len(gaps)} gaps in {selection} between {start} and {end}: backfill {backfill_id}")
+        return dg.RunRequest(
+            run_config=backfill_run_config(
+                selection=selection, start=start.isoformat(), end=end.isoformat(),
+                catch_up=True, max_parallel=max_parallel,
+            ),
+            tags={BACKFILL_ID_TAG: backfill_id, CATCH_UP_TAG: name},
+        )
+
+    return _sensor
+
+
+def historical_gaps(
+    instance: dg.DagsterInstance, asset_graph, keys: set[dg.AssetKey], since: datetime | None = None
+) -> list[Gap]:
+    """Missing or failed partitions of time-partitioned `keys` (multi included), except each
+    asset's newest window (AutomationConditions' domain) and windows starting before `since`."""
+    gaps = []
+    for key in sorted(keys, key=lambda k: k.to_user_string()):
+        partitions_def = asset_graph.get(key).partitions_def
+        windows = _historical_windows(partitions_def)
+        if since is not None:
+            windows = {k: w for k, w in windows.items() if w.start >= since}
+        if not windows:
+            continue
+        status = instance.get_status_by_partition(key, list(windows), partitions_def) or {}
+        gaps.extend(Gap(key, k, w) for k, w in windows.items() if status.get(k) not in _NOT_GAPS)
+    return gaps
+
+
+def _historical_windows(partitions_def) -> dict[str, dg.TimeWindow]:
+    """Each partition's time window, without the newest window; {} without a time dimension."""
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        keys = list(partitions_def.get_partition_keys())[:-1]
+        return dict(zip(keys, partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)))
+    if isinstance(partitions_def, dg.MultiPartitionsDefinition) and partitions_def.has_time_window_dimension:
+        dimension = partitions_def.time_window_dimension
+        time_keys = list(dimension.partitions_def.get_partition_keys())[:-1]
+        window_of = {k: dimension.partitions_def.time_window_for_partition_key(k) for k in time_keys}
+        return {
+            key: window_of[key.keys_by_dimension[dimension.name]]
+            for key in partitions_def.get_partition_keys()
+            if key.keys_by_dimension[dimension.name] in window_of
+        }
+    return {}

@@ -1,0 +1,232 @@
+"""Sensor (a): request a downstream partition as soon as all of its inputs are materialized.
+
+Latency. Dagster's sensor daemon evaluates sensors in a loop that waits until 5 s have
+passed since the loop began (`MIN_INTERVAL_LOOP_TIME` in dagster/_daemon/sensor.py),
+whatever a sensor's `minimum_interval_seconds` (default 30 s). A tick of this sensor
+therefore watches the event log for those 5 s, polling every 0.25 s, and returns the
+moment it has runs to request: a tick that used its 5 s is followed at once by the
+next, so an upstream commit is answered within a poll and a run creation, not a loop.
+
+A partition is requested when, for every parent, each partition its mapping names is
+materialized, and it is not current: its own latest materialization is older than one
+of those inputs' (or missing), and no run in flight targets it. Each request's run key
+names the input version, so the same inputs never request it twice.
+"""
+
+import json
+import time
+from collections.abc import Iterable
+
+import dagster as dg
+
+from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+
+WATCH_SECONDS = 5.0
+POLL_SECONDS = 0.25
+TRIGGER_TAG = "partition_assets/triggered_by"
+_IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+_DAGSTER_BACKFILL_TAG = "dagster/backfill"
+
+Target = tuple[dg.AssetKey, str | None]  # (asset, partition); None when unpartitioned
+
+
+def eager_partitions_sensor(
+    selection: str | dg.AssetSelection,
+    name: str = "eager_partitions",
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+    watch_seconds: float = WATCH_SECONDS,
+) -> dg.SensorDefinition:
+    """Requests partitions of `selection` whose upstream partitions just completed their inputs."""
+    target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
+
+    @dg.sensor(
+        name=name,
+        target=target,
+        minimum_interval_seconds=1,
+        default_status=default_status,
+        description="Requests each downstream partition once all its upstream partitions are materialized.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        deadline = time.monotonic() + watch_seconds
+        asset_graph = context.repository_def.asset_graph
+        watcher = _Watcher(context.instance, asset_graph, target.resolve(asset_graph))
+        after, pending = _parse_cursor(context.cursor, watcher)
+        requests, pending = watcher.decide(pending)
+        while not requests and time.monotonic() < deadline:
+            events = watcher.materializations_after(after)
+            if events:
+                after = max(record.storage_id for record in events)
+                requests, pending = watcher.decide(watcher.children_of(events) | pending)
+            if not requests:
+                time.sleep(POLL_SECONDS)
+        cursor = json.dumps({"after": after, "pending": [[k.to_user_string(), p] for k, p in sorted(pending, key=_order)]})
+        if not requests:
+            return dg.SensorResult(skip_reason="no partition gained all its inputs", cursor=cursor)
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    return _sensor
+
+
+def _order(target: Target) -> tuple[str, str]:
+    return target[0].to_user_string(), target[1] or ""
+
+
+def _parse_cursor(cursor: str | None, watcher: "_Watcher") -> tuple[int, set[Target]]:
+    if not cursor:  # first tick: react from now on; history is the catch-up sensor's job
+        return watcher.latest_storage_id(), set()
+    parsed = json.loads(cursor)
+    return parsed["after"], {(dg.AssetKey.from_user_string(k), p) for k, p in parsed["pending"]}
+
+
+class _Watcher:
+    """One tick's view of the instance: new upstream events, readiness, runs in flight."""
+
+    def __init__(self, instance: dg.DagsterInstance, asset_graph, targets: set[dg.AssetKey]) -> None:
+        self.instance = instance
+        self.graph = asset_graph
+        self.targets = targets
+        self.watched = sorted(
+            {p for key in targets for p in self._parents(key)}, key=lambda k: k.to_user_string()
+        )
+        self._backfill_selections: dict[str, set[dg.AssetKey]] = {}
+        self._left_by_run: dict[str, set[dg.AssetKey]] = {}
+
+    def _parents(self, key: dg.AssetKey) -> list[dg.AssetKey]:
+        return [p for p in self.graph.get(key).parent_keys if self.graph.has(p) and self.graph.get(p).is_materializable]
+
+    def latest_storage_id(self) -> int:
+        entries = [r.asset_entry for r in self.instance.get_asset_records(self.watched)]
+        return max((e.last_materialization_storage_id or 0 for e in entries), default=0)
+
+    def materializations_after(self, after: int) -> list[dg.EventLogRecord]:
+        # One cheap query for all watched assets; events only for those that moved.
+        moved = [
+            r.asset_entry.asset_key for r in self.instance.get_asset_records(self.watched)
+            if (r.asset_entry.last_materialization_storage_id or 0) > after
+        ]
+        return [
+            record
+            for key in moved
+            for record in self.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, after_storage_id=after), limit=100_000, ascending=True
+            ).records
+        ]
+
+    def children_of(self, events: Iterable[dg.EventLogRecord]) -> set[Target]:
+        """Target partitions that read a partition these events materialized."""
+        found: set[Target] = set()
+        for record in events:
+            parent, partition = record.asset_key, record.partition_key
+            if record.run_id not in self._left_by_run:
+                self._left_by_run[record.run_id] = self._selection_of_backfill(record.run_id)
+            left_to_backfill = self._left_by_run[record.run_id]
+            for child in self.graph.get(parent).child_keys & self.targets - left_to_backfill:
+                for key in self._child_partitions(parent, partition, child):
+                    found.add((child, key))
+        return found
+
+    def _child_partitions(self, parent, partition, child) -> list[str | None]:
+        child_def = self.graph.get(child).partitions_def
+        if child_def is None:
+            return [None]
+        if partition is None and isinstance(child_def, dg.TimeWindowPartitionsDefinition):
+            # An unpartitioned input changed: refresh the newest window, not all of history.
+            last = child_def.get_last_partition_key()
+            return [last] if last else []
+        return list(self.graph.get_child_partition_keys_of_parent(partition, parent, child))
+
+    def _selection_of_backfill(self, run_id: str) -> set[dg.AssetKey]:
+        """Assets a backfill that produced this run will run itself (its downstream included)."""
+        run = self.instance.get_run_by_id(run_id)
+        tags = run.tags if run else {}
+        if BACKFILL_ID_TAG in tags:
+            backfill_id = tags[BACKFILL_ID_TAG]
+            if backfill_id not in self._backfill_selections:
+                try:
+                    selection = BackfillRecord.load(backfill_id).selection
+                    keys = dg.AssetSelection.from_string(selection).resolve(self.graph)
+                except (FileNotFoundError, RuntimeError, dg.DagsterInvalidAssetSelectionError):
+                    keys = set()
+                self._backfill_selections[backfill_id] = keys
+            return self._backfill_selections[backfill_id]
+        if _DAGSTER_BACKFILL_TAG in tags:
+            backfill = self.instance.get_backfill(tags[_DAGSTER_BACKFILL_TAG])
+            return set(backfill.asset_selection or ()) if backfill else set()
+        return set()
+
+    def decide(self, candidates: set[Target]) -> tuple[list[dg.RunRequest], set[Target]]:
+        """Run requests for the ready, not current candidates; those waiting on a run in flight."""
+        if not candidates:
+            return [], set()
+        in_flight = self._in_flight()
+        requests, waiting = [], set()
+        for key, partition in sorted(candidates, key=_order):
+            inputs = self._input_storage_ids(key, partition)
+            if inputs is None:
+                continue  # an input is missing: its materialization will bring this back
+            newest_input = max(inputs, default=0)
+            own = self._latest_storage_ids(key, [partition]).get(partition)
+            if own is not None and own > newest_input:
+                continue  # current: materialized after every input
+            if (key, partition) in in_flight:
+                waiting.add((key, partition))  # decide again once that run is done
+                continue
+            node = f"{key.to_user_string()}[{partition}]" if partition else key.to_user_string()
+            requests.append(
+                dg.RunRequest(
+                    asset_selection=[key],
+                    partition_key=partition,
+                    run_key=f"{node}@{newest_input}",
+                    tags={TRIGGER_TAG: str(newest_input)},
+                )
+            )
+        return requests, waiting
+
+    def _input_storage_ids(self, key: dg.AssetKey, partition: str | None) -> list[int] | None:
+        """Storage ids of every input partition's latest materialization; None if one is missing."""
+        ids = []
+        for parent in self._parents(key):
+            if self.graph.get(parent).partitions_def is None:
+                needed = [None]
+            else:
+                mapped = self.graph.get_parent_partition_keys_for_child(partition, parent, key)
+                if mapped.required_but_nonexistent_subset.get_partition_keys():
+                    return None
+                needed = list(mapped.partitions_subset.get_partition_keys())
+            latest = self._latest_storage_ids(parent, needed)
+            if len(latest) < len(needed):
+                return None
+            ids.extend(latest.values())
+        return ids
+
+    def _latest_storage_ids(self, key: dg.AssetKey, partitions: list[str | None]) -> dict[str | None, int]:
+        if partitions == [None]:
+            records = self.instance.fetch_materializations(key, limit=1).records
+            return {None: records[0].storage_id} if records else {}
+        if not partitions:
+            return {}
+        return dict(self.instance.get_latest_storage_id_by_partition(
+            key, dg.DagsterEventType.ASSET_MATERIALIZATION, partitions=set(partitions)
+        ))
+
+    def _in_flight(self) -> set[Target]:
+        """(asset, partition) of every run queued or running."""
+        found: set[Target] = set()
+        for run in self.instance.get_runs(dg.RunsFilter(statuses=_IN_FLIGHT)):
+            for key in run.asset_selection or ():
+                if not self.graph.has(key):
+                    continue
+                partitions_def = self.graph.get(key).partitions_def
+                first = run.tags.get("dagster/asset_partition_range_start")
+                if partitions_def is not None and first:
+                    last = run.tags["dagster/asset_partition_range_end"]
+                    keys = partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
+                else:
+                    keys = [run.tags.get("dagster/partition")]
+                found.update((key, k) for k in keys)
+        return found
