@@ -109,13 +109,17 @@ class _Watcher:
             r.asset_entry.asset_key for r in self.instance.get_asset_records(self.watched)
             if (r.asset_entry.last_materialization_storage_id or 0) > after
         ]
-        return [
-            record
-            for key in moved
-            for record in self.instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=key, after_storage_id=after), limit=100_000, ascending=True
-            ).records
-        ]
+        records = []
+        for key in moved:
+            cursor, has_more = None, True
+            while has_more:
+                page = self.instance.fetch_materializations(
+                    dg.AssetRecordsFilter(asset_key=key, after_storage_id=after), limit=10_000,
+                    cursor=cursor, ascending=True,
+                )
+                records.extend(page.records)
+                cursor, has_more = page.cursor, page.has_more
+        return records
 
     def children_of(self, events: Iterable[dg.EventLogRecord]) -> set[Target]:
         """Target partitions that read a partition these events materialized."""

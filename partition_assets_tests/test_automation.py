@@ -1,0 +1,205 @@
+"""The engine job and the sensors as users run them: `dagster dev` (webserver + daemon)
+serving a light code location, sensors turned on with the UI's mutation, runs launched
+through GraphQL."""
+
+import time
+from collections import Counter
+
+import dagster as dg
+import pytest
+
+from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
+from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets_tests import automation_defs
+from partition_assets_tests.dagster_dev import DagsterDev
+
+pytestmark = pytest.mark.slow
+
+LATENCY_GOAL = 5.0
+_DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    server = DagsterDev(tmp_path_factory.mktemp("automation") / "dagster_home", "partition_assets_tests.automation_defs")
+    try:
+        server.wait_until_loaded()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def instance(dev, monkeypatch):
+    # The engine's worker processes find the instance through DAGSTER_HOME.
+    monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
+    with dg.DagsterInstance.get() as shared:
+        yield shared
+
+
+def materialize(instance, asset, partition, fail=False):
+    config = {"ops": {asset.op.name: {"config": {"fail": fail}}}}
+    return dg.materialize([asset], partition_key=partition, instance=instance, run_config=config,
+                          raise_on_error=False)
+
+
+def runs_of(instance, asset: str, **tags) -> list[dg.RunRecord]:
+    return [
+        r for r in instance.get_run_records(dg.RunsFilter(tags=tags))
+        if r.dagster_run.asset_selection == {dg.AssetKey(asset)}
+    ]
+
+
+def wait_for(condition, timeout: float, step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(step)
+    raise TimeoutError(f"not within {timeout} s: {condition.__doc__ or condition}")
+
+
+def wait_for_sensor_ticks(dev, name: str, count: int) -> None:
+    """Until the sensor has finished `count` ticks (read through GraphQL, as the UI does)."""
+    query = (
+        "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { "
+        "sensorState { ticks(limit: 10) { status } } } } }"
+    )
+
+    def ticked():
+        ticks = dev.graphql(query, {"s": dev.selector(sensorName=name)})["sensorOrError"]["sensorState"]["ticks"]
+        return sum(t["status"] != "STARTED" for t in ticks) >= count
+
+    wait_for(ticked, 60, step=0.5)
+
+
+def requested_latency(instance, upstream: str, partition: str, downstream: str, downstream_partition: str) -> float:
+    """Seconds from the upstream materialization's event to the downstream run's creation."""
+    event = instance.fetch_materializations(
+        dg.AssetRecordsFilter(dg.AssetKey(upstream), asset_partitions=[partition]), limit=1
+    ).records[0]
+
+    def requested():
+        return [r for r in runs_of(instance, downstream, **{"dagster/partition": downstream_partition})
+                if r.create_timestamp.timestamp() > event.timestamp]
+
+    run = wait_for(requested, 30)[0]
+    return run.create_timestamp.timestamp() - event.timestamp
+
+
+def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, instance):
+    dev.start_sensor("eager")
+    wait_for_sensor_ticks(dev, "eager", 1)  # its cursor now starts before our events
+
+    assert materialize(instance, automation_defs.eager_up, "2024-01-02").success
+    latency = requested_latency(instance, "eager_up", "2024-01-02", "eager_down", "2024-01-02")
+    print(f"eager_up[2024-01-02] -> eager_down run created: {latency:.2f} s")
+    assert latency <= LATENCY_GOAL
+    # eager_pair[2024-01-02] reads days 1 and 2: day 1 is missing, so it is not requested.
+    time.sleep(LATENCY_GOAL + 1)
+    assert runs_of(instance, "eager_pair") == []
+
+    assert materialize(instance, automation_defs.eager_up, "2024-01-01").success
+    latencies = [
+        requested_latency(instance, "eager_up", "2024-01-01", downstream, partition)
+        for downstream, partition in [("eager_down", "2024-01-01"), ("eager_pair", "2024-01-01"),
+                                      ("eager_pair", "2024-01-02")]
+    ]
+    print("eager_up[2024-01-01] -> down[01], pair[01], pair[02] created: " + ", ".join(f"{s:.2f} s" for s in latencies))
+    assert max(latencies) <= LATENCY_GOAL
+
+    # Once those runs are done their partitions are current: nothing more is requested.
+    def all_done():
+        runs = runs_of(instance, "eager_down") + runs_of(instance, "eager_pair")
+        return len(runs) == 4 and all(r.dagster_run.status in _DONE for r in runs) and runs
+    runs = wait_for(all_done, 120, step=0.5)
+    assert {r.dagster_run.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
+    time.sleep(2 * LATENCY_GOAL + 1)  # more than two sensor ticks
+    assert len(runs_of(instance, "eager_down") + runs_of(instance, "eager_pair")) == 4
+
+    # New input for day 2: exactly the partitions that read it are requested again.
+    assert materialize(instance, automation_defs.eager_up, "2024-01-02").success
+    assert requested_latency(instance, "eager_up", "2024-01-02", "eager_down", "2024-01-02") <= LATENCY_GOAL
+    assert requested_latency(instance, "eager_up", "2024-01-02", "eager_pair", "2024-01-02") <= LATENCY_GOAL
+    time.sleep(LATENCY_GOAL + 1)
+    counts = Counter(
+        (r.dagster_run.asset_selection, r.dagster_run.tags["dagster/partition"])
+        for r in runs_of(instance, "eager_down") + runs_of(instance, "eager_pair")
+    )
+    assert sorted(counts.values()) == [1, 1, 2, 2]  # day 1 once, day 2 twice, day 3 never
+
+
+def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, instance):
+    raw, clean = automation_defs.gap_raw, automation_defs.gap_clean
+    for day in ("01", "02", "03", "05", "06", "08"):
+        assert materialize(instance, raw, f"2024-01-{day}").success
+    for day in ("01", "02"):
+        assert dg.materialize([clean], partition_key=f"2024-01-{day}", instance=instance).success
+    assert not materialize(instance, raw, "2024-01-06", fail=True).success  # materialized, then failed
+    expected = {("gap_raw", f"2024-01-{d}") for d in ("04", "06", "07", "09")} | {
+        ("gap_clean", f"2024-01-{d:02d}") for d in range(3, 10)
+    }  # 2024-01-10 is the newest window: not a gap
+
+    dev.start_sensor("catch_up")
+
+    def engine_runs():
+        return instance.get_runs(dg.RunsFilter(job_name=automation_defs.engine.name, tags={CATCH_UP_TAG: "catch_up"}))
+
+    coordinator = wait_for(engine_runs, 60, step=0.5)[0]
+    backfill_id = coordinator.tags[BACKFILL_ID_TAG]
+    finished = wait_for(lambda: instance.get_run_by_id(coordinator.run_id).status in _DONE and
+                        instance.get_run_by_id(coordinator.run_id), 180, step=0.5)
+    assert finished.status == dg.DagsterRunStatus.SUCCESS
+    node_runs = [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})) if r.asset_selection]
+    filled = Counter((next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"]) for r in node_runs)
+    assert set(filled) == expected and set(filled.values()) == {1}
+    assert {r.status for r in node_runs} == {dg.DagsterRunStatus.SUCCESS}
+    for day in ("01", "02", "03", "05", "08"):  # current partitions were never run again
+        assert len(runs_of(instance, "gap_raw", **{"dagster/partition": f"2024-01-{day}"})) == 1
+
+    wait_for_sensor_ticks(dev, "catch_up", 3)  # later ticks find no gaps
+    assert len(engine_runs()) == 1
+
+
+def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev, instance):
+    launched = dev.graphql(
+        "mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
+        "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
+        "... on RunConfigValidationInvalid { errors { message } } } }",
+        {"p": {"selector": dev.selector(jobName=automation_defs.engine.name),
+               "runConfigData": backfill_run_config(selection="group:jobs", start="2024-01-01",
+                                                    end="2024-01-02", max_parallel=2)}},
+    )["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+    run = wait_for(lambda: instance.get_run_by_id(run_id).status in _DONE and instance.get_run_by_id(run_id), 180, 0.5)
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+
+    backfill_id = run.tags[BACKFILL_ID_TAG]  # added by the coordinator to its own run
+    tagged = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    assert run_id in {r.run_id for r in tagged}
+    assert {(next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"])
+            for r in tagged if r.asset_selection} == {
+        (asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)
+    }
+    record = BackfillRecord.load(backfill_id)
+    assert (record.selection, record.start, record.end, record.status) == ("group:jobs", "2024-01-01", "2024-01-02", "done")
+
+
+def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):
+    marker = automation_defs.failing_partition_marker()
+    marker.write_text("2024-01-03")
+    try:
+        result = automation_defs.engine.execute_in_process(
+            run_config=backfill_run_config(selection="group:jobs", start="2024-01-03", end="2024-01-04"),
+            instance=instance, raise_on_error=False,
+        )
+    finally:
+        marker.unlink()
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "Failed: job_raw[2024-01-03]" in message and "1 nodes blocked" in message
+    backfill_id = instance.get_run_by_id(result.run_id).tags[BACKFILL_ID_TAG]
+    assert f"partition-assets backfill retry {backfill_id}" in message
