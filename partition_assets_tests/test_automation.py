@@ -44,10 +44,16 @@ def materialize(instance, asset, partition, fail=False):
 
 
 def runs_of(instance, asset: str, **tags) -> list[dg.RunRecord]:
-    return [
-        r for r in instance.get_run_records(dg.RunsFilter(tags=tags))
-        if r.dagster_run.asset_selection == {dg.AssetKey(asset)}
-    ]
+    """Runs whose selection includes `asset`."""
+    return [r for r in instance.get_run_records(dg.RunsFilter(tags=tags))
+            if dg.AssetKey(asset) in (r.dagster_run.asset_selection or ())]
+
+
+def materializations(instance, asset: str, partition: str) -> list[dg.EventLogRecord]:
+    """Newest first."""
+    return instance.fetch_materializations(
+        dg.AssetRecordsFilter(dg.AssetKey(asset), asset_partitions=[partition]), limit=100
+    ).records
 
 
 def wait_for(condition, timeout: float, step: float = 0.1):
@@ -60,25 +66,23 @@ def wait_for(condition, timeout: float, step: float = 0.1):
     raise TimeoutError(f"not within {timeout} s: {condition.__doc__ or condition}")
 
 
-def wait_for_sensor_ticks(dev, name: str, count: int) -> None:
-    """Until the sensor has finished `count` ticks (read through GraphQL, as the UI does)."""
+def ticks(dev, name: str) -> int:
+    """How many ticks of the sensor have finished (read through GraphQL, as the UI does)."""
     query = (
         "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { "
-        "sensorState { ticks(limit: 10) { status } } } } }"
+        "sensorState { ticks(limit: 1000) { status } } } } }"
     )
+    found = dev.graphql(query, {"s": dev.selector(sensorName=name)})["sensorOrError"]["sensorState"]["ticks"]
+    return sum(t["status"] != "STARTED" for t in found)
 
-    def ticked():
-        ticks = dev.graphql(query, {"s": dev.selector(sensorName=name)})["sensorOrError"]["sensorState"]["ticks"]
-        return sum(t["status"] != "STARTED" for t in ticks) >= count
 
-    wait_for(ticked, 60, step=0.5)
+def wait_for_sensor_ticks(dev, name: str, count: int) -> None:
+    wait_for(lambda: ticks(dev, name) >= count, 60, step=0.5)
 
 
 def requested_latency(instance, upstream: str, partition: str, downstream: str, downstream_partition: str) -> float:
     """Seconds from the upstream materialization's event to the downstream run's creation."""
-    event = instance.fetch_materializations(
-        dg.AssetRecordsFilter(dg.AssetKey(upstream), asset_partitions=[partition]), limit=1
-    ).records[0]
+    event = materializations(instance, upstream, partition)[0]
 
     def requested():
         return [r for r in runs_of(instance, downstream, **{"dagster/partition": downstream_partition})
@@ -96,11 +100,11 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     latency = requested_latency(instance, "eager_up", "2024-01-02", "eager_down", "2024-01-02")
     print(f"eager_up[2024-01-02] -> eager_down run created: {latency:.2f} s")
     assert latency <= LATENCY_GOAL
-    # eager_pair[2024-01-02] reads days 1 and 2: day 1 is missing, so it is not requested.
-    time.sleep(LATENCY_GOAL + 1)
-    assert runs_of(instance, "eager_pair") == []
 
     assert materialize(instance, automation_defs.eager_up, "2024-01-01").success
+    # eager_pair[2024-01-02] reads days 1 and 2: it was not requested before day 1 existed.
+    day_1 = materializations(instance, "eager_up", "2024-01-01")[0].timestamp
+    assert all(r.create_timestamp.timestamp() > day_1 for r in runs_of(instance, "eager_pair"))
     latencies = [
         requested_latency(instance, "eager_up", "2024-01-01", downstream, partition)
         for downstream, partition in [("eager_down", "2024-01-01"), ("eager_pair", "2024-01-01"),
@@ -110,24 +114,21 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     assert max(latencies) <= LATENCY_GOAL
 
     # Once those runs are done their partitions are current: nothing more is requested.
-    def all_done():
-        runs = runs_of(instance, "eager_down") + runs_of(instance, "eager_pair")
-        return len(runs) == 4 and all(r.dagster_run.status in _DONE for r in runs) and runs
-    runs = wait_for(all_done, 120, step=0.5)
-    assert {r.dagster_run.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
-    time.sleep(2 * LATENCY_GOAL + 1)  # more than two sensor ticks
-    assert len(runs_of(instance, "eager_down") + runs_of(instance, "eager_pair")) == 4
+    def eager_runs():
+        return {r.dagster_run.run_id: r for a in ("eager_down", "eager_pair") for r in runs_of(instance, a)}
 
-    # New input for day 2: exactly the partitions that read it are requested again.
-    assert materialize(instance, automation_defs.eager_up, "2024-01-02").success
-    assert requested_latency(instance, "eager_up", "2024-01-02", "eager_down", "2024-01-02") <= LATENCY_GOAL
-    assert requested_latency(instance, "eager_up", "2024-01-02", "eager_pair", "2024-01-02") <= LATENCY_GOAL
-    time.sleep(LATENCY_GOAL + 1)
-    counts = Counter(
-        (r.dagster_run.asset_selection, r.dagster_run.tags["dagster/partition"])
-        for r in runs_of(instance, "eager_down") + runs_of(instance, "eager_pair")
-    )
-    assert sorted(counts.values()) == [1, 1, 2, 2]  # day 1 once, day 2 twice, day 3 never
+    def all_done():
+        runs = eager_runs()
+        return all(r.dagster_run.status in _DONE for r in runs.values()) and runs
+    runs = wait_for(all_done, 120, step=0.5)
+    assert {r.dagster_run.status for r in runs.values()} == {dg.DagsterRunStatus.SUCCESS}
+    nodes = Counter((k.to_user_string(), r.dagster_run.tags["dagster/partition"])
+                    for r in runs.values() for k in r.dagster_run.asset_selection)
+    assert nodes == {(a, f"2024-01-0{d}"): 1 for a in ("eager_down", "eager_pair") for d in (1, 2)}
+    queued = [r.start_time - r.create_timestamp.timestamp() for r in runs.values()]
+    print("run created -> started (run queue): " + ", ".join(f"{s:.2f} s" for s in queued))
+    wait_for_sensor_ticks(dev, "eager", 2 + ticks(dev, "eager"))  # a whole tick after they were done
+    assert eager_runs().keys() == runs.keys()
 
 
 def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, instance):
@@ -156,9 +157,9 @@ def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, in
     assert set(filled) == expected and set(filled.values()) == {1}
     assert {r.status for r in node_runs} == {dg.DagsterRunStatus.SUCCESS}
     for day in ("01", "02", "03", "05", "08"):  # current partitions were never run again
-        assert len(runs_of(instance, "gap_raw", **{"dagster/partition": f"2024-01-{day}"})) == 1
+        assert len(materializations(instance, "gap_raw", f"2024-01-{day}")) == 1
 
-    wait_for_sensor_ticks(dev, "catch_up", 3)  # later ticks find no gaps
+    wait_for_sensor_ticks(dev, "catch_up", 2 + ticks(dev, "catch_up"))  # later ticks find no gaps
     assert len(engine_runs()) == 1
 
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 
+from partition_assets.automation import (
+    catch_up_sensor,
+    default_status,
+    eager_partitions_sensor,
+    sparse_backfill_job,
+)
 from partition_assets.example import assets
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
@@ -19,8 +26,16 @@ def lake_root() -> str:
 
 def build_definitions() -> dg.Definitions:
     spark = SparkResource.from_env()
+    engine = sparse_backfill_job(module="partition_assets.example")
     return dg.Definitions(
         assets=dg.load_assets_from_modules([assets]),
+        jobs=[engine],
+        # Both stopped unless PARTITION_ASSETS_SENSORS names them (README "Automation").
+        sensors=[
+            eager_partitions_sensor(dg.AssetSelection.all(), default_status=default_status("eager_partitions")),
+            catch_up_sensor(engine, "group:orders", horizon=timedelta(days=7),
+                            default_status=default_status("catch_up")),
+        ],
         resources={
             "spark": spark,
             "io_manager": SparkDeltaIOManager(root_uri=lake_root(), spark=spark),

@@ -1,0 +1,62 @@
+"""What the eager sensor requests over the example pipeline's mappings (fan-in, cron,
+multi-dimension, self-dependency), evaluated against a real instance whose
+materializations are reported without running Spark."""
+
+import dagster as dg
+import pytest
+
+from partition_assets.automation import eager_partitions_sensor
+from partition_assets.example import defs, sources
+
+SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)
+
+
+@pytest.fixture
+def tick(instance):
+    """Reports materializations, then evaluates one tick; returns the requested nodes."""
+    state = {"cursor": None}
+
+    def run(*materialized: tuple[str, str | None]) -> set[tuple[str, str | None]]:
+        for asset, partition in materialized:
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=partition))
+        context = dg.build_sensor_context(instance=instance, cursor=state["cursor"], definitions=defs)
+        result = SENSOR(context)
+        state["cursor"] = result.cursor
+        return {(k.to_user_string(), r.partition_key) for r in result.run_requests for k in r.asset_selection}
+
+    assert run() == set()  # the first tick only places the cursor: history is not replayed
+    return run
+
+
+def hours(day: str, first: int, last: int) -> list[tuple[str, str]]:
+    return [("events", f"{day}-{h:02d}:00") for h in range(first, last + 1)]
+
+
+def test_fan_in_waits_for_every_hour(tick):
+    assert tick(*hours("2024-01-02", 0, 22)) == {
+        ("events_6h", f"2024-01-02-{h:02d}:00") for h in (0, 6, 12)
+    }  # the 18:00 window and the day still miss 23:00
+    assert tick(*hours("2024-01-02", 23, 23)) == {("events_6h", "2024-01-02-18:00"), ("daily_orders", "2024-01-02")}
+
+
+def test_a_current_partition_is_not_requested_again(tick):
+    tick(*hours("2024-01-02", 0, 23))
+    assert tick(("events_6h", "2024-01-02-00:00")) == set()  # nothing reads events_6h
+    # events_6h[00:00] is now newer than its input hours: a repeated upstream-less tick asks nothing.
+    assert tick() == set()
+    # A new version of hour 03:00 makes the window and the day stale again.
+    assert tick(("events", "2024-01-02-03:00")) == {("events_6h", "2024-01-02-00:00"), ("daily_orders", "2024-01-02")}
+
+
+def test_multi_dimension_and_rolling_self_dependent_assets(tick):
+    # daily_region_revenue[day|region] reads daily_orders[day] and regions[region].
+    assert tick(("daily_orders", "2024-01-01")) == set()
+    assert tick(("regions", "emea")) == {("daily_region_revenue", dg.MultiPartitionKey({"ds": "2024-01-01", "region": "emea"}))}
+    # daily_revenue reads every region: ready once all of them exist.
+    others = [("regions", r) for r in sources.REGIONS if r != "emea"]
+    requested = tick(*others)
+    assert ("daily_revenue", "2024-01-01") in requested
+    # revenue_running_total reads daily_revenue[day] and its own previous day (none on the first day).
+    assert tick(("daily_revenue", "2024-01-01")) >= {("revenue_running_total", "2024-01-01"), ("revenue_7d", "2024-01-01")}
+    assert ("revenue_running_total", "2024-01-02") not in tick(("daily_revenue", "2024-01-02"))  # day 1 not yet run
+    assert ("revenue_running_total", "2024-01-02") in tick(("revenue_running_total", "2024-01-01"))
