@@ -43,3 +43,4 @@ bench: install
 	$(PY) bench/engine_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/run_overhead.py
+	$(PY) bench/automation_latency.py

@@ -6,7 +6,9 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import eager_partitions_sensor
+from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 from partition_assets.example import defs, sources
+from partition_assets_tests import automation_defs
 
 SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)
 
@@ -60,3 +62,42 @@ def test_multi_dimension_and_rolling_self_dependent_assets(tick):
     assert tick(("daily_revenue", "2024-01-01")) >= {("revenue_running_total", "2024-01-01"), ("revenue_7d", "2024-01-01")}
     assert ("revenue_running_total", "2024-01-02") not in tick(("daily_revenue", "2024-01-02"))  # day 1 not yet run
     assert ("revenue_running_total", "2024-01-02") in tick(("revenue_running_total", "2024-01-01"))
+
+
+@pytest.fixture
+def light_tick(instance, monkeypatch):
+    """Like `tick`, over the light automation code location, materializing through Dagster."""
+    monkeypatch.setenv("DAGSTER_HOME", instance.root_directory)  # where backfill records live
+    sensor = eager_partitions_sensor("group:eager", watch_seconds=0)
+    state = {"cursor": None}
+
+    def run(*partitions: str, tags=None) -> set[tuple[str, str]]:
+        for partition in partitions:
+            assert dg.materialize([automation_defs.eager_up], partition_key=partition, instance=instance,
+                                  tags=tags or {}).success
+        result = sensor(dg.build_sensor_context(instance=instance, cursor=state["cursor"],
+                                                definitions=automation_defs.defs))
+        state["cursor"] = result.cursor
+        return {(k.to_user_string(), r.partition_key) for r in result.run_requests for k in r.asset_selection}
+
+    run()
+    return run
+
+
+def test_downstream_of_a_backfill_is_left_to_that_backfill(light_tick):
+    BackfillRecord(module="m", selection="group:eager", start=None, end=None, id="covers").save()
+    BackfillRecord(module="m", selection="key:eager_up", start=None, end=None, id="upstream_only").save()
+    assert light_tick("2024-01-05", tags={BACKFILL_ID_TAG: "covers"}) == set()
+    assert light_tick("2024-01-07", tags={BACKFILL_ID_TAG: "upstream_only"}) == {("eager_down", "2024-01-07")}
+
+
+def test_a_partition_targeted_by_a_run_in_flight_waits_for_it(instance, light_tick):
+    waiting = instance.create_run_for_job(
+        automation_defs.defs.resolve_implicit_global_asset_job_def(),
+        asset_selection=frozenset({dg.AssetKey("eager_down")}),
+        tags={"dagster/partition": "2024-01-05"}, status=dg.DagsterRunStatus.NOT_STARTED,
+    )
+    assert light_tick("2024-01-05") == set()  # eager_down[2024-01-05] is already on its way
+    assert light_tick() == set()  # not started yet: still waiting
+    instance.report_run_canceled(waiting)  # it never ran: the partition is still not current
+    assert light_tick() == {("eager_down", "2024-01-05")}
