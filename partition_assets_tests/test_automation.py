@@ -21,7 +21,8 @@ _DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRun
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory):
-    server = DagsterDev(tmp_path_factory.mktemp("automation") / "dagster_home", "partition_assets_tests.automation_defs")
+    home = tmp_path_factory.mktemp("automation") / "dagster_home"
+    server = DagsterDev(home, "partition_assets_tests.automation_defs")
     try:
         server.wait_until_loaded()
         yield server
@@ -31,7 +32,7 @@ def dev(tmp_path_factory):
 
 @pytest.fixture
 def instance(dev, monkeypatch):
-    # The engine's worker processes find the instance through DAGSTER_HOME.
+    """Here, the instance `dagster dev` serves (the engine's workers find it by DAGSTER_HOME)."""
     monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
     with dg.DagsterInstance.get() as shared:
         yield shared

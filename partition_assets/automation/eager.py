@@ -3,9 +3,12 @@
 Latency. Dagster's sensor daemon evaluates sensors in a loop that waits until 5 s have
 passed since the loop began (`MIN_INTERVAL_LOOP_TIME` in dagster/_daemon/sensor.py),
 whatever a sensor's `minimum_interval_seconds` (default 30 s). A tick of this sensor
-therefore watches the event log for those 5 s, polling every 0.25 s, and returns the
-moment it has runs to request: a tick that used its 5 s is followed at once by the
-next, so an upstream commit is answered within a poll and a run creation, not a loop.
+therefore watches the event log for up to those 5 s, polling every 0.25 s: a tick that
+used its 5 s is followed at once by the next. A tick that finds work returns it once
+the work's first event is `hold_seconds` (2 s) old, or the tick is: returning at once
+would leave the daemon idle for the rest of its 5 s loop, and an event landing then
+would wait that long; holding caps both waits near 2 s (plus the daemon's creation of
+the runs), and events arriving meanwhile join the same tick.
 
 A partition is requested when, for every parent, each partition its mapping names is
 materialized, and it is not current: its own latest materialization is older than one
@@ -23,6 +26,7 @@ import dagster as dg
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 
 WATCH_SECONDS = 5.0
+HOLD_SECONDS = 2.0
 POLL_SECONDS = 0.25
 TRIGGER_TAG = "partition_assets/triggered_by"
 _IN_FLIGHT = [
@@ -41,6 +45,7 @@ def eager_partitions_sensor(
     name: str = "eager_partitions",
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
     watch_seconds: float = WATCH_SECONDS,
+    hold_seconds: float = HOLD_SECONDS,
 ) -> dg.SensorDefinition:
     """Requests partitions of `selection` whose upstream partitions just completed their inputs."""
     target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
@@ -55,20 +60,27 @@ def eager_partitions_sensor(
         description="Requests each downstream partition once all its upstream partitions are materialized.",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        deadline = time.monotonic() + watch_seconds
+        started = time.time()
         asset_graph = context.repository_def.asset_graph
         watcher = _Watcher(context.instance, asset_graph, target.resolve(asset_graph))
         after, pending = _parse_cursor(context.cursor, watcher)
-        requests, pending = watcher.decide(pending)
+        requests, pending = watcher.decide(pending)  # these waited for a run: no hold
+        candidates: set[Target] = set()
+        release = None  # when to return the work found so far
         while not requests:
-            events = watcher.materializations_after(after)
+            events, after = watcher.materializations_after(after)
             if events:
-                after = max(record.storage_id for record in events)
-                requests, pending = watcher.decide(watcher.children_of(events) | pending)
-            if requests or time.monotonic() >= deadline:
+                candidates |= watcher.children_of(events)
+                if release is None and watcher.decide(candidates | pending)[0]:
+                    release = min(started, *(e.timestamp for e in events)) + hold_seconds
+            now = time.time()
+            if (release is not None and now >= release) or now >= started + watch_seconds:
+                if candidates:
+                    requests, pending = watcher.decide(candidates | pending)
                 break
             time.sleep(POLL_SECONDS)
-        cursor = json.dumps({"after": after, "pending": [[k.to_user_string(), p] for k, p in sorted(pending, key=_order)]})
+        waiting = [[key.to_user_string(), partition] for key, partition in sorted(pending, key=_order)]
+        cursor = json.dumps({"after": after, "pending": waiting})
         if not requests:
             return dg.SensorResult(skip_reason="no partition gained all its inputs", cursor=cursor)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
@@ -101,15 +113,19 @@ class _Watcher:
         self._left_by_run: dict[str, set[dg.AssetKey]] = {}
 
     def _parents(self, key: dg.AssetKey) -> list[dg.AssetKey]:
-        return [p for p in self.graph.get(key).parent_keys if self.graph.has(p) and self.graph.get(p).is_materializable]
+        parents = self.graph.get(key).parent_keys
+        return [p for p in parents if self.graph.has(p) and self.graph.get(p).is_materializable]
 
     def latest_storage_id(self) -> int:
-        entries = [r.asset_entry for r in self.instance.get_asset_records(self.watched)]
-        return max((e.last_materialization_storage_id or 0 for e in entries), default=0)
+        return self.instance.event_log_storage.get_maximum_record_id() or 0
 
-    def materializations_after(self, after: int) -> list[dg.EventLogRecord]:
-        # One cheap query for all watched assets; events only for those that moved.
-        moved = [
+    def materializations_after(self, after: int) -> tuple[list[dg.EventLogRecord], int]:
+        """Materializations of watched assets stored after `after`, and the new cursor."""
+        # Up to a ceiling read first: an event stored while we read is the next call's.
+        ceiling = self.latest_storage_id()
+        if ceiling <= after:
+            return [], after
+        moved = [  # one query for all watched assets; events only for those that moved
             r.asset_entry.asset_key for r in self.instance.get_asset_records(self.watched)
             if (r.asset_entry.last_materialization_storage_id or 0) > after
         ]
@@ -118,12 +134,12 @@ class _Watcher:
             cursor, has_more = None, True
             while has_more:
                 page = self.instance.fetch_materializations(
-                    dg.AssetRecordsFilter(asset_key=key, after_storage_id=after), limit=10_000,
-                    cursor=cursor, ascending=True,
+                    dg.AssetRecordsFilter(asset_key=key, after_storage_id=after, before_storage_id=ceiling + 1),
+                    limit=10_000, cursor=cursor, ascending=True,
                 )
                 records.extend(page.records)
                 cursor, has_more = page.cursor, page.has_more
-        return records
+        return records, ceiling
 
     def children_of(self, events: Iterable[dg.EventLogRecord]) -> set[Target]:
         """Target partitions that read a partition these events materialized."""
@@ -133,7 +149,7 @@ class _Watcher:
             if record.run_id not in self._left_by_run:
                 self._left_by_run[record.run_id] = self._selection_of_backfill(record.run_id)
             left_to_backfill = self._left_by_run[record.run_id]
-            for child in self.graph.get(parent).child_keys & self.targets - left_to_backfill:
+            for child in self.graph.get(parent).child_keys & (self.targets - left_to_backfill):
                 for key in self._child_partitions(parent, partition, child):
                     found.add((child, key))
         return found
