@@ -164,17 +164,21 @@ def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, in
     assert len(engine_runs()) == 1
 
 
-def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev, instance):
+def launch_engine_job(dev, **config) -> str:
+    """What the Launchpad's Launch button does; returns the run id."""
     launched = dev.graphql(
         "mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
         "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
         "... on RunConfigValidationInvalid { errors { message } } } }",
         {"p": {"selector": dev.selector(jobName=automation_defs.engine.name),
-               "runConfigData": backfill_run_config(selection="group:jobs", start="2024-01-01",
-                                                    end="2024-01-02", max_parallel=2)}},
+               "runConfigData": backfill_run_config(**config)}},
     )["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
-    run_id = launched["run"]["runId"]
+    return launched["run"]["runId"]
+
+
+def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev, instance):
+    run_id = launch_engine_job(dev, selection="group:jobs", start="2024-01-01", end="2024-01-02", max_parallel=2)
     run = wait_for(lambda: instance.get_run_by_id(run_id).status in _DONE and instance.get_run_by_id(run_id), 180, 0.5)
     assert run.status == dg.DagsterRunStatus.SUCCESS
 
@@ -205,3 +209,27 @@ def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):
     assert "Failed: job_raw[2024-01-03]" in message and "1 nodes blocked" in message
     backfill_id = instance.get_run_by_id(result.run_id).tags[BACKFILL_ID_TAG]
     assert f"partition-assets backfill retry {backfill_id}" in message
+
+
+def test_terminating_the_engine_job_cancels_its_backfill(dev, instance):
+    run_id = launch_engine_job(dev, selection="group:jobs", start="2024-01-05", end="2024-01-10", max_parallel=1)
+
+    def node_runs():
+        run = instance.get_run_by_id(run_id)
+        backfill_id = run.tags.get(BACKFILL_ID_TAG)
+        return backfill_id and [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+                                if r.asset_selection]
+    wait_for(lambda: len([r for r in node_runs() or () if r.status == dg.DagsterRunStatus.SUCCESS]) >= 2, 120, 0.5)
+    terminated = dev.graphql(
+        "mutation($id: String!) { terminateRun(runId: $id) { __typename } }", {"id": run_id}
+    )["terminateRun"]
+    assert terminated["__typename"] == "TerminateRunSuccess", terminated
+    wait_for(lambda: instance.get_run_by_id(run_id).status in _DONE, 60, 0.5)
+
+    backfill_id = instance.get_run_by_id(run_id).tags[BACKFILL_ID_TAG]
+    assert BackfillRecord.load(backfill_id).status == "canceled"
+    launched = node_runs()
+    assert dg.DagsterRunStatus.STARTED not in {r.status for r in launched}
+    assert len(launched) < 12  # launching stopped
+    time.sleep(2)
+    assert len(node_runs()) == len(launched)
