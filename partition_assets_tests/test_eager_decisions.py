@@ -8,6 +8,7 @@ import pytest
 from partition_assets.automation import eager_partitions_sensor
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 from partition_assets.example import defs, sources
+from partition_assets.example.definitions import build_definitions
 from partition_assets_tests import automation_defs
 
 SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)
@@ -101,3 +102,16 @@ def test_a_partition_targeted_by_a_run_in_flight_waits_for_it(instance, light_ti
     assert light_tick() == set()  # not started yet: still waiting
     instance.report_run_canceled(waiting)  # it never ran: the partition is still not current
     assert light_tick() == {("eager_down", "2024-01-05")}
+
+
+@pytest.mark.parametrize("setting, running", [
+    (None, set()), ("all", {"eager_partitions", "catch_up"}), ("catch_up", {"catch_up"}),
+])
+def test_sensors_run_by_default_only_when_named(monkeypatch, setting, running):
+    if setting is None:
+        monkeypatch.delenv("PARTITION_ASSETS_SENSORS", raising=False)
+    else:
+        monkeypatch.setenv("PARTITION_ASSETS_SENSORS", setting)
+    sensors = build_definitions().sensors
+    assert {s.name for s in sensors} == {"eager_partitions", "catch_up"}
+    assert {s.name for s in sensors if s.default_status == dg.DefaultSensorStatus.RUNNING} == running
