@@ -68,11 +68,11 @@ def materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node
     }
 
 
-def succeeded_nodes(record: BackfillRecord, instance: dg.DagsterInstance) -> set[Node]:
+def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
     """Nodes whose latest run in this backfill succeeded; runs a dead coordinator left
     in flight are canceled first, since nobody will finish them."""
     cancel_in_flight(instance, record.id)
-    return {node for node, (state, _) in node_states(instance, record.id).items()
+    return {node for node, (state, _) in node_states(instance, record.id, graph).items()
             if state == NodeStatus.SUCCEEDED}
 
 

@@ -2,7 +2,8 @@
 
 The loop, in the order it reads:
 1. nodes whose upstream nodes all succeeded are *ready*;
-2. ready nodes are launched while slots are free (overall and per asset);
+2. ready nodes are launched while slots are free (overall and per asset), each
+   taking along the chain of later partitions that wait only on it (see `_chain`);
 3. when a node finishes, its downstream nodes count one fewer pending upstream;
    those reaching zero become ready; a failure blocks every descendant instead;
 4. until no node is ready or running.
@@ -11,7 +12,7 @@ The loop, in the order it reads:
 import heapq
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from enum import Enum
@@ -47,7 +48,8 @@ class Throttle:
     per_asset: dict[dg.AssetKey, int] = field(default_factory=dict)
 
 
-Launch = Callable[[Node], Future]
+# Runs contiguous partitions of one asset as one run; the future gives a result per node.
+Launch = Callable[[Sequence[Node]], Future]
 
 
 def downstream_index(graph: BackfillGraph) -> dict[Node, list[Node]]:
@@ -67,10 +69,13 @@ def execute(
     on_result: Callable[[NodeResult], None] = lambda result: None,
     newest_first: bool = False,
     should_stop: Callable[[], bool] = lambda: False,
+    batch_chains: bool = True,
 ) -> dict[Node, NodeStatus]:
     """Runs every node not in `done`; returns each node's final status.
 
     Ready nodes launch oldest partition first (newest first with `newest_first`).
+    With `batch_chains`, a node of an asset that runs partition ranges
+    (`AssetSlice.max_batch`) takes its chain along in the same run.
     When `should_stop()` turns true, nothing more is launched and running nodes
     are left to the caller.
     """
@@ -86,7 +91,7 @@ def execute(
     priority = _priority(graph, newest_first)
     ready = [(priority[node], node) for node, count in waiting_on.items() if count == 0]
     heapq.heapify(ready)
-    running: dict[Future, Node] = {}
+    running: dict[Future, list[Node]] = {}
     running_per_asset: dict[dg.AssetKey, int] = defaultdict(int)
 
     while (ready or running) and not should_stop():
@@ -98,29 +103,59 @@ def execute(
             if limit is not None and running_per_asset[node.asset] >= limit:
                 deferred.append(entry)
                 continue
-            status[node] = NodeStatus.RUNNING
+            batch = _chain(graph, node, status, children) if batch_chains else [node]
+            for member in batch:
+                status[member] = NodeStatus.RUNNING
             running_per_asset[node.asset] += 1
-            running[launch(node)] = node
+            running[launch(batch)] = batch
         for entry in deferred:
             heapq.heappush(ready, entry)
         if not running:
             break
         finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
         for future in finished:
-            node = running.pop(future)
-            running_per_asset[node.asset] -= 1
-            result = _result_of(future, node)
-            on_result(result)
-            if result.succeeded:
-                status[node] = NodeStatus.SUCCEEDED
-                for child in children.get(node, ()):
-                    waiting_on[child] -= 1
-                    if waiting_on[child] == 0 and status[child] == NodeStatus.PENDING:
-                        heapq.heappush(ready, (priority[child], child))
-            else:
-                status[node] = NodeStatus.FAILED
-                _block_descendants(node, children, status)
+            batch = running.pop(future)
+            running_per_asset[batch[0].asset] -= 1
+            for result in _results_of(future, batch):
+                on_result(result)
+                node = result.node
+                if result.succeeded:
+                    status[node] = NodeStatus.SUCCEEDED
+                    for child in children.get(node, ()):
+                        waiting_on[child] -= 1
+                        if waiting_on[child] == 0 and status[child] == NodeStatus.PENDING:
+                            heapq.heappush(ready, (priority[child], child))
+                else:
+                    status[node] = NodeStatus.FAILED
+                    _block_descendants(node, children, status)
     return status
+
+
+def _chain(
+    graph: BackfillGraph, node: Node, status: dict[Node, NodeStatus], children: dict[Node, list[Node]]
+) -> list[Node]:
+    """`node` and the next partitions of its asset that can share its run without delaying anything.
+
+    A later partition joins when it depends on the previous member (it could not
+    run beside it anyway: a self-dependency), all its other unfinished upstream
+    nodes are members, and nothing outside the run waits on the previous member.
+    So a batch never holds back a node that could start sooner, and saves the
+    per-run overhead of every member after the first.
+    """
+    asset_slice = graph.slices[node.asset]
+    first = asset_slice.index_of[node.partition]
+    batch = [node]
+    members = {node}
+    for key in asset_slice.partition_keys[first + 1 : first + asset_slice.max_batch]:
+        previous, candidate = batch[-1], Node(node.asset, key)
+        if status[candidate] != NodeStatus.PENDING or set(children.get(previous, ())) != {candidate}:
+            break
+        unfinished = {p for p in graph.upstream(candidate) if status[p] != NodeStatus.SUCCEEDED}
+        if previous not in unfinished or not unfinished <= members:
+            break
+        batch.append(candidate)
+        members.add(candidate)
+    return batch
 
 
 def _priority(graph: BackfillGraph, newest_first: bool) -> dict[Node, tuple[int, int]]:
@@ -133,12 +168,12 @@ def _priority(graph: BackfillGraph, newest_first: bool) -> dict[Node, tuple[int,
     }
 
 
-def _result_of(future: Future, node: Node) -> NodeResult:
+def _results_of(future: Future, batch: list[Node]) -> list[NodeResult]:
     try:
         return future.result()
-    except Exception as error:  # the launcher itself failed: the node failed
+    except Exception as error:  # the launcher itself failed: every node of its run failed
         now = time.time()
-        return NodeResult(node, False, None, now, now, f"{type(error).__name__}: {error}")
+        return [NodeResult(node, False, None, now, now, f"{type(error).__name__}: {error}") for node in batch]
 
 
 def _block_descendants(node: Node, children: dict[Node, list[Node]], status: dict[Node, NodeStatus]) -> None:

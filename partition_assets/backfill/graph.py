@@ -46,6 +46,7 @@ class AssetSlice:
     key: dg.AssetKey
     partitions_def: dg.PartitionsDefinition | None
     partition_keys: list[str]
+    max_batch: int = 1  # contiguous partitions one run may cover (from the backfill policy)
     index_of: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,21 +141,29 @@ def plan(
         default=0,
     )
     windows = _WindowCache(padding, lookback)
-    slices = {
-        key: AssetSlice(
-            key,
-            asset_graph.get(key).partitions_def,
-            _keys_of(key, asset_graph.get(key).partitions_def, time_range, static_keys or {},
-                     dynamic_partitions_store, windows),
-        )
-        for key in order
-    }
+    slices = {}
+    for key in order:
+        partitions_def = asset_graph.get(key).partitions_def
+        keys = _keys_of(key, partitions_def, time_range, static_keys or {}, dynamic_partitions_store, windows)
+        slices[key] = AssetSlice(key, partitions_def, keys, _max_batch(asset_graph.get(key), len(keys)))
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():
         dependencies[key].append(
             _dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store)
         )
     return BackfillGraph(slices, dependencies)
+
+
+def _max_batch(asset_node, partition_count: int) -> int:
+    """How many contiguous partitions one run of the asset may cover.
+
+    Only time partitions, and only when the asset's backfill policy allows ranges:
+    its code then reads `context.partition_keys` (or the time window), not one key.
+    """
+    policy = asset_node.backfill_policy
+    if policy is None or not isinstance(asset_node.partitions_def, dg.TimeWindowPartitionsDefinition):
+        return 1
+    return policy.max_partitions_per_run or max(partition_count, 1)
 
 
 def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_store, windows) -> list[str]:

@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
     with dg.DagsterInstance.get() as instance:
         if args.action == "status":
             graph = graph_of(record, instance)
-            states = {node: state for node, (state, _) in node_states(instance, record.id).items()}
+            states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
             print(_heatmap(graph, states, record))
             if args.html:
                 Path(args.html).write_text(_heatmap_html(graph, states, record))
@@ -100,11 +100,11 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         graph = graph_of(record, instance)
         if args.action == "retry" and not any(
-            state == NodeStatus.FAILED for state, _ in node_states(instance, record.id).values()
+            state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
         ):
             print(f"backfill {record.id} has no failed nodes")
             return 0
-        done = succeeded_nodes(record, instance)
+        done = succeeded_nodes(record, graph, instance)
     return _execute(record, graph, done)
 
 
