@@ -36,7 +36,11 @@ class BackfillRecord:
     end: str | None
     static: dict[str, list[str]] = field(default_factory=dict)
     max_parallel: int = 4
+    asset_limits: dict[str, int] = field(default_factory=dict)  # asset key string -> max concurrent runs
     lookback: int = 0
+    exact: bool = False
+    downstream: bool = False
+    batch: bool = True  # self-dependent chains share runs (assets whose policy allows ranges)
     status: str = "running"  # running | canceled | done
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 

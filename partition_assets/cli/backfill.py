@@ -38,8 +38,16 @@ def add_backfill_commands(commands) -> None:
         parser.add_argument("--static", action="append", default=[], metavar="DIM=a,b",
                             help="static keys to include for a dimension (repeatable)")
         parser.add_argument("--max-parallel", type=int, default=4)
+        parser.add_argument("--asset-limit", action="append", default=[], metavar="ASSET=N",
+                            help="at most N concurrent runs of ASSET (repeatable)")
         parser.add_argument("--lookback", type=int, default=0, metavar="N",
                             help="also re-run the N partitions before the range of each time asset")
+        parser.add_argument("--exact", action="store_true",
+                            help="only partitions wholly inside the range (no coarser grain, no lookback)")
+        parser.add_argument("--downstream", action="store_true",
+                            help="add every downstream (asset, partition) the range reaches: the lineage cascade")
+        parser.add_argument("--no-batch", action="store_true",
+                            help="one run per node, even for self-dependent chains of range-capable assets")
         if name == "run":
             parser.add_argument("--reverse", action="store_true", help="newest partitions first")
             parser.add_argument("--catch-up", action="store_true",
@@ -73,7 +81,11 @@ def _run(args: argparse.Namespace) -> int:
             end=args.end,
             static=_parse_static(args.static),
             max_parallel=args.max_parallel,
+            asset_limits=_parse_limits(args.asset_limit),
             lookback=args.lookback,
+            exact=args.exact,
+            downstream=args.downstream,
+            batch=not args.no_batch,
         )
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(record, instance)
@@ -143,6 +155,16 @@ def _parse_static(values: list[str]) -> dict[str, list[str]]:
             raise SystemExit(f"--static {value!r}: write it as DIMENSION=key1,key2")
         parsed[dimension] = keys.split(",")
     return parsed
+
+
+def _parse_limits(values: list[str]) -> dict[str, int]:
+    limits = {}
+    for value in values:
+        asset, _, limit = value.partition("=")
+        if not limit.isdigit() or int(limit) < 1:
+            raise SystemExit(f"--asset-limit {value!r}: write it as ASSET=N with N >= 1, e.g. daily_orders=1")
+        limits[asset] = int(limit)
+    return limits
 
 
 def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:
