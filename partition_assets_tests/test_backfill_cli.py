@@ -11,8 +11,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from PIL import Image
 
+from partition_assets.backfill.engine import NodeStatus
 from partition_assets.backfill.state import BACKFILL_ID_TAG
+from partition_assets.cli import heatmap
+from partition_assets.cli.heatmap import COLORS
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "partition_assets", "backfill"]
@@ -56,6 +60,18 @@ def runs_by_node(home, backfill_id=None) -> dict[tuple[str, str], list[dg.Dagste
         return found
 
 
+def png_cells(path: Path, rows: int, columns: int) -> list[list[str]]:
+    """The colour at the centre of each heatmap cell, as #rrggbb."""
+    image = Image.open(path).convert("RGB")
+    cell = heatmap._CELL_WIDTH
+    return [
+        ["#%02x%02x%02x" % image.getpixel((heatmap._LABEL_WIDTH + c * cell + cell // 2 - 1,
+                                           4 + r * heatmap._ROW_HEIGHT + heatmap._ROW_HEIGHT // 2))
+         for c in range(columns)]
+        for r in range(1, rows + 1)
+    ]
+
+
 def test_plan_launches_nothing(home):
     done = cli(home, "plan", *TARGET, "--select", "key:raw+", "--start", "2024-01-01", "--end", "2024-01-31")
     assert done.returncode == 0, done.stderr
@@ -90,8 +106,10 @@ def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
         assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] == 1, node  # ran to success once
         if node in succeeded_before:
             assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
-    status = cli(home, "status", backfill_id)
+    png = home / "heatmap.png"
+    status = cli(home, "status", backfill_id, "--png", str(png))
     assert "raw" in status.stdout and "8 succeeded" in status.stdout
+    assert png_cells(png, rows=2, columns=8) == [[COLORS[NodeStatus.SUCCEEDED]] * 8] * 2
 
 
 def test_catch_up_launches_only_missing_partitions(home):

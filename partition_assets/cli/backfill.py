@@ -13,15 +13,9 @@ from partition_assets.backfill.coordinator import graph_of, materialized, run_ba
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node
 from partition_assets.backfill.state import BackfillRecord, cancel_in_flight, node_states
+from partition_assets.cli.heatmap import Heatmap
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
-_HEAT = {
-    NodeStatus.SUCCEEDED: "█",
-    NodeStatus.FAILED: "✗",
-    NodeStatus.RUNNING: "▶",
-    NodeStatus.PENDING: "·",
-    NodeStatus.BLOCKED: "·",
-}
 
 
 def add_backfill_commands(commands) -> None:
@@ -62,6 +56,7 @@ def add_backfill_commands(commands) -> None:
         parser.add_argument("backfill_id")
         if name == "status":
             parser.add_argument("--html", help="also write the heatmap to this HTML file")
+            parser.add_argument("--png", help="also write the heatmap to this PNG image")
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
@@ -101,9 +96,13 @@ def _run(args: argparse.Namespace) -> int:
         if args.action == "status":
             graph = graph_of(record, instance)
             states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
-            print(_heatmap(graph, states, record))
+            heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): "
+                                                    f"{record.selection} {record.start}..{record.end}")
+            print(heatmap.text())
             if args.html:
-                Path(args.html).write_text(_heatmap_html(graph, states, record))
+                Path(args.html).write_text(heatmap.html())
+            if args.png:
+                heatmap.png(args.png)
             return 0
         if args.action == "cancel":
             record.status = "canceled"
@@ -217,33 +216,3 @@ def _critical_path(graph: BackfillGraph, durations: dict[dg.AssetKey, float]) ->
         path.append(node)
         node = via[node]
     return path[::-1], max(finish.values())
-
-
-def _heatmap(graph: BackfillGraph, states: dict[Node, NodeStatus], record: BackfillRecord) -> str:
-    counts = defaultdict(Counter)
-    lines = [f"backfill {record.id} ({record.status}): {record.selection} {record.start}..{record.end}",
-             "legend: █ done  ✗ failed  ▶ running  · missing"]
-    for key, asset_slice in graph.slices.items():
-        cells = "".join(_HEAT[states.get(Node(key, p), NodeStatus.PENDING)] for p in asset_slice.partition_keys)
-        for p in asset_slice.partition_keys:
-            counts[key][states.get(Node(key, p), NodeStatus.PENDING)] += 1
-        summary = ", ".join(f"{n} {s.value}" for s, n in sorted(counts[key].items()))
-        lines.append(f"{key.to_user_string():<28} {cells[:96]}{'…' if len(cells) > 96 else ''}  {summary}")
-    return "\n".join(lines)
-
-
-def _heatmap_html(graph: BackfillGraph, states: dict[Node, NodeStatus], record: BackfillRecord) -> str:
-    colors = {NodeStatus.SUCCEEDED: "#2e7d32", NodeStatus.FAILED: "#c62828",
-              NodeStatus.RUNNING: "#f9a825", NodeStatus.PENDING: "#e0e0e0", NodeStatus.BLOCKED: "#e0e0e0"}
-    rows = []
-    for key, asset_slice in graph.slices.items():
-        cells = "".join(
-            f'<td title="{p}" style="background:{colors[states.get(Node(key, p), NodeStatus.PENDING)]}"></td>'
-            for p in asset_slice.partition_keys
-        )
-        rows.append(f"<tr><th>{key.to_user_string()}</th>{cells}</tr>")
-    return (
-        f"<!doctype html><meta charset=utf-8><title>backfill {record.id}</title>"
-        "<style>td{width:8px;height:14px;padding:0}th{text-align:left;font:12px sans-serif;padding-right:8px}</style>"
-        f"<h3>backfill {record.id} ({record.status})</h3><table>{''.join(rows)}</table>"
-    )
