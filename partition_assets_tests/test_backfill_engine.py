@@ -109,3 +109,16 @@ def test_a_chain_whose_inputs_are_done_runs_as_one_range_run(dagster_home):
         run = instance.get_run_by_id(next(iter(results.values())).run_id)
         assert (run.tags[RANGE_START_TAG], run.tags[RANGE_END_TAG]) == ("2024-01-01", "2024-01-08")
         assert instance.get_materialized_partitions(ledger) == set(graph.slices[ledger].partition_keys)
+
+
+@pytest.mark.slow
+def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(dagster_home):
+    graph, status, results = run_backfill(["wide"], "bf-backlog", max_parallel=2)
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    runs = defaultdict(list)
+    for node, result in results.items():
+        runs[(result.started, result.run_id)].append(node.partition)
+    # 8 ready nodes, 2 slots: 3 + 3 while the rest waits, then the last 2 together (one would wait).
+    assert [sorted(members) for _, members in sorted(runs.items())] == [
+        [f"2024-01-0{d}" for d in days] for days in ((1, 2, 3), (4, 5, 6), (7, 8))
+    ]

@@ -2,8 +2,9 @@
 
 The loop, in the order it reads:
 1. nodes whose upstream nodes all succeeded are *ready*;
-2. ready nodes are launched while slots are free (overall and per asset), each
-   taking along the chain of later partitions that wait only on it (see `_chain`);
+2. ready nodes are launched while slots are free (overall and per asset), those
+   heading the longest chains of work first; a node takes along later partitions
+   of its asset that would wait anyway (see `_batch`);
 3. when a node finishes, its downstream nodes count one fewer pending upstream;
    those reaching zero become ready; a failure blocks every descendant instead;
 4. until no node is ready or running.
@@ -48,6 +49,12 @@ class Throttle:
     per_asset: dict[dg.AssetKey, int] = field(default_factory=dict)
 
 
+# Ready nodes that may share one run while more nodes are ready than slots are free.
+# Measured on the benchmark DAG (bench/results/engine.md): 3 balances the overhead a
+# run saves against the wait it adds for the first member's downstream nodes.
+MAX_READY_BATCH = 3
+
+
 # Runs contiguous partitions of one asset as one run; the future gives a result per node.
 Launch = Callable[[Sequence[Node]], Future]
 
@@ -88,7 +95,7 @@ def execute(
         for node, state in status.items()
         if state == NodeStatus.PENDING
     }
-    priority = _priority(graph, newest_first)
+    priority = _priority(graph, children, newest_first)
     ready = [(priority[node], node) for node, count in waiting_on.items() if count == 0]
     heapq.heapify(ready)
     running: dict[Future, list[Node]] = {}
@@ -99,11 +106,15 @@ def execute(
         while ready and len(running) < throttle.max_parallel:
             entry = heapq.heappop(ready)
             node = entry[1]
+            if status[node] != NodeStatus.PENDING:  # taken along by an earlier batch
+                continue
             limit = throttle.per_asset.get(node.asset)
             if limit is not None and running_per_asset[node.asset] >= limit:
                 deferred.append(entry)
                 continue
-            batch = _chain(graph, node, status, children) if batch_chains else [node]
+            # Ready nodes beyond the free slots would wait anyway: some may share runs.
+            backlog = len(ready) >= throttle.max_parallel - len(running)  # this launch takes one slot
+            batch = _batch(graph, node, status, children, waiting_on, backlog) if batch_chains else [node]
             for member in batch:
                 status[member] = NodeStatus.RUNNING
             running_per_asset[node.asset] += 1
@@ -131,38 +142,61 @@ def execute(
     return status
 
 
-def _chain(
-    graph: BackfillGraph, node: Node, status: dict[Node, NodeStatus], children: dict[Node, list[Node]]
+def _batch(
+    graph: BackfillGraph,
+    node: Node,
+    status: dict[Node, NodeStatus],
+    children: dict[Node, list[Node]],
+    waiting_on: dict[Node, int],
+    backlog: bool,
 ) -> list[Node]:
-    """`node` and the next partitions of its asset that can share its run without delaying anything.
+    """`node` and the next partitions of its asset that share its run (a partition range).
 
-    A later partition joins when it depends on the previous member (it could not
-    run beside it anyway: a self-dependency), all its other unfinished upstream
-    nodes are members, and nothing outside the run waits on the previous member.
-    So a batch never holds back a node that could start sooner, and saves the
-    per-run overhead of every member after the first.
+    Only for assets whose runs may cover a range (`AssetSlice.max_batch`). A later
+    partition joins when
+    - it is ready too, while there is a backlog (it would wait for a slot anyway),
+      up to MAX_READY_BATCH ready members; or
+    - it depends on the previous member (a self-dependency: it could not run beside
+      it), all its other unfinished upstream nodes are members, and nothing outside
+      the run waits on the previous member. Such a chain delays nothing.
     """
     asset_slice = graph.slices[node.asset]
     first = asset_slice.index_of[node.partition]
     batch = [node]
-    members = {node}
+    ready_members = 1
     for key in asset_slice.partition_keys[first + 1 : first + asset_slice.max_batch]:
         previous, candidate = batch[-1], Node(node.asset, key)
-        if status[candidate] != NodeStatus.PENDING or set(children.get(previous, ())) != {candidate}:
+        if status[candidate] != NodeStatus.PENDING:
             break
-        unfinished = {p for p in graph.upstream(candidate) if status[p] != NodeStatus.SUCCEEDED}
-        if previous not in unfinished or not unfinished <= members:
+        if waiting_on.get(candidate) == 0:
+            if not backlog or ready_members == MAX_READY_BATCH:
+                break
+            ready_members += 1
+        elif set(children.get(previous, ())) != {candidate} or not _waits_only_on(
+            graph, candidate, previous, batch, status
+        ):
             break
         batch.append(candidate)
-        members.add(candidate)
     return batch
 
 
-def _priority(graph: BackfillGraph, newest_first: bool) -> dict[Node, tuple[int, int]]:
-    """(partition position, asset position): earlier partitions first, upstream assets first."""
+def _waits_only_on(graph: BackfillGraph, node: Node, previous: Node, batch: list[Node], status) -> bool:
+    unfinished = {p for p in graph.upstream(node) if status[p] != NodeStatus.SUCCEEDED}
+    return previous in unfinished and unfinished <= set(batch)
+
+
+def _priority(
+    graph: BackfillGraph, children: dict[Node, list[Node]], newest_first: bool
+) -> dict[Node, tuple[int, int, int]]:
+    """Nodes heading the longest chains of downstream nodes (the critical path) first,
+    then oldest partitions, then upstream assets; with `newest_first`, newest partitions first."""
+    chain: dict[Node, int] = {}
+    if not newest_first:
+        for node in reversed(list(graph.nodes())):  # children come after their parents
+            chain[node] = 1 + max((chain[c] for c in children.get(node, ())), default=0)
     sign = -1 if newest_first else 1
     return {
-        Node(key, partition): (sign * index, asset_position)
+        Node(key, partition): (-chain.get(Node(key, partition), 0), sign * index, asset_position)
         for asset_position, (key, asset_slice) in enumerate(graph.slices.items())
         for index, partition in enumerate(asset_slice.partition_keys)
     }
