@@ -121,13 +121,13 @@ def _run(args: argparse.Namespace) -> int:
 
 def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node], newest_first: bool = False) -> int:
     total = graph.node_count()
-    finished = Counter()
+    finished = Counter(node.asset for node in done)
 
     def report(result: NodeResult) -> None:
-        finished["succeeded" if result.succeeded else "failed"] += 1
+        asset = result.node.asset
+        finished[asset] += 1
         mark = "ok" if result.succeeded else f"FAILED: {result.error}"
-        count = finished["succeeded"] + finished["failed"] + len(done)
-        print(f"[{count}/{total}] {result.node.asset.to_user_string()} "
+        print(f"[{finished.total()}/{total}] {asset.to_user_string()} {finished[asset]}/{len(graph.slices[asset])} "
               f"{result.node.partition or '-'} {result.ended - result.started:.1f}s {mark}", flush=True)
 
     status = run_backfill(record, graph, done, newest_first, on_result=report)
