@@ -31,7 +31,13 @@ class SparseBackfillConfig(dg.Config):
         default_factory=dict, description="static keys to include, by dimension name"
     )
     max_parallel: int = Field(default=4, description="node runs at once")
+    asset_limits: dict[str, int] = Field(
+        default_factory=dict, description="at most N concurrent runs of an asset, by asset key"
+    )
     lookback: int = Field(default=0, description="also re-run the N partitions before the range")
+    exact: bool = Field(default=False, description="only partitions wholly inside the range")
+    downstream: bool = Field(default=False, description="plus every downstream partition the range reaches")
+    batch: bool = Field(default=True, description="let contiguous partitions share range runs")
     catch_up: bool = Field(default=False, description="only partitions missing or failed in the instance")
     reverse: bool = Field(default=False, description="newest partitions first")
 
@@ -51,8 +57,9 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
             context.instance.add_run_tags(context.run_id, {BACKFILL_ID_TAG: backfill_id})
         record = BackfillRecord(
             module=module, selection=config.selection, start=config.start, end=config.end,
-            static=config.static, max_parallel=config.max_parallel, lookback=config.lookback,
-            id=backfill_id,
+            static=config.static, max_parallel=config.max_parallel, asset_limits=config.asset_limits,
+            lookback=config.lookback, exact=config.exact, downstream=config.downstream,
+            batch=config.batch, id=backfill_id,
         )
         try:
             graph = graph_of(record, context.instance)
@@ -85,6 +92,8 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
             raise
         outcome = Counter(status.values())
         summary = ", ".join(f"{n} {s.value}" for s, n in sorted(outcome.items()))
+        if BackfillRecord.load(backfill_id).status == "canceled":  # `partition-assets backfill cancel`
+            raise dg.Failure(description=f"backfill {backfill_id} canceled: {summary}")
         failed = sorted(node for node, state in status.items() if state == NodeStatus.FAILED)
         if failed or outcome[NodeStatus.BLOCKED]:
             names = ", ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in failed[:10])
