@@ -67,14 +67,18 @@ def wait_for(condition, timeout: float, step: float = 0.1):
     raise TimeoutError(f"not within {timeout} s: {condition.__doc__ or condition}")
 
 
-def ticks(dev, name: str) -> int:
-    """How many ticks of the sensor have finished (read through GraphQL, as the UI does)."""
+def finished_ticks(dev, name: str) -> list[dict]:
+    """The sensor's finished ticks, newest first (read through GraphQL, as the UI does)."""
     query = (
         "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { "
-        "sensorState { ticks(limit: 1000) { status } } } } }"
+        "sensorState { ticks(limit: 1000) { status skipReason } } } } }"
     )
     found = dev.graphql(query, {"s": dev.selector(sensorName=name)})["sensorOrError"]["sensorState"]["ticks"]
-    return sum(t["status"] != "STARTED" for t in found)
+    return [t for t in found if t["status"] != "STARTED"]
+
+
+def ticks(dev, name: str) -> int:
+    return len(finished_ticks(dev, name))
 
 
 def wait_for_sensor_ticks(dev, name: str, count: int) -> None:
@@ -162,6 +166,9 @@ def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, in
 
     wait_for_sensor_ticks(dev, "catch_up", 2 + ticks(dev, "catch_up"))  # later ticks find no gaps
     assert len(engine_runs()) == 1
+    skipped = [t["skipReason"] for t in finished_ticks(dev, "catch_up")]
+    assert f"backfill {backfill_id} is still running" in skipped  # one backfill at a time
+    assert skipped[0] == "no gaps in group:gaps"
 
 
 def launch_engine_job(dev, **config) -> str:
