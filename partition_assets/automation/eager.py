@@ -214,26 +214,22 @@ class _Watcher:
 
     def _runs(self, ready: dict[Target, int]) -> list[dg.RunRequest]:
         """One run per partition key of assets sharing a partitions definition (as Dagster's
-        own automation groups them): the daemon creates runs one at a time, ~0.7 s each."""
-        groups: list[tuple[dg.PartitionsDefinition | None, str | None, list[dg.AssetKey], int]] = []
-        for (key, partition), newest_input in ready.items():
-            partitions_def = self.graph.get(key).partitions_def
-            group = next((g for g in groups if g[1] == partition and g[0] == partitions_def), None)
-            if group is None:
-                groups.append((partitions_def, partition, [key], newest_input))
-            else:
-                group[2].append(key)
-                groups[groups.index(group)] = (*group[:3], max(group[3], newest_input))
-        return [
-            dg.RunRequest(
+        own automation groups them): the daemon creates runs one at a time."""
+        groups: dict[tuple, list[Target]] = {}
+        for key, partition in ready:
+            groups.setdefault((self.graph.get(key).partitions_def, partition), []).append((key, partition))
+        requests = []
+        for (_, partition), targets in groups.items():
+            keys = [key for key, _ in targets]
+            newest_input = max(ready[t] for t in targets)
+            requests.append(dg.RunRequest(
                 asset_selection=keys,
                 partition_key=partition,
                 # The same assets with the same inputs are never requested twice.
                 run_key=f"{','.join(k.to_user_string() for k in keys)}[{partition or ''}]@{newest_input}",
                 tags={TRIGGER_TAG: str(newest_input)},
-            )
-            for _, partition, keys, newest_input in groups
-        ]
+            ))
+        return requests
 
     def _inputs(self, key: dg.AssetKey, partition: str | None) -> list[tuple[dg.AssetKey, list]] | None:
         """Each parent with the partitions this partition reads; None if one does not exist."""
