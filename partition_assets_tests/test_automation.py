@@ -218,7 +218,7 @@ def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):
     assert f"partition-assets backfill retry {backfill_id}" in message
 
 
-def test_terminating_the_engine_job_cancels_its_backfill(dev, instance):
+def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resumes_it(dev, instance):
     run_id = launch_engine_job(dev, selection="group:jobs", start="2024-01-05", end="2024-01-10", max_parallel=1)
 
     def node_runs():
@@ -240,3 +240,21 @@ def test_terminating_the_engine_job_cancels_its_backfill(dev, instance):
     assert len(launched) < 12  # launching stopped
     time.sleep(2)
     assert len(node_runs()) == len(launched)
+
+    # Re-execute in the UI: the same backfill resumes; what succeeded never runs again.
+    succeeded = {(next(iter(r.asset_selection)), r.tags["dagster/partition"])
+                 for r in launched if r.status == dg.DagsterRunStatus.SUCCESS}
+    again = dev.graphql(
+        "mutation($p: ReexecutionParams!) { launchRunReexecution(reexecutionParams: $p) { __typename "
+        "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }",
+        {"p": {"parentRunId": run_id, "strategy": "ALL_STEPS"}},
+    )["launchRunReexecution"]
+    assert again["__typename"] == "LaunchRunSuccess", again
+    rerun = again["run"]["runId"]
+    wait_for(lambda: instance.get_run_by_id(rerun).status in _DONE, 180, 0.5)
+    assert instance.get_run_by_id(rerun).status == dg.DagsterRunStatus.SUCCESS
+    assert instance.get_run_by_id(rerun).tags[BACKFILL_ID_TAG] == backfill_id
+    final = Counter((next(iter(r.asset_selection)), r.tags["dagster/partition"])
+                    for r in node_runs() if r.status == dg.DagsterRunStatus.SUCCESS)
+    assert len(final) == 12 and set(final.values()) == {1}
+    assert all(final[node] == 1 for node in succeeded)

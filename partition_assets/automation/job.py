@@ -16,7 +16,13 @@ from partition_assets.automation.status import current_nodes
 from partition_assets.backfill.coordinator import graph_of, run_backfill
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillPlanError
-from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord, cancel_in_flight
+from partition_assets.backfill.state import (
+    BACKFILL_ID_TAG,
+    BackfillRecord,
+    cancel_in_flight,
+    node_states,
+    record_path,
+)
 
 COORDINATOR_OP = "coordinate_backfill"
 
@@ -66,6 +72,11 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         except BackfillPlanError as error:
             raise dg.Failure(description=f"backfill not planned: {error}") from None
         done = current_nodes(graph, context.instance) if config.catch_up else set()
+        if context.run.parent_run_id and record_path(backfill_id).exists():
+            # Re-executed from the UI: the run kept its backfill's tag; resume that backfill.
+            # (Not `succeeded_nodes`: it cancels every unfinished run of the backfill, this one too.)
+            done |= {node for node, (state, _) in node_states(context.instance, backfill_id, graph).items()
+                     if state == NodeStatus.SUCCEEDED}
         record.save()
         total = graph.node_count()
         context.log.info(
