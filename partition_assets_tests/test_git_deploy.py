@@ -1,0 +1,218 @@
+"""Code locations per git commit, on a real two-commit repository.
+
+The repository holds a tiny code location (no Spark): commit A, then commit B changes
+one asset. Runs go through the surfaces a user has: `dagster asset materialize`,
+`partition-assets deploy` (a real code server in workspace.yaml) and
+`partition-assets backfill run --location`.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+from partition_assets.backfill.state import BACKFILL_ID_TAG
+from partition_assets.deploy import GIT_SHA_METADATA, GIT_SHA_TAG
+from partition_assets.deploy.deployments import deployments, undeploy
+
+REPO = Path(__file__).resolve().parents[1]
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.com",
+}
+
+pytestmark = pytest.mark.slow
+
+LOCATION = '''
+"""A tiny code location stamped with its git commit."""
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from partition_assets.deploy import git_sha_metadata, with_git_versions
+from tiny_location import assets
+
+
+class JsonIOManager(dg.ConfigurableIOManager):
+    """One JSON file per partition; records the commit like this package's IO managers."""
+
+    root: str
+
+    def _path(self, key: dg.AssetKey, partition: str) -> Path:
+        return Path(self.root, *key.path, partition + ".json")
+
+    def handle_output(self, context: dg.OutputContext, obj) -> None:
+        path = self._path(context.asset_key, context.partition_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(obj))
+        context.add_output_metadata(git_sha_metadata(context))
+
+    def load_input(self, context: dg.InputContext):
+        return json.loads(self._path(context.asset_key, context.asset_partition_key).read_text())
+
+
+defs = with_git_versions(
+    dg.Definitions(
+        assets=dg.load_assets_from_modules([assets]),
+        resources={"io_manager": JsonIOManager(root=os.environ["TINY_STORE"])},
+    ),
+    __file__,
+)
+'''
+
+ASSETS = '''
+import dagster as dg
+
+from partition_assets.partitions import daily
+
+DAYS = daily("2024-01-01")
+
+
+@dg.asset(partitions_def=DAYS)
+def alpha(context: dg.AssetExecutionContext) -> dict:
+    return {{"day": context.partition_key}}
+
+
+@dg.asset(partitions_def=DAYS)
+def beta(alpha: dict) -> dict:
+    return {{**alpha, "formula": {formula}}}
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], env={**os.environ, **GIT_IDENTITY},
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit_assets(repo: Path, formula: int) -> str:
+    (repo / "tiny_location" / "assets.py").write_text(ASSETS.format(formula=formula))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"beta formula {formula}")
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository with commits A and B of the tiny location; yields (path, sha_a, sha_b)."""
+    repo = tmp_path / "repo"
+    (repo / "tiny_location").mkdir(parents=True)
+    (repo / "tiny_location" / "__init__.py").write_text(LOCATION)
+    (repo / "pyproject.toml").write_text(
+        '[tool.dagster]\nmodule_name = "tiny_location"\ncode_location_name = "tiny"\n'
+    )
+    (repo / "workspace.yaml").write_text(yaml.safe_dump(
+        {"load_from": [{"python_module": {"module_name": "tiny_location", "location_name": "tiny"}}]}
+    ))
+    git(repo, "init", "-q", "-b", "main")
+    sha_a = commit_assets(repo, 1)
+    sha_b = commit_assets(repo, 2)
+    yield repo, sha_a, sha_b
+    for deployment in deployments(repo):  # never leave a code server behind
+        undeploy(repo, deployment.location)
+
+
+def run(repo: Path, home: Path, store: Path, *command: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *command], cwd=repo, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "DAGSTER_HOME": str(home), "TINY_STORE": str(store)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def materializations(home: Path, asset: str) -> dict[str, list[dict]]:
+    """Per partition, oldest first: each materialization's run tag, metadata and code version."""
+    found: dict[str, list[dict]] = {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.fetch_materializations(dg.AssetKey(asset), limit=100, ascending=True).records
+        for record in records:
+            event = record.asset_materialization
+            found.setdefault(event.partition, []).append({
+                "run_tag": instance.get_run_by_id(record.run_id).tags.get(GIT_SHA_TAG),
+                "metadata": event.metadata[GIT_SHA_METADATA].value,
+                "code_version": event.tags["dagster/code_version"],
+                "run_id": record.run_id,
+            })
+    return found
+
+
+def served_code_versions(workspace: Path, home: Path) -> dict[str, dict[str, str]]:
+    """Each location's asset code versions, as the webserver loads them from workspace.yaml."""
+    with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(
+        instance, WorkspaceFileTarget([str(workspace)])
+    ) as process_context:
+        request = process_context.create_request_context()
+        versions = {}
+        for name in request.code_location_names:
+            location = request.get_code_location(name)
+            (repository,) = location.get_repositories().values()
+            versions[name] = {
+                snap.asset_key.to_user_string(): snap.code_version
+                for snap in repository.get_asset_node_snaps()
+            }
+        return versions
+
+
+def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(repo, home, tmp_path, monkeypatch):
+    repo, sha_a, sha_b = repo
+    store = tmp_path / "store"
+    monkeypatch.setenv("TINY_STORE", str(store))  # for the HEAD location the workspace loads here
+    monkeypatch.chdir(repo)  # where `dagster dev -w workspace.yaml` runs: its python_module resolves here
+    materialize = ["-m", "dagster", "asset", "materialize", "-m", "tiny_location",
+                   "--select", "alpha,beta", "--partition", "2024-01-01"]
+    git(repo, "checkout", "-q", sha_a)
+    run(repo, home, store, *materialize)
+    git(repo, "checkout", "-q", "main")
+    run(repo, home, store, *materialize)
+
+    alpha, beta = materializations(home, "alpha")["2024-01-01"], materializations(home, "beta")["2024-01-01"]
+    for (at_a, at_b) in (alpha, beta):
+        assert (at_a["run_tag"], at_a["metadata"]) == (sha_a, sha_a)
+        assert (at_b["run_tag"], at_b["metadata"]) == (sha_b, sha_b)
+    assert alpha[0]["code_version"] == alpha[1]["code_version"]  # alpha's code did not change
+    assert beta[0]["code_version"] != beta[1]["code_version"]  # beta's did: it is stale
+
+    # Deploy A while the checkout is at B: its own worktree, code server and workspace entry.
+    run(repo, home, store, "-m", "partition_assets", "deploy", sha_a[:8])
+    (deployment,) = deployments(repo)
+    assert deployment.location == f"tiny@{sha_a[:12]}"
+    assert git(Path(deployment.worktree), "rev-parse", "HEAD") == sha_a
+    served = served_code_versions(repo / "workspace.yaml", home)
+    assert set(served) == {"tiny", deployment.location}
+    assert served[deployment.location]["beta"] == beta[0]["code_version"]  # A's code
+    assert served["tiny"]["beta"] == beta[1]["code_version"]  # HEAD's
+
+    # A backfill on A's location: a new partition, computed by A's code.
+    out = run(repo, home, store, "-m", "partition_assets", "backfill", "run", "--location", deployment.location,
+              "--select", "key:alpha or key:beta", "--start", "2024-01-02", "--end", "2024-01-02")
+    backfill_id = out.split()[1].rstrip(":")
+    (rerun,) = materializations(home, "beta")["2024-01-02"]
+    assert (rerun["run_tag"], rerun["metadata"], rerun["code_version"]) == (sha_a, sha_a, beta[0]["code_version"])
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_run_by_id(rerun["run_id"]).tags[BACKFILL_ID_TAG] == backfill_id
+    assert (store / "beta" / "2024-01-02.json").read_text() == '{"day": "2024-01-02", "formula": 1}'
+
+    run(repo, home, store, "-m", "partition_assets", "undeploy", deployment.location)
+    assert deployments(repo) == [] and not Path(deployment.worktree).exists()
+    assert not deployment.is_serving()
+    assert [e for e in yaml.safe_load((repo / "workspace.yaml").read_text())["load_from"]
+            if "grpc_server" in e] == []
