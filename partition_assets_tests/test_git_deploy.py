@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
@@ -155,21 +156,22 @@ def materializations(home: Path, asset: str) -> dict[str, list[dict]]:
     return found
 
 
-def served_code_versions(workspace: Path, home: Path) -> dict[str, dict[str, str]]:
-    """Each location's asset code versions, as the webserver loads them from workspace.yaml."""
+def served_assets(workspace: Path, home: Path, partition: str) -> dict[str, dict[str, tuple]]:
+    """Per location and asset, as the webserver loads workspace.yaml: the code version
+    served, and the partition's staleness (what the UI shows) against the instance."""
     with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(
         instance, WorkspaceFileTarget([str(workspace)])
     ) as process_context:
         request = process_context.create_request_context()
-        versions = {}
+        served = {}
         for name in request.code_location_names:
-            location = request.get_code_location(name)
-            (repository,) = location.get_repositories().values()
-            versions[name] = {
-                snap.asset_key.to_user_string(): snap.code_version
+            (repository,) = request.get_code_location(name).get_repositories().values()
+            staleness = CachingStaleStatusResolver(instance, repository.asset_graph, request)
+            served[name] = {
+                snap.asset_key.to_user_string(): (snap.code_version, staleness.get_status(snap.asset_key, partition))
                 for snap in repository.get_asset_node_snaps()
             }
-        return versions
+        return served
 
 
 def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(repo, home, tmp_path, monkeypatch):
@@ -182,31 +184,36 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     git(repo, "checkout", "-q", sha_a)
     run(repo, home, store, *materialize)
     git(repo, "checkout", "-q", "main")
-    run(repo, home, store, *materialize)
-
-    alpha, beta = materializations(home, "alpha")["2024-01-01"], materializations(home, "beta")["2024-01-01"]
-    for (at_a, at_b) in (alpha, beta):
-        assert (at_a["run_tag"], at_a["metadata"]) == (sha_a, sha_a)
-        assert (at_b["run_tag"], at_b["metadata"]) == (sha_b, sha_b)
-    assert alpha[0]["code_version"] == alpha[1]["code_version"]  # alpha's code did not change
-    assert beta[0]["code_version"] != beta[1]["code_version"]  # beta's did: it is stale
+    at_a = {asset: materializations(home, asset)["2024-01-01"][0] for asset in ("alpha", "beta")}
+    assert {(m["run_tag"], m["metadata"]) for m in at_a.values()} == {(sha_a, sha_a)}
 
     # Deploy A while the checkout is at B: its own worktree, code server and workspace entry.
     run(repo, home, store, "-m", "partition_assets", "deploy", sha_a[:8])
     (deployment,) = deployments(repo)
     assert deployment.location == f"tiny@{sha_a[:12]}"
     assert git(Path(deployment.worktree), "rev-parse", "HEAD") == sha_a
-    served = served_code_versions(repo / "workspace.yaml", home)
+    served = served_assets(repo / "workspace.yaml", home, "2024-01-01")
     assert set(served) == {"tiny", deployment.location}
-    assert served[deployment.location]["beta"] == beta[0]["code_version"]  # A's code
-    assert served["tiny"]["beta"] == beta[1]["code_version"]  # HEAD's
+    assert served[deployment.location] == {  # A's code, and A's materializations are current
+        "alpha": (at_a["alpha"]["code_version"], StaleStatus.FRESH),
+        "beta": (at_a["beta"]["code_version"], StaleStatus.FRESH),
+    }
+    head_alpha, head_beta = served["tiny"]["alpha"], served["tiny"]["beta"]
+    assert head_alpha == (at_a["alpha"]["code_version"], StaleStatus.FRESH)  # alpha's code did not change
+    assert head_beta[0] != at_a["beta"]["code_version"] and head_beta[1] == StaleStatus.STALE  # beta's did
+
+    run(repo, home, store, *materialize)  # at B
+    at_b = {asset: materializations(home, asset)["2024-01-01"][1] for asset in ("alpha", "beta")}
+    assert {(m["run_tag"], m["metadata"]) for m in at_b.values()} == {(sha_b, sha_b)}
+    assert at_b["beta"]["code_version"] == head_beta[0]
 
     # A backfill on A's location: a new partition, computed by A's code.
     out = run(repo, home, store, "-m", "partition_assets", "backfill", "run", "--location", deployment.location,
-              "--select", "key:alpha or key:beta", "--start", "2024-01-02", "--end", "2024-01-02")
+              "--select", "key:alpha or key:beta", "--start", "2024-01-02", "--end", "2024-01-02",
+              "--max-parallel", "1")
     backfill_id = out.split()[1].rstrip(":")
     (rerun,) = materializations(home, "beta")["2024-01-02"]
-    assert (rerun["run_tag"], rerun["metadata"], rerun["code_version"]) == (sha_a, sha_a, beta[0]["code_version"])
+    assert (rerun["run_tag"], rerun["metadata"], rerun["code_version"]) == (sha_a, sha_a, at_a["beta"]["code_version"])
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_run_by_id(rerun["run_id"]).tags[BACKFILL_ID_TAG] == backfill_id
     assert (store / "beta" / "2024-01-02.json").read_text() == '{"day": "2024-01-02", "formula": 1}'
