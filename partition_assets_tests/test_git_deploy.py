@@ -21,8 +21,9 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from partition_assets.backfill.state import BACKFILL_ID_TAG
-from partition_assets.deploy import GIT_SHA_METADATA, GIT_SHA_TAG
+from partition_assets.deploy import GIT_SHA_METADATA, GIT_SHA_TAG, git_sha, source_version, with_git_versions
 from partition_assets.deploy.deployments import deployments, undeploy
+from partition_assets_tests import probe_assets
 
 REPO = Path(__file__).resolve().parents[1]
 GIT_IDENTITY = {
@@ -223,3 +224,15 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     assert not deployment.is_serving()
     assert [e for e in yaml.safe_load((repo / "workspace.yaml").read_text())["load_from"]
             if "grpc_server" in e] == []
+
+
+def test_delta_io_manager_records_the_commit_of_this_checkout(run_assets, instance, spark):
+    defs = with_git_versions(dg.Definitions(assets=[probe_assets.numbers]), probe_assets.__file__)
+    result = run_assets(defs.assets, "numbers", partition_key="2024-01-01", raise_on_error=True)
+
+    sha = git_sha(REPO)
+    assert sha.split("-")[0] == git(REPO, "rev-parse", "HEAD")
+    (event,) = result.asset_materializations_for_node("numbers")
+    assert event.metadata[GIT_SHA_METADATA].value == sha
+    assert event.tags["dagster/code_version"] == source_version(probe_assets.numbers.op.compute_fn.decorated_fn)
+    assert instance.get_run_by_id(result.run_id).tags[GIT_SHA_TAG] == sha
