@@ -208,9 +208,16 @@ def _read_workspace(workspace: Path) -> dict:
     return config
 
 
+class _IndentedDumper(yaml.SafeDumper):
+    """Indents list items under their key, as workspace.yaml is written by hand."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False):
+        return super().increase_indent(flow, False)
+
+
 def _write_workspace(workspace: Path, config: dict) -> None:
     temporary = workspace.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(yaml.safe_dump(config, sort_keys=False))
+    temporary.write_text(yaml.dump(config, Dumper=_IndentedDumper, sort_keys=False))
     temporary.replace(workspace)  # `dagster dev` never reads half a file
 
 
