@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +18,8 @@ import pytest
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
+from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
+from dagster_graphql.test.utils import execute_dagster_graphql
 
 from partition_assets.backfill.state import BACKFILL_ID_TAG
 from partition_assets.deploy import GIT_SHA_METADATA, GIT_SHA_TAG, git_sha, source_version, with_git_versions
@@ -110,6 +112,8 @@ def home(tmp_path) -> Path:
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    with open(home / "dagster.yaml", "a") as config:  # no daemon here: launched runs start at once
+        config.write("\nrun_coordinator:\n  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n")
     return home
 
 
@@ -156,22 +160,36 @@ def materializations(home: Path, asset: str) -> dict[str, list[dict]]:
     return found
 
 
-def served_assets(workspace: Path, home: Path, partition: str) -> dict[str, dict[str, tuple]]:
-    """Per location and asset, as the webserver loads workspace.yaml: the code version
-    served, and the partition's staleness (what the UI shows) against the instance."""
-    with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(
-        instance, WorkspaceFileTarget([str(workspace)])
-    ) as process_context:
-        request = process_context.create_request_context()
-        served = {}
-        for name in request.code_location_names:
-            (repository,) = request.get_code_location(name).get_repositories().values()
-            staleness = CachingStaleStatusResolver(instance, repository.asset_graph, request)
-            served[name] = {
-                snap.asset_key.to_user_string(): (snap.code_version, staleness.get_status(snap.asset_key, partition))
-                for snap in repository.get_asset_node_snaps()
-            }
-        return served
+def served_assets(request, partition: str) -> dict[str, dict[str, tuple]]:
+    """Per location and asset, as the webserver shows them: the code version served, and the
+    partition's staleness against the instance."""
+    served = {}
+    for name in request.code_location_names:
+        (repository,) = request.get_code_location(name).get_repositories().values()
+        staleness = CachingStaleStatusResolver(request.instance, repository.asset_graph, request)
+        served[name] = {
+            snap.asset_key.to_user_string(): (snap.code_version, staleness.get_status(snap.asset_key, partition))
+            for snap in repository.get_asset_node_snaps()
+        }
+    return served
+
+
+def materialize_from_webserver(request, location: str, assets: list[str], partition: str) -> dg.DagsterRun:
+    """Sends the webserver's Materialize mutation for `location` and waits for the run."""
+    result = execute_dagster_graphql(request, LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": {
+        "selector": {"repositoryLocationName": location, "repositoryName": "__repository__",
+                     "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": [a]} for a in assets]},
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+    }})
+    launched = result.data["launchPipelineExecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        run = request.instance.get_run_by_id(launched["run"]["runId"])
+        if run.is_finished:
+            return run
+        time.sleep(0.3)
+    raise AssertionError(f"run {run.run_id} still {run.status}")
 
 
 def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(repo, home, tmp_path, monkeypatch):
@@ -192,7 +210,12 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     (deployment,) = deployments(repo)
     assert deployment.location == f"tiny@{sha_a[:12]}"
     assert git(Path(deployment.worktree), "rev-parse", "HEAD") == sha_a
-    served = served_assets(repo / "workspace.yaml", home, "2024-01-01")
+    with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(
+        instance, WorkspaceFileTarget([str(repo / "workspace.yaml")])
+    ) as webserver:
+        served = served_assets(webserver.create_request_context(), "2024-01-01")
+        from_ui = materialize_from_webserver(webserver.create_request_context(), deployment.location,
+                                             ["alpha", "beta"], "2024-01-03")
     assert set(served) == {"tiny", deployment.location}
     assert served[deployment.location] == {  # A's code, and A's materializations are current
         "alpha": (at_a["alpha"]["code_version"], StaleStatus.FRESH),
@@ -217,6 +240,12 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_run_by_id(rerun["run_id"]).tags[BACKFILL_ID_TAG] == backfill_id
     assert (store / "beta" / "2024-01-02.json").read_text() == '{"day": "2024-01-02", "formula": 1}'
+
+    # And from the webserver: a run on A's location is A's code too.
+    assert from_ui.status == dg.DagsterRunStatus.SUCCESS and from_ui.tags[GIT_SHA_TAG] == sha_a
+    (in_ui,) = materializations(home, "beta")["2024-01-03"]
+    assert (in_ui["metadata"], in_ui["code_version"]) == (sha_a, at_a["beta"]["code_version"])
+    assert (store / "beta" / "2024-01-03.json").read_text() == '{"day": "2024-01-03", "formula": 1}'
 
     run(repo, home, store, "-m", "partition_assets", "undeploy", deployment.location)
     assert deployments(repo) == [] and not Path(deployment.worktree).exists()
