@@ -38,7 +38,8 @@ def git_sha(path: str | Path) -> str:
         directory = directory.parent
     try:
         sha = git(directory, "rev-parse", "--verify", "HEAD")
-        changed = git(directory, "status", "--porcelain", "--untracked-files=no", "--", "*.py")
+        # :(top): every Python file of the work tree, not only those below `directory`.
+        changed = git(directory, "status", "--porcelain", "--untracked-files=no", "--", ":(top)*.py")
     except (subprocess.CalledProcessError, FileNotFoundError):
         return os.environ.get(GIT_SHA_ENV) or UNKNOWN
     return sha + (DIRTY_SUFFIX if changed else "")

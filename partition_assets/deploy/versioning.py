@@ -29,8 +29,8 @@ def with_git_versions(defs: dg.Definitions, path: str | Path) -> dg.Definitions:
     tag_run = _run_tagging_hooks(sha)
     assets = []
     for item in defs.assets or []:
-        if isinstance(item, dg.AssetsDefinition) and isinstance(item.node_def, dg.OpDefinition):
-            version = source_version(item.node_def.compute_fn.decorated_fn)
+        if isinstance(item, dg.AssetsDefinition) and item.is_materializable:
+            version = _op_source_version(item.node_def)
             item = item.map_asset_specs(
                 lambda spec: spec.replace_attributes(
                     code_version=spec.code_version or version,
@@ -52,6 +52,17 @@ def git_sha_metadata(context: dg.OutputContext) -> dict[str, str]:
     sha = (context.definition_metadata or {}).get(GIT_SHA_METADATA)
     sha = getattr(sha, "value", sha)
     return {GIT_SHA_METADATA: sha} if sha else {}
+
+
+def _op_source_version(node_def: dg.NodeDefinition) -> str | None:
+    """The source version of an op-backed asset's function; None for graph-backed assets
+    and functions whose source Python cannot find (built by exec, say)."""
+    if not isinstance(node_def, dg.OpDefinition):
+        return None
+    try:
+        return source_version(node_def.compute_fn.decorated_fn)
+    except (OSError, TypeError):
+        return None
 
 
 def _run_tagging_hooks(sha: str) -> set[dg.HookDefinition]:
