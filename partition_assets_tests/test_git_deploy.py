@@ -144,7 +144,7 @@ def repo(tmp_path):
 
 def run(repo: Path, home: Path, store: Path, *command: str) -> str:
     done = subprocess.run(
-        [sys.executable, *command], cwd=repo, capture_output=True, text=True, timeout=300,
+        [sys.executable, *command], cwd=repo, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "DAGSTER_HOME": str(home), "TINY_STORE": str(store)},
     )
     assert done.returncode == 0, done.stdout + done.stderr

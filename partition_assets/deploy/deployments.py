@@ -167,7 +167,9 @@ def _free_port() -> int:
 
 
 def _wait_until_loaded(deployment: Deployment, server: subprocess.Popen, timeout: float) -> None:
-    from dagster._grpc.client import DagsterGrpcClient  # the client Dagster's own tools use
+    # The client Dagster's own tools use to talk to a code server.
+    from dagster._core.errors import DagsterUserCodeUnreachableError
+    from dagster._grpc.client import DagsterGrpcClient
     from dagster._serdes import deserialize_value
     from dagster._utils.error import SerializableErrorInfo
 
@@ -178,7 +180,7 @@ def _wait_until_loaded(deployment: Deployment, server: subprocess.Popen, timeout
             raise DeployError(f"the code server exited ({server.returncode}); see {deployment.log}")
         try:
             loaded = deserialize_value(client.list_repositories())
-        except Exception:  # not serving yet
+        except DagsterUserCodeUnreachableError:  # not serving yet
             time.sleep(0.2)
             continue
         if isinstance(loaded, SerializableErrorInfo):
@@ -222,7 +224,7 @@ def _write_workspace(workspace: Path, config: dict) -> None:
 
 
 def _location_name(entry: dict) -> str | None:
-    (kind, options), = entry.items()
+    ((_, options),) = entry.items()
     return (options or {}).get("location_name")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-from dagster._record import replace  # Definitions is a record; Dagster's own mappers rebuild it so
+# Definitions is a record: Dagster's own mappers (map_asset_specs) rebuild it with this.
+from dagster._record import replace
 
 from partition_assets.deploy.git import git_sha, source_version
 
@@ -32,7 +33,7 @@ def with_git_versions(defs: dg.Definitions, path: str | Path) -> dg.Definitions:
         if isinstance(item, dg.AssetsDefinition) and item.is_materializable:
             version = _op_source_version(item.node_def)
             item = item.map_asset_specs(
-                lambda spec: spec.replace_attributes(
+                lambda spec, version=version: spec.replace_attributes(
                     code_version=spec.code_version or version,
                     metadata={**spec.metadata, GIT_SHA_METADATA: sha},
                 )
