@@ -181,8 +181,8 @@ def served_assets(request, partition: str) -> dict[str, dict[str, tuple]]:
     return served
 
 
-def materialize_from_webserver(request, location: str, assets: list[str], partition: str) -> dg.DagsterRun:
-    """Sends the webserver's Materialize mutation for `location` and waits for the run."""
+def launch_from_webserver(request, location: str, assets: list[str], partition: str) -> str:
+    """Sends the webserver's Materialize mutation for `location`; returns the run id."""
     result = execute_dagster_graphql(request, LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": {
         "selector": {"repositoryLocationName": location, "repositoryName": "__repository__",
                      "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": [a]} for a in assets]},
@@ -190,13 +190,15 @@ def materialize_from_webserver(request, location: str, assets: list[str], partit
     }})
     launched = result.data["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        run = request.instance.get_run_by_id(launched["run"]["runId"])
-        if run.is_finished:
-            return run
+    return launched["run"]["runId"]
+
+
+def finished_run(instance: dg.DagsterInstance, run_id: str, timeout: float = 180) -> dg.DagsterRun:
+    deadline = time.monotonic() + timeout
+    while (run := instance.get_run_by_id(run_id)) and not run.is_finished:
+        assert time.monotonic() < deadline, f"run {run_id} still {run.status}"
         time.sleep(0.3)
-    raise AssertionError(f"run {run.run_id} still {run.status}")
+    return run
 
 
 def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(repo, home, tmp_path, monkeypatch):
@@ -221,8 +223,8 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
         instance, WorkspaceFileTarget([str(repo / "workspace.yaml")])
     ) as webserver:
         served = served_assets(webserver.create_request_context(), "2024-01-01")
-        from_ui = materialize_from_webserver(webserver.create_request_context(), deployment.location,
-                                             ["alpha", "beta"], "2024-01-03")
+        ui_run_id = launch_from_webserver(webserver.create_request_context(), deployment.location,
+                                          ["alpha", "beta"], "2024-01-03")
     assert set(served) == {"tiny", deployment.location}
     assert served[deployment.location] == {  # A's code, and A's materializations are current
         "alpha": (at_a["alpha"]["code_version"], StaleStatus.FRESH),
@@ -232,12 +234,12 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     assert head_alpha == (at_a["alpha"]["code_version"], StaleStatus.FRESH)  # alpha's code did not change
     assert head_beta[0] != at_a["beta"]["code_version"] and head_beta[1] == StaleStatus.STALE  # beta's did
 
+    # While the webserver's run executes on A's code server: materialize at B, and backfill on A.
     run(repo, home, store, *materialize)  # at B
     at_b = {asset: materializations(home, asset)["2024-01-01"][1] for asset in ("alpha", "beta")}
     assert {(m["run_tag"], m["metadata"]) for m in at_b.values()} == {(sha_b, sha_b)}
     assert at_b["beta"]["code_version"] == head_beta[0]
 
-    # A backfill on A's location: a new partition, computed by A's code.
     out = run(repo, home, store, "-m", "partition_assets", "backfill", "run", "--location", deployment.location,
               "--select", "key:alpha or key:beta", "--start", "2024-01-02", "--end", "2024-01-02",
               "--max-parallel", "1")
@@ -246,9 +248,10 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     assert (rerun["run_tag"], rerun["metadata"], rerun["code_version"]) == (sha_a, sha_a, at_a["beta"]["code_version"])
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_run_by_id(rerun["run_id"]).tags[BACKFILL_ID_TAG] == backfill_id
+        from_ui = finished_run(instance, ui_run_id)
     assert (store / "beta" / "2024-01-02.json").read_text() == '{"day": "2024-01-02", "formula": 1}'
 
-    # And from the webserver: a run on A's location is A's code too.
+    # The webserver's run on A's location is A's code too.
     assert from_ui.status == dg.DagsterRunStatus.SUCCESS and from_ui.tags[GIT_SHA_TAG] == sha_a
     (in_ui,) = materializations(home, "beta")["2024-01-03"]
     assert (in_ui["metadata"], in_ui["code_version"]) == (sha_a, at_a["beta"]["code_version"])
