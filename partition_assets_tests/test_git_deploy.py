@@ -2,8 +2,8 @@
 
 The repository holds a tiny code location (no Spark): commit A, then commit B changes
 one asset. Runs go through the surfaces a user has: `dagster asset materialize`,
-`partition-assets deploy` (a real code server in workspace.yaml) and
-`partition-assets backfill run --location`.
+`partition-assets deploy` (a real code server in workspace.yaml), the webserver's
+Materialize mutation and `partition-assets backfill run --location`.
 """
 
 import os
