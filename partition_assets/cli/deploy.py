@@ -28,6 +28,8 @@ def run_deploy_command(args: argparse.Namespace) -> int:
             print(f"deployed {done.location}: {done.module} from {done.worktree}, "
                   f"code server 127.0.0.1:{done.port} (pid {done.pid}), registered in {done.workspace}")
         elif args.command == "deploys":
+            if not deployments(repo):
+                print(f"no deploys under {repo}")
             for d in deployments(repo):
                 state = "serving" if d.is_serving() else "DOWN"
                 print(f"{d.location:<32} {d.sha}  port {d.port}  pid {d.pid}  {state}  {d.worktree}")
