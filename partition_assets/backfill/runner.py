@@ -19,6 +19,7 @@ import dagster as dg
 from partition_assets.backfill.engine import NodeResult
 from partition_assets.backfill.graph import Node
 from partition_assets.backfill.state import RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 
 _worker: dict = {}
 
@@ -84,6 +85,8 @@ class DagsterNodeRunner:
 def _load_worker(target: str) -> None:
     definitions = load_definitions(target)
     _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
+    sha = definitions_git_sha(definitions)
+    _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
     _worker["instance"] = dg.DagsterInstance.get()
 
 
@@ -96,7 +99,7 @@ def _run_nodes(asset: str, partitions: list[str], tags: dict[str, str]) -> list[
         instance=_worker["instance"],
         asset_selection=[key],
         partition_key=(partitions[0] or None) if len(partitions) == 1 else None,
-        tags=tags,
+        tags={**tags, **_worker["tags"]},
         raise_on_error=False,
     )
     error = None

@@ -14,6 +14,7 @@ from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node
 from partition_assets.backfill.state import BackfillRecord, cancel_in_flight, node_states
 from partition_assets.cli.heatmap import Heatmap
+from partition_assets.deploy.code_root import add_code_root_options
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
 
@@ -42,6 +43,7 @@ def add_backfill_commands(commands) -> None:
                             help="add every downstream (asset, partition) the range reaches: the lineage cascade")
         parser.add_argument("--no-batch", action="store_true",
                             help="one run per node, even for self-dependent chains of range-capable assets")
+        add_code_root_options(parser)
         if name == "run":
             parser.add_argument("--reverse", action="store_true", help="newest partitions first")
             parser.add_argument("--catch-up", action="store_true",
@@ -54,6 +56,7 @@ def add_backfill_commands(commands) -> None:
     ):
         parser = actions.add_parser(name, help=text)
         parser.add_argument("backfill_id")
+        add_code_root_options(parser)
         if name == "status":
             parser.add_argument("--html", help="also write the heatmap to this HTML file")
             parser.add_argument("--png", help="also write the heatmap to this PNG image")

@@ -14,6 +14,7 @@ from partition_assets.automation import (
     eager_partitions_sensor,
     sparse_backfill_job,
 )
+from partition_assets.deploy import with_git_versions
 from partition_assets.example import assets
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
@@ -27,7 +28,7 @@ def lake_root() -> str:
 def build_definitions() -> dg.Definitions:
     spark = SparkResource.from_env()
     engine = sparse_backfill_job(module="partition_assets.example")
-    return dg.Definitions(
+    definitions = dg.Definitions(
         assets=dg.load_assets_from_modules([assets]),
         jobs=[engine],
         # Both stopped unless PARTITION_ASSETS_SENSORS names them (README "Automation").
@@ -41,6 +42,8 @@ def build_definitions() -> dg.Definitions:
             "io_manager": SparkDeltaIOManager(root_uri=lake_root(), spark=spark),
         },
     )
+    # Code versions, run tags and materialization metadata from this checkout's commit.
+    return with_git_versions(definitions, __file__)
 
 
 defs = build_definitions()
