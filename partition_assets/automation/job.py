@@ -12,15 +12,13 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
-from partition_assets.automation.status import current_nodes
-from partition_assets.backfill.coordinator import graph_of, run_backfill
+from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill, succeeded_nodes
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillPlanError
 from partition_assets.backfill.state import (
     BACKFILL_ID_TAG,
     BackfillRecord,
     cancel_in_flight,
-    node_states,
     record_path,
 )
 
@@ -74,9 +72,7 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         done = current_nodes(graph, context.instance) if config.catch_up else set()
         if context.run.parent_run_id and record_path(backfill_id).exists():
             # Re-executed from the UI: the run kept its backfill's tag; resume that backfill.
-            # (Not `succeeded_nodes`: it cancels every unfinished run of the backfill, this one too.)
-            done |= {node for node, (state, _) in node_states(context.instance, backfill_id, graph).items()
-                     if state == NodeStatus.SUCCEEDED}
+            done |= succeeded_nodes(record, graph, context.instance)
         record.save()
         total = graph.node_count()
         context.log.info(

@@ -4,7 +4,7 @@ Shared by every surface that starts a backfill (the CLI, a Dagster job, a sensor
 so each behaves the same and leaves the same record.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta, timezone
 
 import dagster as dg
@@ -61,8 +61,27 @@ def graph_of(record: BackfillRecord, instance: dg.DagsterInstance) -> BackfillGr
     return graph
 
 
-def materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
-    """The graph's nodes that the instance already holds a materialization of."""
+def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """The graph's nodes that hold a materialization whose latest run did not fail since:
+    what catch-up leaves alone (Dagster's partition status, as the UI colours it)."""
+    failed = {
+        Node(key, partition)
+        for key, asset_slice in graph.slices.items()
+        if asset_slice.partitions_def is not None
+        for partition in failed_partitions(instance, key, asset_slice.partitions_def, asset_slice.partition_keys)
+    }
+    return _materialized(graph, instance) - failed
+
+
+def failed_partitions(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions_def: dg.PartitionsDefinition, keys: Iterable[str]
+) -> set[str]:
+    """Partitions of `keys` whose latest run failed to materialize them."""
+    status = instance.get_status_by_partition(key, list(keys), partitions_def) or {}
+    return {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED}
+
+
+def _materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
     return {
         Node(key, partition)
         for key, asset_slice in graph.slices.items()

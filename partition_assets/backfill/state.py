@@ -96,7 +96,8 @@ def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterR
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
     """Marks the backfill's unfinished runs canceled; returns how many."""
-    unfinished = [run for run in _runs_of(instance, backfill_id) if not run.is_finished]
+    # Node runs only: a coordinator running as a Dagster job carries the tag too.
+    unfinished = [run for run in _runs_of(instance, backfill_id) if run.asset_selection and not run.is_finished]
     for run in unfinished:
         instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
     return len(unfinished)

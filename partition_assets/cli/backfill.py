@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.coordinator import graph_of, materialized, run_backfill, succeeded_nodes
+from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill, succeeded_nodes
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node
 from partition_assets.backfill.state import BackfillRecord, cancel_in_flight, node_states
@@ -47,7 +47,7 @@ def add_backfill_commands(commands) -> None:
         if name == "run":
             parser.add_argument("--reverse", action="store_true", help="newest partitions first")
             parser.add_argument("--catch-up", action="store_true",
-                                help="only partitions not yet materialized in the instance")
+                                help="only partitions missing or failed in the instance")
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -90,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
             if args.action == "plan":
                 print(_describe_plan(graph, _recorded_durations(instance, graph), record.max_parallel))
                 return 0
-            done = materialized(graph, instance) if args.catch_up else set()
+            done = current_nodes(graph, instance) if args.catch_up else set()
         record.save()
         print(f"backfill {record.id}: {graph.node_count()} nodes")
         return _execute(record, graph, done, newest_first=args.reverse)
