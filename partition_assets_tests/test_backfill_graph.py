@@ -16,22 +16,11 @@ UTC = timezone.utc
 
 
 def brute_force_upstream(asset_graph, graph, node: Node) -> set[Node]:
-    expected = set()
-    for parent in asset_graph.get(node.asset).parent_keys:
-        if parent not in graph.slices:
-            continue
-        mapping = asset_graph.get_partition_mapping(node.asset, parent)
-        down_def = asset_graph.get(node.asset).partitions_def
-        up_def = asset_graph.get(parent).partitions_def
-        if up_def is None:
-            keys = [""]
-        elif down_def is None:
-            keys = list(up_def.get_partition_keys())
-        else:
-            keys = upstream_keys(mapping, down_def, up_def, [node.partition])
-        in_graph = set(graph.slices[parent].partition_keys)
-        expected |= {Node(parent, k) for k in keys if k in in_graph}
-    return expected
+    """The node's upstream nodes inside the graph, through Dagster's mappings key by key."""
+    return {
+        parent for parent in brute_force_upstream_all(asset_graph, node)
+        if parent.asset in graph.slices and parent.partition in graph.slices[parent.asset].index_of
+    }
 
 
 def assert_edges_match(asset_graph, graph):
@@ -271,6 +260,7 @@ def brute_force_cascade(asset_graph, seeds: set[Node]) -> set[Node]:
 
 
 def brute_force_upstream_all(asset_graph, node: Node) -> set[Node]:
+    """Every upstream node of `node`, through Dagster's mappings key by key."""
     found = set()
     for parent in asset_graph.get(node.asset).parent_keys:
         mapping = asset_graph.get_partition_mapping(node.asset, parent)

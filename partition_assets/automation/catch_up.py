@@ -16,16 +16,9 @@ from datetime import datetime, timedelta, timezone
 import dagster as dg
 
 from partition_assets.automation.job import backfill_run_config
-from partition_assets.backfill.state import BACKFILL_ID_TAG
+from partition_assets.backfill.state import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
-_IN_FLIGHT = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 _NOT_GAPS = {dg.AssetPartitionStatus.MATERIALIZED, dg.AssetPartitionStatus.IN_PROGRESS}
 
 
@@ -60,7 +53,7 @@ def catch_up_sensor(
     )
     def _sensor(context: dg.SensorEvaluationContext):
         running = context.instance.get_runs(
-            dg.RunsFilter(job_name=job.name, statuses=_IN_FLIGHT, tags={CATCH_UP_TAG: name}), limit=1
+            dg.RunsFilter(job_name=job.name, statuses=IN_FLIGHT_STATUSES, tags={CATCH_UP_TAG: name}), limit=1
         )
         if running:
             return dg.SkipReason(f"backfill {running[0].tags.get(BACKFILL_ID_TAG)} is still running")

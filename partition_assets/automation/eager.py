@@ -23,18 +23,12 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.backfill.state import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, BackfillRecord
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
 POLL_SECONDS = 0.25
 TRIGGER_TAG = "partition_assets/triggered_by"
-_IN_FLIGHT = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
 _DAGSTER_BACKFILL_TAG = "dagster/backfill"
 
 Target = tuple[dg.AssetKey, str | None]  # (asset, partition); None when unpartitioned
@@ -258,7 +252,7 @@ class _Watcher:
     def _in_flight(self) -> set[Target]:
         """(asset, partition) of every run queued or running."""
         found: set[Target] = set()
-        for run in self.instance.get_runs(dg.RunsFilter(statuses=_IN_FLIGHT)):
+        for run in self.instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES)):
             for key in run.asset_selection or ():
                 if not self.graph.has(key):
                     continue

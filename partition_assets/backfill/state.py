@@ -21,6 +21,14 @@ BACKFILL_ID_TAG = "partition_assets/backfill_id"
 _PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
+# Runs that may still materialize something.
+IN_FLIGHT_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 _RUN_STATES = {
     dg.DagsterRunStatus.SUCCESS: NodeStatus.SUCCEEDED,
     dg.DagsterRunStatus.FAILURE: NodeStatus.FAILED,
