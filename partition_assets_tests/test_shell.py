@@ -101,11 +101,8 @@ def _expected_keys(asset: str, flag: str, keys: str, instance: dg.DagsterInstanc
         return {keys}
     partitions_def = _asset_def(asset).partitions_def
     first, last = keys.split("...")
-    return set(
-        partitions_def.get_partition_keys_in_range(
-            dg.PartitionKeyRange(first, last), dynamic_partitions_store=instance
-        )
-    )
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        return set(partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last)))
 
 
 def _asset_def(asset: str) -> dg.AssetsDefinition:
