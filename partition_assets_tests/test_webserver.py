@@ -12,6 +12,7 @@ from playwright.sync_api import sync_playwright
 
 from partition_assets.example import assets as example_assets
 from partition_assets.example import sources
+from partition_assets_tests.conftest import EXAMPLE_ASSETS
 from partition_assets_tests.readers import delta_with_delta_rs
 from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
 from partition_assets_tests.webserver import start_dagster_dev, stop
@@ -26,6 +27,12 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 BACKFILL_TIMEOUT = 420
+
+
+def test_every_example_asset_backfills_a_range_in_one_run():
+    """The fastest path Dagster has: one run per asset for any range, in the UI and the CLI."""
+    policies = {a.key.to_user_string(): a.backfill_policy for a in EXAMPLE_ASSETS}
+    assert {k for k, p in policies.items() if p != dg.BackfillPolicy.single_run()} == set()
 
 
 @pytest.fixture(scope="module")
