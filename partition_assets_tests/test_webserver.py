@@ -4,7 +4,9 @@ the generated rows of the chosen days."""
 
 import re
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -54,7 +56,7 @@ def browser():
 def test_materialize_range_in_the_browser(dagster_dev, browser, spark, tmp_path):
     first, last = "2024-01-02", "2024-01-04"
     page = browser.new_page(viewport={"width": 1400, "height": 900})
-    try:
+    with screenshot_on_failure(page, tmp_path / "launch.png"):
         # daily_orders with its upstream events, as the asset's Lineage tab shows them.
         page.goto(f"{dagster_dev.url}/assets/daily_orders?view=lineage&lineageScope=upstream&lineageDepth=1")
         page.get_by_role("button", name="Materialize all…").click()
@@ -69,13 +71,22 @@ def test_materialize_range_in_the_browser(dagster_dev, browser, spark, tmp_path)
         dialog.get_by_role("button", name="Launch backfill").click()
         toast = page.get_by_text(re.compile(r"^Created backfill \w+$"))
         backfill_id = toast.inner_text().split()[-1]
-    except Exception as error:
-        page.screenshot(path=tmp_path / "failure.png", full_page=True)
-        raise AssertionError(f"UI step failed; screenshot: {tmp_path / 'failure.png'}") from error
-    finally:
-        page.close()
 
     assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
+
+    with screenshot_on_failure(page, tmp_path / "backfill.png"):
+        page.goto(f"{dagster_dev.url}/runs/b/{backfill_id}")
+        page.get_by_text("Succeeded", exact=True).first.wait_for()
+    page.close()
+
+
+@contextmanager
+def screenshot_on_failure(page, path: Path):
+    try:
+        yield
+    except Exception as error:
+        page.screenshot(path=path, full_page=True)
+        raise AssertionError(f"UI step failed; screenshot: {path}") from error
 
 
 LAUNCH = """mutation Launch($params: LaunchBackfillParams!) {
