@@ -62,7 +62,7 @@ def main() -> None:
 
     sparse_results = []
     with DagsterNodeRunner(DAG_FILE, args.slots, {"bench": "sparse"}) as runner:
-        runner.launch(next(iter(graph.nodes()))).result()  # workers warm: code loaded
+        runner.launch([next(iter(graph.nodes()))]).result()  # workers warm: code loaded
         sparse_results.clear()
         began = time.perf_counter()
         run(graph, runner, args.slots, sparse_results)

@@ -41,6 +41,23 @@ def total(context: dg.AssetExecutionContext) -> None:
     time.sleep(0.05)
 
 
+@dg.asset(
+    partitions_def=DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(),  # its code handles a range: the engine may batch it
+    deps=[
+        dg.AssetDep("clean", partition_mapping=mappings.identity()),
+        dg.AssetDep("ledger", partition_mapping=mappings.previous_period()),
+    ],
+)
+def ledger(context: dg.AssetExecutionContext) -> None:
+    time.sleep(0.05 * len(context.partition_keys))
+
+
+@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+def wide(context: dg.AssetExecutionContext) -> None:
+    time.sleep(0.05 * len(context.partition_keys))
+
+
 @dg.asset(partitions_def=monthly("2024-01-01"), deps=[dg.AssetDep("clean", partition_mapping=mappings.fan_in())])
 def month(context: dg.AssetExecutionContext) -> None:
     time.sleep(0.05)
@@ -57,4 +74,4 @@ def after_flaky(context: dg.AssetExecutionContext) -> None:
     pass
 
 
-defs = dg.Definitions(assets=[raw, clean, rolling, total, month, flaky, after_flaky])
+defs = dg.Definitions(assets=[raw, clean, rolling, total, ledger, wide, month, flaky, after_flaky])

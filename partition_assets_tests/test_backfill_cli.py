@@ -11,8 +11,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from PIL import Image
 
+from partition_assets.backfill.engine import NodeStatus
 from partition_assets.backfill.state import BACKFILL_ID_TAG
+from partition_assets.cli import heatmap
+from partition_assets.cli.heatmap import COLORS
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "partition_assets", "backfill"]
@@ -56,6 +60,18 @@ def runs_by_node(home, backfill_id=None) -> dict[tuple[str, str], list[dg.Dagste
         return found
 
 
+def png_cells(path: Path, rows: int, columns: int) -> list[list[str]]:
+    """The colour at the centre of each heatmap cell, as #rrggbb."""
+    image = Image.open(path).convert("RGB")
+    cell = heatmap._CELL_WIDTH
+    return [
+        ["#%02x%02x%02x" % image.getpixel((heatmap._LABEL_WIDTH + c * cell + cell // 2 - 1,
+                                           4 + r * heatmap._ROW_HEIGHT + heatmap._ROW_HEIGHT // 2))
+         for c in range(columns)]
+        for r in range(1, rows + 1)
+    ]
+
+
 def test_plan_launches_nothing(home):
     done = cli(home, "plan", *TARGET, "--select", "key:raw+", "--start", "2024-01-01", "--end", "2024-01-31")
     assert done.returncode == 0, done.stderr
@@ -90,8 +106,10 @@ def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
         assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] == 1, node  # ran to success once
         if node in succeeded_before:
             assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
-    status = cli(home, "status", backfill_id)
+    png = home / "heatmap.png"
+    status = cli(home, "status", backfill_id, "--png", str(png))
     assert "raw" in status.stdout and "8 succeeded" in status.stdout
+    assert png_cells(png, rows=2, columns=8) == [[COLORS[NodeStatus.SUCCEEDED]] * 8] * 2
 
 
 def test_catch_up_launches_only_missing_partitions(home):
@@ -123,3 +141,32 @@ def test_cancel_stops_launching_and_cancels_runs_in_flight(home):
     time.sleep(2)
     assert runs_by_node(home, backfill_id) == runs  # and nothing launched after the cancel
     assert "(canceled)" in cli(home, "status", backfill_id).stdout
+
+
+def test_plan_downstream_adds_the_lineage_cascade_and_exact_trims_coarser_grains(home):
+    cascade = cli(home, "plan", *TARGET, "--select", "key:clean", "--start", "2024-01-10", "--end", "2024-01-10",
+                  "--downstream")
+    assert cascade.returncode == 0, cascade.stderr
+    nodes = {line.split()[0]: int(line.split()[1]) for line in cascade.stdout.splitlines()[1:]
+             if line.split() and line.split()[0] in {"clean", "rolling", "month", "raw"}}
+    assert nodes == {"clean": 1, "rolling": 3, "month": 1}  # a 3-day window reaches 3 days; raw is upstream
+    assert "ledger" in cascade.stdout and "total" in cascade.stdout
+    exact = cli(home, "plan", *TARGET, "--select", "key:clean or key:month", "--start", "2024-01-10",
+                "--end", "2024-01-12", "--exact")
+    assert exact.returncode == 0, exact.stderr
+    assert [line.split()[:2] for line in exact.stdout.splitlines()[1:3]] == [["clean", "3"], ["month", "0"]]
+
+
+def test_an_asset_limit_serializes_that_asset_and_bad_limits_are_refused(home):
+    done = cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-04",
+               "--max-parallel", "2", "--asset-limit", "raw=1")
+    assert done.returncode == 0, done.stderr
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        spans = sorted((r.start_time, r.end_time) for r in instance.get_run_records())
+    assert len(spans) == 4
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:]))  # never two at once
+
+    refused = cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-02",
+                  "--asset-limit", "clean=1")
+    assert refused.returncode == 2 and "outside the backfill" in refused.stderr
+    assert len(list((home / "partition_assets" / "backfills").glob("*.json"))) == 1  # nothing recorded

@@ -1,6 +1,7 @@
 """The engine against real Dagster runs: order, early starts, failure isolation."""
 
 import shutil
+from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from partition_assets.backfill import Node, TimeRange, plan
 from partition_assets.backfill.engine import NodeStatus, Throttle, execute
 from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.state import BACKFILL_ID_TAG
+from partition_assets.backfill.state import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG, node_states
 from partition_assets_tests import engine_defs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,12 +27,12 @@ def dagster_home(tmp_path, monkeypatch):
     return home
 
 
-def run_backfill(selection, backfill_id, max_parallel=2):
+def run_backfill(selection, backfill_id, max_parallel=2, done=()):
     asset_graph = engine_defs.defs.resolve_asset_graph()
     graph = plan(asset_graph, [dg.AssetKey(a) for a in selection], JANUARY_1_TO_8)
     results = {}
     with DagsterNodeRunner("partition_assets_tests.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}) as runner:
-        status = execute(graph, runner.launch, Throttle(max_parallel=max_parallel),
+        status = execute(graph, runner.launch, Throttle(max_parallel=max_parallel), done=done,
                          on_result=lambda r: results.__setitem__(r.node, r))
     return graph, status, results
 
@@ -69,3 +70,55 @@ def test_a_failed_node_blocks_exactly_its_descendants(dagster_home):
     # after_flaky reads a 2-day window: days 4 and 5 need flaky's day 4.
     assert blocked == {Node(dg.AssetKey("after_flaky"), "2024-01-04"), Node(dg.AssetKey("after_flaky"), "2024-01-05")}
     assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - blocked - {failed}
+
+
+@pytest.mark.slow
+def test_a_self_dependent_chain_shares_runs_but_never_outruns_its_inputs(dagster_home):
+    ledger = dg.AssetKey("ledger")
+    graph, status, results = run_backfill(["raw", "clean", "ledger"], "bf-chain")
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    runs = defaultdict(list)
+    for node, result in results.items():
+        if node.asset == ledger:
+            runs[result.run_id].append(node)
+    # Every member of a shared run had all its other inputs finished before the run began.
+    for members in runs.values():
+        began = results[members[0]].started
+        for member in members:
+            for parent in graph.upstream(member):
+                if parent not in members:
+                    assert results[parent].ended <= began, (member, parent)
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_materialized_partitions(ledger) == set(graph.slices[ledger].partition_keys)
+        # A range run stands for each of its nodes in the backfill's record.
+        states = node_states(instance, "bf-chain", graph)
+        assert {node for node, (state, _) in states.items() if node.asset == ledger
+                and state == NodeStatus.SUCCEEDED} == set(n for n in graph.nodes() if n.asset == ledger)
+
+
+@pytest.mark.slow
+def test_a_chain_whose_inputs_are_done_runs_as_one_range_run(dagster_home):
+    ledger = dg.AssetKey("ledger")
+    graph, status, results = run_backfill(["raw", "clean", "ledger"], "bf-ready-chain", done=[
+        node for node in plan(engine_defs.defs.resolve_asset_graph(), [dg.AssetKey("raw"), dg.AssetKey("clean")],
+                              JANUARY_1_TO_8).nodes()
+    ])
+    assert {n.asset for n in results} == {ledger}
+    assert len({r.run_id for r in results.values()}) == 1
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(next(iter(results.values())).run_id)
+        assert (run.tags[RANGE_START_TAG], run.tags[RANGE_END_TAG]) == ("2024-01-01", "2024-01-08")
+        assert instance.get_materialized_partitions(ledger) == set(graph.slices[ledger].partition_keys)
+
+
+@pytest.mark.slow
+def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(dagster_home):
+    graph, status, results = run_backfill(["wide"], "bf-backlog", max_parallel=2)
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    runs = defaultdict(list)
+    for node, result in results.items():
+        runs[(result.started, result.run_id)].append(node.partition)
+    # 8 ready nodes, 2 slots: 3 + 3 while the rest waits, then the last 2 together (one would wait).
+    assert [sorted(members) for _, members in sorted(runs.items())] == [
+        [f"2024-01-0{d}" for d in days] for days in ((1, 2, 3), (4, 5, 6), (7, 8))
+    ]

@@ -198,3 +198,99 @@ def test_lookback_adds_the_prior_partitions_of_each_time_asset():
     ]
     assert graph.slices[dg.AssetKey("months")].partition_keys == ["2024-03-01"]  # its first partition
     assert_edges_match(asset_graph, graph)
+
+
+def test_exact_keeps_only_partitions_wholly_inside_the_range():
+    asset_graph = SHAPES.resolve_asset_graph()
+    window = TimeRange(datetime(2024, 3, 10, 12, tzinfo=UTC), datetime(2024, 3, 18, tzinfo=UTC))
+    graph = plan(asset_graph, [dg.AssetKey("days"), dg.AssetKey("weeks"), dg.AssetKey("months")], window, exact=True)
+    assert graph.slices[dg.AssetKey("days")].partition_keys == [f"2024-03-{d}" for d in range(11, 18)]
+    assert graph.slices[dg.AssetKey("weeks")].partition_keys == ["2024-03-11"]
+    assert graph.slices[dg.AssetKey("months")].partition_keys == []
+    with pytest.raises(BackfillPlanError, match="exact and lookback"):
+        plan(asset_graph, [dg.AssetKey("days")], window, exact=True, lookback=1)
+
+
+JANUARY = daily("2024-01-01", end="2024-02-01")
+
+
+@dg.asset(partitions_def=JANUARY)
+def source():
+    pass
+
+
+@dg.asset(partitions_def=JANUARY, deps=[dg.AssetDep(source, partition_mapping=mappings.rolling_window(3))])
+def rolling():
+    pass
+
+
+@dg.asset(partitions_def=JANUARY, deps=[
+    dg.AssetDep(source, partition_mapping=mappings.identity()),
+    dg.AssetDep("running", partition_mapping=mappings.previous_period()),
+])
+def running():
+    pass
+
+
+@dg.asset(partitions_def=monthly("2024-01-01", end="2024-03-01"), deps=[
+    dg.AssetDep(source, partition_mapping=mappings.fan_in()),
+])
+def month():
+    pass
+
+
+@dg.asset(deps=[month])
+def summary():
+    pass
+
+
+@dg.asset(partitions_def=JANUARY)
+def unrelated():
+    pass
+
+
+CASCADE = dg.Definitions(assets=[source, rolling, running, month, summary, unrelated])
+
+
+def brute_force_cascade(asset_graph, seeds: set[Node]) -> set[Node]:
+    """Every node whose inputs reach a seed, found by relaxing over all partitions until nothing changes."""
+    reached = set(seeds)
+    every = [
+        Node(key, p)
+        for key in asset_graph.toposorted_asset_keys
+        for p in (asset_graph.get(key).partitions_def.get_partition_keys() if asset_graph.get(key).partitions_def else [""])
+    ]
+    changed = True
+    while changed:
+        changed = False
+        for node in every:
+            if node not in reached and brute_force_upstream_all(asset_graph, node) & reached:
+                reached.add(node)
+                changed = True
+    return reached
+
+
+def brute_force_upstream_all(asset_graph, node: Node) -> set[Node]:
+    found = set()
+    for parent in asset_graph.get(node.asset).parent_keys:
+        mapping = asset_graph.get_partition_mapping(node.asset, parent)
+        down_def, up_def = asset_graph.get(node.asset).partitions_def, asset_graph.get(parent).partitions_def
+        if up_def is None:
+            keys = [""]
+        elif down_def is None:
+            keys = list(up_def.get_partition_keys())
+        else:
+            keys = upstream_keys(mapping, down_def, up_def, [node.partition])
+        found |= {Node(parent, k) for k in keys}
+    return found
+
+
+def test_downstream_adds_exactly_the_nodes_the_range_reaches():
+    asset_graph = CASCADE.resolve_asset_graph()
+    window = TimeRange(datetime(2024, 1, 10, tzinfo=UTC), datetime(2024, 1, 12, tzinfo=UTC))
+    graph = plan(asset_graph, [dg.AssetKey("source")], window, downstream=True)
+    seeds = {Node(dg.AssetKey("source"), "2024-01-10"), Node(dg.AssetKey("source"), "2024-01-11")}
+    assert set(graph.nodes()) == brute_force_cascade(asset_graph, seeds)
+    assert graph.slices[dg.AssetKey("running")].partition_keys[-1] == "2024-01-31"  # to the last day
+    assert dg.AssetKey("unrelated") not in graph.slices
+    assert_edges_match(asset_graph, graph)

@@ -51,8 +51,14 @@ def graph_of(record: BackfillRecord, instance: dg.DagsterInstance) -> BackfillGr
             f"selection {record.selection!r}: {error}. Use Dagster's selection syntax, "
             "e.g. 'key:daily_orders+' or 'key:a or key:b' or 'group:revenue'"
         ) from None
-    return plan(asset_graph, selection, time_range(record.start, record.end), record.static,
-                dynamic_partitions_store=instance, lookback=record.lookback)
+    graph = plan(asset_graph, selection, time_range(record.start, record.end), record.static,
+                 dynamic_partitions_store=instance, lookback=record.lookback, exact=record.exact,
+                 downstream=record.downstream)
+    unknown = sorted(set(record.asset_limits) - {key.to_user_string() for key in graph.slices})
+    if unknown:
+        raise BackfillPlanError(f"asset limits name assets outside the backfill: {unknown}; "
+                                f"it holds {[key.to_user_string() for key in graph.slices]}")
+    return graph
 
 
 def materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
@@ -68,11 +74,11 @@ def materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node
     }
 
 
-def succeeded_nodes(record: BackfillRecord, instance: dg.DagsterInstance) -> set[Node]:
+def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
     """Nodes whose latest run in this backfill succeeded; runs a dead coordinator left
     in flight are canceled first, since nobody will finish them."""
     cancel_in_flight(instance, record.id)
-    return {node for node, (state, _) in node_states(instance, record.id).items()
+    return {node for node, (state, _) in node_states(instance, record.id, graph).items()
             if state == NodeStatus.SUCCEEDED}
 
 
@@ -92,8 +98,11 @@ def run_backfill(
 
     runner = DagsterNodeRunner(record.module, record.max_parallel, {BACKFILL_ID_TAG: record.id})
     try:
-        status = execute(graph, runner.launch, Throttle(record.max_parallel), done=done,
-                         on_result=on_result, newest_first=newest_first, should_stop=canceled)
+        throttle = Throttle(record.max_parallel, {
+            dg.AssetKey.from_user_string(asset): limit for asset, limit in record.asset_limits.items()
+        })
+        status = execute(graph, runner.launch, throttle, done=done, on_result=on_result,
+                         newest_first=newest_first, should_stop=canceled, batch_chains=record.batch)
     finally:
         if canceled():
             runner.terminate()

@@ -46,6 +46,7 @@ class AssetSlice:
     key: dg.AssetKey
     partitions_def: dg.PartitionsDefinition | None
     partition_keys: list[str]
+    max_batch: int = 1  # contiguous partitions one run may cover (from the backfill policy)
     index_of: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -116,16 +117,24 @@ def plan(
     static_keys: dict[str, Sequence[str]] | None = None,
     dynamic_partitions_store=None,
     lookback: int = 0,
+    exact: bool = False,
+    downstream: bool = False,
 ) -> BackfillGraph:
     """The backfill graph of the `selection` over `time_range`.
 
     A time-partitioned asset contributes every partition whose window overlaps
     the range, whatever its grain, and `lookback` partitions before them (a
-    rolling restatement). Static dimensions contribute all their keys, or those
-    named in `static_keys` (by dimension name, or by asset key string for a
-    single-dimension static asset).
+    rolling restatement); with `exact`, only the partitions whose window lies
+    wholly inside the range. Static dimensions contribute all their keys, or
+    those named in `static_keys` (by dimension name, or by asset key string for
+    a single-dimension static asset). With `downstream`, every (asset, partition)
+    that depends on those, directly or not, joins: the lineage cascade.
     """
+    if exact and lookback:
+        raise BackfillPlanError("exact and lookback contradict: exact adds no partition outside the range")
     selected = set(selection)
+    if downstream:
+        selected |= _descendants(asset_graph, selected)
     order = [key for key in asset_graph.toposorted_asset_keys if key in selected]
     mappings_by_edge = {
         (key, parent): asset_graph.get_partition_mapping(key, parent)
@@ -139,14 +148,18 @@ def plan(
          for o in (m.start_offset, m.end_offset)],
         default=0,
     )
-    windows = _WindowCache(padding, lookback)
+    windows = _WindowCache(padding, lookback, exact)
+    keys_by_asset = {
+        key: _keys_of(key, asset_graph.get(key).partitions_def, time_range, static_keys or {},
+                      dynamic_partitions_store, windows)
+        for key in order
+        if key in set(selection)
+    }
+    if downstream:
+        keys_by_asset = _cascade(asset_graph, order, keys_by_asset, mappings_by_edge, dynamic_partitions_store)
     slices = {
-        key: AssetSlice(
-            key,
-            asset_graph.get(key).partitions_def,
-            _keys_of(key, asset_graph.get(key).partitions_def, time_range, static_keys or {},
-                     dynamic_partitions_store, windows),
-        )
+        key: AssetSlice(key, asset_graph.get(key).partitions_def, keys_by_asset[key],
+                        _max_batch(asset_graph.get(key), len(keys_by_asset[key])))
         for key in order
     }
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
@@ -155,6 +168,77 @@ def plan(
             _dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store)
         )
     return BackfillGraph(slices, dependencies)
+
+
+def _descendants(asset_graph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:
+    found: set[dg.AssetKey] = set()
+    stack = list(keys)
+    while stack:
+        for child in asset_graph.get(stack.pop()).child_keys:
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _cascade(asset_graph, order, keys_by_asset, mappings_by_edge, store) -> dict[dg.AssetKey, list[str]]:
+    """Each asset's partitions plus every partition that its upstream partitions reach."""
+    reached: dict[dg.AssetKey, list[str]] = {}
+    for key in order:  # topological: an asset's parents are final before it
+        partitions_def = asset_graph.get(key).partitions_def
+        keys = set(keys_by_asset.get(key, ()))
+        for (child, parent), mapping in mappings_by_edge.items():
+            if child == key and parent != key and reached[parent]:
+                keys |= _downstream_keys(mapping, asset_graph.get(parent).partitions_def, reached[parent],
+                                         partitions_def, store)
+        if keys and (key, key) in mappings_by_edge:
+            keys |= _self_reached(mappings_by_edge[(key, key)], partitions_def, keys, store)
+        reached[key] = _in_partition_order(partitions_def, keys, store)
+    return reached
+
+
+def _downstream_keys(mapping, upstream_def, upstream_keys: list[str], downstream_def, store) -> set[str]:
+    if downstream_def is None:
+        return {UNPARTITIONED}
+    if upstream_def is None:  # an unpartitioned input feeds every partition
+        return set(downstream_def.get_partition_keys(dynamic_partitions_store=store))
+    subset = mapping.get_downstream_partitions_for_partitions(
+        upstream_def.subset_with_partition_keys(upstream_keys), upstream_def, downstream_def,
+        dynamic_partitions_store=store,
+    )
+    return set(subset.get_partition_keys())
+
+
+def _self_reached(mapping, partitions_def, keys: set[str], store) -> set[str]:
+    """Partitions of a self-dependent asset that depend on `keys` through itself, transitively."""
+    if isinstance(mapping, dg.TimeWindowPartitionMapping) and mapping.end_offset < 0:
+        # Each partition reads earlier ones: a change reaches every later partition.
+        every = list(partitions_def.get_partition_keys(dynamic_partitions_store=store))
+        position = {k: i for i, k in enumerate(every)}
+        return set(every[min(position[k] for k in keys):])
+    reached, frontier = set(keys), set(keys)
+    while frontier:
+        frontier = _downstream_keys(mapping, partitions_def, sorted(frontier), partitions_def, store) - reached
+        reached |= frontier
+    return reached
+
+
+def _in_partition_order(partitions_def, keys: set[str], store) -> list[str]:
+    if partitions_def is None:
+        return sorted(keys)
+    return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]
+
+
+def _max_batch(asset_node, partition_count: int) -> int:
+    """How many contiguous partitions one run of the asset may cover.
+
+    Only time partitions, and only when the asset's backfill policy allows ranges:
+    its code then reads `context.partition_keys` (or the time window), not one key.
+    """
+    policy = asset_node.backfill_policy
+    if policy is None or not isinstance(asset_node.partitions_def, dg.TimeWindowPartitionsDefinition):
+        return 1
+    return policy.max_partitions_per_run or max(partition_count, 1)
 
 
 def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_store, windows) -> list[str]:
@@ -203,7 +287,9 @@ def _product(lists: list[list[str]]) -> Iterator[tuple[str, ...]]:
             yield (head, *tail)
 
 
-def _time_keys(partitions_def: dg.TimeWindowPartitionsDefinition, time_range: TimeRange) -> list[str]:
+def _time_keys(
+    partitions_def: dg.TimeWindowPartitionsDefinition, time_range: TimeRange, exact: bool = False
+) -> list[str]:
     first = partitions_def.get_first_partition_window()
     last = partitions_def.get_last_partition_window()
     if first is None or last is None:
@@ -216,7 +302,19 @@ def _time_keys(partitions_def: dg.TimeWindowPartitionsDefinition, time_range: Ti
     # to the window that holds it, so that every overlapping partition is selected.
     holding = partitions_def.get_partition_key_for_timestamp(start.timestamp())
     start = partitions_def.start_time_for_partition_key(holding)
-    return list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
+    keys = list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
+    if exact:  # windows are contiguous: only the first and the last can stick out of the range
+        keys = [k for k in keys[:1] if _inside(partitions_def, k, time_range)] + keys[1:-1] + [
+            k for k in keys[1:][-1:] if _inside(partitions_def, k, time_range)
+        ]
+    return keys
+
+
+def _inside(partitions_def, key: str, time_range: TimeRange) -> bool:
+    window = partitions_def.time_window_for_partition_key(key)
+    return window.start.timestamp() >= time_range.start.timestamp() and (
+        window.end.timestamp() <= time_range.end.timestamp()
+    )
 
 
 def _with_lookback(partitions_def, keys: list[str], lookback: int) -> list[str]:
@@ -236,9 +334,10 @@ def _with_lookback(partitions_def, keys: list[str], lookback: int) -> list[str]:
 class _WindowCache:
     """Partition keys and window boundaries (epoch seconds), computed once per definition."""
 
-    def __init__(self, padding: int, lookback: int = 0) -> None:
+    def __init__(self, padding: int, lookback: int = 0, exact: bool = False) -> None:
         self.padding = padding
         self.lookback = lookback
+        self.exact = exact
         self._keys: dict = {}
         self._bounds: dict = {}
         self._padded: dict = {}
@@ -247,7 +346,7 @@ class _WindowCache:
         cache_key = (partitions_def, time_range)
         if cache_key not in self._keys:
             self._keys[cache_key] = _with_lookback(
-                partitions_def, _time_keys(partitions_def, time_range), self.lookback
+                partitions_def, _time_keys(partitions_def, time_range, self.exact), self.lookback
             )
         return self._keys[cache_key]
 

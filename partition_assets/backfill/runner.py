@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import multiprocessing
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
@@ -17,6 +18,8 @@ import dagster as dg
 
 from partition_assets.backfill.engine import NodeResult
 from partition_assets.backfill.graph import Node
+from partition_assets.backfill.state import RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 
 _worker: dict = {}
 
@@ -56,8 +59,11 @@ class DagsterNodeRunner:
             initargs=(target,),
         )
 
-    def launch(self, node: Node) -> Future:
-        return self._pool.submit(_run_node, node.asset.to_user_string(), node.partition, self._tags)
+    def launch(self, nodes: Sequence[Node]) -> Future:
+        """Runs contiguous partitions of one asset as one run (a partition range when several)."""
+        return self._pool.submit(
+            _run_nodes, nodes[0].asset.to_user_string(), [node.partition for node in nodes], self._tags
+        )
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -79,21 +85,26 @@ class DagsterNodeRunner:
 def _load_worker(target: str) -> None:
     definitions = load_definitions(target)
     _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
+    sha = definitions_git_sha(definitions)
+    _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
     _worker["instance"] = dg.DagsterInstance.get()
 
 
-def _run_node(asset: str, partition: str, tags: dict[str, str]) -> NodeResult:
+def _run_nodes(asset: str, partitions: list[str], tags: dict[str, str]) -> list[NodeResult]:
     key = dg.AssetKey.from_user_string(asset)
+    if len(partitions) > 1:
+        tags = {**tags, RANGE_START_TAG: partitions[0], RANGE_END_TAG: partitions[-1]}
     started = time.time()
     result = _worker["job"].execute_in_process(
         instance=_worker["instance"],
         asset_selection=[key],
-        partition_key=partition or None,
-        tags=tags,
+        partition_key=(partitions[0] or None) if len(partitions) == 1 else None,
+        tags={**tags, **_worker["tags"]},
         raise_on_error=False,
     )
     error = None
     if not result.success:
         failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         error = failures[0].event_specific_data.error.message if failures else "run failed"
-    return NodeResult(Node(key, partition), result.success, result.run_id, started, time.time(), error)
+    ended = time.time()
+    return [NodeResult(Node(key, p), result.success, result.run_id, started, ended, error) for p in partitions]

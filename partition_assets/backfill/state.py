@@ -15,10 +15,12 @@ from pathlib import Path
 import dagster as dg
 
 from partition_assets.backfill.engine import NodeStatus
-from partition_assets.backfill.graph import Node
+from partition_assets.backfill.graph import AssetSlice, BackfillGraph, Node
 
 BACKFILL_ID_TAG = "partition_assets/backfill_id"
 _PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 _RUN_STATES = {
     dg.DagsterRunStatus.SUCCESS: NodeStatus.SUCCEEDED,
     dg.DagsterRunStatus.FAILURE: NodeStatus.FAILED,
@@ -34,7 +36,11 @@ class BackfillRecord:
     end: str | None
     static: dict[str, list[str]] = field(default_factory=dict)
     max_parallel: int = 4
+    asset_limits: dict[str, int] = field(default_factory=dict)  # asset key string -> max concurrent runs
     lookback: int = 0
+    exact: bool = False
+    downstream: bool = False
+    batch: bool = True  # self-dependent chains share runs (assets whose policy allows ranges)
     status: str = "running"  # running | canceled | done
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -61,22 +67,36 @@ def record_path(backfill_id: str) -> Path:
     return Path(home) / "partition_assets" / "backfills" / f"{backfill_id}.json"
 
 
-def node_states(instance: dg.DagsterInstance, backfill_id: str) -> dict[Node, tuple[NodeStatus, dg.DagsterRun]]:
-    """Each node's state from its latest run tagged with `backfill_id`."""
+def node_states(
+    instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph
+) -> dict[Node, tuple[NodeStatus, dg.DagsterRun]]:
+    """Each node's state from its latest run tagged with `backfill_id`; a run over a
+    partition range stands for every node of the range."""
     states: dict[Node, tuple[NodeStatus, dg.DagsterRun]] = {}
-    for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})):  # newest first
+    for run in _runs_of(instance, backfill_id):  # newest first
         for asset in run.asset_selection or ():
-            node = Node(asset, run.tags.get(_PARTITION_TAG, ""))
-            if node not in states:
-                states[node] = (_RUN_STATES.get(run.status, NodeStatus.RUNNING), run)
+            for partition in _partitions_of(run, graph.slices.get(asset)):
+                states.setdefault(Node(asset, partition), (_RUN_STATES.get(run.status, NodeStatus.RUNNING), run))
     return states
+
+
+def _partitions_of(run: dg.DagsterRun, asset_slice: AssetSlice | None) -> list[str]:
+    if RANGE_START_TAG not in run.tags:
+        return [run.tags.get(_PARTITION_TAG, "")]
+    if asset_slice is None:  # the asset is no longer in the backfill's graph
+        return []
+    first = asset_slice.index_of[run.tags[RANGE_START_TAG]]
+    last = asset_slice.index_of[run.tags[RANGE_END_TAG]]
+    return asset_slice.partition_keys[first : last + 1]
+
+
+def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:
+    return instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
 
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
     """Marks the backfill's unfinished runs canceled; returns how many."""
-    canceled = 0
-    for status, run in node_states(instance, backfill_id).values():
-        if status == NodeStatus.RUNNING:
-            instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
-            canceled += 1
-    return canceled
+    unfinished = [run for run in _runs_of(instance, backfill_id) if not run.is_finished]
+    for run in unfinished:
+        instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
+    return len(unfinished)

@@ -13,15 +13,10 @@ from partition_assets.backfill.coordinator import graph_of, materialized, run_ba
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node
 from partition_assets.backfill.state import BackfillRecord, cancel_in_flight, node_states
+from partition_assets.cli.heatmap import Heatmap
+from partition_assets.deploy.code_root import add_code_root_options
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
-_HEAT = {
-    NodeStatus.SUCCEEDED: "█",
-    NodeStatus.FAILED: "✗",
-    NodeStatus.RUNNING: "▶",
-    NodeStatus.PENDING: "·",
-    NodeStatus.BLOCKED: "·",
-}
 
 
 def add_backfill_commands(commands) -> None:
@@ -38,8 +33,17 @@ def add_backfill_commands(commands) -> None:
         parser.add_argument("--static", action="append", default=[], metavar="DIM=a,b",
                             help="static keys to include for a dimension (repeatable)")
         parser.add_argument("--max-parallel", type=int, default=4)
+        parser.add_argument("--asset-limit", action="append", default=[], metavar="ASSET=N",
+                            help="at most N concurrent runs of ASSET (repeatable)")
         parser.add_argument("--lookback", type=int, default=0, metavar="N",
                             help="also re-run the N partitions before the range of each time asset")
+        parser.add_argument("--exact", action="store_true",
+                            help="only partitions wholly inside the range (no coarser grain, no lookback)")
+        parser.add_argument("--downstream", action="store_true",
+                            help="add every downstream (asset, partition) the range reaches: the lineage cascade")
+        parser.add_argument("--no-batch", action="store_true",
+                            help="one run per node, even for self-dependent chains of range-capable assets")
+        add_code_root_options(parser)
         if name == "run":
             parser.add_argument("--reverse", action="store_true", help="newest partitions first")
             parser.add_argument("--catch-up", action="store_true",
@@ -52,8 +56,10 @@ def add_backfill_commands(commands) -> None:
     ):
         parser = actions.add_parser(name, help=text)
         parser.add_argument("backfill_id")
+        add_code_root_options(parser)
         if name == "status":
             parser.add_argument("--html", help="also write the heatmap to this HTML file")
+            parser.add_argument("--png", help="also write the heatmap to this PNG image")
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
@@ -73,7 +79,11 @@ def _run(args: argparse.Namespace) -> int:
             end=args.end,
             static=_parse_static(args.static),
             max_parallel=args.max_parallel,
+            asset_limits=_parse_limits(args.asset_limit),
             lookback=args.lookback,
+            exact=args.exact,
+            downstream=args.downstream,
+            batch=not args.no_batch,
         )
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(record, instance)
@@ -88,10 +98,14 @@ def _run(args: argparse.Namespace) -> int:
     with dg.DagsterInstance.get() as instance:
         if args.action == "status":
             graph = graph_of(record, instance)
-            states = {node: state for node, (state, _) in node_states(instance, record.id).items()}
-            print(_heatmap(graph, states, record))
+            states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
+            heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): "
+                                                    f"{record.selection} {record.start}..{record.end}")
+            print(heatmap.text())
             if args.html:
-                Path(args.html).write_text(_heatmap_html(graph, states, record))
+                Path(args.html).write_text(heatmap.html())
+            if args.png:
+                heatmap.png(args.png)
             return 0
         if args.action == "cancel":
             record.status = "canceled"
@@ -100,23 +114,23 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         graph = graph_of(record, instance)
         if args.action == "retry" and not any(
-            state == NodeStatus.FAILED for state, _ in node_states(instance, record.id).values()
+            state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
         ):
             print(f"backfill {record.id} has no failed nodes")
             return 0
-        done = succeeded_nodes(record, instance)
+        done = succeeded_nodes(record, graph, instance)
     return _execute(record, graph, done)
 
 
 def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node], newest_first: bool = False) -> int:
     total = graph.node_count()
-    finished = Counter()
+    finished = Counter(node.asset for node in done)
 
     def report(result: NodeResult) -> None:
-        finished["succeeded" if result.succeeded else "failed"] += 1
+        asset = result.node.asset
+        finished[asset] += 1
         mark = "ok" if result.succeeded else f"FAILED: {result.error}"
-        count = finished["succeeded"] + finished["failed"] + len(done)
-        print(f"[{count}/{total}] {result.node.asset.to_user_string()} "
+        print(f"[{finished.total()}/{total}] {asset.to_user_string()} {finished[asset]}/{len(graph.slices[asset])} "
               f"{result.node.partition or '-'} {result.ended - result.started:.1f}s {mark}", flush=True)
 
     status = run_backfill(record, graph, done, newest_first, on_result=report)
@@ -143,6 +157,16 @@ def _parse_static(values: list[str]) -> dict[str, list[str]]:
             raise SystemExit(f"--static {value!r}: write it as DIMENSION=key1,key2")
         parsed[dimension] = keys.split(",")
     return parsed
+
+
+def _parse_limits(values: list[str]) -> dict[str, int]:
+    limits = {}
+    for value in values:
+        asset, _, limit = value.partition("=")
+        if not limit.isdigit() or int(limit) < 1:
+            raise SystemExit(f"--asset-limit {value!r}: write it as ASSET=N with N >= 1, e.g. daily_orders=1")
+        limits[asset] = int(limit)
+    return limits
 
 
 def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:
@@ -195,33 +219,3 @@ def _critical_path(graph: BackfillGraph, durations: dict[dg.AssetKey, float]) ->
         path.append(node)
         node = via[node]
     return path[::-1], max(finish.values())
-
-
-def _heatmap(graph: BackfillGraph, states: dict[Node, NodeStatus], record: BackfillRecord) -> str:
-    counts = defaultdict(Counter)
-    lines = [f"backfill {record.id} ({record.status}): {record.selection} {record.start}..{record.end}",
-             "legend: █ done  ✗ failed  ▶ running  · missing"]
-    for key, asset_slice in graph.slices.items():
-        cells = "".join(_HEAT[states.get(Node(key, p), NodeStatus.PENDING)] for p in asset_slice.partition_keys)
-        for p in asset_slice.partition_keys:
-            counts[key][states.get(Node(key, p), NodeStatus.PENDING)] += 1
-        summary = ", ".join(f"{n} {s.value}" for s, n in sorted(counts[key].items()))
-        lines.append(f"{key.to_user_string():<28} {cells[:96]}{'…' if len(cells) > 96 else ''}  {summary}")
-    return "\n".join(lines)
-
-
-def _heatmap_html(graph: BackfillGraph, states: dict[Node, NodeStatus], record: BackfillRecord) -> str:
-    colors = {NodeStatus.SUCCEEDED: "#2e7d32", NodeStatus.FAILED: "#c62828",
-              NodeStatus.RUNNING: "#f9a825", NodeStatus.PENDING: "#e0e0e0", NodeStatus.BLOCKED: "#e0e0e0"}
-    rows = []
-    for key, asset_slice in graph.slices.items():
-        cells = "".join(
-            f'<td title="{p}" style="background:{colors[states.get(Node(key, p), NodeStatus.PENDING)]}"></td>'
-            for p in asset_slice.partition_keys
-        )
-        rows.append(f"<tr><th>{key.to_user_string()}</th>{cells}</tr>")
-    return (
-        f"<!doctype html><meta charset=utf-8><title>backfill {record.id}</title>"
-        "<style>td{width:8px;height:14px;padding:0}th{text-align:left;font:12px sans-serif;padding-right:8px}</style>"
-        f"<h3>backfill {record.id} ({record.status})</h3><table>{''.join(rows)}</table>"
-    )

@@ -6,6 +6,8 @@ import argparse
 import sys
 
 from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
+from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
+from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.spark import SparkResource, find_java
 from partition_assets.storage.maintenance import vacuum
 
@@ -19,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark.add_argument("action", choices=["start", "stop", "status"])
     add_backfill_commands(commands)
+    add_deploy_commands(commands)
     vacuum_cmd = commands.add_parser(
         "vacuum", help="delete files of replaced or killed writes, older than the retention"
     )
@@ -28,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "backfill":
+        exec_in_code_root(args, sys.argv[1:] if argv is None else list(argv))  # when asked for
         return run_backfill_command(args)
+    if args.command in ("deploy", "deploys", "undeploy"):
+        return run_deploy_command(args)
     if args.command == "vacuum":
         result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

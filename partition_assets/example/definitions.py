@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from partition_assets.deploy import with_git_versions
 from partition_assets.example import assets
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
@@ -19,13 +20,15 @@ def lake_root() -> str:
 
 def build_definitions() -> dg.Definitions:
     spark = SparkResource.from_env()
-    return dg.Definitions(
+    definitions = dg.Definitions(
         assets=dg.load_assets_from_modules([assets]),
         resources={
             "spark": spark,
             "io_manager": SparkDeltaIOManager(root_uri=lake_root(), spark=spark),
         },
     )
+    # Code versions, run tags and materialization metadata from this checkout's commit.
+    return with_git_versions(definitions, __file__)
 
 
 defs = build_definitions()

@@ -7,6 +7,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from partition_assets.deploy.versioning import git_sha_metadata
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import ConcurrentPartitionWriteError, DeltaFormat
@@ -87,6 +88,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 ),
                 "files_added": result.files_added,
                 "files_removed": result.files_removed,
+                **git_sha_metadata(context),
             }
         )
 

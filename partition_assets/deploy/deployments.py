@@ -1,0 +1,263 @@
+"""Deploy the code at a git commit as its own code location.
+
+A deploy is a git worktree of the repository at the commit (`.deploys/<sha12>/`), a
+Dagster code server importing the code location from that worktree, and a
+`grpc_server` entry in workspace.yaml. Its record (`.deploys/<sha12>.json`) keeps the
+server's pid and port, so `undeploy` stops exactly that server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from partition_assets.deploy.git import GIT_SHA_ENV, git
+
+DEPLOYS_DIR = ".deploys"
+_HOST = "127.0.0.1"
+
+
+class DeployError(Exception):
+    """A deploy that cannot be made or found; the message says why and what to do."""
+
+
+@dataclass
+class Deployment:
+    sha: str
+    location: str
+    module: str
+    port: int
+    pid: int
+    worktree: str
+    workspace: str
+    log: str
+    host: str = _HOST
+
+    @property
+    def short_sha(self) -> str:
+        return self.sha[:12]
+
+    def is_serving(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1):
+                return _alive(self.pid)
+        except OSError:
+            return False
+
+
+def repo_root(path: str | Path = ".") -> Path:
+    try:
+        return Path(git(path, "rev-parse", "--show-toplevel"))
+    except subprocess.CalledProcessError:
+        raise DeployError(f"{Path(path).resolve()} is not inside a git work tree") from None
+
+
+def deploy(
+    repo: Path,
+    sha: str,
+    *,
+    module: str | None = None,
+    location: str | None = None,
+    port: int | None = None,
+    workspace: Path | None = None,
+    timeout: float = 180,
+) -> Deployment:
+    """Serves the code location at commit `sha` of `repo` and registers it in the workspace."""
+    try:
+        full_sha = git(repo, "rev-parse", "--verify", f"{sha}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise DeployError(f"{sha!r} is not a commit of {repo}") from None
+    deploys = repo / DEPLOYS_DIR
+    existing = _record_path(repo, full_sha)
+    if existing.exists() and load_deployment(existing).is_serving():
+        raise DeployError(f"{full_sha[:12]} is already deployed; `partition-assets undeploy {full_sha[:12]}` first")
+    worktree = deploys / full_sha[:12]
+    if not worktree.exists():
+        git(repo, "worktree", "add", "--detach", str(worktree), full_sha)
+    configured = _dagster_config(worktree)
+    module = module or configured.get("module_name")
+    if not module:
+        raise DeployError(f"name the code location's module (-m): {worktree}/pyproject.toml has no [tool.dagster] module_name")
+    location = location or f"{configured.get('code_location_name', module)}@{full_sha[:12]}"
+    port = port or _free_port()
+    log = deploys / f"{full_sha[:12]}.log"
+    env = {
+        **os.environ,
+        # The worktree first: the location's modules (and this package, when the worktree
+        # holds it) are imported from the commit, not from the installed checkout.
+        "PYTHONPATH": os.pathsep.join([str(worktree), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        GIT_SHA_ENV: full_sha,  # the stamp, should the worktree's .git be unreadable
+    }
+    with open(log, "ab") as out:
+        server = subprocess.Popen(
+            # -P: no current directory on sys.path (it is the repo at another commit).
+            [sys.executable, "-P", "-m", "dagster", "api", "grpc", "-m", module, "-d", str(worktree),
+             "-h", _HOST, "-p", str(port), "--location-name", location,
+             "--use-python-environment-entry-point"],
+            # The caller's directory: relative settings (e.g. the example's .lake) mean the same.
+            cwd=Path.cwd(), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deployment = Deployment(full_sha, location, module, port, server.pid, str(worktree),
+                            str((workspace or repo / "workspace.yaml").resolve()), str(log))
+    try:
+        _wait_until_loaded(deployment, server, timeout)
+    except DeployError:
+        _stop(server.pid)
+        raise
+    _record_path(repo, full_sha).write_text(json.dumps(asdict(deployment), indent=2))
+    _register(Path(deployment.workspace), deployment)
+    return deployment
+
+
+def deployments(repo: Path) -> list[Deployment]:
+    folder = repo / DEPLOYS_DIR
+    return [load_deployment(p) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+
+
+def find_deployment(repo: Path, name: str) -> Deployment:
+    """The deploy whose location name is `name`, or whose commit starts with `name`."""
+    found = [d for d in deployments(repo) if name in (d.location, d.short_sha) or d.sha.startswith(name)]
+    if len(found) != 1:
+        known = ", ".join(d.location for d in deployments(repo)) or "none"
+        raise DeployError(f"{len(found)} deploys match {name!r} under {repo / DEPLOYS_DIR}; deployed: {known}")
+    return found[0]
+
+
+def undeploy(repo: Path, name: str) -> Deployment:
+    """Stops the deploy's code server, unregisters it and removes its worktree."""
+    deployment = find_deployment(repo, name)
+    if _serves(deployment.pid, deployment.location):
+        _stop(deployment.pid)
+    _unregister(Path(deployment.workspace), deployment.location)
+    git(repo, "worktree", "remove", "--force", deployment.worktree)
+    _record_path(repo, deployment.sha).unlink()
+    Path(deployment.log).unlink(missing_ok=True)
+    return deployment
+
+
+def load_deployment(path: Path) -> Deployment:
+    return Deployment(**json.loads(path.read_text()))
+
+
+def _record_path(repo: Path, sha: str) -> Path:
+    return repo / DEPLOYS_DIR / f"{sha[:12]}.json"
+
+
+def _dagster_config(root: Path) -> dict:
+    pyproject = root / "pyproject.toml"
+    if not pyproject.exists():
+        return {}
+    return tomllib.loads(pyproject.read_text()).get("tool", {}).get("dagster", {})
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((_HOST, 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_loaded(deployment: Deployment, server: subprocess.Popen, timeout: float) -> None:
+    # The client Dagster's own tools use to talk to a code server.
+    from dagster._core.errors import DagsterUserCodeUnreachableError
+    from dagster._grpc.client import DagsterGrpcClient
+    from dagster._serdes import deserialize_value
+    from dagster._utils.error import SerializableErrorInfo
+
+    client = DagsterGrpcClient(port=deployment.port, host=deployment.host)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise DeployError(f"the code server exited ({server.returncode}); see {deployment.log}")
+        try:
+            loaded = deserialize_value(client.list_repositories())
+        except DagsterUserCodeUnreachableError:  # not serving yet
+            time.sleep(0.2)
+            continue
+        if isinstance(loaded, SerializableErrorInfo):
+            raise DeployError(f"{deployment.module} at {deployment.short_sha} failed to load:\n{loaded.to_string()}")
+        return
+    raise DeployError(f"the code server did not serve within {timeout:.0f} s; see {deployment.log}")
+
+
+def _register(workspace: Path, deployment: Deployment) -> None:
+    config = _read_workspace(workspace)
+    entries = [e for e in config["load_from"] if _location_name(e) != deployment.location]
+    entries.append({"grpc_server": {"host": deployment.host, "port": deployment.port,
+                                    "location_name": deployment.location}})
+    _write_workspace(workspace, {**config, "load_from": entries})
+
+
+def _unregister(workspace: Path, location: str) -> None:
+    config = _read_workspace(workspace)
+    _write_workspace(workspace, {**config, "load_from": [
+        e for e in config["load_from"] if _location_name(e) != location
+    ]})
+
+
+def _read_workspace(workspace: Path) -> dict:
+    config = (yaml.safe_load(workspace.read_text()) if workspace.exists() else None) or {}
+    config.setdefault("load_from", [])
+    return config
+
+
+class _IndentedDumper(yaml.SafeDumper):
+    """Indents list items under their key, as workspace.yaml is written by hand."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False):
+        return super().increase_indent(flow, False)
+
+
+def _write_workspace(workspace: Path, config: dict) -> None:
+    temporary = workspace.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(yaml.dump(config, Dumper=_IndentedDumper, sort_keys=False))
+    temporary.replace(workspace)  # `dagster dev` never reads half a file
+
+
+def _location_name(entry: dict) -> str | None:
+    ((_, options),) = entry.items()
+    return (options or {}).get("location_name")
+
+
+def _serves(pid: int, location: str) -> bool:
+    """Whether `pid` is still the code server of `location` (not a reused pid)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return _alive(pid)  # no /proc (macOS): trust the record
+    return location.encode() in command
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop(pid: int, grace: float = 10) -> None:
+    """Stops the server started with `pid` and its run processes (its own process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    return
+            except ChildProcessError:  # not our child: started by an earlier `deploy`
+                if not _alive(pid):
+                    return
+            time.sleep(0.1)
