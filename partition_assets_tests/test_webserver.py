@@ -56,6 +56,7 @@ def browser():
 def test_materialize_range_in_the_browser(dagster_dev, browser, spark, tmp_path):
     first, last = "2024-01-02", "2024-01-04"
     page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(90_000)  # a loaded 2-core machine renders the asset graph slowly
     with screenshot_on_failure(page, tmp_path / "launch.png"):
         # daily_orders with its upstream events, as the asset's Lineage tab shows them.
         page.goto(f"{dagster_dev.url}/assets/daily_orders?view=lineage&lineageScope=upstream&lineageDepth=1")
