@@ -9,7 +9,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test bench spark-start spark-stop clean
+.PHONY: install dev test bench spark-start spark-stop clean browser
 
 install: $(VENV)/.installed
 
@@ -32,8 +32,15 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-test: install
+test: install browser
 	$(VENV)/bin/pytest
+
+# Debian's Chromium for the browser tests (Playwright drives it; no browser download).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser:
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)

@@ -160,8 +160,9 @@ def test_regions_roll_up_their_countries(pipeline):
         assert regions.loc[region, "fx_to_usd"] == pytest.approx(round(members.fx_to_usd.mean(), 3))
 
 
-def expected_daily_orders(lake) -> pd.DataFrame:
-    events = table(lake, "events")
+def expected_daily_orders(events: pd.DataFrame) -> pd.DataFrame:
+    """Orders and revenue per (day, region) of events, computed with pandas."""
+    events = events.copy()
     events["day"] = events.ds.str[:10]
     events["region"] = events.country.map(sources.REGION_OF_COUNTRY)
     events["amount"] = as_float(events.amount)
@@ -170,7 +171,7 @@ def expected_daily_orders(lake) -> pd.DataFrame:
 
 def test_daily_orders_fan_in_from_hourly_events(pipeline):
     lake, _ = pipeline
-    expected = expected_daily_orders(lake)
+    expected = expected_daily_orders(table(lake, "events"))
     stored = table(lake, "daily_orders").set_index(["ds", "region"]).sort_index()
     assert len(stored) == 31 * 3
     assert list(stored.orders) == list(expected.orders)

@@ -3,11 +3,10 @@
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -15,29 +14,31 @@ import pytest
 from deltalake import DeltaTable
 
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
-
-REPO = Path(__file__).resolve().parents[1]
-DAGSTER = str(Path(os.sys.executable).parent / "dagster")
+from partition_assets.example import sources
+from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
+from partition_assets_tests.webserver import DAGSTER, REPO, free_port, stop
 
 pytestmark = pytest.mark.slow
 
 # Every example asset, upstream first, with the partition (or range) a user would pick.
+# `--partition-range` needs BackfillPolicy.single_run(): the range is one run.
 CLI_RUNS = [
-    ("events", "--partition-range", "2024-01-01-00:00...2024-01-01-23:00"),
+    ("events", "--partition-range", "2024-01-01-00:00...2024-01-03-23:00"),
     ("events_6h", "--partition", "2024-01-01-06:00"),
     ("countries", "--partition-range", "br...us"),
     ("regions", "--partition-range", "amer...emea"),
-    ("daily_orders", "--partition", "2024-01-01"),
-    ("daily_region_revenue", "--partition", "2024-01-01|emea"),
-    ("region_revenue_7d", "--partition", "2024-01-01|emea"),
-    ("daily_revenue", "--partition", "2024-01-01"),
-    ("revenue_7d", "--partition", "2024-01-01"),
+    ("daily_orders", "--partition-range", "2024-01-01...2024-01-03"),
+    ("daily_region_revenue", "--partition-range", "2024-01-01|amer...2024-01-03|emea"),
+    ("region_revenue_7d", "--partition-range", "2024-01-02|apac...2024-01-03|emea"),
+    ("daily_revenue", "--partition-range", "2024-01-01...2024-01-03"),
+    ("revenue_7d", "--partition-range", "2024-01-02...2024-01-03"),
     ("revenue_running_total", "--partition", "2024-01-01"),
     ("weekly_revenue", "--partition", "2024-01-01"),
     ("monthly_revenue", "--partition", "2024-01-01"),
-    ("monthly_targets", "--partition", "2024-01-01"),
+    ("monthly_targets", "--partition-range", "2024-01-01...2024-03-01"),
     ("daily_target_attainment", "--partition", "2024-01-01"),
-    ("campaign_report", "--partition", "spring_sale"),
+    ("campaign_report", "--partition-range", "spring_sale...summer_sale"),
 ]
 
 
@@ -62,10 +63,10 @@ def test_every_example_asset_has_a_cli_run():
     assert sorted(run[0] for run in CLI_RUNS) == sorted(a.key.to_user_string() for a in EXAMPLE_ASSETS)
 
 
-def test_dagster_asset_materialize_from_the_shell(shell_env):
+def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
     lake = Path(shell_env["PARTITION_ASSETS_LAKE"])
     with dg.DagsterInstance.from_config(shell_env["DAGSTER_HOME"]) as instance:
-        instance.add_dynamic_partitions("campaigns", ["spring_sale"])
+        instance.add_dynamic_partitions("campaigns", ["spring_sale", "summer_sale"])
     jvms_before = _java_processes()
 
     for asset, flag, keys in CLI_RUNS:
@@ -75,22 +76,49 @@ def test_dagster_asset_materialize_from_the_shell(shell_env):
         )
         assert done.returncode == 0, f"{asset}: {done.stderr[-3000:]}"
 
-        expected = _expected_keys(asset, flag, keys)
         with dg.DagsterInstance.from_config(shell_env["DAGSTER_HOME"]) as instance:
+            expected = _expected_keys(asset, flag, keys, instance)
             assert instance.get_materialized_partitions(dg.AssetKey(asset)) == expected, asset
-        stored = DeltaTable(str(lake / asset)).to_pandas()
-        assert len(stored) > 0, asset
+        # The table holds exactly these partitions, written by one run in one commit.
+        assert _stored_partitions(lake, asset) == _scope(asset, expected), asset
+        assert DeltaTable(str(lake / asset)).version() == 0, asset
+
+    # The source rows are the generator's, and the range fan-in aggregates them.
+    generated = sources.hourly_events(spark, datetime(2024, 1, 1, tzinfo=timezone.utc), 72).toPandas()
+    events = DeltaTable(str(lake / "events")).to_pandas()
+    assert rows(events, "event_id") == rows(generated, "event_id")
+    orders = DeltaTable(str(lake / "daily_orders")).to_pandas().set_index(["ds", "region"]).sort_index()
+    expected_orders = expected_daily_orders(generated)
+    assert list(orders.index) == list(expected_orders.index)
+    assert list(orders.orders) == list(expected_orders.orders)
 
     # Every run attached to the one shared Spark server; none started a JVM of its own.
     assert _java_processes() == jvms_before
 
 
-def _expected_keys(asset: str, flag: str, keys: str) -> set[str]:
+def _expected_keys(asset: str, flag: str, keys: str, instance: dg.DagsterInstance) -> set[str]:
     if flag == "--partition":
         return {keys}
-    partitions_def = next(a for a in EXAMPLE_ASSETS if a.key.to_user_string() == asset).partitions_def
+    partitions_def = _asset_def(asset).partitions_def
     first, last = keys.split("...")
-    return set(partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last)))
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        return set(partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last)))
+
+
+def _asset_def(asset: str) -> dg.AssetsDefinition:
+    return next(a for a in EXAMPLE_ASSETS if a.key.to_user_string() == asset)
+
+
+def _scope(asset: str, keys: set[str]) -> PartitionScope:
+    definition = _asset_def(asset)
+    columns = partition_columns(definition.partitions_def, definition.metadata_by_key[definition.key])
+    return PartitionScope.for_keys(definition.partitions_def, keys, columns)
+
+
+def _stored_partitions(lake: Path, asset: str) -> PartitionScope:
+    columns = _scope(asset, set()).columns
+    stored = DeltaTable(str(lake / asset)).to_pandas()
+    return PartitionScope(columns, frozenset(map(tuple, stored[list(columns)].values.tolist())))
 
 
 def test_a_bad_partition_key_fails_clearly_and_writes_nothing(shell_env):
@@ -114,14 +142,8 @@ def _java_processes() -> set[str]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_make_dev_serves_the_example_assets_with_their_partitions(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
@@ -153,11 +175,7 @@ def test_make_dev_serves_the_example_assets_with_their_partitions(tmp_path):
         assert keys[:3] == ["2024-01-01", "2024-02-01", "2024-03-01"]
         assert (Path(env["DAGSTER_HOME"]) / "dagster.yaml").exists()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
 
 
 def _graphql_when_up(port: int, query: str, timeout: float = 240) -> dict:

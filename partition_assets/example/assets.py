@@ -13,6 +13,8 @@
     campaign_report (dynamic)
 """
 
+from functools import reduce
+
 import dagster as dg
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -49,6 +51,17 @@ RANGE_RUN = dg.BackfillPolicy.single_run()
 
 def _keys_in(df: DataFrame, column: str, keys: list[str]) -> DataFrame:
     return df.filter(F.col(column).isin(keys))
+
+
+def _day_number(column: str):
+    return F.datediff(F.to_date(column), F.lit("1970-01-01"))
+
+
+def _each_key(keys: list[str], frame_of_key, column: str) -> DataFrame:
+    """One frame per partition key, the key in `column`: a source generated key by key
+    still covers a whole range in one run."""
+    frames = [frame_of_key(key).withColumn(column, F.lit(key)) for key in keys]
+    return reduce(DataFrame.unionByName, frames)
 
 
 def _usd(revenue, fx_to_usd):
@@ -126,6 +139,7 @@ def daily_orders(events: DataFrame) -> DataFrame:
 
 @dg.asset(
     partitions_def=DAILY_BY_REGION,
+    backfill_policy=RANGE_RUN,
     ins={
         "daily_orders": dg.AssetIn(partition_mapping=mappings.to_dimension("ds")),
         "regions": dg.AssetIn(partition_mapping=mappings.to_dimension("region")),
@@ -144,6 +158,7 @@ def daily_region_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFra
 
 @dg.asset(
     partitions_def=DAILY_BY_REGION,
+    backfill_policy=RANGE_RUN,
     ins={
         "daily_region_revenue": dg.AssetIn(
             partition_mapping=mappings.per_dimension(
@@ -155,10 +170,16 @@ def daily_region_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFra
 )
 def region_revenue_7d(context: dg.AssetExecutionContext, daily_region_revenue: DataFrame) -> DataFrame:
     """7-day revenue per region (a per-dimension mapping: rolling on ds, identity on region)."""
-    key = context.partition_key.keys_by_dimension
-    return daily_region_revenue.groupBy("region").agg(
-        F.sum("revenue_usd").alias("revenue_usd_7d"), F.count("*").alias("days_in_window")
-    ).withColumn("ds", F.lit(key["ds"]))
+    window = Window.partitionBy("region").orderBy(_day_number("ds")).rangeBetween(-6, 0)
+    rolled = daily_region_revenue.select(
+        "ds",
+        "region",
+        F.sum("revenue_usd").over(window).alias("revenue_usd_7d"),
+        F.count("*").over(window).alias("days_in_window"),
+    )
+    # The input starts 6 days early; keep the run's keys ("ds|region", dimensions by name).
+    keyed = rolled.withColumn("key", F.concat_ws("|", "ds", "region"))
+    return _keys_in(keyed, "key", context.partition_keys).drop("key")
 
 
 @dg.asset(
@@ -190,8 +211,7 @@ def daily_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFrame:
 )
 def revenue_7d(context: dg.AssetExecutionContext, daily_revenue: DataFrame) -> DataFrame:
     """Revenue over the 7 days ending at each day (reads D-6..D)."""
-    day_number = F.datediff(F.to_date("ds"), F.lit("1970-01-01"))
-    window = Window.orderBy(day_number).rangeBetween(-6, 0)
+    window = Window.orderBy(_day_number("ds")).rangeBetween(-6, 0)
     rolled = daily_revenue.select(
         "ds",
         F.round(F.sum("revenue_usd").over(window), 2).alias("revenue_usd_7d"),
@@ -255,10 +275,12 @@ def monthly_revenue(daily_revenue: DataFrame) -> DataFrame:
     )
 
 
-@dg.asset(partitions_def=MONTHLY, group_name="planning")
+@dg.asset(partitions_def=MONTHLY, backfill_policy=RANGE_RUN, group_name="planning")
 def monthly_targets(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     """Each month's revenue target."""
-    return sources.monthly_target(spark.spark_session, context.partition_key)
+    return _each_key(
+        context.partition_keys, lambda month: sources.monthly_target(spark.spark_session, month), "ds"
+    )
 
 
 @dg.asset(
@@ -283,7 +305,16 @@ def daily_target_attainment(daily_revenue: DataFrame, monthly_targets: DataFrame
     )
 
 
-@dg.asset(partitions_def=CAMPAIGNS, metadata={"partition_column": "campaign"}, group_name="marketing")
+@dg.asset(
+    partitions_def=CAMPAIGNS,
+    backfill_policy=RANGE_RUN,
+    metadata={"partition_column": "campaign"},
+    group_name="marketing",
+)
 def campaign_report(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     """Clicks and spend per campaign (dynamic partitions: add keys at run time)."""
-    return sources.campaign_clicks(spark.spark_session, context.partition_key)
+    return _each_key(
+        context.partition_keys,
+        lambda campaign: sources.campaign_clicks(spark.spark_session, campaign),
+        "campaign",
+    )
