@@ -22,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 
 from partition_assets_tests import automation_defs
-from partition_assets_tests.dagster_dev import DagsterDev
+from partition_assets_tests.webserver import DagsterDev
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,9 +51,9 @@ def main() -> None:
     args = parser.parse_args()
     random.seed(5)
     with tempfile.TemporaryDirectory() as workdir:
-        dev = DagsterDev(Path(workdir) / "dagster_home", "partition_assets_tests.automation_defs")
+        dev = DagsterDev(Path(workdir), "partition_assets_tests.automation_defs")
         try:
-            dev.wait_until_loaded()
+            dev.wait_until_ready()
             dev.start_sensor("eager")
             os.environ["DAGSTER_HOME"] = str(dev.home)
             with dg.DagsterInstance.get() as instance:

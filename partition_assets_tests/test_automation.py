@@ -11,7 +11,7 @@ import pytest
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 from partition_assets_tests import automation_defs
-from partition_assets_tests.dagster_dev import DagsterDev
+from partition_assets_tests.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,9 @@ _DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRun
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory):
-    home = tmp_path_factory.mktemp("automation") / "dagster_home"
-    server = DagsterDev(home, "partition_assets_tests.automation_defs")
+    server = DagsterDev(tmp_path_factory.mktemp("automation"), "partition_assets_tests.automation_defs")
     try:
-        server.wait_until_loaded()
+        server.wait_until_ready()
         yield server
     finally:
         server.stop()

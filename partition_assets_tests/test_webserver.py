@@ -17,7 +17,7 @@ from partition_assets.example import sources
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
 from partition_assets_tests.readers import delta_with_delta_rs
 from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
-from partition_assets_tests.webserver import start_dagster_dev, stop
+from partition_assets_tests.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
 
@@ -40,9 +40,9 @@ def test_every_example_asset_backfills_a_range_in_one_run():
 @pytest.fixture(scope="module")
 def dagster_dev(spark_resource, tmp_path_factory):
     """One `dagster dev` (webserver + daemon) for the module, attached to the test Spark server."""
-    server = start_dagster_dev(tmp_path_factory.mktemp("dagster_dev"))
+    server = DagsterDev(tmp_path_factory.mktemp("dagster_dev")).wait_until_ready()
     yield server
-    stop(server.process)
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,12 +46,39 @@ def graphql(port: int, query: str, variables: dict | None = None, timeout: float
     return body["data"]
 
 
-@dataclass
+_READY = """{
+  repositoriesOrError { ... on RepositoryConnection { nodes { location { name } } } }
+  instance { daemonHealth { daemonStatus(daemonType: "BACKFILL") { healthy } } }
+}"""
+
+
 class DagsterDev:
-    port: int
-    home: Path
-    lake: Path
-    process: subprocess.Popen
+    """`dagster dev` (webserver, daemon, code server) on a free port, with a fresh instance
+    (the repo's dagster.yaml) and lake under `root`: the `make dev` setup, for tests.
+
+    Serves the repo's workspace.yaml, or only `module` when given.
+    """
+
+    def __init__(self, root: Path, module: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.home, self.lake = root / "dagster_home", root / "lake"
+        self.home.mkdir(parents=True)
+        shutil.copy(REPO / "dagster.yaml", self.home / "dagster.yaml")
+        # No "join the community" dialog over the page under test (it comes and goes with
+        # a flag in the user's ~/.dagster).
+        with open(self.home / "dagster.yaml", "a") as config:
+            config.write("nux:\n  enabled: false\n")
+        self.location = module or "example"
+        self.port = free_port()
+        self.log = root / "dagster_dev.log"
+        self.process = subprocess.Popen(
+            [DAGSTER, "dev", "-h", "127.0.0.1", "-p", str(self.port),
+             *(["-m", module] if module else ["-w", "workspace.yaml"])],
+            cwd=REPO,
+            env={**os.environ, "DAGSTER_HOME": str(self.home), "PARTITION_ASSETS_LAKE": str(self.lake), **(env or {})},
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     @property
     def url(self) -> str:
@@ -61,44 +87,34 @@ class DagsterDev:
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         return graphql(self.port, query, variables)
 
+    def wait_until_ready(self, timeout: float = 240) -> "DagsterDev":
+        """Returns once the code location is served and the daemon is healthy."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                data = self.graphql(_READY)
+                locations = {n["location"]["name"] for n in data["repositoriesOrError"].get("nodes", [])}
+                if self.location in locations and data["instance"]["daemonHealth"]["daemonStatus"]["healthy"]:
+                    return self
+            except (OSError, RuntimeError):
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"dagster dev did not come up; log: {self.log}")
+            time.sleep(0.5)
 
-_READY = """{
-  assetNodes { id }
-  instance { daemonHealth { daemonStatus(daemonType: "BACKFILL") { healthy } } }
-}"""
+    def selector(self, **names: str) -> dict[str, str]:
+        return {"repositoryLocationName": self.location, "repositoryName": "__repository__", **names}
 
+    def start_sensor(self, name: str) -> None:
+        """What the sensor's toggle in the UI does."""
+        data = self.graphql(
+            "mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename "
+            "... on PythonError { message } } }",
+            {"s": self.selector(sensorName=name)},
+        )["startSensor"]
+        assert data["__typename"] == "Sensor", data
 
-def start_dagster_dev(root: Path, timeout: float = 240) -> DagsterDev:
-    """`dagster dev` on the repo's workspace with a fresh instance and lake under `root`;
-    returns once the assets are served and the backfill daemon is healthy."""
-    home, lake = root / "dagster_home", root / "lake"
-    home.mkdir(parents=True)
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    # No "join the community" dialog over the page under test (it comes and goes with
-    # a flag in the user's ~/.dagster).
-    with open(home / "dagster.yaml", "a") as config:
-        config.write("nux:\n  enabled: false\n")
-    port = free_port()
-    log = open(root / "dagster_dev.log", "wb")
-    process = subprocess.Popen(
-        [DAGSTER, "dev", "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
-        cwd=REPO,
-        env={**os.environ, "DAGSTER_HOME": str(home), "PARTITION_ASSETS_LAKE": str(lake)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    server = DagsterDev(port, home, lake, process)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            data = server.graphql(_READY)
-            if data["assetNodes"] and data["instance"]["daemonHealth"]["daemonStatus"]["healthy"]:
-                return server
-        except (OSError, RuntimeError):
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            if process.poll() is None:
-                stop(process)
-            raise RuntimeError(f"dagster dev did not come up; log: {root / 'dagster_dev.log'}")
-        time.sleep(1)
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            stop(self.process)
