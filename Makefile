@@ -48,6 +48,7 @@ clean: spark-stop
 bench: install
 	$(PY) bench/plan_bench.py
 	$(PY) bench/engine_bench.py
+	$(PY) bench/example_bench.py --days 3
 	$(PY) bench/storage_bench.py
 	$(PY) bench/run_overhead.py
 	$(PY) bench/automation_latency.py

@@ -10,8 +10,8 @@ each side writing a fresh lake:
   (process start, planning and worker start-up included);
 - Dagster daemon: the same (asset, partition) set launched with
   `launchPartitionBackfill` through `dagster dev -m partition_assets.example`; each
-  asset keeps the backfill policy it is defined with (single_run for the time and
-  static assets, Dagster's default for the multi-partitioned ones and monthly_targets).
+  asset keeps the backfill policy it is defined with (single_run for every example
+  asset: one run per asset over the range, Dagster's fastest path).
 
 Usage: python bench/example_bench.py [--days 14] [--slots 4] [--timeout 1800]
            [--spark-port 15112] [--skip-engine] [--skip-dagster] [--out bench/results/example.md]
