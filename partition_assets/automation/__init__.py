@@ -1,8 +1,16 @@
 """Dagster surfaces of the engine: a job launchable from the UI and automation sensors."""
 
-from partition_assets.automation.catch_up import CATCH_UP_TAG, catch_up_sensor, historical_gaps
+from partition_assets.automation.catch_up import (
+    CATCH_UP_TAG,
+    catch_up_sensor,
+    historical_gaps,
+)
 from partition_assets.automation.eager import TRIGGER_TAG, eager_partitions_sensor
-from partition_assets.automation.job import SparseBackfillConfig, backfill_run_config, sparse_backfill_job
+from partition_assets.automation.job import (
+    SparseBackfillConfig,
+    backfill_run_config,
+    sparse_backfill_job,
+)
 from partition_assets.automation.switch import default_status
 
 __all__ = [

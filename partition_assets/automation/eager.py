@@ -23,7 +23,11 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from partition_assets.backfill.state import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, BackfillRecord
+from partition_assets.backfill.state import (
+    BACKFILL_ID_TAG,
+    IN_FLIGHT_STATUSES,
+    BackfillRecord,
+)
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0

@@ -12,7 +12,12 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
-from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill, succeeded_nodes
+from partition_assets.backfill.coordinator import (
+    current_nodes,
+    graph_of,
+    run_backfill,
+    succeeded_nodes,
+)
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillPlanError
 from partition_assets.backfill.state import (

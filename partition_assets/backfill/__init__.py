@@ -1,6 +1,11 @@
 """The backfill engine: the sparse (asset, partition) graph and its scheduling loop."""
 
-from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill, time_range
+from partition_assets.backfill.coordinator import (
+    current_nodes,
+    graph_of,
+    run_backfill,
+    time_range,
+)
 from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
 from partition_assets.backfill.graph import (
     AssetSlice,

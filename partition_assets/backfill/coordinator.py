@@ -10,9 +10,20 @@ from datetime import datetime, time, timedelta, timezone
 import dagster as dg
 
 from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
-from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node, TimeRange, plan
+from partition_assets.backfill.graph import (
+    BackfillGraph,
+    BackfillPlanError,
+    Node,
+    TimeRange,
+    plan,
+)
 from partition_assets.backfill.runner import DagsterNodeRunner, load_definitions
-from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord, cancel_in_flight, node_states
+from partition_assets.backfill.state import (
+    BACKFILL_ID_TAG,
+    BackfillRecord,
+    cancel_in_flight,
+    node_states,
+)
 
 
 def time_range(start: str | None, end: str | None) -> TimeRange | None:

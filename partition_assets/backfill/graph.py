@@ -16,11 +16,10 @@ from datetime import datetime
 import dagster as dg
 import numpy as np
 
+from partition_assets.errors import BackfillPlanError
+
 UNPARTITIONED = ""
 
-
-class BackfillPlanError(ValueError):
-    """A backfill selection or range cannot be planned; the message says why and what to do."""
 
 
 @dataclass(frozen=True, order=True)

@@ -9,10 +9,19 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill, succeeded_nodes
+from partition_assets.backfill.coordinator import (
+    current_nodes,
+    graph_of,
+    run_backfill,
+    succeeded_nodes,
+)
 from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, BackfillPlanError, Node
-from partition_assets.backfill.state import BackfillRecord, cancel_in_flight, node_states
+from partition_assets.backfill.state import (
+    BackfillRecord,
+    cancel_in_flight,
+    node_states,
+)
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.deploy.code_root import add_code_root_options
 

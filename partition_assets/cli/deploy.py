@@ -4,7 +4,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from partition_assets.deploy.deployments import DeployError, deploy, deployments, repo_root, undeploy
+from partition_assets.deploy.deployments import (
+    DeployError,
+    deploy,
+    deployments,
+    repo_root,
+    undeploy,
+)
 
 
 def add_deploy_commands(commands) -> None:

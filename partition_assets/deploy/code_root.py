@@ -13,7 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-from partition_assets.deploy.deployments import _dagster_config, find_deployment, repo_root
+from partition_assets.deploy.deployments import (
+    _dagster_config,
+    find_deployment,
+    repo_root,
+)
 
 
 def add_code_root_options(parser: argparse.ArgumentParser) -> None:

@@ -22,13 +22,11 @@ from pathlib import Path
 import yaml
 
 from partition_assets.deploy.git import GIT_SHA_ENV, git
+from partition_assets.errors import DeployError
 
 DEPLOYS_DIR = ".deploys"
 _HOST = "127.0.0.1"
 
-
-class DeployError(Exception):
-    """A deploy that cannot be made or found; the message says why and what to do."""
 
 
 @dataclass

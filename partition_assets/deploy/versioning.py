@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+
 # Definitions is a record: Dagster's own mappers (map_asset_specs) rebuild it with this.
 from dagster._record import replace
 

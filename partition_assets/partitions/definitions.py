@@ -16,6 +16,8 @@ from typing import TypeVar
 
 import dagster as dg
 
+from partition_assets.errors import PartitionDefinitionError
+
 # Substrings that break Dagster's key syntax: "|" joins multi-partition keys,
 # "..." and "," delimit ranges and lists on the command line.
 RESERVED_KEY_SUBSTRINGS = ("|", ",", "...", "[", "]", "*")
@@ -29,9 +31,6 @@ _ROUND_TRIP_MAX_WINDOWS = 10_000
 DateLike = str | datetime
 _TimeDef = TypeVar("_TimeDef", bound=dg.TimeWindowPartitionsDefinition)
 
-
-class PartitionDefinitionError(ValueError):
-    """A partitions definition was given a bad value; the message says which and how to fix it."""
 
 
 def hourly(

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from partition_assets.errors import SparkConnectServerError
 from partition_assets.spark.java import JavaRuntime, find_java
 
 DEFAULT_PORT = 15002
@@ -36,9 +37,6 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
 }
 
-
-class SparkConnectServerError(RuntimeError):
-    """The local Spark Connect server could not be started."""
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from partition_assets.errors import JavaNotFoundError
+
 MIN_JAVA_VERSION = 17
 _MODULE_LINE = re.compile(r"^([\w.]+)@(\d+)")
 
-
-class JavaNotFoundError(RuntimeError):
-    """No Java >= 17 was found."""
 
 
 @dataclass(frozen=True)

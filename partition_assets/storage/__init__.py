@@ -6,7 +6,10 @@ from partition_assets.storage.io_manager import (
     SparkParquetIOManager,
 )
 from partition_assets.storage.maintenance import vacuum
-from partition_assets.storage.partition_scope import PartitionScopeError, partition_columns
+from partition_assets.storage.partition_scope import (
+    PartitionScopeError,
+    partition_columns,
+)
 from partition_assets.storage.schema import TableSchemaError
 
 __all__ = [

@@ -23,6 +23,7 @@ from deltalake.transaction import (
 )
 from pyspark.sql import DataFrame, SparkSession
 
+from partition_assets.errors import ConcurrentPartitionWriteError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope, PartitionScopeError
 from partition_assets.storage.schema import new_columns
@@ -103,9 +104,6 @@ def replace_partitions(
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
     raise AssertionError("unreachable")
 
-
-class ConcurrentPartitionWriteError(RuntimeError):
-    """The partitions a merge read changed before it committed; the merge must start over."""
 
 
 def open_table(

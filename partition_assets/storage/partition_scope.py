@@ -9,12 +9,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from partition_assets.errors import PartitionScopeError
+
 TIME_COLUMN = "ds"
 KEY_COLUMN = "partition"
 
-
-class PartitionScopeError(ValueError):
-    """Data does not fit the partitions of the run; nothing was written."""
 
 
 def partition_columns(

@@ -4,11 +4,8 @@ never dropped or retyped, and the partitioning never changes."""
 import pyarrow as pa
 from deltalake import Schema
 
+from partition_assets.errors import TableSchemaError
 from partition_assets.storage.staging import StagedWrite
-
-
-class TableSchemaError(ValueError):
-    """A write does not match its table's schema or partitioning; nothing was written."""
 
 
 def new_columns(
