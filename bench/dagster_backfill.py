@@ -36,12 +36,11 @@ from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+import dagster as dg  # noqa: E402
 import engine_dag  # noqa: E402
 
-import dagster as dg  # noqa: E402
-
-from partition_assets.backfill import TimeRange, plan  # noqa: E402
-from partition_assets.backfill.runner import load_definitions  # noqa: E402
+from partition_assets.backfill import TimeRange, build_graph  # noqa: E402
+from partition_assets.backfill.location import load_definitions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -119,7 +118,7 @@ def planned_keys(defs: dg.Definitions, days: int, selection=None) -> dict[str, l
     (default: every asset) over `days` days from START, i.e. 2024-01-01 .. +days-1 and, for
     coarser grains (monthly), every partition overlapping that range."""
     asset_graph = defs.resolve_asset_graph()
-    graph = plan(asset_graph, selection or asset_graph.get_all_asset_keys(),
+    graph = build_graph(asset_graph, selection or asset_graph.get_all_asset_keys(),
                  TimeRange(START, START + timedelta(days=days)))
     keys: dict[str, list[str]] = defaultdict(list)
     for node in graph.nodes():

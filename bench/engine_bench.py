@@ -32,13 +32,12 @@ from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 import dagster_backfill  # noqa: E402
 import engine_dag  # noqa: E402
 
-from partition_assets.backfill import Throttle, TimeRange, execute, plan  # noqa: E402
+from partition_assets.backfill import Throttle, TimeRange, build_graph, execute  # noqa: E402
 from partition_assets.backfill.runner import DagsterNodeRunner  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +74,7 @@ def run_overheads(results) -> list[float]:
 def planned(days: int, slots: int) -> dict:
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     asset_graph = engine_dag.defs.resolve_asset_graph()
-    graph = plan(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, start + timedelta(days=days)))
+    graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, start + timedelta(days=days)))
     best, critical = bound(graph, slots)
     return {"nodes": graph.node_count(), "edges": graph.edge_count(), "bound": best, "critical": critical}
 
@@ -89,7 +88,7 @@ def measure_engine(days: int, slots: int) -> dict:
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     window = TimeRange(start, start + timedelta(days=days))
     asset_graph = engine_dag.defs.resolve_asset_graph()
-    graph = plan(asset_graph, asset_graph.get_all_asset_keys(), window)
+    graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), window)
 
     sparse_results = []
     with DagsterNodeRunner(DAG_FILE, slots, {"bench": "sparse"}) as runner:
@@ -107,7 +106,7 @@ def measure_engine(days: int, slots: int) -> dict:
         level_results = []
         began = time.perf_counter()
         for key in graph.slices:  # topological order: each level waits for the whole previous one
-            run(plan(asset_graph, [key], window), runner, slots, level_results)
+            run(build_graph(asset_graph, [key], window), runner, slots, level_results)
         levels = time.perf_counter() - began
     shutil.rmtree(home, ignore_errors=True)
 

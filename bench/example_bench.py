@@ -47,7 +47,6 @@ def _load(loads) -> str:
 
 def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, list[str]], log) -> dict:
     import dagster as dg
-
     from dagster_backfill import materialized_count
 
     workdir = Path(tempfile.mkdtemp(prefix="example-engine-bench-"))
@@ -106,7 +105,7 @@ def main() -> None:
     import dagster as dg
     import dagster_backfill
 
-    from partition_assets.backfill.runner import load_definitions
+    from partition_assets.backfill.location import load_definitions
     from partition_assets.spark import SparkResource
 
     def log(message: str) -> None:

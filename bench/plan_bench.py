@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill import TimeRange, plan
+from partition_assets.backfill import TimeRange, build_graph
 from partition_assets.partitions import daily, hourly, mappings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def main() -> None:
     asset_graph = build_definitions().resolve_asset_graph()
     before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     started = time.perf_counter()
-    graph = plan(
+    graph = build_graph(
         asset_graph,
         asset_graph.get_all_asset_keys(),
         TimeRange(datetime(2015, 1, 1, tzinfo=timezone.utc), datetime(2015 + args.years, 1, 1, tzinfo=timezone.utc)),

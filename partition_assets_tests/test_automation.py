@@ -196,7 +196,7 @@ def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev,
         (asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)
     }
     record = BackfillRecord.load(backfill_id)
-    assert (record.selection, record.start, record.end, record.status) == ("group:jobs", "2024-01-01", "2024-01-02", "done")
+    assert (record.spec.selection, record.spec.start, record.spec.end, record.status) == ("group:jobs", "2024-01-01", "2024-01-02", "done")
 
 
 def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):

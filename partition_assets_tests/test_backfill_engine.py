@@ -8,10 +8,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import Node, TimeRange, plan
+from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.engine import NodeStatus, Throttle, execute
 from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.state import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG, node_states
+from partition_assets.backfill.state import (
+    BACKFILL_ID_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    node_states,
+)
 from partition_assets_tests import engine_defs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +34,7 @@ def dagster_home(tmp_path, monkeypatch):
 
 def run_backfill(selection, backfill_id, max_parallel=2, done=()):
     asset_graph = engine_defs.defs.resolve_asset_graph()
-    graph = plan(asset_graph, [dg.AssetKey(a) for a in selection], JANUARY_1_TO_8)
+    graph = build_graph(asset_graph, [dg.AssetKey(a) for a in selection], JANUARY_1_TO_8)
     results = {}
     with DagsterNodeRunner("partition_assets_tests.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}) as runner:
         status = execute(graph, runner.launch, Throttle(max_parallel=max_parallel), done=done,
@@ -100,7 +105,7 @@ def test_a_self_dependent_chain_shares_runs_but_never_outruns_its_inputs(dagster
 def test_a_chain_whose_inputs_are_done_runs_as_one_range_run(dagster_home):
     ledger = dg.AssetKey("ledger")
     graph, status, results = run_backfill(["raw", "clean", "ledger"], "bf-ready-chain", done=[
-        node for node in plan(engine_defs.defs.resolve_asset_graph(), [dg.AssetKey("raw"), dg.AssetKey("clean")],
+        node for node in build_graph(engine_defs.defs.resolve_asset_graph(), [dg.AssetKey("raw"), dg.AssetKey("clean")],
                               JANUARY_1_TO_8).nodes()
     ])
     assert {n.asset for n in results} == {ledger}

@@ -7,9 +7,18 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import BackfillPlanError, Node, TimeRange, plan
+from partition_assets.backfill import BackfillPlanError, Node, TimeRange, build_graph
 from partition_assets.example import defs as example_defs
-from partition_assets.partitions import cron, daily, hourly, mappings, monthly, multi, static, weekly
+from partition_assets.partitions import (
+    cron,
+    daily,
+    hourly,
+    mappings,
+    monthly,
+    multi,
+    static,
+    weekly,
+)
 from partition_assets.partitions.mappings import upstream_keys
 
 UTC = timezone.utc
@@ -42,7 +51,7 @@ def assert_edges_match(asset_graph, graph):
 def test_example_pipeline_edges_equal_brute_force(instance, start, end):
     instance.add_dynamic_partitions("campaigns", ["spring", "summer"])
     asset_graph = example_defs.resolve_asset_graph()
-    graph = plan(
+    graph = build_graph(
         asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, end),
         dynamic_partitions_store=instance,
     )
@@ -130,13 +139,13 @@ SHAPES = dg.Definitions(
 )
 def test_every_mapping_shape_equals_brute_force(start, end):
     asset_graph = SHAPES.resolve_asset_graph()
-    graph = plan(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, end))
+    graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, end))
     assert_edges_match(asset_graph, graph)
 
 
 def test_a_range_selects_every_partition_overlapping_it_at_each_grain():
     asset_graph = SHAPES.resolve_asset_graph()
-    graph = plan(
+    graph = build_graph(
         asset_graph, asset_graph.get_all_asset_keys(),
         TimeRange(datetime(2024, 3, 10, 12, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
     )
@@ -149,14 +158,14 @@ def test_a_range_selects_every_partition_overlapping_it_at_each_grain():
 
 def test_static_keys_narrow_a_dimension():
     asset_graph = SHAPES.resolve_asset_graph()
-    graph = plan(
+    graph = build_graph(
         asset_graph, [dg.AssetKey("by_region"), dg.AssetKey("by_region_3d")],
         TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
         static_keys={"region": ["emea"]},
     )
     assert {k.keys_by_dimension["region"] for k in graph.slices[dg.AssetKey("by_region")].partition_keys} == {"emea"}
     with pytest.raises(BackfillPlanError, match="'apac'"):
-        plan(asset_graph, [dg.AssetKey("by_region")],
+        build_graph(asset_graph, [dg.AssetKey("by_region")],
              TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
              static_keys={"region": ["apac"]})
 
@@ -164,13 +173,13 @@ def test_static_keys_narrow_a_dimension():
 def test_a_time_partitioned_selection_needs_a_range():
     asset_graph = SHAPES.resolve_asset_graph()
     with pytest.raises(BackfillPlanError, match="give a start and an end"):
-        plan(asset_graph, [dg.AssetKey("days")])
+        build_graph(asset_graph, [dg.AssetKey("days")])
 
 
 def test_berlin_days_depend_on_23_24_and_25_hours():
     asset_graph = SHAPES.resolve_asset_graph()
     berlin = ZoneInfo("Europe/Berlin")
-    graph = plan(
+    graph = build_graph(
         asset_graph, [dg.AssetKey("berlin_hours"), dg.AssetKey("berlin_days")],
         TimeRange(datetime(2024, 3, 30, tzinfo=berlin), datetime(2024, 4, 1, tzinfo=berlin)),
     )
@@ -181,7 +190,7 @@ def test_berlin_days_depend_on_23_24_and_25_hours():
 def test_lookback_adds_the_prior_partitions_of_each_time_asset():
     asset_graph = SHAPES.resolve_asset_graph()
     window = TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC))
-    graph = plan(asset_graph, [dg.AssetKey("days"), dg.AssetKey("months")], window, lookback=2)
+    graph = build_graph(asset_graph, [dg.AssetKey("days"), dg.AssetKey("months")], window, lookback=2)
     assert graph.slices[dg.AssetKey("days")].partition_keys == [
         "2024-03-08", "2024-03-09", "2024-03-10", "2024-03-11"
     ]
@@ -192,12 +201,12 @@ def test_lookback_adds_the_prior_partitions_of_each_time_asset():
 def test_exact_keeps_only_partitions_wholly_inside_the_range():
     asset_graph = SHAPES.resolve_asset_graph()
     window = TimeRange(datetime(2024, 3, 10, 12, tzinfo=UTC), datetime(2024, 3, 18, tzinfo=UTC))
-    graph = plan(asset_graph, [dg.AssetKey("days"), dg.AssetKey("weeks"), dg.AssetKey("months")], window, exact=True)
+    graph = build_graph(asset_graph, [dg.AssetKey("days"), dg.AssetKey("weeks"), dg.AssetKey("months")], window, exact=True)
     assert graph.slices[dg.AssetKey("days")].partition_keys == [f"2024-03-{d}" for d in range(11, 18)]
     assert graph.slices[dg.AssetKey("weeks")].partition_keys == ["2024-03-11"]
     assert graph.slices[dg.AssetKey("months")].partition_keys == []
     with pytest.raises(BackfillPlanError, match="exact and lookback"):
-        plan(asset_graph, [dg.AssetKey("days")], window, exact=True, lookback=1)
+        build_graph(asset_graph, [dg.AssetKey("days")], window, exact=True, lookback=1)
 
 
 JANUARY = daily("2024-01-01", end="2024-02-01")
@@ -278,7 +287,7 @@ def brute_force_upstream_all(asset_graph, node: Node) -> set[Node]:
 def test_downstream_adds_exactly_the_nodes_the_range_reaches():
     asset_graph = CASCADE.resolve_asset_graph()
     window = TimeRange(datetime(2024, 1, 10, tzinfo=UTC), datetime(2024, 1, 12, tzinfo=UTC))
-    graph = plan(asset_graph, [dg.AssetKey("source")], window, downstream=True)
+    graph = build_graph(asset_graph, [dg.AssetKey("source")], window, downstream=True)
     seeds = {Node(dg.AssetKey("source"), "2024-01-10"), Node(dg.AssetKey("source"), "2024-01-11")}
     assert set(graph.nodes()) == brute_force_cascade(asset_graph, seeds)
     assert graph.slices[dg.AssetKey("running")].partition_keys[-1] == "2024-01-31"  # to the last day

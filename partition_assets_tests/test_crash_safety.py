@@ -11,10 +11,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
+from partition_assets.cli import main as cli
 from partition_assets.partitions import daily
 from partition_assets.storage.delta_table import replace_partitions
 from partition_assets.storage.failpoints import ENV, POINTS
-from partition_assets.cli import main as cli
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.staging import move_into_layout, stage_dataframe
 

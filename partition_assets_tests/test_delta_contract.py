@@ -254,7 +254,10 @@ def test_an_unknown_merge_key_is_refused(lake, run_assets):
 
 
 def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake):
-    from partition_assets.storage.delta_table import ConcurrentPartitionWriteError, DeltaFormat
+    from partition_assets.storage.delta_table import (
+        ConcurrentPartitionWriteError,
+        DeltaFormat,
+    )
 
     uri = str(lake / "t")
     write_day(spark, uri, "2024-01-01", 3, "first")

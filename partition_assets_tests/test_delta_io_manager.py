@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
-from partition_assets_tests.probe_assets import numbers
 from partition_assets_tests.conftest import failure_message, range_tags
+from partition_assets_tests.probe_assets import numbers
 
 DAYS = daily("2024-01-01")
 

@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import eager_partitions_sensor
+from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
@@ -86,8 +87,8 @@ def light_tick(instance, monkeypatch):
 
 
 def test_downstream_of_a_backfill_is_left_to_that_backfill(light_tick):
-    BackfillRecord(module="m", selection="group:eager", start=None, end=None, id="covers").save()
-    BackfillRecord(module="m", selection="key:eager_up", start=None, end=None, id="upstream_only").save()
+    BackfillRecord(BackfillSpec(module="m", selection="group:eager"), id="covers").save()
+    BackfillRecord(BackfillSpec(module="m", selection="key:eager_up"), id="upstream_only").save()
     assert light_tick("2024-01-05", tags={BACKFILL_ID_TAG: "covers"}) == set()
     assert light_tick("2024-01-07", tags={BACKFILL_ID_TAG: "upstream_only"}) == {("eager_down", "2024-01-07")}
 

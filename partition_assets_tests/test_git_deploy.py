@@ -14,7 +14,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.definitions.data_version import (
+    CachingStaleStatusResolver,
+    StaleStatus,
+)
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION

@@ -28,6 +28,7 @@ from partition_assets.backfill.state import (
     IN_FLIGHT_STATUSES,
     BackfillRecord,
 )
+from partition_assets.errors import PartitionAssetsError
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
@@ -170,9 +171,9 @@ class _Watcher:
             backfill_id = tags[BACKFILL_ID_TAG]
             if backfill_id not in self._backfill_selections:
                 try:
-                    selection = BackfillRecord.load(backfill_id).selection
+                    selection = BackfillRecord.load(backfill_id).spec.selection
                     keys = dg.AssetSelection.from_string(selection).resolve(self.graph)
-                except (FileNotFoundError, RuntimeError, dg.DagsterInvalidAssetSelectionError):
+                except (PartitionAssetsError, dg.DagsterError):  # no record here, or a stale selection
                     keys = set()
                 self._backfill_selections[backfill_id] = keys
             return self._backfill_selections[backfill_id]

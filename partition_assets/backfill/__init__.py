@@ -1,30 +1,27 @@
-"""The backfill engine: the sparse (asset, partition) graph and its scheduling loop."""
+"""The backfill engine: the spec, the sparse (asset, partition) graph and its scheduling loop."""
 
-from partition_assets.backfill.coordinator import (
-    current_nodes,
-    graph_of,
-    run_backfill,
-    time_range,
-)
+from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill
 from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
 from partition_assets.backfill.graph import (
     AssetSlice,
     BackfillGraph,
-    BackfillPlanError,
     Dependency,
     Node,
-    TimeRange,
+    build_graph,
     plan,
 )
 from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.spec import BackfillSpec, TimeRange
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.errors import BackfillPlanError
 
 __all__ = [
     "BACKFILL_ID_TAG",
     "AssetSlice",
     "BackfillGraph",
-    "BackfillRecord",
     "BackfillPlanError",
+    "BackfillRecord",
+    "BackfillSpec",
     "DagsterNodeRunner",
     "Dependency",
     "Node",
@@ -32,10 +29,10 @@ __all__ = [
     "NodeStatus",
     "Throttle",
     "TimeRange",
+    "build_graph",
     "current_nodes",
     "execute",
     "graph_of",
     "plan",
     "run_backfill",
-    "time_range",
 ]

@@ -5,19 +5,14 @@ so each behaves the same and leaves the same record.
 """
 
 from collections.abc import Callable, Iterable
-from datetime import datetime, time, timedelta, timezone
 
 import dagster as dg
 
 from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
-from partition_assets.backfill.graph import (
-    BackfillGraph,
-    BackfillPlanError,
-    Node,
-    TimeRange,
-    plan,
-)
-from partition_assets.backfill.runner import DagsterNodeRunner, load_definitions
+from partition_assets.backfill.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.location import load_definitions
+from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import (
     BACKFILL_ID_TAG,
     BackfillRecord,
@@ -26,50 +21,14 @@ from partition_assets.backfill.state import (
 )
 
 
-def time_range(start: str | None, end: str | None) -> TimeRange | None:
-    """The half-open range of the inclusive ISO `start` and `end` (a day or an instant)."""
-    if start is None and end is None:
-        return None
-    if start is None or end is None:
-        raise BackfillPlanError("give both a start and an end (inclusive)")
-    first, last = _parse_time(start), _parse_time(end)
-    # An end date covers its whole day; an end time, the instant (and so its partition).
-    last = last + (timedelta(days=1) if len(end) <= 10 else timedelta(microseconds=1))
-    if last <= first:
-        raise BackfillPlanError(f"start {start} is after end {end}")
-    return TimeRange(first, last)
+def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillGraph:
+    """The spec's graph, planned against its code location and the instance's dynamic partitions."""
+    return plan(load_definitions(spec.module).resolve_asset_graph(), spec, dynamic_partitions_store=instance)
 
 
-def _parse_time(value: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise BackfillPlanError(
-            f"{value!r} is not an ISO date or time, e.g. 2024-01-31 or 2024-01-31T13:00"
-        ) from None
-    if len(value) <= 10:
-        parsed = datetime.combine(parsed.date(), time())
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def graph_of(record: BackfillRecord, instance: dg.DagsterInstance) -> BackfillGraph:
-    """The record's graph, planned against its code location and the instance's dynamic partitions."""
-    asset_graph = load_definitions(record.module).resolve_asset_graph()
-    try:
-        selection = dg.AssetSelection.from_string(record.selection).resolve(asset_graph)
-    except dg.DagsterInvalidAssetSelectionError as error:
-        raise BackfillPlanError(
-            f"selection {record.selection!r}: {error}. Use Dagster's selection syntax, "
-            "e.g. 'key:daily_orders+' or 'key:a or key:b' or 'group:revenue'"
-        ) from None
-    graph = plan(asset_graph, selection, time_range(record.start, record.end), record.static,
-                 dynamic_partitions_store=instance, lookback=record.lookback, exact=record.exact,
-                 downstream=record.downstream)
-    unknown = sorted(set(record.asset_limits) - {key.to_user_string() for key in graph.slices})
-    if unknown:
-        raise BackfillPlanError(f"asset limits name assets outside the backfill: {unknown}; "
-                                f"it holds {[key.to_user_string() for key in graph.slices]}")
-    return graph
+def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """What a new backfill of `spec` leaves alone: the current nodes with `catch_up`, else none."""
+    return current_nodes(graph, instance) if spec.catch_up else set()
 
 
 def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
@@ -116,7 +75,6 @@ def run_backfill(
     record: BackfillRecord,
     graph: BackfillGraph,
     done: set[Node],
-    newest_first: bool = False,
     on_result: Callable[[NodeResult], None] = lambda result: None,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`; stops launching once the record is canceled."""
@@ -126,13 +84,14 @@ def run_backfill(
     def canceled() -> bool:
         return BackfillRecord.load(record.id).status == "canceled"
 
-    runner = DagsterNodeRunner(record.module, record.max_parallel, {BACKFILL_ID_TAG: record.id})
+    spec = record.spec
+    runner = DagsterNodeRunner(spec.module, spec.max_parallel, {BACKFILL_ID_TAG: record.id})
     try:
-        throttle = Throttle(record.max_parallel, {
-            dg.AssetKey.from_user_string(asset): limit for asset, limit in record.asset_limits.items()
+        throttle = Throttle(spec.max_parallel, {
+            dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()
         })
         status = execute(graph, runner.launch, throttle, done=done, on_result=on_result,
-                         newest_first=newest_first, should_stop=canceled, batch_chains=record.batch)
+                         newest_first=spec.reverse, should_stop=canceled, batch_chains=spec.batch)
     finally:
         if canceled():
             runner.terminate()

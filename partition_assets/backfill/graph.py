@@ -9,13 +9,15 @@ window boundaries (the same rules as Dagster's TimeWindowPartitionMapping); ever
 other mapping goes through Dagster's own mapping, key by key.
 """
 
+import difflib
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import dagster as dg
 import numpy as np
 
+from partition_assets.backfill.spec import SELECTION_EXAMPLES, BackfillSpec, TimeRange
 from partition_assets.errors import BackfillPlanError
 
 UNPARTITIONED = ""
@@ -28,14 +30,6 @@ class Node:
 
     asset: dg.AssetKey
     partition: str
-
-
-@dataclass(frozen=True)
-class TimeRange:
-    """A half-open interval [start, end) of absolute time."""
-
-    start: datetime
-    end: datetime
 
 
 @dataclass
@@ -109,7 +103,92 @@ class BackfillGraph:
         return found
 
 
-def plan(
+def plan(asset_graph, spec: BackfillSpec, dynamic_partitions_store=None) -> BackfillGraph:
+    """The backfill graph of `spec` against a code location's asset graph.
+
+    Raises BackfillPlanError, naming the fix, when the selection is invalid or
+    matches no asset, a static filter names no static dimension of the selection,
+    an asset limit names an asset outside the backfill, or the spec plans no node
+    at all (the range lies outside the partitions, a dynamic definition has no keys).
+    """
+    selected = resolve_selection(asset_graph, spec.selection)
+    _check_static_filters(asset_graph, selected, spec.static)
+    graph = build_graph(
+        asset_graph, selected, spec.time_range(), spec.static, dynamic_partitions_store,
+        lookback=spec.lookback, exact=spec.exact, downstream=spec.downstream,
+    )
+    in_backfill = [key.to_user_string() for key in graph.slices]
+    unknown = sorted(set(spec.asset_limits) - set(in_backfill))
+    if unknown:
+        raise BackfillPlanError(f"asset limits name assets outside the backfill: {unknown}; it holds {in_backfill}")
+    if graph.node_count() == 0:
+        reasons = [_why_empty(key.to_user_string(), asset_graph.get(key).partitions_def, spec)
+                   for key in graph.slices]
+        raise BackfillPlanError(f"{spec.describe()} plans no partition: " + "; ".join(reasons))
+    return graph
+
+
+def resolve_selection(asset_graph, selection: str) -> set[dg.AssetKey]:
+    """The asset keys of a Dagster selection string; an error naming close names when it
+    is invalid or matches nothing."""
+    try:
+        keys = dg.AssetSelection.from_string(selection).resolve(asset_graph)
+    except dg.DagsterError as error:
+        raise BackfillPlanError(
+            f"selection {selection!r} is not valid ({error}); use Dagster's selection syntax, {SELECTION_EXAMPLES}"
+        ) from None
+    if keys:
+        return set(keys)
+    names = sorted(key.to_user_string() for key in asset_graph.get_all_asset_keys())
+    groups = sorted({asset_graph.get(key).group_name for key in asset_graph.get_all_asset_keys()} - {None})
+    words = set(re.findall(r"[\w/.-]+", selection)) - {"key", "group", "tag", "owner", "kind", "and", "or", "not"}
+    close = sorted({match for word in words for match in difflib.get_close_matches(word, names + groups, n=3)})
+    hint = f"close names: {close}" if close else f"its assets: {names[:12]}{' …' if len(names) > 12 else ''}"
+    raise BackfillPlanError(f"selection {selection!r} matches no asset of the code location; {hint}")
+
+
+def _static_dimensions(key: dg.AssetKey, partitions_def) -> list[str]:
+    if isinstance(partitions_def, dg.StaticPartitionsDefinition):
+        return [key.to_user_string()]
+    if isinstance(partitions_def, dg.MultiPartitionsDefinition):
+        return [d.name for d in partitions_def.partitions_defs
+                if isinstance(d.partitions_def, dg.StaticPartitionsDefinition)]
+    return []
+
+
+def _check_static_filters(asset_graph, selected: set[dg.AssetKey], static_keys: dict[str, Sequence[str]]) -> None:
+    known = sorted({d for key in selected for d in _static_dimensions(key, asset_graph.get(key).partitions_def)})
+    unknown = sorted(set(static_keys) - set(known))
+    if unknown:
+        raise BackfillPlanError(
+            f"--static names {unknown}, which is no static dimension of the selection; "
+            + (f"its static dimensions: {known}" if known else "the selection has no static partitions")
+        )
+
+
+def _why_empty(asset: str, partitions_def, spec: BackfillSpec) -> str:
+    """Why `asset` contributes no partition to the plan of `spec`."""
+    if isinstance(partitions_def, dg.MultiPartitionsDefinition):  # a static dimension never is empty
+        for dimension in partitions_def.partitions_defs:
+            if not isinstance(dimension.partitions_def, dg.StaticPartitionsDefinition):
+                return _why_empty(f"{asset} (dimension {dimension.name})", dimension.partitions_def, spec)
+    if isinstance(partitions_def, dg.DynamicPartitionsDefinition):
+        return (f"asset {asset}: dynamic partitions {partitions_def.name!r} have no keys yet; add them with "
+                f"instance.add_dynamic_partitions({partitions_def.name!r}, [...]), a sensor's "
+                "DynamicPartitionsRequest, or the UI (the asset's Partitions tab)")
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        first, last = partitions_def.get_first_partition_key(), partitions_def.get_last_partition_key()
+        if first is None or last is None:
+            return f"asset {asset} has no partitions yet (they start {partitions_def.start})"
+        if spec.exact:
+            return (f"no partition of asset {asset} lies wholly inside {spec.start}..{spec.end} (--exact); "
+                    "widen the range or drop --exact")
+        return (f"asset {asset}: its partitions run from {first} to {last}; the range {spec.start}..{spec.end} "
+                "lies outside them")
+    return f"asset {asset} has no partition in the plan"
+
+
+def build_graph(
     asset_graph,
     selection: Iterable[dg.AssetKey],
     time_range: TimeRange | None = None,
@@ -246,7 +325,7 @@ def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_st
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         if time_range is None:
             raise BackfillPlanError(
-                f"asset {key.to_user_string()} is time-partitioned: give a start and an end"
+                f"asset {key.to_user_string()} is time-partitioned: give a start and an end (--start, --end: inclusive ISO dates or times)"
             )
         return windows.time_keys(partitions_def, time_range)
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):
@@ -257,23 +336,23 @@ def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_st
         names = [d.name for d in partitions_def.partitions_defs]
         return [dg.MultiPartitionKey(dict(zip(names, combo))) for combo in _product(per_dimension)]
     if isinstance(partitions_def, dg.StaticPartitionsDefinition):
-        return _static_keys(partitions_def, static_keys.get(key.to_user_string()))
+        return _static_keys(key.to_user_string(), partitions_def, static_keys.get(key.to_user_string()))
     return list(partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store))
 
 
 def _dimension_keys(key, dimension, time_range, static_keys, dynamic_partitions_store, windows):
     if isinstance(dimension.partitions_def, dg.StaticPartitionsDefinition):
-        return _static_keys(dimension.partitions_def, static_keys.get(dimension.name))
+        return _static_keys(dimension.name, dimension.partitions_def, static_keys.get(dimension.name))
     return _keys_of(key, dimension.partitions_def, time_range, {}, dynamic_partitions_store, windows)
 
 
-def _static_keys(partitions_def: dg.StaticPartitionsDefinition, chosen) -> list[str]:
+def _static_keys(dimension: str, partitions_def: dg.StaticPartitionsDefinition, chosen) -> list[str]:
     every = list(partitions_def.get_partition_keys())
     if chosen is None:
         return every
     unknown = sorted(set(chosen) - set(every))
     if unknown:
-        raise BackfillPlanError(f"static keys {unknown} do not exist; choose among {every}")
+        raise BackfillPlanError(f"--static {dimension}: keys {unknown} do not exist; choose among {every}")
     return [k for k in every if k in set(chosen)]
 
 

@@ -6,41 +6,20 @@ bookkeeping. Every node is still a real run in the instance: visible in the
 webserver, in the event log and in Dagster's partition status.
 """
 
-import importlib
-import importlib.util
 import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from pathlib import Path
 
 import dagster as dg
 
 from partition_assets.backfill.engine import NodeResult
 from partition_assets.backfill.graph import Node
+from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.state import RANGE_END_TAG, RANGE_START_TAG
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 
 _worker: dict = {}
-
-
-def load_definitions(target: str) -> dg.Definitions:
-    """The Definitions of a code location: `target` is a module name or a .py file path.
-
-    Takes the module's `defs`, or its only Definitions object.
-    """
-    if target.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(Path(target).stem, target)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(target)
-    if isinstance(getattr(module, "defs", None), dg.Definitions):
-        return module.defs
-    found = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]
-    if len(found) != 1:
-        raise ValueError(f"{target} has {len(found)} Definitions objects: name the one to use `defs`")
-    return found[0]
 
 
 class DagsterNodeRunner:

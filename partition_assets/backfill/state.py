@@ -9,13 +9,15 @@ run succeeded is never run again, whatever happened to the coordinator.
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
 
 from partition_assets.backfill.engine import NodeStatus
 from partition_assets.backfill.graph import AssetSlice, BackfillGraph, Node
+from partition_assets.backfill.spec import BackfillSpec
+from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
 
 BACKFILL_ID_TAG = "partition_assets/backfill_id"
 _PARTITION_TAG = "dagster/partition"
@@ -38,17 +40,9 @@ _RUN_STATES = {
 
 @dataclass
 class BackfillRecord:
-    module: str
-    selection: str
-    start: str | None
-    end: str | None
-    static: dict[str, list[str]] = field(default_factory=dict)
-    max_parallel: int = 4
-    asset_limits: dict[str, int] = field(default_factory=dict)  # asset key string -> max concurrent runs
-    lookback: int = 0
-    exact: bool = False
-    downstream: bool = False
-    batch: bool = True  # self-dependent chains share runs (assets whose policy allows ranges)
+    """A backfill's spec and whether it is running, canceled or done, under its id."""
+
+    spec: BackfillSpec
     status: str = "running"  # running | canceled | done
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -56,22 +50,32 @@ class BackfillRecord:
         path = record_path(self.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(asdict(self), indent=2))
+        temporary.write_text(json.dumps({"id": self.id, "status": self.status, "spec": self.spec.to_json()}, indent=2))
         temporary.replace(path)  # readers never see a half-written record
 
     @classmethod
     def load(cls, backfill_id: str) -> "BackfillRecord":
+        """The record of `backfill_id`; UnknownBackfillError lists the recorded ids."""
         path = record_path(backfill_id)
         if not path.exists():
             known = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.exists() else []
-            raise FileNotFoundError(f"no backfill {backfill_id!r} under {path.parent}; known: {known}")
-        return cls(**json.loads(path.read_text()))
+            raise UnknownBackfillError(
+                f"no backfill {backfill_id!r} is recorded under {path.parent}; "
+                + (f"known: {', '.join(known[-20:])}" if known else "none is (check DAGSTER_HOME)")
+            )
+        saved = json.loads(path.read_text())
+        # Records written before the spec existed hold its fields at the top level.
+        spec = saved.pop("spec", None) or {k: v for k, v in saved.items() if k not in ("id", "status")}
+        return cls(BackfillSpec.from_json(spec), saved.get("status", "running"), saved["id"])
 
 
 def record_path(backfill_id: str) -> Path:
     home = os.environ.get("DAGSTER_HOME")
     if not home:
-        raise RuntimeError("DAGSTER_HOME is not set: backfills are recorded beside the Dagster instance")
+        raise EnvironmentSetupError(
+            "DAGSTER_HOME is not set: backfills are recorded beside the Dagster instance; "
+            "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
+        )
     return Path(home) / "partition_assets" / "backfills" / f"{backfill_id}.json"
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.deploy.code_root import exec_in_code_root
+from partition_assets.errors import PartitionAssetsError
 from partition_assets.spark import SparkResource, find_java
 from partition_assets.storage.maintenance import vacuum
 
@@ -26,12 +29,35 @@ def main(argv: list[str] | None = None) -> int:
         "vacuum", help="delete files of replaced or killed writes, older than the retention"
     )
     vacuum_cmd.add_argument("table_uri")
-    vacuum_cmd.add_argument("--retention-hours", type=float, default=168)
+    vacuum_cmd.add_argument("--retention-hours", type=non_negative(float), default=168)
     vacuum_cmd.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
+    try:
+        return _run(args, sys.argv[1:] if argv is None else list(argv))
+    except PartitionAssetsError as error:
+        # A bad input or environment: one line naming it and the fix, no traceback, exit 2.
+        print(f"partition-assets {args.command}: {error}", file=sys.stderr)
+        return 2
 
+
+def non_negative(kind: type) -> Callable[[str], Any]:
+    """An argparse type: `kind(text)`, refusing negative numbers."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text} is negative: give 0 or more")
+        return value
+
+    return parse
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "backfill":
-        exec_in_code_root(args, sys.argv[1:] if argv is None else list(argv))  # when asked for
+        exec_in_code_root(args, argv)  # when asked for
         return run_backfill_command(args)
     if args.command in ("deploy", "deploys", "undeploy"):
         return run_deploy_command(args)

@@ -13,11 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from partition_assets.deploy.deployments import (
-    _dagster_config,
-    find_deployment,
-    repo_root,
-)
+from partition_assets.backfill.location import configured_module
+from partition_assets.deploy.deployments import find_deployment, repo_root
+from partition_assets.errors import CodeLocationError
 
 
 def add_code_root_options(parser: argparse.ArgumentParser) -> None:
@@ -37,14 +35,13 @@ def exec_in_code_root(args: argparse.Namespace, argv: list[str]) -> None:
         root, module = Path(deployment.worktree), deployment.module
     elif getattr(args, "code_root", None):
         root = Path(args.code_root).resolve()
-        module = _dagster_config(root).get("module_name")
+        if not root.is_dir():
+            raise CodeLocationError(f"--code-root {args.code_root}: no such folder; give a deploy's worktree")
     if root is None:
         return
     argv = _without_code_root(argv)
     if getattr(args, "action", None) in ("plan", "run") and not (args.module_name or args.python_file):
-        if not module:
-            raise SystemExit(f"name the code location with -m: {root}/pyproject.toml has no [tool.dagster] module_name")
-        argv += ["-m", module]
+        argv += ["-m", module or configured_module(root)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
     sys.stdout.flush()
     # -P: the current directory (the repo at another commit) must not shadow the root.

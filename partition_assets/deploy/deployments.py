@@ -15,12 +15,12 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
+from partition_assets.backfill.location import dagster_config
 from partition_assets.deploy.git import GIT_SHA_ENV, git
 from partition_assets.errors import DeployError
 
@@ -82,7 +82,7 @@ def deploy(
     worktree = deploys / full_sha[:12]
     if not worktree.exists():
         git(repo, "worktree", "add", "--detach", str(worktree), full_sha)
-    configured = _dagster_config(worktree)
+    configured = dagster_config(worktree)
     module = module or configured.get("module_name")
     if not module:
         raise DeployError(f"name the code location's module (-m): {worktree}/pyproject.toml has no [tool.dagster] module_name")
@@ -149,13 +149,6 @@ def load_deployment(path: Path) -> Deployment:
 
 def _record_path(repo: Path, sha: str) -> Path:
     return repo / DEPLOYS_DIR / f"{sha[:12]}.json"
-
-
-def _dagster_config(root: Path) -> dict:
-    pyproject = root / "pyproject.toml"
-    if not pyproject.exists():
-        return {}
-    return tomllib.loads(pyproject.read_text()).get("tool", {}).get("dagster", {})
 
 
 def _free_port() -> int:

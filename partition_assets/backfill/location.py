@@ -1,0 +1,68 @@
+"""Which code location a backfill loads, and loading it."""
+
+import importlib
+import importlib.util
+import tomllib
+from pathlib import Path
+
+import dagster as dg
+
+from partition_assets.errors import CodeLocationError
+
+
+def dagster_config(root: Path) -> dict:
+    """The `[tool.dagster]` table of `root`/pyproject.toml ({} without one)."""
+    pyproject = root / "pyproject.toml"
+    try:
+        return tomllib.loads(pyproject.read_text()).get("tool", {}).get("dagster", {})
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as error:
+        raise CodeLocationError(f"{pyproject.resolve()} is not valid TOML ({error}): fix it, or pass -m MODULE") from None
+
+
+def configured_module(root: Path = Path()) -> str:
+    """`[tool.dagster] module_name` of `root`/pyproject.toml; CodeLocationError when absent."""
+    module = dagster_config(root).get("module_name")
+    if not module:
+        raise CodeLocationError(
+            f"name the code location: -m MODULE, -f FILE, or [tool.dagster] module_name in "
+            f"{(root / 'pyproject.toml').resolve()}"
+        )
+    return module
+
+
+def load_definitions(target: str) -> dg.Definitions:
+    """The Definitions of a code location: `target` is a module name or a .py file path.
+
+    Takes the module's `defs`, or its only Definitions object. A module that cannot
+    be found or imported is a CodeLocationError naming it; an error raised by the
+    module's own code while it is imported propagates as it is.
+    """
+    if target.endswith(".py"):
+        if not Path(target).is_file():
+            raise CodeLocationError(f"code location file {target} does not exist: check -f")
+        spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        if spec is None or spec.loader is None:
+            raise CodeLocationError(f"{target} cannot be imported as a Python file: check -f")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise CodeLocationError(
+                f"no module {target!r} on the import path: check -m (a dotted module name, e.g. "
+                "partition_assets.example) or install the package that holds it"
+            )
+        module = importlib.import_module(target)
+    if isinstance(getattr(module, "defs", None), dg.Definitions):
+        return module.defs
+    definitions = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]
+    if len(definitions) != 1:
+        raise CodeLocationError(
+            f"{target} has {len(definitions)} Definitions objects: name the one to use `defs`"
+        )
+    return definitions[0]

@@ -1,0 +1,242 @@
+"""What a backfill is: one frozen, validated `BackfillSpec`, shared by every surface.
+
+The command line's flags (`add_spec_arguments`), the Launchpad job's config schema
+(`spec_config_class`), the backfill record and `plan()` all derive from the fields
+below, so a new option is one field with its `option(...)` help plus its check in
+`BackfillSpec.__post_init__`.
+
+A spec is checked on its own here: types, signs, a parseable range, options that
+contradict. Whether it plans any node needs the code location and the instance:
+`plan()` checks that (unknown assets, a range outside every partition, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta, timezone
+from typing import Any, get_type_hints
+
+import dagster as dg
+from pydantic import Field, create_model
+
+from partition_assets.errors import BackfillPlanError
+
+SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open interval [start, end) of absolute time."""
+
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True)
+class _Option:
+    """How a spec field appears on the command line and in the job's config."""
+
+    help: str
+    flag: str | None = None  # default: --field-name (--no-field-name for a field that defaults to True)
+    metavar: str | None = None
+    parse: Callable[[list[str]], Any] | None = None  # repeatable flag: its values -> the field's value
+    config_type: Any = None  # the job's config type, when the field's own type is not one Dagster takes
+    on_command_line: bool = True
+
+
+def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None, **how: Any) -> Any:
+    """A spec field with its user-facing help; see `_Option` for the keywords."""
+    metadata = {"option": _Option(**how)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _parse_pairs(flag: str, form: str, example: str, convert: Callable[[str, str], Any]) -> Callable:
+    def parse(values: list[str]) -> dict[str, Any]:
+        parsed: dict[str, Any] = {}
+        for value in values:
+            name, _, rest = value.partition("=")
+            if not name or not rest:
+                raise BackfillPlanError(f"{flag} {value!r}: write it as {form}, e.g. {example}")
+            parsed[name] = convert(value, rest)
+        return parsed
+
+    return parse
+
+
+def _positive_int(value: str, number: str) -> int:
+    if not number.isdigit() or int(number) < 1:
+        raise BackfillPlanError(f"--asset-limit {value!r}: write it as ASSET=N with N >= 1, e.g. daily_orders=1")
+    return int(number)
+
+
+def _key_list(value: str, keys: str) -> list[str]:
+    parsed = keys.split(",")
+    if not all(parsed):
+        raise BackfillPlanError(f"--static {value!r} holds an empty key: write it as DIMENSION=key1,key2")
+    return parsed
+
+
+@dataclass(frozen=True)
+class BackfillSpec:
+    """A backfill: which assets, which partitions, how fast, in which mode. Validated on creation."""
+
+    module: str = option(
+        help="the code location: a module name or a .py file", on_command_line=False,
+    )
+    selection: str = option(help=f"Dagster asset selection, {SELECTION_EXAMPLES}", flag="--select")
+    start: str | None = option(None, help="first day or time, inclusive (ISO 8601)")
+    end: str | None = option(None, help="last day or time, inclusive (ISO 8601)")
+    static: Mapping[str, list[str]] = option(
+        factory=dict, metavar="DIM=a,b",
+        help="static keys to include, by dimension name (or asset key of a static asset); repeatable",
+        parse=_parse_pairs("--static", "DIMENSION=key1,key2", "region=emea,apac", _key_list),
+        config_type=dict[str, list[str]],
+    )
+    max_parallel: int = option(4, help="node runs at once")
+    asset_limits: Mapping[str, int] = option(
+        factory=dict, flag="--asset-limit", metavar="ASSET=N",
+        help="at most N concurrent runs of ASSET; repeatable",
+        parse=_parse_pairs("--asset-limit", "ASSET=N", "daily_orders=1", _positive_int),
+        config_type=dict[str, int],
+    )
+    lookback: int = option(0, metavar="N", help="also re-run the N partitions before the range of each time asset")
+    exact: bool = option(False, help="only partitions wholly inside the range (no coarser grain, no lookback)")
+    downstream: bool = option(False, help="add every downstream (asset, partition) the range reaches")
+    batch: bool = option(True, help="let contiguous partitions of range-capable assets share runs")
+    catch_up: bool = option(False, help="only partitions missing or failed in the instance")
+    reverse: bool = option(False, help="newest partitions first")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.selection, str) or not self.selection.strip():
+            raise BackfillPlanError(f"the selection is empty: give --select an asset selection, {SELECTION_EXAMPLES}")
+        self.time_range()  # raises on a malformed or inverted range
+        for name in ("max_parallel", "lookback"):
+            value, least = getattr(self, name), 1 if name == "max_parallel" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise BackfillPlanError(f"{_user_name(name)} is {value!r}: give a whole number >= {least}")
+        for asset, limit in self.asset_limits.items():
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise BackfillPlanError(f"asset limit {asset}={limit!r}: give a whole number >= 1, e.g. {asset}=1")
+        for dimension, keys in self.static.items():
+            if not dimension or not keys or not all(isinstance(k, str) and k for k in keys):
+                raise BackfillPlanError(f"static filter {dimension}={keys!r}: give a dimension and non-empty keys")
+        if self.exact and self.lookback:
+            raise BackfillPlanError(
+                f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "
+                "range; drop one of them"
+            )
+
+    def time_range(self) -> TimeRange | None:
+        """The half-open range of the inclusive `start` and `end` (each a day or an instant)."""
+        if self.start is None and self.end is None:
+            return None
+        if self.start is None or self.end is None:
+            raise BackfillPlanError("give both --start and --end (inclusive), or neither")
+        first, last = _parse_time(self.start), _parse_time(self.end)
+        # An end date covers its whole day; an end time, the instant (and so its partition).
+        last = last + (timedelta(days=1) if len(self.end) <= 10 else timedelta(microseconds=1))
+        if last <= first:
+            raise BackfillPlanError(f"--start {self.start} is after --end {self.end}: swap them")
+        return TimeRange(first, last)
+
+    def describe(self) -> str:
+        """One line: the selection and the range."""
+        span = f" {self.start}..{self.end}" if self.start else ""
+        return f"{self.selection}{span}"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: Mapping[str, Any]) -> BackfillSpec:
+        """A spec from `to_json`; fields added since it was written take their defaults."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{name: value for name, value in values.items() if name in known})
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise BackfillPlanError(f"{value!r} is not an ISO date or time, e.g. 2024-01-31 or 2024-01-31T13:00") from None
+    if len(value) <= 10:
+        parsed = datetime.combine(parsed.date(), time())
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _options() -> list[tuple[dataclasses.Field, _Option]]:
+    return [(f, f.metadata["option"]) for f in dataclasses.fields(BackfillSpec)]
+
+
+def _type_of(spec_field: dataclasses.Field) -> Any:
+    return get_type_hints(BackfillSpec)[spec_field.name]
+
+
+def _flag(spec_field: dataclasses.Field, how: _Option) -> str:
+    if how.flag:
+        return how.flag
+    dashed = spec_field.name.replace("_", "-")
+    return f"--no-{dashed}" if spec_field.default is True else f"--{dashed}"
+
+
+def _user_name(name: str) -> str:
+    spec_field = next(f for f, _ in _options() if f.name == name)
+    return f"{name} ({_flag(spec_field, spec_field.metadata['option'])})"
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per spec field (except the code location, which the caller adds)."""
+    for spec_field, how in _options():
+        if not how.on_command_line:
+            continue
+        flag = _flag(spec_field, how)
+        if _type_of(spec_field) is bool:
+            action = "store_false" if spec_field.default is True else "store_true"
+            parser.add_argument(flag, dest=spec_field.name, action=action, help=how.help)
+        elif how.parse is not None:
+            parser.add_argument(flag, dest=spec_field.name, action="append", default=[],
+                                metavar=how.metavar, help=how.help)
+        else:
+            required = spec_field.default is dataclasses.MISSING
+            parser.add_argument(flag, dest=spec_field.name, required=required, metavar=how.metavar,
+                                type=int if _type_of(spec_field) is int else str, default=None if required
+                                else spec_field.default, help=how.help)
+
+
+def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
+    """The spec of parsed `add_spec_arguments` flags; raises BackfillPlanError naming a bad value."""
+    values: dict[str, Any] = {"module": module}
+    for spec_field, how in _options():
+        if how.on_command_line:
+            value = getattr(args, spec_field.name)
+            values[spec_field.name] = how.parse(value) if how.parse is not None else value
+    return BackfillSpec(**values)
+
+
+def spec_config_class() -> type[dg.Config]:
+    """The Launchpad job's config: every spec field but the code location, which the job names."""
+    fields: dict[str, Any] = {}
+    for spec_field, how in _options():
+        if spec_field.name == "module":
+            continue
+        kind = how.config_type or _type_of(spec_field)
+        if spec_field.default is not dataclasses.MISSING:
+            default = Field(default=spec_field.default, description=how.help)
+        elif spec_field.default_factory is not dataclasses.MISSING:
+            default = Field(default_factory=spec_field.default_factory, description=how.help)
+        else:
+            default = Field(description=how.help)
+        fields[spec_field.name] = (kind, default)
+    config = create_model("SparseBackfillConfig", __base__=dg.Config, **fields)
+    config.__doc__ = "A backfill's parameters, as `partition-assets backfill run` takes them."
+    return config
+
+
+def spec_from_config(config: dg.Config, module: str) -> BackfillSpec:
+    """The spec of a job run's config; raises BackfillPlanError naming a bad value."""
+    return BackfillSpec(module=module, **config.model_dump())
