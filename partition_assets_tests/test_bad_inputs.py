@@ -1,0 +1,151 @@
+"""Every `partition-assets` subcommand refuses a bad input the same way: exit code 2, one
+or two lines naming the problem and the fix, no traceback, and nothing recorded or written."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill.spec import BackfillSpec
+from partition_assets.backfill.state import BackfillRecord
+from partition_assets.cli.main import main
+
+REPO = Path(__file__).resolve().parents[1]
+ENGINE = ["-m", "partition_assets_tests.engine_defs"]
+EXAMPLE = ["-m", "partition_assets.example"]
+JANUARY = ["--start", "2024-01-01", "--end", "2024-01-08"]
+KNOWN_ID = "known0backfill"
+
+# (argv, a fragment of the one-line message that names the problem or the fix)
+BAD_INPUTS = [
+    # backfill plan | run: the spec
+    (["backfill", "plan", *ENGINE, "--select", "", *JANUARY], "the selection is empty"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw and", *JANUARY], "is not valid"),
+    (["backfill", "plan", *ENGINE, "--select", "key:no_such_asset", *JANUARY], "matches no asset"),
+    (["backfill", "run", *ENGINE, "--select", "key:rwa", *JANUARY], "close names: ['raw']"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "0"], "--max-parallel"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "many"], "invalid int"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-01-09", "--end", "2024-01-02"],
+     "after --end"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-13-01", "--end", "2024-12-31"],
+     "not an ISO date"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-01-01"], "give both --start and --end"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw"], "give a start and an end"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--lookback", "-1"], "--lookback"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--exact", "--lookback", "2"], "contradict"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "raw=0"], "N >= 1"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "raw"], "ASSET=N"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "clean=1"],
+     "outside the backfill"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "region"], "DIMENSION=key1,key2"),
+    # backfill plan | run: what the spec plans against the code location
+    (["backfill", "run", *ENGINE, "--select", "key:raw", "--start", "1990-01-01", "--end", "1990-01-02"],
+     "its partitions run from 2024-01-01 to"),
+    (["backfill", "plan", *ENGINE, "--select", "key:month", "--start", "2024-01-01", "--end", "2024-01-03",
+      "--exact"], "wholly inside"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "planet=mars"],
+     "no static dimension"),
+    (["backfill", "run", *EXAMPLE, "--select", "key:regions", "--static", "regions=mars"], "choose among"),
+    (["backfill", "plan", *EXAMPLE, "--select", "key:daily_region_revenue", *JANUARY, "--static", "planet=mars"],
+     "its static dimensions: ['region']"),
+    (["backfill", "run", *EXAMPLE, "--select", "key:campaign_report"], "add_dynamic_partitions('campaigns'"),
+    (["backfill", "plan", "-m", "no_such_module", "--select", "key:raw", *JANUARY], "no module 'no_such_module'"),
+    (["backfill", "run", "-f", "/no/such/defs.py", "--select", "key:raw", *JANUARY], "does not exist"),
+    (["backfill", "resume", "--code-root", "/no/such/root", KNOWN_ID], "no such folder"),
+    (["backfill", "run", "--location", "example@000000000000", "--select", "key:raw", *JANUARY], "0 deploys match"),
+    # backfill status | resume | retry | cancel: unknown ids list the known ones
+    (["backfill", "status", "no_such_id"], f"known: {KNOWN_ID}"),
+    (["backfill", "resume", "no_such_id"], f"known: {KNOWN_ID}"),
+    (["backfill", "retry", "no_such_id"], f"known: {KNOWN_ID}"),
+    (["backfill", "cancel", "no_such_id"], f"known: {KNOWN_ID}"),
+    (["backfill", "status", KNOWN_ID, "--png", "/no/such/folder/heatmap.png"], "folder does not exist"),
+    (["backfill"], "required"),
+    # vacuum, deploy, undeploy, spark
+    (["vacuum", "/no/such/table"], "/no/such/table"),
+    (["vacuum", "{not_a_table}"], "{not_a_table}"),
+    (["vacuum", "{not_a_table}", "--retention-hours", "-1"], "negative"),
+    (["deploy", "no_such_commit_0123"], "is not a commit"),
+    (["deploy", "HEAD", "--port", "99999"], "not a TCP port"),
+    (["undeploy", "no_such_deploy"], "0 deploys match"),
+    (["spark", "restart"], "invalid choice"),
+]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A DAGSTER_HOME with its instance created and one recorded backfill, as a user's would be."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.chdir(REPO)
+    with dg.DagsterInstance.get():
+        pass
+    BackfillRecord(BackfillSpec(module="partition_assets_tests.engine_defs", selection="key:raw",
+                                start="2024-01-01", end="2024-01-02"), id=KNOWN_ID).save()
+    return home
+
+
+def files_under(*folders: Path) -> set[str]:
+    return {str(path) for folder in folders for path in folder.rglob("*")}
+
+
+def run_in_process(argv: list[str], capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse refuses malformed flags itself
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+def test_there_are_at_least_25_bad_inputs_across_every_subcommand():
+    assert len(BAD_INPUTS) >= 25
+    commands = {" ".join(argv[:2]) if argv[0] == "backfill" and len(argv) > 1 else argv[0] for argv, _ in BAD_INPUTS}
+    assert commands >= {"backfill plan", "backfill run", "backfill status", "backfill resume", "backfill retry",
+                        "backfill cancel", "vacuum", "deploy", "undeploy", "spark"}
+
+
+@pytest.mark.parametrize(("argv", "names"), BAD_INPUTS, ids=[" ".join(a)[:70] for a, _ in BAD_INPUTS])
+def test_a_bad_input_exits_2_with_a_short_message_and_writes_nothing(argv, names, home, tmp_path, capsys):
+    not_a_table = tmp_path / "not_a_table"
+    not_a_table.mkdir()
+    (not_a_table / "notes.txt").write_text("not a table")
+    argv = [a.format(not_a_table=not_a_table) for a in argv]
+    names = names.format(not_a_table=not_a_table)
+    before = files_under(home, not_a_table, REPO / ".deploys")
+
+    code, stderr = run_in_process(argv, capsys)
+
+    # argparse's own refusals print the command's usage first (indented when it wraps).
+    message = [line for line in stderr.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    assert 1 <= len(message) <= 2, stderr
+    assert names in stderr, stderr
+    assert files_under(home, not_a_table, REPO / ".deploys") == before, "a refused command must write nothing"
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_runs() == []
+
+
+def test_bad_inputs_through_the_installed_command_print_no_traceback(home):
+    """The real entry point (a fresh interpreter), not only `main()` in this process."""
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    for argv, names in [
+        (["backfill", "run", *ENGINE, "--select", "", *JANUARY], "the selection is empty"),
+        (["backfill", "status", "no_such_id"], f"known: {KNOWN_ID}"),
+        (["vacuum", "/no/such/table"], "/no/such/table"),
+    ]:
+        done = subprocess.run([sys.executable, "-m", "partition_assets", *argv], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and names in done.stderr.splitlines()[-1], done.stderr
+
+
+def test_without_dagster_home_a_backfill_command_says_how_to_set_it(monkeypatch, capsys):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    code, stderr = run_in_process(["backfill", "status", KNOWN_ID], capsys)
+    assert code == 2 and "export DAGSTER_HOME" in stderr and "Traceback" not in stderr
