@@ -85,7 +85,7 @@ def run_backfill(
         return BackfillRecord.load(record.id).status == "canceled"
 
     spec = record.spec
-    runner = DagsterNodeRunner(spec.module, spec.max_parallel, {BACKFILL_ID_TAG: record.id})
+    runner = DagsterNodeRunner(spec.module, spec.max_parallel, {**spec.tags, BACKFILL_ID_TAG: record.id})
     try:
         throttle = Throttle(spec.max_parallel, {
             dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()

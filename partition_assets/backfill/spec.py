@@ -24,6 +24,8 @@ from pydantic import Field, create_model
 
 from partition_assets.errors import BackfillPlanError
 
+# Tags the engine and Dagster set themselves: a user tag must not overwrite them.
+RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
 
 
@@ -110,6 +112,10 @@ class BackfillSpec:
     batch: bool = option(True, help="let contiguous partitions of range-capable assets share runs")
     catch_up: bool = option(False, help="only partitions missing or failed in the instance")
     reverse: bool = option(False, help="newest partitions first")
+    tags: Mapping[str, str] = option(
+        factory=dict, flag="--tag", metavar="KEY=VALUE", help="a tag on every node run, e.g. team=finance; repeatable",
+        parse=_parse_pairs("--tag", "KEY=VALUE", "team=finance", lambda value, tag: tag), config_type=dict[str, str],
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.selection, str) or not self.selection.strip():
@@ -125,6 +131,9 @@ class BackfillSpec:
         for dimension, keys in self.static.items():
             if not dimension or not keys or not all(isinstance(k, str) and k for k in keys):
                 raise BackfillPlanError(f"static filter {dimension}={keys!r}: give a dimension and non-empty keys")
+        reserved = sorted(key for key in self.tags if key.startswith(RESERVED_TAG_PREFIXES))
+        if reserved:
+            raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "
