@@ -9,7 +9,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test bench spark-start spark-stop clean browser
+.PHONY: install dev test lint bench spark-start spark-stop clean browser
 
 install: $(VENV)/.installed
 
@@ -32,8 +32,14 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-test: install browser
+test: install browser lint
 	$(VENV)/bin/pytest
+
+# ruff (lint and format) and mypy; `make test` runs them first.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download).
 CHROMIUM := /usr/bin/chromium
