@@ -31,21 +31,21 @@ import urllib.error
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
-import dagster as dg  # noqa: E402
-import engine_dag  # noqa: E402
+import dagster as dg
+import engine_dag
 
-from partition_assets.backfill import TimeRange, build_graph  # noqa: E402
-from partition_assets.backfill.location import load_definitions  # noqa: E402
+from partition_assets.backfill import TimeRange, build_graph
+from partition_assets.backfill.location import load_definitions
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 DAG_FILE = str(Path(engine_dag.__file__).resolve())
-START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+START = datetime(2024, 1, 1, tzinfo=UTC)
 FINISHED = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 
 LAUNCH = """
@@ -176,7 +176,7 @@ class DagsterDev:
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
-    def __enter__(self) -> "DagsterDev":
+    def __enter__(self) -> DagsterDev:
         try:
             self.wait_ready()
         except BaseException:

@@ -29,16 +29,16 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
-import dagster_backfill  # noqa: E402
-import engine_dag  # noqa: E402
+import dagster_backfill
+import engine_dag
 
-from partition_assets.backfill import Throttle, TimeRange, build_graph, execute  # noqa: E402
-from partition_assets.backfill.runner import DagsterNodeRunner  # noqa: E402
+from partition_assets.backfill import Throttle, TimeRange, build_graph, execute
+from partition_assets.backfill.runner import DagsterNodeRunner
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_FILE = str(Path(engine_dag.__file__).resolve())
@@ -72,7 +72,7 @@ def run_overheads(results) -> list[float]:
 
 
 def planned(days: int, slots: int) -> dict:
-    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
     asset_graph = engine_dag.defs.resolve_asset_graph()
     graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, start + timedelta(days=days)))
     best, critical = bound(graph, slots)
@@ -85,7 +85,7 @@ def measure_engine(days: int, slots: int) -> dict:
     home = Path(tempfile.mkdtemp(prefix="engine-bench-"))
     shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
-    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
     window = TimeRange(start, start + timedelta(days=days))
     asset_graph = engine_dag.defs.resolve_asset_graph()
     graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), window)
@@ -118,7 +118,7 @@ def measure_engine(days: int, slots: int) -> dict:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _load(loads) -> str:

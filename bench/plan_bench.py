@@ -9,7 +9,7 @@ Usage: python bench/plan_bench.py [--years N] [--out bench/results/plan.md]
 import argparse
 import resource
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -54,7 +54,7 @@ def main() -> None:
     graph = build_graph(
         asset_graph,
         asset_graph.get_all_asset_keys(),
-        TimeRange(datetime(2015, 1, 1, tzinfo=timezone.utc), datetime(2015 + args.years, 1, 1, tzinfo=timezone.utc)),
+        TimeRange(datetime(2015, 1, 1, tzinfo=UTC), datetime(2015 + args.years, 1, 1, tzinfo=UTC)),
     )
     seconds = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -17,9 +17,9 @@ os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = os.environ.get(
 os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-assets-state-")
 os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
 
-from partition_assets.example import assets as example_assets  # noqa: E402
-from partition_assets.spark import SparkResource  # noqa: E402
-from partition_assets.storage import SparkDeltaIOManager  # noqa: E402
+from partition_assets.example import assets as example_assets
+from partition_assets.spark import SparkResource
+from partition_assets.storage import SparkDeltaIOManager
 
 EXAMPLE_ASSETS = dg.load_assets_from_modules([example_assets])
 

@@ -2,7 +2,7 @@
 
 import shutil
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +20,7 @@ from partition_assets.backfill.state import (
 from partition_assets_tests import engine_defs
 
 REPO = Path(__file__).resolve().parents[1]
-JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=timezone.utc), datetime(2024, 1, 9, tzinfo=timezone.utc))
+JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
 
 
 @pytest.fixture

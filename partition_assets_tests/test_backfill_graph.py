@@ -1,7 +1,7 @@
 """The backfill graph's edges equal a brute-force enumeration through Dagster's own
 mappings, key by key, for every mapping shape, over small ranges."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import dagster as dg
@@ -21,7 +21,7 @@ from partition_assets.partitions import (
 )
 from partition_assets.partitions.mappings import upstream_keys
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def brute_force_upstream(asset_graph, graph, node: Node) -> set[Node]:

@@ -1,6 +1,7 @@
 """The Delta flavour's full contract: concurrency, schema, scoping of every kind, time travel."""
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 
 import dagster as dg
 import pyarrow as pa
@@ -192,9 +193,9 @@ def test_an_input_pinned_to_a_version_reads_that_version(lake, run_assets):
 
 
 def _iso(millis: int) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat()
+    return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat()
 
 
 def test_an_all_partitions_input_ignores_the_mapping(lake, run_assets):

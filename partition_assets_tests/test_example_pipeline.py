@@ -5,7 +5,7 @@ generators, derived assets with pandas over the upstream tables as delta-rs
 reads them (not through this library's Spark read path).
 """
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import pandas as pd
@@ -126,7 +126,7 @@ def test_events_equal_the_generator(pipeline, spark):
     lake, _ = pipeline
     stored = table(lake, "events")
     for hour in ("2024-01-01-00:00", "2024-01-15-13:00", "2024-01-31-23:00"):
-        start = datetime.strptime(hour, "%Y-%m-%d-%H:%M").replace(tzinfo=timezone.utc)
+        start = datetime.strptime(hour, "%Y-%m-%d-%H:%M").replace(tzinfo=UTC)
         generated = sources.hourly_events(spark, start, 1).toPandas()
         assert len(generated) == sources.EVENTS_PER_HOUR
         assert rows(stored[stored.ds == hour], "event_id") == rows(generated, "event_id")

@@ -1,6 +1,6 @@
 """Partition keys of every kind, and every bad input refused when the definition is built."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
@@ -19,7 +19,7 @@ from partition_assets.partitions import (
 
 
 def at(*args) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
+    return datetime(*args, tzinfo=UTC)
 
 
 def test_hourly_keys_in_utc():

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -84,7 +84,7 @@ def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
         assert DeltaTable(str(lake / asset)).version() == 0, asset
 
     # The source rows are the generator's, and the range fan-in aggregates them.
-    generated = sources.hourly_events(spark, datetime(2024, 1, 1, tzinfo=timezone.utc), 72).toPandas()
+    generated = sources.hourly_events(spark, datetime(2024, 1, 1, tzinfo=UTC), 72).toPandas()
     events = DeltaTable(str(lake / "events")).to_pandas()
     assert rows(events, "event_id") == rows(generated, "event_id")
     orders = DeltaTable(str(lake / "daily_orders")).to_pandas().set_index(["ds", "region"]).sort_index()

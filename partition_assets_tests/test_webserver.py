@@ -5,7 +5,7 @@ the generated rows of the chosen days."""
 import re
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -166,7 +166,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
             assert materialized == set(hours if asset_of(run) == "events" else days)
 
     # The tables hold the generator's rows for exactly these days.
-    start = datetime.fromisoformat(first).replace(tzinfo=timezone.utc)
+    start = datetime.fromisoformat(first).replace(tzinfo=UTC)
     generated = sources.hourly_events(spark, start, len(hours)).toPandas()
     events = delta_with_delta_rs(dagster_dev.lake / "events")
     events = events[events.ds.isin(hours)]

@@ -10,12 +10,15 @@ nothing while its previous backfill is still queued or running.
 
 import time
 import uuid
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import dagster as dg
 
 from partition_assets.automation.job import backfill_run_config
+from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.state import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
@@ -57,10 +60,10 @@ def catch_up_sensor(
         )
         if running:
             return dg.SkipReason(f"backfill {running[0].tags.get(BACKFILL_ID_TAG)} is still running")
-        asset_graph = context.repository_def.asset_graph
+        asset_graph = sensor_asset_graph(context)
         keys = dg.AssetSelection.from_string(selection).resolve(asset_graph)
         # Sensor bookkeeping, not asset logic: the horizon is relative to the evaluation.
-        since = datetime.fromtimestamp(time.time(), timezone.utc) - horizon if horizon else None
+        since = datetime.fromtimestamp(time.time(), UTC) - horizon if horizon else None
         gaps = historical_gaps(context.instance, asset_graph, keys, since)
         if not gaps:
             return dg.SkipReason(f"no gaps in {selection}")
@@ -80,32 +83,33 @@ def catch_up_sensor(
 
 
 def historical_gaps(
-    instance: dg.DagsterInstance, asset_graph, keys: set[dg.AssetKey], since: datetime | None = None
+    instance: dg.DagsterInstance, asset_graph: AssetGraph, keys: AbstractSet[dg.AssetKey], since: datetime | None = None
 ) -> list[Gap]:
     """Missing or failed partitions of time-partitioned `keys` (multi included), except each
     asset's newest window (AutomationConditions' domain) and windows starting before `since`."""
-    gaps = []
+    gaps: list[Gap] = []
     for key in sorted(keys, key=lambda k: k.to_user_string()):
         partitions_def = asset_graph.get(key).partitions_def
         windows = _historical_windows(partitions_def)
         if since is not None:
             windows = {k: w for k, w in windows.items() if w.start >= since}
-        if not windows:
+        if not windows or partitions_def is None:
             continue
         status = instance.get_status_by_partition(key, list(windows), partitions_def) or {}
         gaps.extend(Gap(key, k, w) for k, w in windows.items() if status.get(k) not in _NOT_GAPS)
     return gaps
 
 
-def _historical_windows(partitions_def) -> dict[str, dg.TimeWindow]:
+def _historical_windows(partitions_def: dg.PartitionsDefinition | None) -> dict[str, dg.TimeWindow]:
     """Each partition's time window, without the newest window; {} without a time dimension."""
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         keys = list(partitions_def.get_partition_keys())[:-1]
-        return dict(zip(keys, partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)))
+        return dict(zip(keys, partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False), strict=True))
     if isinstance(partitions_def, dg.MultiPartitionsDefinition) and partitions_def.has_time_window_dimension:
         dimension = partitions_def.time_window_dimension
-        time_keys = list(dimension.partitions_def.get_partition_keys())[:-1]
-        window_of = {k: dimension.partitions_def.time_window_for_partition_key(k) for k in time_keys}
+        time_def = cast(dg.TimeWindowPartitionsDefinition, dimension.partitions_def)
+        time_keys = list(time_def.get_partition_keys())[:-1]
+        window_of = {k: time_def.time_window_for_partition_key(k) for k in time_keys}
         return {
             key: window_of[key.keys_by_dimension[dimension.name]]
             for key in partitions_def.get_partition_keys()

@@ -20,9 +20,11 @@ with the same key and partitions definition share one run.
 import json
 import time
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 import dagster as dg
 
+from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.state import (
     BACKFILL_ID_TAG,
     IN_FLIGHT_STATUSES,
@@ -60,7 +62,7 @@ def eager_partitions_sensor(
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         started = time.time()
-        asset_graph = context.repository_def.asset_graph
+        asset_graph = sensor_asset_graph(context)
         watcher = _Watcher(context.instance, asset_graph, target.resolve(asset_graph))
         after, pending = _parse_cursor(context.cursor, watcher)
         requests, pending = watcher.decide(pending)  # these waited for a run: no hold
@@ -101,15 +103,15 @@ def _parse_cursor(cursor: str | None, watcher: "_Watcher") -> tuple[int, set[Tar
 class _Watcher:
     """One tick's view of the instance: new upstream events, readiness, runs in flight."""
 
-    def __init__(self, instance: dg.DagsterInstance, asset_graph, targets: set[dg.AssetKey]) -> None:
+    def __init__(self, instance: dg.DagsterInstance, asset_graph: AssetGraph, targets: AbstractSet[dg.AssetKey]) -> None:
         self.instance = instance
         self.graph = asset_graph
         self.targets = targets
         self.watched = sorted(
             {p for key in targets for p in self._parents(key)}, key=lambda k: k.to_user_string()
         )
-        self._backfill_selections: dict[str, set[dg.AssetKey]] = {}
-        self._left_by_run: dict[str, set[dg.AssetKey]] = {}
+        self._backfill_selections: dict[str, AbstractSet[dg.AssetKey]] = {}
+        self._left_by_run: dict[str, AbstractSet[dg.AssetKey]] = {}
 
     def _parents(self, key: dg.AssetKey) -> list[dg.AssetKey]:
         parents = self.graph.get(key).parent_keys
@@ -128,7 +130,7 @@ class _Watcher:
             r.asset_entry.asset_key for r in self.instance.get_asset_records(self.watched)
             if (r.asset_entry.last_materialization_storage_id or 0) > after
         ]
-        records = []
+        records: list[dg.EventLogRecord] = []
         for key in moved:
             cursor, has_more = None, True
             while has_more:
@@ -145,6 +147,8 @@ class _Watcher:
         found: set[Target] = set()
         for record in events:
             parent, partition = record.asset_key, record.partition_key
+            if parent is None:  # not an asset event
+                continue
             if record.run_id not in self._left_by_run:
                 self._left_by_run[record.run_id] = self._selection_of_backfill(record.run_id)
             left_to_backfill = self._left_by_run[record.run_id]
@@ -153,7 +157,7 @@ class _Watcher:
                     found.add((child, key))
         return found
 
-    def _child_partitions(self, parent, partition, child) -> list[str | None]:
+    def _child_partitions(self, parent: dg.AssetKey, partition: str | None, child: dg.AssetKey) -> list[str | None]:
         child_def = self.graph.get(child).partitions_def
         if child_def is None:
             return [None]
@@ -163,7 +167,7 @@ class _Watcher:
             return [last] if last else []
         return list(self.graph.get_child_partition_keys_of_parent(partition, parent, child))
 
-    def _selection_of_backfill(self, run_id: str) -> set[dg.AssetKey]:
+    def _selection_of_backfill(self, run_id: str) -> AbstractSet[dg.AssetKey]:
         """Assets a backfill that produced this run will run itself (its downstream included)."""
         run = self.instance.get_run_by_id(run_id)
         tags = run.tags if run else {}
@@ -186,8 +190,8 @@ class _Watcher:
         """Run requests for the ready, not current candidates; those waiting on a run in flight."""
         if not candidates:
             return [], set()
-        inputs = {c: self._inputs(*c) for c in candidates}
-        inputs = {c: needed for c, needed in inputs.items() if needed is not None}
+        found = {c: self._inputs(*c) for c in candidates}
+        inputs = {c: needed for c, needed in found.items() if needed is not None}
         # One storage query per asset, for every partition any candidate needs.
         wanted: dict[dg.AssetKey, set[str | None]] = {}
         for (key, partition), needed in inputs.items():
@@ -196,10 +200,12 @@ class _Watcher:
                 wanted.setdefault(parent, set()).update(keys)
         latest = {key: self._latest_storage_ids(key, partitions) for key, partitions in wanted.items()}
         in_flight = self._in_flight()
-        ready, waiting = {}, set()
+        ready: dict[Target, int] = {}
+        waiting: set[Target] = set()
         for key, partition in sorted(inputs, key=_order):
-            ids = [latest[parent].get(k) for parent, keys in inputs[key, partition] for k in keys]
-            if None in ids:
+            found_ids = [latest[parent].get(k) for parent, keys in inputs[key, partition] for k in keys]
+            ids = [i for i in found_ids if i is not None]
+            if len(ids) < len(found_ids):
                 continue  # an input is missing: its materialization will bring this back
             newest_input = max(ids, default=0)
             own = latest[key].get(partition)
@@ -230,9 +236,9 @@ class _Watcher:
             ))
         return requests
 
-    def _inputs(self, key: dg.AssetKey, partition: str | None) -> list[tuple[dg.AssetKey, list]] | None:
+    def _inputs(self, key: dg.AssetKey, partition: str | None) -> list[tuple[dg.AssetKey, list[str | None]]] | None:
         """Each parent with the partitions this partition reads; None if one does not exist."""
-        needed = []
+        needed: list[tuple[dg.AssetKey, list[str | None]]] = []
         for parent in self._parents(key):
             if self.graph.get(parent).partitions_def is None:
                 needed.append((parent, [None]))
@@ -250,9 +256,10 @@ class _Watcher:
         if None in partitions:
             records = self.instance.fetch_materializations(key, limit=1).records
             return {None: records[0].storage_id} if records else {}
-        return dict(self.instance.get_latest_storage_id_by_partition(
-            key, dg.DagsterEventType.ASSET_MATERIALIZATION, partitions=partitions
-        ))
+        by_partition = self.instance.get_latest_storage_id_by_partition(
+            key, dg.DagsterEventType.ASSET_MATERIALIZATION, partitions={p for p in partitions if p is not None}
+        )
+        return {partition: storage_id for partition, storage_id in by_partition.items()}
 
     def _in_flight(self) -> set[Target]:
         """(asset, partition) of every run queued or running."""

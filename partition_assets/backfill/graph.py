@@ -9,16 +9,24 @@ window boundaries (the same rules as Dagster's TimeWindowPartitionMapping); ever
 other mapping goes through Dagster's own mapping, key by key.
 """
 
+from __future__ import annotations
+
 import difflib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import dagster as dg
 import numpy as np
 
 from partition_assets.backfill.spec import SELECTION_EXAMPLES, BackfillSpec, TimeRange
 from partition_assets.errors import BackfillPlanError
+
+if TYPE_CHECKING:  # Dagster's internal types, for annotations only
+    from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
+    from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
+    from dagster._core.instance.types import DynamicPartitionsStore
 
 UNPARTITIONED = ""
 
@@ -66,11 +74,13 @@ class Dependency:
     def upstream_indexes(self, downstream_index: int) -> np.ndarray:
         if self.explicit is not None:
             return self.explicit[downstream_index]
+        assert self.starts is not None and self.stops is not None  # contiguous when not explicit
         return np.arange(self.starts[downstream_index], self.stops[downstream_index])
 
     def edge_count(self) -> int:
         if self.explicit is not None:
             return sum(len(indexes) for indexes in self.explicit)
+        assert self.starts is not None and self.stops is not None  # contiguous when not explicit
         return int(np.maximum(self.stops - self.starts, 0).sum())
 
 
@@ -96,14 +106,14 @@ class BackfillGraph:
 
     def upstream(self, node: Node) -> list[Node]:
         index = self.slices[node.asset].index_of[node.partition]
-        found = []
+        found: list[Node] = []
         for dependency in self.dependencies[node.asset]:
             keys = self.slices[dependency.upstream].partition_keys
             found.extend(Node(dependency.upstream, keys[j]) for j in dependency.upstream_indexes(index))
         return found
 
 
-def plan(asset_graph, spec: BackfillSpec, dynamic_partitions_store=None) -> BackfillGraph:
+def plan(asset_graph: BaseAssetGraph, spec: BackfillSpec, dynamic_partitions_store: DynamicPartitionsStore | None = None) -> BackfillGraph:
     """The backfill graph of `spec` against a code location's asset graph.
 
     Raises BackfillPlanError, naming the fix, when the selection is invalid or
@@ -128,7 +138,7 @@ def plan(asset_graph, spec: BackfillSpec, dynamic_partitions_store=None) -> Back
     return graph
 
 
-def resolve_selection(asset_graph, selection: str) -> set[dg.AssetKey]:
+def resolve_selection(asset_graph: BaseAssetGraph, selection: str) -> set[dg.AssetKey]:
     """The asset keys of a Dagster selection string; an error naming close names when it
     is invalid or matches nothing."""
     try:
@@ -147,7 +157,7 @@ def resolve_selection(asset_graph, selection: str) -> set[dg.AssetKey]:
     raise BackfillPlanError(f"selection {selection!r} matches no asset of the code location; {hint}")
 
 
-def _static_dimensions(key: dg.AssetKey, partitions_def) -> list[str]:
+def _static_dimensions(key: dg.AssetKey, partitions_def: dg.PartitionsDefinition | None) -> list[str]:
     if isinstance(partitions_def, dg.StaticPartitionsDefinition):
         return [key.to_user_string()]
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):
@@ -156,7 +166,7 @@ def _static_dimensions(key: dg.AssetKey, partitions_def) -> list[str]:
     return []
 
 
-def _check_static_filters(asset_graph, selected: set[dg.AssetKey], static_keys: dict[str, Sequence[str]]) -> None:
+def _check_static_filters(asset_graph: BaseAssetGraph, selected: set[dg.AssetKey], static_keys: Mapping[str, Sequence[str]]) -> None:
     known = sorted({d for key in selected for d in _static_dimensions(key, asset_graph.get(key).partitions_def)})
     unknown = sorted(set(static_keys) - set(known))
     if unknown:
@@ -166,7 +176,7 @@ def _check_static_filters(asset_graph, selected: set[dg.AssetKey], static_keys: 
         )
 
 
-def _why_empty(asset: str, partitions_def, spec: BackfillSpec) -> str:
+def _why_empty(asset: str, partitions_def: dg.PartitionsDefinition | None, spec: BackfillSpec) -> str:
     """Why `asset` contributes no partition to the plan of `spec`."""
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):  # a static dimension never is empty
         for dimension in partitions_def.partitions_defs:
@@ -189,11 +199,11 @@ def _why_empty(asset: str, partitions_def, spec: BackfillSpec) -> str:
 
 
 def build_graph(
-    asset_graph,
+    asset_graph: BaseAssetGraph,
     selection: Iterable[dg.AssetKey],
     time_range: TimeRange | None = None,
-    static_keys: dict[str, Sequence[str]] | None = None,
-    dynamic_partitions_store=None,
+    static_keys: Mapping[str, Sequence[str]] | None = None,
+    dynamic_partitions_store: DynamicPartitionsStore | None = None,
     lookback: int = 0,
     exact: bool = False,
     downstream: bool = False,
@@ -248,7 +258,7 @@ def build_graph(
     return BackfillGraph(slices, dependencies)
 
 
-def _descendants(asset_graph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:
+def _descendants(asset_graph: BaseAssetGraph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:
     found: set[dg.AssetKey] = set()
     stack = list(keys)
     while stack:
@@ -259,7 +269,7 @@ def _descendants(asset_graph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:
     return found
 
 
-def _cascade(asset_graph, order, keys_by_asset, mappings_by_edge, store) -> dict[dg.AssetKey, list[str]]:
+def _cascade(asset_graph: BaseAssetGraph, order: list[dg.AssetKey], keys_by_asset: dict[dg.AssetKey, list[str]], mappings_by_edge: dict[tuple[dg.AssetKey, dg.AssetKey], dg.PartitionMapping], store: DynamicPartitionsStore | None) -> dict[dg.AssetKey, list[str]]:
     """Each asset's partitions plus every partition that its upstream partitions reach."""
     reached: dict[dg.AssetKey, list[str]] = {}
     for key in order:  # topological: an asset's parents are final before it
@@ -275,7 +285,7 @@ def _cascade(asset_graph, order, keys_by_asset, mappings_by_edge, store) -> dict
     return reached
 
 
-def _downstream_keys(mapping, upstream_def, upstream_keys: list[str], downstream_def, store) -> set[str]:
+def _downstream_keys(mapping: dg.PartitionMapping, upstream_def: dg.PartitionsDefinition | None, upstream_keys: list[str], downstream_def: dg.PartitionsDefinition | None, store: DynamicPartitionsStore | None) -> set[str]:
     if downstream_def is None:
         return {UNPARTITIONED}
     if upstream_def is None:  # an unpartitioned input feeds every partition
@@ -287,7 +297,7 @@ def _downstream_keys(mapping, upstream_def, upstream_keys: list[str], downstream
     return set(subset.get_partition_keys())
 
 
-def _self_reached(mapping, partitions_def, keys: set[str], store) -> set[str]:
+def _self_reached(mapping: dg.PartitionMapping, partitions_def: dg.PartitionsDefinition, keys: set[str], store: DynamicPartitionsStore | None) -> set[str]:
     """Partitions of a self-dependent asset that depend on `keys` through itself, transitively."""
     if isinstance(mapping, dg.TimeWindowPartitionMapping) and mapping.end_offset < 0:
         # Each partition reads earlier ones: a change reaches every later partition.
@@ -301,13 +311,13 @@ def _self_reached(mapping, partitions_def, keys: set[str], store) -> set[str]:
     return reached
 
 
-def _in_partition_order(partitions_def, keys: set[str], store) -> list[str]:
+def _in_partition_order(partitions_def: dg.PartitionsDefinition | None, keys: set[str], store: DynamicPartitionsStore | None) -> list[str]:
     if partitions_def is None:
         return sorted(keys)
     return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]
 
 
-def _max_batch(asset_node, partition_count: int) -> int:
+def _max_batch(asset_node: BaseAssetNode, partition_count: int) -> int:
     """How many contiguous partitions one run of the asset may cover.
 
     Only time partitions, and only when the asset's backfill policy allows ranges:
@@ -319,7 +329,7 @@ def _max_batch(asset_node, partition_count: int) -> int:
     return policy.max_partitions_per_run or max(partition_count, 1)
 
 
-def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_store, windows) -> list[str]:
+def _keys_of(key: dg.AssetKey, partitions_def: dg.PartitionsDefinition | None, time_range: TimeRange | None, static_keys: Mapping[str, Sequence[str]], dynamic_partitions_store: DynamicPartitionsStore | None, windows: _WindowCache) -> list[str]:
     if partitions_def is None:
         return [UNPARTITIONED]
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
@@ -334,19 +344,26 @@ def _keys_of(key, partitions_def, time_range, static_keys, dynamic_partitions_st
             for d in partitions_def.partitions_defs
         ]
         names = [d.name for d in partitions_def.partitions_defs]
-        return [dg.MultiPartitionKey(dict(zip(names, combo))) for combo in _product(per_dimension)]
+        return [dg.MultiPartitionKey(dict(zip(names, combo, strict=True))) for combo in _product(per_dimension)]
     if isinstance(partitions_def, dg.StaticPartitionsDefinition):
         return _static_keys(key.to_user_string(), partitions_def, static_keys.get(key.to_user_string()))
     return list(partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store))
 
 
-def _dimension_keys(key, dimension, time_range, static_keys, dynamic_partitions_store, windows):
+def _dimension_keys(
+    key: dg.AssetKey,
+    dimension: PartitionDimensionDefinition,
+    time_range: TimeRange | None,
+    static_keys: Mapping[str, Sequence[str]],
+    dynamic_partitions_store: DynamicPartitionsStore | None,
+    windows: _WindowCache,
+) -> list[str]:
     if isinstance(dimension.partitions_def, dg.StaticPartitionsDefinition):
         return _static_keys(dimension.name, dimension.partitions_def, static_keys.get(dimension.name))
     return _keys_of(key, dimension.partitions_def, time_range, {}, dynamic_partitions_store, windows)
 
 
-def _static_keys(dimension: str, partitions_def: dg.StaticPartitionsDefinition, chosen) -> list[str]:
+def _static_keys(dimension: str, partitions_def: dg.StaticPartitionsDefinition, chosen: Sequence[str] | None) -> list[str]:
     every = list(partitions_def.get_partition_keys())
     if chosen is None:
         return every
@@ -388,14 +405,14 @@ def _time_keys(
     return keys
 
 
-def _inside(partitions_def, key: str, time_range: TimeRange) -> bool:
+def _inside(partitions_def: dg.TimeWindowPartitionsDefinition, key: str, time_range: TimeRange) -> bool:
     window = partitions_def.time_window_for_partition_key(key)
     return window.start.timestamp() >= time_range.start.timestamp() and (
         window.end.timestamp() <= time_range.end.timestamp()
     )
 
 
-def _with_lookback(partitions_def, keys: list[str], lookback: int) -> list[str]:
+def _with_lookback(partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str], lookback: int) -> list[str]:
     earlier: list[str] = []
     if not keys or lookback <= 0:
         return keys
@@ -420,7 +437,7 @@ class _WindowCache:
         self._bounds: dict = {}
         self._padded: dict = {}
 
-    def time_keys(self, partitions_def, time_range: TimeRange) -> list[str]:
+    def time_keys(self, partitions_def: dg.TimeWindowPartitionsDefinition, time_range: TimeRange) -> list[str]:
         cache_key = (partitions_def, time_range)
         if cache_key not in self._keys:
             self._keys[cache_key] = _with_lookback(
@@ -428,7 +445,7 @@ class _WindowCache:
             )
         return self._keys[cache_key]
 
-    def bounds(self, partitions_def, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def bounds(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         cache_key = (partitions_def, keys[0], keys[-1], len(keys))
         if cache_key not in self._bounds:
             windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
@@ -438,7 +455,7 @@ class _WindowCache:
             )
         return self._bounds[cache_key]
 
-    def padded(self, partitions_def, keys: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    def padded(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
         """Bounds of `keys` with `padding` more windows on each side, and where keys[0] sits."""
         cache_key = (partitions_def, keys[0], keys[-1], len(keys))
         if cache_key not in self._padded:
@@ -452,7 +469,7 @@ def _dependency(
     upstream: AssetSlice,
     mapping: dg.PartitionMapping,
     windows: _WindowCache,
-    dynamic_partitions_store,
+    dynamic_partitions_store: DynamicPartitionsStore | None,
 ) -> Dependency:
     if (
         isinstance(mapping, dg.TimeWindowPartitionMapping)
@@ -479,7 +496,7 @@ def _dependency(
     return Dependency(downstream.key, upstream.key, explicit=explicit)
 
 
-def _mapped_keys(mapping, downstream: AssetSlice, upstream: AssetSlice, key: str, store) -> list[str]:
+def _mapped_keys(mapping: dg.PartitionMapping, downstream: AssetSlice, upstream: AssetSlice, key: str, store: DynamicPartitionsStore | None) -> list[str]:
     if upstream.partitions_def is None:
         return [UNPARTITIONED]
     subset = None
@@ -501,14 +518,17 @@ def _time_window_dependency(
     if count == 0 or len(upstream) == 0:
         empty = np.zeros(count, dtype=np.int64)
         return Dependency(downstream.key, upstream.key, starts=empty, stops=empty.copy())
+    # Both are time-partitioned (the caller checked).
+    downstream_def = cast(dg.TimeWindowPartitionsDefinition, downstream.partitions_def)
+    upstream_def = cast(dg.TimeWindowPartitionsDefinition, upstream.partitions_def)
     # Dagster shifts the downstream window by whole downstream periods, then takes the
     # upstream partitions holding its start (start-closed) and its end (end-closed).
-    d_starts, d_ends, first_index = windows.padded(downstream.partitions_def, downstream.partition_keys)
+    d_starts, d_ends, first_index = windows.padded(downstream_def, downstream.partition_keys)
     positions = np.arange(count) + first_index
     shifted_start = d_starts[positions + mapping.start_offset]
     shifted_end = d_ends[positions + mapping.end_offset]
-    u_starts, u_ends = windows.bounds(upstream.partitions_def, upstream.partition_keys)
-    full = _full_window(upstream.partitions_def)
+    u_starts, u_ends = windows.bounds(upstream_def, upstream.partition_keys)
+    full = _full_window(upstream_def)
     if full is not None:  # offsets never push past the upstream's own partitions
         if mapping.start_offset < 0:
             shifted_start = np.maximum(shifted_start, full[0])

@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from typing import Any, get_type_hints
 
 import dagster as dg
@@ -175,7 +175,7 @@ def _parse_time(value: str) -> datetime:
         raise BackfillPlanError(f"{value!r} is not an ISO date or time, e.g. 2024-01-31 or 2024-01-31T13:00") from None
     if len(value) <= 10:
         parsed = datetime.combine(parsed.date(), time())
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _options() -> list[tuple[dataclasses.Field, _Option]]:

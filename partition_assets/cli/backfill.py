@@ -157,9 +157,9 @@ def _critical_path(graph: BackfillGraph, durations: dict[dg.AssetKey, float]) ->
         via[node] = best
     if not finish:
         return [], 0.0
-    node = max(finish, key=finish.get)
+    last: Node | None = max(finish, key=lambda n: finish[n])
     path = []
-    while node is not None:
-        path.append(node)
-        node = via[node]
+    while last is not None:
+        path.append(last)
+        last = via[last]
     return path[::-1], max(finish.values())

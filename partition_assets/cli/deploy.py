@@ -11,7 +11,7 @@ from partition_assets.deploy.deployments import (
 )
 
 
-def add_deploy_commands(commands) -> None:
+def add_deploy_commands(commands: argparse._SubParsersAction) -> None:
     start = commands.add_parser("deploy", help="serve the code at a git commit as its own code location")
     start.add_argument("sha", help="a commit (any revision git understands: SHA, tag, HEAD~3)")
     start.add_argument("-m", "--module-name", help="code location module (default: [tool.dagster] module_name)")

@@ -8,8 +8,8 @@ from PIL import Image, ImageDraw
 from partition_assets.backfill.engine import NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, Node
 
-_GLYPHS = {NodeStatus.SUCCEEDED: "█", NodeStatus.FAILED: "✗", NodeStatus.RUNNING: "▶"}
-COLORS = {NodeStatus.SUCCEEDED: "#2e7d32", NodeStatus.FAILED: "#c62828", NodeStatus.RUNNING: "#f9a825"}
+_GLYPHS: dict[NodeStatus | None, str] = {NodeStatus.SUCCEEDED: "█", NodeStatus.FAILED: "✗", NodeStatus.RUNNING: "▶"}
+COLORS: dict[NodeStatus | None, str] = {NodeStatus.SUCCEEDED: "#2e7d32", NodeStatus.FAILED: "#c62828", NodeStatus.RUNNING: "#f9a825"}
 MISSING_COLOR = "#e0e0e0"
 _TEXT_CELLS = 96
 _CELL_WIDTH, _ROW_HEIGHT, _LABEL_WIDTH, _MAX_IMAGE_WIDTH = 6, 16, 200, 4000
@@ -42,7 +42,7 @@ class Heatmap:
         rows = []
         for asset, keys, states in self.rows():
             cells = "".join(f'<td title="{key}" style="background:{COLORS.get(state, MISSING_COLOR)}"></td>'
-                            for key, state in zip(keys, states))
+                            for key, state in zip(keys, states, strict=True))
             rows.append(f"<tr><th>{asset}</th>{cells}</tr>")
         return (
             f"<!doctype html><meta charset=utf-8><title>{self.title}</title>"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
 
@@ -33,27 +35,38 @@ def with_git_versions(defs: dg.Definitions, path: str | Path) -> dg.Definitions:
     for item in defs.assets or []:
         if isinstance(item, dg.AssetsDefinition) and item.is_materializable:
             version = _op_source_version(item.node_def)
-            item = item.map_asset_specs(
-                lambda spec, version=version: spec.replace_attributes(
-                    code_version=spec.code_version or version,
-                    metadata={**spec.metadata, GIT_SHA_METADATA: sha},
-                )
-            ).with_hooks(tag_run)
+            item = item.map_asset_specs(_stamped(version, sha)).with_hooks(tag_run)
         assets.append(item)
     return replace(defs, assets=assets, metadata={**(defs.metadata or {}), GIT_SHA_TAG: dg.MetadataValue.text(sha)})
+
+
+def _stamped(version: str | None, sha: str) -> Callable[[dg.AssetSpec], dg.AssetSpec]:
+    def stamp(spec: dg.AssetSpec) -> dg.AssetSpec:
+        return spec.replace_attributes(
+            code_version=spec.code_version or version, metadata={**spec.metadata, GIT_SHA_METADATA: sha}
+        )
+
+    return stamp
 
 
 def definitions_git_sha(defs: dg.Definitions) -> str | None:
     """The commit `with_git_versions` stamped on `defs`, if any."""
     value = (defs.metadata or {}).get(GIT_SHA_TAG)
-    return getattr(value, "value", value)
+    return _metadata_text(value)
 
 
 def git_sha_metadata(context: dg.OutputContext) -> dict[str, str]:
     """`{"git_sha": sha}` for an IO manager's `context.add_output_metadata`, when the asset is stamped."""
     sha = (context.definition_metadata or {}).get(GIT_SHA_METADATA)
-    sha = getattr(sha, "value", sha)
+    sha = _metadata_text(sha)
     return {GIT_SHA_METADATA: sha} if sha else {}
+
+
+def _metadata_text(value: object) -> str | None:
+    """A metadata entry as text: definitions hold MetadataValues, contexts sometimes plain strings."""
+    if isinstance(value, dg.MetadataValue):
+        value = value.value
+    return value if isinstance(value, str) else None
 
 
 def _op_source_version(node_def: dg.NodeDefinition) -> str | None:
@@ -62,7 +75,9 @@ def _op_source_version(node_def: dg.NodeDefinition) -> str | None:
     if not isinstance(node_def, dg.OpDefinition):
         return None
     try:
-        return source_version(node_def.compute_fn.decorated_fn)
+        # A decorated op keeps the user's function as `decorated_fn`; a plain one is the function.
+        compute = node_def.compute_fn
+        return source_version(cast(Callable[..., object], getattr(compute, "decorated_fn", compute)))
     except (OSError, TypeError):
         return None
 

@@ -13,10 +13,11 @@
     campaign_report (dynamic)
 """
 
+from collections.abc import Callable
 from functools import reduce
 
 import dagster as dg
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from partition_assets.example import sources
@@ -57,14 +58,14 @@ def _day_number(column: str):
     return F.datediff(F.to_date(column), F.lit("1970-01-01"))
 
 
-def _each_key(keys: list[str], frame_of_key, column: str) -> DataFrame:
+def _each_key(keys: list[str], frame_of_key: Callable[[str], DataFrame], column: str) -> DataFrame:
     """One frame per partition key, the key in `column`: a source generated key by key
     still covers a whole range in one run."""
     frames = [frame_of_key(key).withColumn(column, F.lit(key)) for key in keys]
     return reduce(DataFrame.unionByName, frames)
 
 
-def _usd(revenue, fx_to_usd):
+def _usd(revenue: Column, fx_to_usd: Column) -> Column:
     return F.round(revenue.cast("double") * fx_to_usd, 2)
 
 

@@ -10,7 +10,7 @@ import difflib
 import re
 import zoneinfo
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -177,7 +177,7 @@ def multi(**dimensions: dg.PartitionsDefinition) -> dg.MultiPartitionsDefinition
 
 
 def _calendar(
-    definition_class: type[_TimeDef],
+    definition_class: Callable[..., _TimeDef],
     start: DateLike,
     end: DateLike | None,
     tz: str,
