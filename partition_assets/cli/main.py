@@ -8,6 +8,7 @@ import sys
 from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.deploy.code_root import exec_in_code_root
+from partition_assets.errors import PartitionAssetsError
 from partition_assets.spark import SparkResource, find_java
 from partition_assets.storage.maintenance import vacuum
 
@@ -36,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("deploy", "deploys", "undeploy"):
         return run_deploy_command(args)
     if args.command == "vacuum":
-        result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
+        try:
+            result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
+        except PartitionAssetsError as error:
+            print(f"partition-assets vacuum: {error}", file=sys.stderr)
+            return 2
         verb = "would delete" if args.dry_run else "deleted"
         print(f"{verb} {len(result.data_files)} data files, {len(result.staging_folders)} staging folders")
         return 0
