@@ -11,10 +11,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from partition_assets.partitions import daily
-from partition_assets.storage.failpoints import ENV, POINTS
 from partition_assets.cli import main as cli
+from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope
+from partition_assets.storage.failpoints import ENV, POINTS
 
 KEYS = ["2024-01-01", "2024-01-02"]
 WRITER = """

@@ -11,8 +11,13 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, hourly, mappings, multi, static
 from partition_assets.spark import SparkResource
-from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions, replace_partitions
-from partition_assets.storage import delta_table
+from partition_assets.storage import (
+    DeltaFormat,
+    PartitionScope,
+    WriteOptions,
+    delta_table,
+    replace_partitions,
+)
 from partition_assets.storage.staging import stage_dataframe
 from partition_assets_tests.conftest import failure_message, range_tags
 

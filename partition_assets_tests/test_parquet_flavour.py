@@ -14,12 +14,15 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
-from partition_assets.storage import SparkParquetIOManager
+from partition_assets.storage import ParquetFormat, SparkParquetIOManager
 from partition_assets.storage.failpoints import ENV
-from partition_assets.storage import ParquetFormat
-from partition_assets_tests.probe_assets import numbers
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, failure_message, range_tags
-from partition_assets_tests.readers import canonical, parquet_with_duckdb, parquet_with_pyarrow
+from partition_assets_tests.probe_assets import numbers
+from partition_assets_tests.readers import (
+    canonical,
+    parquet_with_duckdb,
+    parquet_with_pyarrow,
+)
 
 DAYS = daily("2024-01-01")
 REPO = Path(__file__).resolve().parents[1]

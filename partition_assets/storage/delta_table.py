@@ -49,6 +49,7 @@ from partition_assets.storage.staging import (
     with_partition_columns,
 )
 from partition_assets.storage.table_format import (
+    DEFAULT_OPTIONS,
     PublishResult,
     VacuumResult,
     WriteOptions,
@@ -71,7 +72,7 @@ class DeltaFormat:
         frame: DataFrame,
         table_uri: str,
         scope: PartitionScope | None,
-        options: WriteOptions = WriteOptions(),
+        options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
         """Replaces exactly `scope`'s partitions (the whole table when None) with
         `frame` in one commit; with `options.merge_keys`, upserts into them instead.
@@ -213,7 +214,7 @@ def read_partitions(
 
 def _merge(
     table: DeltaTable | None, scope: PartitionScope | None, incoming: DataFrame, keys: list[str]
-) -> tuple[DataFrame, frozenset[str] | None]:
+) -> tuple[DataFrame, frozenset[str]]:
     """`incoming` plus the stored rows of `scope` whose keys it does not carry (an
     upsert), and the files that read, for the commit to check they are still current.
 

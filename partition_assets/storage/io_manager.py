@@ -13,9 +13,9 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from partition_assets.deploy.versioning import git_sha_metadata
+from partition_assets.errors import OutputTypeError, TableNotFoundError
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
-from partition_assets.errors import OutputTypeError, TableNotFoundError
 from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns

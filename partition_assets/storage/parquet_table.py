@@ -38,6 +38,7 @@ from partition_assets.storage.staging import (
     table_filesystem,
 )
 from partition_assets.storage.table_format import (
+    DEFAULT_OPTIONS,
     PublishResult,
     VacuumResult,
     WriteOptions,
@@ -62,7 +63,7 @@ class ParquetFormat:
         frame: DataFrame,
         table_uri: str,
         scope: PartitionScope | None,
-        options: WriteOptions = WriteOptions(),
+        options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
         """Replaces `scope`'s partition folders (the whole table when None) with
         `frame`'s, one partition at a time (see the module docstring)."""

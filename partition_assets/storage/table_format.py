@@ -33,6 +33,9 @@ class WriteOptions:
     commit_metadata: Mapping[str, str] = field(default_factory=dict)  # kept where commits are logged
 
 
+DEFAULT_OPTIONS = WriteOptions()
+
+
 @dataclass(frozen=True)
 class PublishResult:
     """What a published write changed."""
@@ -75,7 +78,7 @@ class TableFormat(Protocol):
         frame: DataFrame,
         table_uri: str,
         scope: PartitionScope | None,
-        options: WriteOptions = WriteOptions(),
+        options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
         """Replaces exactly `scope`'s partitions (the whole table when None) with `frame`.
 
