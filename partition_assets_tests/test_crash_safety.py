@@ -13,10 +13,8 @@ from pyspark.sql import functions as F
 
 from partition_assets.cli import main as cli
 from partition_assets.partitions import daily
-from partition_assets.storage.delta_table import replace_partitions
+from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV, POINTS
-from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import move_into_layout, stage_dataframe
 
 KEYS = ["2024-01-01", "2024-01-02"]
 WRITER = """
@@ -35,9 +33,7 @@ def write(spark, uri: str, tag: str, rows: int = 40) -> None:
         F.lit(tag).alias("tag"),
         F.when(F.col("id") % 2 == 0, KEYS[0]).otherwise(KEYS[1]).alias("ds"),
     ).repartition(4)
-    staged = stage_dataframe(frame, uri, scope)
-    move_into_layout(staged)
-    replace_partitions(staged, scope)
+    DeltaFormat().write(frame, uri, scope)
 
 
 def spawn_writer(uri: str, tag: str, failpoint: str | None = None, rows: int = 40) -> subprocess.Popen:
@@ -117,3 +113,13 @@ def test_a_writer_killed_while_spark_writes_leaves_the_previous_version(spark, l
     while any(staging.glob("*/_temporary")) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert_converges_and_vacuums(spark, uri)
+
+
+@pytest.mark.parametrize(("folder", "expected"), [("missing", "does not exist"), ("plain", "is not a table")])
+def test_vacuum_of_a_folder_holding_no_table_names_it_and_exits_2(tmp_path, capsys, folder, expected):
+    (tmp_path / "plain").mkdir()
+    path = tmp_path / folder
+    assert cli(["vacuum", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"partition-assets vacuum: {path}") and expected in error
+    assert "pass the folder of a table" in error

@@ -12,9 +12,14 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, hourly, mappings, multi, static
 from partition_assets.spark import SparkResource
-from partition_assets.storage.delta_table import replace_partitions
-from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import move_into_layout, stage_dataframe
+from partition_assets.storage import (
+    DeltaFormat,
+    PartitionScope,
+    WriteOptions,
+    delta_table,
+    replace_partitions,
+)
+from partition_assets.storage.staging import stage_dataframe
 from partition_assets_tests.conftest import failure_message, range_tags
 
 DAYS = daily("2024-01-01")
@@ -23,9 +28,7 @@ DAYS = daily("2024-01-01")
 def write_day(spark, table_uri: str, day: str, rows: int, tag: str):
     scope = PartitionScope.for_keys(DAYS, [day], ("ds",))
     frame = spark.range(rows).select(F.col("id"), F.lit(tag).alias("writer"))
-    staged = stage_dataframe(frame, table_uri, scope)
-    move_into_layout(staged)
-    return replace_partitions(staged, scope)
+    return DeltaFormat().write(frame, table_uri, scope)
 
 
 def test_eight_concurrent_writers_to_eight_partitions_all_commit(spark, lake):
@@ -54,6 +57,20 @@ def test_concurrent_writers_to_one_partition_leave_one_whole_version(spark, lake
     winner = int(writers[0][1:])
     assert len(frame) == 10 + winner
     assert DeltaTable(uri).version() == 6
+
+
+def test_a_first_write_that_finds_the_table_created_meanwhile_still_lands(spark, lake, monkeypatch):
+    uri = str(lake / "t")
+    write_day(spark, uri, "2024-01-01", 3, "2024-01-01")
+    open_table = delta_table.open_table
+    looks = [None]  # the second writer looked before the first one created the table
+    monkeypatch.setattr(
+        delta_table, "open_table", lambda *args, **kw: looks.pop() if looks else open_table(*args, **kw)
+    )
+    assert write_day(spark, uri, "2024-01-02", 4, "2024-01-02").version == 1
+    frame = DeltaTable(uri).to_pandas()
+    assert (frame.ds == frame.writer).all()
+    assert frame.groupby("ds").size().to_dict() == {"2024-01-01": 3, "2024-01-02": 4}
 
 
 @pytest.fixture
@@ -254,22 +271,27 @@ def test_an_unknown_merge_key_is_refused(lake, run_assets):
     assert stored_orders(lake) == {("2024-01-01", 1): "new"}
 
 
-def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake):
-    from partition_assets.storage.delta_table import (
-        ConcurrentPartitionWriteError,
-        DeltaFormat,
-    )
+def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake, monkeypatch):
+    from partition_assets.errors import ConcurrentPartitionWriteError
 
     uri = str(lake / "t")
     write_day(spark, uri, "2024-01-01", 3, "first")
     scope = PartitionScope.for_keys(DAYS, ["2024-01-01"], ("ds",))
     incoming = spark.range(2).select(F.col("id"), F.lit("merged").alias("writer"))
-    frame, read_files = DeltaFormat().merge(spark, uri, scope, incoming, ["id"])
-    write_day(spark, uri, "2024-01-01", 5, "concurrent")  # lands between the merge's read and commit
-    staged = stage_dataframe(frame, uri, scope)
-    move_into_layout(staged)
+    move_into_layout = delta_table.move_into_layout
+    merging = True
+
+    def move_after_a_concurrent_write(staged):
+        nonlocal merging
+        move_into_layout(staged)
+        if merging:  # every merge attempt: a write lands between the merge's read and commit
+            merging = False
+            write_day(spark, uri, "2024-01-01", 5, "concurrent")
+            merging = True
+
+    monkeypatch.setattr(delta_table, "move_into_layout", move_after_a_concurrent_write)
     with pytest.raises(ConcurrentPartitionWriteError):
-        replace_partitions(staged, scope, expected_files=read_files)
+        DeltaFormat().write(incoming, uri, scope, WriteOptions(merge_keys=("id",)))
     assert set(DeltaTable(uri).to_pandas().writer) == {"concurrent"}
 
 
@@ -284,7 +306,6 @@ def test_several_staged_writes_publish_in_one_commit(spark, lake):
         scope = PartitionScope.for_keys(DAYS, [day], ("ds",))
         frame = spark.range(4).select(F.col("id"), F.lit("audited").alias("writer"))
         staged.append(stage_dataframe(frame, uri, scope))
-        move_into_layout(staged[-1])
     assert set(DeltaTable(uri).to_pandas().writer) == {"old"}  # staged, not visible
     both = PartitionScope.for_keys(DAYS, ["2024-01-01", "2024-01-02"], ("ds",))
     assert replace_partitions(staged, both).version == version + 1
@@ -297,15 +318,11 @@ def test_a_write_of_several_multi_partition_keys_replaces_exactly_them(spark, la
     keys = [f"{d}|{r}" for d in ("2024-01-01", "2024-01-02") for r in ("amer", "emea")]
     every = PartitionScope.for_keys(BY_REGION, keys, ("ds", "region"))
     rows = [(d, r, "old") for d, r in every.rows]
-    staged = stage_dataframe(spark.createDataFrame(rows, "ds string, region string, tag string"), uri, every)
-    move_into_layout(staged)
-    replace_partitions(staged, every)
+    DeltaFormat().write(spark.createDataFrame(rows, "ds string, region string, tag string"), uri, every)
 
     two = PartitionScope.for_keys(BY_REGION, ["2024-01-01|emea", "2024-01-02|amer"], ("ds", "region"))
     new_rows = [("2024-01-01", "emea", "new"), ("2024-01-02", "amer", "new")]
-    staged = stage_dataframe(spark.createDataFrame(new_rows, "ds string, region string, tag string"), uri, two)
-    move_into_layout(staged)
-    replace_partitions(staged, two)
+    DeltaFormat().write(spark.createDataFrame(new_rows, "ds string, region string, tag string"), uri, two)
 
     frame = DeltaTable(uri).to_pandas()
     assert {(r.ds, r.region): r.tag for r in frame.itertuples()} == {

@@ -14,8 +14,7 @@ from deltalake import DeltaTable
 
 from partition_assets.example import sources
 from partition_assets.spark import SparkResource
-from partition_assets.storage import SparkDeltaIOManager
-from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage import DeltaFormat, SparkDeltaIOManager
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
 from partition_assets_tests.readers import (
     canonical,

@@ -14,9 +14,8 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
-from partition_assets.storage import SparkParquetIOManager
+from partition_assets.storage import ParquetFormat, SparkParquetIOManager
 from partition_assets.storage.failpoints import ENV
-from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, failure_message, range_tags
 from partition_assets_tests.probe_assets import numbers
 from partition_assets_tests.readers import (
@@ -153,15 +152,13 @@ import sys
 from pyspark.sql import functions as F
 from partition_assets.partitions import daily
 from partition_assets.spark import SparkResource
-from partition_assets.storage.parquet_table import ParquetFormat
-from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import stage_dataframe
+from partition_assets.storage import ParquetFormat, PartitionScope
 spark = SparkResource.from_env().spark_session
 keys = ["2024-01-01", "2024-01-02", "2024-01-03"]
 scope = PartitionScope.for_keys(daily("2024-01-01"), keys, ("ds",))
 frame = spark.range(30).select("id", F.lit(sys.argv[2]).alias("tag"),
     F.element_at(F.array(*[F.lit(k) for k in keys]), (F.col("id") % 3 + 1).cast("int")).alias("ds"))
-ParquetFormat().publish(stage_dataframe(frame, sys.argv[1], scope), scope, run_id="r", allow_new_columns=False)
+ParquetFormat().write(frame, sys.argv[1], scope)
 """
 
 
@@ -196,3 +193,17 @@ def test_merge_is_refused_for_parquet(lake, run_parquet):
     assert not failed.success
     assert "merge_keys need the Delta flavour" in failure_message(failed)
     assert not (lake / "orders").exists() or not list((lake / "orders").rglob("*.parquet"))
+
+
+def test_vacuum_deletes_what_killed_writes_left(lake, run_parquet):
+    from partition_assets.cli import main as cli
+
+    assert run_parquet([numbers], ["numbers"], partition_key="2024-01-05").success
+    before = read(lake, "numbers")
+    leftovers = [lake / "numbers" / "_trash" / "a" / "ds=2024-01-04", lake / "numbers" / "_staging" / "b"]
+    for folder in leftovers:
+        folder.mkdir(parents=True)
+        (folder / "part-0.parquet").write_bytes(b"")
+    assert cli(["vacuum", str(lake / "numbers"), "--retention-hours", "0"]) == 0
+    assert not any(folder.exists() for folder in leftovers)
+    assert read(lake, "numbers").equals(before)

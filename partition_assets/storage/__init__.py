@@ -1,23 +1,41 @@
-"""Storage: partition-scoped, atomic PySpark IO managers (Delta and Parquet)."""
+"""Storage: partition-scoped, atomic PySpark IO managers (Delta and Parquet).
 
+`DeltaFormat().write(frame, table_uri, scope, WriteOptions(...))` (or
+`ParquetFormat()`) writes a frame to a table outside Dagster, exactly as the IO
+managers do; `replace_partitions` publishes several staged writes in one commit.
+"""
+
+from partition_assets.errors import PartitionScopeError, TableSchemaError
+from partition_assets.storage.delta_table import DeltaFormat, replace_partitions
 from partition_assets.storage.io_manager import (
     InputOptions,
     SparkDeltaIOManager,
     SparkParquetIOManager,
 )
 from partition_assets.storage.maintenance import vacuum
-from partition_assets.storage.partition_scope import (
-    PartitionScopeError,
-    partition_columns,
+from partition_assets.storage.parquet_table import ParquetFormat
+from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets.storage.table_format import (
+    PublishResult,
+    TableFormat,
+    VacuumResult,
+    WriteOptions,
 )
-from partition_assets.storage.schema import TableSchemaError
 
 __all__ = [
+    "DeltaFormat",
     "InputOptions",
+    "ParquetFormat",
+    "PartitionScope",
     "PartitionScopeError",
+    "PublishResult",
     "SparkDeltaIOManager",
     "SparkParquetIOManager",
+    "TableFormat",
     "TableSchemaError",
+    "VacuumResult",
+    "WriteOptions",
     "partition_columns",
+    "replace_partitions",
     "vacuum",
 ]

@@ -3,9 +3,15 @@
 Publishing is one Delta commit (delta-rs) that adds the staged files and removes
 every file of the partitions it replaces, so a reader sees the old version or
 the new one, never a mix. No Delta jars are needed on Spark's classpath.
+
+Not guaranteed: files moved into the table's layout by a write that then dies
+or loses are orphans until `vacuum`; a merge that keeps losing to concurrent
+writers of its partitions gives up after a few attempts
+(ConcurrentPartitionWriteError); commit metadata is kept only in the Delta log.
 """
 
 import json
+import logging
 import random
 import time
 import urllib.parse
@@ -14,7 +20,8 @@ from datetime import datetime
 
 import pyarrow as pa
 from deltalake import DeltaTable, Schema
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import TableNotFoundError as DeltaTableNotFoundError
 from deltalake.transaction import (
     AddAction,
     CommitProperties,
@@ -23,19 +30,124 @@ from deltalake.transaction import (
 )
 from pyspark.sql import DataFrame, SparkSession
 
-from partition_assets.errors import ConcurrentPartitionWriteError
+from partition_assets.errors import (
+    CommitError,
+    ConcurrentPartitionWriteError,
+    PartitionScopeError,
+    TableNotFoundError,
+    TableSchemaError,
+)
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.partition_scope import PartitionScope, PartitionScopeError
+from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
 from partition_assets.storage.staging import (
     StagedFile,
     StagedWrite,
+    discard,
     move_into_layout,
+    sweep_staging,
     with_partition_columns,
 )
-from partition_assets.storage.table_format import PublishResult, spark_schema
+from partition_assets.storage.table_format import (
+    DEFAULT_OPTIONS,
+    PublishResult,
+    VacuumResult,
+    WriteOptions,
+    spark_schema,
+    stage_validated,
+)
 
 _MAX_COMMIT_ATTEMPTS = 50
+_MERGE_ATTEMPTS = 5
+_log = logging.getLogger(__name__)
+
+
+class DeltaFormat:
+    """TableFormat: Delta Lake through delta-rs."""
+
+    name = "delta"
+
+    def write(
+        self,
+        frame: DataFrame,
+        table_uri: str,
+        scope: PartitionScope | None,
+        options: WriteOptions = DEFAULT_OPTIONS,
+    ) -> PublishResult:
+        """Replaces exactly `scope`'s partitions (the whole table when None) with
+        `frame` in one commit; with `options.merge_keys`, upserts into them instead.
+
+        A merge whose partitions another writer changed before it committed is
+        read and merged again, up to a few times; then ConcurrentPartitionWriteError.
+        """
+        for attempt in range(1, _MERGE_ATTEMPTS):
+            try:
+                return self._write_once(frame, table_uri, scope, options)
+            except ConcurrentPartitionWriteError:
+                _log.info("%s changed while merging; merging again (%d)", table_uri, attempt)
+        return self._write_once(frame, table_uri, scope, options)
+
+    def _write_once(
+        self, frame: DataFrame, table_uri: str, scope: PartitionScope | None, options: WriteOptions
+    ) -> PublishResult:
+        table = open_table(table_uri)  # the one snapshot the merge, validation and commit start from
+        expected_files = None
+        if options.merge_keys:
+            frame, expected_files = _merge(table, scope, frame, list(options.merge_keys))
+        staged = stage_validated(
+            frame,
+            table_uri,
+            scope,
+            options,
+            lambda write: _check_schema(table, write, options.allow_new_columns),
+        )
+        return _publish(
+            table,
+            [staged],
+            scope,
+            dict(options.commit_metadata),
+            options.allow_new_columns,
+            expected_files,
+        )
+
+    def read(
+        self,
+        spark: SparkSession,
+        table_uri: str,
+        scope: PartitionScope | None,
+        *,
+        version: int | None = None,
+        timestamp: str | None = None,
+    ) -> DataFrame | None:
+        table = open_table(table_uri, version=version, timestamp=timestamp)
+        return None if table is None else read_partitions(spark, table, scope)
+
+    def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
+        table = open_table(table_uri)
+        if table is None:
+            return set(scope.rows)
+        present = table.partitions(file_pruning_predicate=scope.delta_filter())
+        return set(scope.rows) - {tuple(p[c] for c in scope.columns) for p in present}
+
+    def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
+        """Deletes data files the log no longer references (replaced, or never
+        committed) and staging folders, older than `retention_hours`.
+
+        The window protects writes in flight (their files are not committed yet)
+        and readers of older versions (time travel): keep it longer than both.
+        """
+        table = open_table(table_uri)
+        if table is None:
+            raise TableNotFoundError(
+                f"no Delta table at {table_uri}: check the path (it must hold _delta_log/)"
+            )
+        data_files = table.vacuum(
+            retention_hours=int(retention_hours),
+            dry_run=dry_run,
+            enforce_retention_duration=False,
+            full=True,  # also files never committed, which a killed write leaves
+        )
+        return VacuumResult(list(data_files), sweep_staging(table_uri, retention_hours, dry_run))
 
 
 def replace_partitions(
@@ -43,67 +155,32 @@ def replace_partitions(
     scope: PartitionScope | None,
     custom_metadata: dict[str, str] | None = None,
     allow_new_columns: bool = False,
-    expected_files: frozenset[str] | None = None,
 ) -> PublishResult:
-    """Publishes `staged` in one commit that replaces exactly the partitions in `scope`
-    (the whole table when `scope` is None). Several staged writes of one table
-    publish together, e.g. every partition of a backfill after validation.
+    """Publishes staged writes of one table in one commit that replaces exactly the
+    partitions in `scope` (the whole table when None): e.g. every partition of a
+    backfill, staged one by one and published together after an audit.
 
-    Commits are serialized: on any concurrent commit the replaced files are
-    re-read and the commit retried, so writers of disjoint partitions all land
-    and, of two writers of the same partition, the later one wins whole.
-    New nullable columns are added first, in a commit of their own, when
-    `allow_new_columns`; old rows read them as null. With `expected_files` (the
-    scope's files a merge read) the commit refuses to replace anything else.
+    A write that breaks the table's schema (TableSchemaError) is refused before
+    anything is published, and then every staged write is deleted.
     """
     writes = [staged] if isinstance(staged, StagedWrite) else list(staged)
-    staged = writes[0]
-    if any((w.table_uri, w.partition_columns) != (staged.table_uri, staged.partition_columns) for w in writes):
-        raise ValueError("staged writes published together must share a table and its partitioning")
-    adds = [_add_action(file) for write in writes for file in write.files]
-    for attempt in range(_MAX_COMMIT_ATTEMPTS):
-        table = open_table(staged.table_uri)
-        try:
-            if table is None and expected_files:
-                raise ConcurrentPartitionWriteError(f"table {staged.table_uri} disappeared")
-            if table is None:
-                create_table_with_add_actions(
-                    staged.table_uri,
-                    Schema.from_arrow(staged.schema),
-                    adds,
-                    mode="error",
-                    partition_by=list(staged.partition_columns) or None,
-                    commit_properties=CommitProperties(custom_metadata=custom_metadata or {}),
-                )
-                return PublishResult(0, len(adds), 0)
-            added = _new_columns(table, staged, allow_new_columns)
-            if added:
-                table.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
-            removes = _remove_actions(table, scope)
-            if expected_files is not None and {r.path for r in removes} != expected_files:
-                raise ConcurrentPartitionWriteError(
-                    f"another writer changed {scope.describe() if scope else 'the table'} of "
-                    f"{staged.table_uri} after this merge read it"
-                )
-            read_version = table.version()
-            failpoint("committing")
-            table.create_write_transaction(
-                [*adds, *removes],
-                mode="append",
-                schema=table.schema(),
-                partition_by=list(staged.partition_columns) or None,
-                commit_properties=CommitProperties(
-                    custom_metadata=custom_metadata or {}, max_commit_retries=0
-                ),
-            )
-            failpoint("committed")
-            return PublishResult(read_version + 1, len(adds), len(removes))
-        except (CommitFailedError, DeltaError) as error:
-            if not _is_conflict(error) or attempt == _MAX_COMMIT_ATTEMPTS - 1:
-                raise
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-    raise AssertionError("unreachable")
-
+    first = writes[0]
+    if any((w.table_uri, w.partition_columns) != (first.table_uri, first.partition_columns) for w in writes):
+        for write in writes:
+            discard(write)
+        raise TableSchemaError(
+            "staged writes published together must share a table and its partition columns: "
+            "publish each table's writes in their own call. Nothing was written."
+        )
+    table = open_table(first.table_uri)
+    try:
+        for write in writes:
+            _check_schema(table, write, allow_new_columns)
+    except BaseException:
+        for write in writes:
+            discard(write)
+        raise
+    return _publish(table, writes, scope, custom_metadata or {}, allow_new_columns, None)
 
 
 def open_table(
@@ -112,7 +189,7 @@ def open_table(
     """The table at its latest version, or as of `version` or ISO-8601 `timestamp`."""
     try:
         table = DeltaTable(table_uri, version=version)
-    except TableNotFoundError:
+    except DeltaTableNotFoundError:
         return None
     if timestamp is not None:
         table.load_as_version(datetime.fromisoformat(timestamp))
@@ -135,12 +212,112 @@ def read_partitions(
     return spark.read.schema(schema).option("basePath", table.table_uri).parquet(*files)
 
 
-def partitions_without_files(table: DeltaTable, scope: PartitionScope) -> set[tuple[str, ...]]:
-    present = {
-        tuple(partition[column] for column in scope.columns)
-        for partition in _active_partitions(table)
-    }
-    return set(scope.rows) - present
+def _merge(
+    table: DeltaTable | None, scope: PartitionScope | None, incoming: DataFrame, keys: list[str]
+) -> tuple[DataFrame, frozenset[str]]:
+    """`incoming` plus the stored rows of `scope` whose keys it does not carry (an
+    upsert), and the files that read, for the commit to check they are still current.
+
+    Keys match within a partition only, so a merge never touches other partitions.
+    """
+    unknown = [key for key in keys if key not in incoming.columns]
+    if unknown:
+        raise PartitionScopeError(
+            f"merge key(s) {unknown} are not columns of the frame {incoming.columns}: "
+            "fix asset metadata merge_keys. Nothing was written."
+        )
+    if table is None:
+        return incoming, frozenset()
+    incoming = with_partition_columns(incoming, scope)
+    match_on = [*keys, *(scope.columns if scope else ())]
+    stored = read_partitions(incoming.sparkSession, table, scope)
+    kept = stored.join(incoming.select(*match_on).distinct(), on=match_on, how="left_anti")
+    merged = incoming.unionByName(kept, allowMissingColumns=True)
+    return merged, frozenset(r.path for r in _remove_actions(table, scope))
+
+
+def _publish(
+    table: DeltaTable | None,
+    writes: list[StagedWrite],
+    scope: PartitionScope | None,
+    custom_metadata: dict[str, str],
+    allow_new_columns: bool,
+    expected_files: frozenset[str] | None,
+) -> PublishResult:
+    """Moves the validated `writes` into the table's layout and commits them,
+    removing every file of `scope`; with `expected_files` (what a merge read),
+    only if those are still the scope's files, else ConcurrentPartitionWriteError.
+
+    Commits are serialized: on a concurrent commit the table is brought up to
+    date and the commit retried, so writers of disjoint partitions all land and,
+    of two writers of the same partition, the later one wins whole. New nullable
+    columns are added first, in a commit of their own; old rows read them as null.
+    """
+    for write in writes:
+        move_into_layout(write)
+    first = writes[0]
+    adds = [_add_action(file) for write in writes for file in write.files]
+    partition_by = list(first.partition_columns) or None
+    for attempt in range(1, _MAX_COMMIT_ATTEMPTS + 1):
+        try:
+            if table is None:
+                failpoint("committing")
+                create_table_with_add_actions(
+                    first.table_uri,
+                    Schema.from_arrow(first.schema),
+                    adds,
+                    mode="error",
+                    partition_by=partition_by,
+                    commit_properties=CommitProperties(custom_metadata=custom_metadata),
+                )
+                return PublishResult.of(writes, 0, 0)
+            added = new_columns(*_table_schema(table), first, allow_new_columns)
+            if added:
+                table.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
+            removes = _remove_actions(table, scope)
+            if expected_files is not None and {r.path for r in removes} != expected_files:
+                raise ConcurrentPartitionWriteError(
+                    f"another writer changed {scope.describe() if scope else 'the table'} of "
+                    f"{first.table_uri} after this merge read it; nothing was committed"
+                )
+            read_version = table.version()
+            failpoint("committing")
+            table.create_write_transaction(
+                [*adds, *removes],
+                mode="append",
+                schema=table.schema(),
+                partition_by=partition_by,
+                commit_properties=CommitProperties(
+                    custom_metadata=custom_metadata, max_commit_retries=0
+                ),
+            )
+            failpoint("committed")
+            return PublishResult.of(writes, read_version + 1, len(removes))
+        except CommitFailedError:
+            pass  # another commit took the version this one read: retry on top of it
+        except DeltaError:
+            # A concurrent first write may have created the table since this one looked.
+            if table is not None or not DeltaTable.is_deltatable(first.table_uri):
+                raise
+        time.sleep(random.uniform(0.01, 0.05) * attempt)
+        if table is None:
+            table = open_table(first.table_uri)
+        else:
+            table.update_incremental()
+    raise CommitError(
+        f"{_MAX_COMMIT_ATTEMPTS} commits to {first.table_uri} lost to concurrent writers; the "
+        "table is unchanged (the staged files are orphans until vacuum). Run the write again."
+    )
+
+
+def _check_schema(table: DeltaTable | None, staged: StagedWrite, allow_new_columns: bool) -> None:
+    """Raises TableSchemaError when publishing `staged` would break the table's schema."""
+    if table is not None:
+        new_columns(*_table_schema(table), staged, allow_new_columns)
+
+
+def _table_schema(table: DeltaTable) -> tuple[pa.Schema, tuple[str, ...]]:
+    return pa.schema(table.schema().to_arrow()), tuple(table.metadata().partition_columns)
 
 
 def _add_action(file: StagedFile) -> AddAction:
@@ -155,22 +332,13 @@ def _add_action(file: StagedFile) -> AddAction:
     )
 
 
-def _active_files(table: DeltaTable) -> list[dict]:
-    return pa.table(table.get_add_actions(flatten=True)).to_pylist()
-
-
-def _active_partitions(table: DeltaTable) -> list[dict[str, str | None]]:
-    columns = table.metadata().partition_columns
-    return [
-        {column: row[f"partition.{column}"] for column in columns} for row in _active_files(table)
-    ]
-
-
 def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[RemoveAction]:
+    """Removes for every file of `scope`'s partitions (all files when None), from
+    one pass over the snapshot's add actions (delta-rs prunes file URIs, not actions)."""
     columns = table.metadata().partition_columns
     deletion_clock_ms = int(time.time() * 1000)
     removes = []
-    for row in _active_files(table):
+    for row in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         partition = {column: row[f"partition.{column}"] for column in columns}
         if scope is None or scope.contains(partition):
             removes.append(
@@ -184,94 +352,3 @@ def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[Rem
                 )
             )
     return removes
-
-
-def _new_columns(table: DeltaTable, staged: StagedWrite, allow_new_columns: bool) -> list:
-    return new_columns(
-        pa.schema(table.schema().to_arrow()),
-        tuple(table.metadata().partition_columns),
-        staged,
-        allow_new_columns,
-    )
-
-
-def _is_conflict(error: Exception) -> bool:
-    text = str(error).lower()
-    # A concurrent first write may have created the table since we looked.
-    return isinstance(error, CommitFailedError) or any(
-        word in text for word in ("conflict", "version", "already exists")
-    )
-
-
-class DeltaFormat:
-    """TableFormat: Delta Lake through delta-rs."""
-
-    name = "delta"
-
-    def validate(self, staged: StagedWrite, allow_new_columns: bool) -> None:
-        table = open_table(staged.table_uri)
-        if table is not None:
-            _new_columns(table, staged, allow_new_columns)
-
-    def merge(
-        self,
-        spark: SparkSession,
-        table_uri: str,
-        scope: PartitionScope | None,
-        incoming: DataFrame,
-        keys: list[str],
-    ) -> tuple[DataFrame, frozenset[str]]:
-        """`incoming` plus the stored rows of `scope` whose keys it does not carry (an upsert).
-
-        Keys match within a partition only, so a merge never touches other
-        partitions. Returns the frame and the files it read, for the commit to check.
-        """
-        unknown = [key for key in keys if key not in incoming.columns]
-        if unknown:
-            raise PartitionScopeError(
-                f"merge key(s) {unknown} are not columns of the frame {incoming.columns}: "
-                "fix asset metadata merge_keys. Nothing was written."
-            )
-        table = open_table(table_uri)
-        if table is None:
-            return incoming, frozenset()
-        incoming = with_partition_columns(incoming, scope)
-        match_on = [*keys, *(scope.columns if scope else ())]
-        stored = read_partitions(spark, table, scope)
-        kept = stored.join(incoming.select(*match_on).distinct(), on=match_on, how="left_anti")
-        merged = incoming.unionByName(kept, allowMissingColumns=True)
-        return merged, frozenset(r.path for r in _remove_actions(table, scope))
-
-    def publish(
-        self,
-        staged: StagedWrite,
-        scope: PartitionScope | None,
-        *,
-        run_id: str,
-        allow_new_columns: bool,
-        expected_files: frozenset[str] | None = None,
-    ) -> PublishResult:
-        move_into_layout(staged)
-        return replace_partitions(
-            staged,
-            scope,
-            {"dagster_run_id": run_id},
-            allow_new_columns=allow_new_columns,
-            expected_files=expected_files,
-        )
-
-    def read(
-        self,
-        spark: SparkSession,
-        table_uri: str,
-        scope: PartitionScope | None,
-        *,
-        version: int | None = None,
-        timestamp: str | None = None,
-    ) -> DataFrame | None:
-        table = open_table(table_uri, version=version, timestamp=timestamp)
-        return None if table is None else read_partitions(spark, table, scope)
-
-    def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
-        table = open_table(table_uri)
-        return set(scope.rows) if table is None else partitions_without_files(table, scope)

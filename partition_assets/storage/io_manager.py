@@ -1,4 +1,9 @@
-"""Dagster IO managers: PySpark DataFrames in and out of one table per asset."""
+"""Dagster IO managers: PySpark DataFrames in and out of one table per asset.
+
+Generic over the table format: everything format-specific (staging, validation,
+commits, merges, retries) is the format's `write` / `read`. What each format does
+not guarantee is in its module docstring (delta_table, parquet_table).
+"""
 
 import json
 from typing import ClassVar, Literal
@@ -8,22 +13,13 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from partition_assets.deploy.versioning import git_sha_metadata
+from partition_assets.errors import OutputTypeError, TableNotFoundError
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
-from partition_assets.storage.delta_table import (
-    ConcurrentPartitionWriteError,
-    DeltaFormat,
-)
+from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage.parquet_table import ParquetFormat
-from partition_assets.storage.partition_scope import (
-    PartitionScope,
-    PartitionScopeError,
-    partition_columns,
-)
-from partition_assets.storage.staging import StagedWrite, discard, stage_dataframe
-from partition_assets.storage.table_format import PublishResult, TableFormat
-
-_MERGE_ATTEMPTS = 5
+from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets.storage.table_format import TableFormat, WriteOptions
 
 
 class InputOptions(dg.Config):
@@ -66,67 +62,34 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: DataFrame) -> None:
         if not isinstance(obj, DataFrame):
-            raise TypeError(
+            raise OutputTypeError(
                 f"asset {context.asset_key.to_user_string()} returned {type(obj).__name__}; "
-                f"{type(self).__name__} stores pyspark.sql.DataFrame outputs"
+                f"{type(self).__name__} stores pyspark.sql.DataFrame outputs: return one"
             )
         metadata = context.definition_metadata
-        merge_keys = list(metadata.get("merge_keys") or [])
-        for attempt in range(1, _MERGE_ATTEMPTS + 1):
-            try:
-                staged, result = self._write(context, obj, merge_keys)
-                break
-            except ConcurrentPartitionWriteError:
-                if attempt == _MERGE_ATTEMPTS:
-                    raise
-                context.log.info(f"partitions changed while merging; merging again ({attempt})")
+        options = WriteOptions(
+            allow_empty=bool(metadata.get("allow_empty", False)),
+            allow_new_columns=bool(metadata.get("allow_new_columns", False)),
+            merge_keys=tuple(metadata.get("merge_keys") or ()),
+            commit_metadata={"dagster_run_id": context.run_id},
+        )
+        result = self.table_format.write(
+            obj, self.table_uri(context.asset_key), _output_scope(context), options
+        )
         context.add_output_metadata(
             {
-                "table_uri": staged.table_uri,
+                "table_uri": result.table_uri,
                 "table_format": self.table_format.name,
                 **({"delta_version": result.version} if result.version is not None else {}),
-                "rows": staged.num_records,
+                "rows": result.rows,
                 "rows_by_partition": dg.MetadataValue.json(
-                    {"/".join(key) or "table": rows for key, rows in staged.rows_by_partition.items()}
+                    {"/".join(key) or "table": rows for key, rows in result.rows_by_partition.items()}
                 ),
                 "files_added": result.files_added,
                 "files_removed": result.files_removed,
                 **git_sha_metadata(context),
             }
         )
-
-    def _write(
-        self, context: dg.OutputContext, obj: DataFrame, merge_keys: list[str]
-    ) -> tuple[StagedWrite, PublishResult]:
-        metadata = context.definition_metadata
-        allow_new_columns = bool(metadata.get("allow_new_columns", False))
-        scope = _output_scope(context)
-        table_uri = self.table_uri(context.asset_key)
-        expected_files = None
-        if merge_keys:
-            obj, expected_files = self.table_format.merge(
-                self.spark.spark_session, table_uri, scope, obj, merge_keys
-            )
-        staged = stage_dataframe(obj, table_uri, scope)
-        try:
-            if not staged.files and not metadata.get("allow_empty", False):
-                raise PartitionScopeError(
-                    f"asset {context.asset_key.to_user_string()} produced no rows for "
-                    f"{scope.describe() if scope else 'the table'}; nothing was written. "
-                    "Set metadata allow_empty=True to clear the partitions instead."
-                )
-            self.table_format.validate(staged, allow_new_columns)
-        except BaseException:
-            discard(staged)
-            raise
-        result = self.table_format.publish(
-            staged,
-            scope,
-            run_id=context.run_id,
-            allow_new_columns=allow_new_columns,
-            expected_files=expected_files,
-        )
-        return staged, result
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         options = InputOptions(
@@ -158,7 +121,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         if frame is None:
             if is_self_dependency:
                 return None  # the asset's first run: there is no predecessor yet
-            raise FileNotFoundError(
+            raise TableNotFoundError(
                 f"no table for upstream asset {context.asset_key.to_user_string()} at "
                 f"{table_uri}: materialize it first"
             )

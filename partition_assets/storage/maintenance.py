@@ -1,41 +1,40 @@
-"""Vacuum: removes what killed or superseded writes left behind, after a retention window."""
+"""Vacuum: removes what killed or superseded writes left behind, after a retention window.
 
-import time
-from dataclasses import dataclass
+Not guaranteed: a folder holding only `_staging/` (a first write that died before
+publishing) is not a table yet, so vacuum refuses it; delete such a folder by hand.
+"""
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
-from partition_assets.storage.staging import STAGING_DIR, table_filesystem
-
-
-@dataclass(frozen=True)
-class VacuumResult:
-    data_files: list[str]  # unreferenced by the log: replaced, or from writes that never committed
-    staging_folders: list[str]  # staging folders of writes that died before publishing
+from partition_assets.errors import TableNotFoundError
+from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.parquet_table import ParquetFormat, read_schema
+from partition_assets.storage.staging import table_filesystem
+from partition_assets.storage.table_format import TableFormat, VacuumResult
 
 
 def vacuum(table_uri: str, retention_hours: float = 168, dry_run: bool = False) -> VacuumResult:
-    """Deletes files no reader can see that are older than `retention_hours`.
+    """Deletes files no reader can see that are older than `retention_hours`, through
+    the format of the table at `table_uri` (see each format's `vacuum`).
 
-    The window protects writes in flight (their files are not committed yet) and
-    readers of older versions (time travel): keep it longer than both.
+    Raises TableNotFoundError when `table_uri` is missing or holds no table.
     """
-    table = DeltaTable(table_uri)
-    data_files = table.vacuum(
-        retention_hours=int(retention_hours),
-        dry_run=dry_run,
-        enforce_retention_duration=False,
-        full=True,
-    )
+    return table_format_at(table_uri).vacuum(table_uri, retention_hours, dry_run)
+
+
+def table_format_at(table_uri: str) -> TableFormat:
+    """The format of the table stored at `table_uri`."""
+    if DeltaTable.is_deltatable(table_uri):
+        return DeltaFormat()
     fs, root = table_filesystem(table_uri)
-    staging_root = f"{root}/{STAGING_DIR}"
-    cutoff_ns = (time.time() - retention_hours * 3600) * 1e9
-    stale = []
-    if fs.get_file_info(staging_root).type == pafs.FileType.Directory:
-        for info in fs.get_file_info(pafs.FileSelector(staging_root)):
-            if info.mtime_ns is not None and info.mtime_ns < cutoff_ns:
-                stale.append(info.path)
-                if not dry_run:
-                    fs.delete_dir(info.path)
-    return VacuumResult(list(data_files), stale)
+    if fs.get_file_info(root).type == pafs.FileType.NotFound:
+        raise TableNotFoundError(
+            f"{table_uri} does not exist: pass the folder of a table (e.g. .lake/<asset>)"
+        )
+    if read_schema(table_uri) is not None:
+        return ParquetFormat()
+    raise TableNotFoundError(
+        f"{table_uri} is not a table: it holds neither a Delta log (_delta_log/) nor a "
+        "Parquet table's _schema.arrow; pass the folder of a table (e.g. .lake/<asset>)"
+    )

@@ -11,7 +11,12 @@ What it guarantees, and what it does not (Delta does all of these):
   one partition missing; re-running the write repairs it;
 - renames are atomic on a local or HDFS filesystem only: on object stores a
   folder "rename" copies file by file;
-- no versions, so no time travel, and concurrent writers of one partition race.
+- no versions, so no time travel (a version/timestamp pin is refused), no merge
+  (merge_keys are refused) and concurrent writers of one partition race;
+- no commit log: WriteOptions.commit_metadata is not stored;
+- vacuum deletes what killed writes left in `_staging/` and `_trash/` (a killed
+  publish's trash may hold the one missing partition's old files: re-run the
+  write before the retention ends).
 """
 
 import uuid
@@ -20,6 +25,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 
+from partition_assets.errors import TableNotFoundError, UnsupportedByFormatError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
@@ -27,9 +33,18 @@ from partition_assets.storage.staging import (
     StagedWrite,
     delete_dir,
     parse_partition_path,
+    stale_folders,
+    sweep_staging,
     table_filesystem,
 )
-from partition_assets.storage.table_format import PublishResult, spark_schema
+from partition_assets.storage.table_format import (
+    DEFAULT_OPTIONS,
+    PublishResult,
+    VacuumResult,
+    WriteOptions,
+    spark_schema,
+    stage_validated,
+)
 
 # The table's schema and partitioning: Parquet folders alone cannot say which
 # columns a table has once columns were added, nor that it is partitioned.
@@ -43,63 +58,29 @@ class ParquetFormat:
 
     name = "parquet"
 
-    def validate(self, staged: StagedWrite, allow_new_columns: bool) -> None:
-        stored = read_schema(staged.table_uri)
-        if stored is not None:
-            new_columns(stored, _partitioning(stored), staged, allow_new_columns)
-
-    def merge(
+    def write(
         self,
-        spark: SparkSession,
+        frame: DataFrame,
         table_uri: str,
         scope: PartitionScope | None,
-        incoming: DataFrame,
-        keys: list[str],
-    ) -> tuple[DataFrame, frozenset[str]]:
-        raise ValueError(
-            f"merge_keys need the Delta flavour: Parquet table {table_uri} cannot check that "
-            "the rows it merged with are still current. Store the asset with SparkDeltaIOManager."
-        )
-
-    def publish(
-        self,
-        staged: StagedWrite,
-        scope: PartitionScope | None,
-        *,
-        run_id: str,
-        allow_new_columns: bool,
-        expected_files: frozenset[str] | None = None,
+        options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
-        fs, root = table_filesystem(staged.table_uri)
-        stored = read_schema(staged.table_uri)
-        if stored is None:
-            _write_schema(fs, root, staged.schema, staged.partition_columns)
-        else:
-            added = new_columns(stored, _partitioning(stored), staged, allow_new_columns)
-            if added:
-                _write_schema(fs, root, pa.schema([*stored, *added]), staged.partition_columns)
-        existing = _partition_folders(fs, root, staged.partition_columns)
-        replaced = {
-            folder for values, folder in existing.items() if scope is None or scope.contains(
-                dict(zip(scope.columns, values))
+        """Replaces `scope`'s partition folders (the whole table when None) with
+        `frame`'s, one partition at a time (see the module docstring)."""
+        if options.merge_keys:
+            raise UnsupportedByFormatError(
+                f"merge_keys need the Delta flavour: Parquet table {table_uri} cannot check that "
+                "the rows it merged with are still current. Store the asset with "
+                "SparkDeltaIOManager. Nothing was written."
             )
-        }
-        incoming = {file.path.rpartition("/")[0] for file in staged.files}
-        trash = f"{root}/{_TRASH_DIR}/{uuid.uuid4().hex}"
-        removed = 0
-        for folder in sorted(replaced | incoming):
-            current = f"{root}/{folder}".rstrip("/")
-            if folder in replaced:
-                removed += _move_out(
-                    fs, current, f"{trash}/{folder}".rstrip("/"), whole_folder=bool(folder)
-                )
-            if folder in incoming:
-                _move_in(fs, f"{staged.staging_dir}/{folder}".rstrip("/"), current)
-            failpoint("publishing")
-        failpoint("published")
-        delete_dir(fs, trash)
-        delete_dir(fs, staged.staging_dir)
-        return PublishResult(None, len(staged.files), removed)
+        stored = read_schema(table_uri)
+
+        def validate(staged: StagedWrite) -> None:
+            if stored is not None:
+                new_columns(stored, _partitioning(stored), staged, options.allow_new_columns)
+
+        staged = stage_validated(frame, table_uri, scope, options, validate)
+        return _publish(staged, stored, scope)
 
     def read(
         self,
@@ -111,7 +92,7 @@ class ParquetFormat:
         timestamp: str | None = None,
     ) -> DataFrame | None:
         if version is not None or timestamp is not None:
-            raise ValueError(
+            raise UnsupportedByFormatError(
                 f"Parquet table {table_uri} keeps no versions: drop the version/timestamp pin, "
                 "or store the asset with SparkDeltaIOManager for time travel"
             )
@@ -136,6 +117,56 @@ class ParquetFormat:
     def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
         fs, root = table_filesystem(table_uri)
         return set(scope.rows) - set(_partition_folders(fs, root, scope.columns))
+
+    def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
+        """Deletes the trash of killed publishes and the staging folders of killed
+        writes, older than `retention_hours`; a live table has no unreferenced files."""
+        if read_schema(table_uri) is None:
+            raise TableNotFoundError(
+                f"no Parquet table at {table_uri}: check the path (it must hold {SCHEMA_FILE})"
+            )
+        fs, root = table_filesystem(table_uri)
+        trash = stale_folders(fs, f"{root}/{_TRASH_DIR}", retention_hours)
+        data_files = [path for folder in trash for path in _data_files(fs, folder, recursive=True)]
+        if not dry_run:
+            for folder in trash:
+                delete_dir(fs, folder)
+        return VacuumResult(data_files, sweep_staging(table_uri, retention_hours, dry_run))
+
+
+def _publish(
+    staged: StagedWrite, stored: pa.Schema | None, scope: PartitionScope | None
+) -> PublishResult:
+    """Swaps the validated `staged` write's partition folders in, and `scope`'s out."""
+    fs, root = table_filesystem(staged.table_uri)
+    if stored is None:
+        _write_schema(fs, root, staged.schema, staged.partition_columns)
+    else:
+        added = [f for f in staged.schema if f.name not in stored.names]
+        if added:
+            _write_schema(fs, root, pa.schema([*stored, *added]), staged.partition_columns)
+    existing = _partition_folders(fs, root, staged.partition_columns)
+    replaced = {
+        folder for values, folder in existing.items() if scope is None or scope.contains(
+            dict(zip(scope.columns, values))
+        )
+    }
+    incoming = {file.path.rpartition("/")[0] for file in staged.files}
+    trash = f"{root}/{_TRASH_DIR}/{uuid.uuid4().hex}"
+    removed = 0
+    for folder in sorted(replaced | incoming):
+        current = f"{root}/{folder}".rstrip("/")
+        if folder in replaced:
+            removed += _move_out(
+                fs, current, f"{trash}/{folder}".rstrip("/"), whole_folder=bool(folder)
+            )
+        if folder in incoming:
+            _move_in(fs, f"{staged.staging_dir}/{folder}".rstrip("/"), current)
+        failpoint("publishing")
+    failpoint("published")
+    delete_dir(fs, trash)
+    delete_dir(fs, staged.staging_dir)
+    return PublishResult.of([staged], None, removed)
 
 
 def read_schema(table_uri: str) -> pa.Schema | None:
@@ -207,11 +238,11 @@ def _move_in(fs: pafs.FileSystem, staged_folder: str, folder: str) -> None:
         fs.move(path, f"{folder}/{path.rpartition('/')[2]}")
 
 
-def _data_files(fs: pafs.FileSystem, folder: str) -> list[str]:
+def _data_files(fs: pafs.FileSystem, folder: str, recursive: bool = False) -> list[str]:
     if fs.get_file_info(folder).type != pafs.FileType.Directory:
         return []
     return [
         info.path
-        for info in fs.get_file_info(pafs.FileSelector(folder))
+        for info in fs.get_file_info(pafs.FileSelector(folder, recursive=recursive))
         if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
     ]

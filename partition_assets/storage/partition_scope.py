@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from partition_assets.errors import PartitionScopeError  # noqa: F401  (imported from here by the storage modules)
-
 TIME_COLUMN = "ds"
 KEY_COLUMN = "partition"
 

@@ -7,6 +7,7 @@ partition swap), so one commit can later publish many staged writes.
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 import uuid
 from collections import Counter
@@ -20,8 +21,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType
 
+from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.partition_scope import PartitionScope, PartitionScopeError
+from partition_assets.storage.partition_scope import PartitionScope
 
 STAGING_DIR = "_staging"
 # What Spark names the directory of a null (or empty-string) partition value.
@@ -109,6 +111,31 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
     """Deletes a folder if it exists."""
     if fs.get_file_info(path).type != pafs.FileType.NotFound:
         fs.delete_dir(path)
+
+
+def stale_folders(fs: pafs.FileSystem, parent: str, retention_hours: float) -> list[str]:
+    """The subfolders of `parent` last modified more than `retention_hours` ago."""
+    if fs.get_file_info(parent).type != pafs.FileType.Directory:
+        return []
+    cutoff_ns = (time.time() - retention_hours * 3600) * 1e9
+    return [
+        info.path
+        for info in fs.get_file_info(pafs.FileSelector(parent))
+        if info.type == pafs.FileType.Directory
+        and info.mtime_ns is not None
+        and info.mtime_ns < cutoff_ns
+    ]
+
+
+def sweep_staging(table_uri: str, retention_hours: float, dry_run: bool) -> list[str]:
+    """Deletes (unless `dry_run`) and returns the staging folders older than the
+    retention: writes that died before publishing. Younger ones may be in flight."""
+    fs, root = table_filesystem(table_uri)
+    stale = stale_folders(fs, f"{root}/{STAGING_DIR}", retention_hours)
+    if not dry_run:
+        for folder in stale:
+            delete_dir(fs, folder)
+    return stale
 
 
 def with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:

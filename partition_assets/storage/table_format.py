@@ -1,6 +1,16 @@
-"""What a table format (Delta, Parquet) provides to the IO managers."""
+"""What a table format (Delta, Parquet) provides to the IO managers: one `write`
+that stages, validates and publishes a frame, scoped `read`s, and `vacuum`.
 
-from dataclasses import dataclass
+Not guaranteed by the protocol: atomicity, versions, merges and concurrent
+writers differ by format (see each format's module docstring); a format that
+cannot do what was asked raises UnsupportedByFormatError before writing anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import pyarrow as pa
@@ -8,44 +18,73 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import StagedWrite
+from partition_assets.storage.staging import StagedWrite, discard, stage_dataframe
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How a write may change its table."""
+
+    allow_empty: bool = False  # an empty frame clears the scope instead of failing
+    allow_new_columns: bool = False  # new columns extend the schema, as nullable
+    merge_keys: tuple[str, ...] = ()  # upsert on these keys within the scope (Delta only)
+    commit_metadata: Mapping[str, str] = field(default_factory=dict)  # kept where commits are logged
+
+
+DEFAULT_OPTIONS = WriteOptions()
 
 
 @dataclass(frozen=True)
 class PublishResult:
+    """What a published write changed."""
+
+    table_uri: str
     version: int | None  # the table version the write created, where the format has versions
     files_added: int
     files_removed: int
+    rows: int
+    rows_by_partition: dict[tuple[str, ...], int]  # partition values -> rows; () when unpartitioned
+
+    @classmethod
+    def of(
+        cls, writes: Sequence[StagedWrite], version: int | None, files_removed: int
+    ) -> PublishResult:
+        rows: Counter[tuple[str, ...]] = Counter()
+        for write in writes:
+            rows.update(write.rows_by_partition)
+        return cls(
+            table_uri=writes[0].table_uri,
+            version=version,
+            files_added=sum(len(write.files) for write in writes),
+            files_removed=files_removed,
+            rows=sum(rows.values()),
+            rows_by_partition=dict(rows),
+        )
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    data_files: list[str]  # no reader sees them: replaced, or from writes that never published
+    staging_folders: list[str]  # staging folders of writes that died before publishing
 
 
 class TableFormat(Protocol):
     name: str
 
-    def validate(self, staged: StagedWrite, allow_new_columns: bool) -> None:
-        """Raises if publishing `staged` would break the table; runs before anything is published."""
-
-    def merge(
+    def write(
         self,
-        spark: SparkSession,
+        frame: DataFrame,
         table_uri: str,
         scope: PartitionScope | None,
-        incoming: DataFrame,
-        keys: list[str],
-    ) -> tuple[DataFrame, frozenset[str]]:
-        """`incoming` upserted into `scope`'s stored rows on `keys`, and the files that read."""
-
-    def publish(
-        self,
-        staged: StagedWrite,
-        scope: PartitionScope | None,
-        *,
-        run_id: str,
-        allow_new_columns: bool,
-        expected_files: frozenset[str] | None = None,
+        options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
-        """Replaces exactly `scope`'s partitions (the whole table when None) with `staged`;
-        with `expected_files`, only if those are still the scope's files."""
+        """Replaces exactly `scope`'s partitions (the whole table when None) with `frame`.
+
+        The frame is staged and validated before anything is published; any
+        error before publishing leaves the table unchanged and no staged files.
+        """
 
     def read(
         self,
@@ -60,6 +99,36 @@ class TableFormat(Protocol):
 
     def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
         """The partitions of `scope` that hold no rows."""
+
+    def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
+        """Deletes files no reader sees that are older than `retention_hours`.
+
+        Raises TableNotFoundError when `table_uri` holds no table of this format.
+        """
+
+
+def stage_validated(
+    frame: DataFrame,
+    table_uri: str,
+    scope: PartitionScope | None,
+    options: WriteOptions,
+    validate: Callable[[StagedWrite], object],
+) -> StagedWrite:
+    """`frame` staged for `table_uri`, refused when empty (unless allowed) or when
+    `validate` raises; on any error the staged files are deleted."""
+    staged = stage_dataframe(frame, table_uri, scope)
+    try:
+        if not staged.files and not options.allow_empty:
+            raise PartitionScopeError(
+                f"the frame for table {table_uri} has no rows for "
+                f"{scope.describe() if scope else 'the table'}; nothing was written. "
+                "Set asset metadata allow_empty=True to clear the partitions instead."
+            )
+        validate(staged)
+    except BaseException:
+        discard(staged)
+        raise
+    return staged
 
 
 def spark_schema(schema: pa.Schema, partition_columns: tuple[str, ...] | list[str]) -> StructType:
