@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import dagster as dg
 
 from partition_assets.automation.job import backfill_run_config
-from partition_assets.backfill.state import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
+from partition_assets.backfill.tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
 _NOT_GAPS = {dg.AssetPartitionStatus.MATERIALIZED, dg.AssetPartitionStatus.IN_PROGRESS}

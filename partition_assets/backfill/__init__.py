@@ -6,7 +6,7 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     time_range,
 )
-from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
+from partition_assets.backfill.engine import Launch, execute
 from partition_assets.backfill.graph import (
     AssetSlice,
     BackfillGraph,
@@ -17,19 +17,24 @@ from partition_assets.backfill.graph import (
     plan,
 )
 from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Schedule, Throttle
+from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.tags import BACKFILL_ID_TAG
 
 __all__ = [
     "BACKFILL_ID_TAG",
     "AssetSlice",
     "BackfillGraph",
-    "BackfillRecord",
     "BackfillPlanError",
+    "BackfillRecord",
     "DagsterNodeRunner",
     "Dependency",
+    "Launch",
     "Node",
     "NodeResult",
     "NodeStatus",
+    "RunUnit",
+    "Schedule",
     "Throttle",
     "TimeRange",
     "current_nodes",
