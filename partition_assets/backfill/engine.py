@@ -17,7 +17,7 @@ from partition_assets.backfill.scheduling import (
     RunUnit,
     Schedule,
     Throttle,
-    launch_failed,
+    failed_launch_results,
 )
 
 # Runs one unit (one run); the future gives a result per node of the unit.
@@ -65,4 +65,4 @@ def _results_of(future: Future, unit: RunUnit) -> list[NodeResult]:
     try:
         return future.result()
     except Exception as error:  # the launch itself failed: every node of its run failed
-        return launch_failed(unit, error, time.time())
+        return failed_launch_results(unit, error, time.time())

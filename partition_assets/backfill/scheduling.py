@@ -279,6 +279,6 @@ def _waits_only_on(
     return previous in unfinished and unfinished <= set(members)
 
 
-def launch_failed(unit: RunUnit, error: BaseException, at: float) -> list[NodeResult]:
+def failed_launch_results(unit: RunUnit, error: BaseException, at: float) -> list[NodeResult]:
     """The results of a unit whose launch raised `error` at `at`: every node failed."""
     return [NodeResult(node, False, None, at, at, f"{type(error).__name__}: {error}") for node in unit.nodes]
