@@ -1,6 +1,8 @@
 """The engine against real Dagster runs: order, early starts, failure isolation."""
 
+import multiprocessing
 import shutil
+import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,12 +13,9 @@ import pytest
 from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.engine import NodeStatus, Throttle, execute
 from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.state import (
-    BACKFILL_ID_TAG,
-    RANGE_END_TAG,
-    RANGE_START_TAG,
-    node_states,
-)
+from partition_assets.backfill.scheduling import RunUnit
+from partition_assets.backfill.state import node_states
+from partition_assets.backfill.tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets_tests import engine_defs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,3 +126,23 @@ def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(dagster_ho
     assert [sorted(members) for _, members in sorted(runs.items())] == [
         [f"2024-01-0{d}" for d in days] for days in ((1, 2, 3), (4, 5, 6), (7, 8))
     ]
+
+
+@pytest.mark.slow
+def test_terminate_kills_its_own_workers_and_no_other_child_process(dagster_home):
+    bystander = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,))
+    bystander.start()
+    try:
+        runner = DagsterNodeRunner("partition_assets_tests.engine_defs", 2, {BACKFILL_ID_TAG: "bf-terminate"})
+        first = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)))
+        assert first.result()[0].succeeded  # a worker is up, its code loaded
+        workers = set(multiprocessing.active_children()) - {bystander}
+        assert workers
+        runner.terminate()
+        for worker in workers:
+            worker.join(timeout=10)
+        assert not any(worker.is_alive() for worker in workers)
+        assert bystander.is_alive()
+    finally:
+        bystander.kill()
+        bystander.join()

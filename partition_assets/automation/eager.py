@@ -25,10 +25,12 @@ from collections.abc import Set as AbstractSet
 import dagster as dg
 
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
-from partition_assets.backfill.state import (
+from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.tags import (
     BACKFILL_ID_TAG,
+    DAGSTER_BACKFILL_TAG,
     IN_FLIGHT_STATUSES,
-    BackfillRecord,
+    partitions_of_run,
 )
 from partition_assets.errors import PartitionAssetsError
 
@@ -36,7 +38,6 @@ WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
 POLL_SECONDS = 0.25
 TRIGGER_TAG = "partition_assets/triggered_by"
-_DAGSTER_BACKFILL_TAG = "dagster/backfill"
 
 Target = tuple[dg.AssetKey, str | None]  # (asset, partition); None when unpartitioned
 
@@ -181,8 +182,8 @@ class _Watcher:
                     keys = set()
                 self._backfill_selections[backfill_id] = keys
             return self._backfill_selections[backfill_id]
-        if _DAGSTER_BACKFILL_TAG in tags:
-            backfill = self.instance.get_backfill(tags[_DAGSTER_BACKFILL_TAG])
+        if DAGSTER_BACKFILL_TAG in tags:
+            backfill = self.instance.get_backfill(tags[DAGSTER_BACKFILL_TAG])
             return set(backfill.asset_selection or ()) if backfill else set()
         return set()
 
@@ -266,14 +267,7 @@ class _Watcher:
         found: set[Target] = set()
         for run in self.instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES)):
             for key in run.asset_selection or ():
-                if not self.graph.has(key):
-                    continue
-                partitions_def = self.graph.get(key).partitions_def
-                first = run.tags.get("dagster/asset_partition_range_start")
-                if partitions_def is not None and first:
-                    last = run.tags["dagster/asset_partition_range_end"]
-                    keys = partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
-                else:
-                    keys = [run.tags.get("dagster/partition")]
-                found.update((key, k) for k in keys)
+                if self.graph.has(key):
+                    keys = partitions_of_run(run, self.graph.get(key).partitions_def) or [None]
+                    found.update((key, k) for k in keys)
         return found

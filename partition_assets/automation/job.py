@@ -19,11 +19,11 @@ from partition_assets.backfill.coordinator import (
 from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.spec import spec_config_class, spec_from_config
 from partition_assets.backfill.state import (
-    BACKFILL_ID_TAG,
     BackfillRecord,
     cancel_in_flight,
     record_path,
 )
+from partition_assets.backfill.tags import BACKFILL_ID_TAG
 from partition_assets.errors import PartitionAssetsError
 
 COORDINATOR_OP = "coordinate_backfill"

@@ -1,7 +1,7 @@
 """The backfill engine: the spec, the sparse (asset, partition) graph and its scheduling loop."""
 
 from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill
-from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
+from partition_assets.backfill.engine import Launch, execute
 from partition_assets.backfill.graph import (
     AssetSlice,
     BackfillGraph,
@@ -11,8 +11,10 @@ from partition_assets.backfill.graph import (
     plan,
 )
 from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Schedule, Throttle
 from partition_assets.backfill.spec import BackfillSpec, TimeRange
-from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.tags import BACKFILL_ID_TAG
 from partition_assets.errors import BackfillPlanError
 
 __all__ = [
@@ -24,9 +26,12 @@ __all__ = [
     "BackfillSpec",
     "DagsterNodeRunner",
     "Dependency",
+    "Launch",
     "Node",
     "NodeResult",
     "NodeStatus",
+    "RunUnit",
+    "Schedule",
     "Throttle",
     "TimeRange",
     "build_graph",

@@ -8,17 +8,18 @@ from collections.abc import Callable, Iterable
 
 import dagster as dg
 
-from partition_assets.backfill.engine import NodeResult, NodeStatus, Throttle, execute
+from partition_assets.backfill.engine import execute
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import (
-    BACKFILL_ID_TAG,
     BackfillRecord,
     cancel_in_flight,
     node_states,
 )
+from partition_assets.backfill.tags import BACKFILL_ID_TAG
 
 
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillGraph:

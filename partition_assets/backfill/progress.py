@@ -4,8 +4,8 @@
 from collections import Counter
 from collections.abc import Collection, Mapping
 
-from partition_assets.backfill.engine import NodeResult, NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, Node
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus
 
 _FAILED_SHOWN = 10
 

@@ -6,24 +6,37 @@ bookkeeping. Every node is still a real run in the instance: visible in the
 webserver, in the event log and in Dagster's partition status.
 """
 
-import multiprocessing
 import time
-from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing.context import SpawnContext, SpawnProcess
 
 import dagster as dg
 
-from partition_assets.backfill.engine import NodeResult
 from partition_assets.backfill.graph import Node
 from partition_assets.backfill.location import load_definitions
-from partition_assets.backfill.state import RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.backfill.scheduling import NodeResult, RunUnit
+from partition_assets.backfill.tags import range_tags
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 
 _worker: dict = {}
 
 
+class _WorkerRecordingContext(SpawnContext):
+    """The spawn context, keeping every process a pool creates with it: that pool's
+    workers, and no other child of this process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workers: list[SpawnProcess] = []
+
+    def Process(self, *args, **kwargs) -> SpawnProcess:  # the name of the context's factory
+        worker = SpawnProcess(*args, **kwargs)
+        self.workers.append(worker)
+        return worker
+
+
 class DagsterNodeRunner:
-    """Launches nodes into `workers` processes; each node is one Dagster run."""
+    """Launches run units into `workers` processes; each unit is one Dagster run."""
 
     def __init__(self, target: str, workers: int, tags: dict[str, str]) -> None:
         self._tags = tags
@@ -31,26 +44,27 @@ class DagsterNodeRunner:
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
             pass
+        self._context = _WorkerRecordingContext()
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=self._context,
             initializer=_load_worker,
             initargs=(target,),
         )
 
-    def launch(self, nodes: Sequence[Node]) -> Future:
-        """Runs contiguous partitions of one asset as one run (a partition range when several)."""
-        return self._pool.submit(
-            _run_nodes, nodes[0].asset.to_user_string(), [node.partition for node in nodes], self._tags
-        )
+    def launch(self, unit: RunUnit) -> Future:
+        """Runs `unit` as one run (a partition range when several); the future gives
+        a result per node of the unit."""
+        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), self._tags)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def terminate(self) -> None:
-        """Kills the workers, and with them the runs in flight."""
+        """Kills this runner's workers, and with them its runs in flight; other child
+        processes (another pool's, a Spark server's) are left alone."""
         # SIGKILL: a worker inside a Dagster run handles SIGTERM and would finish its run.
-        for worker in multiprocessing.active_children():
+        for worker in list(self._context.workers):
             worker.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -69,10 +83,10 @@ def _load_worker(target: str) -> None:
     _worker["instance"] = dg.DagsterInstance.get()
 
 
-def _run_nodes(asset: str, partitions: list[str], tags: dict[str, str]) -> list[NodeResult]:
+def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[NodeResult]:
     key = dg.AssetKey.from_user_string(asset)
     if len(partitions) > 1:
-        tags = {**tags, RANGE_START_TAG: partitions[0], RANGE_END_TAG: partitions[-1]}
+        tags = {**tags, **range_tags(partitions[0], partitions[-1])}
     started = time.time()
     result = _worker["job"].execute_in_process(
         instance=_worker["instance"],

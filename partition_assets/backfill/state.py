@@ -14,23 +14,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.engine import NodeStatus
-from partition_assets.backfill.graph import AssetSlice, BackfillGraph, Node
+from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
+from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import BackfillSpec
+from partition_assets.backfill.tags import BACKFILL_ID_TAG, partitions_of_run
 from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
 
-BACKFILL_ID_TAG = "partition_assets/backfill_id"
-_PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
-# Runs that may still materialize something.
-IN_FLIGHT_STATUSES = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 _RUN_STATES = {
     dg.DagsterRunStatus.SUCCESS: NodeStatus.SUCCEEDED,
     dg.DagsterRunStatus.FAILURE: NodeStatus.FAILED,
@@ -82,24 +71,18 @@ def record_path(backfill_id: str) -> Path:
 def node_states(
     instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph
 ) -> dict[Node, tuple[NodeStatus, dg.DagsterRun]]:
-    """Each node's state from its latest run tagged with `backfill_id`; a run over a
-    partition range stands for every node of the range."""
+    """The state of each node of `graph` from its latest run tagged with `backfill_id`;
+    a run over a partition range stands for every node of the range."""
     states: dict[Node, tuple[NodeStatus, dg.DagsterRun]] = {}
     for run in _runs_of(instance, backfill_id):  # newest first
         for asset in run.asset_selection or ():
-            for partition in _partitions_of(run, graph.slices.get(asset)):
-                states.setdefault(Node(asset, partition), (_RUN_STATES.get(run.status, NodeStatus.RUNNING), run))
+            asset_slice = graph.slices.get(asset)
+            if asset_slice is None:  # the asset is no longer in the backfill's graph
+                continue
+            for partition in partitions_of_run(run, asset_slice.partitions_def) or [UNPARTITIONED]:
+                if partition in asset_slice.index_of:
+                    states.setdefault(Node(asset, partition), (_RUN_STATES.get(run.status, NodeStatus.RUNNING), run))
     return states
-
-
-def _partitions_of(run: dg.DagsterRun, asset_slice: AssetSlice | None) -> list[str]:
-    if RANGE_START_TAG not in run.tags:
-        return [run.tags.get(_PARTITION_TAG, "")]
-    if asset_slice is None:  # the asset is no longer in the backfill's graph
-        return []
-    first = asset_slice.index_of[run.tags[RANGE_START_TAG]]
-    last = asset_slice.index_of[run.tags[RANGE_END_TAG]]
-    return asset_slice.partition_keys[first : last + 1]
 
 
 def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:

@@ -13,10 +13,10 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
-from partition_assets.backfill.engine import NodeStatus
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.location import configured_module
 from partition_assets.backfill.progress import Progress
+from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
     BackfillRecord,

@@ -1,0 +1,44 @@
+"""Run tags: which backfill a run belongs to and which partitions it covers.
+
+The one place that reads and writes them, so that the engine, its record and the
+sensors agree on what a run covers (a single partition or a partition range).
+"""
+
+import dagster as dg
+
+BACKFILL_ID_TAG = "partition_assets/backfill_id"
+# Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
+PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of Dagster's own (daemon) backfills
+
+# Runs that may still materialize something.
+IN_FLIGHT_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def range_tags(first: str, last: str) -> dict[str, str]:
+    """The tags of a run over the partitions `first`..`last` (inclusive) of its assets."""
+    return {RANGE_START_TAG: first, RANGE_END_TAG: last}
+
+
+def partitions_of_run(run: dg.DagsterRun, partitions_def: dg.PartitionsDefinition | None) -> list[str]:
+    """The partition keys `run` covers of an asset partitioned by `partitions_def`.
+
+    Every key of its partition range, or its one partition key; [] when it names no
+    partition (the asset is unpartitioned, or the run covers all of it). A range the
+    definition does not hold (an unpartitioned asset, keys since removed) covers nothing.
+    """
+    first = run.tags.get(RANGE_START_TAG)
+    if first is None:
+        return [run.tags[PARTITION_TAG]] if PARTITION_TAG in run.tags else []
+    last = run.tags[RANGE_END_TAG]
+    if partitions_def is None or not all(partitions_def.has_partition_key(k) for k in (first, last)):
+        return []
+    return list(partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last)))

@@ -1,0 +1,352 @@
+"""The scheduling core without Dagster runs: graphs are planned from small asset
+definitions, launches are fakes that report results at once (or from threads)."""
+
+import random
+import threading
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, execute, plan
+from partition_assets.backfill.scheduling import MAX_READY_BATCH, NodeResult, NodeStatus
+from partition_assets.backfill.tags import PARTITION_TAG, partitions_of_run, range_tags
+from partition_assets.errors import BackfillPlanError
+from partition_assets.partitions import daily, mappings
+
+DAYS = daily("2024-01-01")
+JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=timezone.utc), datetime(2024, 1, 9, tzinfo=timezone.utc))
+
+
+@dg.asset(partitions_def=DAYS)
+def src() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(src, partition_mapping=mappings.identity())])
+def clean() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(clean, partition_mapping=mappings.rolling_window(3))])
+def rolling() -> None: ...
+
+
+@dg.asset(
+    partitions_def=DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[
+        dg.AssetDep(src, partition_mapping=mappings.identity()),
+        dg.AssetDep("ledger", partition_mapping=mappings.previous_period()),
+    ],
+)
+def ledger() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(ledger, partition_mapping=mappings.identity())])
+def reader() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+def wide() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.multi_run(2))
+def pairs() -> None: ...
+
+
+# A chain of three assets beside a lone one that comes first in the asset order.
+@dg.asset(partitions_def=DAYS)
+def a_lone() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS)
+def b_head() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(b_head, partition_mapping=mappings.identity())])
+def c_middle() -> None: ...
+
+
+@dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(c_middle, partition_mapping=mappings.identity())])
+def d_tail() -> None: ...
+
+
+ASSET_GRAPH = dg.Definitions(
+    assets=[src, clean, rolling, ledger, reader, wide, pairs, a_lone, b_head, c_middle, d_tail]
+).resolve_asset_graph()
+
+
+def graph_of(*names: str):
+    return plan(ASSET_GRAPH, [dg.AssetKey(name) for name in names], JANUARY_1_TO_8)
+
+
+def node(name: str, day: int) -> Node:
+    return Node(dg.AssetKey(name), f"2024-01-0{day}")
+
+
+def unit(name: str, *days: int) -> RunUnit:
+    return RunUnit(dg.AssetKey(name), tuple(f"2024-01-0{day}" for day in days))
+
+
+def every(name: str) -> list[Node]:
+    return [node(name, day) for day in range(1, 9)]
+
+
+def results(run_unit: RunUnit, succeeded: bool = True) -> list[NodeResult]:
+    return [NodeResult(member, succeeded, "fake-run", 0.0, 0.0) for member in run_unit.nodes]
+
+
+def drive(schedule: Schedule, graph, failing=frozenset(), choose=lambda running: running[0], check=None):
+    """Runs `schedule` to its end with fake runs, finishing `choose(running)` first; a unit
+    holding a node of `failing` fails. Returns the units in launch order; checks at every
+    launch that each member's upstream nodes outside its unit succeeded."""
+    launched, running = [], []
+    for _ in range(graph.node_count()):  # each step finishes a unit of at least one node
+        if schedule.is_done:
+            return launched
+        for new in schedule.next_units():
+            for member in new.nodes:
+                outside = [parent for parent in graph.upstream(member) if parent not in new.nodes]
+                assert all(schedule.status(parent) == NodeStatus.SUCCEEDED for parent in outside), (new, member)
+            launched.append(new)
+            running.append(new)
+        if check:
+            check(schedule)
+        finished = choose(running)
+        running.remove(finished)
+        schedule.finish(finished, results(finished, succeeded=not set(finished.nodes) & set(failing)))
+    assert schedule.is_done, "more steps than nodes: the schedule never finishes"
+    return launched
+
+
+def test_a_self_dependent_chain_whose_inputs_are_done_is_one_unit():
+    graph = graph_of("src", "ledger")
+    schedule = Schedule(graph, Throttle(4), done=every("src"))
+    assert schedule.next_units() == [unit("ledger", *range(1, 9))]
+
+
+def test_a_chain_takes_along_only_members_whose_other_inputs_are_done():
+    graph = graph_of("src", "ledger")
+    schedule = Schedule(graph, Throttle(1), done=[node("src", day) for day in (1, 2, 3)])
+    # ledger 4 also waits on src 4, which has not run.
+    assert schedule.next_units() == [unit("ledger", 1, 2, 3)]
+
+
+def test_a_chain_stops_where_another_node_waits_on_its_member():
+    graph = graph_of("src", "ledger", "reader")
+    schedule = Schedule(graph, Throttle(4), done=every("src"))
+    # reader 1 waits on ledger 1: taking ledger 2.. along would delay it.
+    assert schedule.next_units() == [unit("ledger", 1)]
+
+
+def test_without_batch_chains_every_unit_is_one_node():
+    graph = graph_of("src", "ledger")
+    schedule = Schedule(graph, Throttle(4), done=every("src"), batch_chains=False)
+    assert schedule.next_units() == [unit("ledger", 1)]
+
+
+def test_ready_nodes_share_units_only_while_they_would_wait_for_a_slot():
+    graph = graph_of("wide")
+    schedule = Schedule(graph, Throttle(2))
+    # 8 ready, 2 slots: MAX_READY_BATCH each while the rest waits, then the last two together.
+    assert MAX_READY_BATCH == 3
+    first, second = schedule.next_units()
+    assert (first, second) == (unit("wide", 1, 2, 3), unit("wide", 4, 5, 6))
+    assert schedule.next_units() == []  # no slot free
+    schedule.finish(first, results(first))
+    assert schedule.next_units() == [unit("wide", 7, 8)]
+
+    roomy = Schedule(graph, Throttle(8))  # a slot for every node: nothing would wait
+    assert roomy.next_units() == [unit("wide", day) for day in range(1, 9)]
+
+
+def test_a_unit_covers_at_most_the_assets_max_batch():
+    schedule = Schedule(graph_of("pairs"), Throttle(2))  # BackfillPolicy.multi_run(2)
+    assert schedule.next_units() == [unit("pairs", 1, 2), unit("pairs", 3, 4)]
+    schedule.finish(unit("pairs", 1, 2), results(unit("pairs", 1, 2)))
+    assert schedule.next_units() == [unit("pairs", 5, 6)]
+
+
+def test_nodes_heading_longer_chains_go_first_then_oldest_partitions_then_upstream_assets():
+    graph = graph_of("a_lone", "b_head", "c_middle", "d_tail")
+    assert list(graph.slices)[0] == dg.AssetKey("a_lone")  # first by asset order, last by chain
+    launched = drive(Schedule(graph, Throttle(1)), graph)
+    assert launched[:16] == [unit("b_head", day) for day in range(1, 9)] + [
+        unit("c_middle", day) for day in range(1, 9)
+    ]
+    assert launched[16:] == [unit(name, day) for day in range(1, 9) for name in ("a_lone", "d_tail")]
+
+
+def test_newest_first_runs_the_newest_partitions_first_whatever_the_chains():
+    graph = graph_of("src", "clean")
+    newest = drive(Schedule(graph, Throttle(1), newest_first=True), graph)
+    assert newest == [unit(name, day) for day in range(8, 0, -1) for name in ("src", "clean")]
+    oldest = drive(Schedule(graph, Throttle(1)), graph)  # src heads the longer chains
+    assert oldest == [unit(name, day) for name in ("src", "clean") for day in range(1, 9)]
+
+
+def test_a_failure_blocks_exactly_its_descendants():
+    graph = graph_of("src", "clean", "rolling")
+    schedule = Schedule(graph, Throttle(2))
+    launched = drive(schedule, graph, failing={node("clean", 4)})
+    blocked = {node("rolling", day) for day in (4, 5, 6)}  # a 3-day window reads clean 4
+    statuses = schedule.statuses()
+    assert {n for n, s in statuses.items() if s == NodeStatus.FAILED} == {node("clean", 4)}
+    assert {n for n, s in statuses.items() if s == NodeStatus.BLOCKED} == blocked
+    assert {n for n, s in statuses.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - blocked - {
+        node("clean", 4)
+    }
+    assert not blocked & {member for launched_unit in launched for member in launched_unit.nodes}
+
+
+def test_a_failed_unit_fails_every_member_and_blocks_the_rest_of_its_chain():
+    graph = graph_of("src", "ledger")
+    schedule = Schedule(graph, Throttle(4), done=every("src") + [node("ledger", 1)])
+    (chain,) = schedule.next_units()
+    assert chain == unit("ledger", *range(2, 9))
+    schedule.finish(chain, results(chain, succeeded=False))
+    assert schedule.is_done
+    assert {schedule.status(member) for member in chain.nodes} == {NodeStatus.FAILED}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_limits_are_never_exceeded_whatever_the_finishing_order(seed):
+    graph = graph_of("src", "clean", "rolling", "ledger", "wide")
+    limits = {dg.AssetKey("src"): 1, dg.AssetKey("clean"): 2, dg.AssetKey("wide"): 1}
+    schedule = Schedule(graph, Throttle(4, limits))
+    order = random.Random(seed)
+    peak = Counter()
+
+    def within_limits(state: Schedule) -> None:
+        running = state.running_units
+        assert len(running) <= 4
+        per_asset = Counter(u.asset for u in running)
+        for asset, count in per_asset.items():
+            assert count <= limits.get(asset, 4), (asset, running)
+            peak[asset] = max(peak[asset], count)
+
+    drive(schedule, graph, choose=order.choice, check=within_limits)
+    assert set(schedule.statuses().values()) == {NodeStatus.SUCCEEDED}
+    assert peak[dg.AssetKey("clean")] == 2  # the limit is reached, not just respected
+
+
+def test_a_node_already_done_is_neither_run_nor_waited_for():
+    graph = graph_of("src", "clean")
+    schedule = Schedule(graph, Throttle(2), done=every("clean"))  # e.g. catch-up: downstream current
+    launched = drive(schedule, graph)
+    assert {u.asset for u in launched} == {dg.AssetKey("src")}
+    assert set(schedule.statuses().values()) == {NodeStatus.SUCCEEDED}
+
+
+def test_finish_takes_one_result_per_node_of_a_running_unit():
+    schedule = Schedule(graph_of("wide"), Throttle(8))
+    first = schedule.next_units()[0]
+    with pytest.raises(ValueError, match="results"):
+        schedule.finish(first, results(unit("wide", 2)))
+    with pytest.raises(ValueError, match="not running"):
+        schedule.finish(unit("wide", 1, 2), results(unit("wide", 1, 2)))
+
+
+def test_a_throttle_below_one_is_refused():
+    with pytest.raises(BackfillPlanError, match="at least 1"):
+        Throttle(0)
+    with pytest.raises(BackfillPlanError, match="src"):
+        Throttle(2, {dg.AssetKey("src"): 0})
+
+
+def completed(value=None, error: BaseException | None = None) -> Future:
+    future = Future()
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
+    return future
+
+
+def test_a_launch_that_raises_fails_every_node_of_its_unit():
+    graph = graph_of("wide")
+    reported = []
+
+    def launch(run_unit: RunUnit) -> Future:
+        if node("wide", 5) in run_unit.nodes:
+            return completed(error=RuntimeError("worker died"))
+        return completed(results(run_unit))
+
+    status = execute(graph, launch, Throttle(2), on_result=reported.append)
+    assert {n for n, s in status.items() if s == NodeStatus.FAILED} == {node("wide", day) for day in (4, 5, 6)}
+    assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == {node("wide", d) for d in (1, 2, 3, 7, 8)}
+    failures = [r for r in reported if not r.succeeded]
+    assert {r.error for r in failures} == {"RuntimeError: worker died"}
+    assert {r.run_id for r in failures} == {None}
+
+
+def test_execute_launches_nothing_more_once_asked_to_stop():
+    graph = graph_of("src", "clean")
+    launched = []
+
+    def launch(run_unit: RunUnit) -> Future:
+        launched.append(run_unit)
+        return completed(results(run_unit))
+
+    status = execute(graph, launch, Throttle(2), should_stop=lambda: len(launched) >= 2)
+    assert launched == [unit("src", 1), unit("src", 2)]
+    assert {n for n, s in status.items() if s != NodeStatus.PENDING} == {node("src", 1), node("src", 2)}
+
+
+def test_execute_with_threads_starts_no_node_before_its_upstream_and_respects_the_throttle():
+    graph = graph_of("src", "clean", "rolling", "ledger", "reader", "wide")
+    limits = {dg.AssetKey("src"): 1}
+    lock = threading.Lock()
+    in_flight = Counter()
+    peaks = Counter()
+    units_of = {}
+
+    def work(run_unit: RunUnit, pause: float) -> list[NodeResult]:
+        with lock:
+            in_flight["all"] += 1
+            in_flight[run_unit.asset] += 1
+            peaks["all"] = max(peaks["all"], in_flight["all"])
+            peaks[run_unit.asset] = max(peaks[run_unit.asset], in_flight[run_unit.asset])
+        started = time.monotonic()
+        time.sleep(pause)
+        ended = time.monotonic()
+        with lock:
+            in_flight["all"] -= 1
+            in_flight[run_unit.asset] -= 1
+        return [NodeResult(member, True, str(id(run_unit)), started, ended) for member in run_unit.nodes]
+
+    pauses = random.Random(7)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+
+        def launch(run_unit: RunUnit) -> Future:
+            for member in run_unit.nodes:
+                units_of[member] = run_unit
+            return pool.submit(work, run_unit, pauses.uniform(0.001, 0.02))
+
+        reported = {}
+        status = execute(graph, launch, Throttle(3, limits), on_result=lambda r: reported.__setitem__(r.node, r))
+
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    assert set(reported) == set(graph.nodes())
+    for member in graph.nodes():
+        for parent in graph.upstream(member):
+            if parent not in units_of[member].nodes:
+                assert reported[parent].ended <= reported[member].started, (member, parent)
+    assert peaks["all"] <= 3
+    assert peaks[dg.AssetKey("src")] == 1
+    assert any(len(u.partitions) > 1 for u in units_of.values())  # some units did share runs
+
+
+def test_a_run_covers_its_range_or_its_one_partition():
+    def run(**tags: str) -> dg.DagsterRun:
+        return dg.DagsterRun(job_name="job", tags=tags)
+
+    assert partitions_of_run(run(**range_tags("2024-01-02", "2024-01-04")), DAYS) == [
+        "2024-01-02", "2024-01-03", "2024-01-04"
+    ]
+    assert partitions_of_run(run(**{PARTITION_TAG: "2024-01-05"}), DAYS) == ["2024-01-05"]
+    assert partitions_of_run(run(), DAYS) == []  # a run of the whole asset, or of an unpartitioned one
+    assert partitions_of_run(run(**range_tags("2024-01-02", "2024-01-04")), None) == []
+    assert partitions_of_run(run(**range_tags("2023-12-30", "2024-01-02")), DAYS) == []  # not keys of DAYS
