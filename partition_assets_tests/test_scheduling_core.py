@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, execute, plan
+from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.scheduling import MAX_READY_BATCH, NodeResult, NodeStatus
 from partition_assets.backfill.tags import PARTITION_TAG, partitions_of_run, range_tags
 from partition_assets.errors import BackfillPlanError
@@ -79,7 +79,7 @@ ASSET_GRAPH = dg.Definitions(
 
 
 def graph_of(*names: str):
-    return plan(ASSET_GRAPH, [dg.AssetKey(name) for name in names], JANUARY_1_TO_8)
+    return build_graph(ASSET_GRAPH, [dg.AssetKey(name) for name in names], JANUARY_1_TO_8)
 
 
 def node(name: str, day: int) -> Node:
