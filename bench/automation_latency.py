@@ -35,11 +35,16 @@ def sample(instance: dg.DagsterInstance, day: int) -> tuple[float, float]:
     ).records[0]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        runs = [r for r in instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": partition}))
-                if dg.AssetKey("eager_down") in (r.dagster_run.asset_selection or ())]
+        runs = [
+            r
+            for r in instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": partition}))
+            if dg.AssetKey("eager_down") in (r.dagster_run.asset_selection or ())
+        ]
         if runs and runs[0].start_time:
-            return (runs[0].create_timestamp.timestamp() - event.timestamp,
-                    runs[0].start_time - runs[0].create_timestamp.timestamp())
+            return (
+                runs[0].create_timestamp.timestamp() - event.timestamp,
+                runs[0].start_time - runs[0].create_timestamp.timestamp(),
+            )
         time.sleep(0.05)
     raise TimeoutError(f"no downstream run for {partition}")
 
@@ -70,8 +75,10 @@ def main() -> None:
     load = os.getloadavg()[0]
     table = "\n".join(
         f"| {name} | {statistics.median(values):.2f} s | {max(values):.2f} s |"
-        for name, values in (("upstream event -> downstream run created", requested),
-                             ("run created -> run started", started))
+        for name, values in (
+            ("upstream event -> downstream run created", requested),
+            ("run created -> run started", started),
+        )
     )
     Path(args.out).write_text(
         "# Eager sensor latency (`make dev` setup)\n\n"

@@ -104,11 +104,14 @@ class DaemonResult:
 
     def summary(self) -> str:
         if self.finished:
-            head = (f"{self.makespan:.1f} s to the last run's end, {self.completed_after:.1f} s to "
-                    f"backfill {self.status}")
+            head = (
+                f"{self.makespan:.1f} s to the last run's end, {self.completed_after:.1f} s to backfill {self.status}"
+            )
         else:
-            head = (f"did not finish in {self.timeout:.0f} s: {self.materialized} of {self.targeted} "
-                    f"partitions materialized")
+            head = (
+                f"did not finish in {self.timeout:.0f} s: {self.materialized} of {self.targeted} "
+                f"partitions materialized"
+            )
         runs = ", ".join(f"{n} {s}" for s, n in sorted(self.run_statuses.items()))
         return f"{head}; {self.runs} runs ({runs or 'none'})"
 
@@ -118,8 +121,9 @@ def planned_keys(defs: dg.Definitions, days: int, selection=None) -> dict[str, l
     (default: every asset) over `days` days from START, i.e. 2024-01-01 .. +days-1 and, for
     coarser grains (monthly), every partition overlapping that range."""
     asset_graph = defs.resolve_asset_graph()
-    graph = build_graph(asset_graph, selection or asset_graph.get_all_asset_keys(),
-                 TimeRange(START, START + timedelta(days=days)))
+    graph = build_graph(
+        asset_graph, selection or asset_graph.get_all_asset_keys(), TimeRange(START, START + timedelta(days=days))
+    )
     keys: dict[str, list[str]] = defaultdict(list)
     for node in graph.nodes():
         keys[node.asset.to_user_string()].append(node.partition)
@@ -132,8 +136,9 @@ def backfill_params(keys: dict[str, list[str]], title: str, defs: dg.Definitions
     asset_graph = (defs or engine_dag.defs).resolve_asset_graph()
 
     def ranges(asset: str, partitions: list[str]) -> list[dict]:
-        if isinstance(asset_graph.get(dg.AssetKey.from_user_string(asset)).partitions_def,
-                      dg.TimeWindowPartitionsDefinition):
+        if isinstance(
+            asset_graph.get(dg.AssetKey.from_user_string(asset)).partitions_def, dg.TimeWindowPartitionsDefinition
+        ):
             return [{"start": partitions[0], "end": partitions[-1]}]
         return [{"start": key, "end": key} for key in partitions]
 
@@ -141,7 +146,8 @@ def backfill_params(keys: dict[str, list[str]], title: str, defs: dg.Definitions
         "title": title,
         "partitionsByAssets": [
             {"assetKey": {"path": asset.split("/")}, "partitions": {"ranges": ranges(asset, partitions)}}
-            for asset, partitions in keys.items() if partitions
+            for asset, partitions in keys.items()
+            if partitions
         ],
     }
 
@@ -162,8 +168,7 @@ class DagsterDev:
         self.home = workdir / "dagster_home"
         self.home.mkdir(parents=True)
         (self.home / "dagster.yaml").write_text(
-            "telemetry:\n  enabled: false\n"
-            f"concurrency:\n  runs:\n    max_concurrent_runs: {slots}\n"
+            f"telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_concurrent_runs: {slots}\n"
         )
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/graphql"
@@ -172,8 +177,11 @@ class DagsterDev:
         pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             [DAGSTER, "dev", *target, "-h", "127.0.0.1", "-p", str(self.port)],
-            cwd=REPO, env={**os.environ, **env, "DAGSTER_HOME": str(self.home), "PYTHONPATH": pythonpath},
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env={**os.environ, **env, "DAGSTER_HOME": str(self.home), "PYTHONPATH": pythonpath},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def __enter__(self) -> DagsterDev:
@@ -211,8 +219,11 @@ class DagsterDev:
                 continue
             entries = data["workspaceOrError"].get("locationEntries") or []
             loaded = entries and all(e["loadStatus"] == "LOADED" for e in entries)
-            errors = [e["locationOrLoadError"] for e in entries
-                      if e["locationOrLoadError"] and e["locationOrLoadError"]["__typename"] == "PythonError"]
+            errors = [
+                e["locationOrLoadError"]
+                for e in entries
+                if e["locationOrLoadError"] and e["locationOrLoadError"]["__typename"] == "PythonError"
+            ]
             if errors:
                 raise RuntimeError(f"code location failed to load: {errors[0]['message']}")
             healthy = {d["daemonType"]: d["healthy"] for d in data["instance"]["daemonHealth"]["allDaemonStatuses"]}
@@ -261,33 +272,59 @@ def run_work(record, keys: dict[str, list[str]], work=engine_dag.work_seconds) -
     elif "dagster/asset_partition_range_start" in tags:
         first = partitions.index(tags["dagster/asset_partition_range_start"])
         last = partitions.index(tags["dagster/asset_partition_range_end"])
-        chosen = partitions[first:last + 1]
+        chosen = partitions[first : last + 1]
     else:
         return None
     return sum(work(assets[0], p) for p in chosen)
 
 
-def measure(days: int, policy: str, slots: int = 4, timeout: float = 1500,
-            dag_file: str = DAG_FILE, progress=print) -> DaemonResult:
+def measure(
+    days: int, policy: str, slots: int = 4, timeout: float = 1500, dag_file: str = DAG_FILE, progress=print
+) -> DaemonResult:
     """Launch Dagster's asset backfill of the engine bench DAG over `days` days through its daemon."""
     defs = engine_dag.defs if dag_file == DAG_FILE else load_definitions(dag_file)
     return run_daemon_backfill(
-        ["-f", dag_file], {"ENGINE_DAG_BACKFILL_POLICY": policy}, defs, planned_keys(defs, days),
-        days=days, policy=policy, slots=slots, timeout=timeout, progress=progress,
+        ["-f", dag_file],
+        {"ENGINE_DAG_BACKFILL_POLICY": policy},
+        defs,
+        planned_keys(defs, days),
+        days=days,
+        policy=policy,
+        slots=slots,
+        timeout=timeout,
+        progress=progress,
         work=engine_dag.work_seconds,
     )
 
 
-def run_daemon_backfill(target: list[str], env: dict[str, str], defs: dg.Definitions,
-                        keys: dict[str, list[str]], *, days: int, policy: str, slots: int, timeout: float,
-                        progress=print, work=None) -> DaemonResult:
+def run_daemon_backfill(
+    target: list[str],
+    env: dict[str, str],
+    defs: dg.Definitions,
+    keys: dict[str, list[str]],
+    *,
+    days: int,
+    policy: str,
+    slots: int,
+    timeout: float,
+    progress=print,
+    work=None,
+) -> DaemonResult:
     """`dagster dev <target>` with `env`; backfill `keys` through the daemon; time it.
 
     `work(asset, partition)`, if given, is the simulated work of a partition, for the
     per-run overhead.
     """
-    result = DaemonResult(days=days, policy=policy, slots=slots, targeted=sum(map(len, keys.values())),
-                          finished=False, status="", timeout=timeout, load_before=os.getloadavg())
+    result = DaemonResult(
+        days=days,
+        policy=policy,
+        slots=slots,
+        targeted=sum(map(len, keys.values())),
+        finished=False,
+        status="",
+        timeout=timeout,
+        load_before=os.getloadavg(),
+    )
     workdir = Path(tempfile.mkdtemp(prefix="dagster-daemon-bench-"))
     try:
         with DagsterDev(target, slots, env, workdir) as dev:
@@ -298,8 +335,10 @@ def run_daemon_backfill(target: list[str], env: dict[str, str], defs: dg.Definit
             if launch["__typename"] != "LaunchBackfillSuccess":
                 raise RuntimeError(f"launchPartitionBackfill: {launch}")
             backfill_id = launch["backfillId"]
-            progress(f"  dagster daemon {days}d {policy}: backfill {backfill_id} launched "
-                     f"({result.targeted} partitions), timeout {timeout:.0f} s")
+            progress(
+                f"  dagster daemon {days}d {policy}: backfill {backfill_id} launched "
+                f"({result.targeted} partitions), timeout {timeout:.0f} s"
+            )
             last_report = time.monotonic()
             while True:
                 backfill = dev.query(POLL, {"id": backfill_id})["partitionBackfillOrError"]
@@ -315,8 +354,10 @@ def run_daemon_backfill(target: list[str], env: dict[str, str], defs: dg.Definit
                     break
                 if time.monotonic() - last_report > 60:
                     last_report = time.monotonic()
-                    progress(f"    {now - launched:.0f} s: {materialized_count(instance, keys)} of "
-                             f"{result.targeted} materialized")
+                    progress(
+                        f"    {now - launched:.0f} s: {materialized_count(instance, keys)} of "
+                        f"{result.targeted} materialized"
+                    )
                 time.sleep(1)
             result.elapsed = time.time() - launched
             result.materialized = materialized_count(instance, keys)
@@ -335,10 +376,12 @@ def run_daemon_backfill(target: list[str], env: dict[str, str], defs: dg.Definit
             done = [r for r in records if r.start_time and r.end_time]
             if done:
                 result.median_run_seconds = statistics.median(r.end_time - r.start_time for r in done)
-                result.median_queue_wait = statistics.median(r.start_time - r.create_timestamp.timestamp()
-                                                             for r in done)
-                overheads = [r.end_time - r.start_time - w for r in done
-                             if work and (w := run_work(r, keys, work)) is not None]
+                result.median_queue_wait = statistics.median(
+                    r.start_time - r.create_timestamp.timestamp() for r in done
+                )
+                overheads = [
+                    r.end_time - r.start_time - w for r in done if work and (w := run_work(r, keys, work)) is not None
+                ]
                 if overheads:
                     result.median_run_overhead = statistics.median(overheads)
             instance.dispose()

@@ -112,10 +112,17 @@ def measure_engine(days: int, slots: int) -> dict:
     shutil.rmtree(home, ignore_errors=True)
 
     overheads = run_overheads(sparse_results)
-    return {"sparse": sparse, "levels": levels, "unbatched": unbatched, "runs": len(overheads),
-            "unbatched_overhead": statistics.median(run_overheads(unbatched_results)),
-            "overhead": statistics.median(overheads), "measured_at": _now(),
-            "load_before": load_before, "load_after": os.getloadavg()}
+    return {
+        "sparse": sparse,
+        "levels": levels,
+        "unbatched": unbatched,
+        "runs": len(overheads),
+        "unbatched_overhead": statistics.median(run_overheads(unbatched_results)),
+        "overhead": statistics.median(overheads),
+        "measured_at": _now(),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+    }
 
 
 def _now() -> str:
@@ -135,12 +142,16 @@ def report(days: int, slots: int, shape: dict, engine: dict | None, daemon: dict
     rows = [f"| bound: max(critical path {shape['critical']:.1f} s, work / {slots} slots) | {best:.1f} | 1.00x | |"]
     notes = []
     if engine:
-        rows.append(f"| sparse engine | {engine['sparse']:.1f} | {engine['sparse'] / best:.2f}x | "
-                    f"ended {engine['measured_at']}, load {_load(engine['load_before'])} -> "
-                    f"{_load(engine['load_after'])} |")
-        rows.append(f"| sparse engine, one run per node (`--no-batch`) | {engine['unbatched']:.1f} | "
-                    f"{engine['unbatched'] / best:.2f}x | {shape['nodes']} runs, median overhead "
-                    f"{engine['unbatched_overhead']:.2f} s per run |")
+        rows.append(
+            f"| sparse engine | {engine['sparse']:.1f} | {engine['sparse'] / best:.2f}x | "
+            f"ended {engine['measured_at']}, load {_load(engine['load_before'])} -> "
+            f"{_load(engine['load_after'])} |"
+        )
+        rows.append(
+            f"| sparse engine, one run per node (`--no-batch`) | {engine['unbatched']:.1f} | "
+            f"{engine['unbatched'] / best:.2f}x | {shape['nodes']} runs, median overhead "
+            f"{engine['unbatched_overhead']:.2f} s per run |"
+        )
         rows.append(f"| level by level (same workers) | {engine['levels']:.1f} | {engine['levels'] / best:.2f}x | |")
     else:
         rows.append("| sparse engine | not measured | | |")
@@ -150,13 +161,17 @@ def report(days: int, slots: int, shape: dict, engine: dict | None, daemon: dict
             rows.append(f"| Dagster daemon, {label} | not measured | | |")
             continue
         runs = ", ".join(f"{n} {s}" for s, n in sorted(d["run_statuses"].items())) or "none"
-        detail = (f"{d['runs']} runs ({runs}); backfill {d['status']} after {d['completed_after']:.1f} s"
-                  if d["finished"] else
-                  f"did not finish in {d['timeout']:.0f} s: {d['materialized']} of {d['targeted']} partitions "
-                  f"materialized, {d['runs']} runs ({runs}); canceled")
+        detail = (
+            f"{d['runs']} runs ({runs}); backfill {d['status']} after {d['completed_after']:.1f} s"
+            if d["finished"]
+            else f"did not finish in {d['timeout']:.0f} s: {d['materialized']} of {d['targeted']} partitions "
+            f"materialized, {d['runs']} runs ({runs}); canceled"
+        )
         if d.get("median_run_overhead") is not None:
-            detail += (f"; median run {d['median_run_seconds']:.1f} s, of which overhead "
-                       f"{d['median_run_overhead']:.1f} s; median queue wait {d['median_queue_wait']:.1f} s")
+            detail += (
+                f"; median run {d['median_run_seconds']:.1f} s, of which overhead "
+                f"{d['median_run_overhead']:.1f} s; median queue wait {d['median_queue_wait']:.1f} s"
+            )
         detail += f"; ended {d['measured_at']}, load {_load(d['load_before'])} -> {_load(d['load_after'])}"
         if d["finished"]:
             rows.append(f"| Dagster daemon, {label} | {d['makespan']:.1f} | {d['makespan'] / best:.2f}x | {detail} |")
@@ -171,25 +186,36 @@ def report(days: int, slots: int, shape: dict, engine: dict | None, daemon: dict
             dagster_best = finished[policy]
             unfinished = [d["timeout"] for d in daemon.values() if not d["finished"]]
             qualifier = "" if all(t >= dagster_best for t in unfinished) else "at least "
-            notes.append(f"**Engine is {qualifier}{dagster_best / engine['sparse']:.1f}x faster than Dagster's better "
-                         f"policy** ({POLICIES[policy]}: {dagster_best:.1f} s).")
+            notes.append(
+                f"**Engine is {qualifier}{dagster_best / engine['sparse']:.1f}x faster than Dagster's better "
+                f"policy** ({POLICIES[policy]}: {dagster_best:.1f} s)."
+            )
         elif daemon:
             timeout = min(d["timeout"] for d in daemon.values())
-            notes.append(f"**Engine is more than {timeout / engine['sparse']:.1f}x faster than Dagster**: "
-                         f"no Dagster policy finished within {timeout:.0f} s.")
-        notes.append(f"Per-run overhead (run wall time minus the simulated work of its partitions), median: "
-                     f"{engine['overhead']:.2f} s over {engine['runs']} runs for {shape['nodes']} nodes; "
-                     f"batching makes the engine {engine['unbatched'] / engine['sparse']:.2f}x faster "
-                     "than one run per node.")
+            notes.append(
+                f"**Engine is more than {timeout / engine['sparse']:.1f}x faster than Dagster**: "
+                f"no Dagster policy finished within {timeout:.0f} s."
+            )
+        notes.append(
+            f"Per-run overhead (run wall time minus the simulated work of its partitions), median: "
+            f"{engine['overhead']:.2f} s over {engine['runs']} runs for {shape['nodes']} nodes; "
+            f"batching makes the engine {engine['unbatched'] / engine['sparse']:.2f}x faster "
+            "than one run per node."
+        )
         ratio = engine["sparse"] / best
-        goals = [f"makespan {ratio:.2f}x the bound (goal <= {GOALS['bound']}x: "
-                 f"{'met' if ratio <= GOALS['bound'] else 'not met'})",
-                 f"overhead {engine['overhead']:.2f} s (goal <= {GOALS['overhead']} s: "
-                 f"{'met' if engine['overhead'] <= GOALS['overhead'] else 'not met'})"]
+        goals = [
+            f"makespan {ratio:.2f}x the bound (goal <= {GOALS['bound']}x: "
+            f"{'met' if ratio <= GOALS['bound'] else 'not met'})",
+            f"overhead {engine['overhead']:.2f} s (goal <= {GOALS['overhead']} s: "
+            f"{'met' if engine['overhead'] <= GOALS['overhead'] else 'not met'})",
+        ]
         if finished:
             speedup = dagster_best / engine["sparse"]
-            goals.insert(1, f"{speedup:.1f}x faster than Dagster's better policy (goal >= {GOALS['dagster']}x: "
-                            f"{'met' if speedup >= GOALS['dagster'] else 'not met'})")
+            goals.insert(
+                1,
+                f"{speedup:.1f}x faster than Dagster's better policy (goal >= {GOALS['dagster']}x: "
+                f"{'met' if speedup >= GOALS['dagster'] else 'not met'})",
+            )
         notes.append("Goals: " + "; ".join(goals) + ".")
     return [
         f"## {days} days",
@@ -209,14 +235,26 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, nargs="+", default=[31, 90])
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--dagster", choices=["both", "none", "single_run", "skip"], default="both",
-                        help="which Dagster backfill policies to measure through the daemon")
-    parser.add_argument("--dagster-timeout", type=float, default=DEFAULT_DAGSTER_TIMEOUT,
-                        help="seconds before an unfinished Dagster backfill is reported as partial and canceled")
-    parser.add_argument("--reuse-dagster", action="store_true",
-                        help="report Dagster policies not measured now from the last saved measurement")
-    parser.add_argument("--skip-engine", action="store_true",
-                        help="do not measure the engine; report its last saved measurement")
+    parser.add_argument(
+        "--dagster",
+        choices=["both", "none", "single_run", "skip"],
+        default="both",
+        help="which Dagster backfill policies to measure through the daemon",
+    )
+    parser.add_argument(
+        "--dagster-timeout",
+        type=float,
+        default=DEFAULT_DAGSTER_TIMEOUT,
+        help="seconds before an unfinished Dagster backfill is reported as partial and canceled",
+    )
+    parser.add_argument(
+        "--reuse-dagster",
+        action="store_true",
+        help="report Dagster policies not measured now from the last saved measurement",
+    )
+    parser.add_argument(
+        "--skip-engine", action="store_true", help="do not measure the engine; report its last saved measurement"
+    )
     parser.add_argument("--out", default=str(REPO / "bench/results/engine.md"))
     args = parser.parse_args()
     saved_path = Path(args.out).with_suffix(".json")
@@ -258,8 +296,15 @@ def main() -> None:
         f"Command: `{command}` (`make bench` runs it with the defaults: `--days 31 90 --slots 4 --dagster both "
         f"--dagster-timeout {DEFAULT_DAGSTER_TIMEOUT}`)",
         "",
-        *([f"Some rows were measured by an earlier run ({', '.join(reused)}), see 'ended' in the details; "
-           "`make bench` measures every row in one run.", ""] if reused else []),
+        *(
+            [
+                f"Some rows were measured by an earlier run ({', '.join(reused)}), see 'ended' in the details; "
+                "`make bench` measures every row in one run.",
+                "",
+            ]
+            if reused
+            else []
+        ),
         f"Machine: {os.cpu_count()} cores, shared with other work; `uptime` before: `{uptime_before}`; "
         f"after: `{uptime_after}`. Load averages per measurement are in the details (1/5/15 min).",
         "",

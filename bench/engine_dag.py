@@ -42,7 +42,11 @@ def clean(context: dg.AssetExecutionContext) -> None:
     _work(context)
 
 
-@dg.asset(partitions_def=DAYS, backfill_policy=POLICY, deps=[dg.AssetDep("clean", partition_mapping=mappings.rolling_window(7))])
+@dg.asset(
+    partitions_def=DAYS,
+    backfill_policy=POLICY,
+    deps=[dg.AssetDep("clean", partition_mapping=mappings.rolling_window(7))],
+)
 def rolling_7d(context: dg.AssetExecutionContext) -> None:
     _work(context)
 
@@ -59,7 +63,11 @@ def running_total(context: dg.AssetExecutionContext) -> None:
     _work(context)
 
 
-@dg.asset(partitions_def=monthly("2024-01-01"), backfill_policy=POLICY, deps=[dg.AssetDep("clean", partition_mapping=mappings.fan_in())])
+@dg.asset(
+    partitions_def=monthly("2024-01-01"),
+    backfill_policy=POLICY,
+    deps=[dg.AssetDep("clean", partition_mapping=mappings.fan_in())],
+)
 def monthly_summary(context: dg.AssetExecutionContext) -> None:
     _work(context)
 

@@ -54,16 +54,33 @@ def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, l
     home.mkdir()
     shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
     last_day = (datetime(2024, 1, 1) + timedelta(days=days - 1)).strftime("%Y-%m-%d")
-    command = [sys.executable, "-m", "partition_assets", "backfill", "run", "-m", MODULE, "--select", SELECT,
-               "--start", "2024-01-01", "--end", last_day, "--max-parallel", str(slots)]
+    command = [
+        sys.executable,
+        "-m",
+        "partition_assets",
+        "backfill",
+        "run",
+        "-m",
+        MODULE,
+        "--select",
+        SELECT,
+        "--start",
+        "2024-01-01",
+        "--end",
+        last_day,
+        "--max-parallel",
+        str(slots),
+    ]
     load_before = os.getloadavg()
     log(f"  engine {days}d: {' '.join(command[1:])}")
     try:
         began = time.perf_counter()
         done = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True,
-            env={**os.environ, **env, "DAGSTER_HOME": str(home),
-                 "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
+            command,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env, "DAGSTER_HOME": str(home), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
         )
         seconds = time.perf_counter() - began
         summary = [line for line in done.stdout.splitlines() if line.startswith("backfill ")]
@@ -76,13 +93,23 @@ def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, l
         instance.dispose()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    result = {"seconds": seconds, "returncode": done.returncode, "summary": summary[-1] if summary else "",
-              "runs": len(records), "run_statuses": statuses, "materialized": materialized,
-              "measured_at": _now(), "load_before": load_before, "load_after": os.getloadavg()}
+    result = {
+        "seconds": seconds,
+        "returncode": done.returncode,
+        "summary": summary[-1] if summary else "",
+        "runs": len(records),
+        "run_statuses": statuses,
+        "materialized": materialized,
+        "measured_at": _now(),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+    }
     if done.returncode != 0:
         result["stderr_tail"] = "\n".join(done.stderr.splitlines()[-20:])
-    log(f"  engine {days}d: {seconds:.1f} s, exit {done.returncode}, {materialized} materialized, "
-        f"{len(records)} runs {statuses}")
+    log(
+        f"  engine {days}d: {seconds:.1f} s, exit {done.returncode}, {materialized} materialized, "
+        f"{len(records)} runs {statuses}"
+    )
     return result
 
 
@@ -98,8 +125,11 @@ def main() -> None:
     args = parser.parse_args()
 
     state = Path(tempfile.mkdtemp(prefix="example-bench-state-"))
-    env = {"PARTITION_ASSETS_STATE_DIR": str(state), "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(args.spark_port),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {
+        "PARTITION_ASSETS_STATE_DIR": str(state),
+        "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(args.spark_port),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     os.environ.update(env)  # read when the example's Definitions are built, below
 
     import dagster as dg
@@ -117,8 +147,11 @@ def main() -> None:
         defs = load_definitions(MODULE)
         asset_graph = defs.resolve_asset_graph()
         # campaign_report's dynamic partitions have no keys in a fresh instance: no nodes on either side.
-        static_selection = [key for key in asset_graph.get_all_asset_keys()
-                            if not isinstance(asset_graph.get(key).partitions_def, dg.DynamicPartitionsDefinition)]
+        static_selection = [
+            key
+            for key in asset_graph.get_all_asset_keys()
+            if not isinstance(asset_graph.get(key).partitions_def, dg.DynamicPartitionsDefinition)
+        ]
         keys = dagster_backfill.planned_keys(defs, args.days, static_selection)
         nodes = sum(map(len, keys.values()))
         uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -130,8 +163,15 @@ def main() -> None:
             lake = Path(tempfile.mkdtemp(prefix="example-daemon-lake-"))
             try:
                 daemon = dagster_backfill.run_daemon_backfill(
-                    ["-m", MODULE], {**env, "PARTITION_ASSETS_LAKE": str(lake)}, defs, keys,
-                    days=args.days, policy="as defined", slots=args.slots, timeout=args.timeout, progress=log,
+                    ["-m", MODULE],
+                    {**env, "PARTITION_ASSETS_LAKE": str(lake)},
+                    defs,
+                    keys,
+                    days=args.days,
+                    policy="as defined",
+                    slots=args.slots,
+                    timeout=args.timeout,
+                    progress=log,
                 )
             finally:
                 shutil.rmtree(lake, ignore_errors=True)
@@ -145,29 +185,37 @@ def main() -> None:
         ok = engine["returncode"] == 0 and engine["materialized"] == nodes
         runs = ", ".join(f"{n} {s}" for s, n in sorted(engine["run_statuses"].items()))
         verdict = "all succeeded" if ok else "NOT all succeeded"
-        rows.append(f"| our engine (`partition-assets backfill run`) | {engine['seconds']:.1f} | "
-                    f"{engine['runs']} runs ({runs}); {engine['materialized']} of {nodes} materialized; {verdict}; "
-                    f"measured {engine['measured_at']}, load {_load(engine['load_before'])} -> "
-                    f"{_load(engine['load_after'])} |")
+        rows.append(
+            f"| our engine (`partition-assets backfill run`) | {engine['seconds']:.1f} | "
+            f"{engine['runs']} runs ({runs}); {engine['materialized']} of {nodes} materialized; {verdict}; "
+            f"measured {engine['measured_at']}, load {_load(engine['load_before'])} -> "
+            f"{_load(engine['load_after'])} |"
+        )
     if daemon:
         runs = ", ".join(f"{n} {s}" for s, n in sorted(daemon.run_statuses.items())) or "none"
         if daemon.finished:
-            rows.append(f"| Dagster daemon, each asset's own backfill policy | {daemon.makespan:.1f} | "
-                        f"{daemon.runs} runs ({runs}); backfill {daemon.status} after {daemon.completed_after:.1f} s; "
-                        f"{daemon.materialized} of {nodes} materialized; load {_load(daemon.load_before)} -> "
-                        f"{_load(daemon.load_after)} |")
+            rows.append(
+                f"| Dagster daemon, each asset's own backfill policy | {daemon.makespan:.1f} | "
+                f"{daemon.runs} runs ({runs}); backfill {daemon.status} after {daemon.completed_after:.1f} s; "
+                f"{daemon.materialized} of {nodes} materialized; load {_load(daemon.load_before)} -> "
+                f"{_load(daemon.load_after)} |"
+            )
         else:
-            rows.append(f"| Dagster daemon, each asset's own backfill policy | > {daemon.timeout:.0f} | "
-                        f"did not finish in {daemon.timeout:.0f} s: {daemon.materialized} of {nodes} partitions "
-                        f"materialized, {daemon.runs} runs ({runs}); canceled |")
+            rows.append(
+                f"| Dagster daemon, each asset's own backfill policy | > {daemon.timeout:.0f} | "
+                f"did not finish in {daemon.timeout:.0f} s: {daemon.materialized} of {nodes} partitions "
+                f"materialized, {daemon.runs} runs ({runs}); canceled |"
+            )
     notes = []
     if engine and daemon and daemon.finished:
         ratio = daemon.makespan / engine["seconds"]
         faster = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
         notes.append(f"**Engine is {faster} Dagster's daemon backfill** on real Spark work.")
     elif engine and daemon:
-        notes.append(f"**Engine is more than {daemon.timeout / engine['seconds']:.1f}x faster**: "
-                     f"Dagster's backfill did not finish in {daemon.timeout:.0f} s.")
+        notes.append(
+            f"**Engine is more than {daemon.timeout / engine['seconds']:.1f}x faster**: "
+            f"Dagster's backfill did not finish in {daemon.timeout:.0f} s."
+        )
     if engine and engine.get("stderr_tail"):
         notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine['stderr_tail']}\n```")
     per_asset = ", ".join(f"{asset} {len(p)}" for asset, p in keys.items() if p)

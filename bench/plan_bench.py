@@ -65,8 +65,7 @@ def main() -> None:
         "",
         f"- assets: {len(graph.slices)}; nodes: {graph.node_count():,}; edges: {graph.edge_count():,}",
         f"- planning time: {seconds:.2f} s (goal <= 10 s)",
-        f"- peak resident memory of the process: {peak_mb:,.0f} MB "
-        f"({before_mb:,.0f} MB before planning; goal <= 2 GB)",
+        f"- peak resident memory of the process: {peak_mb:,.0f} MB ({before_mb:,.0f} MB before planning; goal <= 2 GB)",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

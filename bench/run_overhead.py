@@ -29,15 +29,26 @@ def time_runs(mode_env: dict[str, str], runs: int, workdir: Path) -> list[float]
     home = workdir / "dagster_home"
     home.mkdir(exist_ok=True)
     shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, **mode_env, "DAGSTER_HOME": str(home),
-           "PARTITION_ASSETS_LAKE": str(workdir / "lake")}
+    env = {**os.environ, **mode_env, "DAGSTER_HOME": str(home), "PARTITION_ASSETS_LAKE": str(workdir / "lake")}
     seconds = []
     for run in range(runs):
         started = time.perf_counter()
         subprocess.run(
-            [DAGSTER, "asset", "materialize", "-m", "partition_assets.example",
-             "--select", "monthly_targets", "--partition", f"2024-{run + 1:02d}-01"],
-            cwd=REPO, env=env, check=True, capture_output=True,
+            [
+                DAGSTER,
+                "asset",
+                "materialize",
+                "-m",
+                "partition_assets.example",
+                "--select",
+                "monthly_targets",
+                "--partition",
+                f"2024-{run + 1:02d}-01",
+            ],
+            cwd=REPO,
+            env=env,
+            check=True,
+            capture_output=True,
         )
         seconds.append(time.perf_counter() - started)
     return seconds
@@ -62,8 +73,7 @@ def main() -> None:
         "",
         "| Spark mode | median s | runs (s) |",
         "| --- | --- | --- |",
-        *(f"| {m} | {statistics.median(s):.2f} | {', '.join(f'{x:.2f}' for x in s)} |"
-          for m, s in results.items()),
+        *(f"| {m} | {statistics.median(s):.2f} | {', '.join(f'{x:.2f}' for x in s)} |" for m, s in results.items()),
         "",
         f"Attaching to the shared Spark Connect server saves {in_process - connect:.2f} s per run "
         f"({in_process / connect:.2f}x faster than a JVM per run).",

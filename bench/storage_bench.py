@@ -77,7 +77,7 @@ def commit_times(spark: SparkSession, work: Path) -> list[tuple[int, float]]:
         seconds = []
         for _ in range(2):  # the second commit also removes the first one's files
             staged = stage_dataframe(data, uri, scope)
-            seconds.append(timed(lambda staged=staged: replace_partitions(staged, scope)))
+            seconds.append(timed(lambda staged=staged, scope=scope: replace_partitions(staged, scope)))
         results.append((files, statistics.median(seconds)))
     return results
 
@@ -120,12 +120,15 @@ def main() -> None:
         "",
         "| write | median s | runs (s) |",
         "| --- | --- | --- |",
-        f"| Spark, plain partitioned Parquet (baseline) | {statistics.median(throughput['raw']):.2f} | {seconds(throughput['raw'])} |",
-        f"| partition_assets Delta write (stage, validate, publish, commit) | {statistics.median(throughput['ours']):.2f} | {seconds(throughput['ours'])} |",
+        f"| Spark, plain partitioned Parquet (baseline) | {statistics.median(throughput['raw']):.2f} "
+        f"| {seconds(throughput['raw'])} |",
+        f"| partition_assets Delta write (stage, validate, publish, commit) "
+        f"| {statistics.median(throughput['ours']):.2f} | {seconds(throughput['ours'])} |",
         "",
         f"Throughput ratio (ours / baseline): **{throughput['ratio']:.2f}** (goal >= 0.85)",
         "",
-        "## Publish time (move staged files into the layout + commit) against files committed (one partition, replacing its previous files)",
+        "## Publish time (move staged files into the layout + commit) against files committed "
+        "(one partition, replacing its previous files)",
         "",
         "| files | publish s |",
         "| --- | --- |",

@@ -84,7 +84,8 @@ defs = dg.Definitions(
     jobs=[engine],
     sensors=[
         eager_partitions_sensor("group:eager", name="eager", default_status=default_status("eager")),
-        catch_up_sensor(engine, "group:gaps", name="catch_up", minimum_interval_seconds=2,
-                        default_status=default_status("catch_up")),
+        catch_up_sensor(
+            engine, "group:gaps", name="catch_up", minimum_interval_seconds=2, default_status=default_status("catch_up")
+        ),
     ],
 )

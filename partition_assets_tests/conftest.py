@@ -11,9 +11,7 @@ import pytest
 # Set before the example code location is imported, and inherited by every
 # subprocess a test starts (the dagster CLI, dagster dev), so that all of them
 # attach to the test session's Spark server rather than a developer's.
-os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = os.environ.get(
-    "PARTITION_ASSETS_TEST_SPARK_PORT", "15102"
-)
+os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = os.environ.get("PARTITION_ASSETS_TEST_SPARK_PORT", "15102")
 os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-assets-state-")
 os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
 

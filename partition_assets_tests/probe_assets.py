@@ -15,7 +15,5 @@ ROWS_PER_DAY = 3
 def numbers(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     """ROWS_PER_DAY rows for each day of the run, in one Spark job."""
     keys = context.partition_keys
-    day = F.element_at(
-        F.array(*[F.lit(k) for k in keys]), (F.floor(F.col("id") / ROWS_PER_DAY) + 1).cast("int")
-    )
+    day = F.element_at(F.array(*[F.lit(k) for k in keys]), (F.floor(F.col("id") / ROWS_PER_DAY) + 1).cast("int"))
     return spark.spark_session.range(len(keys) * ROWS_PER_DAY).select(F.col("id"), day.alias("ds"))

@@ -13,9 +13,7 @@ _EXTENSIONS = Path(duckdb_ext.__path__[0]) / "extensions"
 
 def duckdb_connection() -> duckdb.DuckDBPyConnection:
     """DuckDB with the delta extension from the duckdb-ext-delta wheel (nothing downloaded)."""
-    connection = duckdb.connect(
-        config={"extension_directory": str(_EXTENSIONS), "autoinstall_known_extensions": False}
-    )
+    connection = duckdb.connect(config={"extension_directory": str(_EXTENSIONS), "autoinstall_known_extensions": False})
     connection.execute("LOAD delta")
     return connection
 
@@ -29,21 +27,26 @@ def delta_with_delta_rs(table_path) -> pd.DataFrame:
 
 
 def parquet_with_duckdb(table_path) -> pd.DataFrame:
-    return duckdb_connection().execute(
-        f"SELECT * FROM read_parquet('{table_path}/**/*.parquet', hive_partitioning = true, "
-        "hive_types_autocast = false)"
-    ).df()
+    return (
+        duckdb_connection()
+        .execute(
+            f"SELECT * FROM read_parquet('{table_path}/**/*.parquet', hive_partitioning = true, "
+            "hive_types_autocast = false)"
+        )
+        .df()
+    )
 
 
 def parquet_with_pyarrow(table_path) -> pd.DataFrame:
     dataset = ds.dataset(
-        str(table_path), format="parquet", partitioning="hive",
-        exclude_invalid_files=True, ignore_prefixes=["_", "."],
+        str(table_path),
+        format="parquet",
+        partitioning="hive",
+        exclude_invalid_files=True,
+        ignore_prefixes=["_", "."],
     )
     frame = dataset.to_table().to_pandas()
-    return frame.astype(
-        {c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
-    )
+    return frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
 
 
 def canonical(frame: pd.DataFrame) -> list[tuple]:

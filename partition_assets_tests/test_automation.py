@@ -39,14 +39,16 @@ def instance(dev, monkeypatch):
 
 def materialize(instance, asset, partition, fail=False):
     config = {"ops": {asset.op.name: {"config": {"fail": fail}}}}
-    return dg.materialize([asset], partition_key=partition, instance=instance, run_config=config,
-                          raise_on_error=False)
+    return dg.materialize([asset], partition_key=partition, instance=instance, run_config=config, raise_on_error=False)
 
 
 def runs_of(instance, asset: str, **tags) -> list[dg.RunRecord]:
     """Runs whose selection includes `asset`."""
-    return [r for r in instance.get_run_records(dg.RunsFilter(tags=tags))
-            if dg.AssetKey(asset) in (r.dagster_run.asset_selection or ())]
+    return [
+        r
+        for r in instance.get_run_records(dg.RunsFilter(tags=tags))
+        if dg.AssetKey(asset) in (r.dagster_run.asset_selection or ())
+    ]
 
 
 def materializations(instance, asset: str, partition: str) -> list[dg.EventLogRecord]:
@@ -89,8 +91,11 @@ def requested_latency(instance, upstream: str, partition: str, downstream: str, 
     event = materializations(instance, upstream, partition)[0]
 
     def requested():
-        return [r for r in runs_of(instance, downstream, **{"dagster/partition": downstream_partition})
-                if r.create_timestamp.timestamp() > event.timestamp]
+        return [
+            r
+            for r in runs_of(instance, downstream, **{"dagster/partition": downstream_partition})
+            if r.create_timestamp.timestamp() > event.timestamp
+        ]
 
     first = min(r.create_timestamp.timestamp() for r in wait_for(requested, 30))
     return first - event.timestamp
@@ -111,8 +116,11 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     assert all(r.create_timestamp.timestamp() > day_1 for r in runs_of(instance, "eager_pair"))
     latencies = [
         requested_latency(instance, "eager_up", "2024-01-01", downstream, partition)
-        for downstream, partition in [("eager_down", "2024-01-01"), ("eager_pair", "2024-01-01"),
-                                      ("eager_pair", "2024-01-02")]
+        for downstream, partition in [
+            ("eager_down", "2024-01-01"),
+            ("eager_pair", "2024-01-01"),
+            ("eager_pair", "2024-01-02"),
+        ]
     ]
     print("eager_up[2024-01-01] -> down[01], pair[01], pair[02] created: " + ", ".join(f"{s:.2f} s" for s in latencies))
     assert max(latencies) <= LATENCY_GOAL
@@ -124,10 +132,14 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     def all_done():
         runs = eager_runs()
         return all(r.dagster_run.status in _DONE for r in runs.values()) and runs
+
     runs = wait_for(all_done, 120, step=0.5)
     assert {r.dagster_run.status for r in runs.values()} == {dg.DagsterRunStatus.SUCCESS}
-    nodes = Counter((k.to_user_string(), r.dagster_run.tags["dagster/partition"])
-                    for r in runs.values() for k in r.dagster_run.asset_selection)
+    nodes = Counter(
+        (k.to_user_string(), r.dagster_run.tags["dagster/partition"])
+        for r in runs.values()
+        for k in r.dagster_run.asset_selection
+    )
     assert nodes == {(a, f"2024-01-0{d}"): 1 for a in ("eager_down", "eager_pair") for d in (1, 2)}
     queued = [r.start_time - r.create_timestamp.timestamp() for r in runs.values()]
     print("run created -> started (run queue): " + ", ".join(f"{s:.2f} s" for s in queued))
@@ -153,8 +165,13 @@ def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, in
 
     coordinator = wait_for(engine_runs, 60, step=0.5)[0]
     backfill_id = coordinator.tags[BACKFILL_ID_TAG]
-    finished = wait_for(lambda: instance.get_run_by_id(coordinator.run_id).status in _DONE and
-                        instance.get_run_by_id(coordinator.run_id), 180, step=0.5)
+    finished = wait_for(
+        lambda: (
+            instance.get_run_by_id(coordinator.run_id).status in _DONE and instance.get_run_by_id(coordinator.run_id)
+        ),
+        180,
+        step=0.5,
+    )
     assert finished.status == dg.DagsterRunStatus.SUCCESS
     node_runs = [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})) if r.asset_selection]
     filled = Counter((next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"]) for r in node_runs)
@@ -176,8 +193,12 @@ def launch_engine_job(dev, **config) -> str:
         "mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
         "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
         "... on RunConfigValidationInvalid { errors { message } } } }",
-        {"p": {"selector": dev.selector(jobName=automation_defs.engine.name),
-               "runConfigData": backfill_run_config(**config)}},
+        {
+            "p": {
+                "selector": dev.selector(jobName=automation_defs.engine.name),
+                "runConfigData": backfill_run_config(**config),
+            }
+        },
     )["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
@@ -191,12 +212,18 @@ def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev,
     backfill_id = run.tags[BACKFILL_ID_TAG]  # added by the coordinator to its own run
     tagged = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
     assert run_id in {r.run_id for r in tagged}
-    assert {(next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"])
-            for r in tagged if r.asset_selection} == {
-        (asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)
-    }
+    assert {
+        (next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"])
+        for r in tagged
+        if r.asset_selection
+    } == {(asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)}
     record = BackfillRecord.load(backfill_id)
-    assert (record.spec.selection, record.spec.start, record.spec.end, record.status) == ("group:jobs", "2024-01-01", "2024-01-02", "done")
+    assert (record.spec.selection, record.spec.start, record.spec.end, record.status) == (
+        "group:jobs",
+        "2024-01-01",
+        "2024-01-02",
+        "done",
+    )
 
 
 def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):
@@ -205,7 +232,8 @@ def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):
     try:
         result = automation_defs.engine.execute_in_process(
             run_config=backfill_run_config(selection="group:jobs", start="2024-01-03", end="2024-01-04"),
-            instance=instance, raise_on_error=False,
+            instance=instance,
+            raise_on_error=False,
         )
     finally:
         marker.unlink()
@@ -223,12 +251,14 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
     def node_runs():
         run = instance.get_run_by_id(run_id)
         backfill_id = run.tags.get(BACKFILL_ID_TAG)
-        return backfill_id and [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-                                if r.asset_selection]
+        return backfill_id and [
+            r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})) if r.asset_selection
+        ]
+
     wait_for(lambda: len([r for r in node_runs() or () if r.status == dg.DagsterRunStatus.SUCCESS]) >= 2, 120, 0.5)
-    terminated = dev.graphql(
-        "mutation($id: String!) { terminateRun(runId: $id) { __typename } }", {"id": run_id}
-    )["terminateRun"]
+    terminated = dev.graphql("mutation($id: String!) { terminateRun(runId: $id) { __typename } }", {"id": run_id})[
+        "terminateRun"
+    ]
     assert terminated["__typename"] == "TerminateRunSuccess", terminated
     wait_for(lambda: instance.get_run_by_id(run_id).status in _DONE, 60, 0.5)
 
@@ -241,8 +271,11 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
     assert len(node_runs()) == len(launched)
 
     # Re-execute in the UI: the same backfill resumes; what succeeded never runs again.
-    succeeded = {(next(iter(r.asset_selection)), r.tags["dagster/partition"])
-                 for r in launched if r.status == dg.DagsterRunStatus.SUCCESS}
+    succeeded = {
+        (next(iter(r.asset_selection)), r.tags["dagster/partition"])
+        for r in launched
+        if r.status == dg.DagsterRunStatus.SUCCESS
+    }
     again = dev.graphql(
         "mutation($p: ReexecutionParams!) { launchRunReexecution(reexecutionParams: $p) { __typename "
         "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }",
@@ -253,7 +286,10 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
     wait_for(lambda: instance.get_run_by_id(rerun).status in _DONE, 180, 0.5)
     assert instance.get_run_by_id(rerun).status == dg.DagsterRunStatus.SUCCESS
     assert instance.get_run_by_id(rerun).tags[BACKFILL_ID_TAG] == backfill_id
-    final = Counter((next(iter(r.asset_selection)), r.tags["dagster/partition"])
-                    for r in node_runs() if r.status == dg.DagsterRunStatus.SUCCESS)
+    final = Counter(
+        (next(iter(r.asset_selection)), r.tags["dagster/partition"])
+        for r in node_runs()
+        if r.status == dg.DagsterRunStatus.SUCCESS
+    )
     assert len(final) == 12 and set(final.values()) == {1}
     assert all(final[node] == 1 for node in succeeded)

@@ -35,18 +35,37 @@ def home(tmp_path):
 
 def cli(home, *args, **kwargs):
     return subprocess.run(
-        [*CLI, *args], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-        capture_output=True, text=True, timeout=600, **kwargs,
+        [*CLI, *args],
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kwargs,
     )
 
 
 def start_sixteen_node_backfill(home) -> subprocess.Popen:
     """`backfill run` of raw and clean over 8 days, in its own process group."""
-    args = ["run", *TARGET, "--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-08",
-            "--max-parallel", "2"]
+    args = [
+        "run",
+        *TARGET,
+        "--select",
+        "key:raw or key:clean",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-08",
+        "--max-parallel",
+        "2",
+    ]
     return subprocess.Popen(
-        [*CLI, *args], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [*CLI, *args],
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
 
 
@@ -65,9 +84,16 @@ def png_cells(path: Path, rows: int, columns: int) -> list[list[str]]:
     image = Image.open(path).convert("RGB")
     cell = heatmap._CELL_WIDTH
     return [
-        ["#%02x%02x%02x" % image.getpixel((heatmap._LABEL_WIDTH + c * cell + cell // 2 - 1,
-                                           4 + r * heatmap._ROW_HEIGHT + heatmap._ROW_HEIGHT // 2))
-         for c in range(columns)]
+        [
+            "#%02x%02x%02x"
+            % image.getpixel(
+                (
+                    heatmap._LABEL_WIDTH + c * cell + cell // 2 - 1,
+                    4 + r * heatmap._ROW_HEIGHT + heatmap._ROW_HEIGHT // 2,
+                )
+            )
+            for c in range(columns)
+        ]
         for r in range(1, rows + 1)
     ]
 
@@ -84,9 +110,7 @@ def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
     coordinator = start_sixteen_node_backfill(home)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        finished = sum(
-            statuses.count(dg.DagsterRunStatus.SUCCESS) for statuses in runs_by_node(home).values()
-        )
+        finished = sum(statuses.count(dg.DagsterRunStatus.SUCCESS) for statuses in runs_by_node(home).values())
         if finished >= 5:
             break
         time.sleep(0.2)
@@ -115,8 +139,9 @@ def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
 def test_catch_up_launches_only_missing_partitions(home):
     first = cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03")
     assert first.returncode == 0, first.stderr
-    catch_up = cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-06",
-                   "--catch-up")
+    catch_up = cli(
+        home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-06", "--catch-up"
+    )
     assert catch_up.returncode == 0, catch_up.stderr
     second_id = catch_up.stdout.split()[1].rstrip(":")  # "backfill <id>: N nodes"
     assert set(runs_by_node(home, second_id)) == {("raw", f"2024-01-0{d}") for d in (4, 5, 6)}
@@ -144,29 +169,67 @@ def test_cancel_stops_launching_and_cancels_runs_in_flight(home):
 
 
 def test_plan_downstream_adds_the_lineage_cascade_and_exact_trims_coarser_grains(home):
-    cascade = cli(home, "plan", *TARGET, "--select", "key:clean", "--start", "2024-01-10", "--end", "2024-01-10",
-                  "--downstream")
+    cascade = cli(
+        home, "plan", *TARGET, "--select", "key:clean", "--start", "2024-01-10", "--end", "2024-01-10", "--downstream"
+    )
     assert cascade.returncode == 0, cascade.stderr
-    nodes = {line.split()[0]: int(line.split()[1]) for line in cascade.stdout.splitlines()[1:]
-             if line.split() and line.split()[0] in {"clean", "rolling", "month", "raw"}}
+    nodes = {
+        line.split()[0]: int(line.split()[1])
+        for line in cascade.stdout.splitlines()[1:]
+        if line.split() and line.split()[0] in {"clean", "rolling", "month", "raw"}
+    }
     assert nodes == {"clean": 1, "rolling": 3, "month": 1}  # a 3-day window reaches 3 days; raw is upstream
     assert "ledger" in cascade.stdout and "total" in cascade.stdout
-    exact = cli(home, "plan", *TARGET, "--select", "key:clean or key:month", "--start", "2024-01-10",
-                "--end", "2024-01-12", "--exact")
+    exact = cli(
+        home,
+        "plan",
+        *TARGET,
+        "--select",
+        "key:clean or key:month",
+        "--start",
+        "2024-01-10",
+        "--end",
+        "2024-01-12",
+        "--exact",
+    )
     assert exact.returncode == 0, exact.stderr
     assert [line.split()[:2] for line in exact.stdout.splitlines()[1:3]] == [["clean", "3"], ["month", "0"]]
 
 
 def test_an_asset_limit_serializes_that_asset_and_bad_limits_are_refused(home):
-    done = cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-04",
-               "--max-parallel", "2", "--asset-limit", "raw=1")
+    done = cli(
+        home,
+        "run",
+        *TARGET,
+        "--select",
+        "key:raw",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-04",
+        "--max-parallel",
+        "2",
+        "--asset-limit",
+        "raw=1",
+    )
     assert done.returncode == 0, done.stderr
     with dg.DagsterInstance.from_config(str(home)) as instance:
         spans = sorted((r.start_time, r.end_time) for r in instance.get_run_records())
     assert len(spans) == 4
     assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:]))  # never two at once
 
-    refused = cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-02",
-                  "--asset-limit", "clean=1")
+    refused = cli(
+        home,
+        "run",
+        *TARGET,
+        "--select",
+        "key:raw",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-02",
+        "--asset-limit",
+        "clean=1",
+    )
     assert refused.returncode == 2 and "outside the backfill" in refused.stderr
     assert len(list((home / "partition_assets" / "backfills").glob("*.json"))) == 1  # nothing recorded

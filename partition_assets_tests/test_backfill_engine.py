@@ -35,9 +35,16 @@ def run_backfill(selection, backfill_id, max_parallel=2, done=()):
     asset_graph = engine_defs.defs.resolve_asset_graph()
     graph = build_graph(asset_graph, [dg.AssetKey(a) for a in selection], JANUARY_1_TO_8)
     results = {}
-    with DagsterNodeRunner("partition_assets_tests.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}) as runner:
-        status = execute(graph, runner.launch, Throttle(max_parallel=max_parallel), done=done,
-                         on_result=lambda r: results.__setitem__(r.node, r))
+    with DagsterNodeRunner(
+        "partition_assets_tests.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}
+    ) as runner:
+        status = execute(
+            graph,
+            runner.launch,
+            Throttle(max_parallel=max_parallel),
+            done=done,
+            on_result=lambda r: results.__setitem__(r.node, r),
+        )
     return graph, status, results
 
 
@@ -96,17 +103,24 @@ def test_a_self_dependent_chain_shares_runs_but_never_outruns_its_inputs(dagster
         assert instance.get_materialized_partitions(ledger) == set(graph.slices[ledger].partition_keys)
         # A range run stands for each of its nodes in the backfill's record.
         states = node_states(instance, "bf-chain", graph)
-        assert {node for node, (state, _) in states.items() if node.asset == ledger
-                and state == NodeStatus.SUCCEEDED} == set(n for n in graph.nodes() if n.asset == ledger)
+        assert {
+            node for node, (state, _) in states.items() if node.asset == ledger and state == NodeStatus.SUCCEEDED
+        } == set(n for n in graph.nodes() if n.asset == ledger)
 
 
 @pytest.mark.slow
 def test_a_chain_whose_inputs_are_done_runs_as_one_range_run(dagster_home):
     ledger = dg.AssetKey("ledger")
-    graph, status, results = run_backfill(["raw", "clean", "ledger"], "bf-ready-chain", done=[
-        node for node in build_graph(engine_defs.defs.resolve_asset_graph(), [dg.AssetKey("raw"), dg.AssetKey("clean")],
-                              JANUARY_1_TO_8).nodes()
-    ])
+    graph, status, results = run_backfill(
+        ["raw", "clean", "ledger"],
+        "bf-ready-chain",
+        done=[
+            node
+            for node in build_graph(
+                engine_defs.defs.resolve_asset_graph(), [dg.AssetKey("raw"), dg.AssetKey("clean")], JANUARY_1_TO_8
+            ).nodes()
+        ],
+    )
     assert {n.asset for n in results} == {ledger}
     assert len({r.run_id for r in results.values()}) == 1
     with dg.DagsterInstance.get() as instance:

@@ -27,7 +27,8 @@ UTC = UTC
 def brute_force_upstream(asset_graph, graph, node: Node) -> set[Node]:
     """The node's upstream nodes inside the graph, through Dagster's mappings key by key."""
     return {
-        parent for parent in brute_force_upstream_all(asset_graph, node)
+        parent
+        for parent in brute_force_upstream_all(asset_graph, node)
         if parent.asset in graph.slices and parent.partition in graph.slices[parent.asset].index_of
     }
 
@@ -52,7 +53,9 @@ def test_example_pipeline_edges_equal_brute_force(instance, start, end):
     instance.add_dynamic_partitions("campaigns", ["spring", "summer"])
     asset_graph = example_defs.resolve_asset_graph()
     graph = build_graph(
-        asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, end),
+        asset_graph,
+        asset_graph.get_all_asset_keys(),
+        TimeRange(start, end),
         dynamic_partitions_store=instance,
     )
     assert_edges_match(asset_graph, graph)
@@ -96,7 +99,9 @@ def two_back(previous): ...
 def hours_of_day(days): ...
 
 
-@dg.asset(partitions_def=weekly("2024-03-04", day_offset=1), ins={"days": dg.AssetIn(partition_mapping=mappings.fan_in())})
+@dg.asset(
+    partitions_def=weekly("2024-03-04", day_offset=1), ins={"days": dg.AssetIn(partition_mapping=mappings.fan_in())}
+)
 def weeks(days): ...
 
 
@@ -104,17 +109,27 @@ def weeks(days): ...
 def months(days): ...
 
 
-@dg.asset(partitions_def=cron("0 */8 * * *", "2024-03-01-00:00"), ins={"hours_of_day": dg.AssetIn(partition_mapping=mappings.fan_in())})
+@dg.asset(
+    partitions_def=cron("0 */8 * * *", "2024-03-01-00:00"),
+    ins={"hours_of_day": dg.AssetIn(partition_mapping=mappings.fan_in())},
+)
 def shifts(hours_of_day): ...
 
 
-@dg.asset(partitions_def=multi(ds=DAILY, region=REGIONS), ins={"days": dg.AssetIn(partition_mapping=mappings.to_dimension("ds"))})
+@dg.asset(
+    partitions_def=multi(ds=DAILY, region=REGIONS),
+    ins={"days": dg.AssetIn(partition_mapping=mappings.to_dimension("ds"))},
+)
 def by_region(days): ...
 
 
 @dg.asset(
     partitions_def=multi(ds=DAILY, region=REGIONS),
-    ins={"by_region": dg.AssetIn(partition_mapping=mappings.per_dimension(ds=mappings.rolling_window(3), region=mappings.identity()))},
+    ins={
+        "by_region": dg.AssetIn(
+            partition_mapping=mappings.per_dimension(ds=mappings.rolling_window(3), region=mappings.identity())
+        )
+    },
 )
 def by_region_3d(by_region): ...
 
@@ -124,8 +139,21 @@ def everything(days): ...
 
 
 SHAPES = dg.Definitions(
-    assets=[berlin_hours, berlin_days, days, late_window, with_next_day, two_back, hours_of_day,
-            weeks, months, shifts, by_region, by_region_3d, everything]
+    assets=[
+        berlin_hours,
+        berlin_days,
+        days,
+        late_window,
+        with_next_day,
+        two_back,
+        hours_of_day,
+        weeks,
+        months,
+        shifts,
+        by_region,
+        by_region_3d,
+        everything,
+    ]
 )
 
 
@@ -146,7 +174,8 @@ def test_every_mapping_shape_equals_brute_force(start, end):
 def test_a_range_selects_every_partition_overlapping_it_at_each_grain():
     asset_graph = SHAPES.resolve_asset_graph()
     graph = build_graph(
-        asset_graph, asset_graph.get_all_asset_keys(),
+        asset_graph,
+        asset_graph.get_all_asset_keys(),
         TimeRange(datetime(2024, 3, 10, 12, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
     )
     assert graph.slices[dg.AssetKey("days")].partition_keys == ["2024-03-10", "2024-03-11"]
@@ -159,15 +188,19 @@ def test_a_range_selects_every_partition_overlapping_it_at_each_grain():
 def test_static_keys_narrow_a_dimension():
     asset_graph = SHAPES.resolve_asset_graph()
     graph = build_graph(
-        asset_graph, [dg.AssetKey("by_region"), dg.AssetKey("by_region_3d")],
+        asset_graph,
+        [dg.AssetKey("by_region"), dg.AssetKey("by_region_3d")],
         TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
         static_keys={"region": ["emea"]},
     )
     assert {k.keys_by_dimension["region"] for k in graph.slices[dg.AssetKey("by_region")].partition_keys} == {"emea"}
     with pytest.raises(BackfillPlanError, match="'apac'"):
-        build_graph(asset_graph, [dg.AssetKey("by_region")],
-             TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
-             static_keys={"region": ["apac"]})
+        build_graph(
+            asset_graph,
+            [dg.AssetKey("by_region")],
+            TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC)),
+            static_keys={"region": ["apac"]},
+        )
 
 
 def test_a_time_partitioned_selection_needs_a_range():
@@ -180,7 +213,8 @@ def test_berlin_days_depend_on_23_24_and_25_hours():
     asset_graph = SHAPES.resolve_asset_graph()
     berlin = ZoneInfo("Europe/Berlin")
     graph = build_graph(
-        asset_graph, [dg.AssetKey("berlin_hours"), dg.AssetKey("berlin_days")],
+        asset_graph,
+        [dg.AssetKey("berlin_hours"), dg.AssetKey("berlin_days")],
         TimeRange(datetime(2024, 3, 30, tzinfo=berlin), datetime(2024, 4, 1, tzinfo=berlin)),
     )
     counts = [len(graph.upstream(Node(dg.AssetKey("berlin_days"), d))) for d in ("2024-03-30", "2024-03-31")]
@@ -191,9 +225,7 @@ def test_lookback_adds_the_prior_partitions_of_each_time_asset():
     asset_graph = SHAPES.resolve_asset_graph()
     window = TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC))
     graph = build_graph(asset_graph, [dg.AssetKey("days"), dg.AssetKey("months")], window, lookback=2)
-    assert graph.slices[dg.AssetKey("days")].partition_keys == [
-        "2024-03-08", "2024-03-09", "2024-03-10", "2024-03-11"
-    ]
+    assert graph.slices[dg.AssetKey("days")].partition_keys == ["2024-03-08", "2024-03-09", "2024-03-10", "2024-03-11"]
     assert graph.slices[dg.AssetKey("months")].partition_keys == ["2024-03-01"]  # its first partition
     assert_edges_match(asset_graph, graph)
 
@@ -201,7 +233,9 @@ def test_lookback_adds_the_prior_partitions_of_each_time_asset():
 def test_exact_keeps_only_partitions_wholly_inside_the_range():
     asset_graph = SHAPES.resolve_asset_graph()
     window = TimeRange(datetime(2024, 3, 10, 12, tzinfo=UTC), datetime(2024, 3, 18, tzinfo=UTC))
-    graph = build_graph(asset_graph, [dg.AssetKey("days"), dg.AssetKey("weeks"), dg.AssetKey("months")], window, exact=True)
+    graph = build_graph(
+        asset_graph, [dg.AssetKey("days"), dg.AssetKey("weeks"), dg.AssetKey("months")], window, exact=True
+    )
     assert graph.slices[dg.AssetKey("days")].partition_keys == [f"2024-03-{d}" for d in range(11, 18)]
     assert graph.slices[dg.AssetKey("weeks")].partition_keys == ["2024-03-11"]
     assert graph.slices[dg.AssetKey("months")].partition_keys == []
@@ -222,17 +256,23 @@ def rolling():
     pass
 
 
-@dg.asset(partitions_def=JANUARY, deps=[
-    dg.AssetDep(source, partition_mapping=mappings.identity()),
-    dg.AssetDep("running", partition_mapping=mappings.previous_period()),
-])
+@dg.asset(
+    partitions_def=JANUARY,
+    deps=[
+        dg.AssetDep(source, partition_mapping=mappings.identity()),
+        dg.AssetDep("running", partition_mapping=mappings.previous_period()),
+    ],
+)
 def running():
     pass
 
 
-@dg.asset(partitions_def=monthly("2024-01-01", end="2024-03-01"), deps=[
-    dg.AssetDep(source, partition_mapping=mappings.fan_in()),
-])
+@dg.asset(
+    partitions_def=monthly("2024-01-01", end="2024-03-01"),
+    deps=[
+        dg.AssetDep(source, partition_mapping=mappings.fan_in()),
+    ],
+)
 def month():
     pass
 
@@ -256,7 +296,9 @@ def brute_force_cascade(asset_graph, seeds: set[Node]) -> set[Node]:
     every = [
         Node(key, p)
         for key in asset_graph.toposorted_asset_keys
-        for p in (asset_graph.get(key).partitions_def.get_partition_keys() if asset_graph.get(key).partitions_def else [""])
+        for p in (
+            asset_graph.get(key).partitions_def.get_partition_keys() if asset_graph.get(key).partitions_def else [""]
+        )
     ]
     changed = True
     while changed:

@@ -51,29 +51,62 @@ def test_every_spec_field_is_a_flag_and_a_job_config_field_with_the_same_default
 
 
 def test_flags_become_the_same_spec_the_job_config_gives():
-    from_flags = parsed("--select", "key:raw+", "--start", "2024-01-01", "--end", "2024-01-31",
-                        "--static", "region=emea,apac", "--asset-limit", "raw=1", "--max-parallel", "3",
-                        "--lookback", "2", "--downstream", "--no-batch", "--catch-up", "--reverse",
-                        "--tag", "team=finance")
-    from_config = BackfillSpec(module=ENGINE_DEFS, **SparseBackfillConfig(
-        selection="key:raw+", start="2024-01-01", end="2024-01-31", static={"region": ["emea", "apac"]},
-        asset_limits={"raw": 1}, max_parallel=3, lookback=2, downstream=True, batch=False, catch_up=True,
-        reverse=True, tags={"team": "finance"},
-    ).model_dump())
+    from_flags = parsed(
+        "--select",
+        "key:raw+",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-31",
+        "--static",
+        "region=emea,apac",
+        "--asset-limit",
+        "raw=1",
+        "--max-parallel",
+        "3",
+        "--lookback",
+        "2",
+        "--downstream",
+        "--no-batch",
+        "--catch-up",
+        "--reverse",
+        "--tag",
+        "team=finance",
+    )
+    from_config = BackfillSpec(
+        module=ENGINE_DEFS,
+        **SparseBackfillConfig(
+            selection="key:raw+",
+            start="2024-01-01",
+            end="2024-01-31",
+            static={"region": ["emea", "apac"]},
+            asset_limits={"raw": 1},
+            max_parallel=3,
+            lookback=2,
+            downstream=True,
+            batch=False,
+            catch_up=True,
+            reverse=True,
+            tags={"team": "finance"},
+        ).model_dump(),
+    )
     assert from_flags == from_config
 
 
-@pytest.mark.parametrize(("values", "names"), [
-    ({"selection": " "}, "the selection is empty"),
-    ({"max_parallel": 0}, "max_parallel (--max-parallel) is 0"),
-    ({"lookback": -2}, "lookback (--lookback) is -2"),
-    ({"asset_limits": {"raw": 0}}, "asset limit raw=0"),
-    ({"static": {"region": []}}, "static filter region=[]"),
-    ({"start": "2024-01-01"}, "give both --start and --end"),
-    ({"start": "yesterday", "end": "2024-01-02"}, "'yesterday' is not an ISO date"),
-    ({"exact": True, "lookback": 1}, "contradict"),
-    ({"tags": {"dagster/partition": "x"}}, "reserved prefix"),
-])
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ({"selection": " "}, "the selection is empty"),
+        ({"max_parallel": 0}, "max_parallel (--max-parallel) is 0"),
+        ({"lookback": -2}, "lookback (--lookback) is -2"),
+        ({"asset_limits": {"raw": 0}}, "asset limit raw=0"),
+        ({"static": {"region": []}}, "static filter region=[]"),
+        ({"start": "2024-01-01"}, "give both --start and --end"),
+        ({"start": "yesterday", "end": "2024-01-02"}, "'yesterday' is not an ISO date"),
+        ({"exact": True, "lookback": 1}, "contradict"),
+        ({"tags": {"dagster/partition": "x"}}, "reserved prefix"),
+    ],
+)
 def test_an_invalid_spec_is_refused_with_its_value_named_on_every_surface(values, names):
     with pytest.raises(BackfillPlanError) as refused:
         BackfillSpec(module=ENGINE_DEFS, **{"selection": "key:raw", **values})
@@ -85,11 +118,25 @@ def test_the_record_stores_the_spec_and_reads_records_written_before_it(home):
     BackfillRecord(spec, id="new").save()
     assert BackfillRecord.load("new").spec == spec
     # A record from before the spec: its fields at the top level, no catch_up/reverse/tags.
-    record_path("old").write_text(json.dumps({
-        "module": ENGINE_DEFS, "selection": "key:raw", "start": "2024-01-01", "end": "2024-01-02", "static": {},
-        "max_parallel": 2, "asset_limits": {}, "lookback": 0, "exact": False, "downstream": False, "batch": True,
-        "status": "done", "id": "old",
-    }))
+    record_path("old").write_text(
+        json.dumps(
+            {
+                "module": ENGINE_DEFS,
+                "selection": "key:raw",
+                "start": "2024-01-01",
+                "end": "2024-01-02",
+                "static": {},
+                "max_parallel": 2,
+                "asset_limits": {},
+                "lookback": 0,
+                "exact": False,
+                "downstream": False,
+                "batch": True,
+                "status": "done",
+                "id": "old",
+            }
+        )
+    )
     old = BackfillRecord.load("old")
     assert (old.status, old.spec.max_parallel, old.spec.tags) == ("done", 2, {})
 
@@ -98,9 +145,20 @@ def test_the_launchpad_job_refuses_a_bad_config_before_recording_anything(home):
     job = sparse_backfill_job(ENGINE_DEFS)
     with dg.instance_for_test(temp_dir=str(home)) as instance:
         result = job.execute_in_process(
-            run_config={"ops": {"coordinate_backfill": {"config": {"selection": "key:raw", "start": "2024-01-01",
-                                                                   "end": "2024-01-02", "max_parallel": 0}}}},
-            instance=instance, raise_on_error=False,
+            run_config={
+                "ops": {
+                    "coordinate_backfill": {
+                        "config": {
+                            "selection": "key:raw",
+                            "start": "2024-01-01",
+                            "end": "2024-01-02",
+                            "max_parallel": 0,
+                        }
+                    }
+                }
+            },
+            instance=instance,
+            raise_on_error=False,
         )
         failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
         assert "max_parallel (--max-parallel) is 0" in failure.event_specific_data.error.message
@@ -111,9 +169,28 @@ def test_the_launchpad_job_refuses_a_bad_config_before_recording_anything(home):
 @pytest.mark.slow
 def test_a_tag_option_reaches_every_node_run(home):
     done = subprocess.run(
-        [sys.executable, "-m", "partition_assets", "backfill", "run", "-m", ENGINE_DEFS, "--select", "key:raw",
-         "--start", "2024-01-01", "--end", "2024-01-02", "--tag", "team=finance"],
-        cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)}, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "partition_assets",
+            "backfill",
+            "run",
+            "-m",
+            ENGINE_DEFS,
+            "--select",
+            "key:raw",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-02",
+            "--tag",
+            "team=finance",
+        ],
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -28,30 +28,49 @@ BAD_INPUTS = [
     (["backfill", "run", *ENGINE, "--select", "key:rwa", *JANUARY], "close names: ['raw']"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "0"], "--max-parallel"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "many"], "invalid int"),
-    (["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-01-09", "--end", "2024-01-02"],
-     "after --end"),
-    (["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-13-01", "--end", "2024-12-31"],
-     "not an ISO date"),
+    (
+        ["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-01-09", "--end", "2024-01-02"],
+        "after --end",
+    ),
+    (
+        ["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-13-01", "--end", "2024-12-31"],
+        "not an ISO date",
+    ),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", "--start", "2024-01-01"], "give both --start and --end"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw"], "give a start and an end"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--lookback", "-1"], "--lookback"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--exact", "--lookback", "2"], "contradict"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "raw=0"], "N >= 1"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "raw"], "ASSET=N"),
-    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "clean=1"],
-     "outside the backfill"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "clean=1"], "outside the backfill"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "region"], "DIMENSION=key1,key2"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--tag", "dagster/partition=x"], "reserved prefix"),
     # backfill plan | run: what the spec plans against the code location
-    (["backfill", "run", *ENGINE, "--select", "key:raw", "--start", "1990-01-01", "--end", "1990-01-02"],
-     "its partitions run from 2024-01-01 to"),
-    (["backfill", "plan", *ENGINE, "--select", "key:month", "--start", "2024-01-01", "--end", "2024-01-03",
-      "--exact"], "wholly inside"),
-    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "planet=mars"],
-     "no static dimension"),
+    (
+        ["backfill", "run", *ENGINE, "--select", "key:raw", "--start", "1990-01-01", "--end", "1990-01-02"],
+        "its partitions run from 2024-01-01 to",
+    ),
+    (
+        [
+            "backfill",
+            "plan",
+            *ENGINE,
+            "--select",
+            "key:month",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-03",
+            "--exact",
+        ],
+        "wholly inside",
+    ),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "planet=mars"], "no static dimension"),
     (["backfill", "run", *EXAMPLE, "--select", "key:regions", "--static", "regions=mars"], "choose among"),
-    (["backfill", "plan", *EXAMPLE, "--select", "key:daily_region_revenue", *JANUARY, "--static", "planet=mars"],
-     "its static dimensions: ['region']"),
+    (
+        ["backfill", "plan", *EXAMPLE, "--select", "key:daily_region_revenue", *JANUARY, "--static", "planet=mars"],
+        "its static dimensions: ['region']",
+    ),
     (["backfill", "run", *EXAMPLE, "--select", "key:campaign_report"], "add_dynamic_partitions('campaigns'"),
     (["backfill", "plan", "-m", "no_such_module", "--select", "key:raw", *JANUARY], "no module 'no_such_module'"),
     (["backfill", "run", "-f", "/no/such/defs.py", "--select", "key:raw", *JANUARY], "does not exist"),
@@ -85,8 +104,12 @@ def home(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     with dg.DagsterInstance.get():
         pass
-    BackfillRecord(BackfillSpec(module="partition_assets_tests.engine_defs", selection="key:raw",
-                                start="2024-01-01", end="2024-01-02"), id=KNOWN_ID).save()
+    BackfillRecord(
+        BackfillSpec(
+            module="partition_assets_tests.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02"
+        ),
+        id=KNOWN_ID,
+    ).save()
     return home
 
 
@@ -106,8 +129,18 @@ def run_in_process(argv: list[str], capsys) -> tuple[int, str]:
 def test_there_are_at_least_25_bad_inputs_across_every_subcommand():
     assert len(BAD_INPUTS) >= 25
     commands = {" ".join(argv[:2]) if argv[0] == "backfill" and len(argv) > 1 else argv[0] for argv, _ in BAD_INPUTS}
-    assert commands >= {"backfill plan", "backfill run", "backfill status", "backfill resume", "backfill retry",
-                        "backfill cancel", "vacuum", "deploy", "undeploy", "spark"}
+    assert commands >= {
+        "backfill plan",
+        "backfill run",
+        "backfill status",
+        "backfill resume",
+        "backfill retry",
+        "backfill cancel",
+        "vacuum",
+        "deploy",
+        "undeploy",
+        "spark",
+    }
 
 
 @pytest.mark.parametrize(("argv", "names"), BAD_INPUTS, ids=[" ".join(a)[:70] for a, _ in BAD_INPUTS])
@@ -140,8 +173,14 @@ def test_bad_inputs_through_the_installed_command_print_no_traceback(home):
         (["backfill", "status", "no_such_id"], f"known: {KNOWN_ID}"),
         (["vacuum", "/no/such/table"], "/no/such/table"),
     ]:
-        done = subprocess.run([sys.executable, "-m", "partition_assets", *argv], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "partition_assets", *argv],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr and names in done.stderr.splitlines()[-1], done.stderr
 

@@ -28,11 +28,15 @@ write(SparkResource.from_env().spark_session, sys.argv[1], sys.argv[2], int(sys.
 def write(spark, uri: str, tag: str, rows: int = 40) -> None:
     """Replaces two daily partitions with `rows` rows tagged `tag`, in 4 files per partition."""
     scope = PartitionScope.for_keys(daily("2024-01-01"), KEYS, ("ds",))
-    frame = spark.range(rows).select(
-        "id",
-        F.lit(tag).alias("tag"),
-        F.when(F.col("id") % 2 == 0, KEYS[0]).otherwise(KEYS[1]).alias("ds"),
-    ).repartition(4)
+    frame = (
+        spark.range(rows)
+        .select(
+            "id",
+            F.lit(tag).alias("tag"),
+            F.when(F.col("id") % 2 == 0, KEYS[0]).otherwise(KEYS[1]).alias("ds"),
+        )
+        .repartition(4)
+    )
     DeltaFormat().write(frame, uri, scope)
 
 

@@ -92,7 +92,8 @@ def base(spark):
 def test_an_added_column_evolves_the_schema_when_allowed(lake, evolve):
     assert evolve(base, "2024-01-01").success
     wider = evolve(
-        lambda s: base(s).withColumn("score", F.lit(1.5)), "2024-01-02",
+        lambda s: base(s).withColumn("score", F.lit(1.5)),
+        "2024-01-02",
         metadata={"allow_new_columns": True},
     )
     assert wider.success
@@ -154,7 +155,9 @@ def test_hourly_keys_in_a_dst_timezone_are_stored_as_key_strings(lake, run_asset
     assert len(frame) == 25 == frame.ds.nunique()
     assert {"2024-10-27-02:00", "2024-10-27-02:00+0100"} <= set(frame.ds)
     assert pa.schema(DeltaTable(str(lake / "berlin_hours")).schema().to_arrow()).field("ds").type in (
-        pa.string(), pa.large_string(), pa.string_view()
+        pa.string(),
+        pa.large_string(),
+        pa.string_view(),
     )
     # Re-running the repeated hour replaces only that hour.
     assert run_assets([berlin_hours], ["berlin_hours"], partition_key="2024-10-27-02:00+0100").success
@@ -169,9 +172,7 @@ def test_multi_partition_keys_use_one_column_per_dimension(lake, run_assets):
     table = DeltaTable(str(lake / "by_region"))
     assert table.metadata().partition_columns == ["ds", "region"]
     frame = table.to_pandas()
-    assert set(zip(frame.ds, frame.region)) == {
-        ("2024-01-01", "emea"), ("2024-01-01", "apac"), ("2024-01-02", "emea")
-    }
+    assert set(zip(frame.ds, frame.region)) == {("2024-01-01", "emea"), ("2024-01-01", "apac"), ("2024-01-02", "emea")}
     assert (frame.tag == frame.ds + "/" + frame.region).all()
     assert run_assets([by_region, regions_of_day], ["regions_of_day"], partition_key="2024-01-01").success
     assert DeltaTable(str(lake / "regions_of_day")).to_pandas().regions.tolist() == ["apac,emea"]
@@ -250,9 +251,13 @@ def stored_orders(lake) -> dict[tuple[str, int], str]:
 
 
 def test_merge_upserts_on_keys_within_the_run_partition(lake, run_assets):
-    assert run_assets([orders_asset([(1, "new"), (2, "new"), (3, "new")])], ["orders"], partition_key="2024-01-01").success
+    assert run_assets(
+        [orders_asset([(1, "new"), (2, "new"), (3, "new")])], ["orders"], partition_key="2024-01-01"
+    ).success
     assert run_assets([orders_asset([(3, "new")])], ["orders"], partition_key="2024-01-02").success
-    assert run_assets([orders_asset([(2, "paid"), (3, "paid"), (4, "new")])], ["orders"], partition_key="2024-01-01").success
+    assert run_assets(
+        [orders_asset([(2, "paid"), (3, "paid"), (4, "new")])], ["orders"], partition_key="2024-01-01"
+    ).success
     assert stored_orders(lake) == {
         ("2024-01-01", 1): "new",
         ("2024-01-01", 2): "paid",
@@ -326,8 +331,10 @@ def test_a_write_of_several_multi_partition_keys_replaces_exactly_them(spark, la
 
     frame = DeltaTable(uri).to_pandas()
     assert {(r.ds, r.region): r.tag for r in frame.itertuples()} == {
-        ("2024-01-01", "amer"): "old", ("2024-01-01", "emea"): "new",
-        ("2024-01-02", "amer"): "new", ("2024-01-02", "emea"): "old",
+        ("2024-01-01", "amer"): "old",
+        ("2024-01-01", "emea"): "new",
+        ("2024-01-02", "amer"): "new",
+        ("2024-01-02", "emea"): "old",
     }
 
 

@@ -149,9 +149,7 @@ def test_a_range_run_needs_the_partition_column(lake, materialize_frame):
 
 def test_allow_empty_clears_the_partition(lake, materialize_frame):
     assert materialize_frame(lambda s: s.range(2), partition_key="2024-01-05").success
-    cleared = materialize_frame(
-        lambda s: s.range(0), partition_key="2024-01-05", metadata={"allow_empty": True}
-    )
+    cleared = materialize_frame(lambda s: s.range(0), partition_key="2024-01-05", metadata={"allow_empty": True})
     assert cleared.success
     assert DeltaTable(str(lake / "target")).to_pandas().empty
 

@@ -56,13 +56,18 @@ def test_a_current_partition_is_not_requested_again(tick):
 def test_multi_dimension_and_rolling_self_dependent_assets(tick):
     # daily_region_revenue[day|region] reads daily_orders[day] and regions[region].
     assert tick(("daily_orders", "2024-01-01")) == set()
-    assert tick(("regions", "emea")) == {("daily_region_revenue", dg.MultiPartitionKey({"ds": "2024-01-01", "region": "emea"}))}
+    assert tick(("regions", "emea")) == {
+        ("daily_region_revenue", dg.MultiPartitionKey({"ds": "2024-01-01", "region": "emea"}))
+    }
     # daily_revenue reads every region: ready once all of them exist.
     others = [("regions", r) for r in sources.REGIONS if r != "emea"]
     requested = tick(*others)
     assert ("daily_revenue", "2024-01-01") in requested
     # revenue_running_total reads daily_revenue[day] and its own previous day (none on the first day).
-    assert tick(("daily_revenue", "2024-01-01")) >= {("revenue_running_total", "2024-01-01"), ("revenue_7d", "2024-01-01")}
+    assert tick(("daily_revenue", "2024-01-01")) >= {
+        ("revenue_running_total", "2024-01-01"),
+        ("revenue_7d", "2024-01-01"),
+    }
     assert ("revenue_running_total", "2024-01-02") not in tick(("daily_revenue", "2024-01-02"))  # day 1 not yet run
     assert ("revenue_running_total", "2024-01-02") in tick(("revenue_running_total", "2024-01-01"))
 
@@ -76,10 +81,12 @@ def light_tick(instance, monkeypatch):
 
     def run(*partitions: str, tags=None) -> set[tuple[str, str]]:
         for partition in partitions:
-            assert dg.materialize([automation_defs.eager_up], partition_key=partition, instance=instance,
-                                  tags=tags or {}).success
-        result = sensor(dg.build_sensor_context(instance=instance, cursor=state["cursor"],
-                                                definitions=automation_defs.defs))
+            assert dg.materialize(
+                [automation_defs.eager_up], partition_key=partition, instance=instance, tags=tags or {}
+            ).success
+        result = sensor(
+            dg.build_sensor_context(instance=instance, cursor=state["cursor"], definitions=automation_defs.defs)
+        )
         state["cursor"] = result.cursor
         return {(k.to_user_string(), r.partition_key) for r in result.run_requests for k in r.asset_selection}
 
@@ -98,7 +105,8 @@ def test_a_partition_targeted_by_a_run_in_flight_waits_for_it(instance, light_ti
     waiting = instance.create_run_for_job(
         automation_defs.defs.resolve_implicit_global_asset_job_def(),
         asset_selection=frozenset({dg.AssetKey("eager_down")}),
-        tags={"dagster/partition": "2024-01-05"}, status=dg.DagsterRunStatus.NOT_STARTED,
+        tags={"dagster/partition": "2024-01-05"},
+        status=dg.DagsterRunStatus.NOT_STARTED,
     )
     assert light_tick("2024-01-05") == set()  # eager_down[2024-01-05] is already on its way
     assert light_tick() == set()  # not started yet: still waiting
@@ -106,9 +114,14 @@ def test_a_partition_targeted_by_a_run_in_flight_waits_for_it(instance, light_ti
     assert light_tick() == {("eager_down", "2024-01-05")}
 
 
-@pytest.mark.parametrize("setting, running", [
-    (None, set()), ("all", {"eager_partitions", "catch_up"}), ("catch_up", {"catch_up"}),
-])
+@pytest.mark.parametrize(
+    "setting, running",
+    [
+        (None, set()),
+        ("all", {"eager_partitions", "catch_up"}),
+        ("catch_up", {"catch_up"}),
+    ],
+)
 def test_sensors_run_by_default_only_when_named(monkeypatch, setting, running):
     if setting is None:
         monkeypatch.delenv("PARTITION_ASSETS_SENSORS", raising=False)

@@ -239,9 +239,7 @@ def test_weekly_and_monthly_fan_in(pipeline):
     weekly = table(lake, "weekly_revenue").set_index("ds").sort_index()
     assert list(weekly.index) == ["2024-01-01", "2024-01-08", "2024-01-15", "2024-01-22"]
     assert list(weekly.days) == [7, 7, 7, 7]
-    assert weekly.loc["2024-01-08", "revenue_usd"] == pytest.approx(
-        daily["2024-01-08":"2024-01-14"].sum()
-    )
+    assert weekly.loc["2024-01-08", "revenue_usd"] == pytest.approx(daily["2024-01-08":"2024-01-14"].sum())
     monthly = table(lake, "monthly_revenue").iloc[0]
     assert (monthly.ds, monthly.days) == ("2024-01-01", 31)
     assert monthly.revenue_usd == pytest.approx(daily.sum())

@@ -37,8 +37,10 @@ from partition_assets_tests import probe_assets
 
 REPO = Path(__file__).resolve().parents[1]
 GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com",
-    "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.com",
+    "GIT_AUTHOR_NAME": "test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
 }
 
 pytestmark = pytest.mark.slow
@@ -82,7 +84,7 @@ defs = with_git_versions(
 )
 '''
 
-ASSETS = '''
+ASSETS = """
 import dagster as dg
 
 from partition_assets.partitions import daily
@@ -98,14 +100,15 @@ def alpha(context: dg.AssetExecutionContext) -> dict:
 @dg.asset(partitions_def=DAYS)
 def beta(alpha: dict) -> dict:
     return {{**alpha, "formula": {formula}}}
-'''
+"""
 
 WORKSPACE = "load_from:\n  - python_module:\n      module_name: tiny_location\n      location_name: tiny\n"
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], env={**os.environ, **GIT_IDENTITY},
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env={**os.environ, **GIT_IDENTITY}, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -134,9 +137,7 @@ def repo(tmp_path):
     repo = tmp_path / "repo"
     (repo / "tiny_location").mkdir(parents=True)
     (repo / "tiny_location" / "__init__.py").write_text(LOCATION)
-    (repo / "pyproject.toml").write_text(
-        '[tool.dagster]\nmodule_name = "tiny_location"\ncode_location_name = "tiny"\n'
-    )
+    (repo / "pyproject.toml").write_text('[tool.dagster]\nmodule_name = "tiny_location"\ncode_location_name = "tiny"\n')
     (repo / "workspace.yaml").write_text(WORKSPACE)
     git(repo, "init", "-q", "-b", "main")
     sha_a = commit_assets(repo, 1)
@@ -148,7 +149,12 @@ def repo(tmp_path):
 
 def run(repo: Path, home: Path, store: Path, *command: str) -> str:
     done = subprocess.run(
-        [sys.executable, *command], cwd=repo, capture_output=True, text=True, timeout=300, check=False,
+        [sys.executable, *command],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env={**os.environ, "DAGSTER_HOME": str(home), "TINY_STORE": str(store)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -162,12 +168,14 @@ def materializations(home: Path, asset: str) -> dict[str, list[dict]]:
         records = instance.fetch_materializations(dg.AssetKey(asset), limit=100, ascending=True).records
         for record in records:
             event = record.asset_materialization
-            found.setdefault(event.partition, []).append({
-                "run_tag": instance.get_run_by_id(record.run_id).tags.get(GIT_SHA_TAG),
-                "metadata": event.metadata[GIT_SHA_METADATA].value,
-                "code_version": event.tags["dagster/code_version"],
-                "run_id": record.run_id,
-            })
+            found.setdefault(event.partition, []).append(
+                {
+                    "run_tag": instance.get_run_by_id(record.run_id).tags.get(GIT_SHA_TAG),
+                    "metadata": event.metadata[GIT_SHA_METADATA].value,
+                    "code_version": event.tags["dagster/code_version"],
+                    "run_id": record.run_id,
+                }
+            )
     return found
 
 
@@ -187,11 +195,21 @@ def served_assets(request, partition: str) -> dict[str, dict[str, tuple]]:
 
 def launch_from_webserver(request, location: str, assets: list[str], partition: str) -> str:
     """Sends the webserver's Materialize mutation for `location`; returns the run id."""
-    result = execute_dagster_graphql(request, LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": {
-        "selector": {"repositoryLocationName": location, "repositoryName": "__repository__",
-                     "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": [a]} for a in assets]},
-        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
-    }})
+    result = execute_dagster_graphql(
+        request,
+        LAUNCH_PIPELINE_EXECUTION_MUTATION,
+        {
+            "executionParams": {
+                "selector": {
+                    "repositoryLocationName": location,
+                    "repositoryName": "__repository__",
+                    "pipelineName": "__ASSET_JOB",
+                    "assetSelection": [{"path": [a]} for a in assets],
+                },
+                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+            }
+        },
+    )
     launched = result.data["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
@@ -210,8 +228,18 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     store = tmp_path / "store"
     monkeypatch.setenv("TINY_STORE", str(store))  # for the HEAD location the workspace loads here
     monkeypatch.chdir(repo)  # where `dagster dev -w workspace.yaml` runs: its python_module resolves here
-    materialize = ["-m", "dagster", "asset", "materialize", "-m", "tiny_location",
-                   "--select", "alpha,beta", "--partition", "2024-01-01"]
+    materialize = [
+        "-m",
+        "dagster",
+        "asset",
+        "materialize",
+        "-m",
+        "tiny_location",
+        "--select",
+        "alpha,beta",
+        "--partition",
+        "2024-01-01",
+    ]
     git(repo, "checkout", "-q", sha_a)
     run(repo, home, store, *materialize)
     git(repo, "checkout", "-q", "main")
@@ -223,12 +251,14 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     (deployment,) = deployments(repo)
     assert deployment.location == f"tiny@{sha_a[:12]}"
     assert git(Path(deployment.worktree), "rev-parse", "HEAD") == sha_a
-    with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(
-        instance, WorkspaceFileTarget([str(repo / "workspace.yaml")])
-    ) as webserver:
+    with (
+        dg.DagsterInstance.from_config(str(home)) as instance,
+        WorkspaceProcessContext(instance, WorkspaceFileTarget([str(repo / "workspace.yaml")])) as webserver,
+    ):
         served = served_assets(webserver.create_request_context(), "2024-01-01")
-        ui_run_id = launch_from_webserver(webserver.create_request_context(), deployment.location,
-                                          ["alpha", "beta"], "2024-01-03")
+        ui_run_id = launch_from_webserver(
+            webserver.create_request_context(), deployment.location, ["alpha", "beta"], "2024-01-03"
+        )
     assert set(served) == {"tiny", deployment.location}
     assert served[deployment.location] == {  # A's code, and A's materializations are current
         "alpha": (at_a["alpha"]["code_version"], StaleStatus.FRESH),
@@ -244,9 +274,25 @@ def test_each_commit_stamps_its_materializations_and_a_deploy_reruns_the_older(r
     assert {(m["run_tag"], m["metadata"]) for m in at_b.values()} == {(sha_b, sha_b)}
     assert at_b["beta"]["code_version"] == head_beta[0]
 
-    out = run(repo, home, store, "-m", "partition_assets", "backfill", "run", "--location", deployment.location,
-              "--select", "key:alpha or key:beta", "--start", "2024-01-02", "--end", "2024-01-02",
-              "--max-parallel", "1")
+    out = run(
+        repo,
+        home,
+        store,
+        "-m",
+        "partition_assets",
+        "backfill",
+        "run",
+        "--location",
+        deployment.location,
+        "--select",
+        "key:alpha or key:beta",
+        "--start",
+        "2024-01-02",
+        "--end",
+        "2024-01-02",
+        "--max-parallel",
+        "1",
+    )
     backfill_id = out.split()[1].rstrip(":")
     (rerun,) = materializations(home, "beta")["2024-01-02"]
     assert (rerun["run_tag"], rerun["metadata"], rerun["code_version"]) == (sha_a, sha_a, at_a["beta"]["code_version"])
@@ -296,7 +342,9 @@ def test_explicit_code_versions_win_and_graph_backed_assets_are_stamped_too(inst
     graph = defs.resolve_asset_graph()
     assert graph.get(pinned.key).code_version == "v7"
     assert graph.get(doubled.key).code_version is None  # no single function to version
-    result = dg.materialize(defs.assets, instance=instance, resources={"io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path))})
+    result = dg.materialize(
+        defs.assets, instance=instance, resources={"io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path))}
+    )
     assert instance.get_run_by_id(result.run_id).tags[GIT_SHA_TAG] == git_sha(REPO)
     assert all(graph.get(key).metadata[GIT_SHA_METADATA] == git_sha(REPO) for key in (pinned.key, doubled.key))
 

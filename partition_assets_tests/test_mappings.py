@@ -58,15 +58,18 @@ def test_fan_in_daily_to_monthly_at_month_ends(month, first, last, count):
 
 def test_fan_in_daily_to_weekly():
     week = weekly("2024-01-01", day_offset=1)
-    assert upstream_keys(mappings.fan_in(), week, DAILY, ["2024-02-26"]) == days(
-        "2024-02-26", "2024-03-03"
-    )
+    assert upstream_keys(mappings.fan_in(), week, DAILY, ["2024-02-26"]) == days("2024-02-26", "2024-03-03")
 
 
 @pytest.mark.parametrize(
     ("day", "month"),
-    [("2024-01-01", "2024-01-01"), ("2024-01-31", "2024-01-01"), ("2024-02-29", "2024-02-01"),
-     ("2024-03-01", "2024-03-01"), ("2024-12-31", "2024-12-01")],
+    [
+        ("2024-01-01", "2024-01-01"),
+        ("2024-01-31", "2024-01-01"),
+        ("2024-02-29", "2024-02-01"),
+        ("2024-03-01", "2024-03-01"),
+        ("2024-12-31", "2024-12-01"),
+    ],
 )
 def test_fan_out_monthly_to_daily(day, month):
     assert upstream_keys(mappings.fan_out(), DAILY, MONTHLY, [day]) == [month]
@@ -114,17 +117,13 @@ def test_all_partitions():
 
 
 def test_to_dimension_in_both_directions():
-    assert upstream_keys(mappings.to_dimension("ds"), BY_REGION, DAILY, ["2024-02-29|emea"]) == [
-        "2024-02-29"
-    ]
+    assert upstream_keys(mappings.to_dimension("ds"), BY_REGION, DAILY, ["2024-02-29|emea"]) == ["2024-02-29"]
     assert upstream_keys(mappings.to_dimension("ds"), DAILY, BY_REGION, ["2024-02-29"]) == [
         "2024-02-29|amer",
         "2024-02-29|apac",
         "2024-02-29|emea",
     ]
-    assert upstream_keys(mappings.to_dimension("region"), BY_REGION, REGIONS, ["2024-02-29|emea"]) == [
-        "emea"
-    ]
+    assert upstream_keys(mappings.to_dimension("region"), BY_REGION, REGIONS, ["2024-02-29|emea"]) == ["emea"]
 
 
 def test_per_dimension_rolling_window_keeps_the_region():

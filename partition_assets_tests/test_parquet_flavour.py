@@ -60,8 +60,11 @@ def test_partition_scoped_writes_and_filtered_reads(lake, run_parquet):
     assert after["2024-01-01"] == before["2024-01-01"] and after["2024-01-03"] == before["2024-01-03"]
     assert after["2024-01-02"].isdisjoint(before["2024-01-02"])
     key = ["ds", "region"]
-    assert read(lake, "daily_orders").sort_values(key).reset_index(drop=True).equals(
-        orders_before.sort_values(key).reset_index(drop=True)
+    assert (
+        read(lake, "daily_orders")
+        .sort_values(key)
+        .reset_index(drop=True)
+        .equals(orders_before.sort_values(key).reset_index(drop=True))
     )
     events = read(lake, "events")
     day_two = events[events.ds.str.startswith("2024-01-02")]

@@ -88,9 +88,7 @@ def test_data_lag_holds_back_the_newest_partitions():
     assert daily("2024-01-01").get_partition_keys(current_time=now)[-1] == "2024-01-09"
     lagged = daily("2024-01-01", data_lag=2).get_partition_keys(current_time=now)
     assert lagged[-1] == "2024-01-07"
-    assert hourly("2024-01-01-00:00", data_lag=3).get_partition_keys(current_time=now)[-1] == (
-        "2024-01-10-01:00"
-    )
+    assert hourly("2024-01-01-00:00", data_lag=3).get_partition_keys(current_time=now)[-1] == ("2024-01-10-01:00")
 
 
 def test_static_multi_and_dynamic_keys(instance):

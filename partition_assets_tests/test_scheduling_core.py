@@ -6,7 +6,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
@@ -18,7 +18,7 @@ from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
 
 DAYS = daily("2024-01-01")
-JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=timezone.utc), datetime(2024, 1, 9, tzinfo=timezone.utc))
+JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
 
 
 @dg.asset(partitions_def=DAYS)
@@ -344,7 +344,9 @@ def test_a_run_covers_its_range_or_its_one_partition():
         return dg.DagsterRun(job_name="job", tags=tags)
 
     assert partitions_of_run(run(**range_tags("2024-01-02", "2024-01-04")), DAYS) == [
-        "2024-01-02", "2024-01-03", "2024-01-04"
+        "2024-01-02",
+        "2024-01-03",
+        "2024-01-04",
     ]
     assert partitions_of_run(run(**{PARTITION_TAG: "2024-01-05"}), DAYS) == ["2024-01-05"]
     assert partitions_of_run(run(), DAYS) == []  # a run of the whole asset, or of an unpartitioned one

@@ -54,9 +54,7 @@ def shell_env(spark_resource, tmp_path_factory):
 
 
 def dagster_cli(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [DAGSTER, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([DAGSTER, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_every_example_asset_has_a_cli_run():
@@ -71,8 +69,15 @@ def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
 
     for asset, flag, keys in CLI_RUNS:
         done = dagster_cli(
-            shell_env, "asset", "materialize", "-m", "partition_assets.example",
-            "--select", asset, flag, keys,
+            shell_env,
+            "asset",
+            "materialize",
+            "-m",
+            "partition_assets.example",
+            "--select",
+            asset,
+            flag,
+            keys,
         )
         assert done.returncode == 0, f"{asset}: {done.stderr[-3000:]}"
 
@@ -123,8 +128,15 @@ def _stored_partitions(lake: Path, asset: str) -> PartitionScope:
 
 def test_a_bad_partition_key_fails_clearly_and_writes_nothing(shell_env):
     done = dagster_cli(
-        shell_env, "asset", "materialize", "-m", "partition_assets.example",
-        "--select", "monthly_targets", "--partition", "2024-13-01",
+        shell_env,
+        "asset",
+        "materialize",
+        "-m",
+        "partition_assets.example",
+        "--select",
+        "monthly_targets",
+        "--partition",
+        "2024-13-01",
     )
     assert done.returncode != 0
     assert "2024-13-01" in done.stderr
@@ -151,8 +163,12 @@ def test_make_dev_serves_the_example_assets_with_their_partitions(tmp_path):
         "DAGSTER_PORT": str(port),
     }
     server = subprocess.Popen(
-        ["make", "dev"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        ["make", "dev"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         nodes = _graphql_when_up(
@@ -169,8 +185,7 @@ def test_make_dev_serves_the_example_assets_with_their_partitions(tmp_path):
 
         keys = _graphql_when_up(
             port,
-            '{ assetNodeOrError(assetKey: {path: ["monthly_revenue"]}) '
-            "{ ... on AssetNode { partitionKeys } } }",
+            '{ assetNodeOrError(assetKey: {path: ["monthly_revenue"]}) { ... on AssetNode { partitionKeys } } }',
         )["assetNodeOrError"]["partitionKeys"]
         assert keys[:3] == ["2024-01-01", "2024-02-01", "2024-03-01"]
         assert (Path(env["DAGSTER_HOME"]) / "dagster.yaml").exists()

@@ -77,8 +77,7 @@ def test_concurrent_first_users_start_one_server(tmp_path):
     server = LocalConnectServer(port=15104, state_dir=state)
     try:
         processes = [
-            subprocess.Popen([sys.executable, "-c", attach], stdout=subprocess.PIPE, text=True)
-            for _ in range(3)
+            subprocess.Popen([sys.executable, "-c", attach], stdout=subprocess.PIPE, text=True) for _ in range(3)
         ]
         urls = {p.communicate(timeout=300)[0].strip() for p in processes}
         assert urls == {"sc://127.0.0.1:15104"}

@@ -1,4 +1,4 @@
-""""Materialize range" in the webserver, as a user clicks it in Chromium and as the GraphQL
+""" "Materialize range" in the webserver, as a user clicks it in Chromium and as the GraphQL
 mutation the button sends: the daemon runs the backfill and the Delta tables hold exactly
 the generated rows of the chosen days."""
 
@@ -25,8 +25,14 @@ CHROMIUM = "/usr/bin/chromium"
 # The network here is closed: without the background-networking flags Chromium hangs on
 # connections it opens by itself.
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 BACKFILL_TIMEOUT = 420
 
@@ -151,9 +157,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
     for run in backfill["runs"]:
         assert run["status"] == "SUCCESS"
         tags = {t["key"]: t["value"] for t in run["tags"]}
-        ranges[asset_of(run)] = (
-            tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]
-        )
+        ranges[asset_of(run)] = (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"])
     assert ranges == {"events": (hours[0], hours[-1]), "daily_orders": (first, last)}
 
     # Each run materialized exactly the chosen partitions.

@@ -71,8 +71,15 @@ class DagsterDev:
         self.port = free_port()
         self.log = root / "dagster_dev.log"
         self.process = subprocess.Popen(
-            [DAGSTER, "dev", "-h", "127.0.0.1", "-p", str(self.port),
-             *(["-m", module] if module else ["-w", "workspace.yaml"])],
+            [
+                DAGSTER,
+                "dev",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                *(["-m", module] if module else ["-w", "workspace.yaml"]),
+            ],
             cwd=REPO,
             env={**os.environ, "DAGSTER_HOME": str(self.home), "PARTITION_ASSETS_LAKE": str(self.lake), **(env or {})},
             stdout=self.log.open("wb"),

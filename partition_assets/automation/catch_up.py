@@ -73,8 +73,11 @@ def catch_up_sensor(
         context.log.info(f"{len(gaps)} gaps in {selection} between {start} and {end}: backfill {backfill_id}")
         return dg.RunRequest(
             run_config=backfill_run_config(
-                selection=selection, start=start.isoformat(), end=end.isoformat(),
-                catch_up=True, max_parallel=max_parallel,
+                selection=selection,
+                start=start.isoformat(),
+                end=end.isoformat(),
+                catch_up=True,
+                max_parallel=max_parallel,
             ),
             tags={BACKFILL_ID_TAG: backfill_id, CATCH_UP_TAG: name},
         )
@@ -104,7 +107,9 @@ def _historical_windows(partitions_def: dg.PartitionsDefinition | None) -> dict[
     """Each partition's time window, without the newest window; {} without a time dimension."""
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         keys = list(partitions_def.get_partition_keys())[:-1]
-        return dict(zip(keys, partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False), strict=True))
+        return dict(
+            zip(keys, partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False), strict=True)
+        )
     if isinstance(partitions_def, dg.MultiPartitionsDefinition) and partitions_def.has_time_window_dimension:
         dimension = partitions_def.time_window_dimension
         time_def = cast(dg.TimeWindowPartitionsDefinition, dimension.partitions_def)

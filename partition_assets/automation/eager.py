@@ -104,13 +104,13 @@ def _parse_cursor(cursor: str | None, watcher: "_Watcher") -> tuple[int, set[Tar
 class _Watcher:
     """One tick's view of the instance: new upstream events, readiness, runs in flight."""
 
-    def __init__(self, instance: dg.DagsterInstance, asset_graph: AssetGraph, targets: AbstractSet[dg.AssetKey]) -> None:
+    def __init__(
+        self, instance: dg.DagsterInstance, asset_graph: AssetGraph, targets: AbstractSet[dg.AssetKey]
+    ) -> None:
         self.instance = instance
         self.graph = asset_graph
         self.targets = targets
-        self.watched = sorted(
-            {p for key in targets for p in self._parents(key)}, key=lambda k: k.to_user_string()
-        )
+        self.watched = sorted({p for key in targets for p in self._parents(key)}, key=lambda k: k.to_user_string())
         self._backfill_selections: dict[str, AbstractSet[dg.AssetKey]] = {}
         self._left_by_run: dict[str, AbstractSet[dg.AssetKey]] = {}
 
@@ -128,7 +128,8 @@ class _Watcher:
         if ceiling <= after:
             return [], after
         moved = [  # one query for all watched assets; events only for those that moved
-            r.asset_entry.asset_key for r in self.instance.get_asset_records(self.watched)
+            r.asset_entry.asset_key
+            for r in self.instance.get_asset_records(self.watched)
             if (r.asset_entry.last_materialization_storage_id or 0) > after
         ]
         records: list[dg.EventLogRecord] = []
@@ -137,7 +138,9 @@ class _Watcher:
             while has_more:
                 page = self.instance.fetch_materializations(
                     dg.AssetRecordsFilter(asset_key=key, after_storage_id=after, before_storage_id=ceiling + 1),
-                    limit=10_000, cursor=cursor, ascending=True,
+                    limit=10_000,
+                    cursor=cursor,
+                    ascending=True,
                 )
                 records.extend(page.records)
                 cursor, has_more = page.cursor, page.has_more
@@ -228,13 +231,15 @@ class _Watcher:
         for (_, partition), targets in groups.items():
             keys = [key for key, _ in targets]
             newest_input = max(ready[t] for t in targets)
-            requests.append(dg.RunRequest(
-                asset_selection=keys,
-                partition_key=partition,
-                # The same assets with the same inputs are never requested twice.
-                run_key=f"{','.join(k.to_user_string() for k in keys)}[{partition or ''}]@{newest_input}",
-                tags={TRIGGER_TAG: str(newest_input)},
-            ))
+            requests.append(
+                dg.RunRequest(
+                    asset_selection=keys,
+                    partition_key=partition,
+                    # The same assets with the same inputs are never requested twice.
+                    run_key=f"{','.join(k.to_user_string() for k in keys)}[{partition or ''}]@{newest_input}",
+                    tags={TRIGGER_TAG: str(newest_input)},
+                )
+            )
         return requests
 
     def _inputs(self, key: dg.AssetKey, partition: str | None) -> list[tuple[dg.AssetKey, list[str | None]]] | None:
@@ -268,6 +273,6 @@ class _Watcher:
         for run in self.instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES)):
             for key in run.asset_selection or ():
                 if self.graph.has(key):
-                    keys = partitions_of_run(run, self.graph.get(key).partitions_def) or [None]
+                    keys: list[str | None] = [*partitions_of_run(run, self.graph.get(key).partitions_def)] or [None]
                     found.update((key, k) for k in keys)
         return found

@@ -57,8 +57,9 @@ def _materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Nod
         Node(key, partition)
         for key, asset_slice in graph.slices.items()
         for partition in (
-            instance.get_materialized_partitions(key) if asset_slice.partitions_def else
-            ({""} if instance.get_latest_materialization_event(key) else set())
+            instance.get_materialized_partitions(key)
+            if asset_slice.partitions_def
+            else ({""} if instance.get_latest_materialization_event(key) else set())
         )
         if partition in asset_slice.index_of
     }
@@ -68,8 +69,9 @@ def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.D
     """Nodes whose latest run in this backfill succeeded; runs a dead coordinator left
     in flight are canceled first, since nobody will finish them."""
     cancel_in_flight(instance, record.id)
-    return {node for node, (state, _) in node_states(instance, record.id, graph).items()
-            if state == NodeStatus.SUCCEEDED}
+    return {
+        node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
+    }
 
 
 def run_backfill(
@@ -88,11 +90,20 @@ def run_backfill(
     spec = record.spec
     runner = DagsterNodeRunner(spec.module, spec.max_parallel, {**spec.tags, BACKFILL_ID_TAG: record.id})
     try:
-        throttle = Throttle(spec.max_parallel, {
-            dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()
-        })
-        status = execute(graph, runner.launch, throttle, done=done, on_result=on_result,
-                         newest_first=spec.reverse, should_stop=canceled, batch_chains=spec.batch)
+        throttle = Throttle(
+            spec.max_parallel,
+            {dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()},
+        )
+        status = execute(
+            graph,
+            runner.launch,
+            throttle,
+            done=done,
+            on_result=on_result,
+            newest_first=spec.reverse,
+            should_stop=canceled,
+            batch_chains=spec.batch,
+        )
     finally:
         if canceled():
             runner.terminate()

@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # Dagster's internal types, for annotations only
 UNPARTITIONED = ""
 
 
-
 @dataclass(frozen=True, order=True)
 class Node:
     """One (asset, partition) of a backfill; partition is "" for an unpartitioned asset."""
@@ -113,7 +112,9 @@ class BackfillGraph:
         return found
 
 
-def plan(asset_graph: BaseAssetGraph, spec: BackfillSpec, dynamic_partitions_store: DynamicPartitionsStore | None = None) -> BackfillGraph:
+def plan(
+    asset_graph: BaseAssetGraph, spec: BackfillSpec, dynamic_partitions_store: DynamicPartitionsStore | None = None
+) -> BackfillGraph:
     """The backfill graph of `spec` against a code location's asset graph.
 
     Raises BackfillPlanError, naming the fix, when the selection is invalid or
@@ -124,16 +125,21 @@ def plan(asset_graph: BaseAssetGraph, spec: BackfillSpec, dynamic_partitions_sto
     selected = resolve_selection(asset_graph, spec.selection)
     _check_static_filters(asset_graph, selected, spec.static)
     graph = build_graph(
-        asset_graph, selected, spec.time_range(), spec.static, dynamic_partitions_store,
-        lookback=spec.lookback, exact=spec.exact, downstream=spec.downstream,
+        asset_graph,
+        selected,
+        spec.time_range(),
+        spec.static,
+        dynamic_partitions_store,
+        lookback=spec.lookback,
+        exact=spec.exact,
+        downstream=spec.downstream,
     )
     in_backfill = [key.to_user_string() for key in graph.slices]
     unknown = sorted(set(spec.asset_limits) - set(in_backfill))
     if unknown:
         raise BackfillPlanError(f"asset limits name assets outside the backfill: {unknown}; it holds {in_backfill}")
     if graph.node_count() == 0:
-        reasons = [_why_empty(key.to_user_string(), asset_graph.get(key).partitions_def, spec)
-                   for key in graph.slices]
+        reasons = [_why_empty(key.to_user_string(), asset_graph.get(key).partitions_def, spec) for key in graph.slices]
         raise BackfillPlanError(f"{spec.describe()} plans no partition: " + "; ".join(reasons))
     return graph
 
@@ -161,12 +167,17 @@ def _static_dimensions(key: dg.AssetKey, partitions_def: dg.PartitionsDefinition
     if isinstance(partitions_def, dg.StaticPartitionsDefinition):
         return [key.to_user_string()]
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):
-        return [d.name for d in partitions_def.partitions_defs
-                if isinstance(d.partitions_def, dg.StaticPartitionsDefinition)]
+        return [
+            d.name
+            for d in partitions_def.partitions_defs
+            if isinstance(d.partitions_def, dg.StaticPartitionsDefinition)
+        ]
     return []
 
 
-def _check_static_filters(asset_graph: BaseAssetGraph, selected: set[dg.AssetKey], static_keys: Mapping[str, Sequence[str]]) -> None:
+def _check_static_filters(
+    asset_graph: BaseAssetGraph, selected: set[dg.AssetKey], static_keys: Mapping[str, Sequence[str]]
+) -> None:
     known = sorted({d for key in selected for d in _static_dimensions(key, asset_graph.get(key).partitions_def)})
     unknown = sorted(set(static_keys) - set(known))
     if unknown:
@@ -183,18 +194,24 @@ def _why_empty(asset: str, partitions_def: dg.PartitionsDefinition | None, spec:
             if not isinstance(dimension.partitions_def, dg.StaticPartitionsDefinition):
                 return _why_empty(f"{asset} (dimension {dimension.name})", dimension.partitions_def, spec)
     if isinstance(partitions_def, dg.DynamicPartitionsDefinition):
-        return (f"asset {asset}: dynamic partitions {partitions_def.name!r} have no keys yet; add them with "
-                f"instance.add_dynamic_partitions({partitions_def.name!r}, [...]), a sensor's "
-                "DynamicPartitionsRequest, or the UI (the asset's Partitions tab)")
+        return (
+            f"asset {asset}: dynamic partitions {partitions_def.name!r} have no keys yet; add them with "
+            f"instance.add_dynamic_partitions({partitions_def.name!r}, [...]), a sensor's "
+            "DynamicPartitionsRequest, or the UI (the asset's Partitions tab)"
+        )
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         first, last = partitions_def.get_first_partition_key(), partitions_def.get_last_partition_key()
         if first is None or last is None:
             return f"asset {asset} has no partitions yet (they start {partitions_def.start})"
         if spec.exact:
-            return (f"no partition of asset {asset} lies wholly inside {spec.start}..{spec.end} (--exact); "
-                    "widen the range or drop --exact")
-        return (f"asset {asset}: its partitions run from {first} to {last}; the range {spec.start}..{spec.end} "
-                "lies outside them")
+            return (
+                f"no partition of asset {asset} lies wholly inside {spec.start}..{spec.end} (--exact); "
+                "widen the range or drop --exact"
+            )
+        return (
+            f"asset {asset}: its partitions run from {first} to {last}; the range {spec.start}..{spec.end} "
+            "lies outside them"
+        )
     return f"asset {asset} has no partition in the plan"
 
 
@@ -232,29 +249,36 @@ def build_graph(
     }
     # One padding for every definition, so that each definition's windows are computed once.
     padding = max(
-        [abs(o) for m in mappings_by_edge.values() if isinstance(m, dg.TimeWindowPartitionMapping)
-         for o in (m.start_offset, m.end_offset)],
+        [
+            abs(o)
+            for m in mappings_by_edge.values()
+            if isinstance(m, dg.TimeWindowPartitionMapping)
+            for o in (m.start_offset, m.end_offset)
+        ],
         default=0,
     )
     windows = _WindowCache(padding, lookback, exact)
     keys_by_asset = {
-        key: _keys_of(key, asset_graph.get(key).partitions_def, time_range, static_keys or {},
-                      dynamic_partitions_store, windows)
+        key: _keys_of(
+            key, asset_graph.get(key).partitions_def, time_range, static_keys or {}, dynamic_partitions_store, windows
+        )
         for key in order
         if key in set(selection)
     }
     if downstream:
         keys_by_asset = _cascade(asset_graph, order, keys_by_asset, mappings_by_edge, dynamic_partitions_store)
     slices = {
-        key: AssetSlice(key, asset_graph.get(key).partitions_def, keys_by_asset[key],
-                        _max_batch(asset_graph.get(key), len(keys_by_asset[key])))
+        key: AssetSlice(
+            key,
+            asset_graph.get(key).partitions_def,
+            keys_by_asset[key],
+            _max_batch(asset_graph.get(key), len(keys_by_asset[key])),
+        )
         for key in order
     }
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():
-        dependencies[key].append(
-            _dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store)
-        )
+        dependencies[key].append(_dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store))
     return BackfillGraph(slices, dependencies)
 
 
@@ -269,7 +293,13 @@ def _descendants(asset_graph: BaseAssetGraph, keys: set[dg.AssetKey]) -> set[dg.
     return found
 
 
-def _cascade(asset_graph: BaseAssetGraph, order: list[dg.AssetKey], keys_by_asset: dict[dg.AssetKey, list[str]], mappings_by_edge: dict[tuple[dg.AssetKey, dg.AssetKey], dg.PartitionMapping], store: DynamicPartitionsStore | None) -> dict[dg.AssetKey, list[str]]:
+def _cascade(
+    asset_graph: BaseAssetGraph,
+    order: list[dg.AssetKey],
+    keys_by_asset: dict[dg.AssetKey, list[str]],
+    mappings_by_edge: dict[tuple[dg.AssetKey, dg.AssetKey], dg.PartitionMapping],
+    store: DynamicPartitionsStore | None,
+) -> dict[dg.AssetKey, list[str]]:
     """Each asset's partitions plus every partition that its upstream partitions reach."""
     reached: dict[dg.AssetKey, list[str]] = {}
     for key in order:  # topological: an asset's parents are final before it
@@ -277,33 +307,47 @@ def _cascade(asset_graph: BaseAssetGraph, order: list[dg.AssetKey], keys_by_asse
         keys = set(keys_by_asset.get(key, ()))
         for (child, parent), mapping in mappings_by_edge.items():
             if child == key and parent != key and reached[parent]:
-                keys |= _downstream_keys(mapping, asset_graph.get(parent).partitions_def, reached[parent],
-                                         partitions_def, store)
+                keys |= _downstream_keys(
+                    mapping, asset_graph.get(parent).partitions_def, reached[parent], partitions_def, store
+                )
         if keys and (key, key) in mappings_by_edge:
             keys |= _self_reached(mappings_by_edge[(key, key)], partitions_def, keys, store)
         reached[key] = _in_partition_order(partitions_def, keys, store)
     return reached
 
 
-def _downstream_keys(mapping: dg.PartitionMapping, upstream_def: dg.PartitionsDefinition | None, upstream_keys: list[str], downstream_def: dg.PartitionsDefinition | None, store: DynamicPartitionsStore | None) -> set[str]:
+def _downstream_keys(
+    mapping: dg.PartitionMapping,
+    upstream_def: dg.PartitionsDefinition | None,
+    upstream_keys: list[str],
+    downstream_def: dg.PartitionsDefinition | None,
+    store: DynamicPartitionsStore | None,
+) -> set[str]:
     if downstream_def is None:
         return {UNPARTITIONED}
     if upstream_def is None:  # an unpartitioned input feeds every partition
         return set(downstream_def.get_partition_keys(dynamic_partitions_store=store))
     subset = mapping.get_downstream_partitions_for_partitions(
-        upstream_def.subset_with_partition_keys(upstream_keys), upstream_def, downstream_def,
+        upstream_def.subset_with_partition_keys(upstream_keys),
+        upstream_def,
+        downstream_def,
         dynamic_partitions_store=store,
     )
     return set(subset.get_partition_keys())
 
 
-def _self_reached(mapping: dg.PartitionMapping, partitions_def: dg.PartitionsDefinition, keys: set[str], store: DynamicPartitionsStore | None) -> set[str]:
+def _self_reached(
+    mapping: dg.PartitionMapping,
+    partitions_def: dg.PartitionsDefinition,
+    keys: set[str],
+    store: DynamicPartitionsStore | None,
+) -> set[str]:
     """Partitions of a self-dependent asset that depend on `keys` through itself, transitively."""
     if isinstance(mapping, dg.TimeWindowPartitionMapping) and mapping.end_offset < 0:
         # Each partition reads earlier ones: a change reaches every later partition.
         every = list(partitions_def.get_partition_keys(dynamic_partitions_store=store))
         position = {k: i for i, k in enumerate(every)}
-        return set(every[min(position[k] for k in keys):])
+        return set(every[min(position[k] for k in keys) :])
     reached, frontier = set(keys), set(keys)
     while frontier:
         frontier = _downstream_keys(mapping, partitions_def, sorted(frontier), partitions_def, store) - reached
@@ -311,7 +355,9 @@ def _self_reached(mapping: dg.PartitionMapping, partitions_def: dg.PartitionsDef
     return reached
 
 
-def _in_partition_order(partitions_def: dg.PartitionsDefinition | None, keys: set[str], store: DynamicPartitionsStore | None) -> list[str]:
+def _in_partition_order(
+    partitions_def: dg.PartitionsDefinition | None, keys: set[str], store: DynamicPartitionsStore | None
+) -> list[str]:
     if partitions_def is None:
         return sorted(keys)
     return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]
@@ -329,13 +375,21 @@ def _max_batch(asset_node: BaseAssetNode, partition_count: int) -> int:
     return policy.max_partitions_per_run or max(partition_count, 1)
 
 
-def _keys_of(key: dg.AssetKey, partitions_def: dg.PartitionsDefinition | None, time_range: TimeRange | None, static_keys: Mapping[str, Sequence[str]], dynamic_partitions_store: DynamicPartitionsStore | None, windows: _WindowCache) -> list[str]:
+def _keys_of(
+    key: dg.AssetKey,
+    partitions_def: dg.PartitionsDefinition | None,
+    time_range: TimeRange | None,
+    static_keys: Mapping[str, Sequence[str]],
+    dynamic_partitions_store: DynamicPartitionsStore | None,
+    windows: _WindowCache,
+) -> list[str]:
     if partitions_def is None:
         return [UNPARTITIONED]
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         if time_range is None:
             raise BackfillPlanError(
-                f"asset {key.to_user_string()} is time-partitioned: give a start and an end (--start, --end: inclusive ISO dates or times)"
+                f"asset {key.to_user_string()} is time-partitioned: give a start and an end "
+                "(--start, --end: inclusive ISO dates or times)"
             )
         return windows.time_keys(partitions_def, time_range)
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):
@@ -363,7 +417,9 @@ def _dimension_keys(
     return _keys_of(key, dimension.partitions_def, time_range, {}, dynamic_partitions_store, windows)
 
 
-def _static_keys(dimension: str, partitions_def: dg.StaticPartitionsDefinition, chosen: Sequence[str] | None) -> list[str]:
+def _static_keys(
+    dimension: str, partitions_def: dg.StaticPartitionsDefinition, chosen: Sequence[str] | None
+) -> list[str]:
     every = list(partitions_def.get_partition_keys())
     if chosen is None:
         return every
@@ -399,9 +455,11 @@ def _time_keys(
     start = partitions_def.start_time_for_partition_key(holding)
     keys = list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
     if exact:  # windows are contiguous: only the first and the last can stick out of the range
-        keys = [k for k in keys[:1] if _inside(partitions_def, k, time_range)] + keys[1:-1] + [
-            k for k in keys[1:][-1:] if _inside(partitions_def, k, time_range)
-        ]
+        keys = (
+            [k for k in keys[:1] if _inside(partitions_def, k, time_range)]
+            + keys[1:-1]
+            + [k for k in keys[1:][-1:] if _inside(partitions_def, k, time_range)]
+        )
     return keys
 
 
@@ -445,7 +503,9 @@ class _WindowCache:
             )
         return self._keys[cache_key]
 
-    def bounds(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def bounds(
+        self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
         cache_key = (partitions_def, keys[0], keys[-1], len(keys))
         if cache_key not in self._bounds:
             windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
@@ -455,7 +515,9 @@ class _WindowCache:
             )
         return self._bounds[cache_key]
 
-    def padded(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    def padded(
+        self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Bounds of `keys` with `padding` more windows on each side, and where keys[0] sits."""
         cache_key = (partitions_def, keys[0], keys[-1], len(keys))
         if cache_key not in self._padded:
@@ -496,7 +558,13 @@ def _dependency(
     return Dependency(downstream.key, upstream.key, explicit=explicit)
 
 
-def _mapped_keys(mapping: dg.PartitionMapping, downstream: AssetSlice, upstream: AssetSlice, key: str, store: DynamicPartitionsStore | None) -> list[str]:
+def _mapped_keys(
+    mapping: dg.PartitionMapping,
+    downstream: AssetSlice,
+    upstream: AssetSlice,
+    key: str,
+    store: DynamicPartitionsStore | None,
+) -> list[str]:
     if upstream.partitions_def is None:
         return [UNPARTITIONED]
     subset = None
@@ -538,9 +606,7 @@ def _time_window_dependency(
     stops = np.searchsorted(u_ends, shifted_end, side="left") + 1
     starts = np.clip(starts, 0, len(upstream))
     stops = np.clip(stops, 0, len(upstream))
-    outside = (shifted_end <= u_starts[0]) | (shifted_start >= u_ends[-1]) | (
-        shifted_start >= shifted_end
-    )
+    outside = (shifted_end <= u_starts[0]) | (shifted_start >= u_ends[-1]) | (shifted_start >= shifted_end)
     stops = np.where(outside, starts, stops)
     return Dependency(downstream.key, upstream.key, starts=starts, stops=stops)
 

@@ -18,7 +18,9 @@ def dagster_config(root: Path) -> dict:
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as error:
-        raise CodeLocationError(f"{pyproject.resolve()} is not valid TOML ({error}): fix it, or pass -m MODULE") from None
+        raise CodeLocationError(
+            f"{pyproject.resolve()} is not valid TOML ({error}): fix it, or pass -m MODULE"
+        ) from None
 
 
 def configured_module(root: Path = Path()) -> str:
@@ -62,7 +64,5 @@ def load_definitions(target: str) -> dg.Definitions:
         return module.defs
     definitions = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]
     if len(definitions) != 1:
-        raise CodeLocationError(
-            f"{target} has {len(definitions)} Definitions objects: name the one to use `defs`"
-        )
+        raise CodeLocationError(f"{target} has {len(definitions)} Definitions objects: name the one to use `defs`")
     return definitions[0]

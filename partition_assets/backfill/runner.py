@@ -9,6 +9,7 @@ webserver, in the event log and in Dagster's partition status.
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import SpawnContext, SpawnProcess
+from typing import Any
 
 import dagster as dg
 
@@ -29,7 +30,8 @@ class _WorkerRecordingContext(SpawnContext):
         super().__init__()
         self.workers: list[SpawnProcess] = []
 
-    def Process(self, *args, **kwargs) -> SpawnProcess:  # the name of the context's factory
+    # The context's process factory; typeshed declares it as the class itself, hence the ignore.
+    def Process(self, *args: Any, **kwargs: Any) -> SpawnProcess:  # type: ignore[override]
         worker = SpawnProcess(*args, **kwargs)
         self.workers.append(worker)
         return worker
@@ -71,7 +73,7 @@ class DagsterNodeRunner:
     def __enter__(self) -> "DagsterNodeRunner":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

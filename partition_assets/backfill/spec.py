@@ -88,20 +88,24 @@ class BackfillSpec:
     """A backfill: which assets, which partitions, how fast, in which mode. Validated on creation."""
 
     module: str = option(
-        help="the code location: a module name or a .py file", on_command_line=False,
+        help="the code location: a module name or a .py file",
+        on_command_line=False,
     )
     selection: str = option(help=f"Dagster asset selection, {SELECTION_EXAMPLES}", flag="--select")
     start: str | None = option(None, help="first day or time, inclusive (ISO 8601)")
     end: str | None = option(None, help="last day or time, inclusive (ISO 8601)")
     static: Mapping[str, list[str]] = option(
-        factory=dict, metavar="DIM=a,b",
+        factory=dict,
+        metavar="DIM=a,b",
         help="static keys to include, by dimension name (or asset key of a static asset); repeatable",
         parse=_parse_pairs("--static", "DIMENSION=key1,key2", "region=emea,apac", _key_list),
         config_type=dict[str, list[str]],
     )
     max_parallel: int = option(4, help="node runs at once")
     asset_limits: Mapping[str, int] = option(
-        factory=dict, flag="--asset-limit", metavar="ASSET=N",
+        factory=dict,
+        flag="--asset-limit",
+        metavar="ASSET=N",
         help="at most N concurrent runs of ASSET; repeatable",
         parse=_parse_pairs("--asset-limit", "ASSET=N", "daily_orders=1", _positive_int),
         config_type=dict[str, int],
@@ -113,8 +117,12 @@ class BackfillSpec:
     catch_up: bool = option(False, help="only partitions missing or failed in the instance")
     reverse: bool = option(False, help="newest partitions first")
     tags: Mapping[str, str] = option(
-        factory=dict, flag="--tag", metavar="KEY=VALUE", help="a tag on every node run, e.g. team=finance; repeatable",
-        parse=_parse_pairs("--tag", "KEY=VALUE", "team=finance", lambda value, tag: tag), config_type=dict[str, str],
+        factory=dict,
+        flag="--tag",
+        metavar="KEY=VALUE",
+        help="a tag on every node run, e.g. team=finance; repeatable",
+        parse=_parse_pairs("--tag", "KEY=VALUE", "team=finance", lambda value, tag: tag),
+        config_type=dict[str, str],
     )
 
     def __post_init__(self) -> None:
@@ -208,13 +216,20 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
             action = "store_false" if spec_field.default is True else "store_true"
             parser.add_argument(flag, dest=spec_field.name, action=action, help=how.help)
         elif how.parse is not None:
-            parser.add_argument(flag, dest=spec_field.name, action="append", default=[],
-                                metavar=how.metavar, help=how.help)
+            parser.add_argument(
+                flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=how.help
+            )
         else:
             required = spec_field.default is dataclasses.MISSING
-            parser.add_argument(flag, dest=spec_field.name, required=required, metavar=how.metavar,
-                                type=int if _type_of(spec_field) is int else str, default=None if required
-                                else spec_field.default, help=how.help)
+            parser.add_argument(
+                flag,
+                dest=spec_field.name,
+                required=required,
+                metavar=how.metavar,
+                type=int if _type_of(spec_field) is int else str,
+                default=None if required else spec_field.default,
+                help=how.help,
+            )
 
 
 def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:

@@ -9,6 +9,7 @@ run succeeded is never run again, whatever happened to the coordinator.
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def node_states(
     return states
 
 
-def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:
+def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.DagsterRun]:
     return instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
 
 

@@ -116,16 +116,11 @@ def _target(args: argparse.Namespace) -> str:
 def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:
     """Median wall time of each asset's recent successful single-asset runs (1 s when unknown)."""
     seconds = defaultdict(list)
-    for record in instance.get_run_records(
-        dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]), limit=2000
-    ):
+    for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]), limit=2000):
         selection = record.dagster_run.asset_selection or set()
         if len(selection) == 1 and record.start_time and record.end_time:
             seconds[next(iter(selection))].append(record.end_time - record.start_time)
-    return {
-        key: statistics.median(seconds[key]) if seconds[key] else _DEFAULT_SECONDS_PER_NODE
-        for key in graph.slices
-    }
+    return {key: statistics.median(seconds[key]) if seconds[key] else _DEFAULT_SECONDS_PER_NODE for key in graph.slices}
 
 
 def _describe_plan(graph: BackfillGraph, durations: dict[dg.AssetKey, float], max_parallel: int) -> str:

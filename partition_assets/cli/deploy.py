@@ -27,10 +27,13 @@ def run_deploy_command(args: argparse.Namespace) -> int:
     """Runs `deploy`, `deploys` or `undeploy`; a bad input raises DeployError."""
     repo = repo_root()
     if args.command == "deploy":
-        done = deploy(repo, args.sha, module=args.module_name, location=args.name,
-                      port=args.port, workspace=args.workspace)
-        print(f"deployed {done.location}: {done.module} from {done.worktree}, "
-              f"code server 127.0.0.1:{done.port} (pid {done.pid}), registered in {done.workspace}")
+        done = deploy(
+            repo, args.sha, module=args.module_name, location=args.name, port=args.port, workspace=args.workspace
+        )
+        print(
+            f"deployed {done.location}: {done.module} from {done.worktree}, "
+            f"code server 127.0.0.1:{done.port} (pid {done.pid}), registered in {done.workspace}"
+        )
     elif args.command == "deploys":
         if not deployments(repo):
             print(f"no deploys under {repo}")

@@ -9,7 +9,11 @@ from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.scheduling import NodeStatus
 
 _GLYPHS: dict[NodeStatus | None, str] = {NodeStatus.SUCCEEDED: "█", NodeStatus.FAILED: "✗", NodeStatus.RUNNING: "▶"}
-COLORS: dict[NodeStatus | None, str] = {NodeStatus.SUCCEEDED: "#2e7d32", NodeStatus.FAILED: "#c62828", NodeStatus.RUNNING: "#f9a825"}
+COLORS: dict[NodeStatus | None, str] = {
+    NodeStatus.SUCCEEDED: "#2e7d32",
+    NodeStatus.FAILED: "#c62828",
+    NodeStatus.RUNNING: "#f9a825",
+}
 MISSING_COLOR = "#e0e0e0"
 _TEXT_CELLS = 96
 _CELL_WIDTH, _ROW_HEIGHT, _LABEL_WIDTH, _MAX_IMAGE_WIDTH = 6, 16, 200, 4000
@@ -24,8 +28,11 @@ class Heatmap:
     def rows(self) -> list[tuple[str, list[str], list[NodeStatus | None]]]:
         """(asset, partition keys, state of each) in the graph's order."""
         return [
-            (key.to_user_string(), asset_slice.partition_keys,
-             [self.states.get(Node(key, p)) for p in asset_slice.partition_keys])
+            (
+                key.to_user_string(),
+                asset_slice.partition_keys,
+                [self.states.get(Node(key, p)) for p in asset_slice.partition_keys],
+            )
             for key, asset_slice in self.graph.slices.items()
         ]
 
@@ -41,8 +48,10 @@ class Heatmap:
     def html(self) -> str:
         rows = []
         for asset, keys, states in self.rows():
-            cells = "".join(f'<td title="{key}" style="background:{COLORS.get(state, MISSING_COLOR)}"></td>'
-                            for key, state in zip(keys, states, strict=True))
+            cells = "".join(
+                f'<td title="{key}" style="background:{COLORS.get(state, MISSING_COLOR)}"></td>'
+                for key, state in zip(keys, states, strict=True)
+            )
             rows.append(f"<tr><th>{asset}</th>{cells}</tr>")
         return (
             f"<!doctype html><meta charset=utf-8><title>{self.title}</title>"
@@ -63,6 +72,8 @@ class Heatmap:
             draw.text((4, top + 2), asset[:32], fill="black")
             for column, state in enumerate(states):
                 left = _LABEL_WIDTH + column * cell
-                draw.rectangle((left, top + 2, left + max(cell - 2, 0), top + _ROW_HEIGHT - 3),
-                               fill=COLORS.get(state, MISSING_COLOR))
+                draw.rectangle(
+                    (left, top + 2, left + max(cell - 2, 0), top + _ROW_HEIGHT - 3),
+                    fill=COLORS.get(state, MISSING_COLOR),
+                )
         image.save(path, format="PNG")

@@ -19,9 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="partition-assets")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("java", help="print the Java runtime Spark will use")
-    spark = commands.add_parser(
-        "spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)"
-    )
+    spark = commands.add_parser("spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)")
     spark.add_argument("action", choices=["start", "stop", "status"])
     add_backfill_commands(commands)
     add_deploy_commands(commands)

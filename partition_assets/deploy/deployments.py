@@ -28,7 +28,6 @@ DEPLOYS_DIR = ".deploys"
 _HOST = "127.0.0.1"
 
 
-
 @dataclass
 class Deployment:
     sha: str
@@ -85,7 +84,9 @@ def deploy(
     configured = dagster_config(worktree)
     module = module or configured.get("module_name")
     if not module:
-        raise DeployError(f"name the code location's module (-m): {worktree}/pyproject.toml has no [tool.dagster] module_name")
+        raise DeployError(
+            f"name the code location's module (-m): {worktree}/pyproject.toml has no [tool.dagster] module_name"
+        )
     location = location or f"{configured.get('code_location_name', module)}@{full_sha[:12]}"
     port = port or _free_port()
     log = deploys / f"{full_sha[:12]}.log"
@@ -99,14 +100,42 @@ def deploy(
     with open(log, "ab") as out:
         server = subprocess.Popen(
             # -P: no current directory on sys.path (it is the repo at another commit).
-            [sys.executable, "-P", "-m", "dagster", "api", "grpc", "-m", module, "-d", str(worktree),
-             "-h", _HOST, "-p", str(port), "--location-name", location,
-             "--use-python-environment-entry-point"],
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "dagster",
+                "api",
+                "grpc",
+                "-m",
+                module,
+                "-d",
+                str(worktree),
+                "-h",
+                _HOST,
+                "-p",
+                str(port),
+                "--location-name",
+                location,
+                "--use-python-environment-entry-point",
+            ],
             # The caller's directory: relative settings (e.g. the example's .lake) mean the same.
-            cwd=Path.cwd(), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=Path.cwd(),
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-    deployment = Deployment(full_sha, location, module, port, server.pid, str(worktree),
-                            str((workspace or repo / "workspace.yaml").resolve()), str(log))
+    deployment = Deployment(
+        full_sha,
+        location,
+        module,
+        port,
+        server.pid,
+        str(worktree),
+        str((workspace or repo / "workspace.yaml").resolve()),
+        str(log),
+    )
     try:
         _wait_until_loaded(deployment, server, timeout)
     except DeployError:
@@ -183,16 +212,17 @@ def _wait_until_loaded(deployment: Deployment, server: subprocess.Popen, timeout
 def _register(workspace: Path, deployment: Deployment) -> None:
     config = _read_workspace(workspace)
     entries = [e for e in config["load_from"] if _location_name(e) != deployment.location]
-    entries.append({"grpc_server": {"host": deployment.host, "port": deployment.port,
-                                    "location_name": deployment.location}})
+    entries.append(
+        {"grpc_server": {"host": deployment.host, "port": deployment.port, "location_name": deployment.location}}
+    )
     _write_workspace(workspace, {**config, "load_from": entries})
 
 
 def _unregister(workspace: Path, location: str) -> None:
     config = _read_workspace(workspace)
-    _write_workspace(workspace, {**config, "load_from": [
-        e for e in config["load_from"] if _location_name(e) != location
-    ]})
+    _write_workspace(
+        workspace, {**config, "load_from": [e for e in config["load_from"] if _location_name(e) != location]}
+    )
 
 
 def _read_workspace(workspace: Path) -> dict:

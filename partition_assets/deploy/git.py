@@ -17,9 +17,7 @@ DIRTY_SUFFIX = "-dirty"
 
 def git(directory: str | Path, *args: str) -> str:
     """`git -C directory args...`'s stripped stdout; raises CalledProcessError on failure."""
-    done = subprocess.run(
-        ["git", "-C", str(directory), *args], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, check=True)
     return done.stdout.strip()
 
 

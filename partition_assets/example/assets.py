@@ -1,16 +1,16 @@
 """A small lakehouse that exercises every partition kind and mapping.
 
-    events (hourly) ──fan-in──> events_6h (cron, every 6 hours)
-        └──fan-in──> daily_orders (daily)
-    countries (static) ──static_to_static──> regions (static)
-    daily_orders + regions ──to_dimension──> daily_region_revenue (daily × region)
-        └──per_dimension(rolling 7, identity)──> region_revenue_7d (daily × region)
-    daily_orders + regions (all) ──identity──> daily_revenue (daily)
-        ├──rolling 7──> revenue_7d
-        ├──identity + self (previous day)──> revenue_running_total
-        ├──fan-in──> weekly_revenue, monthly_revenue
-        └── + monthly_targets ──fan-out──> daily_target_attainment
-    campaign_report (dynamic)
+events (hourly) ──fan-in──> events_6h (cron, every 6 hours)
+    └──fan-in──> daily_orders (daily)
+countries (static) ──static_to_static──> regions (static)
+daily_orders + regions ──to_dimension──> daily_region_revenue (daily × region)
+    └──per_dimension(rolling 7, identity)──> region_revenue_7d (daily × region)
+daily_orders + regions (all) ──identity──> daily_revenue (daily)
+    ├──rolling 7──> revenue_7d
+    ├──identity + self (previous day)──> revenue_running_total
+    ├──fan-in──> weekly_revenue, monthly_revenue
+    └── + monthly_targets ──fan-out──> daily_target_attainment
+campaign_report (dynamic)
 """
 
 from collections.abc import Callable
@@ -85,12 +85,8 @@ def events(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame
 )
 def events_6h(events: DataFrame) -> DataFrame:
     """Event count and revenue per 6-hour window (cron partitions)."""
-    bucket = F.date_format(
-        F.timestamp_seconds(F.floor(F.unix_seconds("event_ts") / 21600) * 21600), "yyyy-MM-dd-HH:mm"
-    )
-    return events.groupBy(bucket.alias("ds")).agg(
-        F.count("*").alias("events"), F.sum("amount").alias("revenue")
-    )
+    bucket = F.date_format(F.timestamp_seconds(F.floor(F.unix_seconds("event_ts") / 21600) * 21600), "yyyy-MM-dd-HH:mm")
+    return events.groupBy(bucket.alias("ds")).agg(F.count("*").alias("events"), F.sum("amount").alias("revenue"))
 
 
 @dg.asset(
@@ -108,11 +104,7 @@ def countries(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFr
     partitions_def=REGIONS,
     backfill_policy=RANGE_RUN,
     metadata={"partition_column": "region"},
-    ins={
-        "countries": dg.AssetIn(
-            partition_mapping=mappings.static_to_static(sources.REGION_OF_COUNTRY)
-        )
-    },
+    ins={"countries": dg.AssetIn(partition_mapping=mappings.static_to_static(sources.REGION_OF_COUNTRY))},
     group_name="reference",
 )
 def regions(countries: DataFrame) -> DataFrame:
@@ -162,9 +154,7 @@ def daily_region_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFra
     backfill_policy=RANGE_RUN,
     ins={
         "daily_region_revenue": dg.AssetIn(
-            partition_mapping=mappings.per_dimension(
-                ds=mappings.rolling_window(7), region=mappings.identity()
-            )
+            partition_mapping=mappings.per_dimension(ds=mappings.rolling_window(7), region=mappings.identity())
         )
     },
     group_name="revenue",
@@ -237,14 +227,10 @@ def revenue_running_total(
     first_day = context.partition_keys[0]
     carried = F.lit(0.0)
     if previous is not None:
-        day_before = previous.filter(F.col("ds") < first_day).select(
-            F.col("running_total_usd").alias("carried")
-        )
+        day_before = previous.filter(F.col("ds") < first_day).select(F.col("running_total_usd").alias("carried"))
         daily_revenue = daily_revenue.crossJoin(day_before)
         carried = F.col("carried")
-    cumulative = F.sum("revenue_usd").over(
-        Window.orderBy("ds").rowsBetween(Window.unboundedPreceding, 0)
-    )
+    cumulative = F.sum("revenue_usd").over(Window.orderBy("ds").rowsBetween(Window.unboundedPreceding, 0))
     return daily_revenue.select("ds", F.round(carried + cumulative, 2).alias("running_total_usd"))
 
 
@@ -279,9 +265,7 @@ def monthly_revenue(daily_revenue: DataFrame) -> DataFrame:
 @dg.asset(partitions_def=MONTHLY, backfill_policy=RANGE_RUN, group_name="planning")
 def monthly_targets(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     """Each month's revenue target."""
-    return _each_key(
-        context.partition_keys, lambda month: sources.monthly_target(spark.spark_session, month), "ds"
-    )
+    return _each_key(context.partition_keys, lambda month: sources.monthly_target(spark.spark_session, month), "ds")
 
 
 @dg.asset(
@@ -300,9 +284,7 @@ def daily_target_attainment(daily_revenue: DataFrame, monthly_targets: DataFrame
     targets = monthly_targets.select(F.col("ds").alias("month"), "target_usd")
     return daily_revenue.join(targets, month == F.col("month")).select(
         "ds",
-        F.round(
-            F.col("revenue_usd") / (F.col("target_usd").cast("double") / days_in_month), 4
-        ).alias("attainment"),
+        F.round(F.col("revenue_usd") / (F.col("target_usd").cast("double") / days_in_month), 4).alias("attainment"),
     )
 
 

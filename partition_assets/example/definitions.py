@@ -34,8 +34,9 @@ def build_definitions() -> dg.Definitions:
         # Both stopped unless PARTITION_ASSETS_SENSORS names them (README "Automation").
         sensors=[
             eager_partitions_sensor(dg.AssetSelection.all(), default_status=default_status("eager_partitions")),
-            catch_up_sensor(engine, "group:orders", horizon=timedelta(days=7),
-                            default_status=default_status("catch_up")),
+            catch_up_sensor(
+                engine, "group:orders", horizon=timedelta(days=7), default_status=default_status("catch_up")
+            ),
         ],
         resources={
             "spark": spark,

@@ -51,9 +51,7 @@ def country_attributes(spark: SparkSession, countries: list[str]) -> DataFrame:
 
 def monthly_target(spark: SparkSession, month_key: str) -> DataFrame:
     """The revenue target (USD) of a month partition."""
-    return spark.range(1).select(
-        _money(F.xxhash64(F.lit(month_key), F.lit("target")), 1_000_000).alias("target_usd")
-    )
+    return spark.range(1).select(_money(F.xxhash64(F.lit(month_key), F.lit("target")), 1_000_000).alias("target_usd"))
 
 
 def campaign_clicks(spark: SparkSession, campaign: str) -> DataFrame:
@@ -62,9 +60,7 @@ def campaign_clicks(spark: SparkSession, campaign: str) -> DataFrame:
     return spark.range(CAMPAIGN_DAYS).select(
         F.col("id").cast("int").alias("campaign_day"),
         F.pmod(seed, F.lit(5000)).alias("clicks"),
-        F.pmod(F.xxhash64(F.lit(campaign), F.col("id"), F.lit("spend")), F.lit(900)).alias(
-            "spend_usd"
-        ),
+        F.pmod(F.xxhash64(F.lit(campaign), F.col("id"), F.lit("spend")), F.lit(900)).alias("spend_usd"),
     )
 
 

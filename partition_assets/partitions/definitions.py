@@ -32,7 +32,6 @@ DateLike = str | datetime
 _TimeDef = TypeVar("_TimeDef", bound=dg.TimeWindowPartitionsDefinition)
 
 
-
 def hourly(
     start: DateLike,
     *,
@@ -43,9 +42,7 @@ def hourly(
     minute_offset: int = 0,
 ) -> dg.HourlyPartitionsDefinition:
     """Hourly partitions; keys are window starts in `tz`, formatted with `fmt`."""
-    return _calendar(
-        dg.HourlyPartitionsDefinition, start, end, tz, fmt, data_lag, minute_offset=minute_offset
-    )
+    return _calendar(dg.HourlyPartitionsDefinition, start, end, tz, fmt, data_lag, minute_offset=minute_offset)
 
 
 def daily(
@@ -58,9 +55,7 @@ def daily(
     hour_offset: int = 0,
 ) -> dg.DailyPartitionsDefinition:
     """Daily partitions; `data_lag=N` makes the newest partition N days older than yesterday."""
-    return _calendar(
-        dg.DailyPartitionsDefinition, start, end, tz, fmt, data_lag, hour_offset=hour_offset
-    )
+    return _calendar(dg.DailyPartitionsDefinition, start, end, tz, fmt, data_lag, hour_offset=hour_offset)
 
 
 def weekly(
@@ -73,9 +68,7 @@ def weekly(
     day_offset: int = 0,
 ) -> dg.WeeklyPartitionsDefinition:
     """Weekly partitions starting on `day_offset` (0 = Sunday, Dagster's convention)."""
-    return _calendar(
-        dg.WeeklyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset
-    )
+    return _calendar(dg.WeeklyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset)
 
 
 def monthly(
@@ -88,9 +81,7 @@ def monthly(
     day_offset: int = 1,
 ) -> dg.MonthlyPartitionsDefinition:
     """Monthly partitions starting on day `day_offset` of each month."""
-    return _calendar(
-        dg.MonthlyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset
-    )
+    return _calendar(dg.MonthlyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset)
 
 
 def cron(
@@ -124,16 +115,12 @@ def cron(
 def static(keys: Sequence[str]) -> dg.StaticPartitionsDefinition:
     """A fixed set of partition keys, e.g. regions."""
     if isinstance(keys, str) or not keys:
-        raise PartitionDefinitionError(
-            f"static partition keys must be a non-empty list of strings, got {keys!r}"
-        )
+        raise PartitionDefinitionError(f"static partition keys must be a non-empty list of strings, got {keys!r}")
     for key in keys:
         _check_key(key)
     duplicates = sorted(key for key, count in Counter(keys).items() if count > 1)
     if duplicates:
-        raise PartitionDefinitionError(
-            f"static partition keys {duplicates} appear more than once: list each key once"
-        )
+        raise PartitionDefinitionError(f"static partition keys {duplicates} appear more than once: list each key once")
     return dg.StaticPartitionsDefinition(list(keys))
 
 
@@ -141,8 +128,7 @@ def dynamic(name: str) -> dg.DynamicPartitionsDefinition:
     """Partitions whose keys are added at run time (instance.add_dynamic_partitions)."""
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise PartitionDefinitionError(
-            f"dynamic partitions name {name!r} is not valid: use letters, digits and '_', "
-            "starting with a letter"
+            f"dynamic partitions name {name!r} is not valid: use letters, digits and '_', starting with a letter"
         )
     return dg.DynamicPartitionsDefinition(name=name)
 
@@ -158,14 +144,11 @@ def multi(**dimensions: dg.PartitionsDefinition) -> dg.MultiPartitionsDefinition
             "name one time dimension and one static or dynamic one"
         )
     time_dims = [
-        name
-        for name, definition in dimensions.items()
-        if isinstance(definition, dg.TimeWindowPartitionsDefinition)
+        name for name, definition in dimensions.items() if isinstance(definition, dg.TimeWindowPartitionsDefinition)
     ]
     if len(time_dims) > 1:
         raise PartitionDefinitionError(
-            f"multi partitions allow one time dimension, got {time_dims}: "
-            "make the other dimension static or dynamic"
+            f"multi partitions allow one time dimension, got {time_dims}: make the other dimension static or dynamic"
         )
     for name in dimensions:
         if not _IDENTIFIER.match(name):
@@ -186,28 +169,21 @@ def _calendar(
     **offsets: int,
 ) -> _TimeDef:
     _check_common(start, end, tz, fmt, data_lag)
-    definition = definition_class(
-        start_date=start, end_date=end, timezone=tz, fmt=fmt, end_offset=-data_lag, **offsets
-    )
+    definition = definition_class(start_date=start, end_date=end, timezone=tz, fmt=fmt, end_offset=-data_lag, **offsets)
     return _round_trip_checked(definition, fmt)
 
 
-def _check_common(
-    start: DateLike, end: DateLike | None, tz: str, fmt: str, data_lag: int
-) -> None:
+def _check_common(start: DateLike, end: DateLike | None, tz: str, fmt: str, data_lag: int) -> None:
     _check_timezone(tz)
     if not any(directive in fmt for directive in _YEAR_DIRECTIVES):
         raise PartitionDefinitionError(
-            f"fmt {fmt!r} has no year: keys of different years would collide; "
-            "include %Y, e.g. '%Y-%m-%d'"
+            f"fmt {fmt!r} has no year: keys of different years would collide; include %Y, e.g. '%Y-%m-%d'"
         )
     start_at = _parse_bound("start", start, fmt)
     if end is not None:
         end_at = _parse_bound("end", end, fmt)
         if end_at <= start_at:
-            raise PartitionDefinitionError(
-                f"start {start!r} is not before end {end!r}: swap them or move end later"
-            )
+            raise PartitionDefinitionError(f"start {start!r} is not before end {end!r}: swap them or move end later")
     if not isinstance(data_lag, int) or data_lag < 0:
         raise PartitionDefinitionError(
             f"data_lag {data_lag!r} must be a whole number of periods >= 0 "

@@ -53,9 +53,7 @@ def previous_period(periods: int = 1) -> dg.TimeWindowPartitionMapping:
     Use it on an asset's own key for a self-dependency such as a running total.
     """
     if not isinstance(periods, int) or periods < 1:
-        raise PartitionDefinitionError(
-            f"previous_period periods {periods!r} must be a whole number >= 1"
-        )
+        raise PartitionDefinitionError(f"previous_period periods {periods!r} must be a whole number >= 1")
     return dg.TimeWindowPartitionMapping(
         start_offset=-periods, end_offset=-periods, allow_nonexistent_upstream_partitions=True
     )
@@ -66,9 +64,7 @@ def static_to_static(
 ) -> dg.StaticPartitionMapping:
     """Map static keys explicitly, e.g. {"de": "emea", "fr": "emea", "us": "amer"}."""
     if not downstream_keys_by_upstream_key:
-        raise PartitionDefinitionError(
-            "static_to_static needs at least one upstream -> downstream key pair"
-        )
+        raise PartitionDefinitionError("static_to_static needs at least one upstream -> downstream key pair")
     return dg.StaticPartitionMapping(downstream_keys_by_upstream_key)
 
 
@@ -108,9 +104,7 @@ def upstream_keys(
 ) -> list[str]:
     """The upstream partition keys that `downstream_keys` depend on under `mapping`."""
     subset = downstream_def.empty_subset().with_partition_keys(downstream_keys)
-    result = mapping.get_upstream_mapped_partitions_result_for_partitions(
-        subset, downstream_def, upstream_def
-    )
+    result = mapping.get_upstream_mapped_partitions_result_for_partitions(subset, downstream_def, upstream_def)
     return sorted(result.partitions_subset.get_partition_keys())
 
 

@@ -38,7 +38,6 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 }
 
 
-
 @dataclass(frozen=True)
 class LocalConnectServer:
     """A Spark Connect server on 127.0.0.1:`port` whose driver runs `master`."""
@@ -102,16 +101,22 @@ class LocalConnectServer:
         command = build_submit_command(
             java,
             [
-                "--class", _SERVER_CLASS,
-                "--name", f"partition_assets Spark Connect :{self.port}",
-                "--master", self.master,
-                "--driver-memory", self.driver_memory,
-                *_conf_args({
-                    **DEFAULT_SPARK_CONF,
-                    **self.conf,
-                    "spark.connect.grpc.binding.address": "127.0.0.1",
-                    "spark.connect.grpc.binding.port": str(self.port),
-                }),
+                "--class",
+                _SERVER_CLASS,
+                "--name",
+                f"partition_assets Spark Connect :{self.port}",
+                "--master",
+                self.master,
+                "--driver-memory",
+                self.driver_memory,
+                *_conf_args(
+                    {
+                        **DEFAULT_SPARK_CONF,
+                        **self.conf,
+                        "spark.connect.grpc.binding.address": "127.0.0.1",
+                        "spark.connect.grpc.binding.port": str(self.port),
+                    }
+                ),
                 "spark-internal",
             ],
         )
@@ -134,13 +139,11 @@ class LocalConnectServer:
                 return
             if process.poll() is not None:
                 raise SparkConnectServerError(
-                    f"Spark Connect server exited with code {process.returncode}; "
-                    f"see {self.log_path}"
+                    f"Spark Connect server exited with code {process.returncode}; see {self.log_path}"
                 )
             time.sleep(0.25)
         raise SparkConnectServerError(
-            f"Spark Connect server did not listen on port {self.port} within {timeout:.0f} s; "
-            f"see {self.log_path}"
+            f"Spark Connect server did not listen on port {self.port} within {timeout:.0f} s; see {self.log_path}"
         )
 
 
@@ -192,8 +195,7 @@ def build_submit_command(java: JavaRuntime, submit_args: list[str]) -> list[str]
     return [
         token
         for token in tokens[start:]
-        if not token.startswith("--add-modules=")
-        or token.split("=", 1)[1] in java.modules
+        if not token.startswith("--add-modules=") or token.split("=", 1)[1] in java.modules
     ]
 
 

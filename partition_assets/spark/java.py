@@ -15,7 +15,6 @@ MIN_JAVA_VERSION = 17
 _MODULE_LINE = re.compile(r"^([\w.]+)@(\d+)")
 
 
-
 @dataclass(frozen=True)
 class JavaRuntime:
     home: Path
@@ -68,9 +67,7 @@ def _inspect(source: str, home: Path) -> JavaRuntime | None:
     executable = home / "bin" / "java"
     if not executable.exists():
         return None
-    listing = subprocess.run(
-        [str(executable), "--list-modules"], capture_output=True, text=True, check=False
-    )
+    listing = subprocess.run([str(executable), "--list-modules"], capture_output=True, text=True, check=False)
     modules = {}
     for line in listing.stdout.splitlines():
         match = _MODULE_LINE.match(line)
@@ -78,9 +75,7 @@ def _inspect(source: str, home: Path) -> JavaRuntime | None:
             modules[match.group(1)] = int(match.group(2))
     if "java.base" not in modules:
         return None
-    return JavaRuntime(
-        home=home, version=modules["java.base"], source=source, modules=frozenset(modules)
-    )
+    return JavaRuntime(home=home, version=modules["java.base"], source=source, modules=frozenset(modules))
 
 
 if __name__ == "__main__":

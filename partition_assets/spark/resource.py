@@ -1,6 +1,5 @@
 """The SparkSession resource assets and IO managers share."""
 
-
 import os
 from typing import Any
 
@@ -33,9 +32,7 @@ class SparkResource(LazyPySparkResource):
         default_factory=dict, description="Spark conf; spark.sql.* keys apply per session."
     )
     remote: str | None = Field(default=None, description="Spark Connect URL, sc://host:port.")
-    master: str = Field(
-        default="local[2]", description="Driver master: local[N], spark://host:7077, k8s://..."
-    )
+    master: str = Field(default="local[2]", description="Driver master: local[N], spark://host:7077, k8s://...")
     in_process: bool = Field(default=False, description="Run a classic driver in this process.")
     connect_port: int = Field(default=DEFAULT_PORT, description="Port of the shared local server.")
 
@@ -50,9 +47,7 @@ class SparkResource(LazyPySparkResource):
         )
 
     def local_server(self) -> LocalConnectServer:
-        return LocalConnectServer(
-            port=self.connect_port, master=self.master, conf=self._static_conf()
-        )
+        return LocalConnectServer(port=self.connect_port, master=self.master, conf=self._static_conf())
 
     def _init_session(self) -> None:
         if self._spark_session is not None:
@@ -74,8 +69,4 @@ class SparkResource(LazyPySparkResource):
         self._spark_session = session
 
     def _static_conf(self) -> dict[str, str]:
-        return {
-            key: str(value)
-            for key, value in self.spark_config.items()
-            if not key.startswith("spark.sql.")
-        }
+        return {key: str(value) for key, value in self.spark_config.items() if not key.startswith("spark.sql.")}

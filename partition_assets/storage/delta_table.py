@@ -138,9 +138,7 @@ class DeltaFormat:
         """
         table = open_table(table_uri)
         if table is None:
-            raise TableNotFoundError(
-                f"no Delta table at {table_uri}: check the path (it must hold _delta_log/)"
-            )
+            raise TableNotFoundError(f"no Delta table at {table_uri}: check the path (it must hold _delta_log/)")
         data_files = table.vacuum(
             retention_hours=int(retention_hours),
             dry_run=dry_run,
@@ -183,9 +181,7 @@ def replace_partitions(
     return _publish(table, writes, scope, custom_metadata or {}, allow_new_columns, None)
 
 
-def open_table(
-    table_uri: str, version: int | None = None, timestamp: str | None = None
-) -> DeltaTable | None:
+def open_table(table_uri: str, version: int | None = None, timestamp: str | None = None) -> DeltaTable | None:
     """The table at its latest version, or as of `version` or ISO-8601 `timestamp`."""
     try:
         table = DeltaTable(table_uri, version=version)
@@ -196,13 +192,9 @@ def open_table(
     return table
 
 
-def read_partitions(
-    spark: SparkSession, table: DeltaTable, scope: PartitionScope | None
-) -> DataFrame:
+def read_partitions(spark: SparkSession, table: DeltaTable, scope: PartitionScope | None) -> DataFrame:
     """The rows of `scope`'s partitions (all rows when None); only their files are opened."""
-    schema = spark_schema(
-        pa.schema(table.schema().to_arrow()), table.metadata().partition_columns
-    )
+    schema = spark_schema(pa.schema(table.schema().to_arrow()), table.metadata().partition_columns)
     if scope is None:
         files = table.file_uris()
     else:
@@ -287,9 +279,7 @@ def _publish(
                 mode="append",
                 schema=table.schema(),
                 partition_by=partition_by,
-                commit_properties=CommitProperties(
-                    custom_metadata=custom_metadata, max_commit_retries=0
-                ),
+                commit_properties=CommitProperties(custom_metadata=custom_metadata, max_commit_retries=0),
             )
             failpoint("committed")
             return PublishResult.of(writes, read_version + 1, len(removes))

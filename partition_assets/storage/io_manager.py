@@ -6,6 +6,7 @@ not guarantee is in its module docstring (delta_table, parquet_table).
 """
 
 import json
+from collections.abc import Mapping
 from typing import ClassVar, Literal
 
 import dagster as dg
@@ -31,9 +32,7 @@ class InputOptions(dg.Config):
         default="mapped", description="'all' reads every partition, whatever the mapping."
     )
     version: int | None = Field(default=None, description="Read the table as of this version.")
-    timestamp: str | None = Field(
-        default=None, description="Read the table as of this ISO-8601 time."
-    )
+    timestamp: str | None = Field(default=None, description="Read the table as of this ISO-8601 time.")
 
 
 class SparkTableIOManager(dg.ConfigurableIOManager):
@@ -73,9 +72,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             merge_keys=tuple(metadata.get("merge_keys") or ()),
             commit_metadata={"dagster_run_id": context.run_id},
         )
-        result = self.table_format.write(
-            obj, self.table_uri(context.asset_key), _output_scope(context), options
-        )
+        result = self.table_format.write(obj, self.table_uri(context.asset_key), _output_scope(context), options)
         context.add_output_metadata(
             {
                 "table_uri": result.table_uri,
@@ -92,9 +89,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
-        options = InputOptions(
-            **{**_known_options(context.definition_metadata), **(context.config or {})}
-        )
+        options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
         table_uri = self.table_uri(context.asset_key)
         is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
         scope = None
@@ -103,9 +98,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             if not keys:
                 # e.g. the first partition of a self-dependency: there is no predecessor.
                 return None
-            upstream_metadata = (
-                context.upstream_output.definition_metadata if context.upstream_output else {}
-            )
+            upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
             scope = PartitionScope.for_keys(
                 context.asset_partitions_def,
                 keys,
@@ -122,8 +115,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             if is_self_dependency:
                 return None  # the asset's first run: there is no predecessor yet
             raise TableNotFoundError(
-                f"no table for upstream asset {context.asset_key.to_user_string()} at "
-                f"{table_uri}: materialize it first"
+                f"no table for upstream asset {context.asset_key.to_user_string()} at {table_uri}: materialize it first"
             )
         # A self-dependency in a range run also maps to partitions this run replaces.
         if scope is not None and not is_self_dependency:
@@ -149,7 +141,7 @@ class SparkParquetIOManager(SparkTableIOManager):
     table_format: ClassVar[TableFormat] = ParquetFormat()
 
 
-def _known_options(metadata: dict | None) -> dict:
+def _known_options(metadata: Mapping[str, object] | None) -> dict:
     return {k: v for k, v in (metadata or {}).items() if k in InputOptions.model_fields}
 
 

@@ -29,9 +29,7 @@ def table_format_at(table_uri: str) -> TableFormat:
         return DeltaFormat()
     fs, root = table_filesystem(table_uri)
     if fs.get_file_info(root).type == pafs.FileType.NotFound:
-        raise TableNotFoundError(
-            f"{table_uri} does not exist: pass the folder of a table (e.g. .lake/<asset>)"
-        )
+        raise TableNotFoundError(f"{table_uri} does not exist: pass the folder of a table (e.g. .lake/<asset>)")
     if read_schema(table_uri) is not None:
         return ParquetFormat()
     raise TableNotFoundError(

@@ -108,7 +108,7 @@ class ParquetFormat:
         chosen = [
             f"{table_uri.rstrip('/')}/{folder}"
             for values, folder in folders.items()
-            if scope is None or scope.contains(dict(zip(columns, values)))
+            if scope is None or scope.contains(dict(zip(columns, values, strict=True)))
         ]
         if not chosen:
             return spark.createDataFrame([], schema)
@@ -122,9 +122,7 @@ class ParquetFormat:
         """Deletes the trash of killed publishes and the staging folders of killed
         writes, older than `retention_hours`; a live table has no unreferenced files."""
         if read_schema(table_uri) is None:
-            raise TableNotFoundError(
-                f"no Parquet table at {table_uri}: check the path (it must hold {SCHEMA_FILE})"
-            )
+            raise TableNotFoundError(f"no Parquet table at {table_uri}: check the path (it must hold {SCHEMA_FILE})")
         fs, root = table_filesystem(table_uri)
         trash = stale_folders(fs, f"{root}/{_TRASH_DIR}", retention_hours)
         data_files = [path for folder in trash for path in _data_files(fs, folder, recursive=True)]
@@ -134,9 +132,7 @@ class ParquetFormat:
         return VacuumResult(data_files, sweep_staging(table_uri, retention_hours, dry_run))
 
 
-def _publish(
-    staged: StagedWrite, stored: pa.Schema | None, scope: PartitionScope | None
-) -> PublishResult:
+def _publish(staged: StagedWrite, stored: pa.Schema | None, scope: PartitionScope | None) -> PublishResult:
     """Swaps the validated `staged` write's partition folders in, and `scope`'s out."""
     fs, root = table_filesystem(staged.table_uri)
     if stored is None:
@@ -147,9 +143,9 @@ def _publish(
             _write_schema(fs, root, pa.schema([*stored, *added]), staged.partition_columns)
     existing = _partition_folders(fs, root, staged.partition_columns)
     replaced = {
-        folder for values, folder in existing.items() if scope is None or scope.contains(
-            dict(zip(scope.columns, values))
-        )
+        folder
+        for values, folder in existing.items()
+        if scope is None or scope.contains(dict(zip(scope.columns, values, strict=True)))
     }
     incoming = {file.path.rpartition("/")[0] for file in staged.files}
     trash = f"{root}/{_TRASH_DIR}/{uuid.uuid4().hex}"
@@ -157,9 +153,7 @@ def _publish(
     for folder in sorted(replaced | incoming):
         current = f"{root}/{folder}".rstrip("/")
         if folder in replaced:
-            removed += _move_out(
-                fs, current, f"{trash}/{folder}".rstrip("/"), whole_folder=bool(folder)
-            )
+            removed += _move_out(fs, current, f"{trash}/{folder}".rstrip("/"), whole_folder=bool(folder))
         if folder in incoming:
             _move_in(fs, f"{staged.staging_dir}/{folder}".rstrip("/"), current)
         failpoint("publishing")
@@ -178,9 +172,7 @@ def read_schema(table_uri: str) -> pa.Schema | None:
         return pa.ipc.read_schema(pa.py_buffer(handle.read()))
 
 
-def _write_schema(
-    fs: pafs.FileSystem, root: str, schema: pa.Schema, partition_columns: tuple[str, ...]
-) -> None:
+def _write_schema(fs: pafs.FileSystem, root: str, schema: pa.Schema, partition_columns: tuple[str, ...]) -> None:
     schema = schema.with_metadata({_PARTITIONING_KEY: ",".join(partition_columns).encode()})
     fs.create_dir(root, recursive=True)
     temporary = f"{root}/{SCHEMA_FILE}.{uuid.uuid4().hex}"
@@ -194,15 +186,13 @@ def _partitioning(schema: pa.Schema) -> tuple[str, ...]:
     return tuple(filter(None, stored.split(",")))
 
 
-def _partition_folders(
-    fs: pafs.FileSystem, root: str, columns: tuple[str, ...]
-) -> dict[tuple[str, ...], str]:
+def _partition_folders(fs: pafs.FileSystem, root: str, columns: tuple[str, ...]) -> dict[tuple[str | None, ...], str]:
     """Partition values -> folder path relative to the root, for the folders on storage."""
     if not columns:
         return {(): ""}
-    folders = {(): ""}
+    folders: dict[tuple[str | None, ...], str] = {(): ""}
     for column in columns:
-        deeper = {}
+        deeper: dict[tuple[str | None, ...], str] = {}
         for values, folder in folders.items():
             parent = f"{root}/{folder}".rstrip("/")
             if fs.get_file_info(parent).type != pafs.FileType.Directory:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import dagster as dg
 
 TIME_COLUMN = "ds"
 KEY_COLUMN = "partition"
-
 
 
 def partition_columns(
@@ -25,7 +25,7 @@ def partition_columns(
     """
     metadata = metadata or {}
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):
-        renamed = dict(metadata.get("partition_columns") or {})
+        renamed = cast(Mapping[str, str], metadata.get("partition_columns") or {})
         return tuple(renamed.get(name, name) for name in partitions_def.partition_dimension_names)
     if "partition_column" in metadata:
         return (str(metadata["partition_column"]),)
@@ -53,9 +53,7 @@ class PartitionScope:
             rows = set()
             for key in keys:
                 multi_key = (
-                    key
-                    if isinstance(key, dg.MultiPartitionKey)
-                    else partitions_def.get_partition_key_from_str(key)
+                    key if isinstance(key, dg.MultiPartitionKey) else partitions_def.get_partition_key_from_str(key)
                 )
                 by_dimension = multi_key.keys_by_dimension
                 rows.add(tuple(by_dimension[dimension] for dimension in dimensions))
@@ -70,7 +68,7 @@ class PartitionScope:
         """The column values when the scope is exactly one partition."""
         if len(self.rows) != 1:
             return None
-        return dict(zip(self.columns, next(iter(self.rows))))
+        return dict(zip(self.columns, next(iter(self.rows)), strict=True))
 
     def contains(self, values: Mapping[str, str | None]) -> bool:
         return tuple(values.get(column) for column in self.columns) in self.rows
@@ -83,15 +81,10 @@ class PartitionScope:
         seconds_by_first: dict[str, list[str]] = defaultdict(list)
         for row in sorted(self.rows):
             seconds_by_first[row[0]].append(row[1])
-        return [
-            [(first, "=", value), (second, "in", seconds)]
-            for value, seconds in seconds_by_first.items()
-        ]
+        return [[(first, "=", value), (second, "in", seconds)] for value, seconds in seconds_by_first.items()]
 
     def describe(self, limit: int = 5) -> str:
         shown = sorted(self.rows)[:limit]
-        text = ", ".join(
-            "/".join(f"{c}={v}" for c, v in zip(self.columns, row)) for row in shown
-        )
+        text = ", ".join("/".join(f"{c}={v}" for c, v in zip(self.columns, row, strict=True)) for row in shown)
         more = f" and {len(self.rows) - limit} more" if len(self.rows) > limit else ""
         return f"[{text}{more}]"

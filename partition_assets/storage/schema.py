@@ -31,9 +31,7 @@ def new_columns(
             "unknown); dropping columns needs a new table. Nothing was written."
         )
     retyped = {
-        name: (existing[name], incoming[name])
-        for name in existing
-        if not _same_type(existing[name], incoming[name])
+        name: (existing[name], incoming[name]) for name in existing if not _same_type(existing[name], incoming[name])
     }
     if retyped:
         described = ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in retyped.items())
@@ -53,6 +51,4 @@ def new_columns(
 
 def _same_type(table_type: pa.DataType, frame_type: pa.DataType) -> bool:
     # Readers report strings as large or view types; the logical (Delta) type is what matters.
-    return Schema.from_arrow(pa.schema([("c", table_type)])) == Schema.from_arrow(
-        pa.schema([("c", frame_type)])
-    )
+    return Schema.from_arrow(pa.schema([("c", table_type)])) == Schema.from_arrow(pa.schema([("c", frame_type)]))

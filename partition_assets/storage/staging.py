@@ -121,9 +121,7 @@ def stale_folders(fs: pafs.FileSystem, parent: str, retention_hours: float) -> l
     return [
         info.path
         for info in fs.get_file_info(pafs.FileSelector(parent))
-        if info.type == pafs.FileType.Directory
-        and info.mtime_ns is not None
-        and info.mtime_ns < cutoff_ns
+        if info.type == pafs.FileType.Directory and info.mtime_ns is not None and info.mtime_ns < cutoff_ns
     ]
 
 
@@ -176,9 +174,7 @@ def _spark_path(table_uri: str, path: str) -> str:
     return path if "://" not in table_uri else f"{table_uri.split('://', 1)[0]}://{path}"
 
 
-def _list_parquet(
-    fs: pafs.FileSystem, staging: str
-) -> list[tuple[pafs.FileInfo, dict[str, str | None]]]:
+def _list_parquet(fs: pafs.FileSystem, staging: str) -> list[tuple[pafs.FileInfo, dict[str, str | None]]]:
     found = []
     for info in fs.get_file_info(pafs.FileSelector(staging, recursive=True)):
         if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
@@ -196,9 +192,7 @@ def parse_partition_path(relative_dir: str) -> dict[str, str | None]:
     return partition
 
 
-def _check_in_scope(
-    written: list[tuple[pafs.FileInfo, dict[str, str | None]]], scope: PartitionScope
-) -> None:
+def _check_in_scope(written: list[tuple[pafs.FileInfo, dict[str, str | None]]], scope: PartitionScope) -> None:
     outside = {
         tuple(sorted(partition.items(), key=lambda item: item[0]))
         for _, partition in written

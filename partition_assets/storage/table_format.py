@@ -48,9 +48,7 @@ class PublishResult:
     rows_by_partition: dict[tuple[str, ...], int]  # partition values -> rows; () when unpartitioned
 
     @classmethod
-    def of(
-        cls, writes: Sequence[StagedWrite], version: int | None, files_removed: int
-    ) -> PublishResult:
+    def of(cls, writes: Sequence[StagedWrite], version: int | None, files_removed: int) -> PublishResult:
         rows: Counter[tuple[str, ...]] = Counter()
         for write in writes:
             rows.update(write.rows_by_partition)
