@@ -19,6 +19,10 @@ class BackfillPlanError(PartitionAssetsError, ValueError):
     """A backfill spec is invalid or plans nothing; nothing was recorded or launched."""
 
 
+class SchedulingError(PartitionAssetsError, ValueError):
+    """A launcher broke the scheduling core's contract (results for a unit it was not running)."""
+
+
 class UnknownBackfillError(PartitionAssetsError, LookupError):
     """No backfill is recorded under that id."""
 

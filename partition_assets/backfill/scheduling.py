@@ -21,7 +21,7 @@ from enum import Enum
 import dagster as dg
 
 from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.errors import BackfillPlanError
+from partition_assets.errors import BackfillPlanError, SchedulingError
 
 
 class NodeStatus(str, Enum):
@@ -168,9 +168,9 @@ class Schedule:
     def finish(self, unit: RunUnit, results: Sequence[NodeResult]) -> None:
         """Frees the slot of a running `unit` and applies its results, one per node."""
         if unit not in self._running:
-            raise ValueError(f"{unit} is not running")
+            raise SchedulingError(f"{unit} is not running")
         if Counter(result.node for result in results) != Counter(unit.nodes):
-            raise ValueError(f"the results of {unit} are for {[result.node for result in results]}")
+            raise SchedulingError(f"the results of {unit} are for {[result.node for result in results]}")
         self._running.remove(unit)
         self._running_per_asset[unit.asset] -= 1
         for result in results:
