@@ -2,6 +2,7 @@
 or two lines naming the problem and the fix, no traceback, and nothing recorded or written."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,7 @@ BAD_INPUTS = [
     (["vacuum", "{not_a_table}", "--retention-hours", "-1"], "negative"),
     (["deploy", "no_such_commit_0123"], "is not a commit"),
     (["deploy", "HEAD", "--port", "99999"], "not a TCP port"),
+    (["deploy", "HEAD", "--port", "{busy_port}"], "is in use"),
     (["undeploy", "no_such_deploy"], "0 deploys match"),
     (["spark", "restart"], "invalid choice"),
 ]
@@ -148,11 +150,15 @@ def test_a_bad_input_exits_2_with_a_short_message_and_writes_nothing(argv, names
     not_a_table = tmp_path / "not_a_table"
     not_a_table.mkdir()
     (not_a_table / "notes.txt").write_text("not a table")
-    argv = [a.format(not_a_table=not_a_table) for a in argv]
-    names = names.format(not_a_table=not_a_table)
-    before = files_under(home, not_a_table, REPO / ".deploys")
+    with socket.socket() as listener:  # a port some other server holds
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        given = {"not_a_table": not_a_table, "busy_port": listener.getsockname()[1]}
+        argv = [a.format(**given) for a in argv]
+        names = names.format(**given)
+        before = files_under(home, not_a_table, REPO / ".deploys")
 
-    code, stderr = run_in_process(argv, capsys)
+        code, stderr = run_in_process(argv, capsys)
 
     # argparse's own refusals print the command's usage first (indented when it wraps).
     message = [line for line in stderr.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
@@ -189,3 +195,22 @@ def test_without_dagster_home_a_backfill_command_says_how_to_set_it(monkeypatch,
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     code, stderr = run_in_process(["backfill", "status", KNOWN_ID], capsys)
     assert code == 2 and "export DAGSTER_HOME" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_a_deploy_whose_code_does_not_load_leaves_no_worktree_and_no_workspace_entry(home, capsys):
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout
+    workspace = (REPO / "workspace.yaml").read_text()
+
+    code, stderr = run_in_process(["deploy", "HEAD", "-m", "no_such_module_anywhere"], capsys)
+
+    assert code == 2 and "Traceback" not in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1 and "no_such_module_anywhere" in stderr, stderr
+    assert subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout == worktrees
+    assert (REPO / "workspace.yaml").read_text() == workspace
+    assert (
+        "no_such_module_anywhere"
+        not in subprocess.run(
+            [sys.executable, "-m", "partition_assets", "deploys"], cwd=REPO, capture_output=True, text=True
+        ).stdout
+    )

@@ -78,9 +78,35 @@ def deploy(
     existing = _record_path(repo, full_sha)
     if existing.exists() and load_deployment(existing).is_serving():
         raise DeployError(f"{full_sha[:12]} is already deployed; `partition-assets undeploy {full_sha[:12]}` first")
+    if port is not None and not _port_is_free(port):
+        raise DeployError(f"port {port} is in use: pick another with --port, or leave it out for a free one")
     worktree = deploys / full_sha[:12]
-    if not worktree.exists():
+    created = not worktree.exists()
+    if created:
         git(repo, "worktree", "add", "--detach", str(worktree), full_sha)
+    try:
+        deployment = _start_server(repo, full_sha, worktree, module, location, port, workspace, timeout)
+    except DeployError:
+        if created:  # a refused deploy leaves only the server's log, which its error names
+            git(repo, "worktree", "remove", "--force", str(worktree))
+        raise
+    _record_path(repo, full_sha).write_text(json.dumps(asdict(deployment), indent=2))
+    _register(Path(deployment.workspace), deployment)
+    return deployment
+
+
+def _start_server(
+    repo: Path,
+    full_sha: str,
+    worktree: Path,
+    module: str | None,
+    location: str | None,
+    port: int | None,
+    workspace: Path | None,
+    timeout: float,
+) -> Deployment:
+    """Starts the code server of `worktree` and waits until its code has loaded."""
+    deploys = repo / DEPLOYS_DIR
     configured = dagster_config(worktree)
     module = module or configured.get("module_name")
     if not module:
@@ -141,8 +167,6 @@ def deploy(
     except DeployError:
         _stop(server.pid)
         raise
-    _record_path(repo, full_sha).write_text(json.dumps(asdict(deployment), indent=2))
-    _register(Path(deployment.workspace), deployment)
     return deployment
 
 
@@ -180,6 +204,15 @@ def _record_path(repo: Path, sha: str) -> Path:
     return repo / DEPLOYS_DIR / f"{sha[:12]}.json"
 
 
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((_HOST, port))
+        except OSError:
+            return False
+        return True
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind((_HOST, 0))
@@ -197,16 +230,30 @@ def _wait_until_loaded(deployment: Deployment, server: subprocess.Popen, timeout
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise DeployError(f"the code server exited ({server.returncode}); see {deployment.log}")
+            raise DeployError(
+                f"the code server exited ({server.returncode}): {_last_line(deployment.log)}; see {deployment.log}"
+            )
         try:
             loaded = deserialize_value(client.list_repositories())
         except DagsterUserCodeUnreachableError:  # not serving yet
             time.sleep(0.2)
             continue
         if isinstance(loaded, SerializableErrorInfo):
-            raise DeployError(f"{deployment.module} at {deployment.short_sha} failed to load:\n{loaded.to_string()}")
+            # The whole traceback goes to the log; the message keeps the error's own last line.
+            with open(deployment.log, "a") as log:
+                log.write(loaded.to_string())
+            reason = (loaded.message.strip().splitlines() or ["(no message)"])[-1]
+            raise DeployError(
+                f"{deployment.module} at {deployment.short_sha} failed to load: {reason}; traceback in {deployment.log}"
+            )
         return
     raise DeployError(f"the code server did not serve within {timeout:.0f} s; see {deployment.log}")
+
+
+def _last_line(log: str) -> str:
+    """The last line a server wrote to its log: usually the error it stopped on."""
+    lines = [line.strip() for line in Path(log).read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "it wrote nothing"
 
 
 def _register(workspace: Path, deployment: Deployment) -> None:
