@@ -46,7 +46,8 @@ class _Option:
     metavar: str | None = None
     parse: Callable[[list[str]], Any] | None = None  # repeatable flag: its values -> the field's value
     config_type: Any = None  # the job's config type, when the field's own type is not one Dagster takes
-    on_command_line: bool = True
+    # Each surface supplies it its own way (the code location: -m/-f, or the job's own module).
+    supplied_by_surface: bool = False
 
 
 def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None, **how: Any) -> Any:
@@ -89,7 +90,7 @@ class BackfillSpec:
 
     module: str = option(
         help="the code location: a module name or a .py file",
-        on_command_line=False,
+        supplied_by_surface=True,
     )
     selection: str = option(help=f"Dagster asset selection, {SELECTION_EXAMPLES}", flag="--select")
     start: str | None = option(None, help="first day or time, inclusive (ISO 8601)")
@@ -209,7 +210,7 @@ def _user_name(name: str) -> str:
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per spec field (except the code location, which the caller adds)."""
     for spec_field, how in _options():
-        if not how.on_command_line:
+        if how.supplied_by_surface:
             continue
         flag = _flag(spec_field, how)
         if _type_of(spec_field) is bool:
@@ -236,7 +237,7 @@ def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
     """The spec of parsed `add_spec_arguments` flags; raises BackfillPlanError naming a bad value."""
     values: dict[str, Any] = {"module": module}
     for spec_field, how in _options():
-        if how.on_command_line:
+        if not how.supplied_by_surface:
             value = getattr(args, spec_field.name)
             values[spec_field.name] = how.parse(value) if how.parse is not None else value
     return BackfillSpec(**values)
@@ -246,7 +247,7 @@ def spec_config_class() -> type[dg.Config]:
     """The Launchpad job's config: every spec field but the code location, which the job names."""
     fields: dict[str, Any] = {}
     for spec_field, how in _options():
-        if spec_field.name == "module":
+        if how.supplied_by_surface:
             continue
         kind = how.config_type or _type_of(spec_field)
         if spec_field.default is not dataclasses.MISSING:
