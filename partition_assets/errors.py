@@ -73,3 +73,23 @@ class OutputTypeError(PartitionAssetsError, TypeError):
 
 class EnvironmentSetupError(PartitionAssetsError, RuntimeError):
     """The environment lacks a setting partition_assets needs (e.g. DAGSTER_HOME)."""
+
+
+class PartitionLeasedError(PartitionAssetsError, RuntimeError):
+    """Another backfill or run holds a lease on partitions this write needs; nothing was written."""
+
+
+class ForeignCommitError(CommitError):
+    """A commit outside the backfill changed its partitions since it started; nothing was published."""
+
+
+class GateFailedError(PartitionAssetsError, RuntimeError):
+    """A backfill's validation gate failed; nothing was published."""
+
+
+class RollbackError(PartitionAssetsError, RuntimeError):
+    """A rollback cannot restore the backfill's partitions; nothing was committed."""
+
+
+class BackfillStateError(PartitionAssetsError, ValueError):
+    """The backfill is not in a state that allows this action (e.g. publishing one still running)."""
