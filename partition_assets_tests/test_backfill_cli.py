@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from partition_assets.backfill.engine import NodeStatus
-from partition_assets.backfill.tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.cli import heatmap
 from partition_assets.cli.heatmap import COLORS
 

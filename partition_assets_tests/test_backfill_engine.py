@@ -15,7 +15,7 @@ from partition_assets.backfill.engine import NodeStatus, Throttle, execute
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import RunUnit
 from partition_assets.backfill.state import node_states
-from partition_assets.backfill.tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets_tests import engine_defs
 
 REPO = Path(__file__).resolve().parents[1]

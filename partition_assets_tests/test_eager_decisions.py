@@ -8,7 +8,7 @@ import pytest
 from partition_assets.automation import eager_partitions_sensor
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import BackfillRecord
-from partition_assets.backfill.tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets_tests import automation_defs

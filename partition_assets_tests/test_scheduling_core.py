@@ -13,7 +13,7 @@ import pytest
 
 from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.scheduling import MAX_READY_BATCH, NodeResult, NodeStatus
-from partition_assets.backfill.tags import PARTITION_TAG, partitions_of_run, range_tags
+from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
 

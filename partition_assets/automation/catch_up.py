@@ -19,7 +19,7 @@ import dagster as dg
 
 from partition_assets.automation.job import backfill_run_config
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
-from partition_assets.backfill.tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
 _NOT_GAPS = {dg.AssetPartitionStatus.MATERIALIZED, dg.AssetPartitionStatus.IN_PROGRESS}

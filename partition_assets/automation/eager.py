@@ -26,7 +26,7 @@ import dagster as dg
 
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.state import BackfillRecord
-from partition_assets.backfill.tags import (
+from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
     DAGSTER_BACKFILL_TAG,
     IN_FLIGHT_STATUSES,

@@ -23,7 +23,7 @@ from partition_assets.backfill.state import (
     cancel_in_flight,
     record_path,
 )
-from partition_assets.backfill.tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.errors import PartitionAssetsError
 
 COORDINATOR_OP = "coordinate_backfill"
@@ -62,6 +62,8 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         context.log.info(f"{progress.started()}; its runs carry the tag {BACKFILL_ID_TAG}={backfill_id}")
         try:
             status = run_backfill(record, graph, done, on_result=lambda result: context.log.info(progress.line(result)))
+        except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
+            raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:
             # Terminated from the UI (or crashed): record it, so that `backfill resume` picks it up.
             record.status = "canceled"

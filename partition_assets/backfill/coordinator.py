@@ -4,7 +4,7 @@ Shared by every surface that starts a backfill (the CLI, a Dagster job, a sensor
 so each behaves the same and leaves the same record.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import dagster as dg
 
@@ -13,13 +13,19 @@ from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
-from partition_assets.backfill.spec import BackfillSpec
+from partition_assets.backfill.spec import STAGED, BackfillSpec
 from partition_assets.backfill.state import (
     BackfillRecord,
     cancel_in_flight,
     node_states,
 )
-from partition_assets.backfill.tags import BACKFILL_ID_TAG
+from partition_assets.backfill.publication import Publication
+from partition_assets.backfill.gate import GateCheck
+from partition_assets.errors import GateFailedError
+from partition_assets.run_tags import node_run_tags
+from partition_assets.storage.leases import release
+
+_CHECKS_SHOWN = 3
 
 
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillGraph:
@@ -80,7 +86,68 @@ def run_backfill(
     done: set[Node],
     on_result: Callable[[NodeResult], None] = lambda result: None,
 ) -> dict[Node, NodeStatus]:
-    """Runs every node of `graph` not in `done`; stops launching once the record is canceled."""
+    """Runs every node of `graph` not in `done`, holding leases on the partitions it
+    writes and its assets frozen; stops launching once the record is canceled.
+
+    A staged backfill (the default) then evaluates its gate and publishes every table
+    in one commit each (partition_assets/backfill/publication.py); a failed gate raises
+    GateFailedError with nothing published. One that was publishing when its
+    coordinator died only finishes publishing.
+    """
+    definitions = load_definitions(record.spec.module)
+    publication = Publication(record, definitions, graph)
+    staged = record.spec.publish == STAGED
+    if staged:
+        for table in publication.tables.values():
+            table.staging_format  # noqa: B018 -- refuses a format that cannot publish at once, before any run
+    with dg.DagsterInstance.get() as instance, publication.held(instance) as leases:
+        if record.status == "publishing":
+            publication.publish(instance)
+            release(leases)
+            return {}
+        publication.notify("started", record.spec.describe())
+        status = _run_nodes(record, graph, done, on_result, staged)
+        if BackfillRecord.load(record.id).status == "canceled":
+            publication.notify("canceled")
+            return status
+        if any(state != NodeStatus.SUCCEEDED for state in status.values()):
+            record.status = "failed"
+            record.save()
+            publication.notify("failed", "nodes failed: nothing was published")
+            return status
+        if staged:
+            failed = [check for check in publication.gate(instance) if not check.passed]
+            if failed:
+                record.status = "gate_failed"
+                record.save()
+                publication.notify("gate_failed", f"{len(failed)} checks failed")
+                raise GateFailedError(gate_failure(record.id, failed))
+            publication.publish(instance)
+        else:
+            record.status = "done"
+            record.save()
+        release(leases)
+    return status
+
+
+def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
+    """What failed the gate, and the three ways on."""
+    shown = "; ".join(check.describe() for check in failed[:_CHECKS_SHOWN])
+    more = f" and {len(failed) - _CHECKS_SHOWN} more" if len(failed) > _CHECKS_SHOWN else ""
+    return (
+        f"backfill {backfill_id}: the validation gate failed ({len(failed)} checks: {shown}{more}); nothing was "
+        f"published. Review `partition-assets backfill diff {backfill_id}`, then `backfill publish {backfill_id} "
+        f"--force` or `backfill discard {backfill_id}`."
+    )
+
+
+def _run_nodes(
+    record: BackfillRecord,
+    graph: BackfillGraph,
+    done: set[Node],
+    on_result: Callable[[NodeResult], None],
+    staged: bool,
+) -> dict[Node, NodeStatus]:
     record.status = "running"
     record.save()
 
@@ -88,13 +155,13 @@ def run_backfill(
         return BackfillRecord.load(record.id).status == "canceled"
 
     spec = record.spec
-    runner = DagsterNodeRunner(spec.module, spec.max_parallel, {**spec.tags, BACKFILL_ID_TAG: record.id})
+    runner = DagsterNodeRunner(spec.module, spec.max_parallel, {**spec.tags, **node_run_tags(record.id, staged)})
     try:
         throttle = Throttle(
             spec.max_parallel,
             {dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()},
         )
-        status = execute(
+        return execute(
             graph,
             runner.launch,
             throttle,
@@ -111,7 +178,3 @@ def run_backfill(
                 cancel_in_flight(instance, record.id)
         else:
             runner.close()
-    if not canceled():
-        record.status = "done"
-        record.save()
-    return status

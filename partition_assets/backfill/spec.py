@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from typing import Any, get_type_hints
@@ -26,6 +26,9 @@ from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
 RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
+# How node runs publish: all at once after the gate (the default), or each run its own partitions.
+STAGED, PER_NODE = "staged", "per-node"
+PUBLISH_MODES = (STAGED, PER_NODE)
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
 
 
@@ -125,6 +128,20 @@ class BackfillSpec:
         parse=_parse_pairs("--tag", "KEY=VALUE", "team=finance", lambda value, tag: tag),
         config_type=dict[str, str],
     )
+    publish: str = option(
+        "staged",
+        metavar="|".join(PUBLISH_MODES),
+        help="staged: nodes stage their output and every table is published in one commit after the "
+        "validation gate (readers see the old data, then the new); per-node: each run publishes its "
+        "own partitions as it finishes (readers see progress, and a mix)",
+    )
+    gate: Sequence[str] = option(
+        factory=list,
+        metavar="ASSET:RULE=VALUE",
+        help="override an asset's validation gate for this backfill, e.g. daily_revenue:rows=0.2; repeatable",
+        parse=list,
+        config_type=list[str],
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.selection, str) or not self.selection.strip():
@@ -143,6 +160,8 @@ class BackfillSpec:
         reserved = sorted(key for key in self.tags if key.startswith(RESERVED_TAG_PREFIXES))
         if reserved:
             raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
+        if self.publish not in PUBLISH_MODES:
+            raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "

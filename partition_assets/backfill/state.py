@@ -18,7 +18,7 @@ import dagster as dg
 from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import BackfillSpec
-from partition_assets.backfill.tags import BACKFILL_ID_TAG, partitions_of_run
+from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run
 from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
 
 _RUN_STATES = {
@@ -30,17 +30,35 @@ _RUN_STATES = {
 
 @dataclass
 class BackfillRecord:
-    """A backfill's spec and whether it is running, canceled or done, under its id."""
+    """A backfill's spec, where it stands, and what its publication has done so far.
+
+    Status: running | canceled | failed | done (published per node) | gate_failed |
+    publishing | published | discarded | rolling_back | rolled_back.
+    """
 
     spec: BackfillSpec
-    status: str = "running"  # running | canceled | done
+    status: str = "running"
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # asset -> partition -> the published files its lease found when the backfill started
+    fingerprints: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # asset -> the table version its publish commit created
+    published_versions: dict[str, int | None] = field(default_factory=dict)
+    # asset -> partitions the backfill created (absent before it): a rollback removes them
+    created: dict[str, list[str]] = field(default_factory=dict)
 
     def save(self) -> None:
         path = record_path(self.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"id": self.id, "status": self.status, "spec": self.spec.to_json()}, indent=2))
+        saved = {
+            "id": self.id,
+            "status": self.status,
+            "spec": self.spec.to_json(),
+            "fingerprints": self.fingerprints,
+            "published_versions": self.published_versions,
+            "created": self.created,
+        }
+        temporary.write_text(json.dumps(saved, indent=2))
         temporary.replace(path)  # readers never see a half-written record
 
     @classmethod
@@ -55,8 +73,20 @@ class BackfillRecord:
             )
         saved = json.loads(path.read_text())
         # Records written before the spec existed hold its fields at the top level.
-        spec = saved.pop("spec", None) or {k: v for k, v in saved.items() if k not in ("id", "status")}
-        return cls(BackfillSpec.from_json(spec), saved.get("status", "running"), saved["id"])
+        spec = saved.pop("spec", None) or {k: v for k, v in saved.items() if k not in _RECORD_FIELDS}
+        return cls(
+            BackfillSpec.from_json(spec),
+            saved.get("status", "running"),
+            saved["id"],
+            saved.get("fingerprints", {}),
+            saved.get("published_versions", {}),
+            saved.get("created", {}),
+        )
+
+
+# A backfill in one of these has nothing left to run or publish.
+FINAL_STATUSES = ("done", "published", "discarded", "rolled_back")
+_RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created")
 
 
 def record_path(backfill_id: str) -> Path:

@@ -1,6 +1,7 @@
-"""`partition-assets backfill plan|run|status|resume|retry|cancel`."""
+"""`partition-assets backfill plan|run|status|resume|retry|cancel|diff|publish|discard|ledger|rollback`."""
 
 import argparse
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -13,19 +14,24 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
+from partition_assets.backfill.gate import format_diff
 from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.location import configured_module
+from partition_assets.backfill.ledger import LedgerEntry
+from partition_assets.backfill.location import configured_module, load_definitions
+from partition_assets.backfill.publication import Publication
 from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
+    FINAL_STATUSES,
     BackfillRecord,
     cancel_in_flight,
     node_states,
 )
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.deploy.code_root import add_code_root_options
-from partition_assets.errors import BackfillPlanError
+from partition_assets.errors import BackfillPlanError, BackfillStateError, GateFailedError
+from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
 
@@ -46,12 +52,26 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("retry", "re-run failed nodes and their descendants"),
         ("cancel", "stop launching and cancel runs in flight"),
     ):
+        ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
+        ("publish", "publish a staged backfill whose gate failed, after review"),
+        ("discard", "delete a staged backfill's staged data"),
+        ("ledger", "what a backfill read and wrote, per (asset, partition)"),
+        ("rollback", "restore the partitions a published backfill rewrote"),
+    ):
         parser = actions.add_parser(name, help=text)
         parser.add_argument("backfill_id")
         add_code_root_options(parser)
         if name == "status":
             parser.add_argument("--html", help="also write the heatmap to this HTML file")
             parser.add_argument("--png", help="also write the heatmap to this PNG image")
+        if name == "publish":
+            parser.add_argument(
+                "--force", action="store_true", help="publish despite a failed gate or commits made since it started"
+            )
+        if name == "rollback":
+            parser.add_argument("--force", action="store_true", help="roll back despite later commits to its partitions")
+        if name == "ledger":
+            parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
@@ -66,9 +86,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
                 if spec.catch_up:
                     print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
                 return 0
-        record = BackfillRecord(spec)
-        record.save()
-        return _execute(record, graph, done)
+        # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
+        return _execute(BackfillRecord(spec), graph, done)
     record = BackfillRecord.load(args.backfill_id)
     for path in (getattr(args, "html", None), getattr(args, "png", None)):
         if path and not Path(path).resolve().parent.is_dir():
@@ -84,6 +103,11 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             if args.png:
                 heatmap.png(args.png)
             return 0
+        if args.action in _PUBLICATION_ACTIONS:
+            return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
+        if args.action == "resume" and record.status == "rolling_back":  # its coordinator died mid-rollback
+            args.force = False
+            return _rollback(_publication(record, instance), instance, args)
         if args.action == "cancel":
             record.status = "canceled"
             record.save()
@@ -100,11 +124,100 @@ def run_backfill_command(args: argparse.Namespace) -> int:
 
 
 def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> int:
+    if record.status in FINAL_STATUSES:
+        print(f"backfill {record.id} is {record.status}: nothing to resume")
+        return 0
     progress = Progress(record.id, graph, done)
     print(progress.started(), flush=True)
-    status = run_backfill(record, graph, done, on_result=lambda result: print(progress.line(result), flush=True))
+    try:
+        status = run_backfill(record, graph, done, on_result=lambda result: print(progress.line(result), flush=True))
+    except GateFailedError as error:
+        print(error)
+        return 1
     print(progress.summary(status))
+    if record.status == "published":
+        print(f"published: {_versions(record.published_versions)}")
     return 0 if progress.failure(status) is None else 1
+
+
+def _publication(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:
+    return Publication(record, load_definitions(record.spec.module), graph_of(record.spec, instance))
+
+
+def _diff(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    stats = publication.stats()
+    if not stats:
+        print(f"backfill {publication.record.id} has no staged data (it is {publication.record.status})")
+        return 0
+    for table_stats in stats:
+        print(format_diff(table_stats.table.asset.to_user_string(), table_stats.old, table_stats.new))
+    return 0
+
+
+def _publish(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    record = publication.record
+    if record.status not in ("gate_failed", "publishing"):
+        raise BackfillStateError(
+            f"backfill {record.id} is {record.status}: only a backfill whose gate failed (or whose publish was "
+            f"cut short) is published by hand; `backfill resume {record.id}` finishes a running one"
+        )
+    if record.status == "gate_failed" and not args.force:
+        raise BackfillStateError(
+            f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
+        )
+    with publication.held(instance) as leases:
+        versions = publication.publish(instance, force=args.force)
+        release(leases)
+    print(f"backfill {record.id} published: {_versions(versions)}")
+    return 0
+
+
+def _discard(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    files = publication.discard()
+    print(f"backfill {publication.record.id} discarded: {files} staged files deleted; the tables are unchanged")
+    return 0
+
+
+def _ledger(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    entries = publication.ledger_entries()
+    if args.json:
+        print(json.dumps([entry.to_json() for entry in entries], indent=2, default=str))
+    else:
+        print(format_ledger(entries))
+    return 0
+
+
+def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    with publication.held(instance) as leases:
+        versions = publication.rollback(instance, force=args.force)
+        release(leases)
+    print(f"backfill {publication.record.id} rolled back: {_versions(versions)}")
+    return 0
+
+
+_PUBLICATION_ACTIONS = {
+    "diff": _diff,
+    "publish": _publish,
+    "discard": _discard,
+    "ledger": _ledger,
+    "rollback": _rollback,
+}
+
+
+def format_ledger(entries: list[LedgerEntry]) -> str:
+    """The ledger rows as a terminal table."""
+    lines = [f"{'asset':<28} {'partition':<22} {'status':<12} {'rows':>8} {'version':>7}  checksum"]
+    for entry in entries:
+        version = "-" if entry.published_version is None else str(entry.published_version)
+        lines.append(
+            f"{entry.asset:<28} {entry.partition or '-':<22} {entry.status:<12} {entry.rows:>8} {version:>7}  "
+            f"{entry.checksum}"
+        )
+    return "\n".join(lines)
+
+
+def _versions(versions: dict[str, int | None]) -> str:
+    return ", ".join(f"{asset} v{version}" for asset, version in versions.items()) or "no tables"
 
 
 def _target(args: argparse.Namespace) -> str:

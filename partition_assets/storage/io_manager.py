@@ -3,6 +3,11 @@
 Generic over the table format: everything format-specific (staging, validation,
 commits, merges, retries) is the format's `write` / `read`. What each format does
 not guarantee is in its module docstring (delta_table, parquet_table).
+
+A node run of a staged backfill (its run tags say so, see partition_assets/run_tags.py) stages
+its output instead of publishing it and reads its inputs as the backfill sees them
+(`StagingFormat.read_overlay`). Every other write holds a lease on its partitions
+while it lasts and fails fast when a backfill holds them (storage/leases.py).
 """
 
 import json
@@ -14,13 +19,15 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from partition_assets.deploy.versioning import git_sha_metadata
-from partition_assets.errors import OutputTypeError, TableNotFoundError
+from partition_assets.run_tags import BACKFILL_ID_TAG, staging_backfill
+from partition_assets.errors import OutputTypeError, TableNotFoundError, UnsupportedByFormatError
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
-from partition_assets.storage.table_format import TableFormat, WriteOptions
+from partition_assets.storage.table_format import StagingFormat, TableFormat, WriteOptions
 
 
 class InputOptions(dg.Config):
@@ -72,11 +79,24 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             merge_keys=tuple(metadata.get("merge_keys") or ()),
             commit_metadata={"dagster_run_id": context.run_id},
         )
-        result = self.table_format.write(obj, self.table_uri(context.asset_key), _output_scope(context), options)
+        table_uri, scope = self.table_uri(context.asset_key), _output_scope(context)
+        tags = _run_tags(context)
+        staging_for = staging_backfill(tags)
+        if staging_for is not None:
+            check_write(table_uri, scope, holder=staging_for)
+            result = _staging_format(self.table_format).stage(obj, table_uri, scope, options, staging_for)
+        elif BACKFILL_ID_TAG in tags:  # a node run of a backfill publishing per node: it holds the lease
+            check_write(table_uri, scope, holder=tags[BACKFILL_ID_TAG])
+            result = self.table_format.write(obj, table_uri, scope, options)
+        else:
+            with run_lease(table_uri, scope, context.run_id):
+                result = self.table_format.write(obj, table_uri, scope, options)
         context.add_output_metadata(
             {
                 "table_uri": result.table_uri,
                 "table_format": self.table_format.name,
+                **({"staged_for_backfill": staging_for} if staging_for else {}),
+                "input_versions": dg.MetadataValue.json(_input_versions.pop((context.run_id, context.step_key), {})),
                 **({"delta_version": result.version} if result.version is not None else {}),
                 "rows": result.rows,
                 "rows_by_partition": dg.MetadataValue.json(
@@ -104,13 +124,20 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 keys,
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
-        frame = self.table_format.read(
-            self.spark.spark_session,
-            table_uri,
-            scope,
-            version=options.version,
-            timestamp=options.timestamp,
-        )
+        staging_for = staging_backfill(_run_tags(context))
+        if staging_for is not None and options.version is None and options.timestamp is None:
+            frame = _staging_format(self.table_format).read_overlay(
+                self.spark.spark_session, table_uri, scope, staging_for
+            )
+        else:
+            frame = self.table_format.read(
+                self.spark.spark_session,
+                table_uri,
+                scope,
+                version=options.version,
+                timestamp=options.timestamp,
+            )
+        _record_input_version(context, self.table_format, table_uri, options, staging_for)
         if frame is None:
             if is_self_dependency:
                 return None  # the asset's first run: there is no predecessor yet
@@ -139,6 +166,47 @@ class SparkParquetIOManager(SparkTableIOManager):
     """Plain Parquet in `col=value/` folders; see parquet_table for what it does not guarantee."""
 
     table_format: ClassVar[TableFormat] = ParquetFormat()
+
+
+# The versions of the tables a step read, by (run id, step key): its inputs load in the
+# step's own process before its output is handled.
+_input_versions: dict[tuple[str, str], dict[str, int | str]] = {}
+
+
+def _record_input_version(
+    context: dg.InputContext,
+    table_format: TableFormat,
+    table_uri: str,
+    options: InputOptions,
+    staging_for: str | None,
+) -> None:
+    """Notes which version of `table_uri` the step read: the pinned one, the latest
+    published one, or "staged" when its backfill staged partitions of it."""
+    if not isinstance(table_format, StagingFormat) or options.timestamp is not None:
+        return
+    version: int | str | None = options.version if options.version is not None else table_format.version(table_uri)
+    if staging_for is not None and options.version is None and table_format.staged(table_uri, staging_for):
+        version = f"staged:{staging_for}"
+    if version is not None and context.step_context is not None:
+        step = (context.step_context.run_id, context.step_context.step.key)
+        _input_versions.setdefault(step, {})[context.asset_key.to_user_string()] = version
+
+
+def _run_tags(context: dg.InputContext | dg.OutputContext) -> Mapping[str, str]:
+    """The tags of the run doing the IO; none for a context built outside a run (tests)."""
+    try:
+        return context.step_context.run_tags
+    except dg.DagsterInvariantViolationError:
+        return {}
+
+
+def _staging_format(table_format: TableFormat) -> StagingFormat:
+    if not isinstance(table_format, StagingFormat):
+        raise UnsupportedByFormatError(
+            f"{table_format.name} tables cannot be staged for a backfill and published at once; "
+            "run the backfill with --publish per-node, or store the asset as Delta. Nothing was written."
+        )
+    return table_format
 
 
 def _known_options(metadata: Mapping[str, object] | None) -> dict:

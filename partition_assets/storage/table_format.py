@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -133,3 +133,29 @@ def spark_schema(schema: pa.Schema, partition_columns: tuple[str, ...] | list[st
     """The table's schema as Spark reads it back: partition columns last."""
     data = [f for f in schema if f.name not in partition_columns]
     return from_arrow_schema(pa.schema(data + [schema.field(c) for c in partition_columns]))
+
+
+@runtime_checkable
+class StagingFormat(TableFormat, Protocol):
+    """A format whose writes can be staged for a backfill and published later, all
+    partitions of a table in one commit (Delta). Parquet cannot: its partition swaps
+    are one folder at a time."""
+
+    def stage(
+        self,
+        frame: DataFrame,
+        table_uri: str,
+        scope: PartitionScope | None,
+        options: WriteOptions,
+        backfill_id: str,
+    ) -> PublishResult:
+        """Validates `frame` as `write` does and stages it for backfill `backfill_id`:
+        readers of the table do not see it until the backfill publishes."""
+
+    def read_overlay(
+        self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
+    ) -> DataFrame | None:
+        """`scope`'s rows as backfill `backfill_id` sees them: its staged partitions, else the published ones."""
+
+    def version(self, table_uri: str) -> int | None:
+        """The table's latest version; None when there is no table."""

@@ -4,14 +4,21 @@ The one place that reads and writes them, so that the engine, its record and the
 sensors agree on what a run covers (a single partition or a partition range).
 """
 
+from collections.abc import Mapping
+
 import dagster as dg
 
 BACKFILL_ID_TAG = "partition_assets/backfill_id"
+# On the node runs of a staged backfill: their IO managers stage outputs and read the overlay.
+STAGED_TAG = "partition_assets/staged"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of Dagster's own (daemon) backfills
+# Dagster records no materialization for the outputs of a run with this tag (execute_step.py,
+# `assets_are_externally_managed`): a staged node run's data is not readable yet.
+DEFER_ASSET_EVENTS_TAG = "dagster/defer_asset_events"
 
 # Runs that may still materialize something.
 IN_FLIGHT_STATUSES = [
@@ -21,6 +28,17 @@ IN_FLIGHT_STATUSES = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
+
+
+def staging_backfill(tags: Mapping[str, str]) -> str | None:
+    """The backfill whose staged data a run with `tags` writes and reads; None for a run that publishes."""
+    return tags.get(BACKFILL_ID_TAG) if tags.get(STAGED_TAG) == "true" else None
+
+
+def node_run_tags(backfill_id: str, staged: bool) -> dict[str, str]:
+    """The tags that mark a node run of backfill `backfill_id`."""
+    staging = {STAGED_TAG: "true", DEFER_ASSET_EVENTS_TAG: "true"} if staged else {}
+    return {BACKFILL_ID_TAG: backfill_id, **staging}
 
 
 def range_tags(first: str, last: str) -> dict[str, str]:

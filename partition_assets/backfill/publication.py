@@ -1,0 +1,374 @@
+"""What a staged backfill does around its node runs: leases, the validation gate,
+the ledger, one publish per table, discard and rollback.
+
+Every step is resumable: its progress is in the backfill's record (status, the
+fingerprints its leases took, the table versions it published) and each table
+commit carries the backfill's application transaction, so a coordinator killed
+anywhere is finished by `resume` without running a node or committing a table twice.
+
+Not guaranteed: tables are committed one after the other, upstream first, so for
+the moments between the first and the last table commit a reader joining two
+tables can see one published and the other not (each table on its own is old or
+new, never a mix). The ledger is appended after the commits; a coordinator killed
+in between appends it again on resume (`Ledger.latest` shows the newest row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from partition_assets.backfill.freeze import freeze, unfreeze
+from partition_assets.backfill.gate import GateCheck, apply_overrides, evaluate, gate_of
+from partition_assets.backfill.graph import BackfillGraph, Node
+from partition_assets.backfill.ledger import Ledger, LedgerEntry, ledger_uri
+from partition_assets.backfill.notify import BackfillEvent, notify
+from partition_assets.backfill.state import BackfillRecord, node_states
+from partition_assets.backfill.stats import PartitionStats, partition_stats
+from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of
+from partition_assets.deploy.versioning import GIT_SHA_TAG
+from partition_assets.errors import BackfillStateError, GateFailedError
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.leases import Heartbeat, Lease, acquire, release
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """The old (published) and new (staged) content of a table's rewritten partitions."""
+
+    table: BackfillTable
+    old: dict[tuple[str, ...], PartitionStats]
+    new: dict[tuple[str, ...], PartitionStats]
+
+
+class Publication:
+    """The staged backfill `record` of the code location `definitions` over `graph`."""
+
+    def __init__(self, record: BackfillRecord, definitions: dg.Definitions, graph: BackfillGraph) -> None:
+        self.record = record
+        self.definitions = definitions
+        self.graph = graph
+        self.tables = tables_of(definitions, graph)
+        root = lake_root(definitions)
+        self.ledger = Ledger(ledger_uri(root)) if root else None
+
+    # -- leases and freeze -------------------------------------------------------------
+
+    def take_leases(self) -> list[Lease]:
+        """Leases on every partition the backfill writes; the first time, also the
+        fingerprint of their published files, which publishing checks."""
+        leases = [acquire(table.uri, self.record.id, "backfill", table.scope) for table in self.tables.values()]
+        if not self.record.fingerprints:
+            self.record.fingerprints = {
+                table.asset.to_user_string(): _fingerprint(table) for table in self.tables.values()
+            }
+            self.record.save()
+        return leases
+
+    @contextmanager
+    def held(self, instance: dg.DagsterInstance, leases: Sequence[Lease] | None = None) -> Iterator[list[Lease]]:
+        """The backfill's leases (kept alive by a heartbeat) and its assets frozen, for
+        the duration; the freeze is lifted however the block ends."""
+        taken = list(leases) if leases is not None else self.take_leases()
+        freeze(instance, self.graph.assets(), self.record.id)
+        try:
+            with Heartbeat(taken):
+                yield taken
+        finally:
+            unfreeze(instance, self.record.id)
+
+    def notify(self, kind: str, detail: str = "") -> None:
+        notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets()), detail))
+
+    # -- gate --------------------------------------------------------------------------
+
+    def stats(self) -> list[TableStats]:
+        """Old and new stats of every partition the backfill staged, table by table."""
+        result = []
+        for table in self.tables.values():
+            staged = table.staging_format.staged(table.uri, self.record.id)
+            if staged is None:
+                continue
+            gate = self._gate(table)
+            measures = tuple(gate.measures) if gate else ()
+            keys = tuple(gate.keys) if gate else ()
+            scope = _scope_of_rows(table, staged.files_by_partition)
+            spark = table.spark.spark_session
+            new_frame = table.staging_format.read_overlay(spark, table.uri, scope, self.record.id)
+            old_frame = table.table_format.read(spark, table.uri, scope)
+            new = partition_stats(new_frame, table.columns, measures, keys) if new_frame is not None else {}
+            old = partition_stats(old_frame, table.columns, measures, keys) if old_frame is not None else {}
+            result.append(TableStats(table, old, new))
+        return result
+
+    def gate(self, instance: dg.DagsterInstance) -> list[GateCheck]:
+        """Evaluates every table's gate on the staged data and records the ledger's
+        `staged` (or `gate_failed`) rows; returns the checks (failed ones included)."""
+        failpoint("gating")
+        checks_by_table = {}
+        all_stats = self.stats()
+        for stats in all_stats:
+            gate = self._gate(stats.table)
+            checks_by_table[stats.table.asset] = (
+                evaluate(stats.table.asset.to_user_string(), gate, stats.old, stats.new) if gate else []
+            )
+        checks = [check for table_checks in checks_by_table.values() for check in table_checks]
+        failed = any(not check.passed for check in checks)
+        self.record.created = {
+            stats.table.asset.to_user_string(): [stats.table.partition_key(row) for row in sorted(stats.new.keys() - stats.old.keys())]
+            for stats in all_stats
+        }
+        self.record.save()
+        self._record(instance, all_stats, checks, "gate_failed" if failed else "staged")
+        return checks
+
+    def _gate(self, table: BackfillTable):
+        return apply_overrides(gate_of(table.metadata), table.asset.to_user_string(), self.record.spec.gate)
+
+    # -- publish -----------------------------------------------------------------------
+
+    def publish(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
+        """Commits every table's staged partitions, upstream first, each in one commit;
+        then records the materializations in one publish run and the ledger's rows.
+
+        Refuses (ForeignCommitError, nothing committed for that table and the ones after)
+        when a commit outside the backfill changed its partitions since it started,
+        unless `force`. Idempotent: tables already committed are not committed again."""
+        self.record.status = "publishing"
+        self.record.save()
+        for table in self.tables.values():
+            if table.staging_format.staged(table.uri, self.record.id) is None and not self._published(table):
+                continue
+            fingerprint = None if force else _as_files(self.record.fingerprints.get(table.asset.to_user_string()))
+            result = table.staging_format.publish_staged(
+                table.uri, self.record.id, fingerprint, {BACKFILL_ID_TAG: self.record.id}
+            )
+            self.record.published_versions[table.asset.to_user_string()] = result.version
+            self.record.save()
+            failpoint("between_table_commits")
+        self._record_materializations(instance)
+        self._append_ledger_status("published")
+        self.record.status = "published"
+        self.record.save()
+        self.notify("published", f"{len(self.tables)} tables")
+        return dict(self.record.published_versions)
+
+    def _published(self, table: BackfillTable) -> bool:
+        return table.asset.to_user_string() in self.record.published_versions
+
+    def _record_materializations(self, instance: dg.DagsterInstance) -> None:
+        """One run in the instance recording a materialization of every node, now that
+        readers can see them; skipped when an earlier publish run of the backfill succeeded."""
+        tags = {BACKFILL_ID_TAG: self.record.id, PUBLISH_RUN_TAG: "true"}
+        done = instance.get_runs(dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1)
+        if done:
+            return
+        asset_graph = self.definitions.resolve_asset_graph()
+        events = []
+        for node in self.graph.nodes():
+            table = self.tables.get(node.asset)
+            code_version = asset_graph.get(node.asset).code_version
+            metadata: dict[str, dg.RawMetadataValue] = {"backfill_id": self.record.id}
+            if table is not None:
+                metadata["table_uri"] = table.uri
+                version = self.record.published_versions.get(node.asset.to_user_string())
+                if version is not None:
+                    metadata["delta_version"] = version
+            events.append(
+                dg.AssetMaterialization(
+                    node.asset,
+                    partition=node.partition or None,
+                    metadata=metadata,
+                    tags={CODE_VERSION_TAG: code_version} if code_version else None,
+                )
+            )
+        _run_reporting(instance, events, tags, "partition_assets_publish")
+
+    # -- discard and rollback ----------------------------------------------------------
+
+    def discard(self) -> int:
+        """Deletes the backfill's staged data; returns how many files."""
+        if self.record.status in ("published", "publishing", "rolled_back", "rolling_back"):
+            raise BackfillStateError(
+                f"backfill {self.record.id} is {self.record.status}: its staged data is part of the tables now; "
+                f"use `partition-assets backfill rollback {self.record.id}` to undo it"
+            )
+        files = sum(t.staging_format.discard_staged(t.uri, self.record.id) for t in self.tables.values())
+        self._append_ledger_status("discarded")
+        self.record.status = "discarded"
+        self.record.save()
+        return files
+
+    def rollback(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
+        """Restores every table the backfill published to its content before, downstream
+        first, one commit per table; idempotent like publish."""
+        if self.record.status not in ("published", "rolling_back"):
+            raise BackfillStateError(
+                f"backfill {self.record.id} is {self.record.status}, not published: there is nothing to roll "
+                "back" + (f"; discard its staged data with `backfill discard {self.record.id}`" if self._staged() else "")
+            )
+        self.record.status = "rolling_back"
+        self.record.save()
+        versions = {}
+        for table in reversed(list(self.tables.values())):
+            published = self.record.published_versions.get(table.asset.to_user_string())
+            if published is None:
+                continue
+            result = table.staging_format.rollback(table.uri, self.record.id, published, force=force)
+            versions[table.asset.to_user_string()] = result.version
+            failpoint("between_rollback_commits")
+        self._reflect_rollback(instance)
+        self._append_ledger_status("rolled_back")
+        self.record.status = "rolled_back"
+        self.record.save()
+        self.notify("rolled_back", f"{len(versions)} tables restored")
+        return versions
+
+    def _staged(self) -> bool:
+        return any(t.staging_format.staged(t.uri, self.record.id) for t in self.tables.values())
+
+    def _reflect_rollback(self, instance: dg.DagsterInstance) -> None:
+        """Dagster's partition status after a rollback: partitions the backfill created
+        are wiped (missing again); restored ones get a materialization of the old content."""
+        created = {(asset, partition) for asset, partitions in self.record.created.items() for partition in partitions}
+        events = []
+        for node in self.graph.nodes():
+            if (node.asset.to_user_string(), node.partition) in created:
+                continue
+            events.append(
+                dg.AssetMaterialization(
+                    node.asset,
+                    partition=node.partition or None,
+                    metadata={"rolled_back_backfill_id": self.record.id},
+                )
+            )
+        for asset, partitions in _by_asset(created).items():
+            instance.wipe_asset_partitions(dg.AssetKey.from_user_string(asset), partitions)
+        _run_reporting(instance, events, {BACKFILL_ID_TAG: self.record.id}, "partition_assets_rollback")
+
+    # -- ledger ------------------------------------------------------------------------
+
+    def _record(
+        self, instance: dg.DagsterInstance, all_stats: list[TableStats], checks: list[GateCheck], status: str
+    ) -> None:
+        if self.ledger is None:
+            return
+        runs = {node: run for node, (_, run) in node_states(instance, self.record.id, self.graph).items()}
+        checks_by_partition: dict[tuple[str, str], list[dict]] = {}
+        for check in checks:
+            checks_by_partition.setdefault((check.asset, check.partition), []).append(check.to_json())
+        now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
+        entries = []
+        for stats in all_stats:
+            table = stats.table
+            asset = table.asset.to_user_string()
+            for row in sorted(set(stats.new) | set(stats.old)):
+                partition = table.partition_key(row)
+                run = runs.get(Node(table.asset, partition))
+                new = stats.new.get(row)
+                entries.append(
+                    LedgerEntry(
+                        backfill_id=self.record.id,
+                        asset=asset,
+                        partition=partition,
+                        run_id=run.run_id if run else "",
+                        git_sha=run.tags.get(GIT_SHA_TAG, "") if run else "",
+                        rows=new.rows if new else 0,
+                        checksum=new.checksum if new else "",
+                        input_versions=_input_versions(instance, run) if run else {},
+                        published_version=None,
+                        gate=checks_by_partition.get((asset, partition), []),
+                        status=status,
+                        recorded_at=now,
+                    )
+                )
+        self.ledger.append(entries)
+
+    def ledger_entries(self) -> list[LedgerEntry]:
+        """The newest ledger row of each (asset, partition) the backfill touched."""
+        return self._latest()
+
+    def _latest(self) -> list[LedgerEntry]:
+        return self.ledger.latest(self.record.id) if self.ledger else []
+
+    def _append_ledger_status(self, status: str) -> None:
+        """The latest ledger rows again, with `status` and the table version now published."""
+        if self.ledger is None:
+            return
+        now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
+        entries = [
+            entry.replace(
+                status=status,
+                recorded_at=now,
+                published_version=self.record.published_versions.get(entry.asset)
+                if status == "published"
+                else entry.published_version,
+            )
+            for entry in self._latest()
+        ]
+        if entries:
+            self.ledger.append(entries)
+
+
+PUBLISH_RUN_TAG = "partition_assets/publish_run"
+CODE_VERSION_TAG = "dagster/code_version"
+
+
+def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for asset, partition in sorted(keys):
+        grouped.setdefault(asset, []).append(partition)
+    return grouped
+
+
+def _fingerprint(table: BackfillTable) -> dict[str, list[str]]:
+    files = table.staging_format.partition_files(table.uri, table.scope) if table.scope is not None else {}
+    return {"/".join(row): sorted(paths) for row, paths in files.items()}
+
+
+def _as_files(fingerprint: Mapping[str, list[str]] | None) -> dict[tuple[str, ...], frozenset[str]] | None:
+    if fingerprint is None:
+        return None
+    return {tuple(key.split("/")): frozenset(paths) for key, paths in fingerprint.items()}
+
+
+def _scope_of_rows(table: BackfillTable, rows: Mapping[tuple[str, ...], object]) -> PartitionScope | None:
+    return None if table.partitions_def is None else PartitionScope(table.columns, frozenset(rows))
+
+
+def _input_versions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, int | str]:
+    """The `input_versions` the run's IO manager recorded on its handled output."""
+    versions: dict[str, int | str] = {}
+    for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
+        event = record.dagster_event
+        if event is None:
+            continue
+        metadata = event.event_specific_data.metadata or {}
+        value = metadata.get("input_versions")
+        if value is not None:
+            versions.update(value.value)
+    return versions
+
+
+def _run_reporting(
+    instance: dg.DagsterInstance, events: list[dg.AssetMaterialization], tags: dict[str, str], name: str
+) -> None:
+    """Records `events` from one in-process run named `name` in `instance`."""
+
+    @dg.op(name=f"{name}_op")
+    def report(context: dg.OpExecutionContext):
+        for event in events:
+            yield event
+        yield dg.Output(None)
+
+    @dg.job(name=name, executor_def=dg.in_process_executor)
+    def reporting_job():
+        report()
+
+    reporting_job.execute_in_process(instance=instance, tags=tags)

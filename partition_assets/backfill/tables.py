@@ -1,0 +1,98 @@
+"""The tables a backfill writes: the assets its graph holds that a partition_assets IO
+manager stores, with where and how.
+
+Assets stored otherwise (another IO manager, no output) still run as nodes and are
+recorded as materialized when the backfill publishes, but have no table to stage,
+gate, lease or roll back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph
+from partition_assets.errors import UnsupportedByFormatError
+from partition_assets.spark import SparkResource
+from partition_assets.storage.io_manager import SparkTableIOManager
+from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets.storage.table_format import StagingFormat, TableFormat
+
+
+@dataclass(frozen=True)
+class BackfillTable:
+    """One asset's table and the partitions of it the backfill rewrites."""
+
+    asset: dg.AssetKey
+    uri: str
+    table_format: TableFormat
+    columns: tuple[str, ...]
+    partitions_def: dg.PartitionsDefinition | None
+    partition_keys: tuple[str, ...]  # the backfill's partitions of the asset, in partition order
+    metadata: Mapping[str, Any]  # the asset's definition metadata (its gate, ...)
+    spark: SparkResource  # the session its IO manager reads and writes with
+
+    @property
+    def scope(self) -> PartitionScope | None:
+        """The backfill's partitions of the table; None for an unpartitioned table (all of it)."""
+        if self.partitions_def is None:
+            return None
+        return PartitionScope.for_keys(self.partitions_def, self.partition_keys, self.columns)
+
+    def partition_key(self, row: tuple[str, ...]) -> str:
+        """The partition key of a scope row (partition-column values)."""
+        if not row:
+            return UNPARTITIONED
+        if isinstance(self.partitions_def, dg.MultiPartitionsDefinition):
+            names = self.partitions_def.partition_dimension_names
+            return str(dg.MultiPartitionKey(dict(zip(names, row, strict=True))))
+        return row[0]
+
+    @property
+    def staging_format(self) -> StagingFormat:
+        if not isinstance(self.table_format, StagingFormat):
+            raise UnsupportedByFormatError(
+                f"asset {self.asset.to_user_string()} is stored as {self.table_format.name}, which cannot "
+                "publish a backfill's partitions in one commit: run it with --publish per-node, or store "
+                "it as Delta. Nothing was launched."
+            )
+        return self.table_format
+
+
+def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.AssetKey, BackfillTable]:
+    """The tables of `graph`'s assets that partition_assets IO managers store, in the
+    graph's (topological) order."""
+    asset_graph = definitions.resolve_asset_graph()
+    resources = definitions.resources or {}
+    tables = {}
+    for key, asset_slice in graph.slices.items():
+        node = asset_graph.get(key)
+        io_manager = resources.get(node.io_manager_key)
+        if not isinstance(io_manager, SparkTableIOManager):
+            continue
+        metadata = dict(node.metadata)
+        partitions_def = node.partitions_def
+        tables[key] = BackfillTable(
+            asset=key,
+            uri=io_manager.table_uri(key),
+            table_format=io_manager.table_format,
+            columns=partition_columns(partitions_def, metadata) if partitions_def else (),
+            partitions_def=partitions_def,
+            partition_keys=tuple(asset_slice.partition_keys),
+            metadata=metadata,
+            spark=io_manager.spark,
+        )
+    return tables
+
+
+def lake_root(definitions: dg.Definitions) -> str | None:
+    """The lake of the code location (where its backfill ledger is kept): the root of
+    its `io_manager` resource when partition_assets provides it, else of the first
+    partition_assets IO manager; None when it has none."""
+    resources = definitions.resources or {}
+    managers = [resources.get("io_manager"), *resources.values()]
+    roots = [m.root_uri.rstrip("/") for m in managers if isinstance(m, SparkTableIOManager)]
+    return roots[0] if roots else None

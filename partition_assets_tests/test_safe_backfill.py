@@ -1,0 +1,354 @@
+"""Staged backfills end to end, through `partition-assets backfill` on real Spark, Delta
+tables and a Dagster instance: readers see the old content then the new, one commit
+per table, the gate, diff/publish/discard, the ledger, rollback, SIGKILL + resume,
+leases in both directions, the freeze and the notification hook."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from partition_assets.backfill.freeze import frozen_assets
+from partition_assets.backfill.stats import partition_stats
+from partition_assets.storage import DeltaFormat, PartitionScope
+from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
+from partition_assets.storage.leases import run_lease
+from partition_assets_tests import safe_defs
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "partition_assets", "backfill"]
+TARGET = ["-m", "partition_assets_tests.safe_defs"]
+TABLES = ("orders", "revenue", "revenue_report")
+
+pytestmark = pytest.mark.slow
+
+
+class Lakehouse:
+    """A Dagster home, a lake and an events file, with the CLI run against them."""
+
+    def __init__(self, root: Path) -> None:
+        self.home = root / "dagster_home"
+        self.home.mkdir()
+        shutil.copy(REPO / "dagster.yaml", self.home / "dagster.yaml")
+        self.lake = root / "lake"
+        self.events_file = root / "events.jsonl"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != FAILPOINT_ENV}
+        return {
+            **env,
+            "DAGSTER_HOME": str(self.home),
+            safe_defs.LAKE_ENV: str(self.lake),
+            safe_defs.EVENTS_ENV: str(self.events_file),
+            **extra,
+        }
+
+    def cli(self, *args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*CLI, *args], cwd=REPO, env=self.env(**env), capture_output=True, text=True, timeout=600
+        )
+
+    def start(self, *args: str, **env: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [*CLI, *args],
+            cwd=REPO,
+            env=self.env(**env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def backfill(self, first: str, last: str, *extra: str, **env: str) -> subprocess.CompletedProcess:
+        return self.cli("run", *TARGET, "--select", "*", "--start", first, "--end", last, *extra, **env)
+
+    def uri(self, table: str) -> str:
+        return str(self.lake / table)
+
+    def content(self, table: str) -> frozenset:
+        if not DeltaTable.is_deltatable(self.uri(table)):
+            return frozenset()
+        rows = DeltaTable(self.uri(table)).to_pyarrow_table().to_pylist()
+        return frozenset(tuple(sorted(row.items())) for row in rows)
+
+    def contents(self) -> dict[str, frozenset]:
+        return {table: self.content(table) for table in TABLES}
+
+    def versions(self) -> dict[str, int]:
+        return {table: DeltaTable(self.uri(table)).version() for table in TABLES}
+
+    def events(self) -> list[str]:
+        if not self.events_file.exists():
+            return []
+        return [json.loads(line)["kind"] for line in self.events_file.read_text().splitlines()]
+
+    def instance(self) -> dg.DagsterInstance:
+        return dg.DagsterInstance.from_config(str(self.home))
+
+
+@pytest.fixture
+def lakehouse(tmp_path) -> Lakehouse:
+    return Lakehouse(tmp_path)
+
+
+def backfill_id(output: str) -> str:
+    found = re.search(r"backfill (\w+): \d+ nodes", output)
+    assert found, output
+    return found.group(1)
+
+
+def ok(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def expected_orders(days: list[str], factor: float) -> frozenset:
+    rows = set()
+    for day in days:
+        for i in range(safe_defs.ORDERS_PER_DAY):
+            rows.add(tuple(sorted({"order_id": f"{day}-{i}", "amount": (i + 1) * factor, "ds": day}.items())))
+    return frozenset(rows)
+
+
+def days(first: int, last: int) -> list[str]:
+    return [f"2024-01-{day:02d}" for day in range(first, last + 1)]
+
+
+def test_a_reader_sees_the_old_content_then_the_new_and_each_table_gets_one_version(lakehouse):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-07", "--publish", "per-node"))
+    old, versions_before = lakehouse.contents(), lakehouse.versions()
+    seen: dict[str, list[frozenset]] = {table: [] for table in TABLES}
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for table in TABLES:
+                content = lakehouse.content(table)
+                if not seen[table] or seen[table][-1] != content:
+                    seen[table].append(content)
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        output = ok(lakehouse.backfill("2024-01-01", "2024-01-07", **{safe_defs.FACTOR_ENV: "1.2"}))
+    finally:
+        stop.set()
+        reader.join()
+    new = lakehouse.contents()
+    assert new["orders"] == expected_orders(days(1, 7), 1.2)
+    for table in TABLES:
+        assert old[table] != new[table]
+        assert seen[table] == [old[table], new[table]], f"{table}: {len(seen[table])} contents seen"
+    assert lakehouse.versions() == {table: version + 1 for table, version in versions_before.items()}
+    assert "published" in output
+    assert lakehouse.events()[-2:] == ["started", "published"]
+    with lakehouse.instance() as instance:
+        assert frozen_assets(instance) == {}
+        # Dagster records the materializations once, when the data is published.
+        records = instance.fetch_materializations(dg.AssetKey("revenue"), limit=100).records
+        bid = backfill_id(output)
+        assert sum(1 for r in records if r.asset_materialization.metadata.get("backfill_id") == dg.MetadataValue.text(bid)) == 7
+
+
+def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-03", "--publish", "per-node"))
+    before, versions = lakehouse.contents(), lakehouse.versions()
+    result = lakehouse.backfill("2024-01-01", "2024-01-03", **{safe_defs.FACTOR_ENV: "3"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "validation gate failed" in result.stdout
+    bid = backfill_id(result.stdout)
+    assert lakehouse.contents() == before and lakehouse.versions() == versions
+    assert lakehouse.events()[-2:] == ["started", "gate_failed"]
+
+    diff = ok(lakehouse.cli("diff", bid))
+    # revenue per day: 1+2+...+6 = 21 before, 63 after (factor 3)
+    assert re.search(r"revenue.*2024-01-02.*21(\.0)?\b.*63(\.0)?\b", diff), diff
+
+    refused = lakehouse.cli("publish", bid)
+    assert refused.returncode == 2 and "--force" in refused.stderr + refused.stdout
+    ok(lakehouse.cli("publish", bid, "--force"))
+    assert lakehouse.content("orders") == expected_orders(days(1, 3), 3)
+    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+
+    ledger = json.loads(ok(lakehouse.cli("ledger", bid, "--json")))
+    assert {(row["asset"], row["partition"]) for row in ledger} == {(t, d) for t in TABLES for d in days(1, 3)}
+    for row in ledger:
+        assert row["status"] == "published"
+        assert row["published_version"] == versions[row["asset"]] + 1
+        assert row["rows"] == (safe_defs.ORDERS_PER_DAY if row["asset"] == "orders" else 1)
+        assert row["run_id"] and row["checksum"]
+    revenue_inputs = next(row["input_versions"] for row in ledger if row["asset"] == "revenue")
+    assert revenue_inputs == {"orders": f"staged:{bid}"}
+
+
+def test_two_backfills_of_the_same_range_and_code_give_equal_checksums(lakehouse):
+    first = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02")))
+    second = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--no-batch")))
+    checksums = [
+        {(row["asset"], row["partition"]): row["checksum"] for row in json.loads(ok(lakehouse.cli("ledger", b, "--json")))}
+        for b in (first, second)
+    ]
+    assert checksums[0] == checksums[1] and len(checksums[0]) == 6
+
+
+def test_rollback_restores_the_content_before_and_removes_created_partitions(lakehouse, spark):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-03", "--publish", "per-node"))
+    before = lakehouse.contents()
+    bid = backfill_id(ok(lakehouse.backfill("2024-01-02", "2024-01-05", **{safe_defs.FACTOR_ENV: "1.5"})))
+    assert lakehouse.content("orders") == expected_orders(days(1, 1), 1) | expected_orders(days(2, 5), 1.5)
+
+    # A later commit to a partition the backfill rewrote: rollback refuses, then --force restores anyway.
+    scope = PartitionScope.for_keys(safe_defs.DAYS, ["2024-01-02"], ("ds",))
+    DeltaFormat().write(safe_defs.orders_frame(spark, "2024-01-02", 7.0), lakehouse.uri("orders"), scope)
+    refused = lakehouse.cli("rollback", bid)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "--force" in refused.stdout + refused.stderr
+
+    versions = lakehouse.versions()
+    ok(lakehouse.cli("rollback", bid, "--force"))
+    assert lakehouse.contents() == before
+    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+    assert lakehouse.events()[-1] == "rolled_back"
+    assert {row["status"] for row in json.loads(ok(lakehouse.cli("ledger", bid, "--json")))} == {"rolled_back"}
+    with lakehouse.instance() as instance:
+        assert instance.get_materialized_partitions(dg.AssetKey("orders")) == set(days(1, 3))
+
+
+KILL_POINTS = ["mid-node", "gating", "publish_committing", "between_table_commits"]
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_coordinator_killed_anywhere_converges_on_resume_with_each_table_committed_once(lakehouse, point):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+    versions = lakehouse.versions()
+    args = ["run", *TARGET, "--select", "*", "--start", "2024-01-01", "--end", "2024-01-02"]
+    if point == "mid-node":
+        process = lakehouse.start(*args, **{safe_defs.FACTOR_ENV: "1.5", safe_defs.SLOW_ENV: "3"})
+        with lakehouse.instance() as instance:
+            _wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
+        os.killpg(process.pid, signal.SIGKILL)
+    else:
+        process = lakehouse.start(*args, **{safe_defs.FACTOR_ENV: "1.5", FAILPOINT_ENV: point})
+    process.wait(timeout=300)
+    assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
+    bid = _only_backfill(lakehouse)
+
+    ok(lakehouse.cli("resume", bid, **{safe_defs.FACTOR_ENV: "1.5"}))
+    assert lakehouse.content("orders") == expected_orders(days(1, 2), 1.5)
+    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+    _assert_ledger_matches_tables(lakehouse, bid)
+
+
+def test_a_rollback_killed_between_table_commits_converges_on_resume(lakehouse):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+    before = lakehouse.contents()
+    bid = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.5"})))
+    versions = lakehouse.versions()
+    killed = lakehouse.cli("rollback", bid, **{FAILPOINT_ENV: "between_rollback_commits"})
+    assert killed.returncode == -signal.SIGKILL
+    ok(lakehouse.cli("resume", bid))
+    assert lakehouse.contents() == before
+    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+
+
+def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other_way_round(lakehouse, spark):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+    # Run first: a write in flight holds its partitions; the backfill fails fast naming it.
+    uri = lakehouse.uri("orders")
+    scope = PartitionScope.for_keys(safe_defs.DAYS, ["2024-01-02"], ("ds",))
+    records = set((lakehouse.home / "partition_assets" / "backfills").glob("*.json"))
+    with run_lease(uri, scope, "run-in-flight"):
+        refused = lakehouse.backfill("2024-01-01", "2024-01-02")
+    assert refused.returncode == 2 and "run-in-flight" in refused.stdout + refused.stderr
+    assert set((lakehouse.home / "partition_assets" / "backfills").glob("*.json")) == records  # none recorded
+
+    # Backfill first: while it holds the partitions, a Dagster run of one of them fails fast.
+    before = lakehouse.content("orders")
+    process = lakehouse.start(
+        "run", *TARGET, "--select", "*", "--start", "2024-01-01", "--end", "2024-01-02",
+        **{safe_defs.FACTOR_ENV: "2", safe_defs.SLOW_ENV: "2"},
+    )
+    with lakehouse.instance() as instance:
+        _wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
+        result = dg.materialize(
+            [safe_defs.orders],
+            partition_key="2024-01-02",
+            instance=instance,
+            resources={"spark": safe_defs.spark, "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(lakehouse.lake), spark=safe_defs.spark)},
+            raise_on_error=False,
+        )
+    assert not result.success
+    assert "PartitionLeasedError" in _failure(result) and _only_backfill(lakehouse) in _failure(result)
+    assert lakehouse.content("orders") == before  # the refused run wrote nothing
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stdout + stderr
+    assert lakehouse.content("orders") == expected_orders(days(1, 2), 2)
+
+
+def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(lakehouse):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+    # Failure: a node fails; nothing is published, the freeze is lifted.
+    failed = lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "not-a-number"})
+    assert failed.returncode == 1
+    assert lakehouse.events()[-2:] == ["started", "failed"]
+    with lakehouse.instance() as instance:
+        assert frozen_assets(instance) == {}
+
+    # Cancel: frozen while it runs, lifted when canceled.
+    process = lakehouse.start(
+        "run", *TARGET, "--select", "*", "--start", "2024-01-01", "--end", "2024-01-04",
+        "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"},
+    )
+    with lakehouse.instance() as instance:
+        frozen = _wait_for(lambda: frozen_assets(instance), 120)
+        assert set(frozen) == {dg.AssetKey(t) for t in TABLES}
+        bid = next(iter(frozen.values()))
+        ok(lakehouse.cli("cancel", bid))
+        process.communicate(timeout=300)
+        assert frozen_assets(instance) == {}
+    assert lakehouse.events()[-2:] == ["started", "canceled"]
+
+
+def _failure(result) -> str:
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return failures[0].event_specific_data.error.to_string() if failures else ""
+
+
+def _only_backfill(lakehouse: Lakehouse) -> str:
+    records = sorted((lakehouse.home / "partition_assets" / "backfills").glob("*.json"), key=os.path.getmtime)
+    return json.loads(records[-1].read_text())["id"]
+
+
+def _assert_ledger_matches_tables(lakehouse: Lakehouse, bid: str) -> None:
+    """The ledger's checksums are those of the tables' content now, computed again by Spark."""
+    from partition_assets.spark import SparkResource
+
+    spark = SparkResource.from_env().spark_session
+    ledger = json.loads(ok(lakehouse.cli("ledger", bid, "--json")))
+    for table in TABLES:
+        frame = DeltaFormat().read(spark, lakehouse.uri(table), None)
+        stats = partition_stats(frame, ("ds",))
+        for row in ledger:
+            if row["asset"] == table:
+                assert row["checksum"] == stats[(row["partition"],)].checksum
+                assert row["status"] == "published"
+
+
+def _wait_for(condition, timeout: float, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"not within {timeout} s")
