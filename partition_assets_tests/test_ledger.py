@@ -3,6 +3,8 @@ Spark and DuckDB; concurrent appends all land; one backfill's reads skip the oth
 
 import json
 import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -131,6 +133,23 @@ def test_concurrent_appends_from_threads_all_land_even_when_creating_the_table(l
     for writer in range(writers):
         assert [e.partition for e in ledger.entries(f"b{writer}")] == [f"p{n}" for n in range(appends_each)]
     assert DeltaTable(ledger.uri).to_pyarrow_table().num_rows == writers * appends_each
+
+
+APPENDER = """
+import sys
+from partition_assets.backfill.ledger import Ledger, LedgerEntry
+uri, backfill_id = sys.argv[1:]
+for n in range(5):
+    Ledger(uri).append([LedgerEntry(backfill_id=backfill_id, asset="a", partition=f"p{n}", status="staged")])
+"""
+
+
+def test_concurrent_appends_from_two_processes_all_land(ledger):
+    ledger.append([staged("b0", "p0")])
+    processes = [subprocess.Popen([sys.executable, "-c", APPENDER, ledger.uri, f"b{i}"]) for i in (1, 2)]
+    assert [p.wait(timeout=120) for p in processes] == [0, 0]
+    assert [[e.partition for e in ledger.entries(f"b{i}")] for i in (1, 2)] == [[f"p{n}" for n in range(5)]] * 2
+    assert DeltaTable(ledger.uri).version() == 10
 
 
 def test_delta_rs_spark_and_duckdb_read_the_same_ledger(ledger, spark):

@@ -99,6 +99,9 @@ def test_measures_and_key_counts_are_exact(spark):
     # A composite key: (2, "us") twice; (2, "eu") once, (3, null) has a null part.
     composite = stats_of(spark, rows, keys=["order_id", "region"])[("2024-01-01",)]
     assert (composite.null_keys, composite.duplicate_keys) == (2, 2)
+    # A key that includes the partition column counts the same as without it.
+    with_partition = stats_of(spark, rows, keys=["ds", "order_id"])[("2024-01-01",)]
+    assert (with_partition.null_keys, with_partition.duplicate_keys) == (1, 3)
 
 
 def test_a_partition_without_rows_does_not_appear_and_big_hashes_do_not_overflow(spark):

@@ -57,17 +57,19 @@ def partition_stats(
     key are counted in `null_keys` and never as duplicates.
     """
     partition_columns = list(partition_columns)
+    # A key may include partition columns; they are grouped on once.
+    key_columns = [k for k in keys if k not in partition_columns]
     content = sorted(c for c in frame.columns if c not in partition_columns)
     rows = frame.select(
         *[F.col(c).cast("string").alias(c) for c in partition_columns],
-        *[F.col(k) for k in keys],
+        *[F.col(k) for k in key_columns],
         _row_hash(content).cast("decimal(38,0)").alias(_HASH_SUM),
         *[F.col(m).cast("double").alias(_measure(m)) for m in measures],
     )
     per_key = rows
     if keys:
         # One row per (partition, key): how many rows carry that key, and their sums.
-        per_key = rows.groupBy(*partition_columns, *keys).agg(
+        per_key = rows.groupBy(*partition_columns, *key_columns).agg(
             F.count(F.lit(1)).alias(_ROWS),
             F.sum(_HASH_SUM).alias(_HASH_SUM),
             *[F.sum(_measure(m)).alias(_measure(m)) for m in measures],
