@@ -46,6 +46,8 @@ def test_the_gate_declared_on_a_dagster_asset_reads_back_from_its_specs():
     assert gate_of(spec.metadata) == DECLARED
     assert gate_of(daily_revenue.metadata_by_key[dg.AssetKey("daily_revenue")]) == DECLARED
     assert gate_of(next(iter(ungated.specs)).metadata) is None
+    asset_graph = dg.Definitions(assets=[daily_revenue, ungated]).resolve_asset_graph()
+    assert gate_of(asset_graph.get(dg.AssetKey("daily_revenue")).metadata) == DECLARED
     # JSON-serializable, and read back the same when Dagster wraps it as a JSON metadata value.
     stored = json.loads(json.dumps(spec.metadata[GATE_METADATA_KEY]))
     assert gate_of({GATE_METADATA_KEY: dg.MetadataValue.json(stored)}) == DECLARED
