@@ -93,3 +93,7 @@ class RollbackError(PartitionAssetsError, RuntimeError):
 
 class BackfillStateError(PartitionAssetsError, ValueError):
     """The backfill is not in a state that allows this action (e.g. publishing one still running)."""
+
+
+class GateConfigError(PartitionAssetsError, ValueError):
+    """A backfill gate declaration or override is invalid; nothing was run or written."""

@@ -1,0 +1,195 @@
+"""The backfill ledger: one append-only Delta table recording, per backfill, what was
+written to each (asset, partition), from which inputs, and what became of it.
+
+The table lives at `ledger_uri(lake_root)`, is written by delta-rs (one commit per
+`Ledger.append`) and is partitioned by `backfill_id`, so reading one backfill's rows
+opens only that backfill's files however many backfills the ledger holds. It carries
+the Delta property `delta.appendOnly=true`: Delta writers refuse to delete or update
+its rows. Any Delta reader can read it (delta-rs, Spark, DuckDB); `input_versions`
+and `gate` are JSON text so that every reader sees plain columns.
+
+Not guaranteed: entries are ordered by `recorded_at`; entries with the same time keep
+their order only within one append, so give a later entry a later time. Each append
+adds a small file: the ledger is not compacted here (delta-rs `optimize.compact()` may
+be run on it; it keeps the rows).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+from partition_assets.errors import CommitError
+from partition_assets.storage.delta_table import open_table
+
+LEDGER_PATH = "_partition_assets/ledger"
+_COMMIT_ATTEMPTS = 20
+
+SCHEMA = pa.schema(
+    [
+        pa.field("backfill_id", pa.string(), nullable=False),
+        pa.field("asset", pa.string(), nullable=False),
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("run_id", pa.string()),
+        pa.field("git_sha", pa.string()),
+        pa.field("rows", pa.int64()),
+        pa.field("checksum", pa.string()),
+        pa.field("input_versions", pa.string(), nullable=False),  # JSON: {table or asset: version or "staged"}
+        pa.field("published_version", pa.int64()),
+        pa.field("gate", pa.string()),  # JSON: the gate's checks or configuration
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+def ledger_uri(lake_root: str) -> str:
+    """Where the ledger of the lake at `lake_root` lives."""
+    return f"{lake_root}/{LEDGER_PATH}"
+
+
+class LedgerStatus(str, Enum):
+    """What became of a backfill's write of one partition."""
+
+    STAGED = "staged"
+    GATE_FAILED = "gate_failed"
+    PUBLISHED = "published"
+    DISCARDED = "discarded"
+    ROLLED_BACK = "rolled_back"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerEntry:
+    """One row of the ledger. `partition` is the Dagster partition key; `input_versions`
+    maps each input table or asset to the Delta version read, or to "staged" when the
+    input was this backfill's staged data; `published_version` is the table version that
+    published the partition (None until published); `recorded_at` is UTC (naive = UTC)."""
+
+    backfill_id: str
+    asset: str
+    partition: str
+    status: LedgerStatus
+    run_id: str | None = None
+    git_sha: str | None = None
+    rows: int | None = None
+    checksum: str | None = None
+    input_versions: Mapping[str, int | str] = field(default_factory=dict)
+    published_version: int | None = None
+    gate: Any = None  # JSON-able: the gate checks (list of dicts) or the gate (dict)
+    recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", LedgerStatus(self.status))
+        if self.recorded_at.tzinfo is None:
+            object.__setattr__(self, "recorded_at", self.recorded_at.replace(tzinfo=UTC))
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as shown by the CLI (the backfill id is the caller's context)."""
+        return {
+            "asset": self.asset,
+            "partition": self.partition,
+            "run_id": self.run_id,
+            "git_sha": self.git_sha,
+            "rows": self.rows,
+            "checksum": self.checksum,
+            "input_versions": dict(self.input_versions),
+            "published_version": self.published_version,
+            "status": self.status.value,
+            "gate": self.gate,
+            "recorded_at": self.recorded_at.isoformat(),
+        }
+
+
+class Ledger:
+    """The ledger table at `uri` (created by the first append)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def append(self, entries: Iterable[LedgerEntry]) -> None:
+        """Adds `entries` in one Delta commit; concurrent appends (other threads or
+        processes) all land. CommitError when the commit keeps losing; then nothing
+        of these entries was recorded."""
+        data = _to_arrow(list(entries))
+        if data.num_rows == 0:
+            return
+        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+            existed = DeltaTable.is_deltatable(self.uri)
+            try:
+                write_deltalake(
+                    self.uri,
+                    data,
+                    mode="append",
+                    partition_by=["backfill_id"],
+                    configuration=None if existed else {"delta.appendOnly": "true"},
+                )
+                return
+            except CommitFailedError:
+                pass  # delta-rs retried appends on top of concurrent ones and still lost
+            except DeltaError:
+                # Two first appends race to create the table; the loser appends to it next.
+                if existed or not DeltaTable.is_deltatable(self.uri):
+                    raise
+            time.sleep(random.uniform(0.01, 0.05) * attempt)
+        raise CommitError(
+            f"{_COMMIT_ATTEMPTS} appends to the ledger {self.uri} lost to concurrent writers; nothing of "
+            "these entries was recorded. Record them again."
+        )
+
+    def entries(self, backfill_id: str) -> list[LedgerEntry]:
+        """Every entry of `backfill_id`, oldest first; [] when none (or no ledger)."""
+        table = open_table(self.uri)
+        if table is None:
+            return []
+        # A partition filter: delta-rs opens only this backfill's files.
+        rows = table.to_pyarrow_table(partitions=[("backfill_id", "=", backfill_id)]).to_pylist()
+        return sorted((_from_row(row) for row in rows), key=lambda entry: entry.recorded_at)
+
+    def latest(self, backfill_id: str) -> list[LedgerEntry]:
+        """The newest entry of each (asset, partition) of `backfill_id`, sorted by asset
+        and partition."""
+        newest = {(e.asset, e.partition): e for e in self.entries(backfill_id)}
+        return [newest[key] for key in sorted(newest)]
+
+
+def _to_arrow(entries: list[LedgerEntry]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "backfill_id": e.backfill_id,
+                "asset": e.asset,
+                "partition": e.partition,
+                "run_id": e.run_id,
+                "git_sha": e.git_sha,
+                "rows": e.rows,
+                "checksum": e.checksum,
+                "input_versions": json.dumps(dict(e.input_versions), sort_keys=True),
+                "published_version": e.published_version,
+                "gate": None if e.gate is None else json.dumps(e.gate, sort_keys=True),
+                "status": e.status.value,
+                "recorded_at": e.recorded_at,
+            }
+            for e in entries
+        ],
+        schema=SCHEMA,
+    )
+
+
+def _from_row(row: Mapping[str, Any]) -> LedgerEntry:
+    return LedgerEntry(
+        **{
+            **row,
+            "input_versions": json.loads(row["input_versions"]),
+            "gate": None if row["gate"] is None else json.loads(row["gate"]),
+        }
+    )
