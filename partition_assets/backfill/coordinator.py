@@ -20,7 +20,7 @@ from partition_assets.backfill.state import (
     node_states,
 )
 from partition_assets.backfill.publication import Publication
-from partition_assets.backfill.gate import GateCheck
+from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.errors import GateFailedError
 from partition_assets.run_tags import node_run_tags
 from partition_assets.storage.leases import release
@@ -132,10 +132,10 @@ def run_backfill(
 
 def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
     """What failed the gate, and the three ways on."""
-    shown = "; ".join(check.describe() for check in failed[:_CHECKS_SHOWN])
-    more = f" and {len(failed) - _CHECKS_SHOWN} more" if len(failed) > _CHECKS_SHOWN else ""
+    shown = format_checks(failed[:_CHECKS_SHOWN])
+    more = f"\n... and {len(failed) - _CHECKS_SHOWN} more" if len(failed) > _CHECKS_SHOWN else ""
     return (
-        f"backfill {backfill_id}: the validation gate failed ({len(failed)} checks: {shown}{more}); nothing was "
+        f"{shown}{more}\nbackfill {backfill_id}: the validation gate failed ({len(failed)} checks); nothing was "
         f"published. Review `partition-assets backfill diff {backfill_id}`, then `backfill publish {backfill_id} "
         f"--force` or `backfill discard {backfill_id}`."
     )

@@ -15,6 +15,8 @@ in between appends it again on resume (`Ledger.latest` shows the newest row).
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from partition_assets.backfill.freeze import freeze, unfreeze
-from partition_assets.backfill.gate import GateCheck, apply_overrides, evaluate, gate_of
+from partition_assets.backfill.gate import Gate, GateCheck, apply_overrides, evaluate, gate_of
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.ledger import Ledger, LedgerEntry, ledger_uri
 from partition_assets.backfill.notify import BackfillEvent, notify
@@ -128,7 +130,7 @@ class Publication:
         self._record(instance, all_stats, checks, "gate_failed" if failed else "staged")
         return checks
 
-    def _gate(self, table: BackfillTable):
+    def _gate(self, table: BackfillTable) -> Gate | None:
         return apply_overrides(gate_of(table.metadata), table.asset.to_user_string(), self.record.spec.gate)
 
     # -- publish -----------------------------------------------------------------------
@@ -260,7 +262,7 @@ class Publication:
         if self.ledger is None:
             return
         runs = {node: run for node, (_, run) in node_states(instance, self.record.id, self.graph).items()}
-        checks_by_partition: dict[tuple[str, str], list[dict]] = {}
+        checks_by_partition: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
         for check in checks:
             checks_by_partition.setdefault((check.asset, check.partition), []).append(check.to_json())
         now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
@@ -277,13 +279,13 @@ class Publication:
                         backfill_id=self.record.id,
                         asset=asset,
                         partition=partition,
-                        run_id=run.run_id if run else "",
-                        git_sha=run.tags.get(GIT_SHA_TAG, "") if run else "",
+                        run_id=run.run_id if run else None,
+                        git_sha=run.tags.get(GIT_SHA_TAG) if run else None,
                         rows=new.rows if new else 0,
-                        checksum=new.checksum if new else "",
+                        checksum=new.checksum if new else None,
                         input_versions=_input_versions(instance, run) if run else {},
                         published_version=None,
-                        gate=checks_by_partition.get((asset, partition), []),
+                        gate=checks_by_partition.get((asset, row), []),
                         status=status,
                         recorded_at=now,
                     )
@@ -303,7 +305,8 @@ class Publication:
             return
         now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
         entries = [
-            entry.replace(
+            dataclasses.replace(
+                entry,
                 status=status,
                 recorded_at=now,
                 published_version=self.record.published_versions.get(entry.asset)

@@ -22,6 +22,7 @@ from typing import Any, get_type_hints
 import dagster as dg
 from pydantic import Field, create_model
 
+from partition_assets.backfill.gate import parse_override
 from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
@@ -162,6 +163,8 @@ class BackfillSpec:
             raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
         if self.publish not in PUBLISH_MODES:
             raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
+        for text in self.gate:
+            parse_override(text)  # raises GateConfigError naming the text and the grammar
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "

@@ -14,7 +14,7 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
-from partition_assets.backfill.gate import format_diff
+from partition_assets.backfill.gate import diff_rows, format_diff
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
@@ -150,7 +150,7 @@ def _diff(publication: Publication, instance: dg.DagsterInstance, args: argparse
         print(f"backfill {publication.record.id} has no staged data (it is {publication.record.status})")
         return 0
     for table_stats in stats:
-        print(format_diff(table_stats.table.asset.to_user_string(), table_stats.old, table_stats.new))
+        print(format_diff(diff_rows(table_stats.table.asset.to_user_string(), table_stats.old, table_stats.new)))
     return 0
 
 
@@ -210,8 +210,8 @@ def format_ledger(entries: list[LedgerEntry]) -> str:
     for entry in entries:
         version = "-" if entry.published_version is None else str(entry.published_version)
         lines.append(
-            f"{entry.asset:<28} {entry.partition or '-':<22} {entry.status:<12} {entry.rows:>8} {version:>7}  "
-            f"{entry.checksum}"
+            f"{entry.asset:<28} {entry.partition or '-':<22} {entry.status.value:<12} {entry.rows or 0:>8} {version:>7}  "
+            f"{entry.checksum or '-'}"
         )
     return "\n".join(lines)
 
