@@ -51,7 +51,6 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("resume", "finish a backfill: run every node that has not succeeded"),
         ("retry", "re-run failed nodes and their descendants"),
         ("cancel", "stop launching and cancel runs in flight"),
-    ):
         ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
         ("publish", "publish a staged backfill whose gate failed, after review"),
         ("discard", "delete a staged backfill's staged data"),
