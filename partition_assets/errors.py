@@ -93,3 +93,7 @@ class RollbackError(PartitionAssetsError, RuntimeError):
 
 class BackfillStateError(PartitionAssetsError, ValueError):
     """The backfill is not in a state that allows this action (e.g. publishing one still running)."""
+
+
+class NotificationHookError(PartitionAssetsError, TypeError):
+    """The backfill notification hook configured on the Definitions is not a plain callable."""
