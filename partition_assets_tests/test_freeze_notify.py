@@ -1,17 +1,21 @@
-"""Freezing assets in a real Dagster instance (seen by every process of the deployment)
-and the backfill notification hook on a real Definitions object."""
+"""Freezing assets in a real Dagster instance (seen by every process of the deployment),
+the catch-up sensor honouring it, and the backfill notification hook on a real
+Definitions object. (The eager sensor's freeze test is in test_eager_decisions.py.)"""
 
 import logging
 import multiprocessing
 import os
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 import dagster as dg
 import pytest
 
+from partition_assets.automation.job import COORDINATOR_OP
 from partition_assets.backfill.freeze import freeze, frozen_assets, is_frozen, unfreeze
 from partition_assets.backfill.notify import BackfillEvent, notification_hook, notify
 from partition_assets.errors import NotificationHookError
+from partition_assets_tests import automation_defs
 
 ORDERS, REVENUE, CUSTOMERS = dg.AssetKey("orders"), dg.AssetKey(["finance", "revenue"]), dg.AssetKey("customers")
 
@@ -55,9 +59,10 @@ def test_another_instance_on_the_same_home_sees_the_freeze(tmp_path):
         assert frozen_assets(writer) == {}
 
 
-def _freeze_in_another_process(home: str, backfill_id: str) -> None:
+def _freeze_in_another_process(home: str, backfill_id: str, start_at: float) -> None:
     os.environ["DAGSTER_HOME"] = home
     with dg.DagsterInstance.get() as instance:
+        time.sleep(max(0.0, start_at - time.time()))
         freeze(instance, [dg.AssetKey(backfill_id)], backfill_id)
 
 
@@ -65,10 +70,37 @@ def test_backfills_freezing_at_once_from_processes_all_stay_frozen(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     ids = [f"bf{i}" for i in range(4)]
-    with ProcessPoolExecutor(len(ids), mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_freeze_in_another_process, [str(home)] * len(ids), ids))
-    with dg.instance_for_test(temp_dir=str(home)) as instance:
+    with dg.instance_for_test(temp_dir=str(home)) as instance:  # creates the storage once
+        with ProcessPoolExecutor(len(ids), mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(time.sleep, [0.0] * len(ids)))  # workers up before the start signal
+            start_at = time.time() + 1.0
+            list(pool.map(_freeze_in_another_process, [str(home)] * len(ids), ids, [start_at] * len(ids)))
         assert frozen_assets(instance) == {dg.AssetKey(i): i for i in ids}
+
+
+def test_the_catch_up_sensor_leaves_frozen_assets_out(instance):
+    for day in ("01", "02", "04"):
+        instance.report_runless_asset_event(dg.AssetMaterialization("gap_raw", partition=f"2024-01-{day}"))
+    sensor = automation_defs.defs.resolve_sensor_def("catch_up")
+
+    def evaluate():
+        return sensor(dg.build_sensor_context(instance=instance, definitions=automation_defs.defs))
+
+    freeze(instance, [dg.AssetKey("gap_clean")], "bf1")
+    request = evaluate()
+    config = request.run_config["ops"][COORDINATOR_OP]["config"]
+    assert config["selection"] == '(group:gaps) and not (key:"gap_clean")'
+    assert (config["start"][:10], config["end"][:10]) == ("2024-01-03", "2024-01-09")  # gap_raw's gaps only
+    freeze(instance, [dg.AssetKey("gap_raw")], "bf2")
+    skipped = evaluate()
+    assert isinstance(skipped, dg.SkipReason)
+    assert (
+        skipped.skip_message == "no gaps in group:gaps (left out, frozen by a backfill: gap_clean (bf1), gap_raw (bf2))"
+    )
+    unfreeze(instance, "bf1")
+    unfreeze(instance, "bf2")
+    thawed = evaluate().run_config["ops"][COORDINATOR_OP]["config"]
+    assert thawed["selection"] == "group:gaps" and thawed["start"][:10] == "2024-01-01"  # gap_clean has no day
 
 
 @dg.asset
