@@ -90,14 +90,11 @@ class Lease:
         shared = self.partitions & partitions
         return Overlap(self, frozenset(shared)) if shared else None
 
-    def describe(self) -> str:
-        if self.partitions is None:
-            return "the whole table"
-        return PartitionScope(self.columns, self.partitions).describe(_SHOWN_PARTITIONS)
-
 
 @dataclass(frozen=True)
 class Overlap:
+    """A live lease in the way of a claim, and the partitions both cover."""
+
     lease: Lease
     partitions: frozenset[tuple[str, ...]] | None  # None: possibly any partition
 
@@ -105,7 +102,7 @@ class Overlap:
         lease = self.lease
         shared = (
             "the whole table"
-            if self.partitions is None or lease.partitions is None
+            if self.partitions is None
             else f"partitions {PartitionScope(lease.columns, self.partitions).describe(_SHOWN_PARTITIONS)}"
         )
         if lease.kind == "backfill":
