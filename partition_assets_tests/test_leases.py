@@ -37,6 +37,12 @@ def test_a_lease_is_a_file_beside_the_table_and_release_deletes_it(table, tmp_pa
     release(lease)
     assert leases(table) == []
     release(lease)  # twice is harmless
+    taken = [
+        acquire(table, "bf2", "backfill", days("2024-01-01")),
+        acquire(table, "bf3", "backfill", days("2024-01-02")),
+    ]
+    assert [lease.holder for lease in leases(table)] == ["bf2", "bf3"]
+    release(taken)  # several at once
 
 
 def test_overlapping_acquire_fails_naming_the_backfill_and_the_fix(table):

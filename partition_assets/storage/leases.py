@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -160,9 +160,10 @@ def check_write(table_uri: str, scope: PartitionScope | None, holder: str | None
         raise overlap.error(table_uri, f"write {scope.describe() if scope else 'the whole table'} of")
 
 
-def release(lease: Lease) -> None:
-    """Deletes the holder's lease on the table; nothing when it is gone already."""
-    _LeaseFolder(lease.table_uri).delete(lease.holder)
+def release(leases: Lease | Iterable[Lease]) -> None:
+    """Deletes each holder's lease on its table; nothing for one that is gone already."""
+    for lease in [leases] if isinstance(leases, Lease) else leases:
+        _LeaseFolder(lease.table_uri).delete(lease.holder)
 
 
 def leases(table_uri: str) -> list[Lease]:
