@@ -97,3 +97,7 @@ class BackfillStateError(PartitionAssetsError, ValueError):
 
 class GateConfigError(PartitionAssetsError, ValueError):
     """A backfill gate declaration or override is invalid; nothing was run or written."""
+
+
+class NotificationHookError(PartitionAssetsError, TypeError):
+    """The backfill notification hook configured on the Definitions is not a plain callable."""

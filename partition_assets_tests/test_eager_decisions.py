@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import eager_partitions_sensor
+from partition_assets.backfill.freeze import freeze, unfreeze
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import BackfillRecord
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -130,3 +131,18 @@ def test_sensors_run_by_default_only_when_named(monkeypatch, setting, running):
     sensors = build_definitions().sensors
     assert {s.name for s in sensors} == {"eager_partitions", "catch_up"}
     assert {s.name for s in sensors if s.default_status == dg.DefaultSensorStatus.RUNNING} == running
+
+
+def test_frozen_assets_and_readers_of_frozen_assets_wait_for_the_unfreeze(instance, light_tick):
+    freeze(instance, [dg.AssetKey("eager_down")], "bf1")
+    assert light_tick("2024-01-05") == set()  # eager_down is being rewritten by bf1
+    freeze(instance, [dg.AssetKey("eager_up")], "bf2")
+    assert light_tick("2024-01-06") == set()  # and now its input too: not read while rewritten
+    unfreeze(instance, "bf1")
+    assert light_tick() == set()  # bf2 still rewrites the input
+    unfreeze(instance, "bf2")
+    assert light_tick() == {
+        ("eager_down", "2024-01-05"),
+        ("eager_down", "2024-01-06"),
+        ("eager_pair", "2024-01-06"),
+    }  # decided again once thawed, still not current

@@ -5,11 +5,13 @@ missing or failed further back stays so. This sensor finds those gaps — partit
 older than their asset's newest window whose status (the UI's) is missing or failed —
 and launches the engine job with `catch_up` over the range that spans them, so the
 engine runs exactly the partitions of that range that are not current. It launches
-nothing while its previous backfill is still queued or running.
+nothing while its previous backfill is still queued or running, and leaves out the
+assets a backfill has frozen (they are being rewritten: partition_assets.backfill.freeze).
 """
 
 import time
 import uuid
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,6 +21,7 @@ import dagster as dg
 
 from partition_assets.automation.job import backfill_run_config
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
+from partition_assets.backfill.freeze import frozen_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
@@ -62,18 +65,21 @@ def catch_up_sensor(
             return dg.SkipReason(f"backfill {running[0].tags.get(BACKFILL_ID_TAG)} is still running")
         asset_graph = sensor_asset_graph(context)
         keys = dg.AssetSelection.from_string(selection).resolve(asset_graph)
+        frozen = {key: backfill for key, backfill in frozen_assets(context.instance).items() if key in keys}
         # Sensor bookkeeping, not asset logic: the horizon is relative to the evaluation.
         since = datetime.fromtimestamp(time.time(), UTC) - horizon if horizon else None
-        gaps = historical_gaps(context.instance, asset_graph, keys, since)
+        gaps = historical_gaps(context.instance, asset_graph, keys - frozen.keys(), since)
+        named = sorted(f"{key.to_user_string()} ({backfill})" for key, backfill in frozen.items())
+        held = f" (left out, frozen by a backfill: {', '.join(named)})" if named else ""
         if not gaps:
-            return dg.SkipReason(f"no gaps in {selection}")
+            return dg.SkipReason(f"no gaps in {selection}{held}")
         start = min(g.window.start for g in gaps)
         end = max(g.window.end for g in gaps) - timedelta(microseconds=1)  # the engine's end is inclusive
         backfill_id = uuid.uuid4().hex[:12]
-        context.log.info(f"{len(gaps)} gaps in {selection} between {start} and {end}: backfill {backfill_id}")
+        context.log.info(f"{len(gaps)} gaps in {selection} between {start} and {end}: backfill {backfill_id}{held}")
         return dg.RunRequest(
             run_config=backfill_run_config(
-                selection=selection,
+                selection=_without(selection, frozen),
                 start=start.isoformat(),
                 end=end.isoformat(),
                 catch_up=True,
@@ -83,6 +89,12 @@ def catch_up_sensor(
         )
 
     return _sensor
+
+
+def _without(selection: str, keys: Iterable[dg.AssetKey]) -> str:
+    """`selection` minus `keys`, in Dagster's selection syntax."""
+    excluded = sorted(f'key:"{key.to_user_string()}"' for key in keys)
+    return f"({selection}) and not ({' or '.join(excluded)})" if excluded else selection
 
 
 def historical_gaps(

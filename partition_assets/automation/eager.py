@@ -12,7 +12,11 @@ the runs), and events arriving meanwhile join the same tick.
 
 A partition is requested when, for every parent, each partition its mapping names is
 materialized, and it is not current: its own latest materialization is older than one
-of those inputs' (or missing), and no run in flight targets it. Each request's run key
+of those inputs' (or missing), no run in flight targets it, and neither its asset nor
+a parent is frozen by a backfill (being rewritten: see partition_assets.backfill.freeze).
+A partition held by a run in flight or a freeze waits in the cursor and is decided
+again on later ticks, so it runs once the run is done or the backfill unfreezes, if it
+is still not current then. Each request's run key
 names the input version, so the same inputs never request it twice. Ready partitions
 with the same key and partitions definition share one run.
 """
@@ -25,6 +29,7 @@ from collections.abc import Set as AbstractSet
 import dagster as dg
 
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
+from partition_assets.backfill.freeze import frozen_assets
 from partition_assets.backfill.state import BackfillRecord
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
@@ -84,7 +89,12 @@ def eager_partitions_sensor(
         waiting = [[key.to_user_string(), partition] for key, partition in sorted(pending, key=_order)]
         cursor = json.dumps({"after": after, "pending": waiting})
         if not requests:
-            return dg.SensorResult(skip_reason="no partition gained all its inputs", cursor=cursor)
+            reason = "no partition gained all its inputs"
+            if watcher.held_by_freeze:
+                held = sorted(f"{key.to_user_string()}[{partition or ''}]" for key, partition in watcher.held_by_freeze)
+                backfills = sorted(set(watcher.held_by_freeze.values()))
+                reason += f"; {len(held)} wait for frozen assets of backfill {', '.join(backfills)}: {held[:5]}"
+            return dg.SensorResult(skip_reason=reason, cursor=cursor)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
 
     return _sensor
@@ -113,6 +123,7 @@ class _Watcher:
         self.watched = sorted({p for key in targets for p in self._parents(key)}, key=lambda k: k.to_user_string())
         self._backfill_selections: dict[str, AbstractSet[dg.AssetKey]] = {}
         self._left_by_run: dict[str, AbstractSet[dg.AssetKey]] = {}
+        self.held_by_freeze: dict[Target, str] = {}  # by the last `decide`: the backfill freezing it
 
     def _parents(self, key: dg.AssetKey) -> list[dg.AssetKey]:
         parents = self.graph.get(key).parent_keys
@@ -204,8 +215,10 @@ class _Watcher:
                 wanted.setdefault(parent, set()).update(keys)
         latest = {key: self._latest_storage_ids(key, partitions) for key, partitions in wanted.items()}
         in_flight = self._in_flight()
+        frozen = frozen_assets(self.instance)
         ready: dict[Target, int] = {}
         waiting: set[Target] = set()
+        self.held_by_freeze = {}
         for key, partition in sorted(inputs, key=_order):
             found_ids = [latest[parent].get(k) for parent, keys in inputs[key, partition] for k in keys]
             ids = [i for i in found_ids if i is not None]
@@ -217,6 +230,12 @@ class _Watcher:
                 continue  # current: materialized after every input
             if (key, partition) in in_flight:
                 waiting.add((key, partition))  # decide again once that run is done
+                continue
+            # A frozen asset is being rewritten by a backfill: neither write it nor read it.
+            freezing = next((frozen[k] for k in (key, *self._parents(key)) if k in frozen), None)
+            if freezing is not None:
+                waiting.add((key, partition))  # decide again once the backfill unfreezes
+                self.held_by_freeze[key, partition] = freezing
                 continue
             ready[key, partition] = newest_input
         return self._runs(ready), waiting

@@ -241,12 +241,7 @@ def build_graph(
     if downstream:
         selected |= _descendants(asset_graph, selected)
     order = [key for key in asset_graph.toposorted_asset_keys if key in selected]
-    mappings_by_edge = {
-        (key, parent): asset_graph.get_partition_mapping(key, parent)
-        for key in order
-        for parent in sorted(asset_graph.get(key).parent_keys)
-        if parent in selected
-    }
+    mappings_by_edge = _mappings_among(asset_graph, order)
     # One padding for every definition, so that each definition's windows are computed once.
     padding = max(
         [
@@ -280,6 +275,44 @@ def build_graph(
     for (key, parent), mapping in mappings_by_edge.items():
         dependencies[key].append(_dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store))
     return BackfillGraph(slices, dependencies)
+
+
+def impact(
+    asset_graph: BaseAssetGraph, graph: BackfillGraph, dynamic_partitions_store: DynamicPartitionsStore | None = None
+) -> dict[dg.AssetKey, int]:
+    """Assets outside the backfill that read partitions it rewrites, directly or through
+    other assets, with how many of their partitions do so; in topological order.
+
+    The same lineage cascade as `--downstream` (a self-dependent asset reading its
+    previous partition is reached from the first rewritten one to its last partition),
+    started from every partition of the backfill. An unpartitioned asset counts 1.
+    """
+    selected = set(graph.slices)
+    outside = _descendants(asset_graph, selected) - selected
+    if not outside:
+        return {}
+    order = [key for key in asset_graph.toposorted_asset_keys if key in selected | outside]
+    reached = _cascade(
+        asset_graph,
+        order,
+        {key: asset_slice.partition_keys for key, asset_slice in graph.slices.items()},
+        _mappings_among(asset_graph, order),
+        dynamic_partitions_store,
+    )
+    return {key: len(reached[key]) for key in order if key in outside and reached[key]}
+
+
+def _mappings_among(
+    asset_graph: BaseAssetGraph, order: list[dg.AssetKey]
+) -> dict[tuple[dg.AssetKey, dg.AssetKey], dg.PartitionMapping]:
+    """The partition mapping of every edge (child, parent) between assets of `order`."""
+    among = set(order)
+    return {
+        (key, parent): asset_graph.get_partition_mapping(key, parent)
+        for key in order
+        for parent in sorted(asset_graph.get(key).parent_keys)
+        if parent in among
+    }
 
 
 def _descendants(asset_graph: BaseAssetGraph, keys: set[dg.AssetKey]) -> set[dg.AssetKey]:

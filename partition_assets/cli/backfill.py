@@ -4,6 +4,7 @@ import argparse
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -15,7 +16,7 @@ from partition_assets.backfill.coordinator import (
     succeeded_nodes,
 )
 from partition_assets.backfill.gate import diff_rows, format_diff
-from partition_assets.backfill.graph import BackfillGraph, Node
+from partition_assets.backfill.graph import BackfillGraph, Node, impact
 from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
 from partition_assets.backfill.publication import Publication
@@ -81,7 +82,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             graph = graph_of(spec, instance)
             done = nodes_to_skip(spec, graph, instance)
             if args.action == "plan":
-                print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel))
+                impacted = impact(load_definitions(spec.module).resolve_asset_graph(), graph, instance)
+                print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
                 if spec.catch_up:
                     print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
                 return 0
@@ -235,7 +237,12 @@ def _recorded_durations(instance: dg.DagsterInstance, graph: BackfillGraph) -> d
     return {key: statistics.median(seconds[key]) if seconds[key] else _DEFAULT_SECONDS_PER_NODE for key in graph.slices}
 
 
-def _describe_plan(graph: BackfillGraph, durations: dict[dg.AssetKey, float], max_parallel: int) -> str:
+def _describe_plan(
+    graph: BackfillGraph,
+    durations: dict[dg.AssetKey, float],
+    max_parallel: int,
+    impacted: Mapping[dg.AssetKey, int],
+) -> str:
     lines = [f"{'asset':<32} {'nodes':>8} {'edges in':>9} {'s/node':>7}"]
     for key, asset_slice in graph.slices.items():
         edges = sum(d.edge_count() for d in graph.dependencies[key])
@@ -249,9 +256,24 @@ def _describe_plan(graph: BackfillGraph, durations: dict[dg.AssetKey, float], ma
         + " -> ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in path[:6])
         + (" -> ..." if len(path) > 6 else ""),
         f"ETA with {max_parallel} slots: {eta:.1f} s (max of critical path and work/slots)",
+        _describe_impact(impacted),
         "plan only: nothing was launched",
     ]
     return "\n".join(lines)
+
+
+def _describe_impact(impacted: Mapping[dg.AssetKey, int], shown: int = 8) -> str:
+    if not impacted:
+        return "impact: no asset outside the selection reads a rewritten partition"
+    named = [f"{key.to_user_string()} ({count})" for key, count in impacted.items()]
+    more = f" and {len(named) - shown} more" if len(named) > shown else ""
+    assets = (
+        "1 asset outside the selection reads" if len(named) == 1 else f"{len(named)} assets outside the selection read"
+    )
+    return (
+        f"impact: {assets} rewritten partitions "
+        f"(partitions affected; add --downstream to rewrite them too): {', '.join(named[:shown])}{more}"
+    )
 
 
 def _critical_path(graph: BackfillGraph, durations: dict[dg.AssetKey, float]) -> tuple[list[Node], float]:

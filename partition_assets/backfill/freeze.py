@@ -1,0 +1,83 @@
+"""Freezing the assets of a running backfill, so that automation leaves them alone.
+
+While a backfill rewrites an asset, a sensor must not launch a run writing it (it
+would race the backfill's lease) nor, for the eager sensor, a run reading it (the
+inputs are about to change). The freeze lives in the Dagster instance's key-value
+store (`run_storage.get_cursor_values` / `set_cursor_values`, the daemon cursor
+storage every run storage implements), so every process of the deployment sees
+it: the sensor daemon, the webserver, a consumer's script.
+
+Layout: `partition_assets/frozen/<backfill_id>` holds the JSON list of the
+backfill's frozen assets ("[]" once unfrozen: the store cannot delete), and
+`partition_assets/frozen` the JSON list of the backfills that may hold a freeze.
+
+Not guaranteed: the store has no transactions, so the list of backfills is
+updated by read, write and re-read until the change holds; two processes
+changing it within the same instant could still lose one change (the re-read
+narrows, not closes, that window). A freeze is a signal to automation, not a
+lock: leases guard the data.
+"""
+
+import json
+import time
+from collections.abc import Callable, Iterable
+
+import dagster as dg
+
+INDEX_KEY = "partition_assets/frozen"
+_VERIFY_SECONDS = 0.05
+_ATTEMPTS = 20
+
+
+def _backfill_key(backfill_id: str) -> str:
+    return f"{INDEX_KEY}/{backfill_id}"
+
+
+def freeze(instance: dg.DagsterInstance, assets: Iterable[dg.AssetKey], backfill_id: str) -> None:
+    """Marks `assets` as being rewritten by `backfill_id` (again: replaces its frozen assets)."""
+    names = sorted({key.to_user_string() for key in assets})
+    instance.run_storage.set_cursor_values({_backfill_key(backfill_id): json.dumps(names)})
+    _update_index(instance, lambda ids: ids | {backfill_id}, lambda ids: backfill_id in ids)
+
+
+def unfreeze(instance: dg.DagsterInstance, backfill_id: str) -> None:
+    """Lifts `backfill_id`'s freeze; other backfills' frozen assets stay frozen."""
+    instance.run_storage.set_cursor_values({_backfill_key(backfill_id): "[]"})
+    _update_index(instance, lambda ids: ids - {backfill_id}, lambda ids: backfill_id not in ids)
+
+
+def frozen_assets(instance: dg.DagsterInstance) -> dict[dg.AssetKey, str]:
+    """Every frozen asset with the backfill freezing it (the first by id when several do)."""
+    ids = sorted(_index(instance))
+    if not ids:
+        return {}
+    values = instance.run_storage.get_cursor_values({_backfill_key(backfill_id) for backfill_id in ids})
+    frozen: dict[dg.AssetKey, str] = {}
+    for backfill_id in ids:
+        for name in json.loads(values.get(_backfill_key(backfill_id), "[]")):
+            frozen.setdefault(dg.AssetKey.from_user_string(name), backfill_id)
+    return frozen
+
+
+def is_frozen(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> str | None:
+    """The id of a backfill freezing `asset_key`, or None."""
+    return frozen_assets(instance).get(asset_key)
+
+
+def _index(instance: dg.DagsterInstance) -> set[str]:
+    text = instance.run_storage.get_cursor_values({INDEX_KEY}).get(INDEX_KEY)
+    return set(json.loads(text)) if text else set()
+
+
+def _update_index(
+    instance: dg.DagsterInstance, change: Callable[[set[str]], set[str]], holds: Callable[[set[str]], bool]
+) -> None:
+    """Applies `change` to the list of freezing backfills until a later read shows it holds."""
+    for _ in range(_ATTEMPTS):
+        ids = _index(instance)
+        if holds(ids):
+            time.sleep(_VERIFY_SECONDS)  # a concurrent writer's stale list would land by now
+            if holds(_index(instance)):
+                return
+            continue
+        instance.run_storage.set_cursor_values({INDEX_KEY: json.dumps(sorted(change(ids)))})

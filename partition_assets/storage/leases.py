@@ -1,0 +1,316 @@
+"""Leases on partitions of a table: which backfill or run may write them now.
+
+A lease is one JSON file `<table>/_leases/<holder>.json`, written atomically (a
+temporary file renamed into place) through the table's pyarrow filesystem, so a
+table on an object store is leased the same way as a local one. It names its
+holder (a backfill id or a run id), its kind ("backfill" or "run"), the table's
+partition columns and the partitions it covers (None: the whole table). It is
+live while its heartbeat is younger than `lease_ttl()` seconds; a dead lease (its
+holder crashed) is ignored by every check, so the next `acquire` takes its place.
+
+Taking a lease: `acquire` lists the live leases, fails fast on an overlapping
+one of another holder, writes its own, then lists again. When two acquirers
+race, the one that sees another overlapping lease after writing its own backs
+off (deletes its lease, waits a random moment, starts over), so that two
+acquirers never both win: of two writes, the later one's re-listing sees the
+earlier one. After a few rounds of racing, the acquirer gives up and raises.
+
+Not guaranteed: leases are advisory (a writer that does not call `check_write`
+or `acquire` is not stopped); expiry compares heartbeats with this machine's
+clock, so the clocks of the processes sharing a table must agree to well within
+the TTL; a holder paused for longer than the TTL may find its lease taken over
+(its heartbeat then stops refreshing it, see `Heartbeat`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import pyarrow.fs as pafs
+
+from partition_assets.errors import EnvironmentSetupError, PartitionLeasedError
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.staging import table_filesystem
+
+LEASES_DIR = "_leases"
+TTL_ENV = "PARTITION_ASSETS_LEASE_TTL"
+DEFAULT_TTL_SECONDS = 60.0
+LeaseKind = Literal["backfill", "run"]
+_RACE_ROUNDS = 8
+_SHOWN_PARTITIONS = 3
+
+log = logging.getLogger(__name__)
+
+
+def lease_ttl() -> float:
+    """Seconds after its last heartbeat that a lease dies: PARTITION_ASSETS_LEASE_TTL, default 60."""
+    text = os.environ.get(TTL_ENV)
+    if text is None:
+        return DEFAULT_TTL_SECONDS
+    try:
+        ttl = float(text)
+    except ValueError:
+        ttl = 0.0
+    if ttl <= 0:
+        raise EnvironmentSetupError(f"{TTL_ENV}={text!r} is not a positive number of seconds; set e.g. {TTL_ENV}=60")
+    return ttl
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One holder's claim on partitions of one table (times are epoch seconds)."""
+
+    table_uri: str
+    holder: str
+    kind: LeaseKind
+    columns: tuple[str, ...]
+    partitions: frozenset[tuple[str, ...]] | None  # None: the whole table
+    acquired_at: float
+    heartbeat_at: float
+
+    def is_live(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) - self.heartbeat_at < lease_ttl()
+
+    def overlap(self, columns: tuple[str, ...], partitions: frozenset[tuple[str, ...]] | None) -> Overlap | None:
+        """What this lease and a claim on `partitions` (None: the whole table) share, or None."""
+        if self.partitions is None or partitions is None or self.columns != columns:
+            # A whole-table claim, or partitioned by other columns: everything may collide.
+            return Overlap(self, None)
+        shared = self.partitions & partitions
+        return Overlap(self, frozenset(shared)) if shared else None
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A live lease in the way of a claim, and the partitions both cover."""
+
+    lease: Lease
+    partitions: frozenset[tuple[str, ...]] | None  # None: possibly any partition
+
+    def error(self, table_uri: str, action: str) -> PartitionLeasedError:
+        lease = self.lease
+        shared = (
+            "the whole table"
+            if self.partitions is None
+            else f"partitions {PartitionScope(lease.columns, self.partitions).describe(_SHOWN_PARTITIONS)}"
+        )
+        if lease.kind == "backfill":
+            fix = (
+                f"watch it with `partition-assets backfill status {lease.holder}`, stop it with "
+                f"`partition-assets backfill cancel {lease.holder}`, or wait for it to publish"
+            )
+        else:
+            fix = f"wait for run {lease.holder} to finish, then try again"
+        return PartitionLeasedError(
+            f"cannot {action} {table_uri}: {lease.kind} {lease.holder} holds a lease on {shared}; {fix}. "
+            "Nothing was written."
+        )
+
+
+def acquire(table_uri: str, holder: str, kind: LeaseKind, scope: PartitionScope | None) -> Lease:
+    """Leases `scope`'s partitions of the table (None: the whole table) to `holder`.
+
+    Raises PartitionLeasedError, naming the other holder and how to proceed, when a
+    live lease of another holder overlaps, or when the race with a concurrent
+    acquirer of overlapping partitions was lost. Acquiring again as the same holder
+    (a resumed backfill) replaces its lease with this scope and a fresh heartbeat.
+    Dead leases are ignored (and left in place: deleting one could delete the fresh
+    lease its holder just wrote).
+    """
+    claim = _Claim.of(scope)
+    folder = _LeaseFolder(table_uri)
+    action = f"lease {scope.describe() if scope else 'the whole table'} of"
+    for _ in range(_RACE_ROUNDS):
+        overlap = folder.live_overlap(holder, claim)
+        if overlap is not None:
+            raise overlap.error(table_uri, action)
+        now = time.time()
+        own = folder.read(holder)
+        acquired_at = own.acquired_at if own is not None and own.is_live(now) else now
+        lease = Lease(table_uri, holder, kind, claim.columns, claim.partitions, acquired_at, now)
+        folder.write(lease)
+        if folder.live_overlap(holder, claim) is None:
+            return lease
+        # A concurrent acquirer wrote an overlapping lease: both back off and look again,
+        # at random moments, so that one of them soon finds the other's lease in place.
+        folder.delete(holder)
+        time.sleep(random.uniform(0.01, 0.1))
+    raise PartitionLeasedError(
+        f"cannot {action} {table_uri} for {kind} {holder}: it raced other acquirers of the same partitions "
+        f"{_RACE_ROUNDS} times; try again. Nothing was written."
+    )
+
+
+def check_write(table_uri: str, scope: PartitionScope | None, holder: str | None) -> None:
+    """Raises PartitionLeasedError when a live lease of a holder other than `holder`
+    overlaps `scope` (None: the whole table). One listing when the table has no lease."""
+    overlap = _LeaseFolder(table_uri).live_overlap(holder, _Claim.of(scope))
+    if overlap is not None:
+        raise overlap.error(table_uri, f"write {scope.describe() if scope else 'the whole table'} of")
+
+
+def release(leases: Lease | Iterable[Lease]) -> None:
+    """Deletes each holder's lease on its table; nothing for one that is gone already."""
+    for lease in [leases] if isinstance(leases, Lease) else leases:
+        _LeaseFolder(lease.table_uri).delete(lease.holder)
+
+
+def leases(table_uri: str) -> list[Lease]:
+    """The live leases of the table, oldest first."""
+    now = time.time()
+    return [lease for lease in _LeaseFolder(table_uri).all() if lease.is_live(now)]
+
+
+def refresh(lease: Lease) -> bool:
+    """Renews the heartbeat of the holder's lease; False, changing nothing, when the lease
+    was released, or died and may have been taken over (its holder lost it)."""
+    folder = _LeaseFolder(lease.table_uri)
+    current = folder.read(lease.holder)
+    if current is None or not current.is_live():
+        return False
+    folder.write(replace(current, heartbeat_at=time.time()))
+    return True
+
+
+class Heartbeat:
+    """Keeps `leases` alive while the block runs: a daemon thread refreshes them every
+    `interval` seconds (default a quarter of the TTL) and stops on exit.
+
+    A lease found released or dead is no longer refreshed and is listed in `lost`.
+    """
+
+    def __init__(self, leases: Sequence[Lease], interval: float | None = None) -> None:
+        self.leases = list(leases)
+        self.interval = interval if interval is not None else lease_ttl() / 4
+        self.lost: list[Lease] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for lease in list(self.leases):
+                try:
+                    alive = refresh(lease)
+                except OSError as error:  # a storage hiccup: the next beat tries again
+                    log.warning("could not refresh the lease of %s on %s: %s", lease.holder, lease.table_uri, error)
+                    continue
+                if not alive:
+                    self.leases.remove(lease)
+                    self.lost.append(lease)
+
+
+@contextmanager
+def run_lease(table_uri: str, scope: PartitionScope | None, run_id: str) -> Iterator[Lease]:
+    """A "run" lease on `scope` for the duration of one write, heartbeating meanwhile and
+    released at the end, even on error. PartitionLeasedError (nothing written) when a
+    backfill or another run holds an overlapping lease."""
+    lease = acquire(table_uri, run_id, "run", scope)
+    try:
+        with Heartbeat([lease]):
+            yield lease
+    finally:
+        release(lease)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    columns: tuple[str, ...]
+    partitions: frozenset[tuple[str, ...]] | None
+
+    @classmethod
+    def of(cls, scope: PartitionScope | None) -> _Claim:
+        return cls((), None) if scope is None else cls(scope.columns, scope.rows)
+
+
+class _LeaseFolder:
+    """The `_leases` folder of one table, through its pyarrow filesystem."""
+
+    def __init__(self, table_uri: str) -> None:
+        self.table_uri = table_uri
+        self.fs, root = table_filesystem(table_uri)
+        self.folder = f"{root}/{LEASES_DIR}"
+
+    def _path(self, holder: str) -> str:
+        return f"{self.folder}/{urllib.parse.quote(holder, safe='')}.json"
+
+    def all(self) -> list[Lease]:
+        """Every lease file, live or dead, oldest first; one listing when there is none."""
+        listing = self.fs.get_file_info(pafs.FileSelector(self.folder, allow_not_found=True))
+        found = [
+            lease
+            for info in listing
+            if info.type == pafs.FileType.File and info.base_name.endswith(".json")
+            for lease in [self._load(info.path)]
+            if lease is not None
+        ]
+        return sorted(found, key=lambda lease: (lease.acquired_at, lease.holder))
+
+    def read(self, holder: str) -> Lease | None:
+        return self._load(self._path(holder))
+
+    def write(self, lease: Lease) -> None:
+        self.fs.create_dir(self.folder, recursive=True)
+        temporary = f"{self.folder}/.{uuid.uuid4().hex}.tmp"  # not *.json: listings skip it
+        body = {
+            "holder": lease.holder,
+            "kind": lease.kind,
+            "columns": list(lease.columns),
+            "partitions": None if lease.partitions is None else sorted(list(row) for row in lease.partitions),
+            "acquired_at": lease.acquired_at,
+            "heartbeat_at": lease.heartbeat_at,
+        }
+        with self.fs.open_output_stream(temporary) as stream:
+            stream.write(json.dumps(body).encode())
+        self.fs.move(temporary, self._path(lease.holder))  # readers see the old lease or the new, never half
+
+    def delete(self, holder: str) -> None:
+        try:
+            self.fs.delete_file(self._path(holder))
+        except FileNotFoundError:  # released already
+            pass
+
+    def live_overlap(self, holder: str | None, claim: _Claim) -> Overlap | None:
+        """The oldest live lease of another holder that overlaps `claim`, with what they share."""
+        now = time.time()
+        for lease in self.all():
+            if lease.holder != holder and lease.is_live(now):
+                overlap = lease.overlap(claim.columns, claim.partitions)
+                if overlap is not None:
+                    return overlap
+        return None
+
+    def _load(self, path: str) -> Lease | None:
+        try:
+            with self.fs.open_input_stream(path) as stream:
+                body = json.loads(stream.read())
+        except FileNotFoundError:  # released between the listing and now
+            return None
+        partitions = body["partitions"]
+        return Lease(
+            table_uri=self.table_uri,
+            holder=body["holder"],
+            kind=body["kind"],
+            columns=tuple(body["columns"]),
+            partitions=None if partitions is None else frozenset(tuple(row) for row in partitions),
+            acquired_at=body["acquired_at"],
+            heartbeat_at=body["heartbeat_at"],
+        )
