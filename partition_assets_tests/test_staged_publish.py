@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,20 @@ def test_staging_validates_like_a_write_and_merges_into_the_overlay(spark, table
     assert d1.tag.to_dict() == {0: "merged", 3: "old", 6: "old"}
     assert d1.extra.to_dict()[0] == 7 and overlay[overlay.ds == D2].extra.isna().all()
 
+    version = DeltaTable(table).version()
+    result = DeltaFormat().publish_staged(table, BACKFILL, None, {})
+    # The new column is added by a commit of its own, before the publish commit.
+    assert result.version == version + 2 == DeltaTable(table).version()
+    assert "extra" in DeltaTable(table).schema().to_arrow().names
+
+
+def test_nodes_staging_partitions_of_one_table_at_once_all_land(spark, table):
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(lambda day: stage(spark, table, [day], f"new-{day}"), [D1, D2, D4]))
+    assert DeltaFormat().staged(table, BACKFILL).rows_by_partition == {(D1,): 3, (D2,): 3, (D4,): 3}
+    DeltaFormat().publish_staged(table, BACKFILL, None, {})
+    assert tags(table) == {D1: {f"new-{D1}"}, D2: {f"new-{D2}"}, D3: {"old"}, D4: {f"new-{D4}"}}
+
 
 def test_publish_is_one_commit_of_every_staged_partition_and_is_idempotent(spark, table):
     fingerprint = DeltaFormat().partition_files(table, scope(D1, D2, D4))
@@ -167,6 +182,32 @@ def test_publish_creates_a_table_the_backfill_created(spark, lake):
     assert tags(uri) == {D1: {"new"}, D2: {"new"}}
     assert DeltaFormat().publish_staged(uri, BACKFILL, None, {}).version == 0
     assert DeltaTable(uri).version() == 0
+
+    DeltaFormat().rollback(uri, BACKFILL, 0)  # every partition was created by the backfill
+    assert DeltaTable(uri).to_pandas().empty
+
+
+def test_an_empty_staging_clears_its_partition_when_allowed(spark, table):
+    empty = frame(spark, [D2], "none").limit(0)
+    DeltaFormat().stage(empty, table, scope(D2), WriteOptions(allow_empty=True), BACKFILL)
+    assert DeltaFormat().staged(table, BACKFILL).rows_by_partition == {(D2,): 0}
+    assert frame_tags(DeltaFormat().read_overlay(spark, table, None, BACKFILL)) == {D1: {"old"}, D3: {"old"}}
+    DeltaFormat().publish_staged(table, BACKFILL, None, {})
+    assert tags(table) == {D1: {"old"}, D3: {"old"}}
+
+
+def test_an_unpartitioned_table_stages_publishes_and_rolls_back_whole(spark, lake):
+    uri = str(lake / "flat")
+    DeltaFormat().write(spark.range(4).select("id", F.lit("old").alias("tag")), uri, None)
+    before = sorted(DeltaTable(uri).to_pandas().itertuples(index=False, name=None))
+    fingerprint = DeltaFormat().partition_files(uri, None)
+    DeltaFormat().stage(spark.range(2).select("id", F.lit("new").alias("tag")), uri, None, OPTIONS, BACKFILL)
+    assert set(DeltaFormat().read_overlay(spark, uri, None, BACKFILL).toPandas().tag) == {"new"}
+
+    published = DeltaFormat().publish_staged(uri, BACKFILL, fingerprint, {}).version
+    assert set(DeltaTable(uri).to_pandas().tag) == {"new"}
+    DeltaFormat().rollback(uri, BACKFILL, published)
+    assert sorted(DeltaTable(uri).to_pandas().itertuples(index=False, name=None)) == before
 
 
 def test_a_foreign_commit_to_a_staged_partition_refuses_the_publish_and_loses_nothing(spark, table):
@@ -282,8 +323,10 @@ def test_a_publish_killed_at_a_failpoint_converges_on_the_next_call(spark, table
     committed = point == "publish_committed"
     assert DeltaTable(table).version() == version + committed
     assert tags(table)[D1] == ({"new"} if committed else {"old"})
-    # Files the killed publish moved into the layout survive a vacuum while the manifest lives.
+    # Files the killed publish moved into the layout survive a vacuum while the manifest lives;
+    # the folder of a backfill whose publish committed goes.
     DeltaFormat().vacuum(table, retention_hours=0, dry_run=False)
+    assert (Path(table) / BACKFILLS_DIR / BACKFILL).exists() == (not committed)
 
     result = DeltaFormat().publish_staged(table, BACKFILL, None if committed else fingerprint, {})
     assert result.version == version + 1 == DeltaTable(table).version()

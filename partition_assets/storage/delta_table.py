@@ -4,10 +4,20 @@ Publishing is one Delta commit (delta-rs) that adds the staged files and removes
 every file of the partitions it replaces, so a reader sees the old version or
 the new one, never a mix. No Delta jars are needed on Spark's classpath.
 
+A backfill instead `stage`s its writes (files under `_backfills/<backfill_id>/`,
+listed in manifests, see staged.py), reads them back through `read_overlay`, and
+`publish_staged` commits every staged partition of a table at once, carrying the
+application transaction `partition_assets/<backfill_id>` so a repeated publish
+commits nothing. `rollback` restores what that commit replaced, from the log.
+
 Not guaranteed: files moved into the table's layout by a write that then dies
 or loses are orphans until `vacuum`; a merge that keeps losing to concurrent
 writers of its partitions gives up after a few attempts
 (ConcurrentPartitionWriteError); commit metadata is kept only in the Delta log.
+A publish that adds columns makes two commits (the schema first). A rollback
+re-adds files that a vacuum may delete between its check and its commit: keep
+the vacuum retention longer than backfills may be rolled back. Files are
+re-added with their row count as their only statistics.
 """
 
 import functools
@@ -321,7 +331,9 @@ class DeltaFormat:
                 return
             found = _partition_files(current, staged.scope)
             changed = sorted(
-                row for row in staged.files_by_partition if found.get(row) != expected.get(row, frozenset())
+                row
+                for row in staged.files_by_partition
+                if found.get(row, frozenset()) != expected.get(row, frozenset())
             )
             if changed:
                 shown = PartitionScope(staged.partition_columns, frozenset(changed)).describe()
