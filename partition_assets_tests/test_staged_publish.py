@@ -168,6 +168,8 @@ def test_publish_is_one_commit_of_every_staged_partition_and_is_idempotent(spark
     assert published.history(1)[0]["note"] == "n"
     assert not (Path(table) / BACKFILLS_DIR / BACKFILL).exists()
 
+    assert DeltaFormat().published_version(table, BACKFILL) == result.version
+    assert DeltaFormat().published_version(table, "other") is None
     again = DeltaFormat().publish_staged(table, BACKFILL, fingerprint, {})
     assert again == result
     assert DeltaTable(table).version() == version + 1

@@ -289,6 +289,19 @@ class DeltaFormat:
         table = open_table(table_uri)
         return read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
 
+    def version(self, table_uri: str) -> int | None:
+        """The table's latest version; None when there is no table."""
+        table = open_table(table_uri)
+        return None if table is None else table.version()
+
+    def published_version(self, table_uri: str, backfill_id: str) -> int | None:
+        """The version of backfill `backfill_id`'s publish commit; None when the table
+        does not hold it (the log, not the backfill's folder, is the record)."""
+        table = open_table(table_uri)
+        if table is None or table.transaction_version(publish_app_id(backfill_id)) is None:
+            return None
+        return _backfill_commit_version(table, backfill_id, _PUBLISH)
+
     def partition_files(self, table_uri: str, scope: PartitionScope | None) -> dict[PartitionRow, frozenset[str]]:
         """The published files of each partition of `scope` (empty for a partition with
         none; every partition when None): the fingerprint a backfill's lease remembers."""
@@ -312,11 +325,11 @@ class DeltaFormat:
         difference is a ForeignCommitError and nothing is committed; the staging is kept.
         The backfill's folder is deleted once published (the log keeps what rollback needs).
         """
-        app_id = publish_app_id(backfill_id)
-        table = open_table(table_uri)
-        if table is not None and table.transaction_version(app_id) is not None:
+        published = self.published_version(table_uri, backfill_id)
+        if published is not None:
             delete_backfill(table_uri, backfill_id)  # a killed publish may have left it
-            return _commit_effect(table_uri, _backfill_commit_version(table, backfill_id, _PUBLISH))
+            return _commit_effect(table_uri, published)
+        table = open_table(table_uri)
         staged = read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
         if staged is None:
             raise BackfillStateError(
@@ -356,7 +369,7 @@ class DeltaFormat:
             _backfill_commit_metadata(metadata, backfill_id, _PUBLISH),
             True,
             check,
-            Transaction(app_id=app_id, version=1),
+            Transaction(app_id=publish_app_id(backfill_id), version=1),
         )
         failpoint("publish_committed")
         delete_backfill(table_uri, backfill_id)
