@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from partition_assets.cli import main as cli
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope
-from partition_assets.storage.failpoints import ENV, POINTS
+from partition_assets.storage.failpoints import ENV, WRITE_POINTS
 
 KEYS = ["2024-01-01", "2024-01-02"]
 WRITER = """
@@ -75,7 +75,7 @@ def assert_converges_and_vacuums(spark, uri: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", WRITE_POINTS)
 def test_a_writer_killed_at_a_failpoint_leaves_one_whole_version(spark, lake, point):
     uri = str(lake / "t")
     write(spark, uri, "old")

@@ -4,21 +4,36 @@ Publishing is one Delta commit (delta-rs) that adds the staged files and removes
 every file of the partitions it replaces, so a reader sees the old version or
 the new one, never a mix. No Delta jars are needed on Spark's classpath.
 
+A backfill instead `stage`s its writes (files under `_backfills/<backfill_id>/`,
+listed in manifests, see staged.py), reads them back through `read_overlay`, and
+`publish_staged` commits every staged partition of a table at once, carrying the
+application transaction `partition_assets/<backfill_id>` so a repeated publish
+commits nothing. `rollback` restores what that commit replaced, from the log.
+
 Not guaranteed: files moved into the table's layout by a write that then dies
 or loses are orphans until `vacuum`; a merge that keeps losing to concurrent
 writers of its partitions gives up after a few attempts
 (ConcurrentPartitionWriteError); commit metadata is kept only in the Delta log.
+A publish that adds columns makes two commits (the schema first). A rollback
+re-adds files that a vacuum may delete between its check and its commit: keep
+the vacuum retention longer than backfills may be rolled back. Files are
+re-added with their row count as their only statistics.
 """
 
+import functools
 import json
 import logging
 import random
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from deltalake import DeltaTable, Schema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFoundError
@@ -26,26 +41,49 @@ from deltalake.transaction import (
     AddAction,
     CommitProperties,
     RemoveAction,
+    Transaction,
     create_table_with_add_actions,
 )
 from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.errors import (
+    BackfillStateError,
     CommitError,
     ConcurrentPartitionWriteError,
+    ForeignCommitError,
     PartitionScopeError,
+    RollbackError,
     TableNotFoundError,
     TableSchemaError,
 )
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
+from partition_assets.storage.staged import (
+    BACKFILLS_DIR,
+    PartitionRow,
+    StagedTable,
+    backfill_folder,
+    backfill_ids,
+    data_folder,
+    delete_backfill,
+    incoming_folder,
+    listed_layout_paths,
+    move_into_table_layout,
+    read_staged,
+    record_staging,
+    staged_file_location,
+    stale_backfill_folders,
+)
 from partition_assets.storage.staging import (
     StagedFile,
     StagedWrite,
+    delete_dir,
     discard,
     move_into_layout,
+    spark_path,
     sweep_staging,
+    table_filesystem,
     with_partition_columns,
 )
 from partition_assets.storage.table_format import (
@@ -59,6 +97,12 @@ from partition_assets.storage.table_format import (
 
 _MAX_COMMIT_ATTEMPTS = 50
 _MERGE_ATTEMPTS = 5
+# Commit metadata naming the backfill a commit belongs to, and what it did.
+_BACKFILL_KEY = "partition_assets.backfill_id"
+_ACTION_KEY = "partition_assets.backfill_action"
+_PUBLISH = "publish"
+_ROLLBACK = "rollback"
+_T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 
@@ -135,17 +179,287 @@ class DeltaFormat:
 
         The window protects writes in flight (their files are not committed yet)
         and readers of older versions (time travel): keep it longer than both.
+        Files a backfill's manifest lists are kept whatever their age: a publish
+        may have moved them into the layout and not committed yet. The folders of
+        published backfills go, and those of backfills killed before any manifest.
         """
         table = open_table(table_uri)
         if table is None:
             raise TableNotFoundError(f"no Delta table at {table_uri}: check the path (it must hold _delta_log/)")
-        data_files = table.vacuum(
+        unreferenced = table.vacuum(
             retention_hours=int(retention_hours),
-            dry_run=dry_run,
+            dry_run=True,
             enforce_retention_duration=False,
             full=True,  # also files never committed, which a killed write leaves
         )
-        return VacuumResult(list(data_files), sweep_staging(table_uri, retention_hours, dry_run))
+        # Manifests first, then the log: a publish deletes its manifest only after its
+        # commit, so each of its files is either listed or referenced by then.
+        kept = listed_layout_paths(table_uri)
+        table.update_incremental()
+        kept.update(file.path for files in _files_by_partition(table).values() for file in files)
+        fs, root = table_filesystem(table_uri)
+        # The dry run also lists tombstoned files an earlier vacuum already deleted.
+        data_files = [
+            path
+            for path in unreferenced
+            if path not in kept and fs.get_file_info(f"{root}/{path}").type == pafs.FileType.File
+        ]
+        published = [b for b in backfill_ids(table_uri) if table.transaction_version(publish_app_id(b)) is not None]
+        folders = [backfill_folder(table_uri, b)[1] for b in published]
+        folders += [f for f in stale_backfill_folders(table_uri, retention_hours) if f not in folders]
+        if not dry_run:
+            for path in data_files:
+                fs.delete_file(f"{root}/{path}")
+            for folder in folders:
+                delete_dir(fs, folder)
+        return VacuumResult(data_files, sweep_staging(table_uri, retention_hours, dry_run) + folders)
+
+    def stage(
+        self,
+        frame: DataFrame,
+        table_uri: str,
+        scope: PartitionScope | None,
+        options: WriteOptions,
+        backfill_id: str,
+    ) -> PublishResult:
+        """Stages `frame` as backfill `backfill_id`'s new content of `scope`'s partitions
+        (the whole table when None, which must then be unpartitioned), committing nothing.
+
+        Validated as `write` is (rows outside the scope, an empty frame unless allowed,
+        the schema against the published table and the backfill's earlier stagings);
+        with `options.merge_keys`, upserts into the overlay's rows of the scope. The
+        files land under the table's `_backfills/<backfill_id>/`, unreferenced by the log
+        and out of reach of vacuum; a manifest records them. Staging a partition again
+        supersedes its earlier staging. The result's version is None.
+        """
+        table = open_table(table_uri)
+        earlier = self.staged(table_uri, backfill_id)
+        if options.merge_keys:
+            stored = self.read_overlay(frame.sparkSession, table_uri, scope, backfill_id)
+            frame = _merge_rows(frame, stored, scope, list(options.merge_keys))
+
+        def validate(write: StagedWrite) -> None:
+            _check_schema(table, write, options.allow_new_columns)
+            if table is None and earlier is not None:  # the first staging stands for the table
+                new_columns(earlier.schema, earlier.partition_columns, write, options.allow_new_columns)
+
+        write = stage_validated(frame, table_uri, scope, options, validate, incoming_folder(backfill_id))
+        try:
+            record_staging(write, backfill_id, scope.rows if scope else [()])
+        except BaseException:
+            discard(write)
+            raise
+        return PublishResult.of([write], None, 0)
+
+    def read_overlay(
+        self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
+    ) -> DataFrame | None:
+        """`scope`'s rows (all when None) as backfill `backfill_id` sees them: its staged
+        files for the partitions it staged, the published files for the rest. Only those
+        files are opened. None when neither the table nor a staging exists.
+
+        The schema is the published table's plus the columns the staging adds (the
+        staging's own when there is no table).
+        """
+        table = open_table(table_uri)
+        staged = read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
+        if staged is None:
+            return None if table is None else read_partitions(spark, table, scope)
+        schema = spark_schema(staged.schema, staged.partition_columns)
+        staged_rows = set(staged.files_by_partition)
+        if scope is not None:
+            staged_rows &= scope.rows
+        from_data: list[str] = []
+        from_layout: list[str] = []
+        for row in sorted(staged_rows):
+            for file in staged.files_by_partition[row]:
+                location, in_layout = staged_file_location(staged, file)
+                (from_layout if in_layout else from_data).append(spark_path(table_uri, location))
+        _, data = data_folder(table_uri, backfill_id)
+        _, root = table_filesystem(table_uri)
+        published = [] if table is None else _published_file_uris(table, scope, staged_rows)
+        parts = [(spark_path(table_uri, data), from_data), (spark_path(table_uri, root), from_layout + published)]
+        frames = [spark.read.schema(schema).option("basePath", base).parquet(*files) for base, files in parts if files]
+        if not frames:
+            return spark.createDataFrame([], schema)
+        return functools.reduce(DataFrame.unionByName, frames)
+
+    def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
+        """What backfill `backfill_id` staged for the table; None when nothing."""
+        table = open_table(table_uri)
+        return read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
+
+    def version(self, table_uri: str) -> int | None:
+        """The table's latest version; None when there is no table."""
+        table = open_table(table_uri)
+        return None if table is None else table.version()
+
+    def published_version(self, table_uri: str, backfill_id: str) -> int | None:
+        """The version of backfill `backfill_id`'s publish commit; None when the table
+        does not hold it (the log, not the backfill's folder, is the record)."""
+        table = open_table(table_uri)
+        if table is None or table.transaction_version(publish_app_id(backfill_id)) is None:
+            return None
+        return _backfill_commit_version(table, backfill_id, _PUBLISH)
+
+    def partition_files(self, table_uri: str, scope: PartitionScope | None) -> dict[PartitionRow, frozenset[str]]:
+        """The published files of each partition of `scope` (empty for a partition with
+        none; every partition when None): the fingerprint a backfill's lease remembers."""
+        return _partition_files(open_table(table_uri), scope)
+
+    def publish_staged(
+        self,
+        table_uri: str,
+        backfill_id: str,
+        expected: Mapping[PartitionRow, frozenset[str]] | None,
+        metadata: Mapping[str, str],
+    ) -> PublishResult:
+        """Publishes what backfill `backfill_id` staged in ONE commit: its staged files in,
+        every published file of its staged partitions out, carrying the application
+        transaction (publish_app_id(backfill_id), 1); creates the table when missing.
+
+        Idempotent and resumable: when the table already holds the transaction, nothing
+        is committed and the result is that commit's; a call killed part-way is finished
+        by the next. New columns are added first, in a commit of their own. With
+        `expected` (partition -> published files, as `partition_files` took them), any
+        difference is a ForeignCommitError and nothing is committed; the staging is kept.
+        The backfill's folder is deleted once published (the log keeps what rollback needs).
+        """
+        published = self.published_version(table_uri, backfill_id)
+        if published is not None:
+            delete_backfill(table_uri, backfill_id)  # a killed publish may have left it
+            return _commit_effect(table_uri, published)
+        table = open_table(table_uri)
+        staged = read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
+        if staged is None:
+            raise BackfillStateError(
+                f"backfill {backfill_id} staged nothing for table {table_uri} (no manifest under "
+                f"{BACKFILLS_DIR}/{backfill_id}/) and has not published to it: nothing was committed. "
+                "Leave this table out of the publish, or run the backfill's nodes for it first."
+            )
+        write = staged.as_write()
+
+        def check(current: DeltaTable | None) -> None:
+            if expected is None:
+                return
+            found = _partition_files(current, staged.scope)
+            changed = sorted(
+                row
+                for row in staged.files_by_partition
+                if found.get(row, frozenset()) != expected.get(row, frozenset())
+            )
+            if changed:
+                shown = PartitionScope(staged.partition_columns, frozenset(changed)).describe()
+                raise ForeignCommitError(
+                    f"partitions {shown} of table {table_uri} changed since backfill {backfill_id} "
+                    "started (a commit outside the backfill replaced their files); nothing was "
+                    "published and the staged data is kept. Check the table's history, then "
+                    "publish with --force to overwrite that commit, or discard the backfill."
+                )
+
+        check(table)
+        _check_schema(table, write, allow_new_columns=True)
+        move_into_table_layout(staged)
+        failpoint("publish_committing")
+        version, removed = _commit(
+            table,
+            write,
+            [_add_action(file) for file in write.files],
+            staged.scope,
+            _backfill_commit_metadata(metadata, backfill_id, _PUBLISH),
+            True,
+            check,
+            Transaction(app_id=publish_app_id(backfill_id), version=1),
+        )
+        failpoint("publish_committed")
+        delete_backfill(table_uri, backfill_id)
+        return PublishResult.of([write], version, removed)
+
+    def discard_staged(self, table_uri: str, backfill_id: str) -> int:
+        """Deletes what backfill `backfill_id` staged for the table (files and manifests);
+        returns the number of data files deleted. Idempotent; the published table is untouched."""
+        return delete_backfill(table_uri, backfill_id)
+
+    def rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> PublishResult:
+        """Restores the partitions backfill `backfill_id` published at `published_version`
+        to their files at `published_version - 1`, in one commit carrying the application
+        transaction (rollback_app_id(backfill_id), 1); partitions the backfill created are
+        removed. The partitions are read from the log (what that commit changed), so the
+        backfill's manifests are not needed. Idempotent like publish_staged.
+
+        RollbackError, nothing committed: when `published_version` is not the backfill's
+        publish commit; when a later commit changed those partitions (unless `force`,
+        which discards that commit's changes to them); when a file to restore is gone.
+        """
+        app_id = rollback_app_id(backfill_id)
+        table = open_table(table_uri)
+        if table is None:
+            raise RollbackError(f"no Delta table at {table_uri}: nothing to roll back; nothing was committed.")
+        if table.transaction_version(app_id) is not None:
+            return _commit_effect(table_uri, _backfill_commit_version(table, backfill_id, _ROLLBACK))
+        entry = next((e for e in table.history() if e.get("version") == published_version), {})
+        if (entry.get(_BACKFILL_KEY), entry.get(_ACTION_KEY)) != (backfill_id, _PUBLISH):
+            raise RollbackError(
+                f"version {published_version} of table {table_uri} is not backfill {backfill_id}'s "
+                "publish commit: pass the version its publish returned (see the backfill's "
+                "ledger). Nothing was committed."
+            )
+        before = _files_by_partition(
+            open_table(table_uri, version=published_version - 1) if published_version else None
+        )
+        after = _files_by_partition(open_table(table_uri, version=published_version))
+        partitions = _changed_partitions(before, after)
+        restored = [file for row in partitions for file in before.get(row, ())]
+        fs, root = table_filesystem(table_uri)
+        missing = [f for f in restored if fs.get_file_info(f"{root}/{f.path}").type != pafs.FileType.File]
+        if missing:
+            raise RollbackError(
+                f"{len(missing)} of the {len(restored)} files backfill {backfill_id} replaced in "
+                f"{table_uri} are gone (vacuumed, e.g. {missing[0].path}): the previous content "
+                "cannot be restored; nothing was committed. Vacuum retention must exceed the time "
+                "within which backfills may be rolled back."
+            )
+        columns = tuple(table.metadata().partition_columns)
+        scope = PartitionScope(columns, frozenset(partitions)) if columns else None
+
+        def attempt(current: DeltaTable | None) -> int:
+            assert current is not None  # a table never disappears from under a rollback
+            now = _files_by_partition(current)
+            changed = sorted(row for row in partitions if _paths(now.get(row)) != _paths(after.get(row)))
+            if changed and not force:
+                raise RollbackError(
+                    f"partitions {PartitionScope(columns, frozenset(changed)).describe()} of "
+                    f"{table_uri} changed after backfill {backfill_id} published them at version "
+                    f"{published_version}; nothing was committed. Roll back with force to discard "
+                    "those later changes too."
+                )
+            removes = _remove_actions(current, scope)
+            read_version = current.version()
+            current.create_write_transaction(
+                [*(file.add() for file in restored), *removes],
+                mode="append",
+                schema=current.schema(),
+                partition_by=list(columns) or None,
+                commit_properties=CommitProperties(
+                    custom_metadata=_backfill_commit_metadata({}, backfill_id, _ROLLBACK),
+                    max_commit_retries=0,
+                    app_transactions=[Transaction(app_id=app_id, version=1)],
+                ),
+            )
+            return read_version + 1
+
+        version = _with_commit_retries(table_uri, table, attempt)
+        return _commit_effect(table_uri, version)
+
+
+def _published_file_uris(table: DeltaTable, scope: PartitionScope | None, skipped: set[PartitionRow]) -> list[str]:
+    """The published files of `scope` (all when None) outside the `skipped` partitions."""
+    columns = tuple(table.metadata().partition_columns)
+    if not columns:
+        return [] if skipped else table.file_uris()
+    wanted = scope.rows if scope is not None else {tuple(p[c] for c in columns) for p in table.partitions()}
+    rest = frozenset(wanted - skipped)
+    return table.file_uris(file_pruning_predicate=PartitionScope(columns, rest).delta_filter()) if rest else []
 
 
 def replace_partitions(
@@ -207,8 +521,17 @@ def read_partitions(spark: SparkSession, table: DeltaTable, scope: PartitionScop
 def _merge(
     table: DeltaTable | None, scope: PartitionScope | None, incoming: DataFrame, keys: list[str]
 ) -> tuple[DataFrame, frozenset[str]]:
-    """`incoming` plus the stored rows of `scope` whose keys it does not carry (an
-    upsert), and the files that read, for the commit to check they are still current.
+    """`incoming` upserted into the stored rows of `scope`, and the files that read,
+    for the commit to check they are still current."""
+    stored = None if table is None else read_partitions(incoming.sparkSession, table, scope)
+    merged = _merge_rows(incoming, stored, scope, keys)
+    return merged, frozenset() if table is None else frozenset(r.path for r in _remove_actions(table, scope))
+
+
+def _merge_rows(
+    incoming: DataFrame, stored: DataFrame | None, scope: PartitionScope | None, keys: list[str]
+) -> DataFrame:
+    """`incoming` plus the `stored` rows whose keys it does not carry (an upsert).
 
     Keys match within a partition only, so a merge never touches other partitions.
     """
@@ -218,14 +541,12 @@ def _merge(
             f"merge key(s) {unknown} are not columns of the frame {incoming.columns}: "
             "fix asset metadata merge_keys. Nothing was written."
         )
-    if table is None:
-        return incoming, frozenset()
+    if stored is None:
+        return incoming
     incoming = with_partition_columns(incoming, scope)
     match_on = [*keys, *(scope.columns if scope else ())]
-    stored = read_partitions(incoming.sparkSession, table, scope)
     kept = stored.join(incoming.select(*match_on).distinct(), on=match_on, how="left_anti")
-    merged = incoming.unionByName(kept, allowMissingColumns=True)
-    return merged, frozenset(r.path for r in _remove_actions(table, scope))
+    return incoming.unionByName(kept, allowMissingColumns=True)
 
 
 def _publish(
@@ -239,64 +560,105 @@ def _publish(
     """Moves the validated `writes` into the table's layout and commits them,
     removing every file of `scope`; with `expected_files` (what a merge read),
     only if those are still the scope's files, else ConcurrentPartitionWriteError.
+    """
+    for write in writes:
+        move_into_layout(write)
+    first = writes[0]
 
+    def check(current: DeltaTable | None) -> None:
+        if current is None or expected_files is None:
+            return
+        if {r.path for r in _remove_actions(current, scope)} != expected_files:
+            raise ConcurrentPartitionWriteError(
+                f"another writer changed {scope.describe() if scope else 'the table'} of "
+                f"{first.table_uri} after this merge read it; nothing was committed"
+            )
+
+    adds = [_add_action(file) for write in writes for file in write.files]
+    template = StagedWrite(first.table_uri, first.staging_dir, first.schema, first.partition_columns, ())
+    version, removed = _commit(table, template, adds, scope, custom_metadata, allow_new_columns, check)
+    return PublishResult.of(writes, version, removed)
+
+
+def _commit(
+    table: DeltaTable | None,
+    template: StagedWrite,
+    adds: list[AddAction],
+    scope: PartitionScope | None,
+    custom_metadata: Mapping[str, str],
+    allow_new_columns: bool,
+    check: Callable[[DeltaTable | None], None],
+    app_transaction: Transaction | None = None,
+) -> tuple[int, int]:
+    """Commits `adds` (files already in the table's layout) and removes every file of
+    `scope`, creating the table (with `template`'s schema and partitioning) when it does
+    not exist; returns the new version and the number of files removed.
+
+    `check` runs on the snapshot each attempt commits on top of, and may refuse it.
     Commits are serialized: on a concurrent commit the table is brought up to
     date and the commit retried, so writers of disjoint partitions all land and,
     of two writers of the same partition, the later one wins whole. New nullable
     columns are added first, in a commit of their own; old rows read them as null.
     """
-    for write in writes:
-        move_into_layout(write)
-    first = writes[0]
-    adds = [_add_action(file) for write in writes for file in write.files]
-    partition_by = list(first.partition_columns) or None
-    for attempt in range(1, _MAX_COMMIT_ATTEMPTS + 1):
-        try:
-            if table is None:
-                failpoint("committing")
-                create_table_with_add_actions(
-                    first.table_uri,
-                    Schema.from_arrow(first.schema),
-                    adds,
-                    mode="error",
-                    partition_by=partition_by,
-                    commit_properties=CommitProperties(custom_metadata=custom_metadata),
-                )
-                return PublishResult.of(writes, 0, 0)
-            added = new_columns(*_table_schema(table), first, allow_new_columns)
-            if added:
-                table.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
-            removes = _remove_actions(table, scope)
-            if expected_files is not None and {r.path for r in removes} != expected_files:
-                raise ConcurrentPartitionWriteError(
-                    f"another writer changed {scope.describe() if scope else 'the table'} of "
-                    f"{first.table_uri} after this merge read it; nothing was committed"
-                )
-            read_version = table.version()
+    partition_by = list(template.partition_columns) or None
+    transactions = [app_transaction] if app_transaction else None
+
+    def attempt(current: DeltaTable | None) -> tuple[int, int]:
+        check(current)
+        if current is None:
             failpoint("committing")
-            table.create_write_transaction(
-                [*adds, *removes],
-                mode="append",
-                schema=table.schema(),
+            create_table_with_add_actions(
+                template.table_uri,
+                Schema.from_arrow(template.schema),
+                adds,
+                mode="error",
                 partition_by=partition_by,
-                commit_properties=CommitProperties(custom_metadata=custom_metadata, max_commit_retries=0),
+                commit_properties=CommitProperties(
+                    custom_metadata=dict(custom_metadata), app_transactions=transactions
+                ),
             )
-            failpoint("committed")
-            return PublishResult.of(writes, read_version + 1, len(removes))
+            return 0, 0
+        added = new_columns(*_table_schema(current), template, allow_new_columns)
+        if added:
+            current.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
+        removes = _remove_actions(current, scope)
+        read_version = current.version()
+        failpoint("committing")
+        current.create_write_transaction(
+            [*adds, *removes],
+            mode="append",
+            schema=current.schema(),
+            partition_by=partition_by,
+            commit_properties=CommitProperties(
+                custom_metadata=dict(custom_metadata), max_commit_retries=0, app_transactions=transactions
+            ),
+        )
+        failpoint("committed")
+        return read_version + 1, len(removes)
+
+    return _with_commit_retries(template.table_uri, table, attempt)
+
+
+def _with_commit_retries(table_uri: str, table: DeltaTable | None, attempt: Callable[[DeltaTable | None], _T]) -> _T:
+    """`attempt` (one commit on top of the snapshot it is given), retried on a fresh
+    snapshot while concurrent commits take the version it read."""
+    for number in range(1, _MAX_COMMIT_ATTEMPTS + 1):
+        try:
+            return attempt(table)
         except CommitFailedError:
             pass  # another commit took the version this one read: retry on top of it
         except DeltaError:
             # A concurrent first write may have created the table since this one looked.
-            if table is not None or not DeltaTable.is_deltatable(first.table_uri):
+            if table is not None or not DeltaTable.is_deltatable(table_uri):
                 raise
-        time.sleep(random.uniform(0.01, 0.05) * attempt)
+        time.sleep(random.uniform(0.01, 0.05) * number)
         if table is None:
-            table = open_table(first.table_uri)
+            table = open_table(table_uri)
         else:
             table.update_incremental()
     raise CommitError(
-        f"{_MAX_COMMIT_ATTEMPTS} commits to {first.table_uri} lost to concurrent writers; the "
-        "table is unchanged (the staged files are orphans until vacuum). Run the write again."
+        f"{_MAX_COMMIT_ATTEMPTS} commits to {table_uri} lost to concurrent writers; the "
+        "table is unchanged (files moved into its layout are orphans until vacuum). Run it again."
     )
 
 
@@ -322,23 +684,122 @@ def _add_action(file: StagedFile) -> AddAction:
     )
 
 
-def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[RemoveAction]:
-    """Removes for every file of `scope`'s partitions (all files when None), from
-    one pass over the snapshot's add actions (delta-rs prunes file URIs, not actions)."""
+@dataclass(frozen=True)
+class _LoggedFile:
+    """A data file as a snapshot's add action records it."""
+
+    path: str  # decoded, relative to the table: what actions take
+    size: int
+    num_records: int
+    modification_time: int
+    partition_values: dict[str, str]
+
+    def add(self) -> AddAction:
+        """The add action that brings this file back into the table unchanged."""
+        return AddAction(
+            path=self.path,
+            size=self.size,
+            partition_values=self.partition_values,
+            modification_time=self.modification_time,
+            data_change=True,
+            stats=json.dumps({"numRecords": self.num_records}),
+        )
+
+
+def _files_by_partition(table: DeltaTable | None) -> dict[PartitionRow, list[_LoggedFile]]:
+    """The snapshot's files grouped by partition, from one pass over its add actions
+    (delta-rs prunes file URIs, not actions); () holds every file of an unpartitioned table."""
+    if table is None:
+        return {}
     columns = table.metadata().partition_columns
-    deletion_clock_ms = int(time.time() * 1000)
-    removes = []
+    files: dict[PartitionRow, list[_LoggedFile]] = defaultdict(list)
     for row in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         partition = {column: row[f"partition.{column}"] for column in columns}
-        if scope is None or scope.contains(partition):
-            removes.append(
-                RemoveAction(
-                    # get_add_actions gives the log's URI-encoded path; actions take it decoded.
-                    path=urllib.parse.unquote(row["path"]),
-                    data_change=True,
-                    deletion_timestamp=deletion_clock_ms,
-                    size=row["size_bytes"],
-                    partition_values=partition,
-                )
+        files[tuple(partition[column] for column in columns)].append(
+            _LoggedFile(
+                # get_add_actions gives the log's URI-encoded path; actions take it decoded.
+                path=urllib.parse.unquote(row["path"]),
+                size=row["size_bytes"],
+                num_records=row["num_records"] or 0,
+                modification_time=row["modification_time"],
+                partition_values=partition,
             )
-    return removes
+        )
+    return dict(files)
+
+
+def _partition_files(table: DeltaTable | None, scope: PartitionScope | None) -> dict[PartitionRow, frozenset[str]]:
+    found = {} if scope is None else {row: frozenset[str]() for row in scope.rows}
+    for row, files in _files_by_partition(table).items():
+        if scope is None or row in scope.rows:
+            found[row] = frozenset(file.path for file in files)
+    return found
+
+
+def _remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[RemoveAction]:
+    """Removes for every file of `scope`'s partitions (all files when None)."""
+    deletion_clock_ms = int(time.time() * 1000)
+    return [
+        RemoveAction(
+            path=file.path,
+            data_change=True,
+            deletion_timestamp=deletion_clock_ms,
+            size=file.size,
+            partition_values=dict[str, str | None](file.partition_values),
+        )
+        for row, files in _files_by_partition(table).items()
+        if scope is None or row in scope.rows
+        for file in files
+    ]
+
+
+def publish_app_id(backfill_id: str) -> str:
+    """The application transaction id of a backfill's publish commits."""
+    return f"partition_assets/{backfill_id}"
+
+
+def rollback_app_id(backfill_id: str) -> str:
+    """The application transaction id of a backfill's rollback commits."""
+    return f"partition_assets/{backfill_id}/rollback"
+
+
+def _backfill_commit_metadata(metadata: Mapping[str, str], backfill_id: str, action: str) -> dict[str, str]:
+    return {**metadata, _BACKFILL_KEY: backfill_id, _ACTION_KEY: action}
+
+
+def _backfill_commit_version(table: DeltaTable, backfill_id: str, action: str) -> int:
+    """The version of the backfill's `action` commit, found by its commit metadata."""
+    for entry in table.history():
+        if entry.get(_BACKFILL_KEY) == backfill_id and entry.get(_ACTION_KEY) == action:
+            return int(entry["version"])
+    raise CommitError(
+        f"table {table.table_uri} holds backfill {backfill_id}'s {action} transaction but its "
+        "log no longer has that commit's info (old log entries were cleaned up); nothing was "
+        "committed. Read the version from the backfill's ledger instead."
+    )
+
+
+def _changed_partitions(
+    before: Mapping[PartitionRow, list[_LoggedFile]], after: Mapping[PartitionRow, list[_LoggedFile]]
+) -> set[PartitionRow]:
+    return {row for row in before.keys() | after.keys() if _paths(before.get(row)) != _paths(after.get(row))}
+
+
+def _paths(files: list[_LoggedFile] | None) -> frozenset[str]:
+    return frozenset(file.path for file in files or ())
+
+
+def _commit_effect(table_uri: str, version: int) -> PublishResult:
+    """What the commit at `version` changed: the files it added and removed."""
+    before = _files_by_partition(open_table(table_uri, version=version - 1) if version > 0 else None)
+    after = _files_by_partition(open_table(table_uri, version=version))
+    rows: Counter[PartitionRow] = Counter()
+    added = removed = 0
+    for row in _changed_partitions(before, after):
+        old, new = _paths(before.get(row)), _paths(after.get(row))
+        removed += len(old - new)
+        for file in after.get(row, ()):
+            if file.path not in old:
+                added += 1
+                rows[row] += file.num_records
+    return PublishResult(table_uri, version, added, removed, sum(rows.values()), dict(rows))

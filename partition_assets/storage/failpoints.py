@@ -9,13 +9,21 @@ import signal
 
 ENV = "PARTITION_ASSETS_FAILPOINT"
 
-POINTS = (
+# Points a plain `write` passes.
+WRITE_POINTS = (
     "staged",  # Spark has written the files into the staging folder
     "publishing",  # the first staged file has moved into the table's layout
     "published",  # every file is in the layout; nothing committed
     "committing",  # the commit's actions are built; the log is untouched
     "committed",  # the commit is in the log; the run has not recorded it
 )
+# Points `publish_staged` of a backfill passes.
+PUBLISH_POINTS = (
+    "publish_moving",  # the first of a backfill's staged files has moved into the table's layout
+    "publish_committing",  # every staged file is in the layout; the log is untouched
+    "publish_committed",  # the publish commit is in the log; the backfill's folder is not cleaned up
+)
+POINTS = WRITE_POINTS + PUBLISH_POINTS
 
 
 def failpoint(name: str) -> None:

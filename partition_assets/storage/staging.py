@@ -62,8 +62,11 @@ def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(table_uri)
 
 
-def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None) -> StagedWrite:
-    """Spark executors write `df` into a staging folder of the table at `table_uri`.
+def stage_dataframe(
+    df: DataFrame, table_uri: str, scope: PartitionScope | None, folder: str = STAGING_DIR
+) -> StagedWrite:
+    """Spark executors write `df` into a new staging folder under `folder` (relative
+    to the table at `table_uri`).
 
     Partition columns are added when the frame lacks them and the run has one
     partition. Rows outside `scope`, or with a null partition value, are an
@@ -73,12 +76,12 @@ def stage_dataframe(df: DataFrame, table_uri: str, scope: PartitionScope | None)
     df = with_partition_columns(df, scope)
     schema = _table_schema(df, columns)
     fs, root = table_filesystem(table_uri)
-    staging = f"{root}/{STAGING_DIR}/{uuid.uuid4().hex}"
+    staging = f"{root}/{folder}/{uuid.uuid4().hex}"
     writer = df.write.mode("error")
     if columns:
         writer = writer.partitionBy(*columns)
     try:
-        writer.parquet(_spark_path(table_uri, staging))
+        writer.parquet(spark_path(table_uri, staging))
         failpoint("staged")
         written = _list_parquet(fs, staging)
         if scope is not None:
@@ -170,7 +173,7 @@ def _table_schema(df: DataFrame, partition_columns: tuple[str, ...]) -> pa.Schem
     return pa.schema([pa.field(f.name, f.type, nullable=True) for f in arrow])
 
 
-def _spark_path(table_uri: str, path: str) -> str:
+def spark_path(table_uri: str, path: str) -> str:
     return path if "://" not in table_uri else f"{table_uri.split('://', 1)[0]}://{path}"
 
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import StagedWrite, discard, stage_dataframe
+from partition_assets.storage.staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,11 @@ def stage_validated(
     scope: PartitionScope | None,
     options: WriteOptions,
     validate: Callable[[StagedWrite], object],
+    folder: str = STAGING_DIR,
 ) -> StagedWrite:
-    """`frame` staged for `table_uri`, refused when empty (unless allowed) or when
-    `validate` raises; on any error the staged files are deleted."""
-    staged = stage_dataframe(frame, table_uri, scope)
+    """`frame` staged for `table_uri` under `folder`, refused when empty (unless allowed)
+    or when `validate` raises; on any error the staged files are deleted."""
+    staged = stage_dataframe(frame, table_uri, scope, folder)
     try:
         if not staged.files and not options.allow_empty:
             raise PartitionScopeError(

@@ -1,0 +1,282 @@
+"""What a backfill staged for a table: files written but not published, and the
+manifests listing them. Format-agnostic; a format publishes them (DeltaFormat.publish_staged).
+
+Layout under the table's folder, hidden from table readers and from Delta's vacuum
+(both skip `_`-prefixed folders):
+
+    _backfills/<backfill_id>/incoming/<uuid>/        Spark writes one staging here
+    _backfills/<backfill_id>/data/<col=value>/<file>  staged files, in the table's layout
+    _backfills/<backfill_id>/manifest/<seq>-<uuid>.json  one per staged write, written atomically
+
+A manifest lists the partitions its write replaces (all of its scope, also those the
+frame left empty) and their files. The latest manifest naming a partition wins: a
+retried node's staging supersedes the earlier one, whose files stay on disk until the
+backfill's folder is deleted (discard, or cleanup after publish).
+
+Not guaranteed: two stagings of the same partition of one backfill running at once
+(a backfill runs one node per partition) end in an unspecified winner; a manifest is
+atomic only where the filesystem's rename is (local disks; object stores copy).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from partition_assets.errors import BackfillPlanError, CommitError
+from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.staging import (
+    StagedFile,
+    StagedWrite,
+    delete_dir,
+    stale_folders,
+    table_filesystem,
+)
+
+BACKFILLS_DIR = "_backfills"
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=-]*")
+
+PartitionRow = tuple[str, ...]  # partition-column values; () for an unpartitioned table
+
+
+@dataclass(frozen=True)
+class StagedTable:
+    """What one backfill staged for one table: the latest staged files of each partition."""
+
+    table_uri: str
+    backfill_id: str
+    partition_columns: tuple[str, ...]
+    schema: pa.Schema  # the published schema plus the staged writes' new columns
+    files_by_partition: Mapping[PartitionRow, tuple[StagedFile, ...]]  # () holds none: cleared
+
+    @property
+    def files(self) -> tuple[StagedFile, ...]:
+        return tuple(file for files in self.files_by_partition.values() for file in files)
+
+    @property
+    def rows_by_partition(self) -> dict[PartitionRow, int]:
+        return {row: sum(file.num_records for file in files) for row, files in self.files_by_partition.items()}
+
+    @property
+    def scope(self) -> PartitionScope | None:
+        """The staged partitions; None for an unpartitioned table (the whole table)."""
+        if not self.partition_columns:
+            return None
+        return PartitionScope(self.partition_columns, frozenset(self.files_by_partition))
+
+    def as_write(self) -> StagedWrite:
+        """The staged data as one staged write, its files in the backfill's data folder."""
+        _, data = data_folder(self.table_uri, self.backfill_id)
+        return StagedWrite(self.table_uri, data, self.schema, self.partition_columns, self.files)
+
+
+def incoming_folder(backfill_id: str) -> str:
+    """Where Spark stages a backfill's frame, relative to its table (for stage_dataframe)."""
+    return f"{BACKFILLS_DIR}/{_checked(backfill_id)}/incoming"
+
+
+def backfill_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
+    fs, root = table_filesystem(table_uri)
+    return fs, f"{root}/{BACKFILLS_DIR}/{_checked(backfill_id)}"
+
+
+def data_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
+    fs, folder = backfill_folder(table_uri, backfill_id)
+    return fs, f"{folder}/data"
+
+
+def record_staging(write: StagedWrite, backfill_id: str, partitions: Iterable[PartitionRow]) -> None:
+    """Moves `write`'s files into the backfill's data folder, then records them in a new
+    manifest as the content of `partitions`. A crash before the manifest's rename leaves
+    files no manifest lists: the staging did not happen (discard deletes them)."""
+    fs, data = data_folder(write.table_uri, backfill_id)
+    for file in write.files:
+        target = f"{data}/{file.path}"
+        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        fs.move(f"{write.staging_dir}/{file.path}", target)
+    _, folder = backfill_folder(write.table_uri, backfill_id)
+    manifests = f"{folder}/manifest"
+    fs.create_dir(manifests, recursive=True)
+    staging_id = uuid.uuid4().hex
+    sequence = 1 + max((_sequence(name) for name in _manifest_names(fs, manifests)), default=0)
+    entry = {
+        "sequence": sequence,
+        "partition_columns": list(write.partition_columns),
+        "partitions": sorted(list(row) for row in partitions),
+        "schema": base64.b64encode(write.schema.serialize().to_pybytes()).decode(),
+        "files": [
+            {
+                "path": f.path,
+                "size": f.size,
+                "partition_values": f.partition_values,
+                "num_records": f.num_records,
+            }
+            for f in write.files
+        ],
+    }
+    temporary = f"{manifests}/.{staging_id}.json.tmp"
+    with fs.open_output_stream(temporary) as out:
+        out.write(json.dumps(entry).encode())
+    fs.move(temporary, f"{manifests}/{sequence:010d}-{staging_id}.json")
+    delete_dir(fs, write.staging_dir)
+
+
+def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | None) -> StagedTable | None:
+    """The backfill's current staging of the table, None when it staged nothing there.
+
+    The schema is `published_schema` (the first staging's when None) extended by the
+    columns the current stagings add.
+    """
+    fs, folder = backfill_folder(table_uri, backfill_id)
+    manifests = f"{folder}/manifest"
+    entries = [_read_entry(fs, f"{manifests}/{name}") for name in sorted(_manifest_names(fs, manifests))]
+    if not entries:
+        return None
+    columns = tuple(entries[-1]["partition_columns"])
+    owner: dict[PartitionRow, int] = {}
+    for index, entry in enumerate(entries):
+        for row in entry["partitions"]:
+            owner[tuple(row)] = index
+    files_by_partition: dict[PartitionRow, list[StagedFile]] = {row: [] for row in owner}
+    for index, entry in enumerate(entries):
+        for raw in entry["files"]:
+            file = StagedFile(raw["path"], raw["size"], raw["partition_values"], raw["num_records"])
+            row = tuple(file.partition_values[c] for c in columns)
+            if owner.get(row) == index:
+                files_by_partition[row].append(file)
+    current = [entries[index] for index in sorted(set(owner.values()))]
+    schemas = [pa.ipc.read_schema(pa.py_buffer(base64.b64decode(entry["schema"]))) for entry in current]
+    schema = published_schema if published_schema is not None else schemas[0]
+    for staged_schema in schemas:
+        for field in staged_schema:
+            if field.name not in schema.names:
+                schema = schema.append(field)
+    return StagedTable(
+        table_uri,
+        backfill_id,
+        columns,
+        schema,
+        {row: tuple(files) for row, files in files_by_partition.items()},
+    )
+
+
+def staged_file_location(staged: StagedTable, file: StagedFile) -> tuple[str, bool]:
+    """Where a staged file is now, and whether that is the table's layout (moved there
+    by a publish that did not finish) rather than the backfill's data folder."""
+    fs, data = data_folder(staged.table_uri, staged.backfill_id)
+    if fs.get_file_info(f"{data}/{file.path}").type == pafs.FileType.File:
+        return f"{data}/{file.path}", False
+    _, root = table_filesystem(staged.table_uri)
+    return f"{root}/{file.path}", True
+
+
+def move_into_table_layout(staged: StagedTable) -> None:
+    """Moves the staged files into the table's layout, still unreferenced by its log.
+
+    Resumable: a file an earlier, killed attempt moved is left where it is; a file in
+    neither place (deleted by hand) is a CommitError, and nothing is committed.
+    """
+    fs, data = data_folder(staged.table_uri, staged.backfill_id)
+    _, root = table_filesystem(staged.table_uri)
+    for file in staged.files:
+        source, target = f"{data}/{file.path}", f"{root}/{file.path}"
+        if fs.get_file_info(source).type == pafs.FileType.File:
+            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+            fs.move(source, target)
+            failpoint("publish_moving")
+        elif fs.get_file_info(target).type != pafs.FileType.File:
+            raise CommitError(
+                f"staged file {file.path} of backfill {staged.backfill_id} is missing from "
+                f"{data} and from table {staged.table_uri}; nothing was committed. Discard the "
+                "backfill and run it again."
+            )
+
+
+def delete_backfill(table_uri: str, backfill_id: str) -> int:
+    """Deletes the backfill's folder (staged files and manifests); returns the number of
+    data files deleted. Idempotent."""
+    fs, folder = backfill_folder(table_uri, backfill_id)
+    if fs.get_file_info(folder).type == pafs.FileType.NotFound:
+        return 0
+    deleted = sum(
+        1
+        for info in fs.get_file_info(pafs.FileSelector(folder, recursive=True))
+        if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
+    )
+    delete_dir(fs, folder)
+    return deleted
+
+
+def backfill_ids(table_uri: str) -> list[str]:
+    """The backfills with a folder under the table."""
+    fs, root = table_filesystem(table_uri)
+    parent = f"{root}/{BACKFILLS_DIR}"
+    if fs.get_file_info(parent).type != pafs.FileType.Directory:
+        return []
+    return sorted(
+        info.base_name for info in fs.get_file_info(pafs.FileSelector(parent)) if info.type == pafs.FileType.Directory
+    )
+
+
+def has_manifest(table_uri: str, backfill_id: str) -> bool:
+    fs, folder = backfill_folder(table_uri, backfill_id)
+    return bool(_manifest_names(fs, f"{folder}/manifest"))
+
+
+def listed_layout_paths(table_uri: str) -> set[str]:
+    """The table-relative paths of every file any backfill's manifest lists: where a
+    publish moves them, so a vacuum must spare them while the manifest lives."""
+    paths: set[str] = set()
+    for backfill_id in backfill_ids(table_uri):
+        fs, folder = backfill_folder(table_uri, backfill_id)
+        manifests = f"{folder}/manifest"
+        for name in _manifest_names(fs, manifests):
+            paths.update(raw["path"] for raw in _read_entry(fs, f"{manifests}/{name}")["files"])
+    return paths
+
+
+def stale_backfill_folders(table_uri: str, retention_hours: float) -> list[str]:
+    """Backfill folders without a manifest, older than the retention: stagings killed
+    before recording one, or discards killed part-way. Younger ones may be in flight."""
+    fs, root = table_filesystem(table_uri)
+    return [
+        folder
+        for folder in stale_folders(fs, f"{root}/{BACKFILLS_DIR}", retention_hours)
+        if not has_manifest(table_uri, folder.rsplit("/", 1)[1])
+    ]
+
+
+def _checked(backfill_id: str) -> str:
+    if not _SAFE_ID.fullmatch(backfill_id):
+        raise BackfillPlanError(
+            f"backfill id {backfill_id!r} cannot name a folder: use letters, digits, '_', '.', "
+            "'=' and '-', starting with a letter or digit. Nothing was written."
+        )
+    return backfill_id
+
+
+def _manifest_names(fs: pafs.FileSystem, manifests: str) -> list[str]:
+    if fs.get_file_info(manifests).type != pafs.FileType.Directory:
+        return []
+    return [
+        info.base_name
+        for info in fs.get_file_info(pafs.FileSelector(manifests))
+        if info.type == pafs.FileType.File and info.base_name.endswith(".json") and not info.base_name.startswith(".")
+    ]
+
+
+def _sequence(manifest_name: str) -> int:
+    return int(manifest_name.split("-", 1)[0])
+
+
+def _read_entry(fs: pafs.FileSystem, path: str) -> dict:
+    with fs.open_input_stream(path) as handle:
+        return json.loads(handle.read())
