@@ -76,7 +76,9 @@ def main() -> None:
             for mode in MODES if repeat % 2 == 0 else reversed(MODES):
                 lake = root / f"lake-{policy}-{mode}-{repeat}"
                 shutil.copytree(seed, lake)
-                seconds = backfill(fresh_home(root, f"home-{policy}-{mode}-{repeat}"), lake, policy, mode, args.days, args.slots)
+                seconds = backfill(
+                    fresh_home(root, f"home-{policy}-{mode}-{repeat}"), lake, policy, mode, args.days, args.slots
+                )
                 times[mode].append(seconds)
                 print(f"{policy} {mode} #{repeat + 1}: {seconds:.1f} s", flush=True)
         ratio = statistics.median(times["staged"]) / statistics.median(times["per-node"])

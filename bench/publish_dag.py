@@ -86,6 +86,8 @@ defs = dg.Definitions(
     assets=[raw, clean, rolling_7d, running_total, monthly_summary],
     resources={
         "spark": spark,
-        "io_manager": SparkDeltaIOManager(root_uri=os.environ.get("PUBLISH_BENCH_LAKE", ".lake-publish-bench"), spark=spark),
+        "io_manager": SparkDeltaIOManager(
+            root_uri=os.environ.get("PUBLISH_BENCH_LAKE", ".lake-publish-bench"), spark=spark
+        ),
     },
 )

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from partition_assets.backfill.gate import Budget, backfill_gate
-from partition_assets.backfill.notify import BackfillEvent, notification_resource
+from partition_assets.backfill.notify import HOOK_RESOURCE_KEY, BackfillEvent
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
@@ -79,6 +79,6 @@ defs = dg.Definitions(
     resources={
         "spark": spark,
         "io_manager": SparkDeltaIOManager(root_uri=os.environ.get(LAKE_ENV, ".lake-safe-tests"), spark=spark),
-        **notification_resource(record_event),
+        HOOK_RESOURCE_KEY: record_event,
     },
 )

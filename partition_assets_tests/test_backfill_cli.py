@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 from partition_assets.backfill.engine import NodeStatus
-from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.cli import heatmap
 from partition_assets.cli.heatmap import COLORS
+from partition_assets.run_tags import BACKFILL_ID_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "partition_assets", "backfill"]

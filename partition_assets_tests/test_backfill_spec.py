@@ -17,8 +17,8 @@ import pytest
 from partition_assets.automation.job import SparseBackfillConfig, sparse_backfill_job
 from partition_assets.backfill.spec import BackfillSpec, add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import BackfillRecord, record_path
-from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.errors import BackfillPlanError
+from partition_assets.run_tags import BACKFILL_ID_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_DEFS = "partition_assets_tests.engine_defs"

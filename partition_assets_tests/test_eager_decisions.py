@@ -9,9 +9,9 @@ from partition_assets.automation import eager_partitions_sensor
 from partition_assets.backfill.freeze import freeze, unfreeze
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import BackfillRecord
-from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
+from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests import automation_defs
 
 SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)

@@ -54,9 +54,7 @@ class Lakehouse:
         }
 
     def cli(self, *args: str, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [*CLI, *args], cwd=REPO, env=self.env(**env), capture_output=True, text=True, timeout=600
-        )
+        return subprocess.run([*CLI, *args], cwd=REPO, env=self.env(**env), capture_output=True, text=True, timeout=600)
 
     def start(self, *args: str, **env: str) -> subprocess.Popen:
         return subprocess.Popen(
@@ -157,7 +155,10 @@ def test_a_reader_sees_the_old_content_then_the_new_and_each_table_gets_one_vers
         # Dagster records the materializations once, when the data is published.
         records = instance.fetch_materializations(dg.AssetKey("revenue"), limit=100).records
         bid = backfill_id(output)
-        assert sum(1 for r in records if r.asset_materialization.metadata.get("backfill_id") == dg.MetadataValue.text(bid)) == 7
+        assert (
+            sum(1 for r in records if r.asset_materialization.metadata.get("backfill_id") == dg.MetadataValue.text(bid))
+            == 7
+        )
 
 
 def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
@@ -195,7 +196,10 @@ def test_two_backfills_of_the_same_range_and_code_give_equal_checksums(lakehouse
     first = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02")))
     second = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--no-batch")))
     checksums = [
-        {(row["asset"], row["partition"]): row["checksum"] for row in json.loads(ok(lakehouse.cli("ledger", b, "--json")))}
+        {
+            (row["asset"], row["partition"]): row["checksum"]
+            for row in json.loads(ok(lakehouse.cli("ledger", b, "--json")))
+        }
         for b in (first, second)
     ]
     assert checksums[0] == checksums[1] and len(checksums[0]) == 6
@@ -275,7 +279,14 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
     # Backfill first: while it holds the partitions, a Dagster run of one of them fails fast.
     before = lakehouse.content("orders")
     process = lakehouse.start(
-        "run", *TARGET, "--select", "*", "--start", "2024-01-01", "--end", "2024-01-02",
+        "run",
+        *TARGET,
+        "--select",
+        "*",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-02",
         **{safe_defs.FACTOR_ENV: "2", safe_defs.SLOW_ENV: "2"},
     )
     with lakehouse.instance() as instance:
@@ -284,7 +295,10 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
             [safe_defs.orders],
             partition_key="2024-01-02",
             instance=instance,
-            resources={"spark": safe_defs.spark, "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(lakehouse.lake), spark=safe_defs.spark)},
+            resources={
+                "spark": safe_defs.spark,
+                "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(lakehouse.lake), spark=safe_defs.spark),
+            },
             raise_on_error=False,
         )
     assert not result.success
@@ -306,8 +320,17 @@ def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(lakehous
 
     # Cancel: frozen while it runs, lifted when canceled.
     process = lakehouse.start(
-        "run", *TARGET, "--select", "*", "--start", "2024-01-01", "--end", "2024-01-04",
-        "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"},
+        "run",
+        *TARGET,
+        "--select",
+        "*",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-04",
+        "--max-parallel",
+        "1",
+        **{safe_defs.SLOW_ENV: "2"},
     )
     with lakehouse.instance() as instance:
         frozen = _wait_for(lambda: frozen_assets(instance), 120)

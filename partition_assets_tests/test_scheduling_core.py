@@ -13,9 +13,9 @@ import pytest
 
 from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.scheduling import MAX_READY_BATCH, NodeResult, NodeStatus
-from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
+from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags
 
 DAYS = daily("2024-01-01")
 JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))

@@ -31,13 +31,13 @@ import dagster as dg
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.freeze import frozen_assets
 from partition_assets.backfill.state import BackfillRecord
+from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
     DAGSTER_BACKFILL_TAG,
     IN_FLIGHT_STATUSES,
     partitions_of_run,
 )
-from partition_assets.errors import PartitionAssetsError
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0

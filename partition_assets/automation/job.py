@@ -23,8 +23,8 @@ from partition_assets.backfill.state import (
     cancel_in_flight,
     record_path,
 )
-from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.errors import PartitionAssetsError
+from partition_assets.run_tags import BACKFILL_ID_TAG
 
 COORDINATOR_OP = "coordinate_backfill"
 

@@ -14,8 +14,8 @@ from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Schedule, Throttle
 from partition_assets.backfill.spec import BackfillSpec, TimeRange
 from partition_assets.backfill.state import BackfillRecord
-from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.errors import BackfillPlanError
+from partition_assets.run_tags import BACKFILL_ID_TAG
 
 __all__ = [
     "BACKFILL_ID_TAG",

@@ -9,8 +9,10 @@ from collections.abc import Callable, Iterable, Sequence
 import dagster as dg
 
 from partition_assets.backfill.engine import execute
+from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
+from partition_assets.backfill.publication import Publication
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
 from partition_assets.backfill.spec import STAGED, BackfillSpec
@@ -19,8 +21,6 @@ from partition_assets.backfill.state import (
     cancel_in_flight,
     node_states,
 )
-from partition_assets.backfill.publication import Publication
-from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.errors import GateFailedError
 from partition_assets.run_tags import node_run_tags
 from partition_assets.storage.leases import release

@@ -16,7 +16,6 @@ in between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,17 +26,17 @@ import dagster as dg
 from partition_assets.backfill.freeze import freeze, unfreeze
 from partition_assets.backfill.gate import Gate, GateCheck, apply_overrides, evaluate, gate_of
 from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.ledger import Ledger, LedgerEntry, ledger_uri
-from partition_assets.backfill.notify import BackfillEvent, notify
+from partition_assets.backfill.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
+from partition_assets.backfill.notify import BackfillEvent, EventKind, notify
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
 from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of
 from partition_assets.deploy.versioning import GIT_SHA_TAG
-from partition_assets.errors import BackfillStateError, GateFailedError
+from partition_assets.errors import BackfillStateError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.leases import Heartbeat, Lease, acquire
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.leases import Heartbeat, Lease, acquire, release
 
 
 @dataclass(frozen=True)
@@ -78,15 +77,15 @@ class Publication:
         """The backfill's leases (kept alive by a heartbeat) and its assets frozen, for
         the duration; the freeze is lifted however the block ends."""
         taken = list(leases) if leases is not None else self.take_leases()
-        freeze(instance, self.graph.assets(), self.record.id)
+        freeze(instance, self.graph.assets, self.record.id)
         try:
             with Heartbeat(taken):
                 yield taken
         finally:
             unfreeze(instance, self.record.id)
 
-    def notify(self, kind: str, detail: str = "") -> None:
-        notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets()), detail))
+    def notify(self, kind: EventKind, detail: str = "") -> None:
+        notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets), detail))
 
     # -- gate --------------------------------------------------------------------------
 
@@ -123,11 +122,13 @@ class Publication:
         checks = [check for table_checks in checks_by_table.values() for check in table_checks]
         failed = any(not check.passed for check in checks)
         self.record.created = {
-            stats.table.asset.to_user_string(): [stats.table.partition_key(row) for row in sorted(stats.new.keys() - stats.old.keys())]
+            stats.table.asset.to_user_string(): [
+                stats.table.partition_key(row) for row in sorted(stats.new.keys() - stats.old.keys())
+            ]
             for stats in all_stats
         }
         self.record.save()
-        self._record(instance, all_stats, checks, "gate_failed" if failed else "staged")
+        self._record(instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
         return checks
 
     def _gate(self, table: BackfillTable) -> Gate | None:
@@ -155,7 +156,7 @@ class Publication:
             self.record.save()
             failpoint("between_table_commits")
         self._record_materializations(instance)
-        self._append_ledger_status("published")
+        self._append_ledger_status(LedgerStatus.PUBLISHED)
         self.record.status = "published"
         self.record.save()
         self.notify("published", f"{len(self.tables)} tables")
@@ -202,7 +203,7 @@ class Publication:
                 f"use `partition-assets backfill rollback {self.record.id}` to undo it"
             )
         files = sum(t.staging_format.discard_staged(t.uri, self.record.id) for t in self.tables.values())
-        self._append_ledger_status("discarded")
+        self._append_ledger_status(LedgerStatus.DISCARDED)
         self.record.status = "discarded"
         self.record.save()
         return files
@@ -213,7 +214,8 @@ class Publication:
         if self.record.status not in ("published", "rolling_back"):
             raise BackfillStateError(
                 f"backfill {self.record.id} is {self.record.status}, not published: there is nothing to roll "
-                "back" + (f"; discard its staged data with `backfill discard {self.record.id}`" if self._staged() else "")
+                "back"
+                + (f"; discard its staged data with `backfill discard {self.record.id}`" if self._staged() else "")
             )
         self.record.status = "rolling_back"
         self.record.save()
@@ -226,7 +228,7 @@ class Publication:
             versions[table.asset.to_user_string()] = result.version
             failpoint("between_rollback_commits")
         self._reflect_rollback(instance)
-        self._append_ledger_status("rolled_back")
+        self._append_ledger_status(LedgerStatus.ROLLED_BACK)
         self.record.status = "rolled_back"
         self.record.save()
         self.notify("rolled_back", f"{len(versions)} tables restored")
@@ -257,7 +259,7 @@ class Publication:
     # -- ledger ------------------------------------------------------------------------
 
     def _record(
-        self, instance: dg.DagsterInstance, all_stats: list[TableStats], checks: list[GateCheck], status: str
+        self, instance: dg.DagsterInstance, all_stats: list[TableStats], checks: list[GateCheck], status: LedgerStatus
     ) -> None:
         if self.ledger is None:
             return
@@ -299,7 +301,7 @@ class Publication:
     def _latest(self) -> list[LedgerEntry]:
         return self.ledger.latest(self.record.id) if self.ledger else []
 
-    def _append_ledger_status(self, status: str) -> None:
+    def _append_ledger_status(self, status: LedgerStatus) -> None:
         """The latest ledger rows again, with `status` and the table version now published."""
         if self.ledger is None:
             return
@@ -310,7 +312,7 @@ class Publication:
                 status=status,
                 recorded_at=now,
                 published_version=self.record.published_versions.get(entry.asset)
-                if status == "published"
+                if status == LedgerStatus.PUBLISHED
                 else entry.published_version,
             )
             for entry in self._latest()
@@ -349,12 +351,9 @@ def _input_versions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[st
     """The `input_versions` the run's IO manager recorded on its handled output."""
     versions: dict[str, int | str] = {}
     for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
-        event = record.dagster_event
-        if event is None:
-            continue
-        metadata = event.event_specific_data.metadata or {}
-        value = metadata.get("input_versions")
-        if value is not None:
+        handled = record.dagster_event.event_specific_data if record.dagster_event else None
+        value = getattr(handled, "metadata", {}).get("input_versions")
+        if isinstance(value, dg.JsonMetadataValue) and isinstance(value.value, dict):
             versions.update(value.value)
     return versions
 
@@ -366,8 +365,7 @@ def _run_reporting(
 
     @dg.op(name=f"{name}_op")
     def report(context: dg.OpExecutionContext):
-        for event in events:
-            yield event
+        yield from events
         yield dg.Output(None)
 
     @dg.job(name=name, executor_def=dg.in_process_executor)

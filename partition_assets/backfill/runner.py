@@ -16,8 +16,8 @@ import dagster as dg
 from partition_assets.backfill.graph import Node
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.scheduling import NodeResult, RunUnit
-from partition_assets.run_tags import range_tags
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
+from partition_assets.run_tags import range_tags
 
 _worker: dict = {}
 

@@ -18,8 +18,8 @@ import dagster as dg
 from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import BackfillSpec
-from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run
 from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
+from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run
 
 _RUN_STATES = {
     dg.DagsterRunStatus.SUCCESS: NodeStatus.SUCCEEDED,

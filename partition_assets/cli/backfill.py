@@ -19,8 +19,8 @@ from partition_assets.backfill.gate import diff_rows, format_diff
 from partition_assets.backfill.graph import BackfillGraph, Node, impact
 from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
-from partition_assets.backfill.publication import Publication
 from partition_assets.backfill.progress import Progress
+from partition_assets.backfill.publication import Publication
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
@@ -69,7 +69,9 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
                 "--force", action="store_true", help="publish despite a failed gate or commits made since it started"
             )
         if name == "rollback":
-            parser.add_argument("--force", action="store_true", help="roll back despite later commits to its partitions")
+            parser.add_argument(
+                "--force", action="store_true", help="roll back despite later commits to its partitions"
+            )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
 
@@ -211,8 +213,8 @@ def format_ledger(entries: list[LedgerEntry]) -> str:
     for entry in entries:
         version = "-" if entry.published_version is None else str(entry.published_version)
         lines.append(
-            f"{entry.asset:<28} {entry.partition or '-':<22} {entry.status.value:<12} {entry.rows or 0:>8} {version:>7}  "
-            f"{entry.checksum or '-'}"
+            f"{entry.asset:<28} {entry.partition or '-':<22} {entry.status.value:<12} {entry.rows or 0:>8} "
+            f"{version:>7}  {entry.checksum or '-'}"
         )
     return "\n".join(lines)
 

@@ -19,9 +19,9 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from partition_assets.deploy.versioning import git_sha_metadata
-from partition_assets.run_tags import BACKFILL_ID_TAG, staging_backfill
 from partition_assets.errors import OutputTypeError, TableNotFoundError, UnsupportedByFormatError
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
+from partition_assets.run_tags import BACKFILL_ID_TAG, staging_backfill
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -20,6 +20,9 @@ from pyspark.sql.types import StructType
 
 from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.partition_scope import PartitionScope
+
+if TYPE_CHECKING:
+    from partition_assets.storage.staged import StagedTable
 from partition_assets.storage.staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
 
 
@@ -160,3 +163,24 @@ class StagingFormat(TableFormat, Protocol):
 
     def version(self, table_uri: str) -> int | None:
         """The table's latest version; None when there is no table."""
+
+    def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
+        """What backfill `backfill_id` staged for the table; None when nothing."""
+
+    def partition_files(self, table_uri: str, scope: PartitionScope | None) -> dict[tuple[str, ...], frozenset[str]]:
+        """The published files of each partition of `scope`: what a backfill's lease remembers."""
+
+    def publish_staged(
+        self,
+        table_uri: str,
+        backfill_id: str,
+        expected: Mapping[tuple[str, ...], frozenset[str]] | None,
+        metadata: Mapping[str, str],
+    ) -> PublishResult:
+        """Publishes everything the backfill staged for the table in one idempotent commit."""
+
+    def discard_staged(self, table_uri: str, backfill_id: str) -> int:
+        """Deletes what the backfill staged for the table; returns how many files."""
+
+    def rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> PublishResult:
+        """Restores the partitions the backfill published to their content before, in one commit."""
