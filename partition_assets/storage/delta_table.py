@@ -233,7 +233,7 @@ class DeltaFormat:
         supersedes its earlier staging. The result's version is None.
         """
         table = open_table(table_uri)
-        earlier = self.staged(table_uri, backfill_id)
+        earlier = _read_staged(table, table_uri, backfill_id)
         if options.merge_keys:
             stored = self.read_overlay(frame.sparkSession, table_uri, scope, backfill_id)
             frame = _merge_rows(frame, stored, scope, list(options.merge_keys))
@@ -262,7 +262,7 @@ class DeltaFormat:
         staging's own when there is no table).
         """
         table = open_table(table_uri)
-        staged = read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
+        staged = _read_staged(table, table_uri, backfill_id)
         if staged is None:
             return None if table is None else read_partitions(spark, table, scope)
         schema = spark_schema(staged.schema, staged.partition_columns)
@@ -287,7 +287,7 @@ class DeltaFormat:
     def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
         """What backfill `backfill_id` staged for the table; None when nothing."""
         table = open_table(table_uri)
-        return read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
+        return _read_staged(table, table_uri, backfill_id)
 
     def version(self, table_uri: str) -> int | None:
         """The table's latest version; None when there is no table."""
@@ -330,7 +330,7 @@ class DeltaFormat:
             delete_backfill(table_uri, backfill_id)  # a killed publish may have left it
             return _commit_effect(table_uri, published)
         table = open_table(table_uri)
-        staged = read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
+        staged = _read_staged(table, table_uri, backfill_id)
         if staged is None:
             raise BackfillStateError(
                 f"backfill {backfill_id} staged nothing for table {table_uri} (no manifest under "
@@ -450,6 +450,11 @@ class DeltaFormat:
 
         version = _with_commit_retries(table_uri, table, attempt)
         return _commit_effect(table_uri, version)
+
+
+def _read_staged(table: DeltaTable | None, table_uri: str, backfill_id: str) -> StagedTable | None:
+    """The backfill's staging of the table, its schema extending the published one."""
+    return read_staged(table_uri, backfill_id, None if table is None else _table_schema(table)[0])
 
 
 def _published_file_uris(table: DeltaTable, scope: PartitionScope | None, skipped: set[PartitionRow]) -> list[str]:
