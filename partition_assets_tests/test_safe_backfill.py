@@ -76,7 +76,8 @@ class Lakehouse:
     def content(self, table: str) -> frozenset:
         if not DeltaTable.is_deltatable(self.uri(table)):
             return frozenset()
-        rows = DeltaTable(self.uri(table)).to_pyarrow_table().to_pylist()
+        # One thread: a threaded delta-rs scan aborts the process at exit (see ledger.py).
+        rows = DeltaTable(self.uri(table)).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
         return frozenset(tuple(sorted(row.items())) for row in rows)
 
     def contents(self) -> dict[str, frozenset]:

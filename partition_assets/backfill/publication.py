@@ -16,6 +16,7 @@ in between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -146,12 +147,14 @@ class Publication:
         self.record.status = "publishing"
         self.record.save()
         for table in self.tables.values():
-            if table.staging_format.staged(table.uri, self.record.id) is None and not self._published(table):
-                continue
+            staging = table.staging_format
+            # The log, not the record, says whether a table is published: a coordinator
+            # may die between a commit and saving the record.
+            if staging.staged(table.uri, self.record.id) is None:
+                if staging.published_version(table.uri, self.record.id) is None:
+                    continue  # the backfill wrote nothing to this table
             fingerprint = None if force else _as_files(self.record.fingerprints.get(table.asset.to_user_string()))
-            result = table.staging_format.publish_staged(
-                table.uri, self.record.id, fingerprint, {BACKFILL_ID_TAG: self.record.id}
-            )
+            result = staging.publish_staged(table.uri, self.record.id, fingerprint, {BACKFILL_ID_TAG: self.record.id})
             self.record.published_versions[table.asset.to_user_string()] = result.version
             self.record.save()
             failpoint("between_table_commits")
@@ -161,9 +164,6 @@ class Publication:
         self.record.save()
         self.notify("published", f"{len(self.tables)} tables")
         return dict(self.record.published_versions)
-
-    def _published(self, table: BackfillTable) -> bool:
-        return table.asset.to_user_string() in self.record.published_versions
 
     def _record_materializations(self, instance: dg.DagsterInstance) -> None:
         """One run in the instance recording a materialization of every node, now that
@@ -333,14 +333,16 @@ def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def _fingerprint(table: BackfillTable) -> dict[str, list[str]]:
-    files = table.staging_format.partition_files(table.uri, table.scope) if table.scope is not None else {}
-    return {"/".join(row): sorted(paths) for row, paths in files.items()}
+    """The published files of each partition the backfill writes, keyed by the JSON
+    list of the partition's column values (a JSON object needs text keys)."""
+    files = table.staging_format.partition_files(table.uri, table.scope)
+    return {json.dumps(list(row)): sorted(paths) for row, paths in files.items()}
 
 
 def _as_files(fingerprint: Mapping[str, list[str]] | None) -> dict[tuple[str, ...], frozenset[str]] | None:
     if fingerprint is None:
         return None
-    return {tuple(key.split("/")): frozenset(paths) for key, paths in fingerprint.items()}
+    return {tuple(json.loads(key)): frozenset(paths) for key, paths in fingerprint.items()}
 
 
 def _scope_of_rows(table: BackfillTable, rows: Mapping[tuple[str, ...], object]) -> PartitionScope | None:
@@ -364,7 +366,7 @@ def _run_reporting(
     """Records `events` from one in-process run named `name` in `instance`."""
 
     @dg.op(name=f"{name}_op")
-    def report(context: dg.OpExecutionContext):
+    def report():
         yield from events
         yield dg.Output(None)
 

@@ -23,9 +23,16 @@ PUBLISH_POINTS = (
     "publish_committing",  # every staged file is in the layout; the log is untouched
     "publish_committed",  # the publish commit is in the log; the backfill's folder is not cleaned up
 )
-POINTS = WRITE_POINTS + PUBLISH_POINTS
+# Points the coordinator of a staged backfill passes (partition_assets/backfill/publication.py).
+COORDINATOR_POINTS = (
+    "gating",  # every node succeeded; the gate's stats are being computed
+    "between_table_commits",  # one table of the backfill is published, the next is not
+    "between_rollback_commits",  # one table is rolled back, the next is not
+)
+POINTS = WRITE_POINTS + PUBLISH_POINTS + COORDINATOR_POINTS
 
 
 def failpoint(name: str) -> None:
+    """SIGKILLs this process when PARTITION_ASSETS_FAILPOINT names `name` (one of POINTS)."""
     if os.environ.get(ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -179,6 +179,9 @@ class StagingFormat(TableFormat, Protocol):
     ) -> PublishResult:
         """Publishes everything the backfill staged for the table in one idempotent commit."""
 
+    def published_version(self, table_uri: str, backfill_id: str) -> int | None:
+        """The version the backfill's publish commit created; None when the table holds none."""
+
     def discard_staged(self, table_uri: str, backfill_id: str) -> int:
         """Deletes what the backfill staged for the table; returns how many files."""
 
