@@ -12,6 +12,7 @@ from partition_assets.backfill.engine import execute
 from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
+from partition_assets.backfill.notify import EventKind
 from partition_assets.backfill.publication import Publication
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
@@ -23,7 +24,7 @@ from partition_assets.backfill.state import (
 )
 from partition_assets.errors import GateFailedError
 from partition_assets.run_tags import node_run_tags
-from partition_assets.storage.leases import release
+from partition_assets.storage.leases import Lease, park, release
 
 _CHECKS_SHOWN = 3
 
@@ -108,26 +109,36 @@ def run_backfill(
         publication.notify("started", record.spec.describe())
         status = _run_nodes(record, graph, done, on_result, staged)
         if BackfillRecord.load(record.id).status == "canceled":
-            publication.notify("canceled")
-            return status
-        if any(state != NodeStatus.SUCCEEDED for state in status.values()):
+            _stop(publication, leases, staged, "canceled", "")
+        elif any(state != NodeStatus.SUCCEEDED for state in status.values()):
             record.status = "failed"
             record.save()
-            publication.notify("failed", "nodes failed: nothing was published")
-            return status
-        if staged:
+            _stop(publication, leases, staged, "failed", "nodes failed: nothing was published")
+        elif not staged:
+            record.status = "done"
+            record.save()
+            release(leases)
+        else:
             failed = [check for check in publication.gate(instance) if not check.passed]
             if failed:
                 record.status = "gate_failed"
                 record.save()
-                publication.notify("gate_failed", f"{len(failed)} checks failed")
+                _stop(publication, leases, staged, "gate_failed", f"{len(failed)} checks failed")
                 raise GateFailedError(gate_failure(record.id, failed))
             publication.publish(instance)
-        else:
-            record.status = "done"
-            record.save()
-        release(leases)
+            release(leases)
     return status
+
+
+def _stop(publication: Publication, leases: list[Lease], staged: bool, kind: EventKind, detail: str) -> None:
+    """A backfill that stops short of publishing: a staged one keeps its partitions
+    leased (parked) until it is published, resumed or discarded; one publishing per
+    node lets them go."""
+    if staged:
+        park(leases)
+    else:
+        release(leases)
+    publication.notify(kind, detail)
 
 
 def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:

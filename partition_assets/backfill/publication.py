@@ -36,7 +36,7 @@ from partition_assets.deploy.versioning import GIT_SHA_TAG
 from partition_assets.errors import BackfillStateError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.leases import Heartbeat, Lease, acquire
+from partition_assets.storage.leases import Heartbeat, Lease, acquire, held_by, release
 from partition_assets.storage.partition_scope import PartitionScope
 
 
@@ -203,6 +203,7 @@ class Publication:
                 f"use `partition-assets backfill rollback {self.record.id}` to undo it"
             )
         files = sum(t.staging_format.discard_staged(t.uri, self.record.id) for t in self.tables.values())
+        release([lease for t in self.tables.values() for lease in held_by(t.uri, self.record.id)])
         self._append_ledger_status(LedgerStatus.DISCARDED)
         self.record.status = "discarded"
         self.record.save()
@@ -238,22 +239,28 @@ class Publication:
         return any(t.staging_format.staged(t.uri, self.record.id) for t in self.tables.values())
 
     def _reflect_rollback(self, instance: dg.DagsterInstance) -> None:
-        """Dagster's partition status after a rollback: partitions the backfill created
-        are wiped (missing again); restored ones get a materialization of the old content."""
+        """Dagster's view after a rollback: each restored partition gets a materialization
+        of its old content; each partition the backfill created is wiped (missing again)
+        where the instance's event log can wipe partitions, else gets an observation
+        saying the rollback removed it (Dagster 1.13's SQL event logs cannot wipe one
+        partition: NotImplementedError)."""
         created = {(asset, partition) for asset, partitions in self.record.created.items() for partition in partitions}
-        events = []
-        for node in self.graph.nodes():
-            if (node.asset.to_user_string(), node.partition) in created:
-                continue
-            events.append(
-                dg.AssetMaterialization(
-                    node.asset,
-                    partition=node.partition or None,
-                    metadata={"rolled_back_backfill_id": self.record.id},
-                )
+        events: list[dg.AssetMaterialization | dg.AssetObservation] = [
+            dg.AssetMaterialization(
+                node.asset, partition=node.partition or None, metadata={"rolled_back_backfill_id": self.record.id}
             )
+            for node in self.graph.nodes()
+            if (node.asset.to_user_string(), node.partition) not in created
+        ]
         for asset, partitions in _by_asset(created).items():
-            instance.wipe_asset_partitions(dg.AssetKey.from_user_string(asset), partitions)
+            key = dg.AssetKey.from_user_string(asset)
+            try:
+                instance.wipe_asset_partitions(key, partitions)
+            except NotImplementedError:
+                events += [
+                    dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": self.record.id})
+                    for p in partitions
+                ]
         _run_reporting(instance, events, {BACKFILL_ID_TAG: self.record.id}, "partition_assets_rollback")
 
     # -- ledger ------------------------------------------------------------------------
@@ -361,7 +368,10 @@ def _input_versions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[st
 
 
 def _run_reporting(
-    instance: dg.DagsterInstance, events: list[dg.AssetMaterialization], tags: dict[str, str], name: str
+    instance: dg.DagsterInstance,
+    events: Sequence[dg.AssetMaterialization | dg.AssetObservation],
+    tags: dict[str, str],
+    name: str,
 ) -> None:
     """Records `events` from one in-process run named `name` in `instance`."""
 

@@ -430,8 +430,8 @@ class DeltaFormat:
                 raise RollbackError(
                     f"partitions {PartitionScope(columns, frozenset(changed)).describe()} of "
                     f"{table_uri} changed after backfill {backfill_id} published them at version "
-                    f"{published_version}; nothing was committed. Roll back with force to discard "
-                    "those later changes too."
+                    f"{published_version}; nothing was committed. Roll back with force "
+                    f"(`partition-assets backfill rollback {backfill_id} --force`) to discard those later changes too."
                 )
             removes = _remove_actions(current, scope)
             read_version = current.version()

@@ -7,6 +7,9 @@ holder (a backfill id or a run id), its kind ("backfill" or "run"), the table's
 partition columns and the partitions it covers (None: the whole table). It is
 live while its heartbeat is younger than `lease_ttl()` seconds; a dead lease (its
 holder crashed) is ignored by every check, so the next `acquire` takes its place.
+A *parked* lease lives without a heartbeat: a backfill that stopped on purpose
+with staged, unpublished data (a failed gate or node, a cancel) parks its leases,
+so its partitions stay protected until it is published, resumed or discarded.
 
 Taking a lease: `acquire` lists the live leases, fails fast on an overlapping
 one of another holder, writes its own, then lists again. When two acquirers
@@ -78,9 +81,10 @@ class Lease:
     partitions: frozenset[tuple[str, ...]] | None  # None: the whole table
     acquired_at: float
     heartbeat_at: float
+    parked: bool = False  # kept without a heartbeat until its holder releases it
 
     def is_live(self, now: float | None = None) -> bool:
-        return (time.time() if now is None else now) - self.heartbeat_at < lease_ttl()
+        return self.parked or (time.time() if now is None else now) - self.heartbeat_at < lease_ttl()
 
     def overlap(self, columns: tuple[str, ...], partitions: frozenset[tuple[str, ...]] | None) -> Overlap | None:
         """What this lease and a claim on `partitions` (None: the whole table) share, or None."""
@@ -105,7 +109,14 @@ class Overlap:
             if self.partitions is None
             else f"partitions {PartitionScope(lease.columns, self.partitions).describe(_SHOWN_PARTITIONS)}"
         )
-        if lease.kind == "backfill":
+        if lease.parked:
+            fix = (
+                f"backfill {lease.holder} stopped with staged, unpublished data of them: publish it "
+                f"(`partition-assets backfill publish {lease.holder}`), resume it "
+                f"(`partition-assets backfill resume {lease.holder}`) or discard it "
+                f"(`partition-assets backfill discard {lease.holder}`)"
+            )
+        elif lease.kind == "backfill":
             fix = (
                 f"watch it with `partition-assets backfill status {lease.holder}`, stop it with "
                 f"`partition-assets backfill cancel {lease.holder}`, or wait for it to publish"
@@ -164,6 +175,21 @@ def release(leases: Lease | Iterable[Lease]) -> None:
     """Deletes each holder's lease on its table; nothing for one that is gone already."""
     for lease in [leases] if isinstance(leases, Lease) else leases:
         _LeaseFolder(lease.table_uri).delete(lease.holder)
+
+
+def park(leases: Iterable[Lease]) -> None:
+    """Keeps each lease without a heartbeat until its holder releases it (see the module
+    docstring); a lease released or taken over meanwhile is left alone."""
+    for lease in leases:
+        folder = _LeaseFolder(lease.table_uri)
+        current = folder.read(lease.holder)
+        if current is not None and current.is_live():
+            folder.write(replace(current, parked=True))
+
+
+def held_by(table_uri: str, holder: str) -> list[Lease]:
+    """The holder's lease on the table, live or parked ([] when it holds none)."""
+    return [lease for lease in leases(table_uri) if lease.holder == holder]
 
 
 def leases(table_uri: str) -> list[Lease]:
@@ -277,6 +303,7 @@ class _LeaseFolder:
             "partitions": None if lease.partitions is None else sorted(list(row) for row in lease.partitions),
             "acquired_at": lease.acquired_at,
             "heartbeat_at": lease.heartbeat_at,
+            "parked": lease.parked,
         }
         with self.fs.open_output_stream(temporary) as stream:
             stream.write(json.dumps(body).encode())
@@ -313,4 +340,5 @@ class _LeaseFolder:
             partitions=None if partitions is None else frozenset(tuple(row) for row in partitions),
             acquired_at=body["acquired_at"],
             heartbeat_at=body["heartbeat_at"],
+            parked=body.get("parked", False),
         )
