@@ -218,14 +218,18 @@ class Publication:
                 "back"
                 + (f"; discard its staged data with `backfill discard {self.record.id}`" if self._staged() else "")
             )
+        published = [
+            (table, version)
+            for table in reversed(list(self.tables.values()))
+            if (version := self.record.published_versions.get(table.asset.to_user_string())) is not None
+        ]
+        for table, version in published:  # refuse before committing any table
+            table.staging_format.check_rollback(table.uri, self.record.id, version, force=force)
         self.record.status = "rolling_back"
         self.record.save()
         versions = {}
-        for table in reversed(list(self.tables.values())):
-            published = self.record.published_versions.get(table.asset.to_user_string())
-            if published is None:
-                continue
-            result = table.staging_format.rollback(table.uri, self.record.id, published, force=force)
+        for table, version in published:
+            result = table.staging_format.rollback(table.uri, self.record.id, version, force=force)
             versions[table.asset.to_user_string()] = result.version
             failpoint("between_rollback_commits")
         self._reflect_rollback(instance)

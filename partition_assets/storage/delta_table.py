@@ -20,6 +20,8 @@ the vacuum retention longer than backfills may be rolled back. Files are
 re-added with their row count as their only statistics.
 """
 
+from __future__ import annotations
+
 import functools
 import json
 import logging
@@ -28,7 +30,7 @@ import time
 import urllib.parse
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -387,16 +389,70 @@ class DeltaFormat:
         removed. The partitions are read from the log (what that commit changed), so the
         backfill's manifests are not needed. Idempotent like publish_staged.
 
-        RollbackError, nothing committed: when `published_version` is not the backfill's
-        publish commit; when a later commit changed those partitions (unless `force`,
-        which discards that commit's changes to them); when a file to restore is gone.
+        RollbackError, nothing committed: see `check_rollback`.
         """
-        app_id = rollback_app_id(backfill_id)
+        plan = _RollbackPlan.of(table_uri, backfill_id, published_version)
+        if plan.done_version is not None:
+            return _commit_effect(table_uri, plan.done_version)
+
+        def attempt(current: DeltaTable | None) -> int:
+            assert current is not None  # a table never disappears from under a rollback
+            plan.check_unchanged(current, force)
+            removes = _remove_actions(current, plan.scope)
+            read_version = current.version()
+            current.create_write_transaction(
+                [*(file.add() for file in plan.restored), *removes],
+                mode="append",
+                schema=current.schema(),
+                partition_by=list(plan.columns) or None,
+                commit_properties=CommitProperties(
+                    custom_metadata=_backfill_commit_metadata({}, backfill_id, _ROLLBACK),
+                    max_commit_retries=0,
+                    app_transactions=[Transaction(app_id=rollback_app_id(backfill_id), version=1)],
+                ),
+            )
+            return read_version + 1
+
+        version = _with_commit_retries(table_uri, plan.table, attempt)
+        return _commit_effect(table_uri, version)
+
+    def check_rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> None:
+        """Raises RollbackError, committing nothing, when `rollback` would refuse: when
+        `published_version` is not the backfill's publish commit; when a later commit
+        changed those partitions (unless `force`, which discards that commit's changes to
+        them); when a file to restore is gone. Lets a multi-table rollback refuse before
+        committing any table."""
+        plan = _RollbackPlan.of(table_uri, backfill_id, published_version)
+        if plan.done_version is None:
+            plan.check_unchanged(plan.table, force)
+
+
+@dataclass
+class _RollbackPlan:
+    """What rolling back one table's publish commit restores, checked against the log."""
+
+    table_uri: str
+    backfill_id: str
+    published_version: int
+    table: DeltaTable
+    done_version: int | None  # the rollback commit, when the table holds it already
+    partitions: list[PartitionRow] = field(default_factory=list)
+    restored: list[_LoggedFile] = field(default_factory=list)
+    after: dict[PartitionRow, list[_LoggedFile]] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
+
+    @property
+    def scope(self) -> PartitionScope | None:
+        return PartitionScope(self.columns, frozenset(self.partitions)) if self.columns else None
+
+    @classmethod
+    def of(cls, table_uri: str, backfill_id: str, published_version: int) -> _RollbackPlan:
         table = open_table(table_uri)
         if table is None:
             raise RollbackError(f"no Delta table at {table_uri}: nothing to roll back; nothing was committed.")
-        if table.transaction_version(app_id) is not None:
-            return _commit_effect(table_uri, _backfill_commit_version(table, backfill_id, _ROLLBACK))
+        if table.transaction_version(rollback_app_id(backfill_id)) is not None:
+            done = _backfill_commit_version(table, backfill_id, _ROLLBACK)
+            return cls(table_uri, backfill_id, published_version, table, done)
         entry = next((e for e in table.history() if e.get("version") == published_version), {})
         if (entry.get(_BACKFILL_KEY), entry.get(_ACTION_KEY)) != (backfill_id, _PUBLISH):
             raise RollbackError(
@@ -408,7 +464,7 @@ class DeltaFormat:
             open_table(table_uri, version=published_version - 1) if published_version else None
         )
         after = _files_by_partition(open_table(table_uri, version=published_version))
-        partitions = _changed_partitions(before, after)
+        partitions = sorted(_changed_partitions(before, after))
         restored = [file for row in partitions for file in before.get(row, ())]
         fs, root = table_filesystem(table_uri)
         missing = [f for f in restored if fs.get_file_info(f"{root}/{f.path}").type != pafs.FileType.File]
@@ -420,36 +476,20 @@ class DeltaFormat:
                 "within which backfills may be rolled back."
             )
         columns = tuple(table.metadata().partition_columns)
-        scope = PartitionScope(columns, frozenset(partitions)) if columns else None
+        return cls(table_uri, backfill_id, published_version, table, None, partitions, restored, after, columns)
 
-        def attempt(current: DeltaTable | None) -> int:
-            assert current is not None  # a table never disappears from under a rollback
-            now = _files_by_partition(current)
-            changed = sorted(row for row in partitions if _paths(now.get(row)) != _paths(after.get(row)))
-            if changed and not force:
-                raise RollbackError(
-                    f"partitions {PartitionScope(columns, frozenset(changed)).describe()} of "
-                    f"{table_uri} changed after backfill {backfill_id} published them at version "
-                    f"{published_version}; nothing was committed. Roll back with force "
-                    f"(`partition-assets backfill rollback {backfill_id} --force`) to discard those later changes too."
-                )
-            removes = _remove_actions(current, scope)
-            read_version = current.version()
-            current.create_write_transaction(
-                [*(file.add() for file in restored), *removes],
-                mode="append",
-                schema=current.schema(),
-                partition_by=list(columns) or None,
-                commit_properties=CommitProperties(
-                    custom_metadata=_backfill_commit_metadata({}, backfill_id, _ROLLBACK),
-                    max_commit_retries=0,
-                    app_transactions=[Transaction(app_id=app_id, version=1)],
-                ),
+    def check_unchanged(self, current: DeltaTable, force: bool) -> None:
+        """RollbackError unless `force` when a commit after the publish changed its partitions."""
+        now = _files_by_partition(current)
+        changed = sorted(row for row in self.partitions if _paths(now.get(row)) != _paths(self.after.get(row)))
+        if changed and not force:
+            raise RollbackError(
+                f"partitions {PartitionScope(self.columns, frozenset(changed)).describe()} of "
+                f"{self.table_uri} changed after backfill {self.backfill_id} published them at version "
+                f"{self.published_version}; nothing was committed. Roll back with force "
+                f"(`partition-assets backfill rollback {self.backfill_id} --force`) to discard those later "
+                "changes too."
             )
-            return read_version + 1
-
-        version = _with_commit_retries(table_uri, table, attempt)
-        return _commit_effect(table_uri, version)
 
 
 def _read_staged(table: DeltaTable | None, table_uri: str, backfill_id: str) -> StagedTable | None:

@@ -187,3 +187,6 @@ class StagingFormat(TableFormat, Protocol):
 
     def rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> PublishResult:
         """Restores the partitions the backfill published to their content before, in one commit."""
+
+    def check_rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> None:
+        """Raises RollbackError when `rollback` would refuse; commits nothing."""
