@@ -229,13 +229,15 @@ def test_rollback_restores_the_content_before_and_removes_created_partitions(lak
         # Restored partitions: a materialization of the old content. Created ones: SQLite's
         # event log cannot wipe a partition, so an observation says the rollback removed it.
         for day in days(2, 3):
-            latest = instance.get_latest_materialization_event(dg.AssetKey("orders"), partition=day)
+            latest = instance.fetch_materializations(
+                dg.AssetRecordsFilter(dg.AssetKey("orders"), asset_partitions=[day]), limit=1
+            ).records[0]
             assert latest.asset_materialization.metadata["rolled_back_backfill_id"] == dg.MetadataValue.text(bid)
         for day in days(4, 5):
-            observations = instance.fetch_observations(
+            observation = instance.fetch_observations(
                 dg.AssetRecordsFilter(dg.AssetKey("orders"), asset_partitions=[day]), limit=1
-            ).records
-            assert observations[0].asset_observation.metadata["removed_by_rollback_of"] == dg.MetadataValue.text(bid)
+            ).records[0]
+            assert observation.asset_observation.metadata["removed_by_rollback_of"] == dg.MetadataValue.text(bid)
 
 
 KILL_POINTS = ["mid-node", "gating", "publish_committing", "between_table_commits"]
