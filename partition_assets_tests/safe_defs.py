@@ -25,6 +25,7 @@ DAYS = daily("2024-01-01", end="2024-01-31")
 FACTOR_ENV = "PARTITION_ASSETS_TEST_FACTOR"
 SLOW_ENV = "PARTITION_ASSETS_TEST_SLOW_SECONDS"  # a pause in every node: time to look at a running backfill
 EVENTS_ENV = "PARTITION_ASSETS_TEST_EVENTS"
+REVENUE_CEILING_ENV = "PARTITION_ASSETS_TEST_REVENUE_CEILING"  # the blocking check's limit (none when unset)
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 ORDERS_PER_DAY = 6
 
@@ -65,6 +66,14 @@ def revenue_report(context: dg.AssetExecutionContext, revenue: DataFrame) -> Dat
     return revenue.select("ds", (F.col("revenue") / F.col("orders")).alias("average_order"))
 
 
+@dg.asset_check(asset=revenue, blocking=True)
+def revenue_below_ceiling(revenue: DataFrame) -> dg.AssetCheckResult:
+    """Fails when a day's revenue exceeds PARTITION_ASSETS_TEST_REVENUE_CEILING."""
+    ceiling = float(os.environ.get(REVENUE_CEILING_ENV, "inf"))
+    top = revenue.agg(F.max("revenue")).first()[0] or 0.0
+    return dg.AssetCheckResult(passed=top <= ceiling, metadata={"max_revenue": top})
+
+
 def record_event(event: BackfillEvent) -> None:
     """Appends `event` to the file PARTITION_ASSETS_TEST_EVENTS names (when set)."""
     path = os.environ.get(EVENTS_ENV)
@@ -76,6 +85,7 @@ def record_event(event: BackfillEvent) -> None:
 spark = SparkResource.from_env()
 defs = dg.Definitions(
     assets=[orders, revenue, revenue_report],
+    asset_checks=[revenue_below_ceiling],
     resources={
         "spark": spark,
         "io_manager": SparkDeltaIOManager(root_uri=os.environ.get(LAKE_ENV, ".lake-safe-tests"), spark=spark),

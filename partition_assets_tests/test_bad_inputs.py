@@ -83,6 +83,14 @@ BAD_INPUTS = [
     (["backfill", "retry", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill", "cancel", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill", "status", KNOWN_ID, "--png", "/no/such/folder/heatmap.png"], "folder does not exist"),
+    # safe backfills: modes, gate overrides, and actions the backfill's state does not allow
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--publish", "eventually"], "is not a mode"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--gate", "raw:rows=lots"], "rows=<fraction>"),
+    (["backfill", "publish", KNOWN_ID], f"backfill {KNOWN_ID} is running"),
+    (["backfill", "rollback", KNOWN_ID], "nothing to roll back"),
+    (["backfill", "diff", "no_such_id"], f"known: {KNOWN_ID}"),
+    (["backfill", "discard", "no_such_id"], f"known: {KNOWN_ID}"),
+    (["backfill", "ledger", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill"], "required"),
     # vacuum, deploy, undeploy, spark
     (["vacuum", "/no/such/table"], "/no/such/table"),

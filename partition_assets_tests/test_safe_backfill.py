@@ -19,7 +19,9 @@ import pytest
 from deltalake import DeltaTable
 
 from partition_assets.backfill.freeze import frozen_assets
+from partition_assets.backfill.publication import PUBLISH_RUN_TAG
 from partition_assets.backfill.stats import partition_stats
+from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import run_lease
@@ -154,12 +156,15 @@ def test_a_reader_sees_the_old_content_then_the_new_and_each_table_gets_one_vers
     with lakehouse.instance() as instance:
         assert frozen_assets(instance) == {}
         # Dagster records the materializations once, when the data is published.
-        records = instance.fetch_materializations(dg.AssetKey("revenue"), limit=100).records
+        # Dagster records the backfill's materializations once readers can see them: all 7 in
+        # its one publish run, none in its node runs (which ran before the publish).
         bid = backfill_id(output)
-        assert (
-            sum(1 for r in records if r.asset_materialization.metadata.get("backfill_id") == dg.MetadataValue.text(bid))
-            == 7
-        )
+        runs = {run.run_id: run for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid}))}
+        publish_runs = [run_id for run_id, run in runs.items() if run.tags.get(PUBLISH_RUN_TAG)]
+        records = instance.fetch_materializations(dg.AssetKey("revenue"), limit=100).records
+        ours = [record for record in records if record.run_id in runs]
+        assert len(publish_runs) == 1 and len(runs) > 1
+        assert len(ours) == 7 and {record.run_id for record in ours} == set(publish_runs)
 
 
 def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
@@ -191,6 +196,18 @@ def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
         assert row["run_id"] and row["checksum"]
     revenue_inputs = next(row["input_versions"] for row in ledger if row["asset"] == "revenue")
     assert revenue_inputs == {"orders": f"staged:{bid}"}
+
+
+def test_a_blocking_asset_check_runs_on_the_staged_data_and_stops_the_publish(lakehouse):
+    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+    before, versions = lakehouse.contents(), lakehouse.versions()
+    # Published revenue is 21 a day, staged 26.25: only a check reading the staged data fails.
+    ceiling = {safe_defs.REVENUE_CEILING_ENV: "22"}
+    result = lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"}, **ceiling)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "revenue_below_ceiling" in result.stdout
+    assert lakehouse.contents() == before and lakehouse.versions() == versions
+    assert lakehouse.events()[-2:] == ["started", "failed"]
 
 
 def test_two_backfills_of_the_same_range_and_code_give_equal_checksums(lakehouse):

@@ -29,6 +29,7 @@ from partition_assets.backfill.gate import Gate, GateCheck, apply_overrides, eva
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.notify import BackfillEvent, EventKind, notify
+from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
 from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of
@@ -74,10 +75,11 @@ class Publication:
         return leases
 
     @contextmanager
-    def held(self, instance: dg.DagsterInstance, leases: Sequence[Lease] | None = None) -> Iterator[list[Lease]]:
+    def held(self, instance: dg.DagsterInstance) -> Iterator[list[Lease]]:
         """The backfill's leases (kept alive by a heartbeat) and its assets frozen, for
-        the duration; the freeze is lifted however the block ends."""
-        taken = list(leases) if leases is not None else self.take_leases()
+        the duration; the freeze is lifted however the block ends. The caller releases
+        or parks the leases; if it dies, they expire with their heartbeat."""
+        taken = self.take_leases()
         freeze(instance, self.graph.assets, self.record.id)
         try:
             with Heartbeat(taken):
@@ -113,14 +115,13 @@ class Publication:
         """Evaluates every table's gate on the staged data and records the ledger's
         `staged` (or `gate_failed`) rows; returns the checks (failed ones included)."""
         failpoint("gating")
-        checks_by_table = {}
         all_stats = self.stats()
-        for stats in all_stats:
-            gate = self._gate(stats.table)
-            checks_by_table[stats.table.asset] = (
-                evaluate(stats.table.asset.to_user_string(), gate, stats.old, stats.new) if gate else []
-            )
-        checks = [check for table_checks in checks_by_table.values() for check in table_checks]
+        checks = [
+            check
+            for stats in all_stats
+            if (gate := self._gate(stats.table)) is not None
+            for check in evaluate(stats.table.asset.to_user_string(), gate, stats.old, stats.new)
+        ]
         failed = any(not check.passed for check in checks)
         self.record.created = {
             stats.table.asset.to_user_string(): [
@@ -174,7 +175,7 @@ class Publication:
             return
         asset_graph = self.definitions.resolve_asset_graph()
         events = []
-        for node in self.graph.nodes():
+        for node in self._ran(instance):
             table = self.tables.get(node.asset)
             code_version = asset_graph.get(node.asset).code_version
             metadata: dict[str, dg.RawMetadataValue] = {"backfill_id": self.record.id}
@@ -239,6 +240,16 @@ class Publication:
         self.notify("rolled_back", f"{len(versions)} tables restored")
         return versions
 
+    def _ran(self, instance: dg.DagsterInstance) -> list[Node]:
+        """The nodes a run of this backfill succeeded on, in graph order: not those a
+        catch-up left alone because they were current."""
+        succeeded = {
+            node
+            for node, (state, _) in node_states(instance, self.record.id, self.graph).items()
+            if state == NodeStatus.SUCCEEDED
+        }
+        return [node for node in self.graph.nodes() if node in succeeded]
+
     def _staged(self) -> bool:
         return any(t.staging_format.staged(t.uri, self.record.id) for t in self.tables.values())
 
@@ -253,7 +264,7 @@ class Publication:
             dg.AssetMaterialization(
                 node.asset, partition=node.partition or None, metadata={"rolled_back_backfill_id": self.record.id}
             )
-            for node in self.graph.nodes()
+            for node in self._ran(instance)
             if (node.asset.to_user_string(), node.partition) not in created
         ]
         for asset, partitions in _by_asset(created).items():
