@@ -11,6 +11,7 @@ import pytest
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 from partition_assets_tests import automation_defs
+from partition_assets_tests.polling import wait_for
 from partition_assets_tests.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -56,16 +57,6 @@ def materializations(instance, asset: str, partition: str) -> list[dg.EventLogRe
     return instance.fetch_materializations(
         dg.AssetRecordsFilter(dg.AssetKey(asset), asset_partitions=[partition]), limit=100
     ).records
-
-
-def wait_for(condition, timeout: float, step: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(step)
-    raise TimeoutError(f"not within {timeout} s: {condition.__doc__ or condition}")
 
 
 def finished_ticks(dev, name: str) -> list[dict]:

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -26,6 +25,7 @@ from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import run_lease
 from partition_assets_tests import safe_defs
+from partition_assets_tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "partition_assets", "backfill"]
@@ -70,7 +70,10 @@ class Lakehouse:
         )
 
     def backfill(self, first: str, last: str, *extra: str, **env: str) -> subprocess.CompletedProcess:
-        return self.cli("run", *TARGET, "--select", "*", "--start", first, "--end", last, *extra, **env)
+        return self.cli(*backfill_args(first, last, *extra), **env)
+
+    def start_backfill(self, first: str, last: str, *extra: str, **env: str) -> subprocess.Popen:
+        return self.start(*backfill_args(first, last, *extra), **env)
 
     def uri(self, table: str) -> str:
         return str(self.lake / table)
@@ -95,6 +98,11 @@ class Lakehouse:
 
     def instance(self) -> dg.DagsterInstance:
         return dg.DagsterInstance.from_config(str(self.home))
+
+
+def backfill_args(first: str, last: str, *extra: str) -> list[str]:
+    """`backfill run` of every asset of the test code location over first..last."""
+    return ["run", *TARGET, "--select", "*", "--start", first, "--end", last, *extra]
 
 
 @pytest.fixture
@@ -264,14 +272,17 @@ KILL_POINTS = ["mid-node", "gating", "publish_committing", "between_table_commit
 def test_a_coordinator_killed_anywhere_converges_on_resume_with_each_table_committed_once(lakehouse, point):
     ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
     versions = lakehouse.versions()
-    args = ["run", *TARGET, "--select", "*", "--start", "2024-01-01", "--end", "2024-01-02"]
     if point == "mid-node":
-        process = lakehouse.start(*args, **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "3"})
+        process = lakehouse.start_backfill(
+            "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "3"}
+        )
         with lakehouse.instance() as instance:
-            _wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
+            wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
         os.killpg(process.pid, signal.SIGKILL)
     else:
-        process = lakehouse.start(*args, **{safe_defs.FACTOR_ENV: "1.25", FAILPOINT_ENV: point})
+        process = lakehouse.start_backfill(
+            "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", FAILPOINT_ENV: point}
+        )
     process.wait(timeout=300)
     assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
     bid = _only_backfill(lakehouse)
@@ -307,19 +318,11 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
 
     # Backfill first: while it holds the partitions, a Dagster run of one of them fails fast.
     before = lakehouse.content("orders")
-    process = lakehouse.start(
-        "run",
-        *TARGET,
-        "--select",
-        "*",
-        "--start",
-        "2024-01-01",
-        "--end",
-        "2024-01-02",
-        **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "2"},
+    process = lakehouse.start_backfill(
+        "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "2"}
     )
     with lakehouse.instance() as instance:
-        _wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
+        wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
         result = dg.materialize(
             [safe_defs.orders],
             partition_key="2024-01-02",
@@ -353,21 +356,9 @@ def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(lakehous
     ok(lakehouse.cli("discard", failed_id))
 
     # Cancel: frozen while it runs, lifted when canceled.
-    process = lakehouse.start(
-        "run",
-        *TARGET,
-        "--select",
-        "*",
-        "--start",
-        "2024-01-01",
-        "--end",
-        "2024-01-04",
-        "--max-parallel",
-        "1",
-        **{safe_defs.SLOW_ENV: "2"},
-    )
+    process = lakehouse.start_backfill("2024-01-01", "2024-01-04", "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"})
     with lakehouse.instance() as instance:
-        frozen = _wait_for(lambda: frozen_assets(instance), 120)
+        frozen = wait_for(lambda: frozen_assets(instance), 120)
         assert set(frozen) == {dg.AssetKey(t) for t in TABLES}
         bid = next(iter(frozen.values()))
         ok(lakehouse.cli("cancel", bid))
@@ -399,13 +390,3 @@ def _assert_ledger_matches_tables(lakehouse: Lakehouse, bid: str) -> None:
             if row["asset"] == table:
                 assert row["checksum"] == stats[(row["partition"],)].checksum
                 assert row["status"] == "published"
-
-
-def _wait_for(condition, timeout: float, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"not within {timeout} s")
