@@ -213,7 +213,7 @@ def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev,
         "group:jobs",
         "2024-01-01",
         "2024-01-02",
-        "done",
+        "published",
     )
 
 

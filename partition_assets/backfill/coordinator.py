@@ -4,6 +4,7 @@ Shared by every surface that starts a backfill (the CLI, a Dagster job, a sensor
 so each behaves the same and leaves the same record.
 """
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 
 import dagster as dg
@@ -22,11 +23,13 @@ from partition_assets.backfill.state import (
     cancel_in_flight,
     node_states,
 )
+from partition_assets.backfill.tables import unstaged_assets
 from partition_assets.errors import GateFailedError
 from partition_assets.run_tags import node_run_tags
 from partition_assets.storage.leases import Lease, park, release
 
 _CHECKS_SHOWN = 3
+_log = logging.getLogger(__name__)
 
 
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillGraph:
@@ -101,6 +104,14 @@ def run_backfill(
     if staged:
         for table in publication.tables.values():
             table.staging_format  # noqa: B018 -- refuses a format that cannot publish at once, before any run
+        unstaged = unstaged_assets(definitions, graph)
+        if unstaged:
+            _log.warning(
+                "backfill %s: %s are stored by other IO managers, which write them as their nodes run: "
+                "readers see those before the backfill publishes",
+                record.id,
+                ", ".join(key.to_user_string() for key in unstaged),
+            )
     with dg.DagsterInstance.get() as instance, publication.held(instance) as leases:
         if record.status == "publishing":
             publication.publish(instance)

@@ -33,10 +33,11 @@ from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
 from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of
-from partition_assets.deploy.versioning import GIT_SHA_TAG
+from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.errors import BackfillStateError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.io_manager import STAGED_FOR_METADATA
 from partition_assets.storage.leases import Heartbeat, Lease, acquire, held_by, release
 from partition_assets.storage.partition_scope import PartitionScope
 
@@ -167,23 +168,28 @@ class Publication:
         return dict(self.record.published_versions)
 
     def _record_materializations(self, instance: dg.DagsterInstance) -> None:
-        """One run in the instance recording a materialization of every node, now that
-        readers can see them; skipped when an earlier publish run of the backfill succeeded."""
+        """One run in the instance recording a materialization of every node the backfill
+        ran, now that readers can see them: the metadata its IO manager gave the staged
+        output, the table version published, the asset's code version. Skipped when an
+        earlier publish run of the backfill succeeded."""
         tags = {BACKFILL_ID_TAG: self.record.id, PUBLISH_RUN_TAG: "true"}
         done = instance.get_runs(dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1)
         if done:
             return
+        sha = definitions_git_sha(self.definitions)
         asset_graph = self.definitions.resolve_asset_graph()
+        states = node_states(instance, self.record.id, self.graph)
         events = []
         for node in self._ran(instance):
-            table = self.tables.get(node.asset)
+            _, run = states[node]
+            metadata: dict[str, dg.RawMetadataValue] = {
+                **_handled_output_metadata(instance, run.run_id, node.asset),
+                "backfill_id": self.record.id,
+            }
+            version = self.record.published_versions.get(node.asset.to_user_string())
+            if version is not None:
+                metadata["delta_version"] = version
             code_version = asset_graph.get(node.asset).code_version
-            metadata: dict[str, dg.RawMetadataValue] = {"backfill_id": self.record.id}
-            if table is not None:
-                metadata["table_uri"] = table.uri
-                version = self.record.published_versions.get(node.asset.to_user_string())
-                if version is not None:
-                    metadata["delta_version"] = version
             events.append(
                 dg.AssetMaterialization(
                     node.asset,
@@ -192,6 +198,8 @@ class Publication:
                     tags={CODE_VERSION_TAG: code_version} if code_version else None,
                 )
             )
+        if sha:
+            tags[GIT_SHA_TAG] = sha
         _run_reporting(instance, events, tags, "partition_assets_publish")
 
     # -- discard and rollback ----------------------------------------------------------
@@ -374,12 +382,23 @@ def _scope_of_rows(table: BackfillTable, rows: Mapping[tuple[str, ...], object])
 def _input_versions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, int | str]:
     """The `input_versions` the run's IO manager recorded on its handled output."""
     versions: dict[str, int | str] = {}
-    for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
-        handled = record.dagster_event.event_specific_data if record.dagster_event else None
-        value = getattr(handled, "metadata", {}).get("input_versions")
+    for asset in run.asset_selection or ():
+        value = _handled_output_metadata(instance, run.run_id, asset).get("input_versions")
         if isinstance(value, dg.JsonMetadataValue) and isinstance(value.value, dict):
             versions.update(value.value)
     return versions
+
+
+def _handled_output_metadata(instance: dg.DagsterInstance, run_id: str, asset: dg.AssetKey) -> dict:
+    """The metadata the IO manager gave `asset`'s output in run `run_id` (the staged
+    output's rows, input versions, git SHA ...), without what only staging meant."""
+    metadata: dict = {}
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
+        event = record.dagster_event
+        if event is not None and event.asset_key in (None, asset):
+            metadata.update(getattr(event.event_specific_data, "metadata", None) or {})
+    metadata.pop(STAGED_FOR_METADATA, None)
+    return metadata
 
 
 def _run_reporting(

@@ -96,3 +96,19 @@ def lake_root(definitions: dg.Definitions) -> str | None:
     managers = [resources.get("io_manager"), *resources.values()]
     roots = [m.root_uri.rstrip("/") for m in managers if isinstance(m, SparkTableIOManager)]
     return roots[0] if roots else None
+
+
+def unstaged_assets(definitions: dg.Definitions, graph: BackfillGraph) -> list[dg.AssetKey]:
+    """The assets of `graph` whose outputs another IO manager stores: it writes them as
+    their nodes run, so a staged backfill cannot hold their data back until it publishes
+    (assets with no output, or stored by a partition_assets IO manager, are not listed)."""
+    asset_graph = definitions.resolve_asset_graph()
+    resources = definitions.resources or {}
+    unstaged = []
+    for key in graph.slices:
+        assets_def = asset_graph.assets_def_for_key(key)
+        output = assets_def.node_def.output_def_named(assets_def.get_output_name_for_asset_key(key))
+        io_manager = resources.get(asset_graph.get(key).io_manager_key)
+        if not output.dagster_type.is_nothing and not isinstance(io_manager, SparkTableIOManager):
+            unstaged.append(key)
+    return unstaged

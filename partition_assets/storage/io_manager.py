@@ -29,6 +29,9 @@ from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
 from partition_assets.storage.table_format import StagingFormat, TableFormat, WriteOptions
 
+# Output metadata of a staged write: the backfill it was staged for (readers cannot see it yet).
+STAGED_FOR_METADATA = "staged_for_backfill"
+
 
 class InputOptions(dg.Config):
     """How an input is read: as AssetIn metadata, or as run config
@@ -95,7 +98,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             {
                 "table_uri": result.table_uri,
                 "table_format": self.table_format.name,
-                **({"staged_for_backfill": staging_for} if staging_for else {}),
+                **({STAGED_FOR_METADATA: staging_for} if staging_for else {}),
                 "input_versions": dg.MetadataValue.json(_input_versions.pop((context.run_id, context.step_key), {})),
                 **({"delta_version": result.version} if result.version is not None else {}),
                 "rows": result.rows,
