@@ -62,10 +62,10 @@ def rolling_7d(context: dg.AssetExecutionContext, clean: DataFrame, spark: Spark
     backfill_policy=POLICY,
     ins={
         "clean": dg.AssetIn(partition_mapping=mappings.identity()),
-        "running_total": dg.AssetIn(partition_mapping=mappings.previous_period()),
+        "previous": mappings.self_dependency("running_total"),
     },
 )
-def running_total(context: dg.AssetExecutionContext, clean: DataFrame, running_total: DataFrame | None) -> DataFrame:
+def running_total(context: dg.AssetExecutionContext, clean: DataFrame, previous: DataFrame | None) -> DataFrame:
     _work(context)
     return clean.select("id", "value", "ds")
 

@@ -61,7 +61,13 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         progress = Progress(backfill_id, graph, done)
         context.log.info(f"{progress.started()}; its runs carry the tag {BACKFILL_ID_TAG}={backfill_id}")
         try:
-            status = run_backfill(record, graph, done, on_result=lambda result: context.log.info(progress.line(result)))
+            status = run_backfill(
+                record,
+                graph,
+                done,
+                on_result=lambda result: context.log.info(progress.line(result)),
+                on_phase=context.log.info,
+            )
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:

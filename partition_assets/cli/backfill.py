@@ -133,13 +133,17 @@ def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> i
     progress = Progress(record.id, graph, done)
     print(progress.started(), flush=True)
     try:
-        status = run_backfill(record, graph, done, on_result=lambda result: print(progress.line(result), flush=True))
+        status = run_backfill(
+            record,
+            graph,
+            done,
+            on_result=lambda result: print(progress.line(result), flush=True),
+            on_phase=lambda line: print(line, flush=True),
+        )
     except GateFailedError as error:
         print(error)
         return 1
     print(progress.summary(status))
-    if record.status == "published":
-        print(f"published: {_versions(record.published_versions)}")
     return 0 if progress.failure(status) is None else 1
 
 
