@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,7 +48,8 @@ class TableStats:
     """The old (published) and new (staged) content of a table's rewritten partitions."""
 
     table: BackfillTable
-    old: dict[tuple[str, ...], PartitionStats]
+    partitions: frozenset[tuple[str, ...]]  # every partition the backfill staged, emptied ones too
+    old: dict[tuple[str, ...], PartitionStats]  # {} when not asked for (a table without a gate)
     new: dict[tuple[str, ...], PartitionStats]
 
 
@@ -93,24 +95,36 @@ class Publication:
 
     # -- gate --------------------------------------------------------------------------
 
-    def stats(self) -> list[TableStats]:
-        """Old and new stats of every partition the backfill staged, table by table."""
-        result = []
-        for table in self.tables.values():
-            staged = table.staging_format.staged(table.uri, self.record.id)
-            if staged is None:
-                continue
-            gate = self._gate(table)
-            measures = tuple(gate.measures) if gate else ()
-            keys = tuple(gate.keys) if gate else ()
-            scope = _scope_of_rows(table, staged.files_by_partition)
-            spark = table.spark.spark_session
-            new_frame = table.staging_format.read_overlay(spark, table.uri, scope, self.record.id)
+    def stats(self, old_of_every_table: bool = False) -> list[TableStats]:
+        """New stats of every partition the backfill staged, table by table, and old ones
+        for the tables with a gate (for every table with `old_of_every_table`). Tables are
+        read concurrently: each is a small Spark job, dominated by its round trips."""
+        staged = [
+            (table, found)
+            for table in self.tables.values()
+            if (found := table.staging_format.staged(table.uri, self.record.id)) is not None
+        ]
+        with ThreadPoolExecutor(max_workers=_STATS_THREADS) as pool:
+            return list(
+                pool.map(
+                    lambda item: self._table_stats(item[0], frozenset(item[1].files_by_partition), old_of_every_table),
+                    staged,
+                )
+            )
+
+    def _table_stats(self, table: BackfillTable, partitions: frozenset[tuple[str, ...]], with_old: bool) -> TableStats:
+        gate = self._gate(table)
+        measures = tuple(gate.measures) if gate else ()
+        keys = tuple(gate.keys) if gate else ()
+        scope = None if table.partitions_def is None else PartitionScope(table.columns, partitions)
+        spark = table.spark.spark_session
+        new_frame = table.staging_format.read_overlay(spark, table.uri, scope, self.record.id)
+        new = partition_stats(new_frame, table.columns, measures, keys) if new_frame is not None else {}
+        old = {}
+        if with_old or gate is not None:
             old_frame = table.table_format.read(spark, table.uri, scope)
-            new = partition_stats(new_frame, table.columns, measures, keys) if new_frame is not None else {}
             old = partition_stats(old_frame, table.columns, measures, keys) if old_frame is not None else {}
-            result.append(TableStats(table, old, new))
-        return result
+        return TableStats(table, partitions, old, new)
 
     def gate(self, instance: dg.DagsterInstance) -> list[GateCheck]:
         """Evaluates every table's gate on the staged data and records the ledger's
@@ -124,15 +138,15 @@ class Publication:
             for check in evaluate(stats.table.asset.to_user_string(), gate, stats.old, stats.new)
         ]
         failed = any(not check.passed for check in checks)
-        self.record.created = {
-            stats.table.asset.to_user_string(): [
-                stats.table.partition_key(row) for row in sorted(stats.new.keys() - stats.old.keys())
-            ]
-            for stats in all_stats
-        }
+        self.record.created = {stats.table.asset.to_user_string(): self._created(stats) for stats in all_stats}
         self.record.save()
         self._record(instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
         return checks
+
+    def _created(self, stats: TableStats) -> list[str]:
+        """The partitions the backfill writes that held no file when it started."""
+        before = _as_files(self.record.fingerprints.get(stats.table.asset.to_user_string())) or {}
+        return [stats.table.partition_key(row) for row in sorted(stats.partitions) if not before.get(row)]
 
     def _gate(self, table: BackfillTable) -> Gate | None:
         return apply_overrides(gate_of(table.metadata), table.asset.to_user_string(), self.record.spec.gate)
@@ -302,7 +316,7 @@ class Publication:
         for stats in all_stats:
             table = stats.table
             asset = table.asset.to_user_string()
-            for row in sorted(set(stats.new) | set(stats.old)):
+            for row in sorted(stats.partitions):
                 partition = table.partition_key(row)
                 run = runs.get(Node(table.asset, partition))
                 new = stats.new.get(row)
@@ -352,6 +366,7 @@ class Publication:
 
 
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
+_STATS_THREADS = 4
 CODE_VERSION_TAG = "dagster/code_version"
 
 
@@ -373,10 +388,6 @@ def _as_files(fingerprint: Mapping[str, list[str]] | None) -> dict[tuple[str, ..
     if fingerprint is None:
         return None
     return {tuple(json.loads(key)): frozenset(paths) for key, paths in fingerprint.items()}
-
-
-def _scope_of_rows(table: BackfillTable, rows: Mapping[tuple[str, ...], object]) -> PartitionScope | None:
-    return None if table.partitions_def is None else PartitionScope(table.columns, frozenset(rows))
 
 
 def _input_versions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, int | str]:

@@ -152,7 +152,7 @@ def _publication(record: BackfillRecord, instance: dg.DagsterInstance) -> Public
 
 
 def _diff(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
-    stats = publication.stats()
+    stats = publication.stats(old_of_every_table=True)
     if not stats:
         print(f"backfill {publication.record.id} has no staged data (it is {publication.record.status})")
         return 0
