@@ -33,14 +33,15 @@ from partition_assets.backfill.notify import BackfillEvent, EventKind, notify
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
-from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of
-from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
+from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of, unstaged_assets
+from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.errors import BackfillStateError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.io_manager import STAGED_FOR_METADATA
+from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, RUN_ID_METADATA
 from partition_assets.storage.leases import Heartbeat, Lease, acquire, held_by, release
 from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.staged import StagedTable
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class TableStats:
     partitions: frozenset[tuple[str, ...]]  # every partition the backfill staged, emptied ones too
     old: dict[tuple[str, ...], PartitionStats]  # {} when not asked for (a table without a gate)
     new: dict[tuple[str, ...], PartitionStats]
+    # per partition, the commit metadata of its staging: run id, input versions, git SHA
+    provenance: Mapping[tuple[str, ...], Mapping[str, str]]
 
 
 class Publication:
@@ -105,14 +108,11 @@ class Publication:
             if (found := table.staging_format.staged(table.uri, self.record.id)) is not None
         ]
         with ThreadPoolExecutor(max_workers=_STATS_THREADS) as pool:
-            return list(
-                pool.map(
-                    lambda item: self._table_stats(item[0], frozenset(item[1].files_by_partition), old_of_every_table),
-                    staged,
-                )
-            )
+            futures = [pool.submit(self._table_stats, table, found, old_of_every_table) for table, found in staged]
+            return [future.result() for future in futures]
 
-    def _table_stats(self, table: BackfillTable, partitions: frozenset[tuple[str, ...]], with_old: bool) -> TableStats:
+    def _table_stats(self, table: BackfillTable, staged: StagedTable, with_old: bool) -> TableStats:
+        partitions = frozenset(staged.files_by_partition)
         gate = self._gate(table)
         measures = tuple(gate.measures) if gate else ()
         keys = tuple(gate.keys) if gate else ()
@@ -124,7 +124,7 @@ class Publication:
         if with_old or gate is not None:
             old_frame = table.table_format.read(spark, table.uri, scope)
             old = partition_stats(old_frame, table.columns, measures, keys) if old_frame is not None else {}
-        return TableStats(table, partitions, old, new)
+        return TableStats(table, partitions, old, new, staged.metadata_by_partition)
 
     def gate(self, instance: dg.DagsterInstance) -> list[GateCheck]:
         """Evaluates every table's gate on the staged data and records the ledger's
@@ -193,16 +193,18 @@ class Publication:
         sha = definitions_git_sha(self.definitions)
         asset_graph = self.definitions.resolve_asset_graph()
         states = node_states(instance, self.record.id, self.graph)
+        ledger_rows = {(entry.asset, entry.partition): entry for entry in self._latest()}
+        foreign = set(unstaged_assets(self.definitions, self.graph))
         events = []
         for node in self._ran(instance):
-            _, run = states[node]
-            metadata: dict[str, dg.RawMetadataValue] = {
-                **_handled_output_metadata(instance, run.run_id, node.asset),
-                "backfill_id": self.record.id,
-            }
-            version = self.record.published_versions.get(node.asset.to_user_string())
-            if version is not None:
-                metadata["delta_version"] = version
+            asset = node.asset.to_user_string()
+            metadata: dict[str, dg.RawMetadataValue] = {"backfill_id": self.record.id}
+            if node.asset in foreign:  # what its own IO manager said of the output
+                metadata.update(_handled_output_metadata(instance, states[node][1].run_id, node.asset))
+            entry = ledger_rows.get((asset, node.partition))
+            if entry is not None:
+                table = self.tables[node.asset]
+                metadata.update(_entry_metadata(entry, table.uri, self.record.published_versions.get(asset)))
             code_version = asset_graph.get(node.asset).code_version
             events.append(
                 dg.AssetMaterialization(
@@ -307,7 +309,6 @@ class Publication:
     ) -> None:
         if self.ledger is None:
             return
-        runs = {node: run for node, (_, run) in node_states(instance, self.record.id, self.graph).items()}
         checks_by_partition: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
         for check in checks:
             checks_by_partition.setdefault((check.asset, check.partition), []).append(check.to_json())
@@ -318,18 +319,18 @@ class Publication:
             asset = table.asset.to_user_string()
             for row in sorted(stats.partitions):
                 partition = table.partition_key(row)
-                run = runs.get(Node(table.asset, partition))
+                provenance = stats.provenance.get(row, {})
                 new = stats.new.get(row)
                 entries.append(
                     LedgerEntry(
                         backfill_id=self.record.id,
                         asset=asset,
                         partition=partition,
-                        run_id=run.run_id if run else None,
-                        git_sha=run.tags.get(GIT_SHA_TAG) if run else None,
+                        run_id=provenance.get(RUN_ID_METADATA),
+                        git_sha=provenance.get(GIT_SHA_METADATA),
                         rows=new.rows if new else 0,
                         checksum=new.checksum if new else None,
-                        input_versions=_input_versions(instance, run) if run else {},
+                        input_versions=json.loads(provenance.get(INPUT_VERSIONS_METADATA, "{}")),
                         published_version=None,
                         gate=checks_by_partition.get((asset, row), []),
                         status=status,
@@ -390,25 +391,29 @@ def _as_files(fingerprint: Mapping[str, list[str]] | None) -> dict[tuple[str, ..
     return {tuple(json.loads(key)): frozenset(paths) for key, paths in fingerprint.items()}
 
 
-def _input_versions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dict[str, int | str]:
-    """The `input_versions` the run's IO manager recorded on its handled output."""
-    versions: dict[str, int | str] = {}
-    for asset in run.asset_selection or ():
-        value = _handled_output_metadata(instance, run.run_id, asset).get("input_versions")
-        if isinstance(value, dg.JsonMetadataValue) and isinstance(value.value, dict):
-            versions.update(value.value)
-    return versions
+def _entry_metadata(entry: LedgerEntry, table_uri: str, version: int | None) -> dict[str, dg.RawMetadataValue]:
+    """A published partition's materialization metadata, from its ledger row."""
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "table_uri": table_uri,
+        "rows": entry.rows or 0,
+        "checksum": entry.checksum or "",
+        INPUT_VERSIONS_METADATA: dg.MetadataValue.json(dict(entry.input_versions)),
+        "staged_by_run": entry.run_id or "",
+    }
+    if entry.git_sha:
+        metadata[GIT_SHA_METADATA] = entry.git_sha
+    if version is not None:
+        metadata["delta_version"] = version
+    return metadata
 
 
 def _handled_output_metadata(instance: dg.DagsterInstance, run_id: str, asset: dg.AssetKey) -> dict:
-    """The metadata the IO manager gave `asset`'s output in run `run_id` (the staged
-    output's rows, input versions, git SHA ...), without what only staging meant."""
+    """The metadata another IO manager gave `asset`'s output in run `run_id`."""
     metadata: dict = {}
     for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
         event = record.dagster_event
         if event is not None and event.asset_key in (None, asset):
             metadata.update(getattr(event.event_specific_data, "metadata", None) or {})
-    metadata.pop(STAGED_FOR_METADATA, None)
     return metadata
 
 

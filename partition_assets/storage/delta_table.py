@@ -231,8 +231,9 @@ class DeltaFormat:
         the schema against the published table and the backfill's earlier stagings);
         with `options.merge_keys`, upserts into the overlay's rows of the scope. The
         files land under the table's `_backfills/<backfill_id>/`, unreferenced by the log
-        and out of reach of vacuum; a manifest records them. Staging a partition again
-        supersedes its earlier staging. The result's version is None.
+        and out of reach of vacuum; a manifest records them with `options.commit_metadata`
+        (`StagedTable.metadata_by_partition`). Staging a partition again supersedes its
+        earlier staging. The result's version is None.
         """
         table = open_table(table_uri)
         earlier = _read_staged(table, table_uri, backfill_id)
@@ -247,7 +248,7 @@ class DeltaFormat:
 
         write = stage_validated(frame, table_uri, scope, options, validate, incoming_folder(backfill_id))
         try:
-            record_staging(write, backfill_id, scope.rows if scope else [()])
+            record_staging(write, backfill_id, scope.rows if scope else [()], options.commit_metadata)
         except BaseException:
             discard(write)
             raise

@@ -31,6 +31,9 @@ from partition_assets.storage.table_format import StagingFormat, TableFormat, Wr
 
 # Output metadata of a staged write: the backfill it was staged for (readers cannot see it yet).
 STAGED_FOR_METADATA = "staged_for_backfill"
+# Commit (and staging manifest) metadata of every write: its run, and the table versions it read.
+RUN_ID_METADATA = "dagster_run_id"
+INPUT_VERSIONS_METADATA = "input_versions"
 
 
 class InputOptions(dg.Config):
@@ -76,11 +79,17 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 f"{type(self).__name__} stores pyspark.sql.DataFrame outputs: return one"
             )
         metadata = context.definition_metadata
+        input_versions = _input_versions.pop((context.run_id, context.step_key), {})
         options = WriteOptions(
             allow_empty=bool(metadata.get("allow_empty", False)),
             allow_new_columns=bool(metadata.get("allow_new_columns", False)),
             merge_keys=tuple(metadata.get("merge_keys") or ()),
-            commit_metadata={"dagster_run_id": context.run_id},
+            # Who wrote it and from which inputs: in the Delta log, or a staged write's manifest.
+            commit_metadata={
+                RUN_ID_METADATA: context.run_id,
+                INPUT_VERSIONS_METADATA: json.dumps(input_versions),
+                **git_sha_metadata(context),
+            },
         )
         table_uri, scope = self.table_uri(context.asset_key), _output_scope(context)
         tags = _run_tags(context)
@@ -99,7 +108,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 "table_uri": result.table_uri,
                 "table_format": self.table_format.name,
                 **({STAGED_FOR_METADATA: staging_for} if staging_for else {}),
-                "input_versions": dg.MetadataValue.json(_input_versions.pop((context.run_id, context.step_key), {})),
+                INPUT_VERSIONS_METADATA: dg.MetadataValue.json(input_versions),
                 **({"delta_version": result.version} if result.version is not None else {}),
                 "rows": result.rows,
                 "rows_by_partition": dg.MetadataValue.json(

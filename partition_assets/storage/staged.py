@@ -56,6 +56,8 @@ class StagedTable:
     partition_columns: tuple[str, ...]
     schema: pa.Schema  # the published schema plus the staged writes' new columns
     files_by_partition: Mapping[PartitionRow, tuple[StagedFile, ...]]  # () holds none: cleared
+    # the commit metadata of the staging each partition holds (its run id, input versions, ...)
+    metadata_by_partition: Mapping[PartitionRow, Mapping[str, str]]
 
     @property
     def files(self) -> tuple[StagedFile, ...]:
@@ -93,10 +95,13 @@ def data_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]
     return fs, f"{folder}/data"
 
 
-def record_staging(write: StagedWrite, backfill_id: str, partitions: Iterable[PartitionRow]) -> None:
+def record_staging(
+    write: StagedWrite, backfill_id: str, partitions: Iterable[PartitionRow], metadata: Mapping[str, str]
+) -> None:
     """Moves `write`'s files into the backfill's data folder, then records them in a new
-    manifest as the content of `partitions`. A crash before the manifest's rename leaves
-    files no manifest lists: the staging did not happen (discard deletes them)."""
+    manifest as the content of `partitions`, with the write's commit `metadata` (who
+    staged it, from what). A crash before the manifest's rename leaves files no manifest
+    lists: the staging did not happen (discard deletes them)."""
     fs, data = data_folder(write.table_uri, backfill_id)
     for file in write.files:
         target = f"{data}/{file.path}"
@@ -112,6 +117,7 @@ def record_staging(write: StagedWrite, backfill_id: str, partitions: Iterable[Pa
         "partition_columns": list(write.partition_columns),
         "partitions": sorted(list(row) for row in partitions),
         "schema": base64.b64encode(write.schema.serialize().to_pybytes()).decode(),
+        "metadata": dict(metadata),
         "files": [
             {
                 "path": f.path,
@@ -165,6 +171,7 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
         columns,
         schema,
         {row: tuple(files) for row, files in files_by_partition.items()},
+        {row: entries[index].get("metadata", {}) for row, index in owner.items()},
     )
 
 
