@@ -56,5 +56,6 @@ bench: install
 	$(PY) bench/engine_bench.py
 	$(PY) bench/example_bench.py --days 3
 	$(PY) bench/storage_bench.py
+	$(PY) bench/publish_bench.py
 	$(PY) bench/run_overhead.py
 	$(PY) bench/automation_latency.py

@@ -18,8 +18,11 @@ import pytest
 from deltalake import DeltaTable
 
 from partition_assets.backfill.freeze import frozen_assets
+from partition_assets.backfill.graph import plan
 from partition_assets.backfill.publication import PUBLISH_RUN_TAG
+from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.stats import partition_stats
+from partition_assets.backfill.tables import tables_of, unstaged_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
@@ -390,3 +393,29 @@ def _assert_ledger_matches_tables(lakehouse: Lakehouse, bid: str) -> None:
             if row["asset"] == table:
                 assert row["checksum"] == stats[(row["partition"],)].checksum
                 assert row["status"] == "published"
+
+
+def test_assets_another_io_manager_stores_are_named_as_not_held_back(lake):
+    """A staged backfill warns about them: their IO manager writes as their nodes run."""
+    days = safe_defs.DAYS
+
+    @dg.asset(partitions_def=days, io_manager_key="pickles")
+    def pickled(context: dg.AssetExecutionContext) -> int:
+        return 1
+
+    @dg.asset(partitions_def=days, deps=[pickled])
+    def side_effect_only(context: dg.AssetExecutionContext) -> None:
+        pass
+
+    definitions = dg.Definitions(
+        assets=[safe_defs.orders, pickled, side_effect_only],
+        resources={
+            "spark": safe_defs.spark,
+            "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(lake), spark=safe_defs.spark),
+            "pickles": dg.FilesystemIOManager(base_dir=str(lake / "pickles")),
+        },
+    )
+    spec = BackfillSpec(module="unused", selection="*", start="2024-01-01", end="2024-01-02")
+    graph = plan(definitions.resolve_asset_graph(), spec)
+    assert unstaged_assets(definitions, graph) == [pickled.key]
+    assert list(tables_of(definitions, graph)) == [safe_defs.orders.key]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 
 from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph
 from partition_assets.errors import UnsupportedByFormatError
@@ -71,7 +72,7 @@ def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.Asse
     for key, asset_slice in graph.slices.items():
         node = asset_graph.get(key)
         io_manager = resources.get(node.io_manager_key)
-        if not isinstance(io_manager, SparkTableIOManager):
+        if not isinstance(io_manager, SparkTableIOManager) or not _has_output(asset_graph, key):
             continue
         metadata = dict(node.metadata)
         partitions_def = node.partitions_def
@@ -106,9 +107,14 @@ def unstaged_assets(definitions: dg.Definitions, graph: BackfillGraph) -> list[d
     resources = definitions.resources or {}
     unstaged = []
     for key in graph.slices:
-        assets_def = asset_graph.assets_def_for_key(key)
-        output = assets_def.node_def.output_def_named(assets_def.get_output_name_for_asset_key(key))
         io_manager = resources.get(asset_graph.get(key).io_manager_key)
-        if not output.dagster_type.is_nothing and not isinstance(io_manager, SparkTableIOManager):
+        if _has_output(asset_graph, key) and not isinstance(io_manager, SparkTableIOManager):
             unstaged.append(key)
     return unstaged
+
+
+def _has_output(asset_graph: AssetGraph, key: dg.AssetKey) -> bool:
+    """Whether the asset returns a value for an IO manager to store (not `-> None`)."""
+    assets_def = asset_graph.assets_def_for_key(key)
+    output = assets_def.node_def.output_def_named(assets_def.get_output_name_for_asset_key(key))
+    return not output.dagster_type.is_nothing
