@@ -6,7 +6,7 @@ so each behaves the same and leaves the same record.
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
@@ -15,7 +15,7 @@ from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.notify import EventKind
-from partition_assets.backfill.publication import Publication
+from partition_assets.backfill.publication import Publication, StatsAhead
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
 from partition_assets.backfill.spec import STAGED, BackfillSpec
@@ -122,10 +122,22 @@ def run_backfill(
             release(leases)
             return {}
         publication.notify("started", record.spec.describe())
-        status = _run_nodes(record, graph, done, on_result, staged)
+        ahead = StatsAhead(publication, done) if staged else None
+
+        def node_finished(result: NodeResult) -> None:
+            if ahead is not None:
+                ahead.finished(result)
+            on_result(result)
+
+        try:
+            status = _run_nodes(record, graph, done, node_finished, staged)
+            ahead_stats = ahead.results() if ahead is not None and _all_succeeded(status) else None
+        finally:
+            if ahead is not None:
+                ahead.close()
         if BackfillRecord.load(record.id).status == "canceled":
             _stop(publication, leases, staged, "canceled", "")
-        elif any(state != NodeStatus.SUCCEEDED for state in status.values()):
+        elif not _all_succeeded(status):
             record.status = "failed"
             record.save()
             _stop(publication, leases, staged, "failed", "nodes failed: nothing was published")
@@ -135,7 +147,7 @@ def run_backfill(
             release(leases)
         else:
             started = time.monotonic()
-            checks = publication.gate(instance)
+            checks = publication.gate(instance, ahead_stats)
             failed = [check for check in checks if not check.passed]
             on_phase(
                 f"gate: {len(checks) - len(failed)} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)"
@@ -156,6 +168,10 @@ def _timed(what: str, step: Callable[[], dict[str, int | None]]) -> str:
     versions = step()
     shown = ", ".join(f"{asset} v{version}" for asset, version in versions.items()) or "no tables"
     return f"{what}: {shown} ({time.monotonic() - started:.1f} s)"
+
+
+def _all_succeeded(status: Mapping[Node, NodeStatus]) -> bool:
+    return all(state == NodeStatus.SUCCEEDED for state in status.values())
 
 
 def _stop(publication: Publication, leases: list[Lease], staged: bool, kind: EventKind, detail: str) -> None:

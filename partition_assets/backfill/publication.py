@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from partition_assets.backfill.gate import Gate, GateCheck, apply_overrides, eva
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.notify import BackfillEvent, EventKind, notify
-from partition_assets.backfill.scheduling import NodeStatus
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
 from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of, unstaged_assets
@@ -98,18 +99,27 @@ class Publication:
 
     # -- gate --------------------------------------------------------------------------
 
-    def stats(self, old_of_every_table: bool = False) -> list[TableStats]:
+    def stats(
+        self, old_of_every_table: bool = False, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
+    ) -> list[TableStats]:
         """New stats of every partition the backfill staged, table by table, and old ones
-        for the tables with a gate (for every table with `old_of_every_table`). Tables are
-        read concurrently: each is a small Spark job, dominated by its round trips."""
-        staged = [
-            (table, found)
-            for table in self.tables.values()
-            if (found := table.staging_format.staged(table.uri, self.record.id)) is not None
-        ]
+        for the tables with a gate (for every table with `old_of_every_table`); tables in
+        `ahead` (see `StatsAhead`) are not read again. Tables are read concurrently:
+        each is a small Spark job, dominated by its round trips."""
+        ahead = ahead or {}
         with ThreadPoolExecutor(max_workers=_STATS_THREADS) as pool:
-            futures = [pool.submit(self._table_stats, table, found, old_of_every_table) for table, found in staged]
-            return [future.result() for future in futures]
+            futures = [
+                pool.submit(self.table_stats, table, old_of_every_table)
+                for table in self.tables.values()
+                if table.asset not in ahead
+            ]
+            computed = [future.result() for future in futures]
+        return [stats for stats in [*ahead.values(), *computed] if stats is not None]
+
+    def table_stats(self, table: BackfillTable, with_old: bool = False) -> TableStats | None:
+        """The table's stats (see `stats`); None when the backfill staged nothing there."""
+        staged = table.staging_format.staged(table.uri, self.record.id)
+        return None if staged is None else self._table_stats(table, staged, with_old)
 
     def _table_stats(self, table: BackfillTable, staged: StagedTable, with_old: bool) -> TableStats:
         partitions = frozenset(staged.files_by_partition)
@@ -126,11 +136,14 @@ class Publication:
             old = partition_stats(old_frame, table.columns, measures, keys) if old_frame is not None else {}
         return TableStats(table, partitions, old, new, staged.metadata_by_partition)
 
-    def gate(self, instance: dg.DagsterInstance) -> list[GateCheck]:
+    def gate(
+        self, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
+    ) -> list[GateCheck]:
         """Evaluates every table's gate on the staged data and records the ledger's
-        `staged` (or `gate_failed`) rows; returns the checks (failed ones included)."""
+        `staged` (or `gate_failed`) rows; returns the checks (failed ones included).
+        Stats already computed `ahead` (while other nodes ran) are used as they are."""
         failpoint("gating")
-        all_stats = self.stats()
+        all_stats = self.stats(ahead=ahead)
         checks = [
             check
             for stats in all_stats
@@ -364,6 +377,40 @@ class Publication:
         ]
         if entries:
             self.ledger.append(entries)
+
+
+class StatsAhead:
+    """Computes a table's gate stats as soon as every node of its asset has succeeded,
+    while the backfill's other nodes still run, so that the gate after the last node
+    reads only the tables that finished last. One table at a time, beside the runs."""
+
+    def __init__(self, publication: Publication, done: Iterable[Node]) -> None:
+        self._publication = publication
+        self._remaining = Counter(node.asset for node in publication.graph.nodes())
+        self._remaining.subtract(node.asset for node in done)
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._futures: dict[dg.AssetKey, Future] = {}
+        for asset in publication.tables:
+            self._submit_when_done(asset)
+
+    def finished(self, result: NodeResult) -> None:
+        """Counts a node's result; its table's stats start once its asset has no node left."""
+        if result.succeeded:
+            self._remaining[result.node.asset] -= 1
+            self._submit_when_done(result.node.asset)
+
+    def results(self) -> dict[dg.AssetKey, TableStats | None]:
+        """The stats computed so far (waiting for those under way)."""
+        return {asset: future.result() for asset, future in self._futures.items()}
+
+    def close(self) -> None:
+        """Drops what has not started and waits for what has (one table's Spark job)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _submit_when_done(self, asset: dg.AssetKey) -> None:
+        table = self._publication.tables.get(asset)
+        if table is not None and self._remaining[asset] <= 0 and asset not in self._futures:
+            self._futures[asset] = self._pool.submit(self._publication.table_stats, table)
 
 
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
