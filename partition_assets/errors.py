@@ -101,3 +101,7 @@ class GateConfigError(PartitionAssetsError, ValueError):
 
 class NotificationHookError(PartitionAssetsError, TypeError):
     """The backfill notification hook configured on the Definitions is not a plain callable."""
+
+
+class MissingPredecessorError(PartitionAssetsError, LookupError):
+    """A self-dependent partition's predecessor holds no data; nothing was written."""

@@ -162,3 +162,48 @@ def test_tables_are_standard_delta_readable_by_delta_rs(materialize, lake):
     frame = table.to_pandas(filters=[("ds", "=", "2024-01-01-05:00")])
     assert len(frame) == 24
     assert pa.schema(table.schema().to_arrow()).field("event_ts").type == pa.timestamp("us", tz="UTC")
+
+
+@dg.asset(
+    partitions_def=DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    ins={"previous": mappings.self_dependency("day_count")},
+)
+def day_count(context: dg.AssetExecutionContext, spark: SparkResource, previous: DataFrame | None) -> DataFrame:
+    """How many days since the first: yesterday's count plus one, carried across runs."""
+    first = context.partition_keys[0]
+    carried = 0
+    if previous is not None:
+        carried = previous.filter(F.col("ds") < first).agg(F.max("days")).first()[0] or 0
+    rows = [(carried + offset + 1, key) for offset, key in enumerate(context.partition_keys)]
+    return spark.spark_session.createDataFrame(rows, "days long, ds string")
+
+
+def test_a_missing_predecessor_is_the_same_error_whether_or_not_the_table_exists(run_assets, lake):
+    def run(first: str, last: str):
+        return run_assets([day_count], "day_count", tags=range_tags(first, last))
+
+    # No table yet, mid-history: the count must not restart from zero on 2024-01-03.
+    result = run("2024-01-03", "2024-01-04")
+    assert not result.success
+    assert "MissingPredecessorError" in failure_message(result) and "2024-01-02" in failure_message(result)
+    assert not (lake / "day_count").exists()
+
+    assert run("2024-01-01", "2024-01-03").success
+    first_content = rows_by_partition(lake / "day_count")
+    # The table exists now, but 2024-01-05's predecessor does not: the same error.
+    result = run("2024-01-05", "2024-01-05")
+    assert not result.success and "2024-01-04" in failure_message(result)
+    assert rows_by_partition(lake / "day_count") == first_content
+
+    # Re-running a range whose predecessor exists gives the same content again.
+    assert run("2024-01-02", "2024-01-03").success
+    assert (
+        rows_by_partition(lake / "day_count")
+        == first_content
+        == {
+            "2024-01-01": [("1",)],
+            "2024-01-02": [("2",)],
+            "2024-01-03": [("3",)],
+        }
+    )

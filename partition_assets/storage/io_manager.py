@@ -19,9 +19,14 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from partition_assets.deploy.versioning import git_sha_metadata
-from partition_assets.errors import OutputTypeError, TableNotFoundError, UnsupportedByFormatError
+from partition_assets.errors import (
+    MissingPredecessorError,
+    OutputTypeError,
+    TableNotFoundError,
+    UnsupportedByFormatError,
+)
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
-from partition_assets.run_tags import BACKFILL_ID_TAG, staging_backfill
+from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run, staging_backfill
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease
@@ -137,6 +142,8 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
         staging_for = staging_backfill(_run_tags(context))
+        if is_self_dependency and scope is not None:
+            self._check_predecessors(context, table_uri, scope, staging_for)
         if staging_for is not None and options.version is None and options.timestamp is None:
             frame = _staging_format(self.table_format).read_overlay(
                 self.spark.spark_session, table_uri, scope, staging_for
@@ -152,7 +159,8 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         _record_input_version(context, self.table_format, table_uri, options, staging_for)
         if frame is None:
             if is_self_dependency:
-                return None  # the asset's first run: there is no predecessor yet
+                return None  # the run starts at the asset's first partition: no predecessor
+
             raise TableNotFoundError(
                 f"no table for upstream asset {context.asset_key.to_user_string()} at {table_uri}: materialize it first"
             )
@@ -166,6 +174,30 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                     f"{json.dumps(sorted(missing)[:5])}"
                 )
         return frame
+
+    def _check_predecessors(
+        self, context: dg.InputContext, table_uri: str, scope: PartitionScope, staging_for: str | None
+    ) -> None:
+        """Raises MissingPredecessorError when a partition before the run's own that a
+        self-dependency maps to holds no data (published, or staged by the run's
+        backfill): the same whether or not the table exists, so that a running value
+        never restarts from nothing in the middle of history."""
+        own = _run_partition_rows(context, scope.columns)
+        predecessors = PartitionScope(scope.columns, scope.rows - own)
+        if not predecessors.rows:
+            return  # the run starts at the asset's first partition
+        missing = self.table_format.missing_partitions(table_uri, predecessors)
+        if missing and staging_for is not None:
+            staged = _staging_format(self.table_format).staged(table_uri, staging_for)
+            missing -= set(staged.files_by_partition) if staged else set()
+        if missing:
+            shown = PartitionScope(scope.columns, frozenset(missing))
+            raise MissingPredecessorError(
+                f"{context.asset_key.to_user_string()} reads its own earlier partition(s) {shown.describe(3)}, "
+                "which hold no data: a running value must not restart from nothing in the middle of "
+                f"history. Backfill from an earlier start (e.g. --start {min(missing)[0]}) or with "
+                "--lookback N. Nothing was written."
+            )
 
 
 class SparkDeltaIOManager(SparkTableIOManager):
@@ -202,6 +234,16 @@ def _record_input_version(
     if version is not None and context.step_context is not None:
         step = (context.step_context.run_id, context.step_context.step.key)
         _input_versions.setdefault(step, {})[context.asset_key.to_user_string()] = version
+
+
+def _run_partition_rows(context: dg.InputContext, columns: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    """The partitions the run doing the IO writes, as rows of `columns`."""
+    try:
+        run = context.step_context.dagster_run
+    except dg.DagsterInvariantViolationError:
+        return frozenset()
+    keys = partitions_of_run(run, context.asset_partitions_def)
+    return PartitionScope.for_keys(context.asset_partitions_def, keys, columns).rows
 
 
 def _run_tags(context: dg.InputContext | dg.OutputContext) -> Mapping[str, str]:
