@@ -15,7 +15,7 @@ from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.notify import EventKind
-from partition_assets.backfill.publication import Publication, StatsAhead
+from partition_assets.backfill.publication import Publication, StatsAhead, describe_versions
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
 from partition_assets.backfill.spec import STAGED, BackfillSpec
@@ -166,8 +166,7 @@ def _timed(what: str, step: Callable[[], dict[str, int | None]]) -> str:
     """`step()`'s table versions as one line: `published: a v3, b v7 (0.4 s)`."""
     started = time.monotonic()
     versions = step()
-    shown = ", ".join(f"{asset} v{version}" for asset, version in versions.items()) or "no tables"
-    return f"{what}: {shown} ({time.monotonic() - started:.1f} s)"
+    return f"{what}: {describe_versions(versions)} ({time.monotonic() - started:.1f} s)"
 
 
 def _all_succeeded(status: Mapping[Node, NodeStatus]) -> bool:

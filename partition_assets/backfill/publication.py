@@ -413,6 +413,11 @@ class StatsAhead:
             self._futures[asset] = self._pool.submit(self._publication.table_stats, table)
 
 
+def describe_versions(versions: Mapping[str, int | None]) -> str:
+    """Table versions as text: `a v3, b v7` ("no tables" when none)."""
+    return ", ".join(f"{asset} v{version}" for asset, version in versions.items()) or "no tables"
+
+
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
 _STATS_THREADS = 4
 CODE_VERSION_TAG = "dagster/code_version"

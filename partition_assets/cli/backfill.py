@@ -20,7 +20,7 @@ from partition_assets.backfill.graph import BackfillGraph, Node, impact
 from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
 from partition_assets.backfill.progress import Progress
-from partition_assets.backfill.publication import Publication
+from partition_assets.backfill.publication import Publication, describe_versions
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
@@ -175,7 +175,7 @@ def _publish(publication: Publication, instance: dg.DagsterInstance, args: argpa
     with publication.held(instance) as leases:
         versions = publication.publish(instance, force=args.force)
         release(leases)
-    print(f"backfill {record.id} published: {_versions(versions)}")
+    print(f"backfill {record.id} published: {describe_versions(versions)}")
     return 0
 
 
@@ -198,7 +198,7 @@ def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argp
     with publication.held(instance) as leases:
         versions = publication.rollback(instance, force=args.force)
         release(leases)
-    print(f"backfill {publication.record.id} rolled back: {_versions(versions)}")
+    print(f"backfill {publication.record.id} rolled back: {describe_versions(versions)}")
     return 0
 
 
@@ -221,10 +221,6 @@ def format_ledger(entries: list[LedgerEntry]) -> str:
             f"{version:>7}  {entry.checksum or '-'}"
         )
     return "\n".join(lines)
-
-
-def _versions(versions: dict[str, int | None]) -> str:
-    return ", ".join(f"{asset} v{version}" for asset, version in versions.items()) or "no tables"
 
 
 def _target(args: argparse.Namespace) -> str:
