@@ -81,6 +81,14 @@ def _positive_int(value: str, number: str) -> int:
     return int(number)
 
 
+def _partition_keys(values: list[str]) -> list[str]:
+    """--keys values (each one key or comma-separated keys) as one list, in order, without repeats."""
+    keys = [key for value in values for key in value.split(",")]
+    if not all(keys):
+        raise BackfillPlanError(f"--keys {','.join(values)!r} holds an empty key: write it as --keys k1,k2")
+    return list(dict.fromkeys(keys))
+
+
 def _key_list(value: str, keys: str) -> list[str]:
     parsed = keys.split(",")
     if not all(parsed):
@@ -105,6 +113,14 @@ class BackfillSpec:
         help="static keys to include, by dimension name (or asset key of a static asset); repeatable",
         parse=_parse_pairs("--static", "DIMENSION=key1,key2", "region=emea,apac", _key_list),
         config_type=dict[str, list[str]],
+    )
+    keys: Sequence[str] = option(
+        factory=list,
+        metavar="K1,K2",
+        help="exactly these partition keys instead of a range, e.g. 2024-01-02,2024-01-05 or "
+        "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
+        parse=_partition_keys,
+        config_type=list[str],
     )
     max_parallel: int = option(4, help="node runs at once")
     asset_limits: Mapping[str, int] = option(
@@ -165,10 +181,30 @@ class BackfillSpec:
             raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
         for text in self.gate:
             parse_override(text)  # raises GateConfigError naming the text and the grammar
+        if self.keys:
+            self._check_keys()
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "
                 "range; drop one of them"
+            )
+
+    def _check_keys(self) -> None:
+        if not all(isinstance(key, str) and key for key in self.keys):
+            raise BackfillPlanError(f"--keys {list(self.keys)!r} holds an empty key: give partition keys")
+        contradicting = [
+            flag
+            for flag, given in (
+                ("--start/--end", self.start is not None or self.end is not None),
+                (f"--lookback {self.lookback}", self.lookback > 0),
+                ("--static", bool(self.static)),
+            )
+            if given
+        ]
+        if contradicting:
+            raise BackfillPlanError(
+                f"--keys and {', '.join(contradicting)} contradict: --keys names exactly the partitions "
+                "(a multi key names its static dimension too, e.g. '2024-01-02|emea'); drop one of them"
             )
 
     def time_range(self) -> TimeRange | None:
@@ -186,6 +222,9 @@ class BackfillSpec:
 
     def describe(self) -> str:
         """One line: the selection and the range."""
+        if self.keys:
+            shown = ",".join(self.keys[:3]) + (f",... ({len(self.keys)} keys)" if len(self.keys) > 3 else "")
+            return f"{self.selection} keys {shown}"
         span = f" {self.start}..{self.end}" if self.start else ""
         return f"{self.selection}{span}"
 
