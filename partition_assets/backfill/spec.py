@@ -30,6 +30,8 @@ RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
 # How node runs publish: all at once after the gate (the default), or each run its own partitions.
 STAGED, PER_NODE = "staged", "per-node"
 PUBLISH_MODES = (STAGED, PER_NODE)
+# --inputs-as-of original: each node reads what the original materialization of its partition read.
+INPUTS_AS_OF_ORIGINAL = "original"
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
 
 
@@ -152,6 +154,12 @@ class BackfillSpec:
         "validation gate (readers see the old data, then the new); per-node: each run publishes its "
         "own partitions as it finishes (readers see progress, and a mix)",
     )
+    inputs_as_of: str | None = option(
+        None,
+        metavar=f"{INPUTS_AS_OF_ORIGINAL}|ISO-TIME",
+        help="pin the input tables the backfill does not rewrite: 'original' reads each at the version "
+        "the partition's original materialization read, an ISO time reads all as of then",
+    )
     gate: Sequence[str] = option(
         factory=list,
         metavar="ASSET:RULE=VALUE",
@@ -179,6 +187,8 @@ class BackfillSpec:
             raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
         if self.publish not in PUBLISH_MODES:
             raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
+        if self.inputs_as_of not in (None, INPUTS_AS_OF_ORIGINAL):
+            self.pinned_time()  # raises naming the value and the two forms
         for text in self.gate:
             parse_override(text)  # raises GateConfigError naming the text and the grammar
         if self.keys:
@@ -219,6 +229,18 @@ class BackfillSpec:
         if last <= first:
             raise BackfillPlanError(f"--start {self.start} is after --end {self.end}: swap them")
         return TimeRange(first, last)
+
+    def pinned_time(self) -> datetime | None:
+        """The time `--inputs-as-of` pins inputs to; None when unpinned or pinned to the originals."""
+        if self.inputs_as_of in (None, INPUTS_AS_OF_ORIGINAL):
+            return None
+        try:
+            return _parse_time(self.inputs_as_of)
+        except BackfillPlanError:
+            raise BackfillPlanError(
+                f"--inputs-as-of {self.inputs_as_of!r} is neither {INPUTS_AS_OF_ORIGINAL!r} nor an ISO time: "
+                f"give {INPUTS_AS_OF_ORIGINAL} or e.g. 2024-03-01T12:00:00+00:00"
+            ) from None
 
     def describe(self) -> str:
         """One line: the selection and the range."""
