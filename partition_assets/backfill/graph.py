@@ -267,7 +267,7 @@ def build_graph(
             key,
             asset_graph.get(key).partitions_def,
             keys_by_asset[key],
-            _max_batch(asset_graph.get(key), len(keys_by_asset[key])),
+            max_batch(asset_graph.get(key), len(keys_by_asset[key])),
         )
         for key in order
     }
@@ -396,7 +396,7 @@ def _in_partition_order(
     return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]
 
 
-def _max_batch(asset_node: BaseAssetNode, partition_count: int) -> int:
+def max_batch(asset_node: BaseAssetNode, partition_count: int) -> int:
     """How many contiguous partitions one run of the asset may cover.
 
     Only time partitions, and only when the asset's backfill policy allows ranges:
