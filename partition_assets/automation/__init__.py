@@ -13,6 +13,7 @@ from partition_assets.automation.job import (
 )
 from partition_assets.automation.schedule import (
     SCHEDULE_TAG,
+    SKIPPED_TICKS_TAG,
     TICK_TAG,
     TickPlan,
     partitioned_schedule,
@@ -22,6 +23,7 @@ from partition_assets.automation.switch import default_schedule_status, default_
 __all__ = [
     "CATCH_UP_TAG",
     "SCHEDULE_TAG",
+    "SKIPPED_TICKS_TAG",
     "TICK_TAG",
     "TRIGGER_TAG",
     "SparseBackfillConfig",

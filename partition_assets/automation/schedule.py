@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, cast
 import dagster as dg
 
 # Dagster's own cron arithmetic (the schedule daemon's), so ticks and fires agree with it.
-from dagster._utils.schedules import cron_string_iterator, is_valid_cron_string, reverse_cron_string_iterator
+from dagster._utils.schedules import is_valid_cron_string, reverse_cron_string_iterator
 
 from partition_assets.automation.switch import default_schedule_status
 from partition_assets.backfill.graph import max_batch
@@ -73,6 +73,8 @@ if TYPE_CHECKING:
 
 SCHEDULE_TAG = "partition_assets/schedule"  # the schedule's name, on each run it requests
 TICK_TAG = "partition_assets/schedule_tick"  # the tick (ISO time) that requested the run
+# On a run that was in flight at later ticks: those ticks (ISO times, comma-separated), which skipped.
+SKIPPED_TICKS_TAG = "partition_assets/schedule_skipped_ticks"
 
 
 def partitioned_schedule(
@@ -120,12 +122,8 @@ def partitioned_schedule(
         ),
     )
     def _schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+        # Dagster refuses to evaluate without one: the wall clock is never read.
         tick = context.scheduled_execution_time
-        if tick is None:
-            raise PartitionScheduleError(
-                f"schedule {name} was evaluated without a scheduled time: it never reads the wall clock; "
-                "evaluate it at a tick (build_schedule_context(scheduled_execution_time=...)). Nothing was requested."
-            )
         repository = context.repository_def
         assert repository is not None, "a schedule is evaluated inside its code location"
         selected = SelectedAssets.resolve(target, repository.asset_graph, name)
@@ -134,11 +132,14 @@ def partitioned_schedule(
         )
         if in_flight:
             run = in_flight[0]
+            # Recorded on the run that blocked it, where the next launching tick looks.
+            skipped = sorted({*_skipped_ticks(run), tick})
+            context.instance.add_run_tags(run.run_id, {SKIPPED_TICKS_TAG: ",".join(t.isoformat() for t in skipped)})
             return dg.SkipReason(
                 f"run {run.run_id} of tick {run.tags.get(TICK_TAG)} is still {run.status.value.lower()}: "
                 f"the next tick that launches also requests this tick's partitions ({tick.isoformat()})"
             )
-        ticks = [*plan.skipped_fires(context.instance, name, tick), tick]
+        ticks = [*_skipped_since_last_launch(context.instance, name, tick), tick]
         windows = plan.windows_of_ticks(selected.time_def, ticks)
         if not windows:
             return dg.SkipReason(f"no partition of {selection} is complete at {tick.isoformat()}")
@@ -183,24 +184,21 @@ class TickPlan:
         union = {w.start: w for tick in ticks for w in self.windows(time_def, tick)}
         return [union[start] for start in sorted(union)]
 
-    def skipped_fires(self, instance: dg.DagsterInstance, name: str, tick: datetime) -> list[datetime]:
-        """Fires after the schedule's last launched tick, before `tick`, at which its runs were
-        still in flight (so those ticks skipped); [] when it launched nothing yet."""
-        last = instance.get_run_records(dg.RunsFilter(tags={SCHEDULE_TAG: name}), limit=1)
-        if not last or TICK_TAG not in last[0].dagster_run.tags:
-            return []
-        launched_tag = last[0].dagster_run.tags[TICK_TAG]
-        launched = datetime.fromisoformat(launched_tag)
-        runs = instance.get_run_records(dg.RunsFilter(tags={SCHEDULE_TAG: name, TICK_TAG: launched_tag}))
-        ended = max(record.end_time or 0.0 for record in runs)
-        fires = []
-        for fire in cron_string_iterator(launched.timestamp(), self.cron, self.timezone):
-            if fire <= launched:
-                continue
-            if fire >= tick or fire.timestamp() > ended:
-                break
-            fires.append(fire)
-        return fires
+
+def _skipped_ticks(run: dg.DagsterRun) -> set[datetime]:
+    """The ticks that skipped while `run` was in flight."""
+    text = run.tags.get(SKIPPED_TICKS_TAG, "")
+    return {datetime.fromisoformat(t) for t in text.split(",") if t}
+
+
+def _skipped_since_last_launch(instance: dg.DagsterInstance, name: str, tick: datetime) -> list[datetime]:
+    """The ticks before `tick` that skipped while the runs of the schedule's last launched
+    tick were in flight; [] when it launched nothing yet."""
+    last = instance.get_runs(dg.RunsFilter(tags={SCHEDULE_TAG: name}), limit=1)
+    if not last or TICK_TAG not in last[0].tags:
+        return []
+    runs = instance.get_runs(dg.RunsFilter(tags={SCHEDULE_TAG: name, TICK_TAG: last[0].tags[TICK_TAG]}))
+    return sorted(t for run in runs for t in _skipped_ticks(run) if t < tick)
 
 
 def _last_window(time_def: dg.TimeWindowPartitionsDefinition, at: datetime) -> dg.TimeWindow | None:
