@@ -118,7 +118,8 @@ def partitioned_schedule(
         default_status=default_status or default_schedule_status(name),
         description=(
             f"Runs the newest partition of {selection}, the {lookback} before it"
-            f"{' and the partitions the cron skipped' if collect_gaps else ''}, one run per tick at a time."
+            f"{' and the partitions the cron skipped' if collect_gaps else ''}; "
+            "skips while its previous runs are in flight."
         ),
     )
     def _schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
