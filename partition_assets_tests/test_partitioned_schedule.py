@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from partition_assets.automation import SCHEDULE_TAG, SKIPPED_TICKS_TAG, TICK_TAG, partitioned_schedule
 from partition_assets.errors import PartitionDefinitionError, PartitionScheduleError
+from partition_assets.example.definitions import build_definitions
 from partition_assets.partitions import daily, hourly, multi, static
 from partition_assets.run_tags import RANGE_END_TAG, RANGE_START_TAG
 from partition_assets.spark import SparkResource
@@ -350,3 +351,16 @@ def test_leases_alone_let_an_earlier_ticks_late_run_overwrite_a_later_restatemen
     table = _table(lake, "ranged")
     assert table["2024-03-02"] == table["2024-03-03"] == {MONDAY.isoformat()}
     assert table["2024-03-05"] == {WEDNESDAY.isoformat()}
+
+
+def test_the_example_location_has_a_stopped_weekday_schedule(instance, monkeypatch):
+    repository = build_definitions().get_repository_def()
+    schedule = repository.get_schedule_def("weekday_revenue")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=MONDAY, repository_def=repository)
+    data = schedule.evaluate_tick(context)
+    assert _partitions(data) == ["2024-02-29...2024-03-03"]  # Thursday (lookback) .. Sunday
+    assert [k.to_user_string() for k in data.run_requests[0].asset_selection or ()] == ["daily_orders", "daily_revenue"]
+    monkeypatch.setenv("PARTITION_ASSETS_SENSORS", "weekday_revenue")
+    started = build_definitions().get_repository_def().get_schedule_def("weekday_revenue")
+    assert started.default_status == dg.DefaultScheduleStatus.RUNNING
