@@ -24,7 +24,7 @@ UTC = ZoneInfo("UTC")
 BERLIN = ZoneInfo("Europe/Berlin")
 WEEKDAYS_6AM = "0 6 * * 1-5"  # the reference reading's Monday–Friday cron
 # Monday 2024-03-04 .. Friday 2024-03-08.
-MONDAY, TUESDAY, WEDNESDAY = (datetime(2024, 3, day, 6, tzinfo=UTC) for day in (4, 5, 6))
+SUNDAY, MONDAY, TUESDAY, WEDNESDAY = (datetime(2024, 3, day, 6, tzinfo=UTC) for day in (3, 4, 5, 6))
 
 # The reference reading's keys are the days the job runs: the day's file lands that
 # morning, so the day in progress is a partition (Dagster's end_offset=1).
@@ -172,6 +172,35 @@ def test_a_tick_before_the_first_complete_partition_skips(instance):
     assert "no partition" in (data.skip_message or "")
     first_day = _evaluate([_asset("daily_asset", DAYS)], schedule, instance, datetime(2024, 1, 2, 6, tzinfo=UTC))
     assert _partitions(first_day) == ["2024-01-01"]  # the lookback stops at the first partition
+
+
+def test_the_ticks_skipped_for_a_run_in_flight_join_the_next_launch_each_as_it_would_have_run(instance):
+    """An hourly range asset on a daily cron without gaps: Monday's tick skips for a run in
+    flight (a run record of the schedule on the instance); Tuesday's tick then runs Monday's
+    hour and its own, two ranges apart, as two range runs."""
+    hours = _asset("hours", hourly("2024-01-01-00:00"), backfill_policy=dg.BackfillPolicy.single_run())
+    schedule = partitioned_schedule("key:hours", "0 6 * * *", name="daily_hours")
+    launched = SUNDAY.isoformat()
+    blocking = instance.add_run(
+        dg.DagsterRun(
+            job_name="__anonymous_asset_job_daily_hours",
+            status=dg.DagsterRunStatus.STARTED,
+            tags={SCHEDULE_TAG: "daily_hours", TICK_TAG: launched},
+        )
+    )
+    monday = _evaluate([hours], schedule, instance, MONDAY)
+    assert monday.run_requests == [] and f"run {blocking.run_id} of tick {launched}" in (monday.skip_message or "")
+    instance.report_run_failed(blocking)
+    tuesday = _evaluate([hours], schedule, instance, TUESDAY)
+    assert _partitions(tuesday) == ["2024-03-04-05:00", "2024-03-05-05:00"]
+    assert tuesday.run_requests[0].tags[TICK_TAG] == TUESDAY.isoformat()
+    for request in tuesday.run_requests:  # launched, as the daemon would, and done
+        instance.add_run(
+            dg.DagsterRun(job_name=blocking.job_name, status=dg.DagsterRunStatus.SUCCESS, tags=request.tags)
+        )
+    # The next tick collects nothing more: Monday was recorded on the run of Sunday's tick.
+    wednesday = _evaluate([hours], schedule, instance, WEDNESDAY)
+    assert _partitions(wednesday) == ["2024-03-06-05:00"]
 
 
 @pytest.mark.parametrize(
