@@ -27,7 +27,7 @@ of the other dimension (a dynamic one: its keys on the instance at the tick).
 
 Runs. Every run holds all the selected assets (Dagster orders them inside the run). The
 range is cut into chunks of the selection's smallest backfill batch (the sparse engine's
-`max_batch`: `BackfillPolicy.single_run()` takes the whole range, `multi_run(n)` n
+`max_batch_of`: `BackfillPolicy.single_run()` takes the whole range, `multi_run(n)` n
 partitions, no policy or a multi-partitioned asset one): a chunk of one partition is a
 partition run, a longer one a range run (run tags `dagster/asset_partition_range_start`
 / `_end`). Run keys name the tick, so a tick evaluated twice launches its runs once.
@@ -62,7 +62,7 @@ import dagster as dg
 from dagster._utils.schedules import is_valid_cron_string, reverse_cron_string_iterator
 
 from partition_assets.automation.switch import default_schedule_status
-from partition_assets.backfill.graph import max_batch
+from partition_assets.backfill.graph import max_batch_of
 from partition_assets.errors import PartitionScheduleError
 from partition_assets.partitions.definitions import check_timezone
 from partition_assets.run_tags import IN_FLIGHT_STATUSES, range_tags
@@ -280,7 +280,7 @@ class SelectedAssets:
         requests: list[dg.RunRequest] = []
         for segment in _contiguous(windows):
             keys = self._time_keys(segment)
-            batch = min(max_batch(self.nodes[key], len(keys)) for key in self.keys)
+            batch = min(max_batch_of(self.nodes[key], len(keys)) for key in self.keys)
             requests.extend(self._request(keys[i : i + batch], tick, tags) for i in range(0, len(keys), batch))
         return requests
 
