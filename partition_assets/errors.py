@@ -105,3 +105,7 @@ class NotificationHookError(PartitionAssetsError, TypeError):
 
 class MissingPredecessorError(PartitionAssetsError, LookupError):
     """A self-dependent partition's predecessor holds no data; nothing was written."""
+
+
+class PartitionScheduleError(PartitionAssetsError, ValueError):
+    """A partitioned schedule was given a bad cron, lookback, selection or tick; nothing was requested."""

@@ -406,7 +406,7 @@ def _in_partition_order(
 
 
 def _slice(key: dg.AssetKey, asset_node: BaseAssetNode, keys: list[str], windows: _WindowCache) -> AssetSlice:
-    max_batch = _max_batch(asset_node, len(keys))
+    max_batch = max_batch_of(asset_node, len(keys))
     breaks: frozenset[int] = frozenset()
     if max_batch > 1 and len(keys) > 1:  # runs of time partitions: never across a gap
         starts, ends = windows.bounds(cast(dg.TimeWindowPartitionsDefinition, asset_node.partitions_def), keys)
@@ -456,7 +456,7 @@ def _first_key(partitions_def: dg.PartitionsDefinition | None, store: DynamicPar
     return keys[0] if keys else None
 
 
-def _max_batch(asset_node: BaseAssetNode, partition_count: int) -> int:
+def max_batch_of(asset_node: BaseAssetNode, partition_count: int) -> int:
     """How many contiguous partitions one run of the asset may cover.
 
     Only time partitions, and only when the asset's backfill policy allows ranges:
