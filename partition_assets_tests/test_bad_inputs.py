@@ -44,6 +44,7 @@ BAD_INPUTS = [
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--keys", "2024-01-03"], "--keys and --start"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", "--keys", "2024-01-03,,2024-01-04"], "an empty key"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", "--keys", "2024-01-03,2024-02-30"], "no partition of any"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--inputs-as-of", "yesterday"], "nor an ISO time"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "raw=0"], "N >= 1"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "raw"], "ASSET=N"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--asset-limit", "clean=1"], "outside the backfill"),

@@ -45,6 +45,7 @@ def staged(backfill_id, partition, minutes=0):
         checksum="1234",
         input_versions={"orders": 7, "daily_orders": "staged"},
         inputs_as_of="original",
+        runtime={"python": "3.11.7", "pyspark": "4.1.1"},
         gate=[{"rule": "rows", "passed": True}],
     )
 
@@ -91,6 +92,7 @@ def test_entries_oldest_first_and_latest_per_partition(ledger, lake):
         "checksum": "1234",
         "input_versions": {"daily_orders": "staged", "orders": 7},
         "inputs_as_of": "original",
+        "runtime": {"python": "3.11.7", "pyspark": "4.1.1"},
         "published_version": None,
         "status": "staged",
         "gate": [{"rule": "rows", "passed": True}],
@@ -99,14 +101,14 @@ def test_entries_oldest_first_and_latest_per_partition(ledger, lake):
     assert json.loads(json.dumps(history[2].to_json()))["published_version"] == 3
 
 
-def test_a_ledger_written_before_inputs_as_of_existed_takes_the_column_on(ledger):
-    older = SCHEMA.remove(SCHEMA.get_field_index("inputs_as_of"))
+def test_a_ledger_written_before_inputs_as_of_and_runtime_existed_takes_the_columns_on(ledger):
+    older = SCHEMA.remove(SCHEMA.get_field_index("runtime")).remove(SCHEMA.get_field_index("inputs_as_of"))
     row = {"backfill_id": "b0", "asset": "a", "partition": "2024-01-01", "input_versions": "{}", "status": "staged"}
     write_deltalake(
         ledger.uri, pa.Table.from_pylist([{**row, "recorded_at": T0}], schema=older), partition_by=["backfill_id"]
     )
     ledger.append([staged("b1", "2024-01-01")])
-    assert [e.inputs_as_of for e in ledger.entries("b0")] == [None]
+    assert [(e.inputs_as_of, e.runtime) for e in ledger.entries("b0")] == [(None, {})]
     assert [e.inputs_as_of for e in ledger.entries("b1")] == ["original"]
 
 
