@@ -105,3 +105,7 @@ class NotificationHookError(PartitionAssetsError, TypeError):
 
 class MissingPredecessorError(PartitionAssetsError, LookupError):
     """A self-dependent partition's predecessor holds no data; nothing was written."""
+
+
+class SparkConfigError(PartitionAssetsError, ValueError):
+    """A Spark setting from the environment (PARTITION_ASSETS_SPARK_CONF) is malformed; nothing was started."""
