@@ -107,7 +107,7 @@ def status(ui: str, path: str = "/json/") -> dict:
     """A Spark web UI's JSON status; {} while it is not serving it yet (no answer, or a
     "starting up" page)."""
     try:
-        with urllib.request.urlopen(f"{ui}{path}", timeout=5) as response:
+        with urllib.request.urlopen(f"{ui}{path}", timeout=30) as response:
             return json.load(response)
     except (OSError, json.JSONDecodeError):
         return {}

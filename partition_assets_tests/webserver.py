@@ -23,8 +23,13 @@ def free_port() -> int:
 
 
 def stop(process: subprocess.Popen) -> None:
-    """Stops a process started with start_new_session=True, and everything it started."""
-    os.killpg(process.pid, signal.SIGTERM)
+    """Stops a process started with start_new_session=True, and everything it started
+    (nothing to do when all of them have exited already)."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        process.wait()
+        return
     try:
         process.wait(timeout=60)
     except subprocess.TimeoutExpired:
