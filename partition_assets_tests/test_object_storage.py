@@ -37,6 +37,8 @@ from partition_assets.storage.staging import STAGING_DIR, collect_staged, new_st
 from partition_assets.storage.table_format import VacuumResult
 from partition_assets_tests.webserver import free_port, stop
 
+pytestmark = pytest.mark.slow  # starts a server process
+
 SCHEMA = pa.schema([pa.field("event_id", pa.string()), pa.field("amount", pa.int64()), pa.field("ds", pa.string())])
 HOURS = ("2024-01-01-00:00", "2024-01-01-01:00")
 
