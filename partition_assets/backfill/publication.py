@@ -344,6 +344,7 @@ class Publication:
                         rows=new.rows if new else 0,
                         checksum=new.checksum if new else None,
                         input_versions=json.loads(provenance.get(INPUT_VERSIONS_METADATA, "{}")),
+                        inputs_as_of=self.record.spec.inputs_as_of,
                         published_version=None,
                         gate=checks_by_partition.get((asset, row), []),
                         status=status,

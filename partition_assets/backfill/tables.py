@@ -89,6 +89,30 @@ def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.Asse
     return tables
 
 
+@dataclass(frozen=True)
+class InputTable:
+    """A versioned table an asset of a backfill reads that the backfill does not rewrite."""
+
+    asset: dg.AssetKey
+    uri: str
+    table_format: StagingFormat
+
+
+def input_tables(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.AssetKey, list[InputTable]]:
+    """For each asset of `graph`, the inputs outside the graph that a partition_assets IO
+    manager stores in a versioned format (the inputs a re-run can pin)."""
+    asset_graph = definitions.resolve_asset_graph()
+    resources = definitions.resources or {}
+    found: dict[dg.AssetKey, list[InputTable]] = {}
+    for key in graph.slices:
+        found[key] = []
+        for parent in sorted(asset_graph.get(key).parent_keys - set(graph.slices)):
+            io_manager = resources.get(asset_graph.get(parent).io_manager_key)
+            if isinstance(io_manager, SparkTableIOManager) and isinstance(io_manager.table_format, StagingFormat):
+                found[key].append(InputTable(parent, io_manager.table_uri(parent), io_manager.table_format))
+    return found
+
+
 def lake_root(definitions: dg.Definitions) -> str | None:
     """The lake of the code location (where its backfill ledger is kept): the root of
     its `io_manager` resource when partition_assets provides it, else of the first

@@ -297,6 +297,18 @@ class DeltaFormat:
         table = open_table(table_uri)
         return None if table is None else table.version()
 
+    def version_at(self, table_uri: str, when: datetime) -> int | None:
+        """The table's version as of `when` (the newest committed at or before it); None
+        when the table did not exist then (or does not now)."""
+        table = open_table(table_uri)
+        if table is None:
+            return None
+        table.load_as_version(when)  # delta-rs answers version 0 for any earlier time, too
+        first_commit = table.history()[-1] if table.version() == 0 else None
+        if first_commit is not None and first_commit["timestamp"] > when.timestamp() * 1000:
+            return None
+        return table.version()
+
     def published_version(self, table_uri: str, backfill_id: str) -> int | None:
         """The version of backfill `backfill_id`'s publish commit; None when the table
         does not hold it (the log, not the backfill's folder, is the record)."""

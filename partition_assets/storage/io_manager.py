@@ -18,6 +18,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_versions
 from partition_assets.deploy.versioning import git_sha_metadata
 from partition_assets.errors import (
     MissingPredecessorError,
@@ -26,7 +27,13 @@ from partition_assets.errors import (
     UnsupportedByFormatError,
 )
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
-from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run, staging_backfill
+from partition_assets.run_tags import (
+    BACKFILL_ID_TAG,
+    INPUTS_AS_OF_TAG,
+    partitions_of_run,
+    pinned_inputs,
+    staging_backfill,
+)
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease
@@ -39,6 +46,8 @@ STAGED_FOR_METADATA = "staged_for_backfill"
 # Commit (and staging manifest) metadata of every write: its run, and the table versions it read.
 RUN_ID_METADATA = "dagster_run_id"
 INPUT_VERSIONS_METADATA = "input_versions"
+# Output metadata of a write whose inputs were pinned: "original" or the ISO time (see backfill/originals.py).
+INPUTS_AS_OF_METADATA = "inputs_as_of"
 
 
 class InputOptions(dg.Config):
@@ -89,15 +98,17 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             allow_empty=bool(metadata.get("allow_empty", False)),
             allow_new_columns=bool(metadata.get("allow_new_columns", False)),
             merge_keys=tuple(metadata.get("merge_keys") or ()),
-            # Who wrote it and from which inputs: in the Delta log, or a staged write's manifest.
+            # Who wrote it, from which inputs, on what: in the Delta log, or a staged write's manifest.
             commit_metadata={
                 RUN_ID_METADATA: context.run_id,
                 INPUT_VERSIONS_METADATA: json.dumps(input_versions),
+                RUNTIME_METADATA: json.dumps(runtime_versions()),
                 **git_sha_metadata(context),
             },
         )
         table_uri, scope = self.table_uri(context.asset_key), _output_scope(context)
         tags = _run_tags(context)
+        inputs_as_of = tags.get(INPUTS_AS_OF_TAG)
         staging_for = staging_backfill(tags)
         if staging_for is not None:
             check_write(table_uri, scope, holder=staging_for)
@@ -114,6 +125,8 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 "table_format": self.table_format.name,
                 **({STAGED_FOR_METADATA: staging_for} if staging_for else {}),
                 INPUT_VERSIONS_METADATA: dg.MetadataValue.json(input_versions),
+                **({INPUTS_AS_OF_METADATA: inputs_as_of} if inputs_as_of else {}),
+                RUNTIME_METADATA: dg.MetadataValue.json(runtime_versions()),
                 **({"delta_version": result.version} if result.version is not None else {}),
                 "rows": result.rows,
                 "rows_by_partition": dg.MetadataValue.json(
@@ -127,6 +140,9 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
+        pinned = pinned_inputs(_run_tags(context)).get(context.asset_key.to_user_string())
+        if pinned is not None and options.version is None and options.timestamp is None:
+            options = options.model_copy(update={"version": pinned})  # a re-run reading what the original read
         table_uri = self.table_uri(context.asset_key)
         is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
         scope = None
