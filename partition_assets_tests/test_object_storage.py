@@ -13,7 +13,6 @@ Not covered: Spark writing or reading s3:// (its S3 connector jars are not insta
 here), and real S3's behaviour where moto's differs.
 """
 
-import socket
 import subprocess
 import sys
 import threading
@@ -35,7 +34,7 @@ from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.staged import incoming_folder, record_staging
 from partition_assets.storage.staging import STAGING_DIR, collect_staged, new_staging_dir
 from partition_assets.storage.table_format import VacuumResult
-from partition_assets_tests.webserver import free_port, stop
+from partition_assets_tests.webserver import free_port, listening, stop
 
 pytestmark = pytest.mark.slow  # starts a server process
 
@@ -55,18 +54,13 @@ def s3_endpoint() -> Iterator[str]:
     )
     try:
         deadline = time.monotonic() + 60
-        while not _listening(port):
+        while not listening(port):
             assert process.poll() is None, "moto's S3 server exited"
             assert time.monotonic() < deadline, "moto's S3 server did not listen within 60 s"
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture

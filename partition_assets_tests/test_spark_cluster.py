@@ -28,7 +28,7 @@ from partition_assets.example import sources
 from partition_assets.spark import LocalConnectServer, find_java
 from partition_assets.spark.connect_server import spark_env, spark_home
 from partition_assets_tests.test_example_pipeline import rows
-from partition_assets_tests.webserver import REPO, free_port, stop
+from partition_assets_tests.webserver import REPO, free_port, listening, stop
 
 pytestmark = pytest.mark.slow
 
@@ -237,7 +237,7 @@ class ConnectServer:
 def separate_connect_server(tmp_path) -> Iterator[ConnectServer]:
     """A Spark Connect server started with pyspark's `bin/spark-submit`, not by partition_assets."""
     port, ui_port = free_port(), free_port()
-    args = ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[1]"]
+    args = ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]"]
     args += ["--driver-memory", "1g", "--conf", f"spark.connect.grpc.binding.port={port}"]
     args += ["--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.ui.port={ui_port}"]
     with open(tmp_path / "connect-server.log", "wb") as output:
@@ -250,7 +250,12 @@ def separate_connect_server(tmp_path) -> Iterator[ConnectServer]:
         )
     server = ConnectServer(url=f"sc://127.0.0.1:{port}", ui=f"http://127.0.0.1:{ui_port}")
     try:
-        wait_for(lambda: bool(status(server.ui, "/api/v1/applications")), [process], "Spark Connect server")
+        # Its status API answers once its SparkContext runs; gRPC listens a few seconds later.
+        wait_for(
+            lambda: bool(status(server.ui, "/api/v1/applications")) and listening(port),
+            [process],
+            "Spark Connect server",
+        )
         yield server
     finally:
         stop(process)
