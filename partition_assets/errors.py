@@ -109,3 +109,7 @@ class MissingPredecessorError(PartitionAssetsError, LookupError):
 
 class PartitionScheduleError(PartitionAssetsError, ValueError):
     """A partitioned schedule was given a bad cron, lookback, selection or tick; nothing was requested."""
+
+
+class SparkConfigError(PartitionAssetsError, ValueError):
+    """A Spark setting from the environment (PARTITION_ASSETS_SPARK_CONF) is malformed; nothing was started."""

@@ -75,22 +75,37 @@ def stage_dataframe(
     columns = scope.columns if scope else ()
     df = with_partition_columns(df, scope)
     schema = _table_schema(df, columns)
-    fs, root = table_filesystem(table_uri)
-    staging = f"{root}/{folder}/{uuid.uuid4().hex}"
+    fs, staging = new_staging_dir(table_uri, folder)
     writer = df.write.mode("error")
     if columns:
         writer = writer.partitionBy(*columns)
     try:
         writer.parquet(spark_path(table_uri, staging))
         failpoint("staged")
-        written = _list_parquet(fs, staging)
-        if scope is not None:
-            _check_in_scope(written, scope)
-        files = tuple(_staged_file(fs, staging, info, partition) for info, partition in written)
+        return collect_staged(table_uri, staging, schema, scope)
     except BaseException:
         delete_dir(fs, staging)
         raise
-    return StagedWrite(table_uri, staging, schema, columns, files)
+
+
+def new_staging_dir(table_uri: str, folder: str = STAGING_DIR) -> tuple[pafs.FileSystem, str]:
+    """The table's filesystem and a fresh, not yet created folder for one write under
+    `folder` (relative to the table)."""
+    fs, root = table_filesystem(table_uri)
+    return fs, f"{root}/{folder}/{uuid.uuid4().hex}"
+
+
+def collect_staged(table_uri: str, staging: str, schema: pa.Schema, scope: PartitionScope | None) -> StagedWrite:
+    """The write whose Parquet files (in Spark's `col=value/` layout) are in `staging`,
+    a folder of the table's filesystem: its files with their sizes, partition values
+    and row counts. Rows outside `scope` raise PartitionScopeError; the folder is left
+    as it is (the caller deletes it)."""
+    fs, _ = table_filesystem(table_uri)
+    written = _list_parquet(fs, staging)
+    if scope is not None:
+        _check_in_scope(written, scope)
+    files = tuple(_staged_file(fs, staging, info, partition) for info, partition in written)
+    return StagedWrite(table_uri, staging, schema, scope.columns if scope else (), files)
 
 
 def move_into_layout(staged: StagedWrite) -> None:
@@ -117,15 +132,24 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
 
 
 def stale_folders(fs: pafs.FileSystem, parent: str, retention_hours: float) -> list[str]:
-    """The subfolders of `parent` last modified more than `retention_hours` ago."""
+    """The subfolders of `parent` in which nothing (the folder itself, or anything
+    under it) was modified in the last `retention_hours`.
+
+    Object stores give folders no modification time, only their files: there a
+    folder's age is its newest file's, and a folder with no file is never stale.
+    """
     if fs.get_file_info(parent).type != pafs.FileType.Directory:
         return []
     cutoff_ns = (time.time() - retention_hours * 3600) * 1e9
-    return [
-        info.path
-        for info in fs.get_file_info(pafs.FileSelector(parent))
-        if info.type == pafs.FileType.Directory and info.mtime_ns is not None and info.mtime_ns < cutoff_ns
-    ]
+    stale = []
+    for info in fs.get_file_info(pafs.FileSelector(parent)):
+        if info.type != pafs.FileType.Directory:
+            continue
+        inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
+        times = [entry.mtime_ns for entry in [info, *inside] if entry.mtime_ns is not None]
+        if times and max(times) < cutoff_ns:
+            stale.append(info.path)
+    return stale
 
 
 def sweep_staging(table_uri: str, retention_hours: float, dry_run: bool) -> list[str]:
