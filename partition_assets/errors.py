@@ -113,3 +113,12 @@ class PartitionScheduleError(PartitionAssetsError, ValueError):
 
 class SparkConfigError(PartitionAssetsError, ValueError):
     """A Spark setting from the environment (PARTITION_ASSETS_SPARK_CONF) is malformed; nothing was started."""
+
+
+class WallClockError(PartitionAssetsError, ValueError):
+    """Asset logic reads the wall clock (`partition_assets.lint.check_wall_clock`); `findings`
+    holds each use. The Definitions were not loaded."""
+
+    def __init__(self, message: str, findings: tuple = ()) -> None:
+        super().__init__(message)
+        self.findings = findings
