@@ -16,6 +16,9 @@ STAGED_TAG = "partition_assets/staged"
 # ISO time), and the version each input table outside the backfill is read at (JSON).
 INPUTS_AS_OF_TAG = "partition_assets/inputs_as_of"
 PINNED_INPUTS_TAG = "partition_assets/pinned_inputs"
+# On node runs submitted through the instance's run launcher (--runs-via launcher): canceling
+# one asks the launcher to terminate it, wherever it executes.
+LAUNCHED_TAG = "partition_assets/launched"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"

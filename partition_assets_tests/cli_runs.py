@@ -1,7 +1,20 @@
-"""Reading what `partition-assets backfill` printed, in end-to-end tests."""
+"""Reading what `partition-assets backfill` printed, and the instance it ran against, in end-to-end tests."""
 
 import re
 import subprocess
+
+# An instance that launches each submitted run at once (the synchronous DefaultRunCoordinator;
+# the repo's dagster.yaml queues runs for dagster-daemon) with Dagster's DefaultRunLauncher.
+LAUNCHING_INSTANCE_YAML = """\
+telemetry:
+  enabled: false
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: DefaultRunCoordinator
+run_launcher:
+  module: dagster
+  class: DefaultRunLauncher
+"""
 
 
 def backfill_id(output: str) -> str:

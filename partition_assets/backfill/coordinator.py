@@ -13,6 +13,7 @@ import dagster as dg
 from partition_assets.backfill.engine import execute
 from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.launched import LaunchedNodeRunner
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.notify import EventKind
 from partition_assets.backfill.originals import (
@@ -27,7 +28,7 @@ from partition_assets.backfill.originals import (
 from partition_assets.backfill.publication import Publication, StatsAhead, describe_versions
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
-from partition_assets.backfill.spec import STAGED, BackfillSpec
+from partition_assets.backfill.spec import RUNS_LAUNCHER, STAGED, BackfillSpec
 from partition_assets.backfill.state import (
     BackfillRecord,
     cancel_in_flight,
@@ -257,8 +258,11 @@ def _run_nodes(
         return BackfillRecord.load(record.id).status == "canceled"
 
     spec = record.spec
-    runner = DagsterNodeRunner(
-        spec.module, spec.max_parallel, {**spec.tags, **node_run_tags(record.id, staged)}, unit_tags=pin_tags
+    tags = {**spec.tags, **node_run_tags(record.id, staged)}
+    runner: DagsterNodeRunner | LaunchedNodeRunner = (
+        LaunchedNodeRunner(spec.module, tags, unit_tags=pin_tags)
+        if spec.runs_via == RUNS_LAUNCHER
+        else DagsterNodeRunner(spec.module, spec.max_parallel, tags, unit_tags=pin_tags)
     )
     try:
         throttle = Throttle(

@@ -7,7 +7,7 @@ webserver, in the event log and in Dagster's partition status.
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any
@@ -107,9 +107,14 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[N
         tags={**tags, **_worker["tags"]},
         raise_on_error=False,
     )
-    error = None
-    if not result.success:
-        failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-        error = failures[0].event_specific_data.error.message if failures else "run failed"
+    error = None if result.success else failure_message(result.all_events)
     ended = time.time()
     return [NodeResult(Node(key, p), result.success, result.run_id, started, ended, error) for p in partitions]
+
+
+def failure_message(events: Iterable[dg.DagsterEvent]) -> str:
+    """Why a failed run failed: the error of its first failed step, else \"run failed\"."""
+    for event in events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            return event.step_failure_data.error.message
+    return "run failed"

@@ -30,6 +30,10 @@ RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
 # How node runs publish: all at once after the gate (the default), or each run its own partitions.
 STAGED, PER_NODE = "staged", "per-node"
 PUBLISH_MODES = (STAGED, PER_NODE)
+# Where node runs execute: in local worker processes (the default), or submitted through the
+# instance's run coordinator and launcher (partition_assets/backfill/launched.py).
+RUNS_LOCAL, RUNS_LAUNCHER = "local", "launcher"
+RUNS_VIA = (RUNS_LOCAL, RUNS_LAUNCHER)
 # --inputs-as-of original: each node reads what the original materialization of its partition read.
 INPUTS_AS_OF_ORIGINAL = "original"
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
@@ -168,6 +172,14 @@ class BackfillSpec:
         config_type=list[str],
     )
 
+    runs_via: str = option(
+        RUNS_LOCAL,
+        metavar="|".join(RUNS_VIA),
+        help="local: node runs execute in worker processes of the coordinator; launcher: each is submitted "
+        "as a Dagster run through the instance's run coordinator and run launcher (Docker, Kubernetes, "
+        "ECS ...), the engine still deciding order and throttle",
+    )
+
     def __post_init__(self) -> None:
         if not isinstance(self.selection, str) or not self.selection.strip():
             raise BackfillPlanError(f"the selection is empty: give --select an asset selection, {SELECTION_EXAMPLES}")
@@ -187,6 +199,10 @@ class BackfillSpec:
             raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
         if self.publish not in PUBLISH_MODES:
             raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
+        if self.runs_via not in RUNS_VIA:
+            raise BackfillPlanError(
+                f"--runs-via {self.runs_via!r} is not a way to run: give one of {', '.join(RUNS_VIA)}"
+            )
         if self.inputs_as_of not in (None, INPUTS_AS_OF_ORIGINAL):
             self.pinned_time()  # raises naming the value and the two forms
         for text in self.gate:

@@ -7,6 +7,7 @@ run succeeded is never run again, whatever happened to the coordinator.
 """
 
 import json
+import logging
 import os
 import uuid
 from collections.abc import Sequence
@@ -19,7 +20,9 @@ from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
-from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run
+from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
+
+_log = logging.getLogger(__name__)
 
 _RUN_STATES = {
     dg.DagsterRunStatus.SUCCESS: NodeStatus.SUCCEEDED,
@@ -125,9 +128,22 @@ def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.Dags
 
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
-    """Marks the backfill's unfinished runs canceled; returns how many."""
+    """Cancels the backfill's unfinished runs; returns how many. A run submitted through
+    the run launcher is terminated by it (`cancel_launched_run`); any other (a local
+    worker's, whose coordinator kills its workers) is marked canceled."""
     # Node runs only: a coordinator running as a Dagster job carries the tag too.
     unfinished = [run for run in _runs_of(instance, backfill_id) if run.asset_selection and not run.is_finished]
     for run in unfinished:
-        instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
+        if not (run.tags.get(LAUNCHED_TAG) and cancel_launched_run(instance, run.run_id)):
+            instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
     return len(unfinished)
+
+
+def cancel_launched_run(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Asks the instance's run coordinator to cancel `run_id` (dequeue it, or have the run
+    launcher terminate it); False when it could not, e.g. the launcher's code server is gone."""
+    try:
+        return instance.run_coordinator.cancel_run(run_id)
+    except dg.DagsterError as error:  # the launcher cannot reach the run: the caller marks it canceled
+        _log.warning("run %s: the run launcher could not terminate it (%s)", run_id, error)
+        return False

@@ -1,0 +1,149 @@
+"""`backfill run --runs-via launcher`: node runs submitted through the instance's run
+coordinator and Dagster's DefaultRunLauncher (a run worker process per run, started by
+the code server), followed by status; retry, kill -9 + resume and cancel as with local workers."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill.coordinator import graph_of
+from partition_assets.backfill.scheduling import NodeStatus
+from partition_assets.backfill.state import BackfillRecord, node_states
+from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG
+from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id
+from partition_assets_tests.polling import wait_for
+from partition_assets_tests.test_backfill_cli import CLI, REPO, TARGET, cli, runs_by_node
+
+pytestmark = pytest.mark.slow
+
+# The (hidden) tag the DefaultRunLauncher sets on each run it launches: the code server it asked.
+GRPC_INFO_TAG = ".dagster/grpc_info"
+# The progress line of the node that fails, with the error its launched run recorded.
+FLAKY_FAILED = re.compile(r"flaky \d/3 2024-01-04 [\d.]+s FAILED: .*DagsterExecutionStepExecutionError")
+EIGHT_NODES = ["--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-04"]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """The instance's folder, also this process's DAGSTER_HOME (to read the backfill records)."""
+    home = tmp_path / "dagster_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    home.mkdir()
+    (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML)
+    return home
+
+
+def launched_backfill(home, *args: str) -> subprocess.Popen:
+    """`backfill run --runs-via launcher` in its own process group."""
+    return subprocess.Popen(
+        [*CLI, "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "2"],
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def recorded_id(home) -> str:
+    return next((home / "partition_assets" / "backfills").glob("*.json")).stem
+
+
+def successes(home) -> int:
+    return sum(statuses.count(dg.DagsterRunStatus.SUCCESS) for statuses in runs_by_node(home).values())
+
+
+def node_runs(home, backfill: str) -> list[dg.DagsterRun]:
+    """The node runs of `backfill` (not its publish run), newest first."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return [
+            run for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if run.asset_selection
+        ]
+
+
+def assert_launched_by_the_launcher(home, backfill: str) -> None:
+    """Every node run of `backfill` went through instance.launch_run to the DefaultRunLauncher."""
+    runs = node_runs(home, backfill)
+    assert runs
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for run in runs:
+            assert run.tags[LAUNCHED_TAG] == "true" and GRPC_INFO_TAG in run.tags, run.tags
+            starting = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_STARTING).records
+            assert len(starting) == 1, run.run_id  # launched, not executed in process
+
+
+def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns_the_failed_one(home):
+    args = ["--select", "key:raw or key:flaky or key:wide", "--start", "2024-01-03", "--end", "2024-01-05"]
+    first = cli(home, "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "3")
+    assert first.returncode == 1, first.stdout + first.stderr  # flaky fails on 2024-01-04
+    assert FLAKY_FAILED.search(first.stdout), first.stdout
+    backfill = backfill_id(first.stdout)
+    record = BackfillRecord.load(backfill)
+    assert record.spec.runs_via == "launcher" and record.status == "failed"
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        graph = graph_of(record.spec, instance)
+        states = {
+            (node.asset.to_user_string(), node.partition): s
+            for node, (s, _) in node_states(instance, backfill, graph).items()
+        }
+    days = ("2024-01-03", "2024-01-04", "2024-01-05")
+    expected = {(asset, day): NodeStatus.SUCCEEDED for asset in ("raw", "flaky", "wide") for day in days}
+    expected["flaky", "2024-01-04"] = NodeStatus.FAILED
+    assert states == expected
+    assert_launched_by_the_launcher(home, backfill)
+
+    before = Counter(run.run_id for run in node_runs(home, backfill))
+    retried = cli(home, "retry", backfill)
+    assert retried.returncode == 1 and FLAKY_FAILED.search(retried.stdout), retried.stdout + retried.stderr
+    new_runs = [run for run in node_runs(home, backfill) if run.run_id not in before]
+    assert [(run.asset_selection, run.tags["dagster/partition"], run.status) for run in new_runs] == [
+        ({dg.AssetKey("flaky")}, "2024-01-04", dg.DagsterRunStatus.FAILURE)
+    ]
+    assert_launched_by_the_launcher(home, backfill)
+
+
+def test_kill_minus_9_then_resume_runs_each_remaining_launched_node_once(home):
+    coordinator = launched_backfill(home, *EIGHT_NODES)
+    wait_for(lambda: successes(home) >= 2, timeout=300, step=0.2)
+    os.killpg(coordinator.pid, signal.SIGKILL)  # the coordinator, its code server and their run workers
+    coordinator.wait()
+    backfill = recorded_id(home)
+    before = runs_by_node(home, backfill)
+    succeeded_before = {n for n, s in before.items() if dg.DagsterRunStatus.SUCCESS in s}
+    assert 2 <= len(succeeded_before) < 8
+
+    resumed = cli(home, "resume", backfill)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+    after = runs_by_node(home, backfill)
+    assert len(after) == 8
+    for node, statuses in after.items():
+        assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] == 1, node  # ran to success once
+        if node in succeeded_before:
+            assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
+        assert set(statuses) <= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED}, node
+    assert_launched_by_the_launcher(home, backfill)
+
+
+def test_cancel_terminates_launched_runs_in_flight_and_stops_launching(home):
+    coordinator = launched_backfill(home, *EIGHT_NODES)
+    wait_for(lambda: successes(home) >= 1, timeout=300, step=0.2)
+    backfill = recorded_id(home)
+    canceled = cli(home, "cancel", backfill)
+    assert canceled.returncode == 0, canceled.stderr
+    coordinator.wait(timeout=180)
+
+    runs = runs_by_node(home, backfill)
+    statuses = Counter(s for node_statuses in runs.values() for s in node_statuses)
+    assert set(statuses) <= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED}, statuses  # none in flight
+    assert statuses[dg.DagsterRunStatus.SUCCESS] < 8  # launching stopped
+    time.sleep(2)
+    assert runs_by_node(home, backfill) == runs  # and nothing launched after the cancel
+    assert "(canceled)" in cli(home, "status", backfill).stdout
