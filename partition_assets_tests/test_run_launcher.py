@@ -1,6 +1,7 @@
 """`backfill run --runs-via launcher`: node runs submitted through the instance's run
 coordinator and Dagster's DefaultRunLauncher (a run worker process per run, started by
-the code server), followed by status; retry, kill -9 + resume and cancel as with local workers."""
+the code server), followed by status; retry, kill -9 + resume and cancel as with local workers;
+and, with the repo's QueuedRunCoordinator, runs queued for the daemon of `dagster dev`."""
 
 import os
 import re
@@ -15,10 +16,11 @@ import pytest
 from partition_assets.backfill.coordinator import graph_of
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
-from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG
 from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.test_backfill_cli import CLI, REPO, TARGET, cli, runs_by_node
+from partition_assets_tests.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +38,8 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     home.mkdir()
     (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML)
+    with dg.DagsterInstance.from_config(str(home)):
+        pass  # its storage, created before the coordinator and this test's polling race to create it
     return home
 
 
@@ -142,8 +146,45 @@ def test_cancel_terminates_launched_runs_in_flight_and_stops_launching(home):
 
     runs = runs_by_node(home, backfill)
     statuses = Counter(s for node_statuses in runs.values() for s in node_statuses)
-    assert set(statuses) <= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED}, statuses  # none in flight
+    assert not set(statuses) & set(IN_FLIGHT_STATUSES), statuses  # nothing left in flight
     assert statuses[dg.DagsterRunStatus.SUCCESS] < 8  # launching stopped
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for run in node_runs(home, backfill):
+            if run.status != dg.DagsterRunStatus.SUCCESS:
+                # Terminated through the launcher. One canceled before its run worker started
+                # ends FAILURE: Dagster fails a worker that starts on a CANCELING run.
+                canceling = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_CANCELING)
+                assert canceling.records, run.run_id
     time.sleep(2)
     assert runs_by_node(home, backfill) == runs  # and nothing launched after the cancel
     assert "(canceled)" in cli(home, "status", backfill).stdout
+
+
+def test_with_the_repos_queued_coordinator_the_daemon_of_dagster_dev_launches_the_queued_runs(tmp_path, monkeypatch):
+    dev = DagsterDev(tmp_path, "partition_assets_tests.engine_defs").wait_until_ready()
+    monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
+    try:
+        result = cli(
+            dev.home,
+            "run",
+            *TARGET,
+            "--select",
+            "key:raw",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-03",
+            "--runs-via",
+            "launcher",
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        backfill = backfill_id(result.stdout)
+        runs = node_runs(dev.home, backfill)
+        assert sorted(run.tags["dagster/partition"] for run in runs) == ["2024-01-01", "2024-01-02", "2024-01-03"]
+        assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
+        assert_launched_by_the_launcher(dev.home, backfill)
+        with dg.DagsterInstance.from_config(str(dev.home)) as instance:
+            for run in runs:  # queued by the coordinator, then launched by the daemon
+                assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
+    finally:
+        dev.stop()
