@@ -17,6 +17,7 @@ from partition_assets.backfill.engine import NodeStatus
 from partition_assets.cli import heatmap
 from partition_assets.cli.heatmap import COLORS
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets_tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "partition_assets", "backfill"]
@@ -79,6 +80,32 @@ def runs_by_node(home, backfill_id=None) -> dict[tuple[str, str], list[dg.Dagste
         return found
 
 
+def kill_then_resume(home, coordinator: subprocess.Popen, succeeded_first: int, nodes: int) -> str:
+    """Kills `coordinator` with its process group (a lost machine) once `succeeded_first`
+    node runs succeeded, resumes its backfill and checks that each of its `nodes` nodes
+    then ran to success once, those that had succeeded never again; returns its id."""
+    wait_for(
+        lambda: sum(s.count(dg.DagsterRunStatus.SUCCESS) for s in runs_by_node(home).values()) >= succeeded_first, 300
+    )
+    os.killpg(coordinator.pid, signal.SIGKILL)
+    coordinator.wait()
+    backfill_id = next((home / "partition_assets" / "backfills").glob("*.json")).stem
+    before = runs_by_node(home, backfill_id)
+    succeeded_before = {n for n, s in before.items() if dg.DagsterRunStatus.SUCCESS in s}
+    assert succeeded_first <= len(succeeded_before) < nodes
+
+    resumed = cli(home, "resume", backfill_id)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+    after = runs_by_node(home, backfill_id)
+    assert len(after) == nodes
+    for node, statuses in after.items():
+        assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] == 1, node  # ran to success once
+        if node in succeeded_before:
+            assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
+    return backfill_id
+
+
 def png_cells(path: Path, rows: int, columns: int) -> list[list[str]]:
     """The colour at the centre of each heatmap cell, as #rrggbb."""
     image = Image.open(path).convert("RGB")
@@ -107,29 +134,7 @@ def test_plan_launches_nothing(home):
 
 
 def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
-    coordinator = start_sixteen_node_backfill(home)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        finished = sum(statuses.count(dg.DagsterRunStatus.SUCCESS) for statuses in runs_by_node(home).values())
-        if finished >= 5:
-            break
-        time.sleep(0.2)
-    os.killpg(coordinator.pid, signal.SIGKILL)  # the coordinator and its workers, like a lost machine
-    coordinator.wait()
-    backfill_id = next((home / "partition_assets" / "backfills").glob("*.json")).stem
-    before = runs_by_node(home, backfill_id)
-    succeeded_before = {n for n, s in before.items() if dg.DagsterRunStatus.SUCCESS in s}
-    assert 5 <= len(succeeded_before) < 16
-
-    resumed = cli(home, "resume", backfill_id)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-
-    after = runs_by_node(home, backfill_id)
-    assert len(after) == 16
-    for node, statuses in after.items():
-        assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] == 1, node  # ran to success once
-        if node in succeeded_before:
-            assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
+    backfill_id = kill_then_resume(home, start_sixteen_node_backfill(home), succeeded_first=5, nodes=16)
     png = home / "heatmap.png"
     status = cli(home, "status", backfill_id, "--png", str(png))
     assert "raw" in status.stdout and "8 succeeded" in status.stdout

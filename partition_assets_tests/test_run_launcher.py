@@ -5,7 +5,6 @@ and, with the repo's QueuedRunCoordinator, runs queued for the daemon of `dagste
 
 import os
 import re
-import signal
 import subprocess
 import time
 from collections import Counter
@@ -17,9 +16,10 @@ from partition_assets.backfill.coordinator import graph_of
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG
-from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id
+from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id, ok
 from partition_assets_tests.polling import wait_for
-from partition_assets_tests.test_backfill_cli import CLI, REPO, TARGET, cli, runs_by_node
+from partition_assets_tests.test_backfill_cli import CLI, REPO, TARGET, cli, kill_then_resume, runs_by_node
+from partition_assets_tests.test_safe_backfill import Lakehouse
 from partition_assets_tests.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -114,24 +114,9 @@ def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns
 
 
 def test_kill_minus_9_then_resume_runs_each_remaining_launched_node_once(home):
-    coordinator = launched_backfill(home, *EIGHT_NODES)
-    wait_for(lambda: successes(home) >= 2, timeout=300, step=0.2)
-    os.killpg(coordinator.pid, signal.SIGKILL)  # the coordinator, its code server and their run workers
-    coordinator.wait()
-    backfill = recorded_id(home)
-    before = runs_by_node(home, backfill)
-    succeeded_before = {n for n, s in before.items() if dg.DagsterRunStatus.SUCCESS in s}
-    assert 2 <= len(succeeded_before) < 8
-
-    resumed = cli(home, "resume", backfill)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-
-    after = runs_by_node(home, backfill)
-    assert len(after) == 8
-    for node, statuses in after.items():
-        assert Counter(statuses)[dg.DagsterRunStatus.SUCCESS] == 1, node  # ran to success once
-        if node in succeeded_before:
-            assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
+    # The kill takes the coordinator's code server and run workers with it.
+    backfill = kill_then_resume(home, launched_backfill(home, *EIGHT_NODES), succeeded_first=2, nodes=8)
+    for node, statuses in runs_by_node(home, backfill).items():  # the runs the kill cut short: canceled
         assert set(statuses) <= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED}, node
     assert_launched_by_the_launcher(home, backfill)
 
@@ -164,19 +149,8 @@ def test_with_the_repos_queued_coordinator_the_daemon_of_dagster_dev_launches_th
     dev = DagsterDev(tmp_path, "partition_assets_tests.engine_defs").wait_until_ready()
     monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
     try:
-        result = cli(
-            dev.home,
-            "run",
-            *TARGET,
-            "--select",
-            "key:raw",
-            "--start",
-            "2024-01-01",
-            "--end",
-            "2024-01-03",
-            "--runs-via",
-            "launcher",
-        )
+        raw_days = ["--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03"]
+        result = cli(dev.home, "run", *TARGET, *raw_days, "--runs-via", "launcher")
         assert result.returncode == 0, result.stdout + result.stderr
         backfill = backfill_id(result.stdout)
         runs = node_runs(dev.home, backfill)
@@ -188,3 +162,16 @@ def test_with_the_repos_queued_coordinator_the_daemon_of_dagster_dev_launches_th
                 assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
     finally:
         dev.stop()
+
+
+def test_a_staged_spark_backfill_through_the_launcher_publishes_what_local_workers_publish(tmp_path, spark):
+    for name in ("local", "launched"):
+        (tmp_path / name).mkdir()
+    local, launched = Lakehouse(tmp_path / "local"), Lakehouse(tmp_path / "launched")
+    (launched.home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML)
+    ok(local.backfill("2024-01-01", "2024-01-03"))
+    output = ok(launched.backfill("2024-01-01", "2024-01-03", "--runs-via", "launcher"))
+    assert "published: " in output
+    assert all(launched.contents().values())
+    assert launched.contents() == local.contents()
+    assert_launched_by_the_launcher(launched.home, backfill_id(output))
