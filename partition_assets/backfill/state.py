@@ -134,8 +134,11 @@ def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
     # Node runs only: a coordinator running as a Dagster job carries the tag too.
     unfinished = [run for run in _runs_of(instance, backfill_id) if run.asset_selection and not run.is_finished]
     for run in unfinished:
-        if not (run.tags.get(LAUNCHED_TAG) and cancel_launched_run(instance, run.run_id)):
-            instance.report_run_canceled(run, message=f"backfill {backfill_id} canceled")
+        if run.tags.get(LAUNCHED_TAG) and cancel_launched_run(instance, run.run_id):
+            continue
+        current = instance.get_run_by_id(run.run_id)
+        if current is not None and not current.is_finished:  # one that finished meanwhile keeps its status
+            instance.report_run_canceled(current, message=f"backfill {backfill_id} canceled")
     return len(unfinished)
 
 
