@@ -58,4 +58,5 @@ bench: install
 	$(PY) bench/storage_bench.py
 	$(PY) bench/publish_bench.py
 	$(PY) bench/run_overhead.py
+	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py
