@@ -5,6 +5,7 @@ and, with the repo's QueuedRunCoordinator, runs queued for the daemon of `dagste
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections import Counter
@@ -44,13 +45,13 @@ def home(tmp_path, monkeypatch):
 
 
 def launched_backfill(home, *args: str) -> subprocess.Popen:
-    """`backfill run --runs-via launcher` in its own process group."""
+    """`backfill run --runs-via launcher` in its own process group; its stderr goes to `home`/stderr.log."""
     return subprocess.Popen(
         [*CLI, "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "2"],
         cwd=REPO,
         env={**os.environ, "DAGSTER_HOME": str(home)},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=(home / "stderr.log").open("wb"),
         start_new_session=True,
     )
 
@@ -175,3 +176,21 @@ def test_a_staged_spark_backfill_through_the_launcher_publishes_what_local_worke
     assert all(launched.contents().values())
     assert launched.contents() == local.contents()
     assert_launched_by_the_launcher(launched.home, backfill_id(output))
+
+
+def test_without_a_daemon_queued_runs_wait_with_a_warning_and_cancel_dequeues_them(home):
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")  # the QueuedRunCoordinator, and no daemon here
+    coordinator = launched_backfill(home, *EIGHT_NODES)
+    wait_for(lambda: sum(map(len, runs_by_node(home).values())) >= 2, timeout=300, step=0.2)
+    backfill = recorded_id(home)
+    assert cli(home, "cancel", backfill).returncode == 0
+    coordinator.wait(timeout=180)
+
+    assert "no dagster-daemon has dequeued any lately" in (home / "stderr.log").read_text()
+    runs = node_runs(home, backfill)
+    assert len(runs) == 2  # the throttle's two slots, held by queued runs
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for run in runs:
+            assert run.status == dg.DagsterRunStatus.CANCELED
+            assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
+            assert not instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_STARTING).records

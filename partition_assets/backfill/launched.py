@@ -48,6 +48,8 @@ POLL_SECONDS = 0.25
 # How long `terminate` waits for the launcher to stop the runs in flight.
 TERMINATE_WAIT_SECONDS = 60.0
 
+# The daemon that dequeues the runs a QueuedRunCoordinator queues (QueuedRunCoordinatorDaemon.daemon_type()).
+_QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
 _IN_PROCESS: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
 
 _log = logging.getLogger(__name__)
@@ -87,6 +89,7 @@ class LaunchedNodeRunner:
             )
             _check_loaded(self._workspace, target)
             self._stack = stack.pop_all()
+        _warn_without_queue_daemon(self._instance)
         self._plans: dict = {}  # the remote job and execution plan of each asset, fetched once
         self._in_flight: dict[str, _Submitted] = {}
         self._lock = threading.Lock()
@@ -218,3 +221,14 @@ def _check_loaded(workspace: WorkspaceProcessContext, target: str) -> None:
                 f"the code server for {target} failed to load it ({error.message.strip()}): fix the code "
                 "location, or run the backfill with --runs-via local; no run was launched"
             )
+
+
+def _warn_without_queue_daemon(instance: dg.DagsterInstance) -> None:
+    """Warns when the instance queues runs and no dagster-daemon dequeues them lately:
+    the backfill's runs would wait in the queue without a word."""
+    status = instance.get_daemon_statuses([_QUEUE_DAEMON])[_QUEUE_DAEMON]
+    if status.required and not status.healthy:
+        _log.warning(
+            "the instance's run coordinator queues runs and no dagster-daemon has dequeued any lately: "
+            "the backfill's runs wait in the queue until one runs (`dagster-daemon run`, or `make dev`)"
+        )
