@@ -16,7 +16,7 @@ import pytest
 from partition_assets.backfill.coordinator import graph_of
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
-from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG
 from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id, ok
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.test_backfill_cli import CLI, REPO, TARGET, cli, kill_then_resume, runs_by_node
@@ -102,6 +102,9 @@ def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns
     expected = {(asset, day): NodeStatus.SUCCEEDED for asset in ("raw", "flaky", "wide") for day in days}
     expected["flaky", "2024-01-04"] = NodeStatus.FAILED
     assert states == expected
+    # wide (its policy takes ranges) waited for a slot: its partitions shared a range run
+    wide_runs = [run for run in node_runs(home, backfill) if run.asset_selection == {dg.AssetKey("wide")}]
+    assert len(wide_runs) < 3 and any(RANGE_START_TAG in run.tags for run in wide_runs)
     assert_launched_by_the_launcher(home, backfill)
 
     before = Counter(run.run_id for run in node_runs(home, backfill))
