@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
-from partition_assets.storage import SparkDeltaIOManager, partition_columns
+from partition_assets.storage import DeltaFormat, PartitionScope, SparkDeltaIOManager, WriteOptions, partition_columns
 from partition_assets_tests.conftest import failure_message, range_tags
 
 DAYS = daily("2024-03-01", end="2024-03-06")
@@ -171,3 +171,34 @@ def test_one_metadata_entry_names_the_partition_column_and_folder_for_both_io_ma
     assert io_manager.table_uri(dg.AssetKey(["sales", "orders"])) == "/lake/sales/orders"
     assert io_manager.table_uri(dg.AssetKey("visits"), {"schema": "public"}) == "/lake/public/visits"
     assert io_manager.table_uri(dg.AssetKey(["sales", "orders"]), {"schema": "crm"}) == "/lake/crm/orders"
+
+
+def test_a_date_partitioned_table_stages_overlays_and_publishes_like_a_string_one(spark, lake):
+    """What a staged backfill does to a table with a date partition column, at the format level."""
+    table_uri = str(lake / "dated")
+    delta = DeltaFormat()
+
+    def frame(day: str, version: str) -> DataFrame:
+        rows = [(f"{version}:{row}", day) for row in rows_for(day)]
+        return spark.createDataFrame(rows, "id string, ds string").withColumn("ds", F.to_date("ds"))
+
+    def scope(*days: str) -> PartitionScope:
+        return PartitionScope.for_keys(DAYS, days, ("ds",))
+
+    for day in FIRST_THREE_DAYS:
+        delta.write(frame(day, "old"), table_uri, scope(day))
+    delta.write(frame("2024-03-03", "old"), table_uri, scope("2024-03-03"))  # replaces, never duplicates
+    delta.stage(frame("2024-03-02", "new"), table_uri, scope("2024-03-02"), WriteOptions(), "bf1")
+
+    overlay = delta.read_overlay(spark, table_uri, scope("2024-03-01", "2024-03-02"), "bf1")
+    assert sorted(row.id for row in overlay.collect()) == ["new:2024-03-02/0", "new:2024-03-02/1", "old:2024-03-01/0"]
+    assert delta.missing_partitions(table_uri, scope("2024-03-02", "2024-03-04")) == {("2024-03-04",)}
+
+    delta.publish_staged(table_uri, "bf1", None, {})
+    published = DeltaTable(table_uri).to_pyarrow_table().sort_by("id").to_pylist()
+    assert [(row["id"], str(row["ds"])) for row in published] == [
+        ("new:2024-03-02/0", "2024-03-02"),
+        ("new:2024-03-02/1", "2024-03-02"),
+        ("old:2024-03-01/0", "2024-03-01"),
+        *[(f"old:{id_}", "2024-03-03") for id_ in rows_for("2024-03-03")],
+    ]
