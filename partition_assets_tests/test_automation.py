@@ -11,6 +11,7 @@ import pytest
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
 from partition_assets_tests import automation_defs
+from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.webserver import DagsterDev
 
@@ -20,9 +21,14 @@ LATENCY_GOAL = 5.0
 _DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    server = DagsterDev(tmp_path_factory.mktemp("automation"), "partition_assets_tests.automation_defs")
+@pytest.fixture(scope="module", params=ON_SQLITE)
+def dev(request, tmp_path_factory):
+    """`dagster dev` on SQLite; for tests marked also_on_postgres, a second one on Postgres."""
+    server = DagsterDev(
+        tmp_path_factory.mktemp("automation"),
+        "partition_assets_tests.automation_defs",
+        postgres_url=postgres_url_for(request),
+    )
     try:
         server.wait_until_ready()
         yield server
@@ -31,10 +37,9 @@ def dev(tmp_path_factory):
 
 
 @pytest.fixture
-def instance(dev, monkeypatch):
+def instance(dev):
     """Here, the instance `dagster dev` serves (the engine's workers find it by DAGSTER_HOME)."""
-    monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
-    with dg.DagsterInstance.get() as shared:
+    with dev.open_instance() as shared:
         yield shared
 
 
@@ -92,6 +97,7 @@ def requested_latency(instance, upstream: str, partition: str, downstream: str, 
     return first - event.timestamp
 
 
+@also_on_postgres("dev")
 def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, instance):
     dev.start_sensor("eager")
     wait_for_sensor_ticks(dev, "eager", 1)  # its cursor now starts before our events
@@ -138,6 +144,7 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     assert eager_runs().keys() == runs.keys()
 
 
+@also_on_postgres("dev")
 def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, instance):
     raw, clean = automation_defs.gap_raw, automation_defs.gap_clean
     for day in ("01", "02", "03", "05", "06", "08"):

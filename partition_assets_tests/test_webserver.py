@@ -14,7 +14,7 @@ from playwright.sync_api import sync_playwright
 
 from partition_assets.example import assets as example_assets
 from partition_assets.example import sources
-from partition_assets_tests.conftest import EXAMPLE_ASSETS
+from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, also_on_postgres, postgres_url_for
 from partition_assets_tests.readers import delta_with_delta_rs
 from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
 from partition_assets_tests.webserver import DagsterDev
@@ -43,10 +43,13 @@ def test_every_example_asset_backfills_a_range_in_one_run():
     assert {k for k, p in policies.items() if p != dg.BackfillPolicy.single_run()} == set()
 
 
-@pytest.fixture(scope="module")
-def dagster_dev(spark_resource, tmp_path_factory):
-    """One `dagster dev` (webserver + daemon) for the module, attached to the test Spark server."""
-    server = DagsterDev(tmp_path_factory.mktemp("dagster_dev")).wait_until_ready()
+@pytest.fixture(scope="module", params=ON_SQLITE)
+def dagster_dev(request, spark_resource, tmp_path_factory):
+    """One `dagster dev` (webserver + daemon) for the module, attached to the test Spark
+    server; for tests marked also_on_postgres, a second one on Postgres."""
+    server = DagsterDev(
+        tmp_path_factory.mktemp("dagster_dev"), postgres_url=postgres_url_for(request)
+    ).wait_until_ready()
     yield server
     server.stop()
 
@@ -105,6 +108,7 @@ LAUNCH = """mutation Launch($params: LaunchBackfillParams!) {
 }"""
 
 
+@also_on_postgres("dagster_dev")
 def test_launch_partition_backfill_mutation(dagster_dev, spark):
     first, last = "2024-01-05", "2024-01-06"
     # The parameters the dialog sends: the asset selection and the root asset's keys.
@@ -161,7 +165,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
     assert ranges == {"events": (hours[0], hours[-1]), "daily_orders": (first, last)}
 
     # Each run materialized exactly the chosen partitions.
-    with dg.DagsterInstance.from_config(str(dagster_dev.home)) as instance:
+    with dagster_dev.open_instance() as instance:
         for run in backfill["runs"]:
             materialized = {
                 e.dagster_event.partition
