@@ -5,7 +5,12 @@ Not guaranteed: that the Postgres database exists or is reachable (see postgres.
 throwaway server); the instance only connects when it is opened.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import dagster as dg
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 URL_ENV = "DAGSTER_PG_URL"
@@ -28,3 +33,14 @@ def instance_env(home: Path, postgres_url: str | None = None) -> dict[str, str]:
         return {"DAGSTER_HOME": str(home)}
     (home / "dagster.yaml").write_text(config + POSTGRES_STORAGE_YAML)
     return {"DAGSTER_HOME": str(home), URL_ENV: postgres_url}
+
+
+@contextmanager
+def open_instance(env: dict[str, str]) -> Iterator[dg.DagsterInstance]:
+    """The instance `env` (from instance_env) names; inside the block the environment names
+    it too, for the processes a test starts."""
+    with pytest.MonkeyPatch.context() as environment:
+        for name, value in env.items():
+            environment.setenv(name, value)
+        with dg.DagsterInstance.get() as instance:
+            yield instance

@@ -9,14 +9,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
-from partition_assets_tests.instances import instance_env
+from partition_assets_tests.instances import instance_env, open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -134,15 +132,9 @@ class DagsterDev:
                 raise RuntimeError(f"dagster dev did not come up; log: {self.log}")
             time.sleep(0.5)
 
-    @contextmanager
-    def open_instance(self) -> Iterator[dg.DagsterInstance]:
-        """The instance this server serves; inside the block, the environment (DAGSTER_HOME,
-        DAGSTER_PG_URL) names it too, for the processes a test starts."""
-        with pytest.MonkeyPatch.context() as environment:
-            for name, value in self.instance_env.items():
-                environment.setenv(name, value)
-            with dg.DagsterInstance.get() as instance:
-                yield instance
+    def open_instance(self) -> AbstractContextManager[dg.DagsterInstance]:
+        """The instance this server serves (see instances.open_instance)."""
+        return open_instance(self.instance_env)
 
     def selector(self, **names: str) -> dict[str, str]:
         return {"repositoryLocationName": self.location, "repositoryName": "__repository__", **names}
