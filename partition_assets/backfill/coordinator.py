@@ -7,9 +7,11 @@ so each behaves the same and leaves the same record.
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 
 import dagster as dg
 
+from partition_assets.backfill.dagster_ui import DagsterBackfillMirror
 from partition_assets.backfill.engine import execute
 from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
@@ -17,7 +19,7 @@ from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.notify import EventKind
 from partition_assets.backfill.publication import Publication, StatsAhead, describe_versions
 from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus, Throttle
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
 from partition_assets.backfill.spec import STAGED, BackfillSpec
 from partition_assets.backfill.state import (
     BackfillRecord,
@@ -93,7 +95,9 @@ def run_backfill(
     on_phase: Callable[[str], None] = lambda line: None,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`, holding leases on the partitions it
-    writes and its assets frozen; stops launching once the record is canceled.
+    writes and its assets frozen; stops launching once the record is canceled (or its
+    Dagster backfill is canceled in the UI). The Dagster backfill of the same id (created
+    when absent: backfill/dagster_ui.py) shows its status and per-partition progress.
     `on_result` sees each node's result, `on_phase` a line per step after the nodes
     (the gate, the publish).
 
@@ -116,7 +120,12 @@ def run_backfill(
                 record.id,
                 ", ".join(key.to_user_string() for key in unstaged),
             )
-    with dg.DagsterInstance.get() as instance, publication.held(instance) as leases:
+    with (
+        dg.DagsterInstance.get() as instance,
+        publication.held(instance) as leases,
+        # Once its leases are taken: a backfill refused for leased partitions shows in no list.
+        DagsterBackfillMirror(record, graph, definitions.resolve_asset_graph(), instance, done) as mirror,
+    ):
         if record.status == "publishing":
             on_phase(_timed("published", lambda: publication.publish(instance)))
             release(leases)
@@ -127,10 +136,12 @@ def run_backfill(
         def node_finished(result: NodeResult) -> None:
             if ahead is not None:
                 ahead.finished(result)
+            mirror.finished(result)
             on_result(result)
 
         try:
-            status = _run_nodes(record, graph, done, node_finished, staged)
+            status = _run_nodes(record, graph, done, node_finished, mirror.launched, staged)
+            mirror.settle(status)
             ahead_stats = ahead.results() if ahead is not None and _all_succeeded(status) else None
         finally:
             if ahead is not None:
@@ -200,6 +211,7 @@ def _run_nodes(
     graph: BackfillGraph,
     done: set[Node],
     on_result: Callable[[NodeResult], None],
+    on_launch: Callable[[RunUnit], None],
     staged: bool,
 ) -> dict[Node, NodeStatus]:
     record.status = "running"
@@ -215,9 +227,14 @@ def _run_nodes(
             spec.max_parallel,
             {dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()},
         )
+
+        def launch(unit: RunUnit) -> Future:
+            on_launch(unit)
+            return runner.launch(unit)
+
         return execute(
             graph,
-            runner.launch,
+            launch,
             throttle,
             done=done,
             on_result=on_result,
