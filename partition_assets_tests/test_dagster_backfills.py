@@ -32,10 +32,10 @@ from partition_assets.errors import BackfillPlanError
 from partition_assets.instance import BACKFILL_DAEMON_MODULE, DAGSTER, ENGINE_TAG, SPARSE, EngineBackfillInstance
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from partition_assets_tests.polling import wait_for
+from partition_assets_tests.test_backfill_cli import CLI
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_DEFS = "partition_assets_tests.engine_defs"
-CLI = [sys.executable, "-m", "partition_assets", "backfill"]
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@ a small GraphQL client."""
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -11,6 +10,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -56,17 +57,26 @@ class DagsterDev:
     """`dagster dev` (webserver, daemon, code server) on a free port, with a fresh instance
     (the repo's dagster.yaml) and lake under `root`: the `make dev` setup, for tests.
 
-    Serves the repo's workspace.yaml, or only `module` when given.
+    Serves the repo's workspace.yaml, or only `module` when given; `engine_modules`
+    replaces the code locations whose UI backfills run on the sparse engine.
     """
 
-    def __init__(self, root: Path, module: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        module: str | None = None,
+        env: dict[str, str] | None = None,
+        engine_modules: list[str] | None = None,
+    ) -> None:
         self.home, self.lake = root / "dagster_home", root / "lake"
         self.home.mkdir(parents=True)
-        shutil.copy(REPO / "dagster.yaml", self.home / "dagster.yaml")
+        config = yaml.safe_load((REPO / "dagster.yaml").read_text())
         # No "join the community" dialog over the page under test (it comes and goes with
         # a flag in the user's ~/.dagster).
-        with open(self.home / "dagster.yaml", "a") as config:
-            config.write("nux:\n  enabled: false\n")
+        config["nux"] = {"enabled": False}
+        if engine_modules is not None:
+            config["partition_assets"] = {"engine_modules": engine_modules}
+        (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
         self.location = module or "example"
         self.port = free_port()
         self.log = root / "dagster_dev.log"
