@@ -82,7 +82,7 @@ class DagsterBackfillMirror:
     Creates it when absent (tagged `partition_assets/engine=sparse`, so Dagster's daemon
     leaves it alone); `done` nodes count as materialized from the start. Use as a context
     manager: on exit it writes the final status from the record (FAILED with the error
-    when the coordinator raised before deciding one).
+    when the coordinator raised before deciding one, CANCELED when it was interrupted).
     """
 
     def __init__(
@@ -194,7 +194,9 @@ class DagsterBackfillMirror:
         saved = record_path(self._record_id).exists()
         status = _DAGSTER_STATUS.get(BackfillRecord.load(self._record_id).status if saved else "running")
         error = serializable_error_info_from_exc_info(sys.exc_info()) if exc is not None else None
-        if exc is not None and status == BulkActionStatus.REQUESTED:
+        if exc is not None and not isinstance(exc, Exception):
+            status = BulkActionStatus.CANCELED  # interrupted: the Launchpad job's run terminated, Ctrl-C
+        elif exc is not None and status == BulkActionStatus.REQUESTED:
             status = BulkActionStatus.FAILED  # the coordinator stopped before deciding: `backfill resume`
         if status == BulkActionStatus.REQUESTED:  # still publishing elsewhere: leave it in progress
             status = None
