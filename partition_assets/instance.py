@@ -12,7 +12,8 @@ Contract:
 - `add_backfill` (what the webserver's `launchPartitionBackfill` calls) marks an asset
   backfill `partition_assets/engine=sparse` and starts a detached coordinator process
   (`partition-assets backfill adopt <id>`), unless `engine_modules` is empty or the
-  backfill already carries `partition_assets/engine` (`=dagster` keeps Dagster's daemon).
+  backfill already carries `partition_assets/engine` (`=dagster` keeps Dagster's daemon;
+  `=sparse` copied from its parent by the UI's *Re-execute* is adopted too).
   The coordinator hands a backfill it cannot run exactly back to the daemon
   (`partition_assets/engine=dagster`).
 - `get_backfills` leaves backfills marked `sparse` out of what Dagster's backfill daemon
@@ -40,6 +41,8 @@ from dagster._core.instance.ref import InstanceRef
 # keep Dagster's own daemon for one backfill.
 ENGINE_TAG = "partition_assets/engine"
 SPARSE, DAGSTER = "sparse", "dagster"
+# On a backfill the UI's "Re-execute" created: the one it re-executes.
+PARENT_BACKFILL_TAG = "dagster/parent_backfill_id"
 # The module whose `get_backfills` calls are Dagster's backfill daemon.
 BACKFILL_DAEMON_MODULE = "dagster._daemon.backfill"
 
@@ -74,14 +77,19 @@ class EngineBackfillInstance(dg.DagsterInstance):
         return InstanceRef.config_defaults(base_dir)
 
     def add_backfill(self, partition_backfill: PartitionBackfill) -> None:
-        adopt = (
-            self.engine_modules and partition_backfill.is_asset_backfill and ENGINE_TAG not in partition_backfill.tags
-        )
-        if not adopt:
+        if not self._adopts(partition_backfill):
             super().add_backfill(partition_backfill)
             return
         super().add_backfill(partition_backfill._replace(tags={**partition_backfill.tags, ENGINE_TAG: SPARSE}))
         self._start_coordinator(partition_backfill.backfill_id)
+
+    def _adopts(self, backfill: PartitionBackfill) -> bool:
+        """An asset backfill not marked yet, or the UI's re-execution of an engine backfill
+        (it copies its parent's tags); not the record of an engine backfill started elsewhere."""
+        if not self.engine_modules or not backfill.is_asset_backfill:
+            return False
+        engine = backfill.tags.get(ENGINE_TAG)
+        return engine is None or (engine == SPARSE and PARENT_BACKFILL_TAG in backfill.tags)
 
     def _start_coordinator(self, backfill_id: str) -> None:
         # Detached (own session): the backfill outlives a webserver restart, like a daemon's.

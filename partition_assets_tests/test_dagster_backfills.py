@@ -20,6 +20,7 @@ from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraph
 from dagster._core.execution.asset_backfill import AssetBackfillData, AssetBackfillStatus
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG
 from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
@@ -29,7 +30,14 @@ from dagster_graphql.implementation.execution import backfill as graphql_backfil
 from partition_assets.backfill.dagster_ui import adopted_plan
 from partition_assets.backfill.location import load_definitions
 from partition_assets.errors import BackfillPlanError
-from partition_assets.instance import BACKFILL_DAEMON_MODULE, DAGSTER, ENGINE_TAG, SPARSE, EngineBackfillInstance
+from partition_assets.instance import (
+    BACKFILL_DAEMON_MODULE,
+    DAGSTER,
+    ENGINE_TAG,
+    PARENT_BACKFILL_TAG,
+    SPARSE,
+    EngineBackfillInstance,
+)
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.test_backfill_cli import CLI
@@ -108,6 +116,11 @@ def test_dagster_internals_the_engine_relies_on():
     # The webserver's launch stores the backfill through the instance, and Cancel is a status write.
     assert "instance.add_backfill(backfill)" in inspect.getsource(graphql_backfill.create_and_launch_partition_backfill)
     assert "with_status(BulkActionStatus.CANCELING)" in inspect.getsource(graphql_backfill.cancel_partition_backfill)
+    # Re-execute copies the parent's tags and adds this one.
+    assert "PARENT_BACKFILL_ID_TAG: backfill.backfill_id" in inspect.getsource(
+        graphql_backfill.retry_partition_backfill
+    )
+    assert PARENT_BACKFILL_ID_TAG == PARENT_BACKFILL_TAG
     # The daemon lists what it executes, cancels and fails through instance.get_backfills, from this module.
     assert daemon_backfill.__name__ == BACKFILL_DAEMON_MODULE
     iteration = inspect.getsource(daemon_backfill.execute_backfill_iteration)
@@ -185,6 +198,19 @@ def test_a_ui_launch_runs_on_the_engine_and_resumes_after_its_coordinator_is_kil
             if r.status == dg.DagsterRunStatus.SUCCESS
         }
         assert succeeded == {(a, d) for a in ("raw", "clean") for d in days}
+
+
+def test_the_uis_re_execute_of_an_engine_backfill_runs_on_the_engine(home):
+    """*Re-execute* copies its parent's tags, `partition_assets/engine=sparse` included."""
+    with dg.DagsterInstance.get() as instance:
+        backfill_id = ui_backfill(
+            instance, ["raw"], ["2024-02-01", "2024-02-02"], **{ENGINE_TAG: SPARSE, PARENT_BACKFILL_TAG: "parent"}
+        )
+        backfill = wait_for_status(instance, backfill_id)
+        assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS
+        assert counts(instance, backfill) == {"raw": (2, 0, 0)}
+        runs = instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
+        assert sorted(r.tags["dagster/partition"] for r in runs) == ["2024-02-01", "2024-02-02"]
 
 
 def _coordinator_pid(backfill_id: str) -> int:

@@ -35,6 +35,7 @@ from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraph
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
+from sqlalchemy.exc import OperationalError
 
 from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
@@ -149,14 +150,20 @@ class DagsterBackfillMirror:
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
-            stored = self._instance.get_backfill(self._record_id)
-            if stored is not None and stored.status == BulkActionStatus.CANCELING and not self._cancel_seen:
-                # Cancel in the UI: the coordinator stops launching and cancels its runs in flight.
-                self._cancel_seen = True
-                record = BackfillRecord.load(self._record_id)
-                record.status = "canceled"
-                record.save()
-            self._flush()
+            try:
+                self._poll_once()
+            except OperationalError as error:  # e.g. SQLite busy under many writers: next time
+                _log.warning("backfill %s: its Dagster backfill was not updated (%s); retrying", self._record_id, error)
+
+    def _poll_once(self) -> None:
+        stored = self._instance.get_backfill(self._record_id)
+        if stored is not None and stored.status == BulkActionStatus.CANCELING and not self._cancel_seen:
+            # Cancel in the UI: the coordinator stops launching and cancels its runs in flight.
+            self._cancel_seen = True
+            record = BackfillRecord.load(self._record_id)
+            record.status = "canceled"
+            record.save()
+        self._flush()
 
     def _flush(self, status: BulkActionStatus | None = None, error: object = None) -> None:
         with self._lock:
