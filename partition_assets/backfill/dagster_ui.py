@@ -63,6 +63,8 @@ _DAGSTER_STATUS = {
     "published": BulkActionStatus.COMPLETED_SUCCESS,
 }
 _STOPPED = (BulkActionStatus.CANCELING, BulkActionStatus.CANCELED)
+# What the mirror tracks per node: launched, succeeded, failed or blocked.
+_REQUESTED, _MATERIALIZED, _FAILED = "requested", "materialized", "failed"
 
 
 def subset_of(nodes: Iterable[Node], asset_graph: BaseAssetGraph) -> AssetGraphSubset:
@@ -95,14 +97,13 @@ class DagsterBackfillMirror:
         done: Iterable[Node],
     ) -> None:
         self._record_id = record.id
-        self._graph = graph
         self._asset_graph = asset_graph
         self._instance = instance
         self._lock = threading.Lock()
-        self._requested = set(done)
-        self._materialized = set(done)
-        self._failed: set[Node] = set()
-        self._dirty = True
+        # Nodes reported since the last write, per kind; written ones are kept as Dagster
+        # subsets, so that a write costs what changed, not the whole backfill.
+        self._pending: dict[str, set[Node]] = {_REQUESTED: set(done), _MATERIALIZED: set(done), _FAILED: set()}
+        self._written = {kind: AssetGraphSubset.create_empty_subset() for kind in self._pending}
         self._cancel_seen = False
         self._stop = threading.Event()
         existing = instance.get_backfill(record.id)
@@ -134,19 +135,16 @@ class DagsterBackfillMirror:
 
     def launched(self, unit: RunUnit) -> None:
         with self._lock:
-            self._requested.update(Node(unit.asset, p) for p in unit.partitions)
-            self._dirty = True
+            self._pending[_REQUESTED].update(Node(unit.asset, p) for p in unit.partitions)
 
     def finished(self, result: NodeResult) -> None:
         with self._lock:
-            (self._materialized if result.succeeded else self._failed).add(result.node)
-            self._dirty = True
+            self._pending[_MATERIALIZED if result.succeeded else _FAILED].add(result.node)
 
     def settle(self, status: Mapping[Node, NodeStatus]) -> None:
         """Nodes left blocked behind failed ones count as failed (Dagster's "failed and downstream")."""
         with self._lock:
-            self._failed.update(node for node, state in status.items() if state == NodeStatus.BLOCKED)
-            self._dirty = True
+            self._pending[_FAILED].update(node for node, state in status.items() if state == NodeStatus.BLOCKED)
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
@@ -167,17 +165,20 @@ class DagsterBackfillMirror:
 
     def _flush(self, status: BulkActionStatus | None = None, error: object = None) -> None:
         with self._lock:
-            if not self._dirty and status is None:
-                return
-            requested, materialized, failed = set(self._requested), set(self._materialized), set(self._failed)
-            self._dirty = False
+            pending, self._pending = self._pending, {kind: set() for kind in self._pending}
+        if status is None and not any(pending.values()):
+            return
+        for kind, nodes in pending.items():
+            if nodes:
+                self._written[kind] = self._written[kind] | subset_of(nodes, self._asset_graph)
         stored = self._instance.get_backfill(self._record_id)
         if stored is None:  # deleted from the UI meanwhile
             return
+        materialized = self._written[_MATERIALIZED]
         data = stored.get_asset_backfill_data(self._asset_graph)._replace(
-            requested_subset=subset_of(requested, self._asset_graph),
-            materialized_subset=subset_of(materialized, self._asset_graph),
-            failed_and_downstream_subset=subset_of(failed - materialized, self._asset_graph),
+            requested_subset=self._written[_REQUESTED],
+            materialized_subset=materialized,
+            failed_and_downstream_subset=self._written[_FAILED] - materialized,
             requested_runs_for_target_roots=True,
         )
         updated = stored.with_asset_backfill_data(data, self._instance, self._asset_graph)
