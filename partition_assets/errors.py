@@ -105,3 +105,20 @@ class NotificationHookError(PartitionAssetsError, TypeError):
 
 class MissingPredecessorError(PartitionAssetsError, LookupError):
     """A self-dependent partition's predecessor holds no data; nothing was written."""
+
+
+class PartitionScheduleError(PartitionAssetsError, ValueError):
+    """A partitioned schedule was given a bad cron, lookback, selection or tick; nothing was requested."""
+
+
+class SparkConfigError(PartitionAssetsError, ValueError):
+    """A Spark setting from the environment (PARTITION_ASSETS_SPARK_CONF) is malformed; nothing was started."""
+
+
+class WallClockError(PartitionAssetsError, ValueError):
+    """Asset logic reads the wall clock (`partition_assets.lint.check_wall_clock`); `findings`
+    holds each use. The Definitions were not loaded."""
+
+    def __init__(self, message: str, findings: tuple = ()) -> None:
+        super().__init__(message)
+        self.findings = findings

@@ -4,6 +4,7 @@ The one place that reads and writes them, so that the engine, its record and the
 sensors agree on what a run covers (a single partition or a partition range).
 """
 
+import json
 from collections.abc import Mapping
 
 import dagster as dg
@@ -11,6 +12,10 @@ import dagster as dg
 BACKFILL_ID_TAG = "partition_assets/backfill_id"
 # On the node runs of a staged backfill: their IO managers stage outputs and read the overlay.
 STAGED_TAG = "partition_assets/staged"
+# On the node runs of a backfill with pinned inputs: how they were pinned ("original" or an
+# ISO time), and the version each input table outside the backfill is read at (JSON).
+INPUTS_AS_OF_TAG = "partition_assets/inputs_as_of"
+PINNED_INPUTS_TAG = "partition_assets/pinned_inputs"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -40,6 +45,16 @@ def node_run_tags(backfill_id: str, staged: bool) -> dict[str, str]:
     (the webserver lists the run under the Dagster backfill of the same id)."""
     staging = {STAGED_TAG: "true", DEFER_ASSET_EVENTS_TAG: "true"} if staged else {}
     return {BACKFILL_ID_TAG: backfill_id, DAGSTER_BACKFILL_TAG: backfill_id, **staging}
+
+
+def pinned_input_tags(inputs_as_of: str, versions: Mapping[str, int]) -> dict[str, str]:
+    """The tags of a run whose inputs (asset -> table version) are pinned `inputs_as_of`."""
+    return {INPUTS_AS_OF_TAG: inputs_as_of, PINNED_INPUTS_TAG: json.dumps(dict(versions), sort_keys=True)}
+
+
+def pinned_inputs(tags: Mapping[str, str]) -> dict[str, int]:
+    """The table version each pinned input of a run with `tags` is read at, by asset; {} when none is pinned."""
+    return json.loads(tags[PINNED_INPUTS_TAG]) if PINNED_INPUTS_TAG in tags else {}
 
 
 def range_tags(first: str, last: str) -> dict[str, str]:

@@ -13,7 +13,10 @@ import pytest
 # attach to the test session's Spark server rather than a developer's.
 os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = os.environ.get("PARTITION_ASSETS_TEST_SPARK_PORT", "15102")
 os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-assets-state-")
+# The shared server is always local[2] with the default conf, whatever the developer's shell says.
 os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
+os.environ.pop("PARTITION_ASSETS_SPARK_MASTER", None)
+os.environ.pop("PARTITION_ASSETS_SPARK_CONF", None)
 
 from partition_assets.example import assets as example_assets
 from partition_assets.spark import SparkResource

@@ -221,6 +221,35 @@ def test_berlin_days_depend_on_23_24_and_25_hours():
     assert counts == [24, 23]
 
 
+def test_explicit_keys_give_each_asset_exactly_its_own_and_edges_equal_brute_force():
+    asset_graph = SHAPES.resolve_asset_graph()
+    keys = ["2024-03-02", "2024-03-05", "2024-03-06", "2024-03-11", "2024-03-05|emea", "2024-03-04"]
+    graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), explicit_keys=keys)
+    assert graph.slices[dg.AssetKey("days")].partition_keys == [
+        "2024-03-02",
+        "2024-03-04",
+        "2024-03-05",
+        "2024-03-06",
+        "2024-03-11",
+    ]
+    assert graph.slices[dg.AssetKey("weeks")].partition_keys == ["2024-03-04", "2024-03-11"]  # Monday keys
+    assert graph.slices[dg.AssetKey("by_region")].partition_keys == ["2024-03-05|emea"]
+    assert graph.slices[dg.AssetKey("hours_of_day")].partition_keys == []  # no hourly key given
+    assert graph.slices[dg.AssetKey("everything")].partition_keys == [""]
+    # Rolling windows, offsets and fan-ins see only the given partitions, never the gaps.
+    assert_edges_match(asset_graph, graph)
+
+
+def test_explicit_keys_that_no_selected_asset_has_are_refused():
+    asset_graph = SHAPES.resolve_asset_graph()
+    with pytest.raises(BackfillPlanError, match=r"--keys \['2024-03-32', 'x\|emea'\] are no partition"):
+        build_graph(
+            asset_graph,
+            [dg.AssetKey("days"), dg.AssetKey("by_region")],
+            explicit_keys=["2024-03-05", "2024-03-32", "x|emea"],
+        )
+
+
 def test_lookback_adds_the_prior_partitions_of_each_time_asset():
     asset_graph = SHAPES.resolve_asset_graph()
     window = TimeRange(datetime(2024, 3, 10, tzinfo=UTC), datetime(2024, 3, 12, tzinfo=UTC))

@@ -66,6 +66,8 @@ def pipeline(spark_resource: SparkResource, tmp_path_factory):
         run(["monthly_revenue"], key="2024-01-01")
         run(["monthly_targets"], key="2024-01-01")
         run(["daily_target_attainment"], *(None, *JANUARY))
+        run(["fx_rates"], None, *JANUARY)
+        run(["daily_revenue_eur"], None, *JANUARY)
         instance.add_dynamic_partitions("campaigns", ["spring_sale"])
         run(["campaign_report"], key="spring_sale")
         yield lake, instance
@@ -102,6 +104,8 @@ EXPECTED_PARTITIONS = {
     "monthly_revenue": 1,
     "monthly_targets": 1,
     "daily_target_attainment": 31,
+    "fx_rates": 31,
+    "daily_revenue_eur": 31,
     "campaign_report": 1,
 }
 
@@ -251,6 +255,27 @@ def test_target_attainment_fans_out_the_monthly_target(pipeline):
     target = float(table(lake, "monthly_targets").target_usd.iloc[0])
     stored = table(lake, "daily_target_attainment").set_index("ds").sort_index()
     assert list(stored.attainment) == pytest.approx(list((daily / (target / 31)).round(4)))
+
+
+def test_revenue_in_eur_uses_each_days_generated_rate(pipeline, spark):
+    lake, instance = pipeline
+    rates = table(lake, "fx_rates")
+    for day in ("2024-01-01", "2024-01-31"):
+        generated = sources.fx_rates(spark, day).toPandas().assign(ds=day)
+        assert rows(rates[rates.ds == day], "currency") == rows(generated, "currency")
+    eur = rates[rates.currency == "eur"].set_index("ds").units_per_usd
+    usd = table(lake, "daily_revenue").set_index("ds").revenue_usd
+    stored = table(lake, "daily_revenue_eur").set_index("ds").sort_index().revenue_eur
+    assert list(stored) == pytest.approx(list((usd * eur).round(2).sort_index()))
+    # The materialization records the table version of each input it read, and its own.
+    metadata = instance.get_latest_materialization_event(
+        dg.AssetKey("daily_revenue_eur")
+    ).asset_materialization.metadata
+    assert metadata["input_versions"].value == {
+        "daily_revenue": DeltaTable(str(lake / "daily_revenue")).version(),
+        "fx_rates": DeltaTable(str(lake / "fx_rates")).version(),
+    }
+    assert metadata["delta_version"].value == DeltaTable(str(lake / "daily_revenue_eur")).version()
 
 
 @pytest.mark.parametrize("asset", sorted(EXPECTED_PARTITIONS))

@@ -12,10 +12,10 @@ from threading import Barrier
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from partition_assets.backfill.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
+from partition_assets.backfill.ledger import SCHEMA, Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.storage.delta_table import read_partitions
 from partition_assets_tests.readers import duckdb_connection
 
@@ -44,6 +44,8 @@ def staged(backfill_id, partition, minutes=0):
         rows=10,
         checksum="1234",
         input_versions={"orders": 7, "daily_orders": "staged"},
+        inputs_as_of="original",
+        runtime={"python": "3.11.7", "pyspark": "4.1.1"},
         gate=[{"rule": "rows", "passed": True}],
     )
 
@@ -89,12 +91,25 @@ def test_entries_oldest_first_and_latest_per_partition(ledger, lake):
         "rows": 10,
         "checksum": "1234",
         "input_versions": {"daily_orders": "staged", "orders": 7},
+        "inputs_as_of": "original",
+        "runtime": {"python": "3.11.7", "pyspark": "4.1.1"},
         "published_version": None,
         "status": "staged",
         "gate": [{"rule": "rows", "passed": True}],
         "recorded_at": "2026-01-05T09:30:00+00:00",
     }
     assert json.loads(json.dumps(history[2].to_json()))["published_version"] == 3
+
+
+def test_a_ledger_written_before_inputs_as_of_and_runtime_existed_takes_the_columns_on(ledger):
+    older = SCHEMA.remove(SCHEMA.get_field_index("runtime")).remove(SCHEMA.get_field_index("inputs_as_of"))
+    row = {"backfill_id": "b0", "asset": "a", "partition": "2024-01-01", "input_versions": "{}", "status": "staged"}
+    write_deltalake(
+        ledger.uri, pa.Table.from_pylist([{**row, "recorded_at": T0}], schema=older), partition_by=["backfill_id"]
+    )
+    ledger.append([staged("b1", "2024-01-01")])
+    assert [(e.inputs_as_of, e.runtime) for e in ledger.entries("b0")] == [(None, {})]
+    assert [e.inputs_as_of for e in ledger.entries("b1")] == ["original"]
 
 
 def test_the_ledger_is_append_only_and_partitioned_by_backfill(ledger):

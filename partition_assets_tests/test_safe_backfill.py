@@ -28,6 +28,7 @@ from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import run_lease
 from partition_assets_tests import safe_defs
+from partition_assets_tests.cli_runs import backfill_id, ok
 from partition_assets_tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,17 +112,6 @@ def backfill_args(first: str, last: str, *extra: str) -> list[str]:
 @pytest.fixture
 def lakehouse(tmp_path) -> Lakehouse:
     return Lakehouse(tmp_path)
-
-
-def backfill_id(output: str) -> str:
-    found = re.search(r"backfill (\w+): \d+ nodes", output)
-    assert found, output
-    return found.group(1)
-
-
-def ok(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
 
 
 def expected_orders(days: list[str], factor: float) -> frozenset:

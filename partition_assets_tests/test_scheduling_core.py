@@ -169,6 +169,16 @@ def test_a_unit_covers_at_most_the_assets_max_batch():
     assert schedule.next_units() == [unit("pairs", 5, 6)]
 
 
+def test_a_unit_never_spans_a_gap_between_explicit_keys():
+    keys = ["2024-01-01", "2024-01-02", "2024-01-05", "2024-01-06", "2024-01-07"]
+    graph = build_graph(ASSET_GRAPH, [dg.AssetKey("wide")], explicit_keys=keys)
+    assert graph.slices[dg.AssetKey("wide")].breaks == {2}  # 01-02 -> 01-05 skips two days
+    schedule = Schedule(graph, Throttle(1))
+    assert schedule.next_units() == [unit("wide", 1, 2)]  # a range run of 01-01..01-02 only
+    schedule.finish(unit("wide", 1, 2), results(unit("wide", 1, 2)))
+    assert schedule.next_units() == [unit("wide", 5, 6, 7)]
+
+
 def test_nodes_heading_longer_chains_go_first_then_oldest_partitions_then_upstream_assets():
     graph = graph_of("a_lone", "b_head", "c_middle", "d_tail")
     assert list(graph.slices)[0] == dg.AssetKey("a_lone")  # first by asset order, last by chain

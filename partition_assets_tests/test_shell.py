@@ -38,6 +38,8 @@ CLI_RUNS = [
     ("monthly_revenue", "--partition", "2024-01-01"),
     ("monthly_targets", "--partition-range", "2024-01-01...2024-03-01"),
     ("daily_target_attainment", "--partition", "2024-01-01"),
+    ("fx_rates", "--partition-range", "2024-01-01...2024-01-03"),
+    ("daily_revenue_eur", "--partition", "2024-01-02"),
     ("campaign_report", "--partition-range", "spring_sale...summer_sale"),
 ]
 

@@ -23,9 +23,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 def stop(process: subprocess.Popen) -> None:
-    """Stops a process started with start_new_session=True, and everything it started."""
-    os.killpg(process.pid, signal.SIGTERM)
+    """Stops a process started with start_new_session=True, and everything it started
+    (nothing to do when all of them have exited already)."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        process.wait()
+        return
     try:
         process.wait(timeout=60)
     except subprocess.TimeoutExpired:

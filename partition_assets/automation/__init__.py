@@ -1,4 +1,4 @@
-"""Dagster surfaces of the engine: a job launchable from the UI and automation sensors."""
+"""Dagster surfaces of the engine: a job launchable from the UI, automation sensors and schedules."""
 
 from partition_assets.automation.catch_up import (
     CATCH_UP_TAG,
@@ -11,16 +11,29 @@ from partition_assets.automation.job import (
     backfill_run_config,
     sparse_backfill_job,
 )
-from partition_assets.automation.switch import default_status
+from partition_assets.automation.schedule import (
+    SCHEDULE_TAG,
+    SKIPPED_TICKS_TAG,
+    TICK_TAG,
+    TickPlan,
+    partitioned_schedule,
+)
+from partition_assets.automation.switch import default_schedule_status, default_status
 
 __all__ = [
     "CATCH_UP_TAG",
+    "SCHEDULE_TAG",
+    "SKIPPED_TICKS_TAG",
+    "TICK_TAG",
     "TRIGGER_TAG",
     "SparseBackfillConfig",
+    "TickPlan",
     "backfill_run_config",
     "catch_up_sensor",
+    "default_schedule_status",
     "default_status",
     "eager_partitions_sensor",
     "historical_gaps",
+    "partitioned_schedule",
     "sparse_backfill_job",
 ]

@@ -17,6 +17,15 @@ from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.notify import EventKind
+from partition_assets.backfill.originals import (
+    Pins,
+    break_runs_between_pins,
+    originals,
+    pin_inputs,
+    pins_from_json,
+    pins_to_json,
+    runtime_warnings,
+)
 from partition_assets.backfill.publication import Publication, StatsAhead, describe_versions
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
@@ -27,8 +36,9 @@ from partition_assets.backfill.state import (
     node_states,
 )
 from partition_assets.backfill.tables import unstaged_assets
+from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import GateFailedError
-from partition_assets.run_tags import node_run_tags
+from partition_assets.run_tags import node_run_tags, pinned_input_tags
 from partition_assets.storage.leases import Lease, park, release
 
 _CHECKS_SHOWN = 3
@@ -104,7 +114,8 @@ def run_backfill(
     A staged backfill (the default) then evaluates its gate and publishes every table
     in one commit each (partition_assets/backfill/publication.py); a failed gate raises
     GateFailedError with nothing published. One that was publishing when its
-    coordinator died only finishes publishing.
+    coordinator died only finishes publishing. With `--inputs-as-of`, each node reads
+    the input versions pinned on the first start (backfill/originals.py).
     """
     definitions = load_definitions(record.spec.module)
     publication = Publication(record, definitions, graph)
@@ -120,11 +131,27 @@ def run_backfill(
                 record.id,
                 ", ".join(key.to_user_string() for key in unstaged),
             )
+    with dg.DagsterInstance.get() as instance:
+        pins = {} if record.status == "publishing" else _pins_of_rerun(record, definitions, graph, instance)
+        return _run_held(record, graph, done, on_result, on_phase, publication, instance, pins)
+
+
+def _run_held(
+    record: BackfillRecord,
+    graph: BackfillGraph,
+    done: set[Node],
+    on_result: Callable[[NodeResult], None],
+    on_phase: Callable[[str], None],
+    publication: Publication,
+    instance: dg.DagsterInstance,
+    pins: Mapping[Node, Pins],
+) -> dict[Node, NodeStatus]:
+    staged = record.spec.publish == STAGED
+    asset_graph = publication.definitions.resolve_asset_graph()
     with (
-        dg.DagsterInstance.get() as instance,
         publication.held(instance) as leases,
         # Once its leases are taken: a backfill refused for leased partitions shows in no list.
-        DagsterBackfillMirror(record, graph, definitions.resolve_asset_graph(), instance, done) as mirror,
+        DagsterBackfillMirror(record, graph, asset_graph, instance, done) as mirror,
     ):
         if record.status == "publishing":
             on_phase(_timed("published", lambda: publication.publish(instance)))
@@ -140,7 +167,7 @@ def run_backfill(
             on_result(result)
 
         try:
-            status = _run_nodes(record, graph, done, node_finished, mirror.launched, staged)
+            status = _run_nodes(record, graph, done, node_finished, mirror.launched, staged, pins)
             mirror.settle(status)
             ahead_stats = ahead.results() if ahead is not None and _all_succeeded(status) else None
         finally:
@@ -171,6 +198,21 @@ def run_backfill(
             on_phase(_timed("published", lambda: publication.publish(instance)))
             release(leases)
     return status
+
+
+def _pins_of_rerun(
+    record: BackfillRecord, definitions: dg.Definitions, graph: BackfillGraph, instance: dg.DagsterInstance
+) -> dict[Node, Pins]:
+    """The input versions each node reads (decided on the backfill's first start, then
+    kept in its record), after warning about partitions written on another runtime."""
+    found = originals(instance, graph)
+    for line in runtime_warnings(found, runtime_versions()):
+        _log.warning("backfill %s: %s", record.id, line)
+    if record.pinned_inputs is None and record.spec.inputs_as_of is not None:
+        record.pinned_inputs = pins_to_json(pin_inputs(record.spec, definitions, graph, found))
+    pins = pins_from_json(record.pinned_inputs or {})
+    break_runs_between_pins(graph, pins)
+    return pins
 
 
 def _timed(what: str, step: Callable[[], dict[str, int | None]]) -> str:
@@ -213,15 +255,23 @@ def _run_nodes(
     on_result: Callable[[NodeResult], None],
     on_launch: Callable[[RunUnit], None],
     staged: bool,
+    pins: Mapping[Node, Pins],
 ) -> dict[Node, NodeStatus]:
     record.status = "running"
     record.save()
+
+    def pin_tags(unit: RunUnit) -> dict[str, str]:
+        # Pins differ only between units (break_runs_between_pins): the first member speaks for all.
+        as_of = record.spec.inputs_as_of
+        return pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {}
 
     def canceled() -> bool:
         return BackfillRecord.load(record.id).status == "canceled"
 
     spec = record.spec
-    runner = DagsterNodeRunner(spec.module, spec.max_parallel, {**spec.tags, **node_run_tags(record.id, staged)})
+    runner = DagsterNodeRunner(
+        spec.module, spec.max_parallel, {**spec.tags, **node_run_tags(record.id, staged)}, unit_tags=pin_tags
+    )
     try:
         throttle = Throttle(
             spec.max_parallel,

@@ -47,6 +47,9 @@ class AssetSlice:
     partitions_def: dg.PartitionsDefinition | None
     partition_keys: list[str]
     max_batch: int = 1  # contiguous partitions one run may cover (from the backfill policy)
+    # Indexes i whose partition may not share a run with partition i - 1: a gap between
+    # their windows (explicit keys), or different pinned inputs.
+    breaks: frozenset[int] = frozenset()
     index_of: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -133,6 +136,7 @@ def plan(
         lookback=spec.lookback,
         exact=spec.exact,
         downstream=spec.downstream,
+        explicit_keys=spec.keys,
     )
     in_backfill = [key.to_user_string() for key in graph.slices]
     unknown = sorted(set(spec.asset_limits) - set(in_backfill))
@@ -224,8 +228,9 @@ def build_graph(
     lookback: int = 0,
     exact: bool = False,
     downstream: bool = False,
+    explicit_keys: Sequence[str] = (),
 ) -> BackfillGraph:
-    """The backfill graph of the `selection` over `time_range`.
+    """The backfill graph of the `selection` over `time_range`, or of `explicit_keys`.
 
     A time-partitioned asset contributes every partition whose window overlaps
     the range, whatever its grain, and `lookback` partitions before them (a
@@ -234,6 +239,10 @@ def build_graph(
     those named in `static_keys` (by dimension name, or by asset key string for
     a single-dimension static asset). With `downstream`, every (asset, partition)
     that depends on those, directly or not, joins: the lineage cascade.
+
+    With `explicit_keys`, each selected asset takes exactly those keys that are its own
+    partition keys (BackfillPlanError names keys no selected asset has); a run never
+    spans a gap between two of them.
     """
     if exact and lookback:
         raise BackfillPlanError("exact and lookback contradict: exact adds no partition outside the range")
@@ -253,24 +262,24 @@ def build_graph(
         default=0,
     )
     windows = _WindowCache(padding, lookback, exact)
-    keys_by_asset = {
-        key: _keys_of(
-            key, asset_graph.get(key).partitions_def, time_range, static_keys or {}, dynamic_partitions_store, windows
-        )
-        for key in order
-        if key in set(selection)
-    }
+    if explicit_keys:
+        keys_by_asset = _explicit_keys(asset_graph, order, set(selection), explicit_keys, dynamic_partitions_store)
+    else:
+        keys_by_asset = {
+            key: _keys_of(
+                key,
+                asset_graph.get(key).partitions_def,
+                time_range,
+                static_keys or {},
+                dynamic_partitions_store,
+                windows,
+            )
+            for key in order
+            if key in set(selection)
+        }
     if downstream:
         keys_by_asset = _cascade(asset_graph, order, keys_by_asset, mappings_by_edge, dynamic_partitions_store)
-    slices = {
-        key: AssetSlice(
-            key,
-            asset_graph.get(key).partitions_def,
-            keys_by_asset[key],
-            _max_batch(asset_graph.get(key), len(keys_by_asset[key])),
-        )
-        for key in order
-    }
+    slices = {key: _slice(key, asset_graph.get(key), keys_by_asset[key], windows) for key in order}
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():
         dependencies[key].append(_dependency(slices[key], slices[parent], mapping, windows, dynamic_partitions_store))
@@ -396,7 +405,58 @@ def _in_partition_order(
     return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]
 
 
-def _max_batch(asset_node: BaseAssetNode, partition_count: int) -> int:
+def _slice(key: dg.AssetKey, asset_node: BaseAssetNode, keys: list[str], windows: _WindowCache) -> AssetSlice:
+    max_batch = max_batch_of(asset_node, len(keys))
+    breaks: frozenset[int] = frozenset()
+    if max_batch > 1 and len(keys) > 1:  # runs of time partitions: never across a gap
+        starts, ends = windows.bounds(cast(dg.TimeWindowPartitionsDefinition, asset_node.partitions_def), keys)
+        breaks = frozenset(int(i) for i in np.flatnonzero(starts[1:] != ends[:-1]) + 1)
+    return AssetSlice(key, asset_node.partitions_def, keys, max_batch, breaks)
+
+
+def _explicit_keys(
+    asset_graph: BaseAssetGraph,
+    order: list[dg.AssetKey],
+    selected: set[dg.AssetKey],
+    keys: Sequence[str],
+    store: DynamicPartitionsStore | None,
+) -> dict[dg.AssetKey, list[str]]:
+    """Each selected asset's share of `keys` (those that are its partition keys), in partition order."""
+    found: dict[dg.AssetKey, list[str]] = {}
+    for key in order:
+        if key not in selected:
+            continue
+        partitions_def = asset_graph.get(key).partitions_def
+        if partitions_def is None:
+            found[key] = [UNPARTITIONED]
+            continue
+        if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+            own = {k for k in keys if partitions_def.has_partition_key(k)}
+        else:
+            own = set(keys) & set(partitions_def.get_partition_keys(dynamic_partitions_store=store))
+        found[key] = _in_partition_order(partitions_def, own, store)
+    unused = [k for k in keys if not any(k in asset_keys for asset_keys in found.values())]
+    if unused:
+        examples = {
+            key.to_user_string(): _first_key(asset_graph.get(key).partitions_def, store)
+            for key in found
+            if asset_graph.get(key).partitions_def is not None
+        }
+        raise BackfillPlanError(
+            f"--keys {unused[:5]} {'is' if len(unused) == 1 else 'are'} no partition of any selected asset; "
+            f"keys look like {examples}. Fix the keys or the selection; nothing was launched"
+        )
+    return found
+
+
+def _first_key(partitions_def: dg.PartitionsDefinition | None, store: DynamicPartitionsStore | None) -> str | None:
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        return partitions_def.get_first_partition_key()
+    keys = partitions_def.get_partition_keys(dynamic_partitions_store=store) if partitions_def else []
+    return keys[0] if keys else None
+
+
+def max_batch_of(asset_node: BaseAssetNode, partition_count: int) -> int:
     """How many contiguous partitions one run of the asset may cover.
 
     Only time partitions, and only when the asset's backfill policy allows ranges:
@@ -539,7 +599,7 @@ class _WindowCache:
     def bounds(
         self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
     ) -> tuple[np.ndarray, np.ndarray]:
-        cache_key = (partitions_def, keys[0], keys[-1], len(keys))
+        cache_key = (partitions_def, tuple(keys))
         if cache_key not in self._bounds:
             windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
             self._bounds[cache_key] = (
@@ -550,12 +610,18 @@ class _WindowCache:
 
     def padded(
         self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Bounds of `keys` with `padding` more windows on each side, and where keys[0] sits."""
-        cache_key = (partitions_def, keys[0], keys[-1], len(keys))
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bounds of every window from `padding` windows before keys[0] to `padding` after
+        keys[-1], and where each of `keys` sits among them (explicit keys may skip windows)."""
+        cache_key = (partitions_def, tuple(keys))
         if cache_key not in self._padded:
             padded, first_index = _padded_keys(partitions_def, keys, self.padding, self.padding)
-            self._padded[cache_key] = (*self.bounds(partitions_def, padded), first_index)
+            if padded[first_index : first_index + len(keys)] == keys:  # contiguous: the usual case
+                positions = np.arange(len(keys)) + first_index
+            else:
+                index_of = {key: index for index, key in enumerate(padded)}
+                positions = np.array([index_of[key] for key in keys], dtype=np.int64)
+            self._padded[cache_key] = (*self.bounds(partitions_def, padded), positions)
         return self._padded[cache_key]
 
 
@@ -624,8 +690,7 @@ def _time_window_dependency(
     upstream_def = cast(dg.TimeWindowPartitionsDefinition, upstream.partitions_def)
     # Dagster shifts the downstream window by whole downstream periods, then takes the
     # upstream partitions holding its start (start-closed) and its end (end-closed).
-    d_starts, d_ends, first_index = windows.padded(downstream_def, downstream.partition_keys)
-    positions = np.arange(count) + first_index
+    d_starts, d_ends, positions = windows.padded(downstream_def, downstream.partition_keys)
     shifted_start = d_starts[positions + mapping.start_offset]
     shifted_end = d_ends[positions + mapping.end_offset]
     u_starts, u_ends = windows.bounds(upstream_def, upstream.partition_keys)
@@ -635,8 +700,10 @@ def _time_window_dependency(
             shifted_start = np.maximum(shifted_start, full[0])
         if mapping.end_offset > 0:
             shifted_end = np.minimum(shifted_end, full[1])
-    starts = np.searchsorted(u_starts, shifted_start, side="right") - 1
-    stops = np.searchsorted(u_ends, shifted_end, side="left") + 1
+    # The upstream partitions overlapping [shifted_start, shifted_end): those ending after
+    # its start and starting before its end (the slice's keys may skip windows).
+    starts = np.searchsorted(u_ends, shifted_start, side="right")
+    stops = np.searchsorted(u_starts, shifted_end, side="left")
     starts = np.clip(starts, 0, len(upstream))
     stops = np.clip(stops, 0, len(upstream))
     outside = (shifted_end <= u_starts[0]) | (shifted_start >= u_ends[-1]) | (shifted_start >= shifted_end)

@@ -45,6 +45,8 @@ SCHEMA = pa.schema(
         pa.field("rows", pa.int64()),
         pa.field("checksum", pa.string()),
         pa.field("input_versions", pa.string(), nullable=False),  # JSON: {table or asset: version or "staged"}
+        pa.field("inputs_as_of", pa.string()),  # how the inputs were pinned: "original", an ISO time, or null
+        pa.field("runtime", pa.string()),  # JSON: {"python": ..., "pyspark": ..., ...} of the staging run
         pa.field("published_version", pa.int64()),
         pa.field("gate", pa.string()),  # JSON: the gate's checks or configuration
         pa.field("status", pa.string(), nullable=False),
@@ -72,7 +74,9 @@ class LedgerStatus(str, Enum):
 class LedgerEntry:
     """One row of the ledger. `partition` is the Dagster partition key; `input_versions`
     maps each input table or asset to the Delta version read, or to "staged" when the
-    input was this backfill's staged data; `published_version` is the table version that
+    input was this backfill's staged data; `inputs_as_of` says how they were pinned
+    (`--inputs-as-of`: "original" or an ISO time; None when not pinned); `runtime` holds the
+    versions the staging run ran on (deploy/runtime.py); `published_version` is the table version that
     published the partition (None until published); `recorded_at` is UTC (naive = UTC)."""
 
     backfill_id: str
@@ -84,6 +88,8 @@ class LedgerEntry:
     rows: int | None = None
     checksum: str | None = None
     input_versions: Mapping[str, int | str] = field(default_factory=dict)
+    inputs_as_of: str | None = None
+    runtime: Mapping[str, str] = field(default_factory=dict)
     published_version: int | None = None
     gate: Any = None  # JSON-able: the gate checks (list of dicts) or the gate (dict)
     recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -103,6 +109,8 @@ class LedgerEntry:
             "rows": self.rows,
             "checksum": self.checksum,
             "input_versions": dict(self.input_versions),
+            "inputs_as_of": self.inputs_as_of,
+            "runtime": dict(self.runtime),
             "published_version": self.published_version,
             "status": self.status.value,
             "gate": self.gate,
@@ -132,6 +140,8 @@ class Ledger:
                     mode="append",
                     partition_by=["backfill_id"],
                     configuration=None if existed else {"delta.appendOnly": "true"},
+                    # Ledgers written before a column was added take it on (older rows read null).
+                    schema_mode="merge" if existed else None,
                 )
                 return
             except CommitFailedError:
@@ -177,6 +187,8 @@ def _to_arrow(entries: list[LedgerEntry]) -> pa.Table:
                 "rows": e.rows,
                 "checksum": e.checksum,
                 "input_versions": json.dumps(dict(e.input_versions), sort_keys=True),
+                "inputs_as_of": e.inputs_as_of,
+                "runtime": json.dumps(dict(e.runtime), sort_keys=True) if e.runtime else None,
                 "published_version": e.published_version,
                 "gate": None if e.gate is None else json.dumps(e.gate, sort_keys=True),
                 "status": e.status.value,
@@ -194,5 +206,6 @@ def _from_row(row: Mapping[str, Any]) -> LedgerEntry:
             **row,
             "input_versions": json.loads(row["input_versions"]),
             "gate": None if row["gate"] is None else json.loads(row["gate"]),
+            "runtime": json.loads(row["runtime"]) if row.get("runtime") else {},
         }
     )

@@ -4,6 +4,7 @@ import importlib
 import importlib.util
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import dagster as dg
 
@@ -34,6 +35,21 @@ def configured_module(root: Path = Path()) -> str:
     return module
 
 
+def import_module_named(target: str) -> ModuleType:
+    """The module named `target` (dotted), imported. One not on the import path is a
+    CodeLocationError naming it; an error raised by the module's own code propagates as it is."""
+    try:
+        found = importlib.util.find_spec(target)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise CodeLocationError(
+            f"no module {target!r} on the import path: check -m (a dotted module name, e.g. "
+            "partition_assets.example) or install the package that holds it"
+        )
+    return importlib.import_module(target)
+
+
 def load_definitions(target: str) -> dg.Definitions:
     """The Definitions of a code location: `target` is a module name or a .py file path.
 
@@ -50,16 +66,7 @@ def load_definitions(target: str) -> dg.Definitions:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
-        try:
-            found = importlib.util.find_spec(target)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            raise CodeLocationError(
-                f"no module {target!r} on the import path: check -m (a dotted module name, e.g. "
-                "partition_assets.example) or install the package that holds it"
-            )
-        module = importlib.import_module(target)
+        module = import_module_named(target)
     if isinstance(getattr(module, "defs", None), dg.Definitions):
         return module.defs
     definitions = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]

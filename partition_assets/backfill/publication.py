@@ -35,11 +35,12 @@ from partition_assets.backfill.scheduling import NodeResult, NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
 from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of, unstaged_assets
+from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.errors import BackfillStateError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, RUN_ID_METADATA
+from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA, RUN_ID_METADATA
 from partition_assets.storage.leases import Heartbeat, Lease, acquire, held_by, release
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.staged import StagedTable
@@ -344,6 +345,8 @@ class Publication:
                         rows=new.rows if new else 0,
                         checksum=new.checksum if new else None,
                         input_versions=json.loads(provenance.get(INPUT_VERSIONS_METADATA, "{}")),
+                        inputs_as_of=self.record.spec.inputs_as_of,
+                        runtime=json.loads(provenance.get(RUNTIME_METADATA, "{}")),
                         published_version=None,
                         gate=checks_by_partition.get((asset, row), []),
                         status=status,
@@ -452,6 +455,10 @@ def _entry_metadata(entry: LedgerEntry, table_uri: str, version: int | None) -> 
         INPUT_VERSIONS_METADATA: dg.MetadataValue.json(dict(entry.input_versions)),
         "staged_by_run": entry.run_id or "",
     }
+    if entry.inputs_as_of:
+        metadata[INPUTS_AS_OF_METADATA] = entry.inputs_as_of
+    if entry.runtime:
+        metadata[RUNTIME_METADATA] = dg.MetadataValue.json(dict(entry.runtime))
     if entry.git_sha:
         metadata[GIT_SHA_METADATA] = entry.git_sha
     if version is not None:

@@ -7,6 +7,7 @@ webserver, in the event log and in Dagster's partition status.
 """
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any
@@ -38,10 +39,18 @@ class _WorkerRecordingContext(SpawnContext):
 
 
 class DagsterNodeRunner:
-    """Launches run units into `workers` processes; each unit is one Dagster run."""
+    """Launches run units into `workers` processes; each unit is one Dagster run, tagged
+    `tags` and `unit_tags(unit)`."""
 
-    def __init__(self, target: str, workers: int, tags: dict[str, str]) -> None:
+    def __init__(
+        self,
+        target: str,
+        workers: int,
+        tags: dict[str, str],
+        unit_tags: Callable[[RunUnit], dict[str, str]] = lambda unit: {},
+    ) -> None:
         self._tags = tags
+        self._unit_tags = unit_tags
         # Create the instance's storage here, once: workers creating it at the same
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
@@ -57,7 +66,8 @@ class DagsterNodeRunner:
     def launch(self, unit: RunUnit) -> Future:
         """Runs `unit` as one run (a partition range when several); the future gives
         a result per node of the unit."""
-        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), self._tags)
+        tags = {**self._tags, **self._unit_tags(unit)}
+        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), tags)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -245,7 +245,7 @@ def unit_starting_at(
     """The run of the ready `node`: it and the next partitions of its asset that join it.
 
     Only assets whose runs may cover a range (`AssetSlice.max_batch` > 1) take any
-    along. A later partition joins when
+    along, never across one of the slice's `breaks`. A later partition joins when
     - it is ready too, while there is a `backlog` (it would wait for a slot anyway),
       up to MAX_READY_BATCH ready members; or
     - it depends on the previous member (a self-dependency: it could not run beside
@@ -256,9 +256,9 @@ def unit_starting_at(
     first = asset_slice.index_of[node.partition]
     members = [node]
     ready_members = 1
-    for key in asset_slice.partition_keys[first + 1 : first + asset_slice.max_batch]:
-        previous, candidate = members[-1], Node(node.asset, key)
-        if status[candidate] != NodeStatus.PENDING:
+    for index in range(first + 1, min(first + asset_slice.max_batch, len(asset_slice))):
+        previous, candidate = members[-1], Node(node.asset, asset_slice.partition_keys[index])
+        if index in asset_slice.breaks or status[candidate] != NodeStatus.PENDING:
             break
         if waiting_on[candidate] == 0:
             if not backlog or ready_members == MAX_READY_BATCH:

@@ -30,6 +30,8 @@ RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
 # How node runs publish: all at once after the gate (the default), or each run its own partitions.
 STAGED, PER_NODE = "staged", "per-node"
 PUBLISH_MODES = (STAGED, PER_NODE)
+# --inputs-as-of original: each node reads what the original materialization of its partition read.
+INPUTS_AS_OF_ORIGINAL = "original"
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
 
 
@@ -81,6 +83,14 @@ def _positive_int(value: str, number: str) -> int:
     return int(number)
 
 
+def _partition_keys(values: list[str]) -> list[str]:
+    """--keys values (each one key or comma-separated keys) as one list, in order, without repeats."""
+    keys = [key for value in values for key in value.split(",")]
+    if not all(keys):
+        raise BackfillPlanError(f"--keys {','.join(values)!r} holds an empty key: write it as --keys k1,k2")
+    return list(dict.fromkeys(keys))
+
+
 def _key_list(value: str, keys: str) -> list[str]:
     parsed = keys.split(",")
     if not all(parsed):
@@ -105,6 +115,14 @@ class BackfillSpec:
         help="static keys to include, by dimension name (or asset key of a static asset); repeatable",
         parse=_parse_pairs("--static", "DIMENSION=key1,key2", "region=emea,apac", _key_list),
         config_type=dict[str, list[str]],
+    )
+    keys: Sequence[str] = option(
+        factory=list,
+        metavar="K1,K2",
+        help="exactly these partition keys instead of a range, e.g. 2024-01-02,2024-01-05 or "
+        "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
+        parse=_partition_keys,
+        config_type=list[str],
     )
     max_parallel: int = option(4, help="node runs at once")
     asset_limits: Mapping[str, int] = option(
@@ -136,6 +154,12 @@ class BackfillSpec:
         "validation gate (readers see the old data, then the new); per-node: each run publishes its "
         "own partitions as it finishes (readers see progress, and a mix)",
     )
+    inputs_as_of: str | None = option(
+        None,
+        metavar=f"{INPUTS_AS_OF_ORIGINAL}|ISO-TIME",
+        help="pin the input tables the backfill does not rewrite: 'original' reads each at the version "
+        "the partition's original materialization read, an ISO time reads all as of then",
+    )
     gate: Sequence[str] = option(
         factory=list,
         metavar="ASSET:RULE=VALUE",
@@ -163,12 +187,34 @@ class BackfillSpec:
             raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
         if self.publish not in PUBLISH_MODES:
             raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
+        if self.inputs_as_of not in (None, INPUTS_AS_OF_ORIGINAL):
+            self.pinned_time()  # raises naming the value and the two forms
         for text in self.gate:
             parse_override(text)  # raises GateConfigError naming the text and the grammar
+        if self.keys:
+            self._check_keys()
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "
                 "range; drop one of them"
+            )
+
+    def _check_keys(self) -> None:
+        if not all(isinstance(key, str) and key for key in self.keys):
+            raise BackfillPlanError(f"--keys {list(self.keys)!r} holds an empty key: give partition keys")
+        contradicting = [
+            flag
+            for flag, given in (
+                ("--start/--end", self.start is not None or self.end is not None),
+                (f"--lookback {self.lookback}", self.lookback > 0),
+                ("--static", bool(self.static)),
+            )
+            if given
+        ]
+        if contradicting:
+            raise BackfillPlanError(
+                f"--keys and {', '.join(contradicting)} contradict: --keys names exactly the partitions "
+                "(a multi key names its static dimension too, e.g. '2024-01-02|emea'); drop one of them"
             )
 
     def time_range(self) -> TimeRange | None:
@@ -184,8 +230,23 @@ class BackfillSpec:
             raise BackfillPlanError(f"--start {self.start} is after --end {self.end}: swap them")
         return TimeRange(first, last)
 
+    def pinned_time(self) -> datetime | None:
+        """The time `--inputs-as-of` pins inputs to; None when unpinned or pinned to the originals."""
+        if self.inputs_as_of in (None, INPUTS_AS_OF_ORIGINAL):
+            return None
+        try:
+            return _parse_time(self.inputs_as_of)
+        except BackfillPlanError:
+            raise BackfillPlanError(
+                f"--inputs-as-of {self.inputs_as_of!r} is neither {INPUTS_AS_OF_ORIGINAL!r} nor an ISO time: "
+                f"give {INPUTS_AS_OF_ORIGINAL} or e.g. 2024-03-01T12:00:00+00:00"
+            ) from None
+
     def describe(self) -> str:
         """One line: the selection and the range."""
+        if self.keys:
+            shown = ",".join(self.keys[:3]) + (f",... ({len(self.keys)} keys)" if len(self.keys) > 3 else "")
+            return f"{self.selection} keys {shown}"
         span = f" {self.start}..{self.end}" if self.start else ""
         return f"{self.selection}{span}"
 

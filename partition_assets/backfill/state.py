@@ -45,6 +45,8 @@ class BackfillRecord:
     published_versions: dict[str, int | None] = field(default_factory=dict)
     # asset -> partitions the backfill created (absent before it): a rollback removes them
     created: dict[str, list[str]] = field(default_factory=dict)
+    # asset -> partition -> input asset -> the version pinned (--inputs-as-of); None until pinned
+    pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
 
     def save(self) -> None:
         path = record_path(self.id)
@@ -57,6 +59,7 @@ class BackfillRecord:
             "fingerprints": self.fingerprints,
             "published_versions": self.published_versions,
             "created": self.created,
+            "pinned_inputs": self.pinned_inputs,
         }
         temporary.write_text(json.dumps(saved, indent=2))
         temporary.replace(path)  # readers never see a half-written record
@@ -81,12 +84,13 @@ class BackfillRecord:
             saved.get("fingerprints", {}),
             saved.get("published_versions", {}),
             saved.get("created", {}),
+            saved.get("pinned_inputs"),
         )
 
 
 # A backfill in one of these has nothing left to run or publish.
 FINAL_STATUSES = ("done", "published", "discarded", "rolled_back")
-_RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created")
+_RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created", "pinned_inputs")
 
 
 def record_path(backfill_id: str) -> Path:

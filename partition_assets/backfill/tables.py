@@ -78,7 +78,7 @@ def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.Asse
         partitions_def = node.partitions_def
         tables[key] = BackfillTable(
             asset=key,
-            uri=io_manager.table_uri(key),
+            uri=io_manager.table_uri(key, metadata),
             table_format=io_manager.table_format,
             columns=partition_columns(partitions_def, metadata) if partitions_def else (),
             partitions_def=partitions_def,
@@ -87,6 +87,32 @@ def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.Asse
             spark=io_manager.spark,
         )
     return tables
+
+
+@dataclass(frozen=True)
+class InputTable:
+    """A versioned table an asset of a backfill reads that the backfill does not rewrite."""
+
+    asset: dg.AssetKey
+    uri: str
+    table_format: StagingFormat
+
+
+def input_tables(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.AssetKey, list[InputTable]]:
+    """For each asset of `graph`, the inputs outside the graph that a partition_assets IO
+    manager stores in a versioned format (the inputs a re-run can pin)."""
+    asset_graph = definitions.resolve_asset_graph()
+    resources = definitions.resources or {}
+    found: dict[dg.AssetKey, list[InputTable]] = {}
+    for key in graph.slices:
+        found[key] = []
+        for parent in sorted(asset_graph.get(key).parent_keys - set(graph.slices)):
+            node = asset_graph.get(parent)
+            io_manager = resources.get(node.io_manager_key)
+            if isinstance(io_manager, SparkTableIOManager) and isinstance(io_manager.table_format, StagingFormat):
+                uri = io_manager.table_uri(parent, node.metadata)
+                found[key].append(InputTable(parent, uri, io_manager.table_format))
+    return found
 
 
 def lake_root(definitions: dg.Definitions) -> str | None:

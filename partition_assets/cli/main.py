@@ -9,6 +9,7 @@ from typing import Any
 
 from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
+from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.spark import SparkResource, find_java
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.add_argument("action", choices=["start", "stop", "status"])
     add_backfill_commands(commands)
     add_deploy_commands(commands)
+    add_lint_command(commands)
     vacuum_cmd = commands.add_parser(
         "vacuum", help="delete files of replaced or killed writes, older than the retention"
     )
@@ -59,6 +61,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return run_backfill_command(args)
     if args.command in ("deploy", "deploys", "undeploy"):
         return run_deploy_command(args)
+    if args.command == "lint":
+        return run_lint_command(args)
     if args.command == "vacuum":
         result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

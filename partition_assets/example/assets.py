@@ -9,7 +9,8 @@ daily_orders + regions (all) ──identity──> daily_revenue (daily)
     ├──rolling 7──> revenue_7d
     ├──identity + self (previous day)──> revenue_running_total
     ├──fan-in──> weekly_revenue, monthly_revenue
-    └── + monthly_targets ──fan-out──> daily_target_attainment
+    ├── + monthly_targets ──fan-out──> daily_target_attainment
+    └── + fx_rates (corrected in place outside Dagster) ──identity──> daily_revenue_eur
 campaign_report (dynamic)
 """
 
@@ -285,6 +286,32 @@ def daily_target_attainment(daily_revenue: DataFrame, monthly_targets: DataFrame
     return daily_revenue.join(targets, month == F.col("month")).select(
         "ds",
         F.round(F.col("revenue_usd") / (F.col("target_usd").cast("double") / days_in_month), 4).alias("attainment"),
+    )
+
+
+@dg.asset(partitions_def=DAILY, backfill_policy=RANGE_RUN, group_name="finance")
+def fx_rates(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
+    """Units of each currency per USD, per day, as the rate feed delivered them. Finance
+    corrects published rates in place, outside Dagster's runs
+    (`python -m partition_assets.example.fx_corrections`): a re-run that must reproduce
+    what readers saw reads the version its original read (`--inputs-as-of original`)."""
+    return _each_key(context.partition_keys, lambda day: sources.fx_rates(spark.spark_session, day), "ds")
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=RANGE_RUN,
+    ins={
+        "daily_revenue": dg.AssetIn(partition_mapping=mappings.identity()),
+        "fx_rates": dg.AssetIn(partition_mapping=mappings.identity()),
+    },
+    group_name="finance",
+)
+def daily_revenue_eur(daily_revenue: DataFrame, fx_rates: DataFrame) -> DataFrame:
+    """Each day's revenue in EUR at that day's rate."""
+    eur = fx_rates.filter(F.col("currency") == "eur").select("ds", "units_per_usd")
+    return daily_revenue.join(eur, "ds").select(
+        "ds", F.round(F.col("revenue_usd") * F.col("units_per_usd"), 2).alias("revenue_eur")
     )
 
 

@@ -10,8 +10,10 @@ import dagster as dg
 
 from partition_assets.automation import (
     catch_up_sensor,
+    default_schedule_status,
     default_status,
     eager_partitions_sensor,
+    partitioned_schedule,
     sparse_backfill_job,
 )
 from partition_assets.deploy import with_git_versions
@@ -37,6 +39,19 @@ def build_definitions() -> dg.Definitions:
             catch_up_sensor(
                 engine, "group:orders", horizon=timedelta(days=7), default_status=default_status("catch_up")
             ),
+        ],
+        # Weekday mornings: the newest day, the 3 days before it (late corrections) and, on
+        # Mondays, the weekend. Stopped unless PARTITION_ASSETS_SENSORS names it (README
+        # "Scheduled runs: lookback and gaps").
+        schedules=[
+            partitioned_schedule(
+                "key:daily_orders or key:daily_revenue",
+                "0 6 * * 1-5",
+                lookback=3,
+                collect_gaps=True,
+                name="weekday_revenue",
+                default_status=default_schedule_status("weekday_revenue"),
+            )
         ],
         resources={
             "spark": spark,

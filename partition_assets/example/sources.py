@@ -17,6 +17,8 @@ REGION_OF_COUNTRY = {"de": "emea", "fr": "emea", "us": "amer", "br": "amer", "jp
 COUNTRIES = sorted(REGION_OF_COUNTRY)
 REGIONS = sorted(set(REGION_OF_COUNTRY.values()))
 CAMPAIGN_DAYS = 10
+CURRENCIES = ["eur", "jpy"]
+_TYPICAL_UNITS_PER_USD = {"eur": 0.9, "jpy": 150.0}
 
 
 def hourly_events(spark: SparkSession, first_hour: datetime, hours: int) -> DataFrame:
@@ -46,6 +48,16 @@ def country_attributes(spark: SparkSession, countries: list[str]) -> DataFrame:
         (F.pmod(seed, F.lit(200)) + 5).alias("population_m"),
         F.round(F.pmod(seed, F.lit(1000)) / 1000.0 + 0.5, 3).alias("fx_to_usd"),
         country.alias("country"),
+    )
+
+
+def fx_rates(spark: SparkSession, day: str) -> DataFrame:
+    """The rate feed's units of each currency per USD on `day`: within 5 % of a typical rate."""
+    currency = _pick_by_index(CURRENCIES, F.col("id"))
+    typical = _pick_by_index([str(_TYPICAL_UNITS_PER_USD[c]) for c in CURRENCIES], F.col("id")).cast("double")
+    wobble = F.pmod(F.xxhash64(F.lit(day), currency), F.lit(1001)) / 10000.0 - 0.05
+    return spark.range(len(CURRENCIES)).select(
+        currency.alias("currency"), F.round(typical * (1 + wobble), 4).alias("units_per_usd")
     )
 
 

@@ -174,7 +174,7 @@ def _calendar(
 
 
 def _check_common(start: DateLike, end: DateLike | None, tz: str, fmt: str, data_lag: int) -> None:
-    _check_timezone(tz)
+    check_timezone(tz)
     if not any(directive in fmt for directive in _YEAR_DIRECTIVES):
         raise PartitionDefinitionError(
             f"fmt {fmt!r} has no year: keys of different years would collide; include %Y, e.g. '%Y-%m-%d'"
@@ -191,7 +191,7 @@ def _check_common(start: DateLike, end: DateLike | None, tz: str, fmt: str, data
         )
 
 
-def _check_timezone(tz: str) -> None:
+def check_timezone(tz: str) -> None:
     try:
         zoneinfo.ZoneInfo(tz)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):

@@ -40,7 +40,12 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class LocalConnectServer:
-    """A Spark Connect server on 127.0.0.1:`port` whose driver runs `master`."""
+    """A Spark Connect server on 127.0.0.1:`port` whose driver runs `master`.
+
+    `conf` is passed to spark-submit over DEFAULT_SPARK_CONF and `driver_memory`
+    (so it may set spark.driver.memory too); it applies only when this module
+    starts the server, not to one already listening on `port`.
+    """
 
     port: int = DEFAULT_PORT
     master: str = "local[2]"
@@ -107,11 +112,11 @@ class LocalConnectServer:
                 f"partition_assets Spark Connect :{self.port}",
                 "--master",
                 self.master,
-                "--driver-memory",
-                self.driver_memory,
                 *_conf_args(
                     {
                         **DEFAULT_SPARK_CONF,
+                        # Before `conf`, so that a configured spark.driver.memory wins.
+                        "spark.driver.memory": self.driver_memory,
                         **self.conf,
                         "spark.connect.grpc.binding.address": "127.0.0.1",
                         "spark.connect.grpc.binding.port": str(self.port),

@@ -1,5 +1,6 @@
 """The SparkSession resource assets and IO managers share."""
 
+import json
 import os
 from typing import Any
 
@@ -7,6 +8,7 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
+from partition_assets.errors import SparkConfigError
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
     DEFAULT_SPARK_CONF,
@@ -38,8 +40,13 @@ class SparkResource(LazyPySparkResource):
 
     @classmethod
     def from_env(cls) -> "SparkResource":
-        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT}."""
+        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT,CONF}.
+
+        PARTITION_ASSETS_SPARK_CONF is a JSON object of Spark settings (see
+        `spark_conf_from_env`): it becomes `spark_config`.
+        """
         return cls(
+            spark_config=spark_conf_from_env(),
             remote=os.environ.get("PARTITION_ASSETS_SPARK_REMOTE") or None,
             master=os.environ.get("PARTITION_ASSETS_SPARK_MASTER", "local[2]"),
             in_process=os.environ.get("PARTITION_ASSETS_SPARK_IN_PROCESS", "") == "1",
@@ -70,3 +77,39 @@ class SparkResource(LazyPySparkResource):
 
     def _static_conf(self) -> dict[str, str]:
         return {key: str(value) for key, value in self.spark_config.items() if not key.startswith("spark.sql.")}
+
+
+def spark_conf_from_env() -> dict[str, str]:
+    """PARTITION_ASSETS_SPARK_CONF, a JSON object such as
+    `{"spark.executor.memory": "4g", "spark.cores.max": 8}`, as Spark conf strings.
+
+    Keys must start with `spark.`; values must be strings, numbers or booleans
+    (numbers and booleans are written as JSON writes them: `8`, `true`). Unset
+    or empty means no settings. Raises SparkConfigError otherwise.
+    """
+    text = os.environ.get("PARTITION_ASSETS_SPARK_CONF", "").strip()
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SparkConfigError(
+            f"PARTITION_ASSETS_SPARK_CONF={text!r} is not JSON ({error}): give an object, "
+            'e.g. {"spark.executor.memory": "4g"}; no Spark server was started'
+        ) from None
+    if not isinstance(parsed, dict):
+        raise SparkConfigError(
+            f"PARTITION_ASSETS_SPARK_CONF={text!r} is a JSON {type(parsed).__name__}, not an object: "
+            'give key/value pairs, e.g. {"spark.executor.memory": "4g"}; no Spark server was started'
+        )
+    bad = {key: value for key, value in parsed.items() if not key.startswith("spark.") or not _is_scalar(value)}
+    if bad:
+        raise SparkConfigError(
+            f"PARTITION_ASSETS_SPARK_CONF has settings Spark cannot take: {bad}. Keys start with "
+            "'spark.' and values are strings, numbers or booleans; no Spark server was started"
+        )
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in parsed.items()}
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)

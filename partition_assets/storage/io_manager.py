@@ -18,6 +18,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_versions
 from partition_assets.deploy.versioning import git_sha_metadata
 from partition_assets.errors import (
     MissingPredecessorError,
@@ -26,7 +27,13 @@ from partition_assets.errors import (
     UnsupportedByFormatError,
 )
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
-from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run, staging_backfill
+from partition_assets.run_tags import (
+    BACKFILL_ID_TAG,
+    INPUTS_AS_OF_TAG,
+    partitions_of_run,
+    pinned_inputs,
+    staging_backfill,
+)
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta_table import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease
@@ -39,6 +46,10 @@ STAGED_FOR_METADATA = "staged_for_backfill"
 # Commit (and staging manifest) metadata of every write: its run, and the table versions it read.
 RUN_ID_METADATA = "dagster_run_id"
 INPUT_VERSIONS_METADATA = "input_versions"
+# Output metadata of a write whose inputs were pinned: "original" or the ISO time (see backfill/originals.py).
+INPUTS_AS_OF_METADATA = "inputs_as_of"
+# dagster-deltalake's asset metadata naming the folder of the table under the root.
+SCHEMA_METADATA = "schema"
 
 
 class InputOptions(dg.Config):
@@ -54,11 +65,13 @@ class InputOptions(dg.Config):
 
 
 class SparkTableIOManager(dg.ConfigurableIOManager):
-    """Stores each asset as a table at `<root_uri>/<asset key path>`.
+    """Stores each asset as a table at `<root_uri>/<asset key path>` (see `table_uri`).
 
     A run's output replaces exactly the run's partitions; inputs are read back
     filtered to the upstream partitions the mapping names. Asset metadata:
-    - `partition_column` / `partition_columns`: storage column names (see partition_scope);
+    - `partition_column` / `partition_columns`, or dagster-deltalake's `partition_expr`: storage
+      column names (see partition_scope);
+    - `schema`: the table's folder under the root, as dagster-deltalake places it (see `table_uri`);
     - `allow_empty: True`: an empty frame clears the run's partitions instead of failing;
     - `allow_new_columns: True`: new columns extend the table's schema (as nullable);
     - `merge_keys: [...]` (Delta): upsert on these keys within the run's partitions
@@ -74,8 +87,13 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
     def input_config_schema(cls) -> type[dg.Config]:
         return InputOptions
 
-    def table_uri(self, asset_key: dg.AssetKey) -> str:
-        return "/".join([self.root_uri.rstrip("/"), *asset_key.path])
+    def table_uri(self, asset_key: dg.AssetKey, metadata: Mapping[str, object] | None = None) -> str:
+        """`<root_uri>/<asset key path>`; with asset metadata `schema` (dagster-deltalake's
+        convention), `<root_uri>/<schema>/<last part of the key>`, where dagster-deltalake's
+        IO managers place the same asset."""
+        schema = (metadata or {}).get(SCHEMA_METADATA)
+        path = [str(schema), asset_key.path[-1]] if schema else asset_key.path
+        return "/".join([self.root_uri.rstrip("/"), *path])
 
     def handle_output(self, context: dg.OutputContext, obj: DataFrame) -> None:
         if not isinstance(obj, DataFrame):
@@ -89,15 +107,17 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             allow_empty=bool(metadata.get("allow_empty", False)),
             allow_new_columns=bool(metadata.get("allow_new_columns", False)),
             merge_keys=tuple(metadata.get("merge_keys") or ()),
-            # Who wrote it and from which inputs: in the Delta log, or a staged write's manifest.
+            # Who wrote it, from which inputs, on what: in the Delta log, or a staged write's manifest.
             commit_metadata={
                 RUN_ID_METADATA: context.run_id,
                 INPUT_VERSIONS_METADATA: json.dumps(input_versions),
+                RUNTIME_METADATA: json.dumps(runtime_versions()),
                 **git_sha_metadata(context),
             },
         )
-        table_uri, scope = self.table_uri(context.asset_key), _output_scope(context)
+        table_uri, scope = self.table_uri(context.asset_key, metadata), _output_scope(context)
         tags = _run_tags(context)
+        inputs_as_of = tags.get(INPUTS_AS_OF_TAG)
         staging_for = staging_backfill(tags)
         if staging_for is not None:
             check_write(table_uri, scope, holder=staging_for)
@@ -114,6 +134,8 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 "table_format": self.table_format.name,
                 **({STAGED_FOR_METADATA: staging_for} if staging_for else {}),
                 INPUT_VERSIONS_METADATA: dg.MetadataValue.json(input_versions),
+                **({INPUTS_AS_OF_METADATA: inputs_as_of} if inputs_as_of else {}),
+                RUNTIME_METADATA: dg.MetadataValue.json(runtime_versions()),
                 **({"delta_version": result.version} if result.version is not None else {}),
                 "rows": result.rows,
                 "rows_by_partition": dg.MetadataValue.json(
@@ -127,7 +149,11 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
-        table_uri = self.table_uri(context.asset_key)
+        upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
+        table_uri = self.table_uri(context.asset_key, upstream_metadata)
+        pinned = pinned_inputs(_run_tags(context)).get(context.asset_key.to_user_string())
+        if pinned is not None and options.version is None and options.timestamp is None:
+            options = options.model_copy(update={"version": pinned})  # a re-run reading what the original read
         is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
         scope = None
         if context.has_asset_partitions and options.partitions == "mapped":
@@ -135,7 +161,6 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             if not keys:
                 # e.g. the first partition of a self-dependency: there is no predecessor.
                 return None
-            upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
             scope = PartitionScope.for_keys(
                 context.asset_partitions_def,
                 keys,

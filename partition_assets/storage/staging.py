@@ -12,6 +12,7 @@ import urllib.parse
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import date
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StringType
+from pyspark.sql.types import DateType, StringType
 
 from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.failpoints import failpoint
@@ -75,22 +76,37 @@ def stage_dataframe(
     columns = scope.columns if scope else ()
     df = with_partition_columns(df, scope)
     schema = _table_schema(df, columns)
-    fs, root = table_filesystem(table_uri)
-    staging = f"{root}/{folder}/{uuid.uuid4().hex}"
+    fs, staging = new_staging_dir(table_uri, folder)
     writer = df.write.mode("error")
     if columns:
         writer = writer.partitionBy(*columns)
     try:
         writer.parquet(spark_path(table_uri, staging))
         failpoint("staged")
-        written = _list_parquet(fs, staging)
-        if scope is not None:
-            _check_in_scope(written, scope)
-        files = tuple(_staged_file(fs, staging, info, partition) for info, partition in written)
+        return collect_staged(table_uri, staging, schema, scope)
     except BaseException:
         delete_dir(fs, staging)
         raise
-    return StagedWrite(table_uri, staging, schema, columns, files)
+
+
+def new_staging_dir(table_uri: str, folder: str = STAGING_DIR) -> tuple[pafs.FileSystem, str]:
+    """The table's filesystem and a fresh, not yet created folder for one write under
+    `folder` (relative to the table)."""
+    fs, root = table_filesystem(table_uri)
+    return fs, f"{root}/{folder}/{uuid.uuid4().hex}"
+
+
+def collect_staged(table_uri: str, staging: str, schema: pa.Schema, scope: PartitionScope | None) -> StagedWrite:
+    """The write whose Parquet files (in Spark's `col=value/` layout) are in `staging`,
+    a folder of the table's filesystem: its files with their sizes, partition values
+    and row counts. Rows outside `scope` raise PartitionScopeError; the folder is left
+    as it is (the caller deletes it)."""
+    fs, _ = table_filesystem(table_uri)
+    written = _list_parquet(fs, staging)
+    if scope is not None:
+        _check_in_scope(written, scope)
+    files = tuple(_staged_file(fs, staging, info, partition) for info, partition in written)
+    return StagedWrite(table_uri, staging, schema, scope.columns if scope else (), files)
 
 
 def move_into_layout(staged: StagedWrite) -> None:
@@ -117,15 +133,24 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
 
 
 def stale_folders(fs: pafs.FileSystem, parent: str, retention_hours: float) -> list[str]:
-    """The subfolders of `parent` last modified more than `retention_hours` ago."""
+    """The subfolders of `parent` in which nothing (the folder itself, or anything
+    under it) was modified in the last `retention_hours`.
+
+    Object stores give folders no modification time, only their files: there a
+    folder's age is its newest file's, and a folder with no file is never stale.
+    """
     if fs.get_file_info(parent).type != pafs.FileType.Directory:
         return []
     cutoff_ns = (time.time() - retention_hours * 3600) * 1e9
-    return [
-        info.path
-        for info in fs.get_file_info(pafs.FileSelector(parent))
-        if info.type == pafs.FileType.Directory and info.mtime_ns is not None and info.mtime_ns < cutoff_ns
-    ]
+    stale = []
+    for info in fs.get_file_info(pafs.FileSelector(parent)):
+        if info.type != pafs.FileType.Directory:
+            continue
+        inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
+        times = [entry.mtime_ns for entry in [info, *inside] if entry.mtime_ns is not None]
+        if times and max(times) < cutoff_ns:
+            stale.append(info.path)
+    return stale
 
 
 def sweep_staging(table_uri: str, retention_hours: float, dry_run: bool) -> list[str]:
@@ -156,14 +181,36 @@ def with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataF
             df = df.withColumn(column, F.lit(single[column]))
     for column in scope.columns:
         data_type = df.schema[column].dataType
-        if not isinstance(data_type, StringType):
+        if isinstance(data_type, DateType):
+            _check_date_keys(column, scope)
+        elif not isinstance(data_type, StringType):
             raise PartitionScopeError(
                 f"partition column {column!r} has type {data_type.simpleString()}, but partition "
-                f"columns hold partition keys as strings: cast it, e.g. "
+                f"columns hold partition keys as strings (or dates, for yyyy-MM-dd keys): cast it, e.g. "
                 f"F.date_format({column!r}, 'yyyy-MM-dd') for a date"
             )
     data_columns = [column for column in df.columns if column not in scope.columns]
     return df.select(*data_columns, *scope.columns)
+
+
+def _check_date_keys(column: str, scope: PartitionScope) -> None:
+    """A date partition column stores a key as its folder value `yyyy-MM-dd`, which is the
+    key itself only when the key is an ISO date (daily, weekly, monthly keys by default):
+    what dagster-deltalake's readers filter time partitions on."""
+    index = scope.columns.index(column)
+    not_dates = sorted(row[index] for row in scope.rows if not _is_iso_date(row[index]))
+    if not_dates:
+        raise PartitionScopeError(
+            f"partition column {column!r} is a date, but the run's keys {not_dates[:3]} are not "
+            "yyyy-MM-dd dates: store the key as a string instead (F.lit(key)). Nothing was written."
+        )
+
+
+def _is_iso_date(text: str) -> bool:
+    try:
+        return date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
 
 
 def _table_schema(df: DataFrame, partition_columns: tuple[str, ...]) -> pa.Schema:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -163,6 +164,9 @@ class StagingFormat(TableFormat, Protocol):
 
     def version(self, table_uri: str) -> int | None:
         """The table's latest version; None when there is no table."""
+
+    def version_at(self, table_uri: str, when: datetime) -> int | None:
+        """The table's version as of `when`; None when the table did not exist then."""
 
     def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
         """What backfill `backfill_id` staged for the table; None when nothing."""
