@@ -7,9 +7,11 @@ from collections import Counter
 
 import dagster as dg
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus
 
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.instance import ENGINE_TAG, SPARSE
 from partition_assets_tests import automation_defs
 from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for
 from partition_assets_tests.polling import wait_for
@@ -175,6 +177,7 @@ def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, in
     filled = Counter((next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"]) for r in node_runs)
     assert set(filled) == expected and set(filled.values()) == {1}
     assert {r.status for r in node_runs} == {dg.DagsterRunStatus.SUCCESS}
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
     for day in ("01", "02", "03", "05", "08"):  # current partitions were never run again
         assert len(materializations(instance, "gap_raw", f"2024-01-{day}")) == 1
 
@@ -215,6 +218,7 @@ def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev,
         for r in tagged
         if r.asset_selection
     } == {(asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)}
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
     record = BackfillRecord.load(backfill_id)
     assert (record.spec.selection, record.spec.start, record.spec.end, record.status) == (
         "group:jobs",
@@ -262,6 +266,7 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
 
     backfill_id = instance.get_run_by_id(run_id).tags[BACKFILL_ID_TAG]
     assert BackfillRecord.load(backfill_id).status == "canceled"
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.CANCELED)
     launched = node_runs()
     assert dg.DagsterRunStatus.STARTED not in {r.status for r in launched}
     assert len(launched) < 12  # launching stopped
@@ -291,3 +296,12 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
     )
     assert len(final) == 12 and set(final.values()) == {1}
     assert all(final[node] == 1 for node in succeeded)
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
+
+
+def assert_listed_as_dagster_backfill(instance, backfill_id: str, status: BulkActionStatus) -> None:
+    """The engine backfill is the Dagster backfill of the same id (the UI's Backfills page),
+    in `status`, marked as the engine's so that Dagster's daemon leaves it alone."""
+    backfill = instance.get_backfill(backfill_id)
+    assert backfill is not None and backfill.status == status, backfill
+    assert backfill.tags[ENGINE_TAG] == SPARSE

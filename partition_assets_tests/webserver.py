@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import dagster as dg
+import yaml
 
 from partition_assets_tests.instances import instance_env, open_instance
 
@@ -72,7 +73,8 @@ class DagsterDev:
     (the repo's dagster.yaml; on PostgreSQL when `postgres_url` is given) and lake under
     `root`: the `make dev` setup, for tests.
 
-    Serves the repo's workspace.yaml, or only `module` when given.
+    Serves the repo's workspace.yaml, or only `module` when given; `engine_modules`
+    replaces the code locations whose UI backfills run on the sparse engine.
     """
 
     def __init__(
@@ -81,14 +83,18 @@ class DagsterDev:
         module: str | None = None,
         env: dict[str, str] | None = None,
         postgres_url: str | None = None,
+        engine_modules: list[str] | None = None,
     ) -> None:
         self.home, self.lake = root / "dagster_home", root / "lake"
         # What a process needs to open the instance this server serves.
         self.instance_env = instance_env(self.home, postgres_url)
+        config = yaml.safe_load((self.home / "dagster.yaml").read_text())
         # No "join the community" dialog over the page under test (it comes and goes with
         # a flag in the user's ~/.dagster).
-        with open(self.home / "dagster.yaml", "a") as config:
-            config.write("nux:\n  enabled: false\n")
+        config["nux"] = {"enabled": False}
+        if engine_modules is not None:
+            config["partition_assets"] = {"engine_modules": engine_modules}
+        (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
         self.location = module or "example"
         self.port = free_port()
         self.log = root / "dagster_dev.log"
