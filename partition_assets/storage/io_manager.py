@@ -191,7 +191,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             )
         # A self-dependency in a range run also maps to partitions this run replaces.
         if scope is not None and not is_self_dependency:
-            missing = self.table_format.missing_partitions(table_uri, scope)
+            missing = self._missing_partitions(table_uri, scope, staging_for)
             if missing:
                 context.log.warning(
                     f"{context.asset_key.to_user_string()}: no rows stored for "
@@ -211,10 +211,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         predecessors = PartitionScope(scope.columns, scope.rows - own)
         if not predecessors.rows:
             return  # the run starts at the asset's first partition
-        missing = self.table_format.missing_partitions(table_uri, predecessors)
-        if missing and staging_for is not None:
-            staged = _staging_format(self.table_format).staged(table_uri, staging_for)
-            missing -= set(staged.files_by_partition) if staged else set()
+        missing = self._missing_partitions(table_uri, predecessors, staging_for)
         if missing:
             shown = PartitionScope(scope.columns, frozenset(missing))
             raise MissingPredecessorError(
@@ -223,6 +220,17 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 f"history. Backfill from an earlier start (e.g. --start {min(missing)[0]}) or with "
                 "--lookback N. Nothing was written."
             )
+
+    def _missing_partitions(
+        self, table_uri: str, scope: PartitionScope, staging_for: str | None
+    ) -> set[tuple[str, ...]]:
+        """The partitions of `scope` that hold no data as the run reads them: neither
+        published nor staged by the run's backfill."""
+        missing = set(self.table_format.missing_partitions(table_uri, scope))
+        if missing and staging_for is not None:
+            staged = _staging_format(self.table_format).staged(table_uri, staging_for)
+            missing -= set(staged.files_by_partition) if staged else set()
+        return missing
 
 
 class SparkDeltaIOManager(SparkTableIOManager):
