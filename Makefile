@@ -9,7 +9,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test lint bench spark-start spark-stop clean browser
+.PHONY: install dev test lint bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
@@ -32,7 +32,7 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-test: install browser lint
+test: install browser postgres lint
 	$(VENV)/bin/pytest
 
 # ruff (lint and format) and mypy; `make test` runs them first.
@@ -48,10 +48,16 @@ browser:
 	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
+# Debian's PostgreSQL server binaries for the Postgres instance tests and benches; each test
+# session or bench starts its own throwaway server (partition_assets_tests/postgres.py).
+postgres:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }
+
 clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
 
-bench: install
+bench: install postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/engine_bench.py
 	$(PY) bench/example_bench.py --days 3

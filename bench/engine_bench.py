@@ -5,18 +5,21 @@ total; a monthly fan-in; 0.5-1 s of simulated work per partition; 4 slots.
 - bound: max(critical-path work, total work / slots);
 - sparse: this engine, each node starting when its own upstream nodes are done;
 - level-by-level: every partition of one asset before the next asset starts;
+- the engine's three rows on the default SQLite instance and on PostgreSQL (a throwaway
+  server, partition_assets_tests/postgres.py, with the README's Postgres configuration);
 - Dagster daemon: Dagster's own asset backfill (launchPartitionBackfill through the
   webserver, run by the backfill daemon, runs dequeued by the run queue with `slots`
   concurrent runs), with the default policy (one run per partition) and with
   BackfillPolicy.single_run() (bench/dagster_backfill.py).
 
-Usage: python bench/engine_bench.py [--days 31 90] [--slots 4]
+Usage: python bench/engine_bench.py [--days 31 90] [--slots 4] [--instance sqlite postgres]
            [--dagster both|none|single_run|skip] [--dagster-timeout 1800]
            [--reuse-dagster] [--skip-engine] [--out bench/results/engine.md]
 
 --dagster chooses which Dagster policies are measured now; with --reuse-dagster the
 others are taken from the last saved measurement (bench/results/engine.json) and
-marked with the time they were measured. --skip-engine likewise reuses the engine's.
+marked with the time they were measured. --skip-engine likewise reuses the engine's, and
+--instance measures the engine on those instances only (the others' rows are reused).
 """
 
 import argparse
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +43,8 @@ import engine_dag
 
 from partition_assets.backfill import RunUnit, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets_tests.instances import instance_env
+from partition_assets_tests.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_FILE = str(Path(engine_dag.__file__).resolve())
@@ -47,6 +53,9 @@ GOALS = {"bound": 1.3, "dagster": 4.0, "overhead": 0.5}
 # Enough for the default policy at 31 days (one running_total partition per 30 s daemon tick: ~20 min,
 # more on a loaded machine); at 90 days it is cut here and reported as partial.
 DEFAULT_DAGSTER_TIMEOUT = 1800
+# Where each instance's engine measurement is saved (engine.json) and how its rows are labelled.
+ENGINE_KEYS = {"sqlite": "engine", "postgres": "engine_postgres"}
+INSTANCE_LABELS = {"sqlite": "", "postgres": ", Postgres instance"}
 
 
 def bound(graph, slots: int) -> tuple[float, float]:
@@ -79,12 +88,12 @@ def planned(days: int, slots: int) -> dict:
     return {"nodes": graph.node_count(), "edges": graph.edge_count(), "bound": best, "critical": critical}
 
 
-def measure_engine(days: int, slots: int) -> dict:
-    """Our sparse engine and the level-by-level loop on the same warm workers."""
+def measure_engine(days: int, slots: int, postgres_url: str | None = None) -> dict:
+    """Our sparse engine and the level-by-level loop on the same warm workers, on a fresh
+    SQLite instance or, given `postgres_url`, a Postgres one."""
     load_before = os.getloadavg()
     home = Path(tempfile.mkdtemp(prefix="engine-bench-"))
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ.update(instance_env(home, postgres_url))
     start = datetime(2024, 1, 1, tzinfo=UTC)
     window = TimeRange(start, start + timedelta(days=days))
     asset_graph = engine_dag.defs.resolve_asset_graph()
@@ -137,24 +146,28 @@ def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def report(days: int, slots: int, shape: dict, engine: dict | None, daemon: dict[str, dict]) -> list[str]:
+def engine_rows(engine: dict | None, shape: dict, best: float, label: str) -> list[str]:
+    """The engine's rows on one instance (`label` says which; empty for the default)."""
+    if not engine:
+        return [f"| sparse engine{label} | not measured | | |"]
+    return [
+        f"| sparse engine{label} | {engine['sparse']:.1f} | {engine['sparse'] / best:.2f}x | "
+        f"ended {engine['measured_at']}, load {_load(engine['load_before'])} -> {_load(engine['load_after'])}; "
+        f"median overhead {engine['overhead']:.2f} s over {engine['runs']} runs |",
+        f"| sparse engine, one run per node (`--no-batch`){label} | {engine['unbatched']:.1f} | "
+        f"{engine['unbatched'] / best:.2f}x | {shape['nodes']} runs, median overhead "
+        f"{engine['unbatched_overhead']:.2f} s per run |",
+        f"| level by level (same workers){label} | {engine['levels']:.1f} | {engine['levels'] / best:.2f}x | |",
+    ]
+
+
+def report(days: int, slots: int, shape: dict, engines: dict[str, dict | None], daemon: dict[str, dict]) -> list[str]:
     best = shape["bound"]
     rows = [f"| bound: max(critical path {shape['critical']:.1f} s, work / {slots} slots) | {best:.1f} | 1.00x | |"]
     notes = []
-    if engine:
-        rows.append(
-            f"| sparse engine | {engine['sparse']:.1f} | {engine['sparse'] / best:.2f}x | "
-            f"ended {engine['measured_at']}, load {_load(engine['load_before'])} -> "
-            f"{_load(engine['load_after'])} |"
-        )
-        rows.append(
-            f"| sparse engine, one run per node (`--no-batch`) | {engine['unbatched']:.1f} | "
-            f"{engine['unbatched'] / best:.2f}x | {shape['nodes']} runs, median overhead "
-            f"{engine['unbatched_overhead']:.2f} s per run |"
-        )
-        rows.append(f"| level by level (same workers) | {engine['levels']:.1f} | {engine['levels'] / best:.2f}x | |")
-    else:
-        rows.append("| sparse engine | not measured | | |")
+    for instance, key in ENGINE_KEYS.items():
+        rows += engine_rows(engines.get(key), shape, best, INSTANCE_LABELS[instance])
+    engine, on_postgres = engines.get("engine"), engines.get("engine_postgres")
     for policy, label in POLICIES.items():
         d = daemon.get(policy)
         if d is None:
@@ -217,6 +230,13 @@ def report(days: int, slots: int, shape: dict, engine: dict | None, daemon: dict
                 f"{'met' if speedup >= GOALS['dagster'] else 'not met'})",
             )
         notes.append("Goals: " + "; ".join(goals) + ".")
+    if engine and on_postgres:
+        notes.append(
+            f"On the Postgres instance: makespan {on_postgres['sparse']:.1f} s "
+            f"({on_postgres['sparse'] / engine['sparse']:.2f}x SQLite's), median per-run overhead "
+            f"{on_postgres['overhead']:.2f} s (SQLite {engine['overhead']:.2f} s), one run per node "
+            f"{on_postgres['unbatched_overhead']:.2f} s per run (SQLite {engine['unbatched_overhead']:.2f} s)."
+        )
     return [
         f"## {days} days",
         "",
@@ -235,6 +255,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, nargs="+", default=[31, 90])
     parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument(
+        "--instance",
+        nargs="+",
+        choices=list(ENGINE_KEYS),
+        default=list(ENGINE_KEYS),
+        help="the Dagster instances the engine is measured on (the others' rows are reused)",
+    )
     parser.add_argument(
         "--dagster",
         choices=["both", "none", "single_run", "skip"],
@@ -267,22 +294,30 @@ def main() -> None:
     uptime_before = _uptime()
     results = {}
     reused = []
-    for days in args.days:
-        old = saved.get(str(days), {})
-        shape = planned(days, args.slots)
-        log(f"{days} days: {shape['nodes']} nodes, bound {shape['bound']:.1f} s")
-        if args.skip_engine:
-            engine = old.get("engine")
-            reused += [f"engine at {days} days"] if engine else []
-        else:
-            engine = measure_engine(days, args.slots)
-            log(f"  engine: sparse {engine['sparse']:.1f} s, level by level {engine['levels']:.1f} s")
-        daemon = {p: d for p, d in old.get("daemon", {}).items() if args.reuse_dagster and p not in policies}
-        reused += [f"Dagster {p} at {days} days" for p in daemon]
-        for policy in policies:
-            result = dagster_backfill.measure(days, policy, args.slots, args.dagster_timeout, DAG_FILE, progress=log)
-            daemon[policy] = {**asdict(result), "measured_at": _now()}
-        results[str(days)] = {"shape": shape, "engine": engine, "daemon": daemon}
+    measured = [] if args.skip_engine else args.instance
+    with ExitStack() as stack:  # the Postgres server, if one is started
+        server = stack.enter_context(PostgresServer()) if "postgres" in measured else None
+        for days in args.days:
+            old = saved.get(str(days), {})
+            shape = planned(days, args.slots)
+            log(f"{days} days: {shape['nodes']} nodes, bound {shape['bound']:.1f} s")
+            engines = {}
+            for instance, key in ENGINE_KEYS.items():
+                if instance not in measured:
+                    engines[key] = old.get(key)
+                    reused += [f"engine on {instance} at {days} days"] if engines[key] else []
+                    continue
+                url = server.create_database() if server and instance == "postgres" else None
+                engines[key] = engine = measure_engine(days, args.slots, url)
+                log(f"  engine on {instance}: sparse {engine['sparse']:.1f} s, level by level {engine['levels']:.1f} s")
+            daemon = {p: d for p, d in old.get("daemon", {}).items() if args.reuse_dagster and p not in policies}
+            reused += [f"Dagster {p} at {days} days" for p in daemon]
+            for policy in policies:
+                result = dagster_backfill.measure(
+                    days, policy, args.slots, args.dagster_timeout, DAG_FILE, progress=log
+                )
+                daemon[policy] = {**asdict(result), "measured_at": _now()}
+            results[str(days)] = {"shape": shape, **engines, "daemon": daemon}
     uptime_after = _uptime()
 
     saved.update(results)
@@ -293,8 +328,8 @@ def main() -> None:
     lines = [
         "# Backfill engine: makespan against the bound, the level-by-level loop and Dagster's daemon backfills",
         "",
-        f"Command: `{command}` (`make bench` runs it with the defaults: `--days 31 90 --slots 4 --dagster both "
-        f"--dagster-timeout {DEFAULT_DAGSTER_TIMEOUT}`)",
+        f"Command: `{command}` (`make bench` runs it with the defaults: `--days 31 90 --slots 4 --instance sqlite "
+        f"postgres --dagster both --dagster-timeout {DEFAULT_DAGSTER_TIMEOUT}`)",
         "",
         *(
             [
@@ -310,7 +345,8 @@ def main() -> None:
         "",
         "DAG (bench/engine_dag.py): raw -> clean (identity) -> rolling_7d (7-day window); running_total "
         "(self-dependent + identity on clean); monthly_summary (fan-in of clean).",
-        "Engine rows: our engine on warm worker processes, every node a Dagster run recorded in the instance. "
+        "Engine rows: our engine on warm worker processes, every node a Dagster run recorded in the instance "
+        "(SQLite, the default; 'Postgres instance': a local throwaway PostgreSQL server). "
         "Dagster rows: stock Dagster 1.13 through `dagster dev` (webserver + daemon), backfill launched with "
         "the `launchPartitionBackfill` mutation the UI's Materialize dialog uses; run queue "
         f"`max_concurrent_runs: {args.slots}`; makespan is launch -> last run's end (the backfill's own status "
@@ -319,7 +355,7 @@ def main() -> None:
     ]
     for days in shown:
         r = saved[str(days)]
-        lines += report(days, args.slots, r["shape"], r["engine"], r["daemon"])
+        lines += report(days, args.slots, r["shape"], {key: r.get(key) for key in ENGINE_KEYS.values()}, r["daemon"])
     Path(args.out).write_text("\n".join(lines))
     saved_path.write_text(json.dumps(saved, indent=2) + "\n")
     print("\n".join(lines))

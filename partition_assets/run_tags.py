@@ -23,7 +23,7 @@ LAUNCHED_TAG = "partition_assets/launched"
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
-DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of Dagster's own (daemon) backfills
+DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of a Dagster backfill (the daemon's, or the engine's)
 # Dagster records no materialization for the outputs of a run with this tag (execute_step.py,
 # `assets_are_externally_managed`): a staged node run's data is not readable yet.
 DEFER_ASSET_EVENTS_TAG = "dagster/defer_asset_events"
@@ -44,9 +44,10 @@ def staging_backfill(tags: Mapping[str, str]) -> str | None:
 
 
 def node_run_tags(backfill_id: str, staged: bool) -> dict[str, str]:
-    """The tags that mark a node run of backfill `backfill_id`."""
+    """The tags that mark a node run of backfill `backfill_id`: the engine's, and Dagster's
+    (the webserver lists the run under the Dagster backfill of the same id)."""
     staging = {STAGED_TAG: "true", DEFER_ASSET_EVENTS_TAG: "true"} if staged else {}
-    return {BACKFILL_ID_TAG: backfill_id, **staging}
+    return {BACKFILL_ID_TAG: backfill_id, DAGSTER_BACKFILL_TAG: backfill_id, **staging}
 
 
 def pinned_input_tags(inputs_as_of: str, versions: Mapping[str, int]) -> dict[str, str]:

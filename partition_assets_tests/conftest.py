@@ -1,5 +1,6 @@
 """Shared fixtures: one Spark Connect server for the whole test session, real Dagster
-instances (SQLite in a temp dir) and a fresh lake folder per test."""
+instances (SQLite in a temp dir; for tests marked `also_on_postgres`, also a fresh database
+on the session's throwaway PostgreSQL server) and a fresh lake folder per test."""
 
 import os
 import tempfile
@@ -21,6 +22,7 @@ os.environ.pop("PARTITION_ASSETS_SPARK_CONF", None)
 from partition_assets.example import assets as example_assets
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
+from partition_assets_tests.postgres import PostgresServer
 
 EXAMPLE_ASSETS = dg.load_assets_from_modules([example_assets])
 
@@ -41,6 +43,33 @@ def spark_resource():
 @pytest.fixture(scope="session")
 def spark(spark_resource):
     return spark_resource.spark_session
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL server for the session, started by the first test that needs it."""
+    with PostgresServer() as server:
+        yield server
+
+
+# The params of an instance fixture: SQLite unless a test is marked also_on_postgres.
+ON_SQLITE = ["sqlite"]
+
+
+def also_on_postgres(instance_fixture: str):
+    """Runs a test on its usual SQLite instance and again on PostgreSQL. `instance_fixture`
+    declares `params=ON_SQLITE` (so every test of the module carries the param, and pytest
+    groups them: a module-scoped fixture is set up once for SQLite, once for Postgres) and
+    opens its instance on `postgres_url_for(request)`."""
+    return pytest.mark.parametrize(instance_fixture, ["sqlite", "postgres"], indirect=True)
+
+
+def postgres_url_for(request) -> str | None:
+    """For an instance fixture: the URL of a fresh database on the session's PostgreSQL
+    server when the test runs on Postgres (see also_on_postgres), else None (SQLite)."""
+    if request.param != "postgres":
+        return None
+    return request.getfixturevalue("postgres_server").create_database()
 
 
 @pytest.fixture

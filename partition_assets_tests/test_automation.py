@@ -7,10 +7,13 @@ from collections import Counter
 
 import dagster as dg
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus
 
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.instance import ENGINE_TAG, SPARSE
 from partition_assets_tests import automation_defs
+from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.webserver import DagsterDev
 
@@ -20,9 +23,14 @@ LATENCY_GOAL = 5.0
 _DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    server = DagsterDev(tmp_path_factory.mktemp("automation"), "partition_assets_tests.automation_defs")
+@pytest.fixture(scope="module", params=ON_SQLITE)
+def dev(request, tmp_path_factory):
+    """`dagster dev` on SQLite; for tests marked also_on_postgres, a second one on Postgres."""
+    server = DagsterDev(
+        tmp_path_factory.mktemp("automation"),
+        "partition_assets_tests.automation_defs",
+        postgres_url=postgres_url_for(request),
+    )
     try:
         server.wait_until_ready()
         yield server
@@ -31,10 +39,9 @@ def dev(tmp_path_factory):
 
 
 @pytest.fixture
-def instance(dev, monkeypatch):
+def instance(dev):
     """Here, the instance `dagster dev` serves (the engine's workers find it by DAGSTER_HOME)."""
-    monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
-    with dg.DagsterInstance.get() as shared:
+    with dev.open_instance() as shared:
         yield shared
 
 
@@ -92,6 +99,7 @@ def requested_latency(instance, upstream: str, partition: str, downstream: str, 
     return first - event.timestamp
 
 
+@also_on_postgres("dev")
 def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, instance):
     dev.start_sensor("eager")
     wait_for_sensor_ticks(dev, "eager", 1)  # its cursor now starts before our events
@@ -138,6 +146,7 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     assert eager_runs().keys() == runs.keys()
 
 
+@also_on_postgres("dev")
 def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, instance):
     raw, clean = automation_defs.gap_raw, automation_defs.gap_clean
     for day in ("01", "02", "03", "05", "06", "08"):
@@ -168,6 +177,7 @@ def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, in
     filled = Counter((next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"]) for r in node_runs)
     assert set(filled) == expected and set(filled.values()) == {1}
     assert {r.status for r in node_runs} == {dg.DagsterRunStatus.SUCCESS}
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
     for day in ("01", "02", "03", "05", "08"):  # current partitions were never run again
         assert len(materializations(instance, "gap_raw", f"2024-01-{day}")) == 1
 
@@ -208,6 +218,7 @@ def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev,
         for r in tagged
         if r.asset_selection
     } == {(asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)}
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
     record = BackfillRecord.load(backfill_id)
     assert (record.spec.selection, record.spec.start, record.spec.end, record.status) == (
         "group:jobs",
@@ -255,6 +266,7 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
 
     backfill_id = instance.get_run_by_id(run_id).tags[BACKFILL_ID_TAG]
     assert BackfillRecord.load(backfill_id).status == "canceled"
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.CANCELED)
     launched = node_runs()
     assert dg.DagsterRunStatus.STARTED not in {r.status for r in launched}
     assert len(launched) < 12  # launching stopped
@@ -284,3 +296,12 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
     )
     assert len(final) == 12 and set(final.values()) == {1}
     assert all(final[node] == 1 for node in succeeded)
+    assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
+
+
+def assert_listed_as_dagster_backfill(instance, backfill_id: str, status: BulkActionStatus) -> None:
+    """The engine backfill is the Dagster backfill of the same id (the UI's Backfills page),
+    in `status`, marked as the engine's so that Dagster's daemon leaves it alone."""
+    backfill = instance.get_backfill(backfill_id)
+    assert backfill is not None and backfill.status == status, backfill
+    assert backfill.tags[ENGINE_TAG] == SPARSE

@@ -1,7 +1,6 @@
 """The engine against real Dagster runs: order, early starts, failure isolation."""
 
 import multiprocessing
-import shutil
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -17,18 +16,19 @@ from partition_assets.backfill.scheduling import RunUnit
 from partition_assets.backfill.state import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets_tests import engine_defs
+from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for
+from partition_assets_tests.instances import instance_env
 
-REPO = Path(__file__).resolve().parents[1]
 JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
 
 
-@pytest.fixture
-def dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    return home
+@pytest.fixture(params=ON_SQLITE)
+def dagster_home(request, tmp_path, monkeypatch):
+    """DAGSTER_HOME (and DAGSTER_PG_URL on Postgres) for this test and the workers it starts."""
+    env = instance_env(tmp_path / "dagster_home", postgres_url_for(request))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Path(env["DAGSTER_HOME"])
 
 
 def run_backfill(selection, backfill_id, max_parallel=2, done=()):
@@ -49,6 +49,7 @@ def run_backfill(selection, backfill_id, max_parallel=2, done=()):
 
 
 @pytest.mark.slow
+@also_on_postgres("dagster_home")
 def test_nodes_start_after_their_upstream_and_no_later_than_needed(dagster_home):
     graph, status, results = run_backfill(["raw", "clean", "rolling", "total", "month"], "bf-order")
     assert set(status.values()) == {NodeStatus.SUCCEEDED}
@@ -84,6 +85,7 @@ def test_a_failed_node_blocks_exactly_its_descendants(dagster_home):
 
 
 @pytest.mark.slow
+@also_on_postgres("dagster_home")
 def test_a_self_dependent_chain_shares_runs_but_never_outruns_its_inputs(dagster_home):
     ledger = dg.AssetKey("ledger")
     graph, status, results = run_backfill(["raw", "clean", "ledger"], "bf-chain")

@@ -120,7 +120,10 @@ def materialize_frame(run_assets):
     [
         (lambda s: s.range(3).withColumn("ds", F.lit("2024-01-09")), "outside this run"),
         (lambda s: s.range(3).withColumn("ds", F.lit(None).cast("string")), "null or empty"),
-        (lambda s: s.range(3).withColumn("ds", F.to_date(F.lit("2024-01-05"))), "has type date"),
+        (lambda s: s.range(3).withColumn("ds", F.to_timestamp(F.lit("2024-01-05"))), "has type timestamp"),
+        # A date partition column is allowed (README "Reading tables with dagster-deltalake"),
+        # but not into a table whose column is a string.
+        (lambda s: s.range(3).withColumn("ds", F.to_date(F.lit("2024-01-05"))), "(ds: string -> date32[day])"),
         (lambda s: s.range(0).withColumn("ds", F.lit("2024-01-05")), "no rows"),
     ],
 )

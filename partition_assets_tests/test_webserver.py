@@ -1,8 +1,12 @@
-""" "Materialize range" in the webserver, as a user clicks it in Chromium and as the GraphQL
-mutation the button sends: the daemon runs the backfill and the Delta tables hold exactly
-the generated rows of the chosen days."""
+""" "Materialize range" in the webserver, as a user clicks it in Chromium: the sparse engine
+runs it as a Dagster backfill (listed on the Backfills page with its progress, canceled from
+it), and the Delta tables hold exactly the generated rows of the chosen days. A backfill
+tagged `partition_assets/engine=dagster` runs on Dagster's daemon; one started from the
+command line is listed on the same page."""
 
+import os
 import re
+import subprocess
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -14,9 +18,14 @@ from playwright.sync_api import sync_playwright
 
 from partition_assets.example import assets as example_assets
 from partition_assets.example import sources
-from partition_assets_tests.conftest import EXAMPLE_ASSETS
+from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, also_on_postgres, postgres_url_for
+from partition_assets_tests.polling import wait_for
 from partition_assets_tests.readers import delta_with_delta_rs
+from partition_assets_tests.test_backfill_cli import CLI
 from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
+from partition_assets_tests.ui_engine_defs import RELEASE_DIR_ENV
 from partition_assets_tests.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -35,6 +44,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 BACKFILL_TIMEOUT = 420
+UI_ENGINE_DEFS = "partition_assets_tests.ui_engine_defs"
 
 
 def test_every_example_asset_backfills_a_range_in_one_run():
@@ -44,9 +54,24 @@ def test_every_example_asset_backfills_a_range_in_one_run():
 
 
 @pytest.fixture(scope="module")
-def dagster_dev(spark_resource, tmp_path_factory):
-    """One `dagster dev` (webserver + daemon) for the module, attached to the test Spark server."""
-    server = DagsterDev(tmp_path_factory.mktemp("dagster_dev")).wait_until_ready()
+def release_dir(tmp_path_factory) -> Path:
+    """Where the tests release `held`'s runs (partition_assets_tests/ui_engine_defs.py)."""
+    return tmp_path_factory.mktemp("release")
+
+
+@pytest.fixture(scope="module", params=ON_SQLITE)
+def dagster_dev(request, spark_resource, tmp_path_factory, release_dir):
+    """One `dagster dev` (webserver + daemon) for the module, attached to the test Spark server,
+    serving the example plus `held` and `quick`; the engine takes its UI backfills (the
+    `make dev` setup, whose dagster.yaml names the example). For tests marked
+    also_on_postgres, a second one on Postgres."""
+    server = DagsterDev(
+        tmp_path_factory.mktemp("dagster_dev"),
+        UI_ENGINE_DEFS,
+        env={RELEASE_DIR_ENV: str(release_dir)},
+        engine_modules=[UI_ENGINE_DEFS],
+        postgres_url=postgres_url_for(request),
+    ).wait_until_ready()
     yield server
     server.stop()
 
@@ -59,8 +84,8 @@ def browser():
         chromium.close()
 
 
-def test_materialize_range_in_the_browser(dagster_dev, browser, spark, tmp_path):
-    first, last = "2024-01-02", "2024-01-04"
+def test_materialize_range_in_the_browser_runs_on_the_engine(dagster_dev, browser, spark, tmp_path):
+    day = "2024-01-02"
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.set_default_timeout(90_000)  # a loaded 2-core machine renders the asset graph slowly
     with screenshot_on_failure(page, tmp_path / "launch.png"):
@@ -73,18 +98,116 @@ def test_materialize_range_in_the_browser(dagster_dev, browser, spark, tmp_path)
         # Two assets with different partitions: the range is picked on the root (hourly) asset.
         dialog.get_by_text("events", exact=True).wait_for()
         range_input = dialog.get_by_role("textbox")
-        range_input.fill(f"[{first}-00:00...{last}-23:00]")
+        range_input.fill(f"[{day}-00:00...{day}-23:00]")
         range_input.press("Enter")
+        clicked = time.time()
         dialog.get_by_role("button", name="Launch backfill").click()
         toast = page.get_by_text(re.compile(r"^Created backfill \w+$"))
         backfill_id = toast.inner_text().split()[-1]
 
-    assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
-
-    with screenshot_on_failure(page, tmp_path / "backfill.png"):
+    with screenshot_on_failure(page, tmp_path / "progress.png"):
+        # The Backfills page lists it, in progress, with a row per asset.
         page.goto(f"{dagster_dev.url}/runs/b/{backfill_id}")
-        page.get_by_text("Succeeded", exact=True).first.wait_for()
+        wait_for_text(page, r"events\s+\d+% completed\s+24\s+\d+\s+\d+\s+0")
+        wait_for_text(page, r"daily_orders\s+\d+% completed\s+1\s+\d+\s+\d+\s+0")
+    backfill = wait_for_backfill(dagster_dev, backfill_id)
+    assert backfill["status"] == "COMPLETED_SUCCESS", backfill
+    tags = {t["key"]: t["value"] for t in backfill["tags"]}
+    assert tags[ENGINE_TAG] == SPARSE
+    # Every run is an engine node run of this backfill (none of Dagster's daemon).
+    assert backfill["runs"] and all(tag_of(run, BACKFILL_ID_TAG) == backfill_id for run in backfill["runs"])
+    first_started = min(run["startTime"] for run in backfill["runs"])
+    print(
+        f"engine backfill of {day} from the dialog: click -> first node run started {first_started - clicked:.1f} s, "
+        f"click -> complete {backfill['endTimestamp'] - clicked:.1f} s, {len(backfill['runs'])} runs"
+    )
+
+    with screenshot_on_failure(page, tmp_path / "done.png"):
+        page.reload()
+        # Per asset: targeted, in progress, succeeded, failed.
+        wait_for_text(page, r"events\s+100% completed\s+24\s+0\s+24\s+0")
+        wait_for_text(page, r"daily_orders\s+100% completed\s+1\s+0\s+1\s+0")
     page.close()
+
+    hours = hours_of(day, day)
+    with dagster_dev.open_instance() as instance:
+        # Published: Dagster's partition status holds the day, as the asset pages colour it.
+        assert set(hours) <= set(instance.get_materialized_partitions(dg.AssetKey("events")))
+        assert day in instance.get_materialized_partitions(dg.AssetKey("daily_orders"))
+    assert_tables_hold_the_days(dagster_dev, spark, day, day)
+
+
+def test_cancel_in_the_ui_stops_a_running_engine_backfill(dagster_dev, browser, release_dir, tmp_path):
+    """Six days of `held` (4 run at once, each waiting for its release): Cancel in the page
+    cancels the 4 in flight and launches nothing more, even once they are released."""
+    days = [f"2024-03-{d:02d}" for d in range(1, 7)]
+    backfill_id = launch(dagster_dev, {"assetSelection": [{"path": ["held"]}], "partitionNames": days})
+
+    def four_started():
+        """4 node runs started"""
+        runs = backfill_of(dagster_dev, backfill_id)["runs"]
+        return len([r for r in runs if r["status"] == "STARTED"]) == 4
+
+    wait_for(four_started, BACKFILL_TIMEOUT, step=1)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(90_000)
+    with screenshot_on_failure(page, tmp_path / "cancel.png"):
+        page.goto(f"{dagster_dev.url}/runs/b/{backfill_id}")
+        wait_for_text(page, r"held\s+\d+% completed\s+6\s+4\s+0\s+0")  # 4 of 6 in progress
+        page.get_by_role("button").last.click()  # the backfill's action menu, top right
+        page.get_by_role("menuitem", name="Cancel backfill").click()
+        page.locator(".dagster-dialog").get_by_role("button", name="Cancel backfill").click()
+        canceled = time.time()
+        page.get_by_text("Canceled", exact=True).first.wait_for()
+    page.close()
+    backfill = wait_for_backfill(dagster_dev, backfill_id)
+    assert backfill["status"] == "CANCELED", backfill
+    print(f"cancel -> canceled {backfill['endTimestamp'] - canceled:.1f} s")
+    assert sorted(run["status"] for run in backfill["runs"]) == ["CANCELED"] * 4
+
+    for day in days:  # released now: nothing is left to run them
+        (release_dir / day).touch()
+    time.sleep(5)
+    assert len(backfill_of(dagster_dev, backfill_id)["runs"]) == 4
+
+
+def test_a_cli_backfill_is_listed_on_the_backfills_page(dagster_dev, browser, tmp_path):
+    ran = subprocess.run(
+        [*CLI, "run", "-m", UI_ENGINE_DEFS, "--select", "key:quick", "--start", "2024-01-01", "--end", "2024-01-03"],
+        env={**os.environ, **dagster_dev.instance_env, "PARTITION_ASSETS_LAKE": str(dagster_dev.lake)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    backfill_id = ran.stdout.split("backfill ", 1)[1].split(":", 1)[0]
+
+    listed = dagster_dev.graphql(BACKFILLS_FEED)["runsFeedOrError"]["results"]
+    (entry,) = [b for b in listed if b["id"] == backfill_id]
+    assert entry["status"] == "COMPLETED_SUCCESS"
+    (quick,) = entry["assetBackfillData"]["assetBackfillStatuses"]
+    assert (quick["numPartitionsTargeted"], quick["numPartitionsMaterialized"], quick["numPartitionsFailed"]) == (
+        3,
+        3,
+        0,
+    )
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(90_000)
+    with screenshot_on_failure(page, tmp_path / "backfills.png"):
+        page.goto(f"{dagster_dev.url}/runs?view=backfills")
+        page.get_by_text(backfill_id, exact=True).wait_for()
+    page.close()
+
+
+def wait_for_text(page, pattern: str, timeout: float = 90) -> None:
+    """Waits until the page's visible text matches `pattern` (cells are separated by whitespace)."""
+
+    def shown():
+        """the page to show the pattern"""
+        return re.search(pattern, page.inner_text("body"))
+
+    wait_for(shown, timeout, step=0.5)
 
 
 @contextmanager
@@ -105,18 +228,28 @@ LAUNCH = """mutation Launch($params: LaunchBackfillParams!) {
 }"""
 
 
-def test_launch_partition_backfill_mutation(dagster_dev, spark):
+def launch(dagster_dev, params: dict) -> str:
+    """`launchPartitionBackfill` with `params`, as the dialog sends it; the backfill's id."""
+    launched = dagster_dev.graphql(LAUNCH, {"params": {"fromFailure": False, **params}})["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    return launched["backfillId"]
+
+
+@also_on_postgres("dagster_dev")
+def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, spark):
+    """The stock path, per backfill: the tag `partition_assets/engine=dagster` (the dialog's
+    tags, or the mutation's) leaves it to Dagster's daemon: one run per asset over the range."""
     first, last = "2024-01-05", "2024-01-06"
     # The parameters the dialog sends: the asset selection and the root asset's keys.
-    params = {
-        "assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}],
-        "partitionNames": hours_of(first, last),
-        "fromFailure": False,
-    }
-    launched = dagster_dev.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
-    assert launched["__typename"] == "LaunchBackfillSuccess", launched
-
-    assert_backfill_wrote_the_days(dagster_dev, spark, launched["backfillId"], first, last)
+    backfill_id = launch(
+        dagster_dev,
+        {
+            "assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}],
+            "partitionNames": hours_of(first, last),
+            "tags": [{"key": ENGINE_TAG, "value": DAGSTER}],
+        },
+    )
+    assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
 
 
 def hours_of(first_day: str, last_day: str) -> list[str]:
@@ -128,21 +261,50 @@ def hours_of(first_day: str, last_day: str) -> list[str]:
 BACKFILL = """query Backfill($id: String!) {
   partitionBackfillOrError(backfillId: $id) {
     ... on PartitionBackfill {
-      status timestamp endTimestamp
+      status timestamp endTimestamp tags { key value }
       runs(limit: 100) { runId status creationTime startTime endTime assetSelection { path } tags { key value } }
     }
   }
 }"""
 
 
+def backfill_of(dagster_dev, backfill_id: str) -> dict:
+    return dagster_dev.graphql(BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
+
+
 def wait_for_backfill(dagster_dev, backfill_id: str) -> dict:
-    deadline = time.monotonic() + BACKFILL_TIMEOUT
-    while True:
-        backfill = dagster_dev.graphql(BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
-        if backfill["status"] not in ("REQUESTED", "CANCELING", "FAILING"):
-            return backfill
-        assert time.monotonic() < deadline, f"backfill {backfill_id} still {backfill['status']}"
-        time.sleep(1)
+    def finished():
+        """the backfill to finish"""
+        backfill = backfill_of(dagster_dev, backfill_id)
+        return backfill if backfill["status"] not in ("REQUESTED", "CANCELING", "FAILING") else None
+
+    return wait_for(finished, BACKFILL_TIMEOUT, step=1)
+
+
+# The Backfills page (Runs -> Backfills): its feed, with each backfill's per-asset progress.
+BACKFILLS_FEED = """{
+  runsFeedOrError(limit: 50, view: BACKFILLS) {
+    ... on RunsFeedConnection {
+      results {
+        id
+        ... on PartitionBackfill {
+          status
+          assetBackfillData {
+            assetBackfillStatuses {
+              ... on AssetPartitionsStatusCounts {
+                assetKey { path } numPartitionsTargeted numPartitionsMaterialized numPartitionsFailed
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}"""
+
+
+def tag_of(run: dict, key: str) -> str | None:
+    return next((t["value"] for t in run["tags"] if t["key"] == key), None)
 
 
 def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last):
@@ -160,8 +322,11 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
         ranges[asset_of(run)] = (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"])
     assert ranges == {"events": (hours[0], hours[-1]), "daily_orders": (first, last)}
 
+    # Dagster's daemon ran it: no engine node run among them.
+    assert not any(tag_of(run, BACKFILL_ID_TAG) for run in backfill["runs"])
+
     # Each run materialized exactly the chosen partitions.
-    with dg.DagsterInstance.from_config(str(dagster_dev.home)) as instance:
+    with dagster_dev.open_instance() as instance:
         for run in backfill["runs"]:
             materialized = {
                 e.dagster_event.partition
@@ -169,7 +334,13 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
             }
             assert materialized == set(hours if asset_of(run) == "events" else days)
 
-    # The tables hold the generator's rows for exactly these days.
+    assert_tables_hold_the_days(dagster_dev, spark, first, last)
+
+
+def assert_tables_hold_the_days(dagster_dev, spark, first: str, last: str) -> None:
+    """events and daily_orders hold the generator's rows for exactly these days."""
+    hours = hours_of(first, last)
+    days = example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
     start = datetime.fromisoformat(first).replace(tzinfo=UTC)
     generated = sources.hourly_events(spark, start, len(hours)).toPandas()
     events = delta_with_delta_rs(dagster_dev.lake / "events")

@@ -3,14 +3,19 @@ a small GraphQL client."""
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import AbstractContextManager
 from pathlib import Path
+
+import dagster as dg
+import yaml
+
+from partition_assets_tests.instances import instance_env, open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
@@ -65,19 +70,31 @@ _READY = """{
 
 class DagsterDev:
     """`dagster dev` (webserver, daemon, code server) on a free port, with a fresh instance
-    (the repo's dagster.yaml) and lake under `root`: the `make dev` setup, for tests.
+    (the repo's dagster.yaml; on PostgreSQL when `postgres_url` is given) and lake under
+    `root`: the `make dev` setup, for tests.
 
-    Serves the repo's workspace.yaml, or only `module` when given.
+    Serves the repo's workspace.yaml, or only `module` when given; `engine_modules`
+    replaces the code locations whose UI backfills run on the sparse engine.
     """
 
-    def __init__(self, root: Path, module: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        module: str | None = None,
+        env: dict[str, str] | None = None,
+        postgres_url: str | None = None,
+        engine_modules: list[str] | None = None,
+    ) -> None:
         self.home, self.lake = root / "dagster_home", root / "lake"
-        self.home.mkdir(parents=True)
-        shutil.copy(REPO / "dagster.yaml", self.home / "dagster.yaml")
+        # What a process needs to open the instance this server serves.
+        self.instance_env = instance_env(self.home, postgres_url)
+        config = yaml.safe_load((self.home / "dagster.yaml").read_text())
         # No "join the community" dialog over the page under test (it comes and goes with
         # a flag in the user's ~/.dagster).
-        with open(self.home / "dagster.yaml", "a") as config:
-            config.write("nux:\n  enabled: false\n")
+        config["nux"] = {"enabled": False}
+        if engine_modules is not None:
+            config["partition_assets"] = {"engine_modules": engine_modules}
+        (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
         self.location = module or "example"
         self.port = free_port()
         self.log = root / "dagster_dev.log"
@@ -92,7 +109,7 @@ class DagsterDev:
                 *(["-m", module] if module else ["-w", "workspace.yaml"]),
             ],
             cwd=REPO,
-            env={**os.environ, "DAGSTER_HOME": str(self.home), "PARTITION_ASSETS_LAKE": str(self.lake), **(env or {})},
+            env={**os.environ, **self.instance_env, "PARTITION_ASSETS_LAKE": str(self.lake), **(env or {})},
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -120,6 +137,10 @@ class DagsterDev:
                 self.stop()
                 raise RuntimeError(f"dagster dev did not come up; log: {self.log}")
             time.sleep(0.5)
+
+    def open_instance(self) -> AbstractContextManager[dg.DagsterInstance]:
+        """The instance this server serves (see instances.open_instance)."""
+        return open_instance(self.instance_env)
 
     def selector(self, **names: str) -> dict[str, str]:
         return {"repositoryLocationName": self.location, "repositoryName": "__repository__", **names}

@@ -19,6 +19,12 @@ again on later ticks, so it runs once the run is done or the backfill unfreezes,
 is still not current then. Each request's run key
 names the input version, so the same inputs never request it twice. Ready partitions
 with the same key and partitions definition share one run.
+
+Not guaranteed on a PostgreSQL instance: the cursor is the event log's highest storage
+id, and PostgreSQL numbers a row before its transaction commits, so an event committed
+just after a higher-numbered one was read is skipped (a window of one insert; SQLite
+serialises writes, so it cannot happen there). The partitions it would have requested
+wait for a later event that names them, or for the catch-up sensor.
 """
 
 import json

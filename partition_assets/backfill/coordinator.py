@@ -7,9 +7,11 @@ so each behaves the same and leaves the same record.
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 
 import dagster as dg
 
+from partition_assets.backfill.dagster_ui import DagsterBackfillMirror
 from partition_assets.backfill.engine import execute
 from partition_assets.backfill.gate import GateCheck, format_checks
 from partition_assets.backfill.graph import BackfillGraph, Node, plan
@@ -104,7 +106,9 @@ def run_backfill(
     on_phase: Callable[[str], None] = lambda line: None,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`, holding leases on the partitions it
-    writes and its assets frozen; stops launching once the record is canceled.
+    writes and its assets frozen; stops launching once the record is canceled (or its
+    Dagster backfill is canceled in the UI). The Dagster backfill of the same id (created
+    when absent: backfill/dagster_ui.py) shows its status and per-partition progress.
     `on_result` sees each node's result, `on_phase` a line per step after the nodes
     (the gate, the publish).
 
@@ -144,7 +148,12 @@ def _run_held(
     pins: Mapping[Node, Pins],
 ) -> dict[Node, NodeStatus]:
     staged = record.spec.publish == STAGED
-    with publication.held(instance) as leases:
+    asset_graph = publication.definitions.resolve_asset_graph()
+    with (
+        publication.held(instance) as leases,
+        # Once its leases are taken: a backfill refused for leased partitions shows in no list.
+        DagsterBackfillMirror(record, graph, asset_graph, instance, done) as mirror,
+    ):
         if record.status == "publishing":
             on_phase(_timed("published", lambda: publication.publish(instance)))
             release(leases)
@@ -155,10 +164,12 @@ def _run_held(
         def node_finished(result: NodeResult) -> None:
             if ahead is not None:
                 ahead.finished(result)
+            mirror.finished(result)
             on_result(result)
 
         try:
-            status = _run_nodes(record, graph, done, node_finished, staged, pins)
+            status = _run_nodes(record, graph, done, node_finished, mirror.launched, staged, pins)
+            mirror.settle(status)
             ahead_stats = ahead.results() if ahead is not None and _all_succeeded(status) else None
         finally:
             if ahead is not None:
@@ -243,6 +254,7 @@ def _run_nodes(
     graph: BackfillGraph,
     done: set[Node],
     on_result: Callable[[NodeResult], None],
+    on_launch: Callable[[RunUnit], None],
     staged: bool,
     pins: Mapping[Node, Pins],
 ) -> dict[Node, NodeStatus]:
@@ -269,9 +281,14 @@ def _run_nodes(
             spec.max_parallel,
             {dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()},
         )
+
+        def launch(unit: RunUnit) -> Future:
+            on_launch(unit)
+            return runner.launch(unit)
+
         return execute(
             graph,
-            runner.launch,
+            launch,
             throttle,
             done=done,
             on_result=on_result,

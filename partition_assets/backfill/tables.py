@@ -78,7 +78,7 @@ def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.Asse
         partitions_def = node.partitions_def
         tables[key] = BackfillTable(
             asset=key,
-            uri=io_manager.table_uri(key),
+            uri=io_manager.table_uri(key, metadata),
             table_format=io_manager.table_format,
             columns=partition_columns(partitions_def, metadata) if partitions_def else (),
             partitions_def=partitions_def,
@@ -107,9 +107,11 @@ def input_tables(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.A
     for key in graph.slices:
         found[key] = []
         for parent in sorted(asset_graph.get(key).parent_keys - set(graph.slices)):
-            io_manager = resources.get(asset_graph.get(parent).io_manager_key)
+            node = asset_graph.get(parent)
+            io_manager = resources.get(node.io_manager_key)
             if isinstance(io_manager, SparkTableIOManager) and isinstance(io_manager.table_format, StagingFormat):
-                found[key].append(InputTable(parent, io_manager.table_uri(parent), io_manager.table_format))
+                uri = io_manager.table_uri(parent, node.metadata)
+                found[key].append(InputTable(parent, uri, io_manager.table_format))
     return found
 
 

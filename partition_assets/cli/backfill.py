@@ -15,6 +15,7 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
+from partition_assets.backfill.dagster_ui import adopted_plan, hand_back, mark_canceled, mark_failed
 from partition_assets.backfill.gate import diff_rows, format_diff
 from partition_assets.backfill.graph import BackfillGraph, Node, impact
 from partition_assets.backfill.ledger import LedgerEntry
@@ -31,7 +32,8 @@ from partition_assets.backfill.state import (
 )
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.deploy.code_root import add_code_root_options
-from partition_assets.errors import BackfillPlanError, BackfillStateError, GateFailedError
+from partition_assets.errors import BackfillPlanError, BackfillStateError, GateFailedError, PartitionAssetsError
+from partition_assets.instance import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -52,6 +54,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("resume", "finish a backfill: run every node that has not succeeded"),
         ("retry", "re-run failed nodes and their descendants"),
         ("cancel", "stop launching and cancel runs in flight"),
+        ("adopt", "run a backfill launched from the webserver on the engine (the instance starts it)"),
         ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
         ("publish", "publish a staged backfill whose gate failed, after review"),
         ("discard", "delete a staged backfill's staged data"),
@@ -91,6 +94,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
                 return 0
         # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
         return _execute(BackfillRecord(spec), graph, done)
+    if args.action == "adopt":
+        return _adopt(args.backfill_id)
     record = BackfillRecord.load(args.backfill_id)
     for path in (getattr(args, "html", None), getattr(args, "png", None)):
         if path and not Path(path).resolve().parent.is_dir():
@@ -114,7 +119,10 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         if args.action == "cancel":
             record.status = "canceled"
             record.save()
-            print(f"backfill {record.id} canceled; {cancel_in_flight(instance, record.id)} runs in flight canceled")
+            in_flight = cancel_in_flight(instance, record.id)
+            # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.
+            mark_canceled(instance, record.id)
+            print(f"backfill {record.id} canceled; {in_flight} runs in flight canceled")
             return 0
         graph = graph_of(record.spec, instance)
         if args.action == "retry" and not any(
@@ -145,6 +153,31 @@ def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> i
         return 1
     print(progress.summary(status))
     return 0 if progress.failure(status) is None else 1
+
+
+def _adopt(backfill_id: str) -> int:
+    """Runs the webserver-launched Dagster backfill `backfill_id` on the engine, under the
+    same id (so `backfill resume <id>` picks it up), or hands it back to Dagster's daemon."""
+    with dg.DagsterInstance.get() as instance:
+        backfill = instance.get_backfill(backfill_id)
+        if backfill is None or not runs_on_engine(backfill):
+            raise BackfillStateError(
+                f"Dagster backfill {backfill_id!r} is not one the engine runs (absent, or not tagged "
+                f"{ENGINE_TAG}={SPARSE}): nothing was run"
+            )
+        try:
+            spec, graph = adopted_plan(backfill, getattr(instance, "engine_modules", []), instance)
+        except BackfillPlanError as error:
+            hand_back(instance, backfill)
+            print(error)
+            return 0
+    record = BackfillRecord(spec, id=backfill_id)
+    try:
+        return _execute(record, graph, set())
+    except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions
+        with dg.DagsterInstance.get() as instance:
+            mark_failed(instance, backfill_id, error)
+        raise
 
 
 def _publication(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:

@@ -31,8 +31,8 @@ import urllib.parse
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TypeVar
+from datetime import date, datetime
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -772,7 +772,7 @@ def _files_by_partition(table: DeltaTable | None) -> dict[PartitionRow, list[_Lo
     columns = table.metadata().partition_columns
     files: dict[PartitionRow, list[_LoggedFile]] = defaultdict(list)
     for row in pa.table(table.get_add_actions(flatten=True)).to_pylist():
-        partition = {column: row[f"partition.{column}"] for column in columns}
+        partition = {column: _logged_value(row[f"partition.{column}"]) for column in columns}
         files[tuple(partition[column] for column in columns)].append(
             _LoggedFile(
                 # get_add_actions gives the log's URI-encoded path; actions take it decoded.
@@ -784,6 +784,13 @@ def _files_by_partition(table: DeltaTable | None) -> dict[PartitionRow, list[_Lo
             )
         )
     return dict(files)
+
+
+def _logged_value(value: Any) -> Any:
+    """A partition value as the log writes it: get_add_actions types it (a date partition
+    column gives a `date`), while scopes and remove actions hold the log's text. Strings
+    and nulls pass as they are."""
+    return value.isoformat() if isinstance(value, date) and not isinstance(value, datetime) else value
 
 
 def _partition_files(table: DeltaTable | None, scope: PartitionScope | None) -> dict[PartitionRow, frozenset[str]]:

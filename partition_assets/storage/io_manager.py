@@ -48,6 +48,8 @@ RUN_ID_METADATA = "dagster_run_id"
 INPUT_VERSIONS_METADATA = "input_versions"
 # Output metadata of a write whose inputs were pinned: "original" or the ISO time (see backfill/originals.py).
 INPUTS_AS_OF_METADATA = "inputs_as_of"
+# dagster-deltalake's asset metadata naming the folder of the table under the root.
+SCHEMA_METADATA = "schema"
 
 
 class InputOptions(dg.Config):
@@ -63,11 +65,13 @@ class InputOptions(dg.Config):
 
 
 class SparkTableIOManager(dg.ConfigurableIOManager):
-    """Stores each asset as a table at `<root_uri>/<asset key path>`.
+    """Stores each asset as a table at `<root_uri>/<asset key path>` (see `table_uri`).
 
     A run's output replaces exactly the run's partitions; inputs are read back
     filtered to the upstream partitions the mapping names. Asset metadata:
-    - `partition_column` / `partition_columns`: storage column names (see partition_scope);
+    - `partition_column` / `partition_columns`, or dagster-deltalake's `partition_expr`: storage
+      column names (see partition_scope);
+    - `schema`: the table's folder under the root, as dagster-deltalake places it (see `table_uri`);
     - `allow_empty: True`: an empty frame clears the run's partitions instead of failing;
     - `allow_new_columns: True`: new columns extend the table's schema (as nullable);
     - `merge_keys: [...]` (Delta): upsert on these keys within the run's partitions
@@ -83,8 +87,13 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
     def input_config_schema(cls) -> type[dg.Config]:
         return InputOptions
 
-    def table_uri(self, asset_key: dg.AssetKey) -> str:
-        return "/".join([self.root_uri.rstrip("/"), *asset_key.path])
+    def table_uri(self, asset_key: dg.AssetKey, metadata: Mapping[str, object] | None = None) -> str:
+        """`<root_uri>/<asset key path>`; with asset metadata `schema` (dagster-deltalake's
+        convention), `<root_uri>/<schema>/<last part of the key>`, where dagster-deltalake's
+        IO managers place the same asset."""
+        schema = (metadata or {}).get(SCHEMA_METADATA)
+        path = [str(schema), asset_key.path[-1]] if schema else asset_key.path
+        return "/".join([self.root_uri.rstrip("/"), *path])
 
     def handle_output(self, context: dg.OutputContext, obj: DataFrame) -> None:
         if not isinstance(obj, DataFrame):
@@ -106,7 +115,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 **git_sha_metadata(context),
             },
         )
-        table_uri, scope = self.table_uri(context.asset_key), _output_scope(context)
+        table_uri, scope = self.table_uri(context.asset_key, metadata), _output_scope(context)
         tags = _run_tags(context)
         inputs_as_of = tags.get(INPUTS_AS_OF_TAG)
         staging_for = staging_backfill(tags)
@@ -140,10 +149,11 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
+        upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
+        table_uri = self.table_uri(context.asset_key, upstream_metadata)
         pinned = pinned_inputs(_run_tags(context)).get(context.asset_key.to_user_string())
         if pinned is not None and options.version is None and options.timestamp is None:
             options = options.model_copy(update={"version": pinned})  # a re-run reading what the original read
-        table_uri = self.table_uri(context.asset_key)
         is_self_dependency = context.definition_metadata.get(SELF_DEPENDENCY_METADATA, False)
         scope = None
         if context.has_asset_partitions and options.partitions == "mapped":
@@ -151,7 +161,6 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             if not keys:
                 # e.g. the first partition of a self-dependency: there is no predecessor.
                 return None
-            upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
             scope = PartitionScope.for_keys(
                 context.asset_partitions_def,
                 keys,
@@ -182,7 +191,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             )
         # A self-dependency in a range run also maps to partitions this run replaces.
         if scope is not None and not is_self_dependency:
-            missing = self.table_format.missing_partitions(table_uri, scope)
+            missing = self._missing_partitions(table_uri, scope, staging_for)
             if missing:
                 context.log.warning(
                     f"{context.asset_key.to_user_string()}: no rows stored for "
@@ -202,10 +211,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         predecessors = PartitionScope(scope.columns, scope.rows - own)
         if not predecessors.rows:
             return  # the run starts at the asset's first partition
-        missing = self.table_format.missing_partitions(table_uri, predecessors)
-        if missing and staging_for is not None:
-            staged = _staging_format(self.table_format).staged(table_uri, staging_for)
-            missing -= set(staged.files_by_partition) if staged else set()
+        missing = self._missing_partitions(table_uri, predecessors, staging_for)
         if missing:
             shown = PartitionScope(scope.columns, frozenset(missing))
             raise MissingPredecessorError(
@@ -214,6 +220,17 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 f"history. Backfill from an earlier start (e.g. --start {min(missing)[0]}) or with "
                 "--lookback N. Nothing was written."
             )
+
+    def _missing_partitions(
+        self, table_uri: str, scope: PartitionScope, staging_for: str | None
+    ) -> set[tuple[str, ...]]:
+        """The partitions of `scope` that hold no data as the run reads them: neither
+        published nor staged by the run's backfill."""
+        missing = set(self.table_format.missing_partitions(table_uri, scope))
+        if missing and staging_for is not None:
+            staged = _staging_format(self.table_format).staged(table_uri, staging_for)
+            missing -= set(staged.files_by_partition) if staged else set()
+        return missing
 
 
 class SparkDeltaIOManager(SparkTableIOManager):

@@ -12,23 +12,33 @@ import dagster as dg
 
 TIME_COLUMN = "ds"
 KEY_COLUMN = "partition"
+# dagster-deltalake's asset metadata naming the partition column(s), honoured here too.
+PARTITION_EXPR = "partition_expr"
 
 
 def partition_columns(
     partitions_def: dg.PartitionsDefinition, metadata: Mapping[str, object] | None = None
 ) -> tuple[str, ...]:
-    """The table's partition columns: one per dimension, each holding the key as a string.
+    """The table's partition columns: one per dimension, each holding the key as a string
+    (or, for keys that are ISO dates, as a date: see staging.with_partition_columns).
 
     Defaults: `ds` for a time dimension, `partition` for a static or dynamic one,
     the dimension names for multi partitions. Asset metadata overrides them:
-    `partition_column` (one dimension) or `partition_columns` ({dimension: column}).
+    `partition_column` (one dimension) or `partition_columns` ({dimension: column}), or
+    dagster-deltalake's `partition_expr` (a column, or {dimension: column}), so that one
+    entry names the column for both IO managers.
     """
     metadata = metadata or {}
+    expr = metadata.get(PARTITION_EXPR)
     if isinstance(partitions_def, dg.MultiPartitionsDefinition):
-        renamed = cast(Mapping[str, str], metadata.get("partition_columns") or {})
+        renamed = cast(
+            Mapping[str, str], metadata.get("partition_columns") or (expr if isinstance(expr, Mapping) else {})
+        )
         return tuple(renamed.get(name, name) for name in partitions_def.partition_dimension_names)
     if "partition_column" in metadata:
         return (str(metadata["partition_column"]),)
+    if isinstance(expr, str):
+        return (expr,)
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         return (TIME_COLUMN,)
     return (KEY_COLUMN,)

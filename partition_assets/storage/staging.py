@@ -12,6 +12,7 @@ import urllib.parse
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import date
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StringType
+from pyspark.sql.types import DateType, StringType
 
 from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.failpoints import failpoint
@@ -180,14 +181,36 @@ def with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataF
             df = df.withColumn(column, F.lit(single[column]))
     for column in scope.columns:
         data_type = df.schema[column].dataType
-        if not isinstance(data_type, StringType):
+        if isinstance(data_type, DateType):
+            _check_date_keys(column, scope)
+        elif not isinstance(data_type, StringType):
             raise PartitionScopeError(
                 f"partition column {column!r} has type {data_type.simpleString()}, but partition "
-                f"columns hold partition keys as strings: cast it, e.g. "
+                f"columns hold partition keys as strings (or dates, for yyyy-MM-dd keys): cast it, e.g. "
                 f"F.date_format({column!r}, 'yyyy-MM-dd') for a date"
             )
     data_columns = [column for column in df.columns if column not in scope.columns]
     return df.select(*data_columns, *scope.columns)
+
+
+def _check_date_keys(column: str, scope: PartitionScope) -> None:
+    """A date partition column stores a key as its folder value `yyyy-MM-dd`, which is the
+    key itself only when the key is an ISO date (daily, weekly, monthly keys by default):
+    what dagster-deltalake's readers filter time partitions on."""
+    index = scope.columns.index(column)
+    not_dates = sorted(row[index] for row in scope.rows if not _is_iso_date(row[index]))
+    if not_dates:
+        raise PartitionScopeError(
+            f"partition column {column!r} is a date, but the run's keys {not_dates[:3]} are not "
+            "yyyy-MM-dd dates: store the key as a string instead (F.lit(key)). Nothing was written."
+        )
+
+
+def _is_iso_date(text: str) -> bool:
+    try:
+        return date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
 
 
 def _table_schema(df: DataFrame, partition_columns: tuple[str, ...]) -> pa.Schema:

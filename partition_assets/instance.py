@@ -1,0 +1,118 @@
+"""The Dagster instance class that puts the webserver's range backfills on the sparse engine.
+
+Set in dagster.yaml (the repo's is the `make dev` setup):
+
+    instance_class:
+      module: partition_assets.instance
+      class: EngineBackfillInstance
+    partition_assets:
+      engine_modules: [partition_assets.example]   # code locations whose UI backfills the engine runs
+
+Contract:
+- `add_backfill` (what the webserver's `launchPartitionBackfill` calls) marks an asset
+  backfill `partition_assets/engine=sparse` and starts a detached coordinator process
+  (`partition-assets backfill adopt <id>`), unless `engine_modules` is empty or the
+  backfill already carries `partition_assets/engine` (`=dagster` keeps Dagster's daemon;
+  `=sparse` copied from its parent by the UI's *Re-execute* is adopted too).
+  The coordinator hands a backfill it cannot run exactly back to the daemon
+  (`partition_assets/engine=dagster`).
+- `get_backfills` leaves backfills marked `sparse` out of what Dagster's backfill daemon
+  (`dagster._daemon.backfill`) reads, so the daemon never executes or cancels them; every
+  other caller (the webserver's Backfills page, sensors) sees them all.
+
+Not guaranteed: which caller is the daemon is read from the calling module's name;
+`partition_assets_tests/test_dagster_backfills.py` pins it against the installed Dagster.
+This module imports only Dagster: every process of the instance (webserver, daemon, run
+workers) loads it.
+"""
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
+from dagster._core.instance.ref import InstanceRef
+
+# On a Dagster backfill: who executes it. Set `dagster` at launch (a tag in the dialog) to
+# keep Dagster's own daemon for one backfill.
+ENGINE_TAG = "partition_assets/engine"
+SPARSE, DAGSTER = "sparse", "dagster"
+# On a backfill the UI's "Re-execute" created: the one it re-executes.
+PARENT_BACKFILL_TAG = "dagster/parent_backfill_id"
+# The module whose `get_backfills` calls are Dagster's backfill daemon.
+BACKFILL_DAEMON_MODULE = "dagster._daemon.backfill"
+
+
+def runs_on_engine(backfill: PartitionBackfill) -> bool:
+    """Whether the sparse engine (not Dagster's daemon) executes `backfill`."""
+    return backfill.tags.get(ENGINE_TAG) == SPARSE
+
+
+def coordinator_log(home: str, backfill_id: str) -> Path:
+    """Where the detached coordinator of a UI-launched backfill writes its output."""
+    return Path(home) / "partition_assets" / "backfills" / f"{backfill_id}.log"
+
+
+class EngineBackfillInstance(dg.DagsterInstance):
+    """A DagsterInstance whose UI asset backfills of `engine_modules` run on the sparse engine."""
+
+    def __init__(self, *args: Any, partition_assets: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.engine_modules: list[str] = list((partition_assets or {}).get("engine_modules", []))
+
+    @classmethod
+    def config_schema(cls) -> dict[str, dg.Field]:
+        return {
+            "partition_assets": dg.Field(
+                {"engine_modules": dg.Field([str], is_required=False, default_value=[])}, is_required=False
+            )
+        }
+
+    @staticmethod
+    def config_defaults(base_dir: str) -> Mapping[str, Any]:
+        return InstanceRef.config_defaults(base_dir)
+
+    def add_backfill(self, partition_backfill: PartitionBackfill) -> None:
+        if not self._adopts(partition_backfill):
+            super().add_backfill(partition_backfill)
+            return
+        super().add_backfill(partition_backfill._replace(tags={**partition_backfill.tags, ENGINE_TAG: SPARSE}))
+        self._start_coordinator(partition_backfill.backfill_id)
+
+    def _adopts(self, backfill: PartitionBackfill) -> bool:
+        """An asset backfill not marked yet, or the UI's re-execution of an engine backfill
+        (it copies its parent's tags); not the record of an engine backfill started elsewhere."""
+        if not self.engine_modules or not backfill.is_asset_backfill:
+            return False
+        engine = backfill.tags.get(ENGINE_TAG)
+        return engine is None or (engine == SPARSE and PARENT_BACKFILL_TAG in backfill.tags)
+
+    def _start_coordinator(self, backfill_id: str) -> None:
+        # Detached (own session): the backfill outlives a webserver restart, like a daemon's.
+        log = coordinator_log(self.root_directory, backfill_id)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as output:
+            subprocess.Popen(
+                [sys.executable, "-m", "partition_assets", "backfill", "adopt", backfill_id],
+                env={**os.environ, "DAGSTER_HOME": self.root_directory},
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def get_backfills(
+        self,
+        filters: BulkActionsFilter | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        status: BulkActionStatus | None = None,
+    ) -> Sequence[PartitionBackfill]:
+        backfills = super().get_backfills(filters=filters, cursor=cursor, limit=limit, status=status)
+        if sys._getframe(1).f_globals.get("__name__") == BACKFILL_DAEMON_MODULE:
+            return [backfill for backfill in backfills if not runs_on_engine(backfill)]
+        return backfills

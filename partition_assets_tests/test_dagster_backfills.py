@@ -1,0 +1,274 @@
+"""Engine backfills as Dagster backfills, against a real instance of the repo's dagster.yaml:
+the seam in Dagster they rely on (pinned, so that an upgrade changing it fails here), a
+launch through `instance.add_backfill` (what the webserver's mutation calls) run by a
+detached coordinator, resumed after that coordinator is killed, and one the engine cannot
+run exactly handed back to Dagster's daemon."""
+
+import inspect
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+from dagster._core.execution.asset_backfill import AssetBackfillData, AssetBackfillStatus
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG
+from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._daemon import backfill as daemon_backfill
+from dagster_graphql.implementation.execution import backfill as graphql_backfill
+
+from partition_assets.backfill.dagster_ui import adopted_plan
+from partition_assets.backfill.location import load_definitions
+from partition_assets.errors import BackfillPlanError
+from partition_assets.instance import (
+    BACKFILL_DAEMON_MODULE,
+    DAGSTER,
+    ENGINE_TAG,
+    PARENT_BACKFILL_TAG,
+    SPARSE,
+    EngineBackfillInstance,
+)
+from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
+from partition_assets_tests.polling import wait_for
+from partition_assets_tests.test_backfill_cli import CLI
+
+REPO = Path(__file__).resolve().parents[1]
+ENGINE_DEFS = "partition_assets_tests.engine_defs"
+
+pytestmark = pytest.mark.slow
+
+
+def engine_home(root: Path, modules: list[str]) -> Path:
+    """A DAGSTER_HOME with the repo's dagster.yaml, whose engine takes UI backfills of `modules`."""
+    home = root / "dagster_home"
+    home.mkdir()
+    config = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    config["partition_assets"] = {"engine_modules": modules}
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return home
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    home = engine_home(tmp_path, [ENGINE_DEFS])
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def ui_backfill(instance: dg.DagsterInstance, assets: list[str], partitions: list[str], **tags: str) -> str:
+    """Adds an asset backfill as the webserver's `launchPartitionBackfill` does; returns its id."""
+    backfill_id = f"t{time.monotonic_ns() % 10**7:07d}"
+    instance.add_backfill(
+        PartitionBackfill.from_asset_partitions(
+            backfill_id=backfill_id,
+            asset_graph=load_definitions(ENGINE_DEFS).resolve_asset_graph(),
+            partition_names=partitions,
+            asset_selection=[dg.AssetKey(a) for a in assets],
+            backfill_timestamp=time.time(),
+            tags=tags,
+            dynamic_partitions_store=instance,
+            all_partitions=False,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+    )
+    return backfill_id
+
+
+def wait_for_status(instance, backfill_id: str, timeout: float = 240) -> PartitionBackfill:
+    def finished():
+        """the backfill to finish"""
+        backfill = instance.get_backfill(backfill_id)
+        return backfill if backfill.status not in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING) else None
+
+    return wait_for(finished, timeout)
+
+
+def counts(instance, backfill: PartitionBackfill) -> dict[str, tuple[int, int, int]]:
+    """Per asset: (materialized, failed, in progress), as the Backfills page shows them."""
+    asset_graph = load_definitions(ENGINE_DEFS).resolve_asset_graph()
+    statuses = backfill.get_asset_backfill_data(asset_graph).get_backfill_status_per_asset_key(asset_graph)
+    return {
+        s.asset_key.to_user_string(): tuple(
+            s.partitions_counts_by_status[k]
+            for k in (AssetBackfillStatus.MATERIALIZED, AssetBackfillStatus.FAILED, AssetBackfillStatus.IN_PROGRESS)
+        )
+        for s in statuses
+    }
+
+
+# -- the seam, pinned ---------------------------------------------------------------------
+
+
+def test_dagster_internals_the_engine_relies_on():
+    """What partition_assets/instance.py and backfill/dagster_ui.py read and write in Dagster."""
+    # The webserver's launch stores the backfill through the instance, and Cancel is a status write.
+    assert "instance.add_backfill(backfill)" in inspect.getsource(graphql_backfill.create_and_launch_partition_backfill)
+    assert "with_status(BulkActionStatus.CANCELING)" in inspect.getsource(graphql_backfill.cancel_partition_backfill)
+    # Re-execute copies the parent's tags and adds this one.
+    assert "PARENT_BACKFILL_ID_TAG: backfill.backfill_id" in inspect.getsource(
+        graphql_backfill.retry_partition_backfill
+    )
+    assert PARENT_BACKFILL_ID_TAG == PARENT_BACKFILL_TAG
+    # The daemon lists what it executes, cancels and fails through instance.get_backfills, from this module.
+    assert daemon_backfill.__name__ == BACKFILL_DAEMON_MODULE
+    iteration = inspect.getsource(daemon_backfill.execute_backfill_iteration)
+    for status in ("REQUESTED", "CANCELING", "FAILING"):
+        assert (
+            f"instance.get_backfills(\n        filters=BulkActionsFilter(statuses=[BulkActionStatus.{status}])"
+            in iteration
+        )
+    # The statuses and fields the mirror writes.
+    assert {"REQUESTED", "CANCELING", "CANCELED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED"} <= {
+        s.name for s in BulkActionStatus
+    }
+    assert {"status", "tags", "backfill_end_timestamp", "error", "asset_backfill_data"} <= set(
+        PartitionBackfill._fields
+    )
+    assert {"target_subset", "requested_subset", "materialized_subset", "failed_and_downstream_subset"} <= set(
+        AssetBackfillData._fields
+    )
+    assert callable(AssetGraphSubset.from_asset_partition_set)
+    # instance_class: extra config keys reach the class's __init__.
+    with dg.instance_for_test(
+        overrides={
+            "instance_class": {"module": "partition_assets.instance", "class": "EngineBackfillInstance"},
+            "partition_assets": {"engine_modules": [ENGINE_DEFS]},
+        }
+    ) as instance:
+        assert isinstance(instance, EngineBackfillInstance)
+        assert instance.engine_modules == [ENGINE_DEFS]
+
+
+def test_the_backfill_daemon_runs_stock_backfills_and_never_sees_engine_ones(home):
+    """One iteration of Dagster's own backfill daemon over two backfills of the same
+    partitions: it requests runs for the one marked `dagster`, and leaves the engine's alone."""
+    with dg.DagsterInstance.get() as instance:
+        engine = ui_backfill(instance, ["raw"], ["2024-01-01"], **{ENGINE_TAG: SPARSE})
+        stock = ui_backfill(instance, ["raw"], ["2024-01-01"], **{ENGINE_TAG: DAGSTER})
+        before = instance.get_backfill(engine)
+        origin = InProcessCodeLocationOrigin(
+            LoadableTargetOrigin(executable_path=sys.executable, module_name=ENGINE_DEFS, working_directory=str(REPO))
+        )
+        with WorkspaceProcessContext(instance, InProcessTestWorkspaceLoadTarget(origin)) as context:
+            list(daemon_backfill.execute_backfill_iteration(context, logging.getLogger("test")))
+        assert instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: stock}))
+        assert not instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: engine}))
+        assert instance.get_backfill(engine) == before
+        # Everyone else (the Backfills page, sensors) lists both.
+        assert {engine, stock} <= {b.backfill_id for b in instance.get_backfills()}
+
+
+# -- a UI launch, end to end --------------------------------------------------------------
+
+
+def test_a_ui_launch_runs_on_the_engine_and_resumes_after_its_coordinator_is_killed(home):
+    with dg.DagsterInstance.get() as instance:
+        days = [f"2024-01-{d:02d}" for d in range(1, 9)]
+        backfill_id = ui_backfill(instance, ["raw", "clean"], days)
+        assert instance.get_backfill(backfill_id).tags[ENGINE_TAG] == SPARSE
+        # The coordinator the launch started: its log names it; kill it mid-way.
+        wait_for(lambda: len(instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))) >= 2, 240)
+        coordinator = _coordinator_pid(backfill_id)
+        os.killpg(coordinator, signal.SIGKILL)
+        assert instance.get_backfill(backfill_id).status == BulkActionStatus.REQUESTED  # nobody finished it
+
+        resumed = subprocess.run(
+            [*CLI, "resume", backfill_id], cwd=REPO, env=os.environ, capture_output=True, text=True, timeout=600
+        )
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        backfill = wait_for_status(instance, backfill_id)
+        assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS
+        assert counts(instance, backfill) == {"raw": (8, 0, 0), "clean": (8, 0, 0)}
+        runs = instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
+        succeeded = {
+            (r.asset_selection and next(iter(r.asset_selection)).to_user_string(), r.tags["dagster/partition"])
+            for r in runs
+            if r.status == dg.DagsterRunStatus.SUCCESS
+        }
+        assert succeeded == {(a, d) for a in ("raw", "clean") for d in days}
+
+
+def test_the_uis_re_execute_of_an_engine_backfill_runs_on_the_engine(home):
+    """*Re-execute* copies its parent's tags, `partition_assets/engine=sparse` included."""
+    with dg.DagsterInstance.get() as instance:
+        backfill_id = ui_backfill(
+            instance, ["raw"], ["2024-02-01", "2024-02-02"], **{ENGINE_TAG: SPARSE, PARENT_BACKFILL_TAG: "parent"}
+        )
+        backfill = wait_for_status(instance, backfill_id)
+        assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS
+        assert counts(instance, backfill) == {"raw": (2, 0, 0)}
+        runs = instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
+        assert sorted(r.tags["dagster/partition"] for r in runs) == ["2024-02-01", "2024-02-02"]
+
+
+def _coordinator_pid(backfill_id: str) -> int:
+    """The detached `backfill adopt <id>` process (its own session: its pid is its group)."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"partition_assets backfill adopt {backfill_id}"], capture_output=True, text=True
+    )
+    pids = [int(p) for p in found.stdout.split()]
+    assert len(pids) == 1, found
+    return pids[0]
+
+
+def test_a_target_no_spec_states_goes_back_to_dagsters_daemon(home):
+    """Days 1 and 3 without day 2: no time range plans exactly that."""
+    with dg.DagsterInstance.get() as instance:
+        backfill_id = ui_backfill(instance, ["raw"], ["2024-01-01", "2024-01-03"], **{ENGINE_TAG: SPARSE})
+        with pytest.raises(BackfillPlanError, match="misses 0 of it"):
+            adopted_plan(instance.get_backfill(backfill_id), [ENGINE_DEFS], instance)
+        adopted = subprocess.run(
+            [*CLI, "adopt", backfill_id], cwd=REPO, env=os.environ, capture_output=True, text=True, timeout=600
+        )
+        assert adopted.returncode == 0, adopted.stderr
+        assert "handed back to Dagster's daemon" in adopted.stdout
+        backfill = instance.get_backfill(backfill_id)
+        assert backfill.tags[ENGINE_TAG] == DAGSTER and backfill.status == BulkActionStatus.REQUESTED
+        assert not instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
+
+
+def test_a_cli_backfill_is_a_dagster_backfill_with_its_failures(home):
+    """raw and flaky over 5 days: flaky fails on day 4; the Dagster backfill says so."""
+    ran = subprocess.run(
+        [
+            *CLI,
+            "run",
+            "-m",
+            ENGINE_DEFS,
+            "--select",
+            "key:raw or key:flaky or key:after_flaky",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-05",
+            "--max-parallel",
+            "2",
+        ],
+        cwd=REPO,
+        env=os.environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    backfill_id = ran.stdout.split("backfill ", 1)[1].split(":", 1)[0]
+    with dg.DagsterInstance.get() as instance:
+        backfill = instance.get_backfill(backfill_id)
+        assert backfill.status == BulkActionStatus.COMPLETED_FAILED
+        assert backfill.tags[ENGINE_TAG] == SPARSE
+        # after_flaky reads 2 days of flaky: days 4 and 5 are blocked behind the failure.
+        assert counts(instance, backfill) == {"raw": (5, 0, 0), "flaky": (4, 1, 0), "after_flaky": (3, 2, 0)}
+        runs = instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
+        assert len(runs) == 5 + 5 + 3 and all(r.tags[BACKFILL_ID_TAG] == backfill_id for r in runs)
