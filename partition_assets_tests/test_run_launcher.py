@@ -18,6 +18,8 @@ from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG
 from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id, ok
+from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for
+from partition_assets_tests.instances import POSTGRES_STORAGE_YAML, URL_ENV
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.test_backfill_cli import CLI, REPO, TARGET, cli, kill_then_resume, runs_by_node
 from partition_assets_tests.test_safe_backfill import Lakehouse
@@ -32,13 +34,17 @@ FLAKY_FAILED = re.compile(r"flaky \d/3 2024-01-04 [\d.]+s FAILED: .*DagsterExecu
 EIGHT_NODES = ["--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-04"]
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """The instance's folder, also this process's DAGSTER_HOME (to read the backfill records)."""
+@pytest.fixture(params=ON_SQLITE)
+def home(request, tmp_path, monkeypatch):
+    """The instance's folder, also this process's DAGSTER_HOME (to read the backfill records);
+    on a fresh PostgreSQL database for tests marked also_on_postgres("home")."""
     home = tmp_path / "dagster_home"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     home.mkdir()
-    (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML)
+    postgres_url = postgres_url_for(request)
+    if postgres_url is not None:
+        monkeypatch.setenv(URL_ENV, postgres_url)  # for the processes the test starts, too
+    (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML + (POSTGRES_STORAGE_YAML if postgres_url else ""))
     with dg.DagsterInstance.from_config(str(home)):
         pass  # its storage, created before the coordinator and this test's polling race to create it
     return home
@@ -83,6 +89,7 @@ def assert_launched_by_the_launcher(home, backfill: str) -> None:
             assert len(starting) == 1, run.run_id  # launched, not executed in process
 
 
+@also_on_postgres("home")
 def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns_the_failed_one(home):
     args = ["--select", "key:raw or key:flaky or key:wide", "--start", "2024-01-03", "--end", "2024-01-05"]
     first = cli(home, "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "3")
