@@ -146,7 +146,6 @@ def test_eager_sensor_requests_ready_partitions_within_the_latency_goal(dev, ins
     assert eager_runs().keys() == runs.keys()
 
 
-@also_on_postgres("dev")
 def test_catch_up_sensor_fills_exactly_the_missing_and_failed_partitions(dev, instance):
     raw, clean = automation_defs.gap_raw, automation_defs.gap_clean
     for day in ("01", "02", "03", "05", "06", "08"):
