@@ -22,6 +22,7 @@ from partition_assets.run_tags import BACKFILL_ID_TAG, INPUTS_AS_OF_TAG, pinned_
 from partition_assets.storage import SparkDeltaIOManager
 from partition_assets_tests.cli_runs import backfill_id, ok
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
+from partition_assets_tests.readers import delta_row_set
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = ["-m", "partition_assets.example"]
@@ -53,9 +54,7 @@ class ExampleLake:
         return sorted(path.name for path in self.lake.iterdir() if (path / "_delta_log").is_dir())
 
     def content(self, table: str) -> frozenset:
-        # One thread: a threaded delta-rs scan aborts the process at exit (see ledger.py).
-        rows = DeltaTable(str(self.lake / table)).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
-        return frozenset(tuple(sorted(row.items())) for row in rows)
+        return delta_row_set(self.lake / table)
 
     def contents(self) -> dict[str, frozenset]:
         return {table: self.content(table) for table in self.tables()}

@@ -30,6 +30,7 @@ from partition_assets.storage.leases import run_lease
 from partition_assets_tests import safe_defs
 from partition_assets_tests.cli_runs import backfill_id, ok
 from partition_assets_tests.polling import wait_for
+from partition_assets_tests.readers import delta_row_set
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "partition_assets", "backfill"]
@@ -85,9 +86,7 @@ class Lakehouse:
     def content(self, table: str) -> frozenset:
         if not DeltaTable.is_deltatable(self.uri(table)):
             return frozenset()
-        # One thread: a threaded delta-rs scan aborts the process at exit (see ledger.py).
-        rows = DeltaTable(self.uri(table)).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
-        return frozenset(tuple(sorted(row.items())) for row in rows)
+        return delta_row_set(self.uri(table))
 
     def contents(self) -> dict[str, frozenset]:
         return {table: self.content(table) for table in TABLES}

@@ -133,8 +133,7 @@ def run_backfill(
                 ", ".join(key.to_user_string() for key in unstaged),
             )
     with dg.DagsterInstance.get() as instance:
-        pins = {} if record.status == "publishing" else _pins_of_rerun(record, definitions, graph, instance)
-        return _run_held(record, graph, done, on_result, on_phase, publication, instance, pins)
+        return _run_held(record, graph, done, on_result, on_phase, publication, instance)
 
 
 def _run_held(
@@ -145,10 +144,11 @@ def _run_held(
     on_phase: Callable[[str], None],
     publication: Publication,
     instance: dg.DagsterInstance,
-    pins: Mapping[Node, Pins],
 ) -> dict[Node, NodeStatus]:
     staged = record.spec.publish == STAGED
-    asset_graph = publication.definitions.resolve_asset_graph()
+    definitions = publication.definitions
+    pins = {} if record.status == "publishing" else _pins_of_rerun(record, definitions, graph, instance)
+    asset_graph = definitions.resolve_asset_graph()
     with (
         publication.held(instance) as leases,
         # Once its leases are taken: a backfill refused for leased partitions shows in no list.
