@@ -226,3 +226,21 @@ def test_explicit_keys_rewrite_exactly_those_partitions(example):
             "2024-01-05",
         ]
     assert json.loads(ok(example.backfill("ledger", bid, "--json")))[0]["status"] == "published"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["2024-01-03", "eur", "0.5"], "no eur rate for 2024-01-03"),  # the lake holds no fx_rates table
+        (["2024-13-03", "eur", "0.5"], "invalid"),
+        (["2024-01-03", "gbp", "0.5"], "invalid choice"),
+        (["2024-01-03", "eur", "-1"], "must be > 0"),
+    ],
+)
+def test_fx_corrections_refuses_bad_input_and_changes_nothing(tmp_path, args, message):
+    lake = tmp_path / "lake"
+    command = [sys.executable, "-m", "partition_assets.example.fx_corrections", *args, "--lake", str(lake)]
+    refused = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert message in refused.stderr
+    assert not lake.exists()
