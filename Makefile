@@ -63,6 +63,7 @@ bench: install postgres
 	$(PY) bench/example_bench.py --days 3
 	$(PY) bench/storage_bench.py
 	$(PY) bench/publish_bench.py
+	$(PY) bench/node_overhead.py
 	$(PY) bench/run_overhead.py
 	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py
