@@ -20,7 +20,9 @@ Set in dagster.yaml (the repo's `make dev` setup does):
       module: partition_assets.instance_storage
       class: DirectComputeLogManager
 
-Not guaranteed: a step's output no longer also appears on the terminal of the process
+Both default their folders to `$DAGSTER_HOME`'s: an instance opened by path
+(`DagsterInstance.from_config(home)`) while DAGSTER_HOME names another folder must set
+their `base_dir`. Not guaranteed: a step's output no longer also appears on the terminal of the process
 that runs it (`dagster dev`'s, a backfill command's); it is in the webserver's run view
 and under `base_dir`. The consolidated event log serializes every run's event writes on
 one SQLite file (WAL), which is what the per-run overhead measured in `make bench` includes.

@@ -28,14 +28,17 @@ def instance_env(home: Path, postgres_url: str | None = None) -> dict[str, str]:
     storage when `postgres_url` is given; returns the environment a process needs to open
     that instance (DAGSTER_HOME, and DAGSTER_PG_URL for Postgres)."""
     home.mkdir(parents=True, exist_ok=True)
-    config = (REPO / "dagster.yaml").read_text()
+    config = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    # Folders under `home` spelled out (they default to $DAGSTER_HOME's): tests also open the
+    # instance by path, `DagsterInstance.from_config(home)`, with another DAGSTER_HOME set.
+    config["compute_logs"]["config"] = {"base_dir": str(home / "storage")}
     if postgres_url is None:
-        (home / "dagster.yaml").write_text(config)
+        config["event_log_storage"]["config"] = {"base_dir": str(home / "history" / "consolidated")}
+        (home / "dagster.yaml").write_text(yaml.safe_dump(config))
         return {"DAGSTER_HOME": str(home)}
     # As README "Scaling out" says: the Postgres storage replaces the SQLite event log block.
-    sqlite_only = yaml.safe_load(config)
-    sqlite_only.pop("event_log_storage")
-    (home / "dagster.yaml").write_text(yaml.safe_dump(sqlite_only) + POSTGRES_STORAGE_YAML)
+    config.pop("event_log_storage")
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config) + POSTGRES_STORAGE_YAML)
     return {"DAGSTER_HOME": str(home), URL_ENV: postgres_url}
 
 
