@@ -42,14 +42,16 @@ def expected_daily_orders(events: pd.DataFrame) -> pd.DataFrame:
 
 def hours_of(first_day: str, last_day: str) -> list[str]:
     """The hourly partition keys of `events` from `first_day` 00:00 to `last_day` 23:00."""
-    return example_assets.HOURLY.get_partition_keys_in_range(
-        dg.PartitionKeyRange(f"{first_day}-00:00", f"{last_day}-23:00")
+    return list(
+        example_assets.HOURLY.get_partition_keys_in_range(
+            dg.PartitionKeyRange(f"{first_day}-00:00", f"{last_day}-23:00")
+        )
     )
 
 
 def days_of(first_day: str, last_day: str) -> list[str]:
     """The daily partition keys of `daily_orders` from `first_day` to `last_day`."""
-    return example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first_day, last_day))
+    return list(example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first_day, last_day)))
 
 
 def assert_tables_hold_the_days(lake: Path, spark: SparkSession, first: str, last: str) -> None:
