@@ -47,6 +47,7 @@ import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
 from deltalake.exceptions import TableNotFoundError
 
+from partition_assets.backfill.publication import PUBLISH_RUN_TAG
 from partition_assets.instance import coordinator_log
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.spark import SparkResource
@@ -64,6 +65,7 @@ GOAL_ONE_DAY_SECONDS = 25.0
 GOAL_DIFFERENCE_SECONDS = 5.0
 UNFINISHED = (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING)
 STARTED_LINE = re.compile(r"backfill (\w+): (\d+) nodes")
+PHASES = ("gate:", "published:")
 LAUNCH = """mutation Launch($params: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $params) {
     __typename
@@ -83,8 +85,11 @@ class Measurement:
     path: str  # "webserver" or "cli"
     total: float | None = None  # -> backfill complete (webserver) or command exit (CLI)
     first_node: float | None = None  # -> first node run started
-    runs: int = 0
+    last_node: float | None = None  # -> last node run ended (then the stats, the gate and the publish)
+    published: float | None = None  # -> the publish run ended (its materializations recorded)
+    runs: int = 0  # node runs (the publish run apart)
     nodes: int | None = None  # as the engine planned them
+    phases: list[str] = field(default_factory=list)  # the engine's lines after the nodes (gate, publish)
     problems: list[str] = field(default_factory=list)  # empty when it succeeded and wrote the right data
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -124,7 +129,7 @@ def measure_webserver(dev: DagsterDev, days: int, timeout: float) -> Measurement
         read_runs(instance, backfill_id, launched, result)
         check_materialized(instance, first, last, result)
     log = coordinator_log(str(dev.home), backfill_id)
-    result.nodes = planned_nodes(log.read_text(errors="replace") if log.exists() else "")
+    read_output(log.read_text(errors="replace") if log.exists() else "", result)
     check_tables(dev.lake, first, last, result)
     return result
 
@@ -194,7 +199,7 @@ def measure_cli(env: dict[str, str], days: int, workdir: Path) -> Measurement:
         result.problems.append(f"`backfill run` exited {done.returncode}: {tail}")
     if found is None:  # refused before it planned: no runs, no data to check
         return result
-    result.nodes = int(found.group(2))
+    read_output(done.stdout, result)
     with open_instance(cli_env) as instance:
         read_runs(instance, found.group(1), started, result)
         check_materialized(instance, first, last, result)
@@ -202,22 +207,31 @@ def measure_cli(env: dict[str, str], days: int, workdir: Path) -> Measurement:
     return result
 
 
-def planned_nodes(output: str) -> int | None:
-    """The node count of the engine's start line (`backfill <id>: <n> nodes`)."""
+def read_output(output: str, result: Measurement) -> None:
+    """From the engine's output: its node count (`backfill <id>: <n> nodes`) and the
+    steps after the nodes with their durations (`gate: ... (0.4 s)`, `published: ...`)."""
     found = STARTED_LINE.search(output)
-    return int(found.group(2)) if found else None
+    result.nodes = int(found.group(2)) if found else None
+    result.phases = [line for line in output.splitlines() if line.startswith(PHASES)]
 
 
 def read_runs(instance: dg.DagsterInstance, backfill_id: str, started: float, result: Measurement) -> None:
-    """The backfill's node runs: how many, all succeeded, and when the first one started."""
+    """The backfill's node runs: how many, all succeeded, when the first started and the last ended."""
     records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-    result.runs = len(records)
     failed = [r.dagster_run.run_id for r in records if r.dagster_run.status != dg.DagsterRunStatus.SUCCESS]
     if failed or not records:
-        result.problems.append(f"{len(failed)} of {len(records)} node runs did not succeed")
-    starts = [r.start_time for r in records if r.start_time]
+        result.problems.append(f"{len(failed)} of {len(records)} runs did not succeed")
+    nodes = [r for r in records if PUBLISH_RUN_TAG not in r.dagster_run.tags]
+    result.runs = len(nodes)
+    published = [r.end_time for r in records if PUBLISH_RUN_TAG in r.dagster_run.tags and r.end_time]
+    if published:
+        result.published = max(published) - started
+    starts = [r.start_time for r in nodes if r.start_time]
+    ends = [r.end_time for r in nodes if r.end_time]
     if starts:
         result.first_node = min(starts) - started
+    if ends:
+        result.last_node = max(ends) - started
 
 
 def check_materialized(instance: dg.DagsterInstance, first: str, last: str, result: Measurement) -> None:
@@ -262,9 +276,16 @@ def run_case(days: int, repeat: int, env: dict[str, str], timeout: float, log) -
 
 def describe(m: Measurement) -> str:
     total = f"{m.total:.1f} s" if m.total is not None else "failed"
-    first = f"{m.first_node:.1f} s" if m.first_node is not None else "-"
     problems = f"; PROBLEMS: {'; '.join(m.problems)}" if m.problems else ""
-    return f"{m.path}: total {total}, first node {first}, {m.runs} runs, {m.nodes} nodes{problems}"
+    phases = f" ({'; '.join(m.phases)})" if m.phases else ""
+    return (
+        f"{m.path}: total {total}, first node started {at(m.first_node)}, last node ended {at(m.last_node)}, "
+        f"publish run ended {at(m.published)}{phases}; {m.runs} node runs, {m.nodes} nodes{problems}"
+    )
+
+
+def at(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
 
 
 def median(values: list[float | None]) -> float | None:
