@@ -42,11 +42,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-# This checkout's package and test helpers, even when the installed package is another work tree's.
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+# This checkout's package, bench modules and test helpers, even when the installed package is another work tree's.
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
+from dagster_backfill import CANCEL, LAUNCH
 from deltalake.exceptions import TableNotFoundError
+from engine_bench import _load, _uptime
 
 from partition_assets.backfill.publication import PUBLISH_RUN_TAG
 from partition_assets.instance import coordinator_log
@@ -67,16 +69,6 @@ GOAL_DIFFERENCE_SECONDS = 5.0
 UNFINISHED = (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING)
 STARTED_LINE = re.compile(r"backfill (\w+): (\d+) nodes")
 PHASES = ("gate:", "published:")
-LAUNCH = """mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on Error { message }
-  }
-}"""
-CANCEL = """mutation Cancel($id: String!) {
-  cancelPartitionBackfill(backfillId: $id) { __typename ... on Error { message } }
-}"""
 
 
 @dataclass
@@ -306,14 +298,6 @@ def median(values: list[float | None]) -> float | None:
 
 def seconds(value: float | None) -> str:
     return "failed" if value is None else f"{value:.1f}"
-
-
-def _load(loads) -> str:
-    return "/".join(f"{x:.1f}" for x in loads)
-
-
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def verdict(ok: bool) -> str:
