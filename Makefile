@@ -67,3 +67,4 @@ bench: install postgres
 	$(PY) bench/run_overhead.py
 	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py
+	$(PY) bench/webserver_bench.py

@@ -9,22 +9,18 @@ import re
 import subprocess
 import time
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from playwright.sync_api import sync_playwright
 
-from partition_assets.example import assets as example_assets
-from partition_assets.example import sources
 from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, also_on_postgres, postgres_url_for
+from partition_assets_tests.example_tables import assert_tables_hold_the_days, days_of, hours_of
 from partition_assets_tests.polling import wait_for
-from partition_assets_tests.readers import delta_with_delta_rs
 from partition_assets_tests.test_backfill_cli import CLI
-from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
 from partition_assets_tests.ui_engine_defs import RELEASE_DIR_ENV
 from partition_assets_tests.webserver import DagsterDev
 
@@ -134,7 +130,7 @@ def test_materialize_range_in_the_browser_runs_on_the_engine(dagster_dev, browse
         # Published: Dagster's partition status holds the day, as the asset pages colour it.
         assert set(hours) <= set(instance.get_materialized_partitions(dg.AssetKey("events")))
         assert day in instance.get_materialized_partitions(dg.AssetKey("daily_orders"))
-    assert_tables_hold_the_days(dagster_dev, spark, day, day)
+    assert_tables_hold_the_days(dagster_dev.lake, spark, day, day)
 
 
 def test_cancel_in_the_ui_stops_a_running_engine_backfill(dagster_dev, browser, release_dir, tmp_path):
@@ -252,12 +248,6 @@ def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, spark):
     assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
 
 
-def hours_of(first_day: str, last_day: str) -> list[str]:
-    return example_assets.HOURLY.get_partition_keys_in_range(
-        dg.PartitionKeyRange(f"{first_day}-00:00", f"{last_day}-23:00")
-    )
-
-
 BACKFILL = """query Backfill($id: String!) {
   partitionBackfillOrError(backfillId: $id) {
     ... on PartitionBackfill {
@@ -314,7 +304,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
 
     # Single-run backfill policies: one run per asset, each over the whole range.
     hours = hours_of(first, last)
-    days = example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
+    days = days_of(first, last)
     ranges = {}
     for run in backfill["runs"]:
         assert run["status"] == "SUCCESS"
@@ -334,25 +324,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
             }
             assert materialized == set(hours if asset_of(run) == "events" else days)
 
-    assert_tables_hold_the_days(dagster_dev, spark, first, last)
-
-
-def assert_tables_hold_the_days(dagster_dev, spark, first: str, last: str) -> None:
-    """events and daily_orders hold the generator's rows for exactly these days."""
-    hours = hours_of(first, last)
-    days = example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
-    start = datetime.fromisoformat(first).replace(tzinfo=UTC)
-    generated = sources.hourly_events(spark, start, len(hours)).toPandas()
-    events = delta_with_delta_rs(dagster_dev.lake / "events")
-    events = events[events.ds.isin(hours)]
-    assert rows(events, "event_id") == rows(generated, "event_id")
-
-    orders = delta_with_delta_rs(dagster_dev.lake / "daily_orders")
-    orders = orders[orders.ds.isin(days)].set_index(["ds", "region"]).sort_index()
-    expected = expected_daily_orders(generated)
-    assert list(orders.index) == list(expected.index)
-    assert list(orders.orders) == list(expected.orders)
-    assert list(orders.revenue.astype(float)) == pytest.approx(list(expected.revenue))
+    assert_tables_hold_the_days(dagster_dev.lake, spark, first, last)
 
 
 def asset_of(run) -> str:
