@@ -44,9 +44,17 @@ from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, L
 from dagster._serdes import ConfigurableClassData
 from dagster._utils import ensure_file, touch_file
 
+from partition_assets.errors import EnvironmentSetupError
+
 
 def _under_dagster_home(*parts: str) -> str:
-    return os.path.join(os.environ.get("DAGSTER_HOME", "."), *parts)
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise EnvironmentSetupError(
+            f"instance storage under DAGSTER_HOME/{'/'.join(parts)}: DAGSTER_HOME is not set; set it, or give "
+            "`base_dir` in dagster.yaml's event_log_storage/compute_logs config; nothing was written"
+        )
+    return os.path.join(home, *parts)
 
 
 class ConsolidatedEventLogStorage(ConsolidatedSqliteEventLogStorage):
