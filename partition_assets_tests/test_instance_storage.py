@@ -8,7 +8,9 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
+from partition_assets.errors import EnvironmentSetupError
 from partition_assets.instance_storage import ConsolidatedEventLogStorage, DirectComputeLogManager
 from partition_assets_tests.instances import instance_env, open_instance
 from partition_assets_tests.polling import wait_for
@@ -90,3 +92,12 @@ def test_events_of_a_run_in_another_process_reach_a_live_watcher(tmp_path):
         wait_for(lambda: dg.DagsterEventType.RUN_SUCCESS in seen, timeout=30)
         assert dg.DagsterEventType.RUN_START in seen
         assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
+
+
+def test_without_dagster_home_or_base_dir_the_storage_refuses_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for storage in (ConsolidatedEventLogStorage, DirectComputeLogManager):
+        with pytest.raises(EnvironmentSetupError, match="DAGSTER_HOME is not set"):
+            storage()
+    assert list(tmp_path.iterdir()) == []
