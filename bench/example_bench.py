@@ -25,92 +25,36 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+from engine_command import CommandResult, range_args, run_backfill_command
+
+from partition_assets_tests.instances import instance_env
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "partition_assets.example"
 SELECT = "*"
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def _load(loads) -> str:
     return "/".join(f"{x:.1f}" for x in loads)
 
 
-def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, list[str]], log) -> dict:
-    import dagster as dg
-    from dagster_backfill import materialized_count
-
+def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, list[str]], log) -> CommandResult:
+    """The whole `backfill run --select '*'` command on a fresh instance and lake."""
     workdir = Path(tempfile.mkdtemp(prefix="example-engine-bench-"))
-    home = workdir / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    last_day = (datetime(2024, 1, 1) + timedelta(days=days - 1)).strftime("%Y-%m-%d")
-    command = [
-        sys.executable,
-        "-m",
-        "partition_assets",
-        "backfill",
-        "run",
-        "-m",
-        MODULE,
-        "--select",
-        SELECT,
-        "--start",
-        "2024-01-01",
-        "--end",
-        last_day,
-        "--max-parallel",
-        str(slots),
-    ]
-    load_before = os.getloadavg()
-    log(f"  engine {days}d: {' '.join(command[1:])}")
     try:
-        began = time.perf_counter()
-        done = subprocess.run(
-            command,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env, "DAGSTER_HOME": str(home), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
+        return run_backfill_command(
+            ["-m", MODULE],
+            ["--select", SELECT, *range_args(days), "--max-parallel", str(slots)],
+            {**env, **instance_env(workdir / "dagster_home"), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
+            keys,
+            log,
         )
-        seconds = time.perf_counter() - began
-        summary = [line for line in done.stdout.splitlines() if line.startswith("backfill ")]
-        instance = dg.DagsterInstance.from_config(str(home))
-        records = instance.get_run_records()
-        statuses: dict[str, int] = {}
-        for record in records:
-            statuses[record.dagster_run.status.value] = statuses.get(record.dagster_run.status.value, 0) + 1
-        materialized = materialized_count(instance, keys)
-        instance.dispose()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    result = {
-        "seconds": seconds,
-        "returncode": done.returncode,
-        "summary": summary[-1] if summary else "",
-        "runs": len(records),
-        "run_statuses": statuses,
-        "materialized": materialized,
-        "measured_at": _now(),
-        "load_before": load_before,
-        "load_after": os.getloadavg(),
-    }
-    if done.returncode != 0:
-        result["stderr_tail"] = "\n".join(done.stderr.splitlines()[-20:])
-    log(
-        f"  engine {days}d: {seconds:.1f} s, exit {done.returncode}, {materialized} materialized, "
-        f"{len(records)} runs {statuses}"
-    )
-    return result
 
 
 def main() -> None:
@@ -182,15 +126,7 @@ def main() -> None:
 
     rows = []
     if engine:
-        ok = engine["returncode"] == 0 and engine["materialized"] == nodes
-        runs = ", ".join(f"{n} {s}" for s, n in sorted(engine["run_statuses"].items()))
-        verdict = "all succeeded" if ok else "NOT all succeeded"
-        rows.append(
-            f"| our engine (`partition-assets backfill run`) | {engine['seconds']:.1f} | "
-            f"{engine['runs']} runs ({runs}); {engine['materialized']} of {nodes} materialized; {verdict}; "
-            f"measured {engine['measured_at']}, load {_load(engine['load_before'])} -> "
-            f"{_load(engine['load_after'])} |"
-        )
+        rows.append(f"| our engine (`partition-assets backfill run`) | {engine.seconds:.1f} | {engine.details()} |")
     if daemon:
         runs = ", ".join(f"{n} {s}" for s, n in sorted(daemon.run_statuses.items())) or "none"
         if daemon.finished:
@@ -208,16 +144,16 @@ def main() -> None:
             )
     notes = []
     if engine and daemon and daemon.finished:
-        ratio = daemon.makespan / engine["seconds"]
+        ratio = daemon.makespan / engine.seconds
         faster = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
         notes.append(f"**Engine is {faster} Dagster's daemon backfill** on real Spark work.")
     elif engine and daemon:
         notes.append(
-            f"**Engine is more than {daemon.timeout / engine['seconds']:.1f}x faster**: "
+            f"**Engine is more than {daemon.timeout / engine.seconds:.1f}x faster**: "
             f"Dagster's backfill did not finish in {daemon.timeout:.0f} s."
         )
-    if engine and engine.get("stderr_tail"):
-        notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine['stderr_tail']}\n```")
+    if engine and engine.stderr_tail:
+        notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine.stderr_tail}\n```")
     per_asset = ", ".join(f"{asset} {len(p)}" for asset, p in keys.items() if p)
     lines = [
         "# Example pipeline (real Spark work): our engine against Dagster's daemon backfill",
