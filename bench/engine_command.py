@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-from dagster_backfill import START, materialized_count
+from dagster_backfill import START, DaemonResult, materialized_count
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -117,3 +117,17 @@ def run_backfill_command(
     )
     log(f"  engine command: {seconds:.1f} s, exit {done.returncode}; {result.details()}")
     return result
+
+
+def versus_dagster(seconds: float, daemons: dict[str, DaemonResult]) -> tuple[float, str]:
+    """How many times faster an engine makespan of `seconds` is than the best of Dagster's
+    backfills `daemons` (by policy label), and a sentence saying so. When none finished, the
+    ratio is a lower bound: the shortest timeout over `seconds`."""
+    finished = {label: d.makespan for label, d in daemons.items() if d.finished and d.makespan is not None}
+    if not finished:
+        ratio = min(d.timeout for d in daemons.values()) / seconds
+        return ratio, f"Engine is more than {ratio:.1f}x faster than Dagster: no policy finished in its timeout"
+    label = min(finished, key=lambda policy: finished[policy])
+    ratio = finished[label] / seconds
+    faster = f"{ratio:.1f}x faster than" if ratio >= 1 else f"{1 / ratio:.1f}x slower than"
+    return ratio, f"Engine is {faster} Dagster's best policy ({label}: {finished[label]:.1f} s)"

@@ -25,12 +25,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
-from engine_command import CommandResult, range_args, run_backfill_command
+import dagster as dg
+import dagster_backfill
+from engine_command import CommandResult, range_args, run_backfill_command, versus_dagster
 
+from partition_assets.backfill.location import load_definitions
+from partition_assets.spark import SparkResource
 from partition_assets_tests.instances import instance_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,23 +44,88 @@ MODULE = "partition_assets.example"
 SELECT = "*"
 
 
-def _load(loads) -> str:
-    return "/".join(f"{x:.1f}" for x in loads)
-
-
 def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, list[str]], log) -> CommandResult:
     """The whole `backfill run --select '*'` command on a fresh instance and lake."""
     workdir = Path(tempfile.mkdtemp(prefix="example-engine-bench-"))
     try:
-        return run_backfill_command(
-            ["-m", MODULE],
-            ["--select", SELECT, *range_args(days), "--max-parallel", str(slots)],
-            {**env, **instance_env(workdir / "dagster_home"), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
-            keys,
-            log,
+        return run_example_command(
+            workdir, ["--select", SELECT, *range_args(days), "--max-parallel", str(slots)], env, keys, log
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_example_command(
+    workdir: Path, spec_args: list[str], env: dict[str, str], keys: dict[str, list[str]], log
+) -> CommandResult:
+    """`partition-assets backfill run -m partition_assets.example <spec_args>` on the instance
+    `workdir/dagster_home` and the lake `workdir/lake`: fresh ones, or those a copied seed holds."""
+    return run_backfill_command(
+        ["-m", MODULE],
+        spec_args,
+        {**env, **instance_env(workdir / "dagster_home"), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
+        keys,
+        log,
+    )
+
+
+def measure_daemon(
+    defs: dg.Definitions,
+    keys: dict[str, list[str]],
+    env: dict[str, str],
+    *,
+    days: int,
+    slots: int,
+    timeout: float,
+    log,
+    seed: Path | None = None,
+) -> dagster_backfill.DaemonResult:
+    """Dagster's daemon backfill of the example's `keys`, each asset keeping its own backfill
+    policy, on a fresh instance and lake, or on copies of those `seed` holds (as
+    run_example_command leaves them in its workdir)."""
+    workdir = Path(tempfile.mkdtemp(prefix="example-daemon-bench-"))
+    lake = workdir / "lake"
+    try:
+        if seed:
+            shutil.copytree(seed / "lake", lake)
+        else:
+            lake.mkdir()
+        return dagster_backfill.run_daemon_backfill(
+            ["-m", MODULE],
+            {**env, "PARTITION_ASSETS_LAKE": str(lake)},
+            defs,
+            keys,
+            days=days,
+            policy="as defined",
+            slots=slots,
+            timeout=timeout,
+            progress=log,
+            storage=seed / "dagster_home" / "storage" if seed else None,
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def example_environment(spark_port: int) -> Iterator[dict[str, str]]:
+    """The environment both sides run the example in: a temporary state folder, this checkout
+    on PYTHONPATH and the Spark Connect port (also set in os.environ: the example's Definitions
+    read it when they are built), with the local Spark Connect server on that port started
+    once for both sides. On exit the server is stopped and the state folder removed."""
+    state = Path(tempfile.mkdtemp(prefix="example-bench-state-"))
+    env = {
+        "PARTITION_ASSETS_STATE_DIR": str(state),
+        "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(spark_port),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    os.environ.update(env)
+    server = SparkResource.from_env().local_server()
+    try:
+        server.ensure_running()
+        yield env
+    finally:
+        server.stop()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def main() -> None:
@@ -68,26 +139,11 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench/results/example.md"))
     args = parser.parse_args()
 
-    state = Path(tempfile.mkdtemp(prefix="example-bench-state-"))
-    env = {
-        "PARTITION_ASSETS_STATE_DIR": str(state),
-        "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(args.spark_port),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    os.environ.update(env)  # read when the example's Definitions are built, below
-
-    import dagster as dg
-    import dagster_backfill
-
-    from partition_assets.backfill.location import load_definitions
-    from partition_assets.spark import SparkResource
-
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    server = SparkResource.from_env().local_server()
     engine = daemon = None
-    try:
+    with example_environment(args.spark_port) as env:
         defs = load_definitions(MODULE)
         asset_graph = defs.resolve_asset_graph()
         # campaign_report's dynamic partitions have no keys in a fresh instance: no nodes on either side.
@@ -100,58 +156,21 @@ def main() -> None:
         nodes = sum(map(len, keys.values()))
         uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         log(f"example {args.days}d: {nodes} (asset, partition) nodes; Spark Connect on port {args.spark_port}")
-        server.ensure_running()
         if not args.skip_engine:
             engine = measure_engine(args.days, args.slots, env, keys, log)
         if not args.skip_dagster:
-            lake = Path(tempfile.mkdtemp(prefix="example-daemon-lake-"))
-            try:
-                daemon = dagster_backfill.run_daemon_backfill(
-                    ["-m", MODULE],
-                    {**env, "PARTITION_ASSETS_LAKE": str(lake)},
-                    defs,
-                    keys,
-                    days=args.days,
-                    policy="as defined",
-                    slots=args.slots,
-                    timeout=args.timeout,
-                    progress=log,
-                )
-            finally:
-                shutil.rmtree(lake, ignore_errors=True)
-    finally:
-        server.stop()
-        shutil.rmtree(state, ignore_errors=True)
+            daemon = measure_daemon(defs, keys, env, days=args.days, slots=args.slots, timeout=args.timeout, log=log)
     uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
     rows = []
     if engine:
         rows.append(f"| our engine (`partition-assets backfill run`) | {engine.seconds:.1f} | {engine.details()} |")
     if daemon:
-        runs = ", ".join(f"{n} {s}" for s, n in sorted(daemon.run_statuses.items())) or "none"
-        if daemon.finished:
-            rows.append(
-                f"| Dagster daemon, each asset's own backfill policy | {daemon.makespan:.1f} | "
-                f"{daemon.runs} runs ({runs}); backfill {daemon.status} after {daemon.completed_after:.1f} s; "
-                f"{daemon.materialized} of {nodes} materialized; load {_load(daemon.load_before)} -> "
-                f"{_load(daemon.load_after)} |"
-            )
-        else:
-            rows.append(
-                f"| Dagster daemon, each asset's own backfill policy | > {daemon.timeout:.0f} | "
-                f"did not finish in {daemon.timeout:.0f} s: {daemon.materialized} of {nodes} partitions "
-                f"materialized, {daemon.runs} runs ({runs}); canceled |"
-            )
+        label = "Dagster daemon, each asset's own backfill policy"
+        rows.append(f"| {label} | {daemon.makespan_cell()} | {daemon.details()} |")
     notes = []
-    if engine and daemon and daemon.finished:
-        ratio = daemon.makespan / engine.seconds
-        faster = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
-        notes.append(f"**Engine is {faster} Dagster's daemon backfill** on real Spark work.")
-    elif engine and daemon:
-        notes.append(
-            f"**Engine is more than {daemon.timeout / engine.seconds:.1f}x faster**: "
-            f"Dagster's backfill did not finish in {daemon.timeout:.0f} s."
-        )
+    if engine and daemon:
+        notes.append(f"**{versus_dagster(engine.seconds, {'as defined': daemon})[1]}** on real Spark work.")
     if engine and engine.stderr_tail:
         notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine.stderr_tail}\n```")
     per_asset = ", ".join(f"{asset} {len(p)}" for asset, p in keys.items() if p)
