@@ -35,7 +35,7 @@ class CommandResult:
     seconds: float  # process start -> exit
     first_run_after: float | None  # process start -> first node run started (instance run records)
     returncode: int
-    summary: str  # the command's last `backfill <id>: ...` line
+    summary: str  # the command's `backfill <id>: ...` lines: nodes (and those already done), then outcome
     runs: int  # every run it created: node runs and, when it publishes, the publish run
     run_statuses: dict[str, int]
     materialized: int  # targeted (asset, partition) pairs materialized after the command
@@ -104,7 +104,7 @@ def run_backfill_command(
         seconds=seconds,
         first_run_after=min(starts) - launched if starts else None,
         returncode=done.returncode,
-        summary=summary[-1] if summary else "",
+        summary=" / ".join(summary),
         runs=len(records),
         run_statuses=dict(Counter(r.dagster_run.status.value for r in records)),
         materialized=materialized,
@@ -129,5 +129,5 @@ def versus_dagster(seconds: float, daemons: dict[str, DaemonResult]) -> tuple[fl
         return ratio, f"Engine is more than {ratio:.1f}x faster than Dagster: no policy finished in its timeout"
     label = min(finished, key=lambda policy: finished[policy])
     ratio = finished[label] / seconds
-    faster = f"{ratio:.1f}x faster than" if ratio >= 1 else f"{1 / ratio:.1f}x slower than"
+    faster = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
     return ratio, f"Engine is {faster} Dagster's best policy ({label}: {finished[label]:.1f} s)"

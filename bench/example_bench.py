@@ -170,7 +170,8 @@ def main() -> None:
         rows.append(f"| {label} | {daemon.makespan_cell()} | {daemon.details()} |")
     notes = []
     if engine and daemon:
-        notes.append(f"**{versus_dagster(engine.seconds, {'as defined': daemon})[1]}** on real Spark work.")
+        _, sentence = versus_dagster(engine.seconds, {"each asset's own policy": daemon})
+        notes.append(f"**{sentence}** on real Spark work.")
     if engine and engine.stderr_tail:
         notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine.stderr_tail}\n```")
     per_asset = ", ".join(f"{asset} {len(p)}" for asset, p in keys.items() if p)

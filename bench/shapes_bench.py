@@ -146,6 +146,7 @@ def shape_report(shape: str, result: dict, args) -> list[str]:
             "(asset, partition) nodes to catch up.",
             f"Seed: the other days, materialized by the engine with `--keys` in {seeded.seconds:.1f} s "
             f"({seeded.runs} runs); each side starts from its own copy of the seed's instance and lake.",
+            f"The engine's own count: `{engine.summary}`.",
         ]
         engine_label = f"engine: `backfill run --select '{SELECTION}' {' '.join(range_args(args.gap_days))} --catch-up`"
         goals = [f"engine faster than Dagster's best policy: {ratio:.2f}x, {met}{complete}"]
