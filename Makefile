@@ -64,6 +64,7 @@ bench: install postgres
 	$(PY) bench/shapes_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/publish_bench.py
+	$(PY) bench/node_overhead.py
 	$(PY) bench/run_overhead.py
 	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 URL_ENV = "DAGSTER_PG_URL"
@@ -31,7 +32,10 @@ def instance_env(home: Path, postgres_url: str | None = None) -> dict[str, str]:
     if postgres_url is None:
         (home / "dagster.yaml").write_text(config)
         return {"DAGSTER_HOME": str(home)}
-    (home / "dagster.yaml").write_text(config + POSTGRES_STORAGE_YAML)
+    # As README "Scaling out" says: the Postgres storage replaces the SQLite event log block.
+    sqlite_only = yaml.safe_load(config)
+    sqlite_only.pop("event_log_storage")
+    (home / "dagster.yaml").write_text(yaml.safe_dump(sqlite_only) + POSTGRES_STORAGE_YAML)
     return {"DAGSTER_HOME": str(home), URL_ENV: postgres_url}
 
 
