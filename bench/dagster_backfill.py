@@ -174,19 +174,14 @@ def free_port() -> int:
 
 
 class DagsterDev:
-    """`dagster dev <target>` (`-f file` or `-m module`) on a fresh DAGSTER_HOME, or on a copy
-    of `storage`, the storage folder of a seeded SQLite instance's DAGSTER_HOME.
+    """`dagster dev <target>` (`-f file` or `-m module`) on a fresh DAGSTER_HOME.
 
     Stopped, with all its children, on exit.
     """
 
-    def __init__(
-        self, target: list[str], slots: int, env: dict[str, str], workdir: Path, storage: Path | None = None
-    ) -> None:
+    def __init__(self, target: list[str], slots: int, env: dict[str, str], workdir: Path) -> None:
         self.home = workdir / "dagster_home"
         self.home.mkdir(parents=True)
-        if storage:  # a seeded SQLite instance's runs, event logs and asset status
-            shutil.copytree(storage, self.home / "storage")
         (self.home / "dagster.yaml").write_text(
             f"telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_concurrent_runs: {slots}\n"
         )
@@ -329,13 +324,11 @@ def run_daemon_backfill(
     timeout: float,
     progress=print,
     work=None,
-    storage: Path | None = None,
 ) -> DaemonResult:
     """`dagster dev <target>` with `env`; backfill `keys` through the daemon; time it.
 
     `work(asset, partition)`, if given, is the simulated work of a partition, for the
-    per-run overhead. `storage`, if given, is a seeded SQLite instance's storage folder the
-    instance starts from (a copy: the seed is not changed).
+    per-run overhead.
     """
     result = DaemonResult(
         days=days,
@@ -349,7 +342,7 @@ def run_daemon_backfill(
     )
     workdir = Path(tempfile.mkdtemp(prefix="dagster-daemon-bench-"))
     try:
-        with DagsterDev(target, slots, env, workdir, storage) as dev:
+        with DagsterDev(target, slots, env, workdir) as dev:
             instance = dg.DagsterInstance.from_config(str(dev.home))
             launched = time.time()
             answer = dev.query(LAUNCH, {"params": backfill_params(keys, f"bench {days}d {policy}", defs)})

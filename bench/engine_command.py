@@ -27,6 +27,8 @@ from pathlib import Path
 import dagster as dg
 from dagster_backfill import START, DaemonResult, materialized_count
 
+from partition_assets_tests.instances import open_instance
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -92,12 +94,11 @@ def run_backfill_command(
         command, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": pythonpath, **env}
     )
     seconds = time.perf_counter() - began
-    instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
-    try:
+    # Opened with `env` in the environment too: the repo's instance storage finds its files
+    # under $DAGSTER_HOME, not under the folder the instance is loaded from.
+    with open_instance(env) as instance:
         records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
         materialized = materialized_count(instance, keys)
-    finally:
-        instance.dispose()
     starts = [r.start_time for r in records if r.start_time]
     summary = [line for line in done.stdout.splitlines() if line.startswith("backfill ")]
     result = CommandResult(

@@ -81,8 +81,9 @@ def measure_daemon(
     seed: Path | None = None,
 ) -> dagster_backfill.DaemonResult:
     """Dagster's daemon backfill of the example's `keys`, each asset keeping its own backfill
-    policy, on a fresh instance and lake, or on copies of those `seed` holds (as
-    run_example_command leaves them in its workdir)."""
+    policy, on a fresh instance and a fresh lake, or a copy of the lake `seed` holds (as
+    run_example_command leaves it in its workdir). The instance is fresh either way: a backfill
+    of explicit keys runs the same whatever the instance's history."""
     workdir = Path(tempfile.mkdtemp(prefix="example-daemon-bench-"))
     lake = workdir / "lake"
     try:
@@ -100,7 +101,6 @@ def measure_daemon(
             slots=slots,
             timeout=timeout,
             progress=log,
-            storage=seed / "dagster_home" / "storage" if seed else None,
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -12,8 +12,10 @@ shape are measured in the same run, one after the other:
 - sparse gaps (`gaps`): a catch-up of scattered missing days. A seed instance and lake hold
   `--gap-days` days of both assets except `--missing` non-adjacent days, which were never
   materialized (the engine seeds them once with `--keys` of the other days; not timed against
-  anything). Each side starts from its own copy of the seed. Goal: the engine faster than
-  Dagster's best policy.
+  anything). The engine starts from its own copy of the seed's instance and lake and catches
+  up what its instance lacks; Dagster from a copy of the seed's lake and a fresh instance (a
+  backfill of explicit keys runs the same whatever the instance's history). Goal: the engine
+  faster than Dagster's best policy.
 
 Engine: `partition-assets backfill run -m partition_assets.example --select 'key:events or
 key:daily_orders' --max-parallel <slots>` with `--start/--end` (wide) or the whole seeded
@@ -145,7 +147,8 @@ def shape_report(shape: str, result: dict, args) -> list[str]:
             f"Missing (never materialized): {', '.join(result['missing_days'])}; {_counts(result['keys'])} "
             "(asset, partition) nodes to catch up.",
             f"Seed: the other days, materialized by the engine with `--keys` in {seeded.seconds:.1f} s "
-            f"({seeded.runs} runs); each side starts from its own copy of the seed's instance and lake.",
+            f"({seeded.runs} runs). The engine starts from a copy of the seed's instance and lake, "
+            "Dagster from a copy of its lake and a fresh instance.",
             f"The engine's own count: `{engine.summary}`.",
         ]
         engine_label = f"engine: `backfill run --select '{SELECTION}' {' '.join(range_args(args.gap_days))} --catch-up`"
