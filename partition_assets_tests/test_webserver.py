@@ -342,3 +342,34 @@ def report_timings(backfill: dict, first: str, last: str) -> None:
             f"started +{run['startTime'] - launched:.1f} s, ran {run['endTime'] - run['startTime']:.1f} s"
         )
     print("\n".join(lines))
+
+
+def standby_coordinators(home: Path) -> set[int]:
+    """Pids of the `backfill standby` processes of the instance at `home`."""
+    found = subprocess.run(["pgrep", "-f", "partition_assets backfill standby"], capture_output=True, text=True)
+    pids = set()
+    for pid in map(int, found.stdout.split()):
+        try:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # it ended meanwhile
+            continue
+        if f"DAGSTER_HOME={home}".encode() in environment:
+            pids.add(pid)
+    return pids
+
+
+def test_the_webserver_hands_a_launch_to_its_warm_standby_coordinator(dagster_dev, spark):
+    """The webserver keeps a coordinator waiting with Dagster, the engine and the code
+    location imported: a launch is handed to it, and another one waits for the next."""
+    waiting = wait_for(lambda: standby_coordinators(dagster_dev.home), timeout=120)
+    first = last = "2024-01-09"
+    backfill_id = launch(
+        dagster_dev,
+        {"assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}], "partitionNames": hours_of(first, last)},
+    )
+    assert wait_for_backfill(dagster_dev, backfill_id)["status"] == "COMPLETED_SUCCESS"
+    assert_tables_hold_the_days(dagster_dev.lake, spark, first, last)
+    log = (dagster_dev.home / "partition_assets" / "backfills" / f"{backfill_id}.log").read_text()
+    adopter = int(re.search(rf"standby (\d+) adopts backfill {backfill_id}", log).group(1))
+    assert adopter in waiting
+    assert wait_for(lambda: standby_coordinators(dagster_dev.home) - {adopter}, timeout=60)

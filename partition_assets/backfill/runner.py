@@ -12,10 +12,12 @@ Not guaranteed: a code location module that starts threads or sessions when impo
 does so in that process too (import it lazily, as resources do).
 """
 
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from types import MappingProxyType
@@ -64,8 +66,7 @@ class DagsterNodeRunner:
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
             pass
-        preload = [__name__] if target.endswith(".py") else [__name__, target]
-        self._context = _WorkerRecordingContext(preload)
+        self._context = _WorkerRecordingContext(_preload([target]))
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=self._context,
@@ -104,6 +105,18 @@ class DagsterNodeRunner:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _preload(targets: Sequence[str]) -> list[str]:
+    """What the fork server imports: this module, and the code locations given as modules."""
+    return [__name__, *(target for target in targets if not target.endswith(".py"))]
+
+
+def start_fork_server(targets: Sequence[str]) -> None:
+    """Starts this process's fork server now, importing the code locations `targets` in
+    the background, so that runners created later in this process fork warm workers."""
+    multiprocessing.set_forkserver_preload(_preload(targets))
+    multiprocessing.forkserver.ensure_running()
 
 
 def _load_worker(target: str, environment: dict[str, str], cwd: str) -> None:
