@@ -26,7 +26,7 @@ from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.publication import Publication, describe_versions
 from partition_assets.backfill.runner import start_fork_server
 from partition_assets.backfill.scheduling import NodeStatus
-from partition_assets.backfill.spec import add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.spec import RUNS_LAUNCHER, add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
     FINAL_STATUSES,
     BackfillRecord,
@@ -89,6 +89,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     """Runs `backfill <action>`; a bad input raises a PartitionAssetsError before anything is recorded."""
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
+        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER:
+            start_fork_server([spec.module])  # its workers' imports run while this process plans
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(spec, instance)
             done = nodes_to_skip(spec, graph, instance)
