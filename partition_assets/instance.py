@@ -27,8 +27,8 @@ Not guaranteed: which caller is the daemon is read from the calling module's nam
 which process is the webserver from its main module (`python -m dagster_webserver`, as
 `dagster dev` starts it, or the `dagster-webserver` script);
 `partition_assets_tests/test_dagster_backfills.py` pins it against the installed Dagster.
-This module imports only Dagster: every process of the instance (webserver, daemon, run
-workers) loads it.
+This module imports only Dagster (and instance_storage, which does too): every process of
+the instance (webserver, daemon, run workers) loads it.
 """
 
 import os
@@ -40,7 +40,8 @@ from typing import Any
 
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
-from dagster._core.instance.ref import InstanceRef
+
+from partition_assets.instance_storage import instance_storage_defaults
 
 # On a Dagster backfill: who executes it. Set `dagster` at launch (a tag in the dialog) to
 # keep Dagster's own daemon for one backfill.
@@ -93,7 +94,8 @@ class EngineBackfillInstance(dg.DagsterInstance):
 
     @staticmethod
     def config_defaults(base_dir: str) -> Mapping[str, Any]:
-        return InstanceRef.config_defaults(base_dir)
+        """Dagster's defaults with lighter storage for many small runs (instance_storage.py)."""
+        return instance_storage_defaults(base_dir)
 
     def add_backfill(self, partition_backfill: PartitionBackfill) -> None:
         if not self._adopts(partition_backfill):

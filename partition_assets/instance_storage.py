@@ -1,33 +1,24 @@
 """Instance storage with less bookkeeping per run, for instances that run many small runs.
 
-- `ConsolidatedEventLogStorage`: Dagster's `ConsolidatedSqliteEventLogStorage` (one SQLite
-  database for every run's events) under `$DAGSTER_HOME/history/consolidated` by default.
-  Dagster's default SQLite event log creates a database per run, schema included.
-- `DirectComputeLogManager`: captures a run's stdout and stderr without helper processes.
+`EngineBackfillInstance` (partition_assets/instance.py) takes these as its defaults, for
+whatever dagster.yaml leaves unset (`instance_storage_defaults`):
+- the event log: Dagster's `ConsolidatedSqliteEventLogStorage`, one SQLite database for
+  every run's events under `<home>/history/consolidated`, where Dagster's default SQLite
+  storage creates a database per run, schema included;
+- compute logs: `DirectComputeLogManager`, a run's stdout and stderr written straight into
+  the files Dagster's `LocalComputeLogManager` uses (`<home>/storage`). Dagster's mirrors each
+  captured stream back to the terminal through a `tail -F` process plus a Python orphan
+  watcher, two per stream: four processes started, and waited for, per run. For a backfill
+  node that is most of the CPU a run costs (bench/results/node_overhead.md).
+The webserver shows and follows both as before (partition_assets_tests/test_instance_storage.py).
+A `storage:` block in dagster.yaml (Postgres) replaces the event log default; a
+`compute_logs:` block the compute log default.
 
-Dagster's `LocalComputeLogManager` mirrors each captured stream back to the terminal
-through a `tail -F` process plus a Python orphan watcher, two per stream: four processes
-started, and waited for, per run. For a backfill node that is most of the CPU a run costs
-(bench/results/run_overhead.md). `DirectComputeLogManager` writes the streams straight
-into the same files, so the webserver shows and follows them exactly as before.
-
-Set in dagster.yaml (the repo's `make dev` setup does):
-
-    event_log_storage:
-      module: partition_assets.instance_storage
-      class: ConsolidatedEventLogStorage
-    compute_logs:
-      module: partition_assets.instance_storage
-      class: DirectComputeLogManager
-
-Both default their folders to `$DAGSTER_HOME`'s: an instance opened by path
-(`DagsterInstance.from_config(home)`) while DAGSTER_HOME names another folder must set
-their `base_dir`. Not guaranteed: a step's output no longer also appears on the terminal of the process
-that runs it (`dagster dev`'s, a backfill command's); it is in the webserver's run view
-and under `base_dir`. The consolidated event log serializes every run's event writes on
-one SQLite file (WAL), which is what the per-run overhead measured in `make bench` includes.
-Relies on Dagster's `redirect_to_file` and the file layout of
-`LocalComputeLogManager` (pinned by partition_assets_tests/test_instance_storage.py).
+Not guaranteed: a step's output no longer also appears on the terminal of the process that
+runs it (`dagster dev`'s, a backfill command's); it is in the webserver's run view and under
+`<home>/storage`. The consolidated event log serializes every run's event writes on one
+SQLite file (WAL). Relies on Dagster's `InstanceRef.config_defaults`, its composite storage,
+`redirect_to_file` and the file layout of `LocalComputeLogManager` (pinned by the tests).
 """
 
 import os
@@ -36,59 +27,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import dagster as dg
+import yaml
 from dagster._core.execution.compute_logs import redirect_to_file
+from dagster._core.instance.ref import InstanceRef, compute_logs_directory
 from dagster._core.storage.compute_log_manager import CapturedLogContext, ComputeIOType
-from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
 from dagster._serdes import ConfigurableClassData
 from dagster._utils import ensure_file, touch_file
 
-from partition_assets.errors import EnvironmentSetupError
-
-
-def _under_dagster_home(*parts: str) -> str:
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        raise EnvironmentSetupError(
-            f"instance storage under DAGSTER_HOME/{'/'.join(parts)}: DAGSTER_HOME is not set; set it, or give "
-            "`base_dir` in dagster.yaml's event_log_storage/compute_logs config; nothing was written"
-        )
-    return os.path.join(home, *parts)
-
-
-class ConsolidatedEventLogStorage(ConsolidatedSqliteEventLogStorage):
-    """Dagster's consolidated SQLite event log; `base_dir` defaults to
-    `$DAGSTER_HOME/history/consolidated`, a folder of its own (the webserver watches it,
-    recursively, for new events)."""
-
-    def __init__(self, base_dir: str | None = None, inst_data: ConfigurableClassData | None = None) -> None:
-        super().__init__(base_dir or _under_dagster_home("history", "consolidated"), inst_data)
-
-    @classmethod
-    def config_type(cls) -> dict:
-        return {"base_dir": dg.Field(dg.StringSource, is_required=False)}
-
 
 class DirectComputeLogManager(LocalComputeLogManager):
     """`LocalComputeLogManager` capturing stdout/stderr into its files by file-descriptor
-    redirection alone. `base_dir` defaults to `$DAGSTER_HOME/storage`, where Dagster's
-    default compute log manager keeps them."""
-
-    def __init__(
-        self,
-        base_dir: str | None = None,
-        polling_timeout: float | None = None,
-        inst_data: ConfigurableClassData | None = None,
-    ) -> None:
-        super().__init__(base_dir or _under_dagster_home("storage"), polling_timeout, inst_data)
-
-    @classmethod
-    def config_type(cls) -> dict:
-        return {
-            "base_dir": dg.Field(dg.StringSource, is_required=False),
-            "polling_timeout": dg.Field(dg.Float, is_required=False),
-        }
+    redirection alone."""
 
     @classmethod
     def from_config_value(
@@ -111,3 +61,38 @@ class DirectComputeLogManager(LocalComputeLogManager):
             yield CapturedLogContext(log_key)
         # The marker Dagster's webserver reads to stop following the files.
         touch_file(self.complete_artifact_path(log_key))
+
+
+def _class_data(module: str, name: str, config: Mapping[str, Any]) -> ConfigurableClassData:
+    return ConfigurableClassData(module, name, yaml.dump(dict(config), default_flow_style=False))
+
+
+def instance_storage_defaults(home: str) -> dict[str, ConfigurableClassData | None]:
+    """Dagster's instance defaults for the instance at `home`, with the consolidated event
+    log (inside Dagster's composite of its default run and schedule storages) and
+    `DirectComputeLogManager`."""
+    defaults = dict(InstanceRef.config_defaults(home))
+    event_log = _class_data(
+        "dagster._core.storage.event_log",
+        "ConsolidatedSqliteEventLogStorage",
+        {"base_dir": os.path.join(home, "history", "consolidated")},
+    )
+
+    def part(data: ConfigurableClassData | None) -> dict[str, str]:
+        assert data is not None  # Dagster's defaults name every storage
+        return {"module_name": data.module_name, "class_name": data.class_name, "config_yaml": data.config_yaml}
+
+    defaults["event_log_storage"] = event_log
+    defaults["storage"] = _class_data(
+        "dagster._core.storage.legacy_storage",
+        "CompositeStorage",
+        {
+            "run_storage": part(defaults["run_storage"]),
+            "event_log_storage": part(event_log),
+            "schedule_storage": part(defaults["schedule_storage"]),
+        },
+    )
+    defaults["compute_logs"] = _class_data(
+        __name__, DirectComputeLogManager.__name__, {"base_dir": compute_logs_directory(home)}
+    )
+    return defaults

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 URL_ENV = "DAGSTER_PG_URL"
@@ -28,17 +27,11 @@ def instance_env(home: Path, postgres_url: str | None = None) -> dict[str, str]:
     storage when `postgres_url` is given; returns the environment a process needs to open
     that instance (DAGSTER_HOME, and DAGSTER_PG_URL for Postgres)."""
     home.mkdir(parents=True, exist_ok=True)
-    config = yaml.safe_load((REPO / "dagster.yaml").read_text())
-    # Folders under `home` spelled out (they default to $DAGSTER_HOME's): tests also open the
-    # instance by path, `DagsterInstance.from_config(home)`, with another DAGSTER_HOME set.
-    config["compute_logs"]["config"] = {"base_dir": str(home / "storage")}
+    config = (REPO / "dagster.yaml").read_text()
     if postgres_url is None:
-        config["event_log_storage"]["config"] = {"base_dir": str(home / "history" / "consolidated")}
-        (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+        (home / "dagster.yaml").write_text(config)
         return {"DAGSTER_HOME": str(home)}
-    # As README "Scaling out" says: the Postgres storage replaces the SQLite event log block.
-    config.pop("event_log_storage")
-    (home / "dagster.yaml").write_text(yaml.safe_dump(config) + POSTGRES_STORAGE_YAML)
+    (home / "dagster.yaml").write_text(config + POSTGRES_STORAGE_YAML)
     return {"DAGSTER_HOME": str(home), URL_ENV: postgres_url}
 
 

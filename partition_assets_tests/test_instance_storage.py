@@ -1,5 +1,6 @@
-"""The repo's instance storage (dagster.yaml): runs' output captured without helper
-processes, and events of runs in other processes followed live, as the webserver does."""
+"""The engine instance's storage defaults (the repo's dagster.yaml): one event log for every
+run, followed live across processes as the webserver does; runs' output captured without
+helper processes; a `storage:` block still takes precedence."""
 
 import os
 import subprocess
@@ -8,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
-import pytest
+from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from partition_assets.errors import EnvironmentSetupError
-from partition_assets.instance_storage import ConsolidatedEventLogStorage, DirectComputeLogManager
+from partition_assets.instance_storage import DirectComputeLogManager
 from partition_assets_tests.instances import instance_env, open_instance
 from partition_assets_tests.polling import wait_for
 
@@ -79,7 +80,7 @@ with dg.DagsterInstance.get() as instance:
 def test_events_of_a_run_in_another_process_reach_a_live_watcher(tmp_path):
     env = instance_env(tmp_path / "home")
     with open_instance(env) as instance:
-        assert isinstance(instance.event_log_storage, ConsolidatedEventLogStorage)
+        assert isinstance(instance.event_log_storage, ConsolidatedSqliteEventLogStorage)
         run_id = str(uuid.uuid4())
         seen: list[dg.DagsterEventType] = []
         # What the webserver's run view subscribes to.
@@ -94,10 +95,18 @@ def test_events_of_a_run_in_another_process_reach_a_live_watcher(tmp_path):
         assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
 
 
-def test_without_dagster_home_or_base_dir_the_storage_refuses_and_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
-    for storage in (ConsolidatedEventLogStorage, DirectComputeLogManager):
-        with pytest.raises(EnvironmentSetupError, match="DAGSTER_HOME is not set"):
-            storage()
-    assert list(tmp_path.iterdir()) == []
+def test_the_defaults_live_under_the_instances_own_home_and_yield_to_dagster_yaml(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    instance_env(home)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "another"))  # opened by path: its own folders
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.event_log_storage.get_db_path() == str(home / "history" / "consolidated" / "event_log.db")
+        assert instance.compute_log_manager._base_dir == str(home / "storage")
+    config = (home / "dagster.yaml").read_text()
+    (home / "dagster.yaml").write_text(
+        config + "storage:\n  sqlite:\n    base_dir: " + str(home) + "\n"
+        "compute_logs:\n  module: dagster._core.storage.noop_compute_log_manager\n  class: NoOpComputeLogManager\n"
+    )
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.event_log_storage) is SqliteEventLogStorage
+        assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"

@@ -22,7 +22,6 @@ from partition_assets.run_tags import BACKFILL_ID_TAG, INPUTS_AS_OF_TAG, pinned_
 from partition_assets.storage import SparkDeltaIOManager
 from partition_assets_tests.cli_runs import backfill_id, ok
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
-from partition_assets_tests.instances import instance_env
 from partition_assets_tests.readers import delta_row_set
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,7 +98,7 @@ def base(tmp_path_factory, spark_resource) -> ExampleLake:
     """The example's first week (all but campaign_report), for the tests to copy."""
     lake = ExampleLake(tmp_path_factory.mktemp("rerun_base"))
     lake.home.mkdir()
-    instance_env(lake.home)
+    shutil.copy(REPO / "dagster.yaml", lake.home / "dagster.yaml")
     io_manager = SparkDeltaIOManager(root_uri=str(lake.lake), spark=spark_resource)
     with lake.instance() as instance:
         for asset, first, last in BASE_RUNS:
@@ -118,7 +117,6 @@ def example(base, tmp_path) -> ExampleLake:
     """A copy of the base lake and instance, for one test to change."""
     copy = ExampleLake(tmp_path)
     shutil.copytree(base.home, copy.home)
-    instance_env(copy.home)  # its dagster.yaml names the copy's folders, not the base's
     shutil.copytree(base.lake, copy.lake)
     return copy
 

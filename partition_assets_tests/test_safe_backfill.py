@@ -6,6 +6,7 @@ leases in both directions, the freeze and the notification hook."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,6 @@ from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import run_lease
 from partition_assets_tests import safe_defs
 from partition_assets_tests.cli_runs import backfill_id, ok
-from partition_assets_tests.instances import instance_env
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.readers import delta_row_set
 
@@ -46,7 +46,7 @@ class Lakehouse:
     def __init__(self, root: Path) -> None:
         self.home = root / "dagster_home"
         self.home.mkdir()
-        instance_env(self.home)
+        shutil.copy(REPO / "dagster.yaml", self.home / "dagster.yaml")
         self.lake = root / "lake"
         self.events_file = root / "events.jsonl"
 
