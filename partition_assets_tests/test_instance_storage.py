@@ -12,7 +12,7 @@ import dagster as dg
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from partition_assets.instance_storage import DirectComputeLogManager
+from partition_assets.instance_storage import DirectComputeLogManager, RunStorage
 from partition_assets_tests.instances import instance_env, open_instance
 from partition_assets_tests.polling import wait_for
 
@@ -102,6 +102,8 @@ def test_the_defaults_live_under_the_instances_own_home_and_yield_to_dagster_yam
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.event_log_storage.get_db_path() == str(home / "history" / "consolidated" / "event_log.db")
         assert instance.compute_log_manager._base_dir == str(home / "storage")
+        assert isinstance(instance.run_storage, RunStorage)
+        assert instance.run_storage._conn_string.endswith(str(home / "history" / "runs.db"))
     config = (home / "dagster.yaml").read_text()
     (home / "dagster.yaml").write_text(
         config + "storage:\n  sqlite:\n    base_dir: " + str(home) + "\n"
