@@ -22,12 +22,7 @@ Usage: python bench/scale_bench.py [--days 365] [--profile] [--real] [--spark-po
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import json
 import os
-import pstats
-import resource
 import shutil
 import subprocess
 import sys
@@ -40,67 +35,22 @@ from pathlib import Path
 # This checkout's package and test helpers, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from partition_assets_tests.instances import instance_env
-from partition_assets_tests.scale import EXAMPLE, FIRST_DAY, SELECTION, schedule_without_runs
+from partition_assets_tests.scale import EXAMPLE, FIRST_DAY, SELECTION, fresh_environment, schedule_in_fresh_process
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_MS_PER_NODE = 1.0
 GOAL_COORDINATOR_MB = 1024
 POLL_SECONDS = 0.5
-_PROFILE_LINES = 25
-
-
-def fresh_environment(root: Path) -> dict[str, str]:
-    """A new DAGSTER_HOME (the repo's dagster.yaml), lake and state folder under `root`."""
-    return {
-        **instance_env(root / "dagster_home"),
-        "PARTITION_ASSETS_LAKE": str(root / "lake"),
-        "PARTITION_ASSETS_STATE_DIR": str(root / "state"),
-    }
-
-
-def measure_in_this_process(days: int, batch: bool, profile: bool) -> dict:
-    """Part a) in this process (a child of `main`): the cost as JSON, with the profile's top lines."""
-    imported_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    profiler = cProfile.Profile() if profile else None
-    if profiler:
-        profiler.enable()
-    cost = schedule_without_runs(days, batch)
-    top = ""
-    if profiler:
-        profiler.disable()
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(_PROFILE_LINES)
-        top = text.getvalue()
-    return {
-        **asdict(cost),
-        "cpu_ms_per_node": cost.cpu_ms_per_node,
-        "rss_after_imports_mb": imported_mb,
-        "profile": top,
-    }
 
 
 def measure_without_runs(days: int, batch: bool, profile: bool, log) -> dict:
     """Part a) in a fresh process with a fresh instance, lake and state folder."""
-    root = Path(tempfile.mkdtemp(prefix="scale-bench-"))
-    command = [sys.executable, __file__, "--days", str(days), "--child", "batch" if batch else "no-batch"]
-    if profile:
-        command.append("--profile")
-    try:
-        done = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, env={**os.environ, **fresh_environment(root)}
-        )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    [cost] = schedule_in_fresh_process([days], batch, profile=profile)
     log(
-        f"  {'batch' if batch else 'no-batch'}{' (profiled)' if profile else ''}: {measured['nodes']} nodes in "
-        f"{measured['units']} units, {measured['cpu_ms_per_node']:.3f} CPU ms/node, "
-        f"peak RSS {measured['peak_rss_mb']:.0f} MB"
+        f"  {'batch' if batch else 'no-batch'}{' (profiled)' if profile else ''}: {cost.nodes} nodes in "
+        f"{cost.units} units, {cost.cpu_ms_per_node:.3f} CPU ms/node, peak RSS {cost.peak_rss_mb:.0f} MB"
     )
-    return measured
+    return {**asdict(cost), "cpu_ms_per_node": cost.cpu_ms_per_node}
 
 
 def _peak_rss_mb(pid: int) -> float | None:
@@ -141,7 +91,6 @@ def measure_real_run(days: int, spark_port: int, log) -> dict:
         **os.environ,
         **fresh_environment(root),
         "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(spark_port),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     last_day = (FIRST_DAY + timedelta(days=days - 1)).isoformat()
     command = [
@@ -202,7 +151,7 @@ def report(
         f"{m['units']:,} | {m['plan_seconds']:.2f} | {m['coordinate_seconds']:.2f} | {m['coordinate_cpu_seconds']:.2f} "
         f"| {_per_node(m['coordinate_seconds'], m['nodes'])} | **{m['cpu_ms_per_node']:.3f}** | "
         f"{m['node_loop_seconds']:.2f} | {m['node_loop_cpu_seconds']:.2f} | "
-        f"{_per_node(m['node_loop_cpu_seconds'], m['nodes'])} | {m['rss_after_imports_mb']:.0f} | "
+        f"{_per_node(m['node_loop_cpu_seconds'], m['nodes'])} | {m['rss_before_mb']:.0f} | "
         f"**{m['peak_rss_mb']:.0f}** |"
         for m in measured
     ]
@@ -224,7 +173,7 @@ def report(
         "the coordinator costs however busy the machine; wall time also holds the waits for a busy CPU.",
         "",
         "| batching | nodes | runs | plan s | coordinator wall s | CPU s | wall ms/node | CPU ms/node | "
-        "node loop wall s | CPU s | loop CPU ms/node | RSS after imports MB | peak RSS MB |",
+        "node loop wall s | CPU s | loop CPU ms/node | RSS before planning MB | peak RSS MB |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
@@ -253,7 +202,7 @@ def report(
     if profiled:
         lines += [
             "",
-            f"## Profile (default batching, in a run of its own; top {_PROFILE_LINES} by own time)",
+            "## Profile (default batching, in a run of its own; top functions by own time)",
             "",
             "```",
             profiled["profile"].strip(),
@@ -272,11 +221,7 @@ def main() -> None:
         "--max-load", type=float, default=2.0, help="skip --real while the 1-minute load average is this or more"
     )
     parser.add_argument("--out", default=str(REPO / "bench/results/scale.md"))
-    parser.add_argument("--child", choices=["batch", "no-batch"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure_in_this_process(args.days, args.child == "batch", args.profile)))
-        return
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

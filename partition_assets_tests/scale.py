@@ -4,23 +4,38 @@
 `daily_orders` (24 x days + days nodes) and runs them through the real coordinator
 (`run_backfill`: the engine loop, the backfill record, leases, the Dagster backfill
 mirror on the DAGSTER_HOME instance, a progress line per node) with `ImmediateRunner`,
-whose runs succeed the moment they are launched. Shared by
+whose runs succeed the moment they are launched. `schedule_in_fresh_process` does it in
+a new process (`python -m partition_assets_tests.scale`) on a new DAGSTER_HOME, lake
+and state folder: the example reads its lake once, when imported, and a process's peak
+RSS is its own (cumulative over the backfills it runs in turn). Shared by
 partition_assets_tests/test_scale.py and bench/scale_bench.py.
 
-Not guaranteed: the process's environment must name a fresh DAGSTER_HOME (with a
-dagster.yaml), lake and state folder; nothing runs Spark, and a staged backfill has
-nothing to publish. Times are wall seconds on whatever else the machine runs.
+Not guaranteed: `schedule_without_runs` needs the process's environment to name a fresh
+DAGSTER_HOME (with a dagster.yaml), lake and state folder before the example is first
+imported; nothing runs Spark, and a staged backfill has nothing to publish. Wall times
+include whatever else the machine runs; CPU times do not.
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
+import io
+import json
 import os
+import pstats
 import resource
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
+from pathlib import Path
 
 import dagster as dg
 
@@ -29,10 +44,13 @@ from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.spec import STAGED, BackfillSpec
 from partition_assets.backfill.state import BackfillRecord
+from partition_assets_tests.instances import instance_env
 
 EXAMPLE = "partition_assets.example"
 SELECTION = "key:events or key:daily_orders"
 FIRST_DAY = date(2024, 1, 1)
+_PROFILE_LINES = 25
+REPO = Path(__file__).resolve().parents[1]
 
 
 class ImmediateRunner:
@@ -87,8 +105,10 @@ class SchedulingCost:
     coordinate_cpu_seconds: float
     node_loop_seconds: float
     node_loop_cpu_seconds: float
+    rss_before_mb: float  # the process's peak RSS before planning: its imports
     peak_rss_mb: float
     statuses: dict[str, int] = field(default_factory=dict)
+    profile: str = ""  # the top of a cProfile of the call, when asked for
 
     @property
     def cpu_ms_per_node(self) -> float:
@@ -114,6 +134,7 @@ def schedule_without_runs(days: int, batch: bool = True, publish: str = STAGED) 
     """Plans and coordinates `example_spec(days, batch)` with `ImmediateRunner`, printing
     each node's progress line to os.devnull as the CLI prints it to its output."""
     spec = example_spec(days, batch, publish)
+    rss_before_mb = _peak_rss_mb()
     with dg.DagsterInstance.get() as instance:
         planning = time.perf_counter()
         graph = graph_of(spec, instance)
@@ -150,6 +171,71 @@ def schedule_without_runs(days: int, batch: bool = True, publish: str = STAGED) 
         coordinate_cpu_seconds=ended.cpu - started.cpu,
         node_loop_seconds=last_result.wall - first_launch.wall,
         node_loop_cpu_seconds=last_result.cpu - first_launch.cpu,
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        rss_before_mb=rss_before_mb,
+        peak_rss_mb=_peak_rss_mb(),
         statuses={state.value: count for state, count in Counter(status.values()).items()},
     )
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fresh_environment(root: Path) -> dict[str, str]:
+    """The environment of a process on a new DAGSTER_HOME (the repo's dagster.yaml), lake
+    and state folder under `root`, importing this checkout's packages."""
+    return {
+        **instance_env(root / "dagster_home"),
+        "PARTITION_ASSETS_LAKE": str(root / "lake"),
+        "PARTITION_ASSETS_STATE_DIR": str(root / "state"),
+        # This checkout's packages, whichever work tree's package is installed.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def schedule_in_fresh_process(
+    days: Sequence[int], batch: bool = True, publish: str = STAGED, profile: bool = False
+) -> list[SchedulingCost]:
+    """`schedule_without_runs` of each of `days` in turn, in one new process on a new
+    DAGSTER_HOME, lake and state folder (deleted after); with `profile`, each cost holds
+    the top of a cProfile of its call."""
+    root = Path(tempfile.mkdtemp(prefix="scale-"))
+    command = [sys.executable, "-m", __name__, "--days", *map(str, days), "--publish", publish]
+    command += [] if batch else ["--no-batch"]
+    command += ["--profile"] if profile else []
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, env={**os.environ, **fresh_environment(root)}, cwd=REPO
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return [SchedulingCost(**cost) for cost in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def main() -> None:
+    """Prints the costs of `schedule_without_runs` as one JSON line (schedule_in_fresh_process reads it)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--days", type=int, nargs="+", required=True)
+    parser.add_argument("--no-batch", action="store_true")
+    parser.add_argument("--publish", default=STAGED)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    costs = []
+    for days in args.days:
+        profiler = cProfile.Profile() if args.profile else None
+        if profiler:
+            profiler.enable()
+        cost = schedule_without_runs(days, not args.no_batch, args.publish)
+        if profiler:
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(_PROFILE_LINES)
+            cost.profile = text.getvalue()
+        costs.append(asdict(cost))
+    print(json.dumps(costs))
+
+
+if __name__ == "__main__":
+    main()
