@@ -4,7 +4,9 @@ the same and a real run). No Spark: runs succeed as they are launched
 (partition_assets_tests/scale.py); everything else is the real coordinator on a real
 instance, in a process of its own with a fresh DAGSTER_HOME and lake."""
 
+from partition_assets.backfill.progress import GROUP_SECONDS, GroupedLines
 from partition_assets.backfill.spec import PER_NODE
+from partition_assets_tests.polling import wait_for
 from partition_assets_tests.scale import schedule_in_fresh_process
 
 # CPU per node; generous against the ~0.1-0.3 ms measured (bench/results/scale.md).
@@ -27,3 +29,24 @@ def test_a_year_of_hourly_nodes_is_coordinated_in_linear_time():
     # wall clock does not count, nor whether the mirror's timed writes fall inside the node loop.
     ratio = two_years.coordinate_cpu_seconds / year.coordinate_cpu_seconds
     assert ratio < MAX_DOUBLING_RATIO, (year, two_years)
+
+
+def test_progress_lines_of_a_fast_backfill_are_logged_in_a_few_events_in_order():
+    emitted: list[str] = []
+    lines = [f"[{n}/5000] events ok" for n in range(1, 5001)]
+    with GroupedLines(emitted.append) as grouped:
+        for line in lines:
+            grouped.add(line)
+    # 5,000 lines added in well under GROUP_SECONDS: the exit emits them, in one event or two.
+    assert 1 <= len(emitted) <= 2
+    assert "\n".join(emitted).split("\n") == lines
+
+
+def test_a_progress_line_waits_at_most_a_group_interval():
+    emitted: list[str] = []
+    with GroupedLines(emitted.append) as grouped:
+        grouped.add("[1/2] events ok")
+        wait_for(lambda: emitted, timeout=3 * GROUP_SECONDS)
+        assert emitted == ["[1/2] events ok"]  # emitted while the backfill still runs
+        grouped.add("[2/2] daily_orders ok")
+    assert emitted == ["[1/2] events ok", "[2/2] daily_orders ok"]
