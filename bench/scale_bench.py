@@ -75,7 +75,8 @@ def _descendants(pid: int) -> set[int]:
         except (FileNotFoundError, ProcessLookupError):
             continue
         parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command
-    found, frontier = set(), {pid}
+    found: set[int] = set()
+    frontier = {pid}
     while frontier:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier

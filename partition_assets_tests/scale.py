@@ -31,11 +31,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from types import MappingProxyType
 
 import dagster as dg
 
@@ -61,7 +62,7 @@ class ImmediateRunner:
         self.units = 0
         self.first_launch: Clocks | None = None
 
-    def launch(self, unit: RunUnit) -> Future:
+    def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
         if self.first_launch is None:
             self.first_launch = Clocks.now()
         self.units += 1
