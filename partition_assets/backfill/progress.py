@@ -4,7 +4,6 @@
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
-from types import TracebackType
 
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus
@@ -89,9 +88,7 @@ class GroupedLines:
     def __enter__(self) -> "GroupedLines":
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
         self._emit_held()
