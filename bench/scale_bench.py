@@ -222,7 +222,10 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="also run the backfill for real (many minutes)")
     parser.add_argument("--spark-port", type=int, default=15301)
     parser.add_argument(
-        "--max-load", type=float, default=2.0, help="skip --real while the 1-minute load average is this or more"
+        "--max-load",
+        type=float,
+        default=2.0,
+        help="skip --real when the 1-minute load average at the start is this or more",
     )
     parser.add_argument("--out", default=str(REPO / "bench/results/scale.md"))
     args = parser.parse_args()
@@ -231,11 +234,11 @@ def main() -> None:
         print(message, file=sys.stderr, flush=True)
 
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = os.getloadavg()[0]  # before part a), which loads the machine itself
     log(f"scale {args.days}d without runs ({datetime.now(UTC):%H:%M} UTC; {uptime})")
     measured = [measure_without_runs(args.days, batch, False, log) for batch in (True, False)]
     profiled = measure_without_runs(args.days, True, True, log) if args.profile else None
     real, note = None, "Not run (`--real` not given)."
-    load = os.getloadavg()[0]
     if args.real and load >= args.max_load:
         note = f"Not run: the machine was busy (1-minute load {load:.1f} >= --max-load {args.max_load:.1f})."
     elif args.real:
