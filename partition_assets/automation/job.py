@@ -2,8 +2,9 @@
 
 The job's one op is the backfill's coordinator: it records the backfill, runs it
 through the coordinator (the same as `partition-assets backfill run`) and logs each
-node's result. The coordinator run carries the backfill id tag too, so filtering runs
-by `partition_assets/backfill_id=<id>` in the UI shows it beside its node runs.
+node's result (the results of each second in one log event). The coordinator run
+carries the backfill id tag too, so filtering runs by `partition_assets/backfill_id=<id>`
+in the UI shows it beside its node runs.
 """
 
 import uuid
@@ -16,7 +17,7 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
-from partition_assets.backfill.progress import Progress
+from partition_assets.backfill.progress import GroupedLines, Progress
 from partition_assets.backfill.spec import spec_config_class, spec_from_config
 from partition_assets.backfill.state import (
     BackfillRecord,
@@ -61,13 +62,15 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         progress = Progress(backfill_id, graph, done)
         context.log.info(f"{progress.started()}; its runs carry the tag {BACKFILL_ID_TAG}={backfill_id}")
         try:
-            status = run_backfill(
-                record,
-                graph,
-                done,
-                on_result=lambda result: context.log.info(progress.line(result)),
-                on_phase=context.log.info,
-            )
+            # The gate's and publish's lines go through the group too: after the last nodes' lines.
+            with GroupedLines(context.log.info) as lines:
+                status = run_backfill(
+                    record,
+                    graph,
+                    done,
+                    on_result=lambda result: lines.add(progress.line(result)),
+                    on_phase=lines.add,
+                )
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
+from types import MappingProxyType
+from typing import Protocol
 
 import dagster as dg
 
@@ -34,6 +36,7 @@ from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.spec import RUNS_LAUNCHER, STAGED, BackfillSpec
 from partition_assets.backfill.state import (
     BackfillRecord,
+    SavedStatus,
     cancel_in_flight,
     node_states,
 )
@@ -99,12 +102,37 @@ def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.D
     }
 
 
+class NodeRunner(Protocol):
+    """What runs a backfill's units: `DagsterNodeRunner` (local workers) or `LaunchedNodeRunner`."""
+
+    def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
+        """Starts `unit` as one run, also tagged `unit_tags`; the future gives a result per node of the unit."""
+
+    def close(self) -> None:
+        """Waits for the runs in flight (local workers) or leaves them to their launcher."""
+
+    def terminate(self) -> None:
+        """Stops the runs in flight, then closes."""
+
+
+# Makes the runner of a spec's nodes, given the tags of each of its runs.
+RunnerFactory = Callable[[BackfillSpec, dict[str, str]], NodeRunner]
+
+
+def node_runner(spec: BackfillSpec, tags: dict[str, str]) -> NodeRunner:
+    """The runner `spec.runs_via` names: local worker processes, or the instance's run launcher."""
+    if spec.runs_via == RUNS_LAUNCHER:
+        return LaunchedNodeRunner(spec.module, tags)
+    return DagsterNodeRunner(spec.module, spec.max_parallel, tags)
+
+
 def run_backfill(
     record: BackfillRecord,
     graph: BackfillGraph,
     done: set[Node],
     on_result: Callable[[NodeResult], None] = lambda result: None,
     on_phase: Callable[[str], None] = lambda line: None,
+    runner_of: RunnerFactory = node_runner,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`, holding leases on the partitions it
     writes and its assets frozen; stops launching once the record is canceled (or its
@@ -117,12 +145,14 @@ def run_backfill(
     in one commit each (partition_assets/backfill/publication.py); a failed gate raises
     GateFailedError with nothing published. One that was publishing when its
     coordinator died only finishes publishing. With `--inputs-as-of`, each node reads
-    the input versions pinned on the first start (backfill/originals.py).
+    the input versions pinned on the first start (backfill/originals.py). `runner_of`
+    makes what runs the nodes (bench/scale_bench.py passes one whose runs finish at once,
+    to measure everything else).
     """
     definitions = load_definitions(record.spec.module)
     with ExitStack() as stack:
         # Workers start loading the code location now, while the coordinator prepares.
-        runner = stack.enter_context(_node_runner(record)) if record.status != "publishing" else None
+        runner = stack.enter_context(_node_runner(record, runner_of)) if record.status != "publishing" else None
         return _prepare_and_run(record, graph, done, on_result, on_phase, definitions, runner)
 
 
@@ -133,7 +163,7 @@ def _prepare_and_run(
     on_result: Callable[[NodeResult], None],
     on_phase: Callable[[str], None],
     definitions: dg.Definitions,
-    runner: DagsterNodeRunner | LaunchedNodeRunner | None,
+    runner: NodeRunner | None,
 ) -> dict[Node, NodeStatus]:
     publication = Publication(record, definitions, graph)
     staged = record.spec.publish == STAGED
@@ -156,7 +186,7 @@ def _run_held(
     record: BackfillRecord,
     graph: BackfillGraph,
     done: set[Node],
-    runner: DagsterNodeRunner | LaunchedNodeRunner | None,
+    runner: NodeRunner | None,
     on_result: Callable[[NodeResult], None],
     on_phase: Callable[[str], None],
     publication: Publication,
@@ -267,17 +297,13 @@ def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
 
 
 @contextmanager
-def _node_runner(record: BackfillRecord) -> Iterator[DagsterNodeRunner | LaunchedNodeRunner]:
-    """What launches the backfill's runs: local workers, or the instance's run launcher
-    (`--runs-via launcher`), stopped on exit (`_stop_runner`); a backfill refused before
-    its nodes started has nothing in flight: its workers are killed at once."""
+def _node_runner(record: BackfillRecord, runner_of: RunnerFactory) -> Iterator[NodeRunner]:
+    """What launches the backfill's runs (`runner_of`: by default local workers, or the
+    instance's run launcher with `--runs-via launcher`), stopped on exit (`_stop_runner`);
+    a backfill refused before its nodes started has nothing in flight: its workers are
+    killed at once."""
     spec = record.spec
-    tags = {**spec.tags, **node_run_tags(record.id, spec.publish == STAGED)}
-    runner: DagsterNodeRunner | LaunchedNodeRunner = (
-        LaunchedNodeRunner(spec.module, tags)
-        if spec.runs_via == RUNS_LAUNCHER
-        else DagsterNodeRunner(spec.module, spec.max_parallel, tags)
-    )
+    runner = runner_of(spec, {**spec.tags, **node_run_tags(record.id, spec.publish == STAGED)})
     try:
         yield runner
     finally:
@@ -287,7 +313,7 @@ def _node_runner(record: BackfillRecord) -> Iterator[DagsterNodeRunner | Launche
             runner.terminate()
 
 
-def _stop_runner(record: BackfillRecord, runner: DagsterNodeRunner | LaunchedNodeRunner) -> None:
+def _stop_runner(record: BackfillRecord, runner: NodeRunner) -> None:
     """A canceled backfill's runs in flight are stopped and marked canceled; otherwise
     they are waited for. Stopping a stopped runner does nothing more."""
     if _canceled(record):
@@ -306,7 +332,7 @@ def _run_nodes(
     record: BackfillRecord,
     graph: BackfillGraph,
     done: set[Node],
-    runner: DagsterNodeRunner | LaunchedNodeRunner,
+    runner: NodeRunner,
     on_result: Callable[[NodeResult], None],
     on_launch: Callable[[RunUnit], None],
     pins: Mapping[Node, Pins],
@@ -321,6 +347,9 @@ def _run_nodes(
         as_of = spec.inputs_as_of
         return runner.launch(unit, pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {})
 
+    # Asked after every finished unit: a full load parses the whole record (quadratic in total).
+    saved_status = SavedStatus(record.id)
+
     try:
         throttle = Throttle(
             spec.max_parallel,
@@ -333,7 +362,7 @@ def _run_nodes(
             done=done,
             on_result=on_result,
             newest_first=spec.reverse,
-            should_stop=lambda: _canceled(record),
+            should_stop=lambda: saved_status.current() == "canceled",
             batch_chains=spec.batch,
         )
     finally:  # the workers' memory is free before the gate and the publish

@@ -91,6 +91,36 @@ class BackfillRecord:
         )
 
 
+class SavedStatus:
+    """The saved status of backfill `backfill_id`, read again only when its record file
+    was replaced since the last read (`BackfillRecord.save` always replaces it): cheap
+    enough to ask after every node result. A full load parses the whole record, whose
+    lease fingerprints list every partition: 20 ms for a 365-day hourly backfill.
+
+    Not guaranteed: a record edited in place within the same nanosecond timestamp and
+    size is not seen; `save` never does that.
+    """
+
+    def __init__(self, backfill_id: str) -> None:
+        self._backfill_id = backfill_id
+        self._path = record_path(backfill_id)
+        self._read_from: tuple[int, int, int] | None = None
+        self._status = ""
+
+    def current(self) -> str:
+        """The status as saved now; UnknownBackfillError when the record is gone."""
+        try:
+            stat = self._path.stat()
+        except FileNotFoundError:
+            return BackfillRecord.load(self._backfill_id).status  # raises, naming the recorded ids
+        # A replaced file is a new inode; its time and size tell an in-place edit too.
+        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if identity != self._read_from:
+            self._status = BackfillRecord.load(self._backfill_id).status
+            self._read_from = identity
+        return self._status
+
+
 # A backfill in one of these has nothing left to run or publish.
 FINAL_STATUSES = ("done", "published", "discarded", "rolled_back")
 _RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created", "pinned_inputs")

@@ -1,0 +1,53 @@
+"""Scale: coordinating a year of hourly nodes costs well under a millisecond a node, and
+twice the days cost about twice as much (issue 12, point 5; bench/scale_bench.py measures
+the same and a real run). No Spark: runs succeed as they are launched
+(partition_assets_tests/scale.py); everything else is the real coordinator on a real
+instance, in a process of its own with a fresh DAGSTER_HOME and lake."""
+
+from partition_assets.backfill.progress import GROUP_SECONDS, GroupedLines
+from partition_assets.backfill.spec import PER_NODE
+from partition_assets_tests.polling import wait_for
+from partition_assets_tests.scale import schedule_in_fresh_process
+
+# CPU per node; generous against the ~0.1-0.3 ms measured (bench/results/scale.md).
+MAX_CPU_MS_PER_NODE = 5.0
+# Twice the nodes: linear work costs 2x (less, with the fixed set-up); quadratic work 4x.
+MAX_DOUBLING_RATIO = 2.5
+
+
+def test_a_year_of_hourly_nodes_is_coordinated_in_linear_time():
+    # One run per node: the most launches and loop turns (batching makes a year 24 runs). Publishing
+    # per node: no gate or publish after the nodes, whose fixed cost would hide growth. A week
+    # first, so that neither measured backfill pays the process's first-time costs.
+    _, year, two_years = schedule_in_fresh_process([7, 365, 730], batch=False, publish=PER_NODE)
+
+    assert year.nodes == 365 * 24 + 365
+    assert year.statuses == {"succeeded": year.nodes}
+    assert two_years.nodes == 2 * year.nodes
+    assert two_years.statuses == {"succeeded": two_years.nodes}
+    assert year.cpu_ms_per_node < MAX_CPU_MS_PER_NODE, year
+    # CPU time, of the whole coordinator call: what other work on the machine takes from the
+    # wall clock does not count, nor whether the mirror's timed writes fall inside the node loop.
+    ratio = two_years.coordinate_cpu_seconds / year.coordinate_cpu_seconds
+    assert ratio < MAX_DOUBLING_RATIO, (year, two_years)
+
+
+def test_progress_lines_of_a_fast_backfill_are_logged_in_a_few_events_in_order():
+    emitted: list[str] = []
+    lines = [f"[{n}/5000] events ok" for n in range(1, 5001)]
+    with GroupedLines(emitted.append) as grouped:
+        for line in lines:
+            grouped.add(line)
+    # 5,000 lines added in well under GROUP_SECONDS: the exit emits them, in one event or two.
+    assert 1 <= len(emitted) <= 2
+    assert "\n".join(emitted).split("\n") == lines
+
+
+def test_a_progress_line_waits_at_most_a_group_interval():
+    emitted: list[str] = []
+    with GroupedLines(emitted.append) as grouped:
+        grouped.add("[1/2] events ok")
+        wait_for(lambda: emitted, timeout=3 * GROUP_SECONDS)
+        assert emitted == ["[1/2] events ok"]  # emitted while the backfill still runs
+        grouped.add("[2/2] daily_orders ok")
+    assert emitted == ["[1/2] events ok", "[2/2] daily_orders ok"]
