@@ -299,18 +299,15 @@ def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
 @contextmanager
 def _node_runner(record: BackfillRecord, runner_of: RunnerFactory) -> Iterator[NodeRunner]:
     """What launches the backfill's runs (`runner_of`: by default local workers, or the
-    instance's run launcher with `--runs-via launcher`), stopped on exit (`_stop_runner`);
-    a backfill refused before its nodes started has nothing in flight: its workers are
-    killed at once."""
+    instance's run launcher with `--runs-via launcher`). `_run_nodes` stops it once the
+    nodes are done (`_stop_runner`); whatever is left on exit is killed: the idle workers of
+    a backfill refused before its nodes started (it may not even be recorded)."""
     spec = record.spec
     runner = runner_of(spec, {**spec.tags, **node_run_tags(record.id, spec.publish == STAGED)})
     try:
         yield runner
     finally:
-        if record.status == "running":
-            _stop_runner(record, runner)
-        else:
-            runner.terminate()
+        runner.terminate()
 
 
 def _stop_runner(record: BackfillRecord, runner: NodeRunner) -> None:
