@@ -102,6 +102,14 @@ class Lakehouse:
     def instance(self) -> dg.DagsterInstance:
         return dg.DagsterInstance.from_config(str(self.home))
 
+    def copy_to(self, root: Path) -> "Lakehouse":
+        """A copy of this lakehouse's home, lake and events under `root`, to change on its own."""
+        copy = Lakehouse(root)
+        shutil.copytree(self.home, copy.home, dirs_exist_ok=True)
+        shutil.copytree(self.lake, copy.lake)
+        shutil.copy(self.events_file, copy.events_file)
+        return copy
+
 
 def backfill_args(first: str, last: str, *extra: str) -> list[str]:
     """`backfill run` of every asset of the test code location over first..last."""
@@ -111,6 +119,21 @@ def backfill_args(first: str, last: str, *extra: str) -> list[str]:
 @pytest.fixture
 def lakehouse(tmp_path) -> Lakehouse:
     return Lakehouse(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def two_days_published(tmp_path_factory) -> Lakehouse:
+    """January 1-2 backfilled and published per node, once for the module: the tests copy it."""
+    base = Lakehouse(tmp_path_factory.mktemp("two_days_published"))
+    ok(base.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+    return base
+
+
+@pytest.fixture
+def published(two_days_published, tmp_path) -> Lakehouse:
+    """A copy of two_days_published for one test to change (the state every test reached by
+    backfilling those days itself)."""
+    return two_days_published.copy_to(tmp_path)
 
 
 def expected_orders(days: list[str], factor: float) -> frozenset:
@@ -198,16 +221,15 @@ def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
     assert revenue_inputs == {"orders": f"staged:{bid}"}
 
 
-def test_a_blocking_asset_check_runs_on_the_staged_data_and_stops_the_publish(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    before, versions = lakehouse.contents(), lakehouse.versions()
+def test_a_blocking_asset_check_runs_on_the_staged_data_and_stops_the_publish(published):
+    before, versions = published.contents(), published.versions()
     # Published revenue is 21 a day, staged 26.25: only a check reading the staged data fails.
     ceiling = {safe_defs.REVENUE_CEILING_ENV: "22"}
-    result = lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"}, **ceiling)
+    result = published.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"}, **ceiling)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "revenue_below_ceiling" in result.stdout
-    assert lakehouse.contents() == before and lakehouse.versions() == versions
-    assert lakehouse.events()[-2:] == ["started", "failed"]
+    assert published.contents() == before and published.versions() == versions
+    assert published.events()[-2:] == ["started", "failed"]
 
 
 def test_two_backfills_of_the_same_range_and_code_give_equal_checksums(lakehouse):
@@ -261,59 +283,56 @@ KILL_POINTS = ["mid-node", "gating", "publish_committing", "between_table_commit
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_a_coordinator_killed_anywhere_converges_on_resume_with_each_table_committed_once(lakehouse, point):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    versions = lakehouse.versions()
+def test_a_coordinator_killed_anywhere_converges_on_resume_with_each_table_committed_once(published, point):
+    versions = published.versions()
     if point == "mid-node":
-        process = lakehouse.start_backfill(
+        process = published.start_backfill(
             "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "3"}
         )
-        with lakehouse.instance() as instance:
+        with published.instance() as instance:
             wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
         os.killpg(process.pid, signal.SIGKILL)
     else:
-        process = lakehouse.start_backfill(
+        process = published.start_backfill(
             "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", FAILPOINT_ENV: point}
         )
     process.wait(timeout=300)
     assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
-    bid = _only_backfill(lakehouse)
+    bid = _only_backfill(published)
 
-    ok(lakehouse.cli("resume", bid, **{safe_defs.FACTOR_ENV: "1.25"}))
-    assert lakehouse.content("orders") == expected_orders(days(1, 2), 1.25)
-    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
-    _assert_ledger_matches_tables(lakehouse, bid)
+    ok(published.cli("resume", bid, **{safe_defs.FACTOR_ENV: "1.25"}))
+    assert published.content("orders") == expected_orders(days(1, 2), 1.25)
+    assert published.versions() == {table: version + 1 for table, version in versions.items()}
+    _assert_ledger_matches_tables(published, bid)
 
 
-def test_a_rollback_killed_between_table_commits_converges_on_resume(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    before = lakehouse.contents()
-    bid = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"})))
-    versions = lakehouse.versions()
-    killed = lakehouse.cli("rollback", bid, **{FAILPOINT_ENV: "between_rollback_commits"})
+def test_a_rollback_killed_between_table_commits_converges_on_resume(published):
+    before = published.contents()
+    bid = backfill_id(ok(published.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"})))
+    versions = published.versions()
+    killed = published.cli("rollback", bid, **{FAILPOINT_ENV: "between_rollback_commits"})
     assert killed.returncode == -signal.SIGKILL
-    ok(lakehouse.cli("resume", bid))
-    assert lakehouse.contents() == before
-    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+    ok(published.cli("resume", bid))
+    assert published.contents() == before
+    assert published.versions() == {table: version + 1 for table, version in versions.items()}
 
 
-def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other_way_round(lakehouse, spark):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other_way_round(published, spark):
     # Run first: a write in flight holds its partitions; the backfill fails fast naming it.
-    uri = lakehouse.uri("orders")
+    uri = published.uri("orders")
     scope = PartitionScope.for_keys(safe_defs.DAYS, ["2024-01-02"], ("ds",))
-    records = set((lakehouse.home / "partition_assets" / "backfills").glob("*.json"))
+    records = set((published.home / "partition_assets" / "backfills").glob("*.json"))
     with run_lease(uri, scope, "run-in-flight"):
-        refused = lakehouse.backfill("2024-01-01", "2024-01-02")
+        refused = published.backfill("2024-01-01", "2024-01-02")
     assert refused.returncode == 2 and "run-in-flight" in refused.stdout + refused.stderr
-    assert set((lakehouse.home / "partition_assets" / "backfills").glob("*.json")) == records  # none recorded
+    assert set((published.home / "partition_assets" / "backfills").glob("*.json")) == records  # none recorded
 
     # Backfill first: while it holds the partitions, a Dagster run of one of them fails fast.
-    before = lakehouse.content("orders")
-    process = lakehouse.start_backfill(
+    before = published.content("orders")
+    process = published.start_backfill(
         "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "2"}
     )
-    with lakehouse.instance() as instance:
+    with published.instance() as instance:
         wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
         result = dg.materialize(
             [safe_defs.orders],
@@ -321,42 +340,41 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
             instance=instance,
             resources={
                 "spark": safe_defs.spark,
-                "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(lakehouse.lake), spark=safe_defs.spark),
+                "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(published.lake), spark=safe_defs.spark),
             },
             raise_on_error=False,
         )
     assert not result.success
-    assert "PartitionLeasedError" in _failure(result) and _only_backfill(lakehouse) in _failure(result)
-    assert lakehouse.content("orders") == before  # the refused run wrote nothing
+    assert "PartitionLeasedError" in _failure(result) and _only_backfill(published) in _failure(result)
+    assert published.content("orders") == before  # the refused run wrote nothing
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stdout + stderr
-    assert lakehouse.content("orders") == expected_orders(days(1, 2), 1.25)
+    assert published.content("orders") == expected_orders(days(1, 2), 1.25)
 
 
-def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(published):
     # Failure: a node fails; nothing is published, the freeze is lifted.
-    failed = lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "not-a-number"})
+    failed = published.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "not-a-number"})
     assert failed.returncode == 1
-    assert lakehouse.events()[-2:] == ["started", "failed"]
-    with lakehouse.instance() as instance:
+    assert published.events()[-2:] == ["started", "failed"]
+    with published.instance() as instance:
         assert frozen_assets(instance) == {}
     # The failed backfill keeps its partitions (parked lease) until it is discarded.
     failed_id = backfill_id(failed.stdout)
-    refused = lakehouse.backfill("2024-01-01", "2024-01-02")
+    refused = published.backfill("2024-01-01", "2024-01-02")
     assert refused.returncode == 2 and f"backfill discard {failed_id}" in refused.stdout + refused.stderr
-    ok(lakehouse.cli("discard", failed_id))
+    ok(published.cli("discard", failed_id))
 
     # Cancel: frozen while it runs, lifted when canceled.
-    process = lakehouse.start_backfill("2024-01-01", "2024-01-04", "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"})
-    with lakehouse.instance() as instance:
+    process = published.start_backfill("2024-01-01", "2024-01-04", "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"})
+    with published.instance() as instance:
         frozen = wait_for(lambda: frozen_assets(instance), 120)
         assert set(frozen) == {dg.AssetKey(t) for t in TABLES}
         bid = next(iter(frozen.values()))
-        ok(lakehouse.cli("cancel", bid))
+        ok(published.cli("cancel", bid))
         process.communicate(timeout=300)
         assert frozen_assets(instance) == {}
-    assert lakehouse.events()[-2:] == ["started", "canceled"]
+    assert published.events()[-2:] == ["started", "canceled"]
 
 
 def _failure(result) -> str:
