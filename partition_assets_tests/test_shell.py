@@ -159,9 +159,8 @@ def _java_processes_started_with(dagster_home: str) -> set[str]:
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if os.readlink(proc / "exe").endswith("/java") and marker in (proc / "environ").read_bytes().split(
-                    b"\0"
-                ):
+                is_java = os.readlink(proc / "exe").endswith("/java")
+                if is_java and marker in (proc / "environ").read_bytes().split(b"\0"):
                     found.add(proc.name)
             except OSError:
                 continue

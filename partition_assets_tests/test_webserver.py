@@ -21,6 +21,7 @@ from partition_assets.example import sources
 from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, only_on_postgres, postgres_url_for
+from partition_assets_tests.instances import URL_ENV
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.readers import delta_with_delta_rs
 from partition_assets_tests.test_backfill_cli import CLI
@@ -255,15 +256,21 @@ def launch(dagster_dev, params: dict) -> str:
     return launched["backfillId"]
 
 
-def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, spark):
-    """The stock path, per backfill: the tag `partition_assets/engine=dagster` (the dialog's
-    tags, or the mutation's) leaves it to Dagster's daemon: one run per asset over the range.
-    (SQLite only: it waits on the daemon's fixed 30 s ticks, and which storage the instance
-    keeps does not change what the daemon does; the engine's side of the routing on Postgres
-    is test_a_launched_backfill_runs_on_the_engine_on_postgres.)"""
-    first, last = "2024-01-05", "2024-01-06"
+# The stock path's days: no other test here writes them.
+DAEMON_DAYS = ("2024-01-05", "2024-01-06")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def daemon_backfill(dagster_dev) -> str | None:
+    """Launched as soon as the module's SQLite server is up, before its first test: a backfill
+    tagged `dagster`, so that its wait on Dagster's daemon (fixed 30 s ticks, one per asset
+    and one to complete) overlaps the other tests;
+    test_a_backfill_tagged_dagster_runs_on_dagsters_daemon checks it. None on Postgres."""
+    if URL_ENV in dagster_dev.instance_env:
+        return None
+    first, last = DAEMON_DAYS
     # The parameters the dialog sends: the asset selection and the root asset's keys.
-    backfill_id = launch(
+    return launch(
         dagster_dev,
         {
             "assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}],
@@ -271,7 +278,14 @@ def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, spark):
             "tags": [{"key": ENGINE_TAG, "value": DAGSTER}],
         },
     )
-    assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
+
+
+def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, daemon_backfill, spark):
+    """The stock path, per backfill: the tag `partition_assets/engine=dagster` (the dialog's
+    tags, or the mutation's) leaves it to Dagster's daemon: one run per asset over the range.
+    (SQLite only: which storage the instance keeps does not change what the daemon does; the
+    engine's side of the routing on Postgres is test_a_launched_backfill_runs_on_the_engine_on_postgres.)"""
+    assert_backfill_wrote_the_days(dagster_dev, spark, daemon_backfill, *DAEMON_DAYS)
 
 
 def hours_of(first_day: str, last_day: str) -> list[str]:
