@@ -61,8 +61,11 @@ bench: install postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/engine_bench.py
 	$(PY) bench/example_bench.py --days 3
+	$(PY) bench/shapes_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/publish_bench.py
+	$(PY) bench/node_overhead.py
 	$(PY) bench/run_overhead.py
 	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py
+	$(PY) bench/webserver_bench.py

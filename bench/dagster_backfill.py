@@ -115,6 +115,20 @@ class DaemonResult:
         runs = ", ".join(f"{n} {s}" for s, n in sorted(self.run_statuses.items()))
         return f"{head}; {self.runs} runs ({runs or 'none'})"
 
+    def makespan_cell(self) -> str:
+        """The makespan, or `> timeout` when the backfill did not finish."""
+        return f"{self.makespan:.1f}" if self.finished else f"> {self.timeout:.0f}"
+
+    def details(self) -> str:
+        """Runs, final status, completeness and load, for a results table's details column."""
+        runs = ", ".join(f"{n} {s}" for s, n in sorted(self.run_statuses.items())) or "none"
+        if self.finished:
+            outcome = f"backfill {self.status} after {self.completed_after:.1f} s"
+        else:
+            outcome = f"did not finish in {self.timeout:.0f} s, canceled"
+        load = " -> ".join("/".join(f"{x:.1f}" for x in loads) for loads in (self.load_before, self.load_after))
+        return f"{self.runs} runs ({runs}); {outcome}; {self.materialized} of {self.targeted} materialized; load {load}"
+
 
 def planned_keys(defs: dg.Definitions, days: int, selection=None) -> dict[str, list[str]]:
     """Partition keys per asset: the (asset, partition) nodes the engine plans for `selection`
@@ -131,15 +145,16 @@ def planned_keys(defs: dg.Definitions, days: int, selection=None) -> dict[str, l
 
 
 def backfill_params(keys: dict[str, list[str]], title: str, defs: dg.Definitions | None = None) -> dict:
-    """`partitionsByAssets`: one range per time-partitioned asset (daily and monthly assets differ
-    in grain), one single-key range per partition of any other asset (static, multi-dimensional)."""
+    """`partitionsByAssets`: per time-partitioned asset, one range per contiguous run of its keys
+    (one range for a whole period; daily and monthly assets differ in grain; scattered days are
+    one range each), one single-key range per partition of any other asset (static, multi-dimensional)."""
     asset_graph = (defs or engine_dag.defs).resolve_asset_graph()
 
     def ranges(asset: str, partitions: list[str]) -> list[dict]:
-        if isinstance(
-            asset_graph.get(dg.AssetKey.from_user_string(asset)).partitions_def, dg.TimeWindowPartitionsDefinition
-        ):
-            return [{"start": partitions[0], "end": partitions[-1]}]
+        partitions_def = asset_graph.get(dg.AssetKey.from_user_string(asset)).partitions_def
+        if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+            subset = partitions_def.subset_with_partition_keys(partitions)
+            return [{"start": r.start, "end": r.end} for r in subset.get_partition_key_ranges(partitions_def)]
         return [{"start": key, "end": key} for key in partitions]
 
     return {

@@ -25,92 +25,107 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+import dagster as dg
+import dagster_backfill
+from engine_command import CommandResult, range_args, run_backfill_command, versus_dagster
+
+from partition_assets.backfill.location import load_definitions
+from partition_assets.spark import SparkResource
+from partition_assets_tests.instances import instance_env
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "partition_assets.example"
 SELECT = "*"
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _load(loads) -> str:
-    return "/".join(f"{x:.1f}" for x in loads)
-
-
-def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, list[str]], log) -> dict:
-    import dagster as dg
-    from dagster_backfill import materialized_count
-
+def measure_engine(days: int, slots: int, env: dict[str, str], keys: dict[str, list[str]], log) -> CommandResult:
+    """The whole `backfill run --select '*'` command on a fresh instance and lake."""
     workdir = Path(tempfile.mkdtemp(prefix="example-engine-bench-"))
-    home = workdir / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    last_day = (datetime(2024, 1, 1) + timedelta(days=days - 1)).strftime("%Y-%m-%d")
-    command = [
-        sys.executable,
-        "-m",
-        "partition_assets",
-        "backfill",
-        "run",
-        "-m",
-        MODULE,
-        "--select",
-        SELECT,
-        "--start",
-        "2024-01-01",
-        "--end",
-        last_day,
-        "--max-parallel",
-        str(slots),
-    ]
-    load_before = os.getloadavg()
-    log(f"  engine {days}d: {' '.join(command[1:])}")
     try:
-        began = time.perf_counter()
-        done = subprocess.run(
-            command,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env, "DAGSTER_HOME": str(home), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
+        return run_example_command(
+            workdir, ["--select", SELECT, *range_args(days), "--max-parallel", str(slots)], env, keys, log
         )
-        seconds = time.perf_counter() - began
-        summary = [line for line in done.stdout.splitlines() if line.startswith("backfill ")]
-        instance = dg.DagsterInstance.from_config(str(home))
-        records = instance.get_run_records()
-        statuses: dict[str, int] = {}
-        for record in records:
-            statuses[record.dagster_run.status.value] = statuses.get(record.dagster_run.status.value, 0) + 1
-        materialized = materialized_count(instance, keys)
-        instance.dispose()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    result = {
-        "seconds": seconds,
-        "returncode": done.returncode,
-        "summary": summary[-1] if summary else "",
-        "runs": len(records),
-        "run_statuses": statuses,
-        "materialized": materialized,
-        "measured_at": _now(),
-        "load_before": load_before,
-        "load_after": os.getloadavg(),
-    }
-    if done.returncode != 0:
-        result["stderr_tail"] = "\n".join(done.stderr.splitlines()[-20:])
-    log(
-        f"  engine {days}d: {seconds:.1f} s, exit {done.returncode}, {materialized} materialized, "
-        f"{len(records)} runs {statuses}"
+
+
+def run_example_command(
+    workdir: Path, spec_args: list[str], env: dict[str, str], keys: dict[str, list[str]], log
+) -> CommandResult:
+    """`partition-assets backfill run -m partition_assets.example <spec_args>` on the instance
+    `workdir/dagster_home` and the lake `workdir/lake`: fresh ones, or those a copied seed holds."""
+    return run_backfill_command(
+        ["-m", MODULE],
+        spec_args,
+        {**env, **instance_env(workdir / "dagster_home"), "PARTITION_ASSETS_LAKE": str(workdir / "lake")},
+        keys,
+        log,
     )
-    return result
+
+
+def measure_daemon(
+    defs: dg.Definitions,
+    keys: dict[str, list[str]],
+    env: dict[str, str],
+    *,
+    days: int,
+    slots: int,
+    timeout: float,
+    log,
+    seed: Path | None = None,
+) -> dagster_backfill.DaemonResult:
+    """Dagster's daemon backfill of the example's `keys`, each asset keeping its own backfill
+    policy, on a fresh instance and a fresh lake, or a copy of the lake `seed` holds (as
+    run_example_command leaves it in its workdir). The instance is fresh either way: a backfill
+    of explicit keys runs the same whatever the instance's history."""
+    workdir = Path(tempfile.mkdtemp(prefix="example-daemon-bench-"))
+    lake = workdir / "lake"
+    try:
+        if seed:
+            shutil.copytree(seed / "lake", lake)
+        else:
+            lake.mkdir()
+        return dagster_backfill.run_daemon_backfill(
+            ["-m", MODULE],
+            {**env, "PARTITION_ASSETS_LAKE": str(lake)},
+            defs,
+            keys,
+            days=days,
+            policy="as defined",
+            slots=slots,
+            timeout=timeout,
+            progress=log,
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def example_environment(spark_port: int) -> Iterator[dict[str, str]]:
+    """The environment both sides run the example in: a temporary state folder, this checkout
+    on PYTHONPATH and the Spark Connect port (also set in os.environ: the example's Definitions
+    read it when they are built), with the local Spark Connect server on that port started
+    once for both sides. On exit the server is stopped and the state folder removed."""
+    state = Path(tempfile.mkdtemp(prefix="example-bench-state-"))
+    env = {
+        "PARTITION_ASSETS_STATE_DIR": str(state),
+        "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(spark_port),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    os.environ.update(env)
+    server = SparkResource.from_env().local_server()
+    try:
+        server.ensure_running()
+        yield env
+    finally:
+        server.stop()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def main() -> None:
@@ -124,26 +139,11 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench/results/example.md"))
     args = parser.parse_args()
 
-    state = Path(tempfile.mkdtemp(prefix="example-bench-state-"))
-    env = {
-        "PARTITION_ASSETS_STATE_DIR": str(state),
-        "PARTITION_ASSETS_SPARK_CONNECT_PORT": str(args.spark_port),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    os.environ.update(env)  # read when the example's Definitions are built, below
-
-    import dagster as dg
-    import dagster_backfill
-
-    from partition_assets.backfill.location import load_definitions
-    from partition_assets.spark import SparkResource
-
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    server = SparkResource.from_env().local_server()
     engine = daemon = None
-    try:
+    with example_environment(args.spark_port) as env:
         defs = load_definitions(MODULE)
         asset_graph = defs.resolve_asset_graph()
         # campaign_report's dynamic partitions have no keys in a fresh instance: no nodes on either side.
@@ -156,68 +156,24 @@ def main() -> None:
         nodes = sum(map(len, keys.values()))
         uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         log(f"example {args.days}d: {nodes} (asset, partition) nodes; Spark Connect on port {args.spark_port}")
-        server.ensure_running()
         if not args.skip_engine:
             engine = measure_engine(args.days, args.slots, env, keys, log)
         if not args.skip_dagster:
-            lake = Path(tempfile.mkdtemp(prefix="example-daemon-lake-"))
-            try:
-                daemon = dagster_backfill.run_daemon_backfill(
-                    ["-m", MODULE],
-                    {**env, "PARTITION_ASSETS_LAKE": str(lake)},
-                    defs,
-                    keys,
-                    days=args.days,
-                    policy="as defined",
-                    slots=args.slots,
-                    timeout=args.timeout,
-                    progress=log,
-                )
-            finally:
-                shutil.rmtree(lake, ignore_errors=True)
-    finally:
-        server.stop()
-        shutil.rmtree(state, ignore_errors=True)
+            daemon = measure_daemon(defs, keys, env, days=args.days, slots=args.slots, timeout=args.timeout, log=log)
     uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
     rows = []
     if engine:
-        ok = engine["returncode"] == 0 and engine["materialized"] == nodes
-        runs = ", ".join(f"{n} {s}" for s, n in sorted(engine["run_statuses"].items()))
-        verdict = "all succeeded" if ok else "NOT all succeeded"
-        rows.append(
-            f"| our engine (`partition-assets backfill run`) | {engine['seconds']:.1f} | "
-            f"{engine['runs']} runs ({runs}); {engine['materialized']} of {nodes} materialized; {verdict}; "
-            f"measured {engine['measured_at']}, load {_load(engine['load_before'])} -> "
-            f"{_load(engine['load_after'])} |"
-        )
+        rows.append(f"| our engine (`partition-assets backfill run`) | {engine.seconds:.1f} | {engine.details()} |")
     if daemon:
-        runs = ", ".join(f"{n} {s}" for s, n in sorted(daemon.run_statuses.items())) or "none"
-        if daemon.finished:
-            rows.append(
-                f"| Dagster daemon, each asset's own backfill policy | {daemon.makespan:.1f} | "
-                f"{daemon.runs} runs ({runs}); backfill {daemon.status} after {daemon.completed_after:.1f} s; "
-                f"{daemon.materialized} of {nodes} materialized; load {_load(daemon.load_before)} -> "
-                f"{_load(daemon.load_after)} |"
-            )
-        else:
-            rows.append(
-                f"| Dagster daemon, each asset's own backfill policy | > {daemon.timeout:.0f} | "
-                f"did not finish in {daemon.timeout:.0f} s: {daemon.materialized} of {nodes} partitions "
-                f"materialized, {daemon.runs} runs ({runs}); canceled |"
-            )
+        label = "Dagster daemon, each asset's own backfill policy"
+        rows.append(f"| {label} | {daemon.makespan_cell()} | {daemon.details()} |")
     notes = []
-    if engine and daemon and daemon.finished:
-        ratio = daemon.makespan / engine["seconds"]
-        faster = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
-        notes.append(f"**Engine is {faster} Dagster's daemon backfill** on real Spark work.")
-    elif engine and daemon:
-        notes.append(
-            f"**Engine is more than {daemon.timeout / engine['seconds']:.1f}x faster**: "
-            f"Dagster's backfill did not finish in {daemon.timeout:.0f} s."
-        )
-    if engine and engine.get("stderr_tail"):
-        notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine['stderr_tail']}\n```")
+    if engine and daemon:
+        _, sentence = versus_dagster(engine.seconds, {"each asset's own policy": daemon})
+        notes.append(f"**{sentence}** on real Spark work.")
+    if engine and engine.stderr_tail:
+        notes.append(f"Engine command failed; stderr tail:\n\n```\n{engine.stderr_tail}\n```")
     per_asset = ", ".join(f"{asset} {len(p)}" for asset, p in keys.items() if p)
     lines = [
         "# Example pipeline (real Spark work): our engine against Dagster's daemon backfill",

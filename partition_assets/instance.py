@@ -10,8 +10,11 @@ Set in dagster.yaml (the repo's is the `make dev` setup):
 
 Contract:
 - `add_backfill` (what the webserver's `launchPartitionBackfill` calls) marks an asset
-  backfill `partition_assets/engine=sparse` and starts a detached coordinator process
-  (`partition-assets backfill adopt <id>`), unless `engine_modules` is empty or the
+  backfill `partition_assets/engine=sparse` and hands it to a coordinator process: the
+  webserver's standby (`partition-assets backfill standby`, started with the webserver and
+  after each hand-over: it has imported Dagster, the engine and the code locations and
+  started its workers' fork server, so the backfill starts at once), else a new detached
+  one (`partition-assets backfill adopt <id>`), unless `engine_modules` is empty or the
   backfill already carries `partition_assets/engine` (`=dagster` keeps Dagster's daemon;
   `=sparse` copied from its parent by the UI's *Re-execute* is adopted too).
   The coordinator hands a backfill it cannot run exactly back to the daemon
@@ -20,10 +23,12 @@ Contract:
   (`dagster._daemon.backfill`) reads, so the daemon never executes or cancels them; every
   other caller (the webserver's Backfills page, sensors) sees them all.
 
-Not guaranteed: which caller is the daemon is read from the calling module's name;
+Not guaranteed: which caller is the daemon is read from the calling module's name, and
+which process is the webserver from its main module (`python -m dagster_webserver`, as
+`dagster dev` starts it, or the `dagster-webserver` script);
 `partition_assets_tests/test_dagster_backfills.py` pins it against the installed Dagster.
-This module imports only Dagster: every process of the instance (webserver, daemon, run
-workers) loads it.
+This module imports only Dagster (and instance_storage, which does too): every process of
+the instance (webserver, daemon, run workers) loads it.
 """
 
 import os
@@ -35,7 +40,8 @@ from typing import Any
 
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
-from dagster._core.instance.ref import InstanceRef
+
+from partition_assets.instance_storage import instance_storage_defaults
 
 # On a Dagster backfill: who executes it. Set `dagster` at launch (a tag in the dialog) to
 # keep Dagster's own daemon for one backfill.
@@ -45,6 +51,18 @@ SPARSE, DAGSTER = "sparse", "dagster"
 PARENT_BACKFILL_TAG = "dagster/parent_backfill_id"
 # The module whose `get_backfills` calls are Dagster's backfill daemon.
 BACKFILL_DAEMON_MODULE = "dagster._daemon.backfill"
+
+
+# The standby coordinator of this (webserver) process, per (DAGSTER_HOME, engine modules).
+_standbys: dict[tuple[str, tuple[str, ...]], subprocess.Popen] = {}
+
+
+def _in_webserver() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return (spec is not None and spec.name.startswith("dagster_webserver")) or Path(sys.argv[0]).name == (
+        "dagster-webserver"
+    )
 
 
 def runs_on_engine(backfill: PartitionBackfill) -> bool:
@@ -63,6 +81,8 @@ class EngineBackfillInstance(dg.DagsterInstance):
     def __init__(self, *args: Any, partition_assets: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.engine_modules: list[str] = list((partition_assets or {}).get("engine_modules", []))
+        if self.engine_modules and _in_webserver():
+            self._keep_standby()
 
     @classmethod
     def config_schema(cls) -> dict[str, dg.Field]:
@@ -74,7 +94,8 @@ class EngineBackfillInstance(dg.DagsterInstance):
 
     @staticmethod
     def config_defaults(base_dir: str) -> Mapping[str, Any]:
-        return InstanceRef.config_defaults(base_dir)
+        """Dagster's defaults with lighter storage for many small runs (instance_storage.py)."""
+        return instance_storage_defaults(base_dir)
 
     def add_backfill(self, partition_backfill: PartitionBackfill) -> None:
         if not self._adopts(partition_backfill):
@@ -92,14 +113,38 @@ class EngineBackfillInstance(dg.DagsterInstance):
         return engine is None or (engine == SPARSE and PARENT_BACKFILL_TAG in backfill.tags)
 
     def _start_coordinator(self, backfill_id: str) -> None:
+        if not self._hand_to_standby(backfill_id):
+            self._coordinator_process(["adopt", backfill_id], backfill_id, stdin=subprocess.DEVNULL)
+        if _in_webserver():
+            self._keep_standby()
+
+    def _hand_to_standby(self, backfill_id: str) -> bool:
+        """Gives `backfill_id` to this process's standby coordinator, if one is alive."""
+        standby = _standbys.pop((self.root_directory, tuple(self.engine_modules)), None)
+        if standby is None or standby.poll() is not None or standby.stdin is None:
+            return False
+        try:
+            standby.stdin.write(f"{backfill_id}\n".encode())
+            standby.stdin.close()
+        except OSError:  # it died meanwhile: a new coordinator takes the backfill
+            return False
+        return True
+
+    def _keep_standby(self) -> None:
+        key = (self.root_directory, tuple(self.engine_modules))
+        if key not in _standbys or _standbys[key].poll() is not None:
+            # It reads one backfill id on stdin; it exits when stdin closes (this process is gone).
+            _standbys[key] = self._coordinator_process(["standby"], "standby", stdin=subprocess.PIPE)
+
+    def _coordinator_process(self, arguments: list[str], log_name: str, stdin: int) -> subprocess.Popen:
         # Detached (own session): the backfill outlives a webserver restart, like a daemon's.
-        log = coordinator_log(self.root_directory, backfill_id)
+        log = coordinator_log(self.root_directory, log_name)
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as output:
-            subprocess.Popen(
-                [sys.executable, "-m", "partition_assets", "backfill", "adopt", backfill_id],
+            return subprocess.Popen(
+                [sys.executable, "-m", "partition_assets", "backfill", *arguments],
                 env={**os.environ, "DAGSTER_HOME": self.root_directory},
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

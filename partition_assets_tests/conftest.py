@@ -64,12 +64,6 @@ def also_on_postgres(instance_fixture: str):
     return pytest.mark.parametrize(instance_fixture, ["sqlite", "postgres"], indirect=True)
 
 
-def only_on_postgres(instance_fixture: str):
-    """Runs a test on PostgreSQL only: for a case whose SQLite run another test already makes.
-    `instance_fixture` is declared as for also_on_postgres."""
-    return pytest.mark.parametrize(instance_fixture, ["postgres"], indirect=True)
-
-
 def postgres_url_for(request) -> str | None:
     """For an instance fixture: the URL of a fresh database on the session's PostgreSQL
     server when the test runs on Postgres (see also_on_postgres), else None (SQLite)."""

@@ -16,6 +16,7 @@ from partition_assets.example import sources
 from partition_assets.spark import SparkResource
 from partition_assets.storage import DeltaFormat, SparkDeltaIOManager
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
+from partition_assets_tests.example_tables import as_float, expected_daily_orders, rows
 from partition_assets_tests.readers import (
     canonical,
     delta_with_delta_rs,
@@ -75,18 +76,6 @@ def pipeline(spark_resource: SparkResource, tmp_path_factory):
 
 def table(lake, name) -> pd.DataFrame:
     return DeltaTable(str(lake / name)).to_pandas()
-
-
-def rows(frame: pd.DataFrame, sort_by) -> list[dict]:
-    frame = frame.copy()
-    for column in frame.columns:
-        if pd.api.types.is_datetime64_any_dtype(frame[column]):
-            frame[column] = pd.to_datetime(frame[column], utc=True)
-    return frame.sort_values(sort_by).reset_index(drop=True).to_dict("records")
-
-
-def as_float(series: pd.Series) -> pd.Series:
-    return series.astype(float)
 
 
 EXPECTED_PARTITIONS = {
@@ -165,15 +154,6 @@ def test_regions_roll_up_their_countries(pipeline):
         assert regions.loc[region, "countries"] == len(members)
         assert regions.loc[region, "population_m"] == members.population_m.sum()
         assert regions.loc[region, "fx_to_usd"] == pytest.approx(round(members.fx_to_usd.mean(), 3))
-
-
-def expected_daily_orders(events: pd.DataFrame) -> pd.DataFrame:
-    """Orders and revenue per (day, region) of events, computed with pandas."""
-    events = events.copy()
-    events["day"] = events.ds.str[:10]
-    events["region"] = events.country.map(sources.REGION_OF_COUNTRY)
-    events["amount"] = as_float(events.amount)
-    return events.groupby(["day", "region"]).agg(orders=("amount", "size"), revenue=("amount", "sum"))
 
 
 def test_daily_orders_fan_in_from_hourly_events(pipeline):

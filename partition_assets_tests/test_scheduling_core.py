@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
-from partition_assets.backfill.scheduling import MAX_READY_BATCH, NodeResult, NodeStatus
+from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunTimings
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
 from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags
@@ -94,8 +94,8 @@ def every(name: str) -> list[Node]:
     return [node(name, day) for day in range(1, 9)]
 
 
-def results(run_unit: RunUnit, succeeded: bool = True) -> list[NodeResult]:
-    return [NodeResult(member, succeeded, "fake-run", 0.0, 0.0) for member in run_unit.nodes]
+def results(run_unit: RunUnit, succeeded: bool = True, seconds: float = 0.0) -> list[NodeResult]:
+    return [NodeResult(member, succeeded, "fake-run", 0.0, seconds) for member in run_unit.nodes]
 
 
 def drive(schedule: Schedule, graph, failing=frozenset(), choose=lambda running: running[0], check=None):
@@ -149,17 +149,79 @@ def test_without_batch_chains_every_unit_is_one_node():
 
 def test_ready_nodes_share_units_only_while_they_would_wait_for_a_slot():
     graph = graph_of("wide")
-    schedule = Schedule(graph, Throttle(2))
-    # 8 ready, 2 slots: MAX_READY_BATCH each while the rest waits, then the last two together.
-    assert MAX_READY_BATCH == 3
-    first, second = schedule.next_units()
-    assert (first, second) == (unit("wide", 1, 2, 3), unit("wide", 4, 5, 6))
-    assert schedule.next_units() == []  # no slot free
-    schedule.finish(first, results(first))
-    assert schedule.next_units() == [unit("wide", 7, 8)]
+    # 8 independent ready nodes, 2 slots: the backlog spread over the slots, one run each.
+    assert Schedule(graph, Throttle(2)).next_units() == [unit("wide", 1, 2, 3, 4), unit("wide", 5, 6, 7, 8)]
+    # 3 slots: ceil(8 / 3) = 3 each while the rest waits, then the last two together.
+    schedule = Schedule(graph, Throttle(3))
+    first, second, third = schedule.next_units()
+    assert (first, second, third) == (unit("wide", 1, 2, 3), unit("wide", 4, 5, 6), unit("wide", 7, 8))
 
     roomy = Schedule(graph, Throttle(8))  # a slot for every node: nothing would wait
     assert roomy.next_units() == [unit("wide", day) for day in range(1, 9)]
+
+
+@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+def ranged_src() -> None: ...
+
+
+@dg.asset(
+    partitions_def=DAYS,
+    deps=[
+        dg.AssetDep(ranged_src, partition_mapping=mappings.identity()),
+        dg.AssetDep("total", partition_mapping=mappings.previous_period()),
+    ],
+)
+def total() -> None: ...
+
+
+def _chain_schedule() -> Schedule:
+    # `total` is a self-dependent chain (default policy: a run per partition): the chain
+    # from ranged_src 01-01 is the critical path, 9 nodes; later days have slack.
+    graph = build_graph(
+        dg.Definitions(assets=[ranged_src, total]).resolve_asset_graph(),
+        [dg.AssetKey("ranged_src"), dg.AssetKey("total")],
+        JANUARY_1_TO_8,
+    )
+    return Schedule(graph, Throttle(2))
+
+
+def _run_chain_start(schedule: Schedule, one_partition_seconds: float, two_partitions_seconds: float) -> None:
+    """Runs ranged_src 01-01..05 as the schedule hands them out, with those durations per
+    run, while total 01-01 (the critical path) keeps running."""
+    # 01-01 heads the critical path (9 nodes): alone, and so is 01-02 (slack 1: half of it
+    # is less than a partition), then 01-03 once a slot frees.
+    assert schedule.next_units() == [unit("ranged_src", 1), unit("ranged_src", 2)]
+    schedule.finish(unit("ranged_src", 1), results(unit("ranged_src", 1), seconds=one_partition_seconds))
+    assert schedule.next_units() == [unit("total", 1)]  # the critical path first
+    schedule.finish(unit("ranged_src", 2), results(unit("ranged_src", 2), seconds=one_partition_seconds))
+    assert schedule.next_units() == [unit("ranged_src", 3)]
+    schedule.finish(unit("ranged_src", 3), results(unit("ranged_src", 3), seconds=one_partition_seconds))
+    # 01-04 (chain 6, slack 2 of the 8 nodes of total 01-01's chain) spends half: one more.
+    assert schedule.next_units() == [unit("ranged_src", 4, 5)]
+    schedule.finish(unit("ranged_src", 4, 5), results(unit("ranged_src", 4, 5), seconds=two_partitions_seconds))
+
+
+def test_ready_nodes_join_a_unit_only_within_the_slack_of_its_first_member():
+    schedule = _chain_schedule()
+    _run_chain_start(schedule, 0.0, 0.0)
+    # 01-06: slack 4 nodes, half spent; one slot free for the 3 ready days.
+    assert schedule.ready_allowance(node("ranged_src", 6)) == 2
+
+
+def test_measured_run_overhead_lets_more_partitions_share_a_run():
+    timings = RunTimings()
+    assert timings.overhead_ratio() == 0.0  # nothing measured: a node of slack is one partition
+    timings.add(1, 3.0)
+    assert timings.overhead_ratio() == 0.0  # one size: overhead and work cannot be told apart
+    timings.add(3, 5.0)  # 2 s of overhead + 1 s per partition
+    assert timings.overhead_ratio() == pytest.approx(2.0)
+
+    # The same schedule, its ranged_src runs measured at 3 s for one partition and 4 s for
+    # two: 2 s of overhead, 1 s of work each. A node of slack (a run) is then worth 3
+    # partitions: 01-06 may take every other ready day (3), not 2.
+    schedule = _chain_schedule()
+    _run_chain_start(schedule, 3.0, 4.0)
+    assert schedule.ready_allowance(node("ranged_src", 6)) == 3
 
 
 def test_a_unit_covers_at_most_the_assets_max_batch():
@@ -227,7 +289,6 @@ def test_limits_are_never_exceeded_whatever_the_finishing_order(seed):
     limits = {dg.AssetKey("src"): 1, dg.AssetKey("clean"): 2, dg.AssetKey("wide"): 1}
     schedule = Schedule(graph, Throttle(4, limits))
     order = random.Random(seed)
-    peak = Counter()
 
     def within_limits(state: Schedule) -> None:
         running = state.running_units
@@ -235,11 +296,15 @@ def test_limits_are_never_exceeded_whatever_the_finishing_order(seed):
         per_asset = Counter(u.asset for u in running)
         for asset, count in per_asset.items():
             assert count <= limits.get(asset, 4), (asset, running)
-            peak[asset] = max(peak[asset], count)
 
     drive(schedule, graph, choose=order.choice, check=within_limits)
     assert set(schedule.statuses().values()) == {NodeStatus.SUCCEEDED}
-    assert peak[dg.AssetKey("clean")] == 2  # the limit is reached, not just respected
+
+
+def test_an_asset_limit_is_reached_not_just_respected():
+    graph = graph_of("src", "clean")
+    schedule = Schedule(graph, Throttle(4, {dg.AssetKey("clean"): 2}), done=every("src"))
+    assert schedule.next_units() == [unit("clean", 1), unit("clean", 2)]
 
 
 def test_a_node_already_done_is_neither_run_nor_waited_for():
@@ -285,8 +350,9 @@ def test_a_launch_that_raises_fails_every_node_of_its_unit():
         return completed(results(run_unit))
 
     status = execute(graph, launch, Throttle(2), on_result=reported.append)
-    assert {n for n, s in status.items() if s == NodeStatus.FAILED} == {node("wide", day) for day in (4, 5, 6)}
-    assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == {node("wide", d) for d in (1, 2, 3, 7, 8)}
+    # 8 ready nodes, 2 slots: units 01-01..04 and 01-05..08.
+    assert {n for n, s in status.items() if s == NodeStatus.FAILED} == {node("wide", day) for day in (5, 6, 7, 8)}
+    assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == {node("wide", d) for d in (1, 2, 3, 4)}
     failures = [r for r in reported if not r.succeeded]
     assert {r.error for r in failures} == {"RuntimeError: worker died"}
     assert {r.run_id for r in failures} == {None}

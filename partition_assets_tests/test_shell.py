@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from partition_assets.example import sources
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
 from partition_assets_tests.conftest import EXAMPLE_ASSETS
-from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
+from partition_assets_tests.example_tables import expected_daily_orders, rows
 from partition_assets_tests.webserver import DAGSTER, REPO, free_port, stop
 
 pytestmark = pytest.mark.slow

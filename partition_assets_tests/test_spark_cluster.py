@@ -27,7 +27,7 @@ from deltalake import DeltaTable
 from partition_assets.example import sources
 from partition_assets.spark import LocalConnectServer, find_java
 from partition_assets.spark.connect_server import spark_env, spark_home
-from partition_assets_tests.test_example_pipeline import rows
+from partition_assets_tests.example_tables import rows
 from partition_assets_tests.webserver import REPO, free_port, listening, stop
 
 pytestmark = pytest.mark.slow

@@ -9,23 +9,19 @@ import re
 import subprocess
 import time
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from playwright.sync_api import sync_playwright
 
-from partition_assets.example import assets as example_assets
-from partition_assets.example import sources
 from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, only_on_postgres, postgres_url_for
+from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, also_on_postgres, postgres_url_for
+from partition_assets_tests.example_tables import assert_tables_hold_the_days, days_of, hours_of
 from partition_assets_tests.instances import URL_ENV
 from partition_assets_tests.polling import wait_for
-from partition_assets_tests.readers import delta_with_delta_rs
 from partition_assets_tests.test_backfill_cli import CLI
-from partition_assets_tests.test_example_pipeline import expected_daily_orders, rows
 from partition_assets_tests.ui_engine_defs import RELEASE_DIR_ENV
 from partition_assets_tests.webserver import DagsterDev
 
@@ -65,7 +61,7 @@ def dagster_dev(request, spark_resource, tmp_path_factory, release_dir):
     """One `dagster dev` (webserver + daemon) for the module, attached to the test Spark server,
     serving the example plus `held` and `quick`; the engine takes its UI backfills (the
     `make dev` setup, whose dagster.yaml names the example). For tests marked
-    only_on_postgres, a second one on Postgres."""
+    also_on_postgres, a second one on Postgres."""
     server = DagsterDev(
         tmp_path_factory.mktemp("dagster_dev"),
         UI_ENGINE_DEFS,
@@ -126,19 +122,6 @@ def test_materialize_range_in_the_browser_runs_on_the_engine(dagster_dev, browse
     page.close()
 
 
-@only_on_postgres("dagster_dev")
-def test_a_launched_backfill_runs_on_the_engine_on_postgres(dagster_dev, spark):
-    """The dialog's launch (the mutation it sends, untagged) on a PostgreSQL instance: the
-    engine adopts the backfill from Postgres and writes the days. (On SQLite the browser test
-    above makes the same launch.)"""
-    day = "2024-01-09"
-    backfill_id = launch(
-        dagster_dev,
-        {"assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}], "partitionNames": hours_of(day, day)},
-    )
-    assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id, day, day)
-
-
 def assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id: str, first: str, last: str) -> dict:
     """The backfill ran on the engine to success, Dagster's partition status holds its days
     and the tables their rows; returns the backfill."""
@@ -149,12 +132,11 @@ def assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id: str, 
     # Every run is an engine node run of this backfill (none of Dagster's daemon).
     assert backfill["runs"] and all(tag_of(run, BACKFILL_ID_TAG) == backfill_id for run in backfill["runs"])
 
-    days = example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
     with dagster_dev.open_instance() as instance:
         # Published: Dagster's partition status holds the days, as the asset pages colour them.
         assert set(hours_of(first, last)) <= set(instance.get_materialized_partitions(dg.AssetKey("events")))
-        assert set(days) <= set(instance.get_materialized_partitions(dg.AssetKey("daily_orders")))
-    assert_tables_hold_the_days(dagster_dev, spark, first, last)
+        assert set(days_of(first, last)) <= set(instance.get_materialized_partitions(dg.AssetKey("daily_orders")))
+    assert_tables_hold_the_days(dagster_dev.lake, spark, first, last)
     return backfill
 
 
@@ -284,14 +266,8 @@ def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, daemon_b
     """The stock path, per backfill: the tag `partition_assets/engine=dagster` (the dialog's
     tags, or the mutation's) leaves it to Dagster's daemon: one run per asset over the range.
     (SQLite only: which storage the instance keeps does not change what the daemon does; the
-    engine's side of the routing on Postgres is test_a_launched_backfill_runs_on_the_engine_on_postgres.)"""
+    engine's side of the routing on Postgres is the warm-standby test.)"""
     assert_backfill_wrote_the_days(dagster_dev, spark, daemon_backfill, *DAEMON_DAYS)
-
-
-def hours_of(first_day: str, last_day: str) -> list[str]:
-    return example_assets.HOURLY.get_partition_keys_in_range(
-        dg.PartitionKeyRange(f"{first_day}-00:00", f"{last_day}-23:00")
-    )
 
 
 BACKFILL = """query Backfill($id: String!) {
@@ -350,7 +326,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
 
     # Single-run backfill policies: one run per asset, each over the whole range.
     hours = hours_of(first, last)
-    days = example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
+    days = days_of(first, last)
     ranges = {}
     for run in backfill["runs"]:
         assert run["status"] == "SUCCESS"
@@ -370,25 +346,7 @@ def assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
             }
             assert materialized == set(hours if asset_of(run) == "events" else days)
 
-    assert_tables_hold_the_days(dagster_dev, spark, first, last)
-
-
-def assert_tables_hold_the_days(dagster_dev, spark, first: str, last: str) -> None:
-    """events and daily_orders hold the generator's rows for exactly these days."""
-    hours = hours_of(first, last)
-    days = example_assets.DAILY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
-    start = datetime.fromisoformat(first).replace(tzinfo=UTC)
-    generated = sources.hourly_events(spark, start, len(hours)).toPandas()
-    events = delta_with_delta_rs(dagster_dev.lake / "events")
-    events = events[events.ds.isin(hours)]
-    assert rows(events, "event_id") == rows(generated, "event_id")
-
-    orders = delta_with_delta_rs(dagster_dev.lake / "daily_orders")
-    orders = orders[orders.ds.isin(days)].set_index(["ds", "region"]).sort_index()
-    expected = expected_daily_orders(generated)
-    assert list(orders.index) == list(expected.index)
-    assert list(orders.orders) == list(expected.orders)
-    assert list(orders.revenue.astype(float)) == pytest.approx(list(expected.revenue))
+    assert_tables_hold_the_days(dagster_dev.lake, spark, first, last)
 
 
 def asset_of(run) -> str:
@@ -406,3 +364,36 @@ def report_timings(backfill: dict, first: str, last: str) -> None:
             f"started +{run['startTime'] - launched:.1f} s, ran {run['endTime'] - run['startTime']:.1f} s"
         )
     print("\n".join(lines))
+
+
+def standby_coordinators(home: Path) -> set[int]:
+    """Pids of the `backfill standby` processes of the instance at `home`."""
+    found = subprocess.run(["pgrep", "-f", "partition_assets backfill standby"], capture_output=True, text=True)
+    pids = set()
+    for pid in map(int, found.stdout.split()):
+        try:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # it ended meanwhile
+            continue
+        if f"DAGSTER_HOME={home}".encode() in environment:
+            pids.add(pid)
+    return pids
+
+
+@also_on_postgres("dagster_dev")
+def test_the_webserver_hands_a_launch_to_its_warm_standby_coordinator(dagster_dev, spark):
+    """The webserver keeps a coordinator waiting with Dagster, the engine and the code
+    location imported: a launch (the dialog's mutation, untagged) is handed to it, runs on
+    the engine, and another one waits for the next. Also on PostgreSQL: the engine's side of
+    the UI routing there (Dagster's daemon path runs on SQLite only)."""
+    waiting = wait_for(lambda: standby_coordinators(dagster_dev.home), timeout=120)
+    first = last = "2024-01-09"
+    backfill_id = launch(
+        dagster_dev,
+        {"assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}], "partitionNames": hours_of(first, last)},
+    )
+    assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
+    log = (dagster_dev.home / "partition_assets" / "backfills" / f"{backfill_id}.log").read_text()
+    adopter = int(re.search(rf"standby (\d+) adopts backfill {backfill_id}", log).group(1))
+    assert adopter in waiting
+    assert wait_for(lambda: standby_coordinators(dagster_dev.home) - {adopter}, timeout=60)

@@ -6,8 +6,9 @@ so each behaves the same and leaves the same record.
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import ExitStack, contextmanager
 
 import dagster as dg
 
@@ -119,6 +120,21 @@ def run_backfill(
     the input versions pinned on the first start (backfill/originals.py).
     """
     definitions = load_definitions(record.spec.module)
+    with ExitStack() as stack:
+        # Workers start loading the code location now, while the coordinator prepares.
+        runner = stack.enter_context(_node_runner(record)) if record.status != "publishing" else None
+        return _prepare_and_run(record, graph, done, on_result, on_phase, definitions, runner)
+
+
+def _prepare_and_run(
+    record: BackfillRecord,
+    graph: BackfillGraph,
+    done: set[Node],
+    on_result: Callable[[NodeResult], None],
+    on_phase: Callable[[str], None],
+    definitions: dg.Definitions,
+    runner: DagsterNodeRunner | LaunchedNodeRunner | None,
+) -> dict[Node, NodeStatus]:
     publication = Publication(record, definitions, graph)
     staged = record.spec.publish == STAGED
     if staged:
@@ -133,13 +149,14 @@ def run_backfill(
                 ", ".join(key.to_user_string() for key in unstaged),
             )
     with dg.DagsterInstance.get() as instance:
-        return _run_held(record, graph, done, on_result, on_phase, publication, instance)
+        return _run_held(record, graph, done, runner, on_result, on_phase, publication, instance)
 
 
 def _run_held(
     record: BackfillRecord,
     graph: BackfillGraph,
     done: set[Node],
+    runner: DagsterNodeRunner | LaunchedNodeRunner | None,
     on_result: Callable[[NodeResult], None],
     on_phase: Callable[[str], None],
     publication: Publication,
@@ -154,7 +171,7 @@ def _run_held(
         # Once its leases are taken: a backfill refused for leased partitions shows in no list.
         DagsterBackfillMirror(record, graph, asset_graph, instance, done) as mirror,
     ):
-        if record.status == "publishing":
+        if runner is None:  # its coordinator died publishing: only the publish is left
             on_phase(_timed("published", lambda: publication.publish(instance)))
             release(leases)
             return {}
@@ -168,7 +185,7 @@ def _run_held(
             on_result(result)
 
         try:
-            status = _run_nodes(record, graph, done, node_finished, mirror.launched, staged, pins)
+            status = _run_nodes(record, graph, done, runner, node_finished, mirror.launched, pins)
             mirror.settle(status)
             ahead_stats = ahead.results() if ahead is not None and _all_succeeded(status) else None
         finally:
@@ -249,43 +266,66 @@ def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
     )
 
 
+@contextmanager
+def _node_runner(record: BackfillRecord) -> Iterator[DagsterNodeRunner | LaunchedNodeRunner]:
+    """What launches the backfill's runs: local workers, or the instance's run launcher
+    (`--runs-via launcher`), stopped on exit (`_stop_runner`); a backfill refused before
+    its nodes started has nothing in flight: its workers are killed at once."""
+    spec = record.spec
+    tags = {**spec.tags, **node_run_tags(record.id, spec.publish == STAGED)}
+    runner: DagsterNodeRunner | LaunchedNodeRunner = (
+        LaunchedNodeRunner(spec.module, tags)
+        if spec.runs_via == RUNS_LAUNCHER
+        else DagsterNodeRunner(spec.module, spec.max_parallel, tags)
+    )
+    try:
+        yield runner
+    finally:
+        if record.status == "running":
+            _stop_runner(record, runner)
+        else:
+            runner.terminate()
+
+
+def _stop_runner(record: BackfillRecord, runner: DagsterNodeRunner | LaunchedNodeRunner) -> None:
+    """A canceled backfill's runs in flight are stopped and marked canceled; otherwise
+    they are waited for. Stopping a stopped runner does nothing more."""
+    if _canceled(record):
+        runner.terminate()
+        with dg.DagsterInstance.get() as instance:
+            cancel_in_flight(instance, record.id)
+    else:
+        runner.close()
+
+
+def _canceled(record: BackfillRecord) -> bool:
+    return BackfillRecord.load(record.id).status == "canceled"
+
+
 def _run_nodes(
     record: BackfillRecord,
     graph: BackfillGraph,
     done: set[Node],
+    runner: DagsterNodeRunner | LaunchedNodeRunner,
     on_result: Callable[[NodeResult], None],
     on_launch: Callable[[RunUnit], None],
-    staged: bool,
     pins: Mapping[Node, Pins],
 ) -> dict[Node, NodeStatus]:
     record.status = "running"
     record.save()
-
-    def pin_tags(unit: RunUnit) -> dict[str, str]:
-        # Pins differ only between units (break_runs_between_pins): the first member speaks for all.
-        as_of = record.spec.inputs_as_of
-        return pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {}
-
-    def canceled() -> bool:
-        return BackfillRecord.load(record.id).status == "canceled"
-
     spec = record.spec
-    tags = {**spec.tags, **node_run_tags(record.id, staged)}
-    runner: DagsterNodeRunner | LaunchedNodeRunner = (
-        LaunchedNodeRunner(spec.module, tags, unit_tags=pin_tags)
-        if spec.runs_via == RUNS_LAUNCHER
-        else DagsterNodeRunner(spec.module, spec.max_parallel, tags, unit_tags=pin_tags)
-    )
+
+    def launch(unit: RunUnit) -> Future:
+        on_launch(unit)
+        # Pins differ only between units (break_runs_between_pins): the first member speaks for all.
+        as_of = spec.inputs_as_of
+        return runner.launch(unit, pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {})
+
     try:
         throttle = Throttle(
             spec.max_parallel,
             {dg.AssetKey.from_user_string(asset): limit for asset, limit in spec.asset_limits.items()},
         )
-
-        def launch(unit: RunUnit) -> Future:
-            on_launch(unit)
-            return runner.launch(unit)
-
         return execute(
             graph,
             launch,
@@ -293,13 +333,8 @@ def _run_nodes(
             done=done,
             on_result=on_result,
             newest_first=spec.reverse,
-            should_stop=canceled,
+            should_stop=lambda: _canceled(record),
             batch_chains=spec.batch,
         )
-    finally:
-        if canceled():
-            runner.terminate()
-            with dg.DagsterInstance.get() as instance:
-                cancel_in_flight(instance, record.id)
-        else:
-            runner.close()
+    finally:  # the workers' memory is free before the gate and the publish
+        _stop_runner(record, runner)

@@ -23,10 +23,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import dagster as dg
@@ -64,14 +65,13 @@ class _Submitted:
 
 class LaunchedNodeRunner:
     """Submits run units through the instance's run coordinator; each unit is one Dagster
-    run, tagged `tags` and `unit_tags(unit)` (and, like local workers' runs, the git sha of
+    run, tagged `tags` and the tags given with it (and, like local workers' runs, the git sha of
     the code location). The same `launch`, `close` and `terminate` as `DagsterNodeRunner`."""
 
     def __init__(
         self,
         target: str,
         tags: Mapping[str, str],
-        unit_tags: Callable[[RunUnit], dict[str, str]] = lambda unit: {},
     ) -> None:
         definitions = load_definitions(target)
         self._asset_graph = definitions.resolve_asset_graph()
@@ -81,7 +81,6 @@ class LaunchedNodeRunner:
         self._run_config = _IN_PROCESS if executor.name == dg.multi_or_in_process_executor.name else {}
         sha = definitions_git_sha(definitions)
         self._tags = {**tags, **({GIT_SHA_TAG: sha} if sha else {}), LAUNCHED_TAG: "true"}
-        self._unit_tags = unit_tags
         with ExitStack() as stack:  # closed at once should the code server not load the location
             self._instance = stack.enter_context(dg.DagsterInstance.get())
             self._workspace = stack.enter_context(
@@ -97,14 +96,14 @@ class LaunchedNodeRunner:
         self._poller = threading.Thread(target=self._follow, name="launched-runs", daemon=True)
         self._poller.start()
 
-    def launch(self, unit: RunUnit) -> Future:
-        """Submits `unit` as one run (a partition range when several); the future gives a
-        result per node of the unit once the run finishes."""
+    def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
+        """Submits `unit` as one run (a partition range when several), also tagged
+        `unit_tags`; the future gives a result per node of the unit once the run finishes."""
         future: Future = Future()
         future.set_running_or_notify_cancel()
         submitted_at = time.time()
         try:
-            run = self._submit(unit)
+            run = self._submit(unit, unit_tags)
         except Exception as error:  # a future carries its work's error, as a pool's does: the unit failed
             future.set_exception(error)
             return future
@@ -137,8 +136,8 @@ class LaunchedNodeRunner:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _submit(self, unit: RunUnit) -> dg.DagsterRun:
-        tags = {**self._tags, **self._unit_tags(unit), **self._partition_tags(unit)}
+    def _submit(self, unit: RunUnit, unit_tags: Mapping[str, str]) -> dg.DagsterRun:
+        tags = {**self._tags, **unit_tags, **self._partition_tags(unit)}
         request = dg.RunRequest(asset_selection=[unit.asset], tags=tags, run_config=self._run_config)
         return asyncio.run(
             submit_asset_run(

@@ -140,7 +140,9 @@ class BackfillSpec:
     lookback: int = option(0, metavar="N", help="also re-run the N partitions before the range of each time asset")
     exact: bool = option(False, help="only partitions wholly inside the range (no coarser grain, no lookback)")
     downstream: bool = option(False, help="add every downstream (asset, partition) the range reaches")
-    batch: bool = option(True, help="let contiguous partitions of range-capable assets share runs")
+    batch: bool = option(
+        True, help="contiguous partitions of range-capable assets share runs (the default; --no-batch turns it off)"
+    )
     catch_up: bool = option(False, help="only partitions missing or failed in the instance")
     reverse: bool = option(False, help="newest partitions first")
     tags: Mapping[str, str] = option(

@@ -2,7 +2,9 @@
 
 import argparse
 import json
+import os
 import statistics
+import sys
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,8 +24,9 @@ from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
 from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.publication import Publication, describe_versions
+from partition_assets.backfill.runner import start_fork_server
 from partition_assets.backfill.scheduling import NodeStatus
-from partition_assets.backfill.spec import add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.spec import RUNS_LAUNCHER, add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
     FINAL_STATUSES,
     BackfillRecord,
@@ -33,7 +36,7 @@ from partition_assets.backfill.state import (
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.deploy.code_root import add_code_root_options
 from partition_assets.errors import BackfillPlanError, BackfillStateError, GateFailedError, PartitionAssetsError
-from partition_assets.instance import ENGINE_TAG, SPARSE, runs_on_engine
+from partition_assets.instance import ENGINE_TAG, SPARSE, coordinator_log, runs_on_engine
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -77,12 +80,17 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    actions.add_parser(
+        "standby", help="wait, warm, for the webserver's next backfill on stdin, then adopt it (the instance starts it)"
+    )
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
     """Runs `backfill <action>`; a bad input raises a PartitionAssetsError before anything is recorded."""
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
+        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER:
+            start_fork_server([spec.module])  # its workers' imports run while this process plans
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(spec, instance)
             done = nodes_to_skip(spec, graph, instance)
@@ -96,6 +104,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         return _execute(BackfillRecord(spec), graph, done)
     if args.action == "adopt":
         return _adopt(args.backfill_id)
+    if args.action == "standby":
+        return _standby()
     record = BackfillRecord.load(args.backfill_id)
     for path in (getattr(args, "html", None), getattr(args, "png", None)):
         if path and not Path(path).resolve().parent.is_dir():
@@ -153,6 +163,27 @@ def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> i
         return 1
     print(progress.summary(status))
     return 0 if progress.failure(status) is None else 1
+
+
+def _standby() -> int:
+    """Imports the instance's engine code locations and starts the workers' fork server,
+    then waits for one Dagster backfill id on stdin and adopts it, writing to its log
+    from then on; exits when stdin closes without one (its webserver is gone)."""
+    with dg.DagsterInstance.get() as instance:
+        modules = list(getattr(instance, "engine_modules", []))
+        home = instance.root_directory
+    for module in modules:
+        load_definitions(module)
+    start_fork_server(modules)
+    backfill_id = sys.stdin.readline().strip()
+    if not backfill_id:
+        return 0
+    with coordinator_log(home, backfill_id).open("ab") as log:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+            os.dup2(log.fileno(), stream.fileno())
+    print(f"standby {os.getpid()} adopts backfill {backfill_id}", flush=True)
+    return _adopt(backfill_id)
 
 
 def _adopt(backfill_id: str) -> int:

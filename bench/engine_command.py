@@ -1,0 +1,134 @@
+"""The engine's whole `partition-assets backfill run` command, timed from process start to exit.
+
+`run_backfill_command` starts the CLI as a fresh process on a prepared DAGSTER_HOME (a new one
+from `instance_env`, or a copy of a seeded instance), waits for it to exit and reads back from
+the instance what it did: its runs (those created after the command started), their statuses,
+how long after the process started the first node run started, and how many of the targeted
+(asset, partition) pairs are materialized. Shared by engine_bench.py (the bench DAG),
+example_bench.py and shapes_bench.py (the example with real Spark).
+
+Not guaranteed: runs other processes create in the same instance while the command runs are
+counted as its own (every bench gives each command its own instance); the first-run figure is
+the earliest run start the instance recorded, which Dagster stamps when the run's process
+reports RUN_START, not when the coordinator decided to launch it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+from dagster_backfill import START, DaemonResult, materialized_count
+
+from partition_assets_tests.instances import open_instance
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class CommandResult:
+    seconds: float  # process start -> exit
+    first_run_after: float | None  # process start -> first node run started (instance run records)
+    returncode: int
+    summary: str  # the command's `backfill <id>: ...` lines: nodes (and those already done), then outcome
+    runs: int  # every run it created: node runs and, when it publishes, the publish run
+    run_statuses: dict[str, int]
+    materialized: int  # targeted (asset, partition) pairs materialized after the command
+    targeted: int
+    measured_at: str
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    stderr_tail: str = ""
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def all_succeeded(self) -> bool:
+        return self.returncode == 0 and self.materialized == self.targeted
+
+    def details(self) -> str:
+        """Runs, first run, completeness and load, for a results table's details column."""
+        runs = ", ".join(f"{n} {s}" for s, n in sorted(self.run_statuses.items())) or "none"
+        first = f"{self.first_run_after:.1f} s" if self.first_run_after is not None else "never"
+        verdict = "all succeeded" if self.all_succeeded else f"NOT all succeeded (exit {self.returncode})"
+        load = " -> ".join("/".join(f"{x:.1f}" for x in loads) for loads in (self.load_before, self.load_after))
+        return (
+            f"first node run started {first} after the command; {self.runs} runs ({runs}); "
+            f"{self.materialized} of {self.targeted} materialized; {verdict}; ended {self.measured_at}, load {load}"
+        )
+
+
+def range_args(days: int) -> list[str]:
+    """`--start 2024-01-01 --end <last day>`: `days` days, both ends inclusive."""
+    return ["--start", day(0), "--end", day(days - 1)]
+
+
+def day(offset: int) -> str:
+    """The day `offset` days after the benches' first day (2024-01-01), as a daily partition key."""
+    return (START + timedelta(days=offset)).strftime("%Y-%m-%d")
+
+
+def run_backfill_command(
+    target: list[str],
+    spec_args: list[str],
+    env: dict[str, str],
+    keys: dict[str, list[str]],
+    log=print,
+) -> CommandResult:
+    """Runs `partition-assets backfill run <target> <spec_args>` with `env` added to this
+    process's environment; `env` must name the DAGSTER_HOME (prepared by the caller) the
+    command and the read-back use. `keys`: the (asset, partition) pairs it should materialize."""
+    command = [sys.executable, "-m", "partition_assets", "backfill", "run", *target, *spec_args]
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    log(f"  engine command: partition-assets {' '.join(command[3:])}")
+    load_before = os.getloadavg()
+    launched = time.time()
+    began = time.perf_counter()
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": pythonpath, **env}
+    )
+    seconds = time.perf_counter() - began
+    # Opened with `env` in the environment too: the repo's instance storage finds its files
+    # under $DAGSTER_HOME, not under the folder the instance is loaded from.
+    with open_instance(env) as instance:
+        records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
+        materialized = materialized_count(instance, keys)
+    starts = [r.start_time for r in records if r.start_time]
+    summary = [line for line in done.stdout.splitlines() if line.startswith("backfill ")]
+    result = CommandResult(
+        seconds=seconds,
+        first_run_after=min(starts) - launched if starts else None,
+        returncode=done.returncode,
+        summary=" / ".join(summary),
+        runs=len(records),
+        run_statuses=dict(Counter(r.dagster_run.status.value for r in records)),
+        materialized=materialized,
+        targeted=sum(map(len, keys.values())),
+        measured_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        load_before=load_before,
+        load_after=os.getloadavg(),
+        stderr_tail="" if done.returncode == 0 else "\n".join(done.stderr.splitlines()[-20:]),
+        args=command[3:],
+    )
+    log(f"  engine command: {seconds:.1f} s, exit {done.returncode}; {result.details()}")
+    return result
+
+
+def versus_dagster(seconds: float, daemons: dict[str, DaemonResult]) -> tuple[float, str]:
+    """How many times faster an engine makespan of `seconds` is than the best of Dagster's
+    backfills `daemons` (by policy label), and a sentence saying so. When none finished, the
+    ratio is a lower bound: the shortest timeout over `seconds`."""
+    finished = {label: d.makespan for label, d in daemons.items() if d.finished and d.makespan is not None}
+    if not finished:
+        ratio = min(d.timeout for d in daemons.values()) / seconds
+        return ratio, f"Engine is more than {ratio:.1f}x faster than Dagster: no policy finished in its timeout"
+    label = min(finished, key=lambda policy: finished[policy])
+    ratio = finished[label] / seconds
+    faster = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
+    return ratio, f"Engine is {faster} Dagster's best policy ({label}: {finished[label]:.1f} s)"
