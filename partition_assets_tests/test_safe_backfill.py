@@ -102,6 +102,14 @@ class Lakehouse:
     def instance(self) -> dg.DagsterInstance:
         return dg.DagsterInstance.from_config(str(self.home))
 
+    def copy_to(self, root: Path) -> "Lakehouse":
+        """A copy of this lakehouse's home, lake and events under `root`, to change on its own."""
+        copy = Lakehouse(root)
+        shutil.copytree(self.home, copy.home, dirs_exist_ok=True)
+        shutil.copytree(self.lake, copy.lake)
+        shutil.copy(self.events_file, copy.events_file)
+        return copy
+
 
 def backfill_args(first: str, last: str, *extra: str) -> list[str]:
     """`backfill run` of every asset of the test code location over first..last."""
@@ -111,6 +119,38 @@ def backfill_args(first: str, last: str, *extra: str) -> list[str]:
 @pytest.fixture
 def lakehouse(tmp_path) -> Lakehouse:
     return Lakehouse(tmp_path)
+
+
+def published_from_january_1(root: Path, last: str) -> Lakehouse:
+    """A lakehouse under `root` whose January 1..`last` are backfilled and published per node."""
+    base = Lakehouse(root)
+    ok(base.backfill("2024-01-01", last, "--publish", "per-node"))
+    return base
+
+
+@pytest.fixture(scope="module")
+def two_days_published(tmp_path_factory) -> Lakehouse:
+    """January 1-2 published, once for the module: the tests copy it."""
+    return published_from_january_1(tmp_path_factory.mktemp("two_days_published"), "2024-01-02")
+
+
+@pytest.fixture(scope="module")
+def three_days_published(tmp_path_factory) -> Lakehouse:
+    """January 1-3 published, once for the module: the tests copy it."""
+    return published_from_january_1(tmp_path_factory.mktemp("three_days_published"), "2024-01-03")
+
+
+@pytest.fixture
+def published_2_days(two_days_published, tmp_path) -> Lakehouse:
+    """A copy of two_days_published for one test to change (the state every test reached by
+    backfilling those days itself)."""
+    return two_days_published.copy_to(tmp_path)
+
+
+@pytest.fixture
+def published_3_days(three_days_published, tmp_path) -> Lakehouse:
+    """A copy of three_days_published for one test to change."""
+    return three_days_published.copy_to(tmp_path)
 
 
 def expected_orders(days: list[str], factor: float) -> frozenset:
@@ -167,27 +207,26 @@ def test_a_reader_sees_the_old_content_then_the_new_and_each_table_gets_one_vers
         assert len(ours) == 7 and {record.run_id for record in ours} == set(publish_runs)
 
 
-def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-03", "--publish", "per-node"))
-    before, versions = lakehouse.contents(), lakehouse.versions()
-    result = lakehouse.backfill("2024-01-01", "2024-01-03", **{safe_defs.FACTOR_ENV: "3"})
+def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(published_3_days):
+    before, versions = published_3_days.contents(), published_3_days.versions()
+    result = published_3_days.backfill("2024-01-01", "2024-01-03", **{safe_defs.FACTOR_ENV: "3"})
     assert result.returncode == 1, result.stdout + result.stderr
     assert "validation gate failed" in result.stdout
     bid = backfill_id(result.stdout)
-    assert lakehouse.contents() == before and lakehouse.versions() == versions
-    assert lakehouse.events()[-2:] == ["started", "gate_failed"]
+    assert published_3_days.contents() == before and published_3_days.versions() == versions
+    assert published_3_days.events()[-2:] == ["started", "gate_failed"]
 
-    diff = ok(lakehouse.cli("diff", bid))
+    diff = ok(published_3_days.cli("diff", bid))
     # revenue per day: 1+2+...+6 = 21 before, 63 after (factor 3)
     assert re.search(r"revenue.*2024-01-02.*21(\.0)?\b.*63(\.0)?\b", diff), diff
 
-    refused = lakehouse.cli("publish", bid)
+    refused = published_3_days.cli("publish", bid)
     assert refused.returncode == 2 and "--force" in refused.stderr + refused.stdout
-    ok(lakehouse.cli("publish", bid, "--force"))
-    assert lakehouse.content("orders") == expected_orders(days(1, 3), 3)
-    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+    ok(published_3_days.cli("publish", bid, "--force"))
+    assert published_3_days.content("orders") == expected_orders(days(1, 3), 3)
+    assert published_3_days.versions() == {table: version + 1 for table, version in versions.items()}
 
-    ledger = json.loads(ok(lakehouse.cli("ledger", bid, "--json")))
+    ledger = json.loads(ok(published_3_days.cli("ledger", bid, "--json")))
     assert {(row["asset"], row["partition"]) for row in ledger} == {(t, d) for t in TABLES for d in days(1, 3)}
     for row in ledger:
         assert row["status"] == "published"
@@ -198,16 +237,15 @@ def test_a_failed_gate_publishes_nothing_then_diff_and_publish_force(lakehouse):
     assert revenue_inputs == {"orders": f"staged:{bid}"}
 
 
-def test_a_blocking_asset_check_runs_on_the_staged_data_and_stops_the_publish(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    before, versions = lakehouse.contents(), lakehouse.versions()
+def test_a_blocking_asset_check_runs_on_the_staged_data_and_stops_the_publish(published_2_days):
+    before, versions = published_2_days.contents(), published_2_days.versions()
     # Published revenue is 21 a day, staged 26.25: only a check reading the staged data fails.
     ceiling = {safe_defs.REVENUE_CEILING_ENV: "22"}
-    result = lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"}, **ceiling)
+    result = published_2_days.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"}, **ceiling)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "revenue_below_ceiling" in result.stdout
-    assert lakehouse.contents() == before and lakehouse.versions() == versions
-    assert lakehouse.events()[-2:] == ["started", "failed"]
+    assert published_2_days.contents() == before and published_2_days.versions() == versions
+    assert published_2_days.events()[-2:] == ["started", "failed"]
 
 
 def test_two_backfills_of_the_same_range_and_code_give_equal_checksums(lakehouse):
@@ -223,26 +261,25 @@ def test_two_backfills_of_the_same_range_and_code_give_equal_checksums(lakehouse
     assert checksums[0] == checksums[1] and len(checksums[0]) == 6
 
 
-def test_rollback_restores_the_content_before_and_removes_created_partitions(lakehouse, spark):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-03", "--publish", "per-node"))
-    before = lakehouse.contents()
-    bid = backfill_id(ok(lakehouse.backfill("2024-01-02", "2024-01-05", **{safe_defs.FACTOR_ENV: "1.25"})))
-    assert lakehouse.content("orders") == expected_orders(days(1, 1), 1) | expected_orders(days(2, 5), 1.25)
+def test_rollback_restores_the_content_before_and_removes_created_partitions(published_3_days, spark):
+    before = published_3_days.contents()
+    bid = backfill_id(ok(published_3_days.backfill("2024-01-02", "2024-01-05", **{safe_defs.FACTOR_ENV: "1.25"})))
+    assert published_3_days.content("orders") == expected_orders(days(1, 1), 1) | expected_orders(days(2, 5), 1.25)
 
     # A later commit to a partition the backfill rewrote: rollback refuses, then --force restores anyway.
     scope = PartitionScope.for_keys(safe_defs.DAYS, ["2024-01-02"], ("ds",))
-    DeltaFormat().write(safe_defs.orders_frame(spark, "2024-01-02", 7.0), lakehouse.uri("orders"), scope)
-    refused = lakehouse.cli("rollback", bid)
+    DeltaFormat().write(safe_defs.orders_frame(spark, "2024-01-02", 7.0), published_3_days.uri("orders"), scope)
+    refused = published_3_days.cli("rollback", bid)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "--force" in refused.stdout + refused.stderr
 
-    versions = lakehouse.versions()
-    ok(lakehouse.cli("rollback", bid, "--force"))
-    assert lakehouse.contents() == before
-    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
-    assert lakehouse.events()[-1] == "rolled_back"
-    assert {row["status"] for row in json.loads(ok(lakehouse.cli("ledger", bid, "--json")))} == {"rolled_back"}
-    with lakehouse.instance() as instance:
+    versions = published_3_days.versions()
+    ok(published_3_days.cli("rollback", bid, "--force"))
+    assert published_3_days.contents() == before
+    assert published_3_days.versions() == {table: version + 1 for table, version in versions.items()}
+    assert published_3_days.events()[-1] == "rolled_back"
+    assert {row["status"] for row in json.loads(ok(published_3_days.cli("ledger", bid, "--json")))} == {"rolled_back"}
+    with published_3_days.instance() as instance:
         # Restored partitions: a materialization of the old content. Created ones: SQLite's
         # event log cannot wipe a partition, so an observation says the rollback removed it.
         for day in days(2, 3):
@@ -261,59 +298,56 @@ KILL_POINTS = ["mid-node", "gating", "publish_committing", "between_table_commit
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_a_coordinator_killed_anywhere_converges_on_resume_with_each_table_committed_once(lakehouse, point):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    versions = lakehouse.versions()
+def test_a_coordinator_killed_anywhere_converges_on_resume_with_each_table_committed_once(published_2_days, point):
+    versions = published_2_days.versions()
     if point == "mid-node":
-        process = lakehouse.start_backfill(
+        process = published_2_days.start_backfill(
             "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "3"}
         )
-        with lakehouse.instance() as instance:
+        with published_2_days.instance() as instance:
             wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
         os.killpg(process.pid, signal.SIGKILL)
     else:
-        process = lakehouse.start_backfill(
+        process = published_2_days.start_backfill(
             "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", FAILPOINT_ENV: point}
         )
     process.wait(timeout=300)
     assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
-    bid = _only_backfill(lakehouse)
+    bid = _only_backfill(published_2_days)
 
-    ok(lakehouse.cli("resume", bid, **{safe_defs.FACTOR_ENV: "1.25"}))
-    assert lakehouse.content("orders") == expected_orders(days(1, 2), 1.25)
-    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
-    _assert_ledger_matches_tables(lakehouse, bid)
+    ok(published_2_days.cli("resume", bid, **{safe_defs.FACTOR_ENV: "1.25"}))
+    assert published_2_days.content("orders") == expected_orders(days(1, 2), 1.25)
+    assert published_2_days.versions() == {table: version + 1 for table, version in versions.items()}
+    _assert_ledger_matches_tables(published_2_days, bid)
 
 
-def test_a_rollback_killed_between_table_commits_converges_on_resume(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    before = lakehouse.contents()
-    bid = backfill_id(ok(lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"})))
-    versions = lakehouse.versions()
-    killed = lakehouse.cli("rollback", bid, **{FAILPOINT_ENV: "between_rollback_commits"})
+def test_a_rollback_killed_between_table_commits_converges_on_resume(published_2_days):
+    before = published_2_days.contents()
+    bid = backfill_id(ok(published_2_days.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25"})))
+    versions = published_2_days.versions()
+    killed = published_2_days.cli("rollback", bid, **{FAILPOINT_ENV: "between_rollback_commits"})
     assert killed.returncode == -signal.SIGKILL
-    ok(lakehouse.cli("resume", bid))
-    assert lakehouse.contents() == before
-    assert lakehouse.versions() == {table: version + 1 for table, version in versions.items()}
+    ok(published_2_days.cli("resume", bid))
+    assert published_2_days.contents() == before
+    assert published_2_days.versions() == {table: version + 1 for table, version in versions.items()}
 
 
-def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other_way_round(lakehouse, spark):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
+def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other_way_round(published_2_days, spark):
     # Run first: a write in flight holds its partitions; the backfill fails fast naming it.
-    uri = lakehouse.uri("orders")
+    uri = published_2_days.uri("orders")
     scope = PartitionScope.for_keys(safe_defs.DAYS, ["2024-01-02"], ("ds",))
-    records = set((lakehouse.home / "partition_assets" / "backfills").glob("*.json"))
+    records = set((published_2_days.home / "partition_assets" / "backfills").glob("*.json"))
     with run_lease(uri, scope, "run-in-flight"):
-        refused = lakehouse.backfill("2024-01-01", "2024-01-02")
+        refused = published_2_days.backfill("2024-01-01", "2024-01-02")
     assert refused.returncode == 2 and "run-in-flight" in refused.stdout + refused.stderr
-    assert set((lakehouse.home / "partition_assets" / "backfills").glob("*.json")) == records  # none recorded
+    assert set((published_2_days.home / "partition_assets" / "backfills").glob("*.json")) == records  # none recorded
 
     # Backfill first: while it holds the partitions, a Dagster run of one of them fails fast.
-    before = lakehouse.content("orders")
-    process = lakehouse.start_backfill(
+    before = published_2_days.content("orders")
+    process = published_2_days.start_backfill(
         "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "2"}
     )
-    with lakehouse.instance() as instance:
+    with published_2_days.instance() as instance:
         wait_for(lambda: instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])), 120)
         result = dg.materialize(
             [safe_defs.orders],
@@ -321,42 +355,43 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
             instance=instance,
             resources={
                 "spark": safe_defs.spark,
-                "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(lakehouse.lake), spark=safe_defs.spark),
+                "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(published_2_days.lake), spark=safe_defs.spark),
             },
             raise_on_error=False,
         )
     assert not result.success
-    assert "PartitionLeasedError" in _failure(result) and _only_backfill(lakehouse) in _failure(result)
-    assert lakehouse.content("orders") == before  # the refused run wrote nothing
+    assert "PartitionLeasedError" in _failure(result) and _only_backfill(published_2_days) in _failure(result)
+    assert published_2_days.content("orders") == before  # the refused run wrote nothing
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stdout + stderr
-    assert lakehouse.content("orders") == expected_orders(days(1, 2), 1.25)
+    assert published_2_days.content("orders") == expected_orders(days(1, 2), 1.25)
 
 
-def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(lakehouse):
-    ok(lakehouse.backfill("2024-01-01", "2024-01-02", "--publish", "per-node"))
-    # Failure: a node fails; nothing is published, the freeze is lifted.
-    failed = lakehouse.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "not-a-number"})
+def test_the_freeze_is_lifted_and_the_hook_called_on_failure_and_cancel(published_2_days):
+    # Failure: a node fails; nothing is published_2_days, the freeze is lifted.
+    failed = published_2_days.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "not-a-number"})
     assert failed.returncode == 1
-    assert lakehouse.events()[-2:] == ["started", "failed"]
-    with lakehouse.instance() as instance:
+    assert published_2_days.events()[-2:] == ["started", "failed"]
+    with published_2_days.instance() as instance:
         assert frozen_assets(instance) == {}
     # The failed backfill keeps its partitions (parked lease) until it is discarded.
     failed_id = backfill_id(failed.stdout)
-    refused = lakehouse.backfill("2024-01-01", "2024-01-02")
+    refused = published_2_days.backfill("2024-01-01", "2024-01-02")
     assert refused.returncode == 2 and f"backfill discard {failed_id}" in refused.stdout + refused.stderr
-    ok(lakehouse.cli("discard", failed_id))
+    ok(published_2_days.cli("discard", failed_id))
 
     # Cancel: frozen while it runs, lifted when canceled.
-    process = lakehouse.start_backfill("2024-01-01", "2024-01-04", "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"})
-    with lakehouse.instance() as instance:
+    process = published_2_days.start_backfill(
+        "2024-01-01", "2024-01-04", "--max-parallel", "1", **{safe_defs.SLOW_ENV: "2"}
+    )
+    with published_2_days.instance() as instance:
         frozen = wait_for(lambda: frozen_assets(instance), 120)
         assert set(frozen) == {dg.AssetKey(t) for t in TABLES}
         bid = next(iter(frozen.values()))
-        ok(lakehouse.cli("cancel", bid))
+        ok(published_2_days.cli("cancel", bid))
         process.communicate(timeout=300)
         assert frozen_assets(instance) == {}
-    assert lakehouse.events()[-2:] == ["started", "canceled"]
+    assert published_2_days.events()[-2:] == ["started", "canceled"]
 
 
 def _failure(result) -> str:

@@ -67,7 +67,6 @@ def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
     lake = Path(shell_env["PARTITION_ASSETS_LAKE"])
     with dg.DagsterInstance.from_config(shell_env["DAGSTER_HOME"]) as instance:
         instance.add_dynamic_partitions("campaigns", ["spring_sale", "summer_sale"])
-    jvms_before = _java_processes()
 
     for asset, flag, keys in CLI_RUNS:
         done = dagster_cli(
@@ -100,7 +99,7 @@ def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
     assert list(orders.orders) == list(expected_orders.orders)
 
     # Every run attached to the one shared Spark server; none started a JVM of its own.
-    assert _java_processes() == jvms_before
+    assert _java_processes_started_with(shell_env["DAGSTER_HOME"]) == set()
 
 
 def _expected_keys(asset: str, flag: str, keys: str, instance: dg.DagsterInstance) -> set[str]:
@@ -144,12 +143,17 @@ def test_a_bad_partition_key_fails_clearly_and_writes_nothing(shell_env):
     assert "2024-13-01" in done.stderr
 
 
-def _java_processes() -> set[str]:
+def _java_processes_started_with(dagster_home: str) -> set[str]:
+    """The pids of running JVMs whose environment has DAGSTER_HOME=`dagster_home`: those this
+    test's runs started, also when detached (a Spark server outlives its run), and none of the
+    JVMs other sessions on the machine run (their DAGSTER_HOME is not this test's temp dir)."""
+    marker = f"DAGSTER_HOME={dagster_home}".encode()
     found = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if os.readlink(proc / "exe").endswith("/java"):
+                is_java = os.readlink(proc / "exe").endswith("/java")
+                if is_java and marker in (proc / "environ").read_bytes().split(b"\0"):
                     found.add(proc.name)
             except OSError:
                 continue

@@ -2,6 +2,7 @@
 publish commit per table, foreign-commit detection, discard, rollback, vacuum and crashes."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,12 +66,20 @@ def names(paths) -> set[str]:
     return {str(path).rsplit("/", 1)[-1] for path in paths}
 
 
+@pytest.fixture(scope="module")
+def three_old_days(spark, tmp_path_factory) -> Path:
+    """A published table of three days tagged "old", one file per day, written once for the module."""
+    path = tmp_path_factory.mktemp("three_old_days") / "t"
+    write(spark, str(path), [D1, D2, D3], "old")
+    return path
+
+
 @pytest.fixture
-def table(spark, lake) -> str:
-    """A published table of three days tagged "old", one file per day."""
-    uri = str(lake / "t")
-    write(spark, uri, [D1, D2, D3], "old")
-    return uri
+def table(three_old_days, lake) -> str:
+    """A copy of three_old_days in this test's lake, for the test to change."""
+    uri = lake / "t"
+    shutil.copytree(three_old_days, uri)
+    return str(uri)
 
 
 def test_staged_data_is_invisible_to_readers_of_the_published_table(spark, table):

@@ -19,6 +19,7 @@ from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.conftest import EXAMPLE_ASSETS, ON_SQLITE, also_on_postgres, postgres_url_for
 from partition_assets_tests.example_tables import assert_tables_hold_the_days, days_of, hours_of
+from partition_assets_tests.instances import URL_ENV
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.test_backfill_cli import CLI
 from partition_assets_tests.ui_engine_defs import RELEASE_DIR_ENV
@@ -106,12 +107,7 @@ def test_materialize_range_in_the_browser_runs_on_the_engine(dagster_dev, browse
         page.goto(f"{dagster_dev.url}/runs/b/{backfill_id}")
         wait_for_text(page, r"events\s+\d+% completed\s+24\s+\d+\s+\d+\s+0")
         wait_for_text(page, r"daily_orders\s+\d+% completed\s+1\s+\d+\s+\d+\s+0")
-    backfill = wait_for_backfill(dagster_dev, backfill_id)
-    assert backfill["status"] == "COMPLETED_SUCCESS", backfill
-    tags = {t["key"]: t["value"] for t in backfill["tags"]}
-    assert tags[ENGINE_TAG] == SPARSE
-    # Every run is an engine node run of this backfill (none of Dagster's daemon).
-    assert backfill["runs"] and all(tag_of(run, BACKFILL_ID_TAG) == backfill_id for run in backfill["runs"])
+    backfill = assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id, day, day)
     first_started = min(run["startTime"] for run in backfill["runs"])
     print(
         f"engine backfill of {day} from the dialog: click -> first node run started {first_started - clicked:.1f} s, "
@@ -125,12 +121,23 @@ def test_materialize_range_in_the_browser_runs_on_the_engine(dagster_dev, browse
         wait_for_text(page, r"daily_orders\s+100% completed\s+1\s+0\s+1\s+0")
     page.close()
 
-    hours = hours_of(day, day)
+
+def assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id: str, first: str, last: str) -> dict:
+    """The backfill ran on the engine to success, Dagster's partition status holds its days
+    and the tables their rows; returns the backfill."""
+    backfill = wait_for_backfill(dagster_dev, backfill_id)
+    assert backfill["status"] == "COMPLETED_SUCCESS", backfill
+    tags = {t["key"]: t["value"] for t in backfill["tags"]}
+    assert tags[ENGINE_TAG] == SPARSE
+    # Every run is an engine node run of this backfill (none of Dagster's daemon).
+    assert backfill["runs"] and all(tag_of(run, BACKFILL_ID_TAG) == backfill_id for run in backfill["runs"])
+
     with dagster_dev.open_instance() as instance:
-        # Published: Dagster's partition status holds the day, as the asset pages colour it.
-        assert set(hours) <= set(instance.get_materialized_partitions(dg.AssetKey("events")))
-        assert day in instance.get_materialized_partitions(dg.AssetKey("daily_orders"))
-    assert_tables_hold_the_days(dagster_dev.lake, spark, day, day)
+        # Published: Dagster's partition status holds the days, as the asset pages colour them.
+        assert set(hours_of(first, last)) <= set(instance.get_materialized_partitions(dg.AssetKey("events")))
+        assert set(days_of(first, last)) <= set(instance.get_materialized_partitions(dg.AssetKey("daily_orders")))
+    assert_tables_hold_the_days(dagster_dev.lake, spark, first, last)
+    return backfill
 
 
 def test_cancel_in_the_ui_stops_a_running_engine_backfill(dagster_dev, browser, release_dir, tmp_path):
@@ -231,13 +238,21 @@ def launch(dagster_dev, params: dict) -> str:
     return launched["backfillId"]
 
 
-@also_on_postgres("dagster_dev")
-def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, spark):
-    """The stock path, per backfill: the tag `partition_assets/engine=dagster` (the dialog's
-    tags, or the mutation's) leaves it to Dagster's daemon: one run per asset over the range."""
-    first, last = "2024-01-05", "2024-01-06"
+# The stock path's days: no other test here writes them.
+DAEMON_DAYS = ("2024-01-05", "2024-01-06")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def daemon_backfill(dagster_dev) -> str | None:
+    """Launched as soon as the module's SQLite server is up, before its first test: a backfill
+    tagged `dagster`, so that its wait on Dagster's daemon (fixed 30 s ticks, one per asset
+    and one to complete) overlaps the other tests;
+    test_a_backfill_tagged_dagster_runs_on_dagsters_daemon checks it. None on Postgres."""
+    if URL_ENV in dagster_dev.instance_env:
+        return None
+    first, last = DAEMON_DAYS
     # The parameters the dialog sends: the asset selection and the root asset's keys.
-    backfill_id = launch(
+    return launch(
         dagster_dev,
         {
             "assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}],
@@ -245,7 +260,14 @@ def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, spark):
             "tags": [{"key": ENGINE_TAG, "value": DAGSTER}],
         },
     )
-    assert_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
+
+
+def test_a_backfill_tagged_dagster_runs_on_dagsters_daemon(dagster_dev, daemon_backfill, spark):
+    """The stock path, per backfill: the tag `partition_assets/engine=dagster` (the dialog's
+    tags, or the mutation's) leaves it to Dagster's daemon: one run per asset over the range.
+    (SQLite only: which storage the instance keeps does not change what the daemon does; the
+    engine's side of the routing on Postgres is the warm-standby test.)"""
+    assert_backfill_wrote_the_days(dagster_dev, spark, daemon_backfill, *DAEMON_DAYS)
 
 
 BACKFILL = """query Backfill($id: String!) {
@@ -358,17 +380,19 @@ def standby_coordinators(home: Path) -> set[int]:
     return pids
 
 
+@also_on_postgres("dagster_dev")
 def test_the_webserver_hands_a_launch_to_its_warm_standby_coordinator(dagster_dev, spark):
     """The webserver keeps a coordinator waiting with Dagster, the engine and the code
-    location imported: a launch is handed to it, and another one waits for the next."""
+    location imported: a launch (the dialog's mutation, untagged) is handed to it, runs on
+    the engine, and another one waits for the next. Also on PostgreSQL: the engine's side of
+    the UI routing there (Dagster's daemon path runs on SQLite only)."""
     waiting = wait_for(lambda: standby_coordinators(dagster_dev.home), timeout=120)
     first = last = "2024-01-09"
     backfill_id = launch(
         dagster_dev,
         {"assetSelection": [{"path": ["events"]}, {"path": ["daily_orders"]}], "partitionNames": hours_of(first, last)},
     )
-    assert wait_for_backfill(dagster_dev, backfill_id)["status"] == "COMPLETED_SUCCESS"
-    assert_tables_hold_the_days(dagster_dev.lake, spark, first, last)
+    assert_engine_backfill_wrote_the_days(dagster_dev, spark, backfill_id, first, last)
     log = (dagster_dev.home / "partition_assets" / "backfills" / f"{backfill_id}.log").read_text()
     adopter = int(re.search(rf"standby (\d+) adopts backfill {backfill_id}", log).group(1))
     assert adopter in waiting
