@@ -11,8 +11,10 @@ from partition_assets_tests.scale import schedule_in_fresh_process
 
 # CPU per node; generous against the ~0.1-0.3 ms measured (bench/results/scale.md).
 MAX_CPU_MS_PER_NODE = 5.0
-# Twice the nodes: linear work costs 2x (less, with the fixed set-up); quadratic work 4x.
-MAX_DOUBLING_RATIO = 2.5
+# Twice the nodes: linear work costs 2x (less, with the fixed set-up); quadratic work 4x (the
+# old per-turn record read measured 5.2x). Between them, room for the Dagster mirror's timed
+# writes, whose count follows the wall clock of a loaded machine (2.56x measured in CI).
+MAX_DOUBLING_RATIO = 3.0
 
 
 def test_a_year_of_hourly_nodes_is_coordinated_in_linear_time():

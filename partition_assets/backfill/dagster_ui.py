@@ -5,7 +5,8 @@ from it, and launched from its "Materialize range" dialog.
   (creating it for one started by the CLI, the Launchpad job or the catch-up sensor) in
   step with the coordinator: its status, and per (asset, partition) requested, succeeded
   ("materialized" on the page) and failed-or-blocked. A *Cancel* clicked in the UI (status
-  CANCELING) cancels the engine backfill within `POLL_SECONDS`.
+  CANCELING) cancels the engine backfill within `POLL_SECONDS` (longer for backfills whose
+  record takes long to read and write: see `_poll`).
 - `spec_of_dagster_backfill` turns an asset backfill launched from the webserver into the
   `BackfillSpec` that plans exactly its target partitions, or refuses (BackfillPlanError)
   when no spec does: the caller hands such a backfill back to Dagster's daemon.
@@ -48,8 +49,12 @@ from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
 if TYPE_CHECKING:
     from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
 
-# How often the mirror writes progress and looks for a cancel clicked in the UI.
+# How often the mirror writes progress and looks for a cancel clicked in the UI, at most.
 POLL_SECONDS = 0.5
+# A poll reads and writes the whole Dagster backfill (its size grows with the backfill's):
+# the mirror waits this many times a poll's duration before the next, so that it takes a
+# bounded share of a CPU however large the backfill, not one growing with it.
+POLL_IDLE_FACTOR = 9
 _log = logging.getLogger(__name__)
 
 # The Dagster status of each engine record status (partition_assets/backfill/state.py).
@@ -147,11 +152,14 @@ class DagsterBackfillMirror:
             self._pending[_FAILED].update(node for node, state in status.items() if state == NodeStatus.BLOCKED)
 
     def _poll(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
+        wait = POLL_SECONDS
+        while not self._stop.wait(wait):
+            started = time.monotonic()
             try:
                 self._poll_once()
             except OperationalError as error:  # e.g. SQLite busy under many writers: next time
                 _log.warning("backfill %s: its Dagster backfill was not updated (%s); retrying", self._record_id, error)
+            wait = max(POLL_SECONDS, POLL_IDLE_FACTOR * (time.monotonic() - started))
 
     def _poll_once(self) -> None:
         stored = self._instance.get_backfill(self._record_id)
