@@ -1,5 +1,13 @@
-import sys
+"""`python -m partition_assets` and the `partition-assets` command."""
 
 from partition_assets.cli import main
+from partition_assets.quick_exit import exit_now
 
-sys.exit(main())
+
+def console() -> None:
+    """The command line: `main`, then ends the process without tearing down its modules."""
+    exit_now(main())
+
+
+if __name__ == "__main__":
+    console()

@@ -19,6 +19,7 @@ from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_ta
 
 DAYS = daily("2024-01-01")
 JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
+JANUARY_1_TO_16 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 17, tzinfo=UTC))
 
 
 @dg.asset(partitions_def=DAYS)
@@ -83,11 +84,11 @@ def graph_of(*names: str):
 
 
 def node(name: str, day: int) -> Node:
-    return Node(dg.AssetKey(name), f"2024-01-0{day}")
+    return Node(dg.AssetKey(name), f"2024-01-{day:02d}")
 
 
 def unit(name: str, *days: int) -> RunUnit:
-    return RunUnit(dg.AssetKey(name), tuple(f"2024-01-0{day}" for day in days))
+    return RunUnit(dg.AssetKey(name), tuple(f"2024-01-{day:02d}" for day in days))
 
 
 def every(name: str) -> list[Node]:
@@ -176,11 +177,11 @@ def total() -> None: ...
 
 def _chain_schedule() -> Schedule:
     # `total` is a self-dependent chain (default policy: a run per partition): the chain
-    # from ranged_src 01-01 is the critical path, 9 nodes; later days have slack.
+    # from ranged_src 01-01 is the critical path, 17 nodes; later days have slack.
     graph = build_graph(
         dg.Definitions(assets=[ranged_src, total]).resolve_asset_graph(),
         [dg.AssetKey("ranged_src"), dg.AssetKey("total")],
-        JANUARY_1_TO_8,
+        JANUARY_1_TO_16,
     )
     return Schedule(graph, Throttle(2))
 
@@ -188,7 +189,7 @@ def _chain_schedule() -> Schedule:
 def _run_chain_start(schedule: Schedule, one_partition_seconds: float, two_partitions_seconds: float) -> None:
     """Runs ranged_src 01-01..05 as the schedule hands them out, with those durations per
     run, while total 01-01 (the critical path) keeps running."""
-    # 01-01 heads the critical path (9 nodes): alone, and so is 01-02 (slack 1: half of it
+    # 01-01 heads the critical path (17 nodes): alone, and so is 01-02 (slack 1: half of it
     # is less than a partition), then 01-03 once a slot frees.
     assert schedule.next_units() == [unit("ranged_src", 1), unit("ranged_src", 2)]
     schedule.finish(unit("ranged_src", 1), results(unit("ranged_src", 1), seconds=one_partition_seconds))
@@ -196,7 +197,7 @@ def _run_chain_start(schedule: Schedule, one_partition_seconds: float, two_parti
     schedule.finish(unit("ranged_src", 2), results(unit("ranged_src", 2), seconds=one_partition_seconds))
     assert schedule.next_units() == [unit("ranged_src", 3)]
     schedule.finish(unit("ranged_src", 3), results(unit("ranged_src", 3), seconds=one_partition_seconds))
-    # 01-04 (chain 6, slack 2 of the 8 nodes of total 01-01's chain) spends half: one more.
+    # 01-04 (chain 14, slack 2 of the 16 nodes of total 01-01's chain) spends half: one more.
     assert schedule.next_units() == [unit("ranged_src", 4, 5)]
     schedule.finish(unit("ranged_src", 4, 5), results(unit("ranged_src", 4, 5), seconds=two_partitions_seconds))
 
@@ -204,7 +205,8 @@ def _run_chain_start(schedule: Schedule, one_partition_seconds: float, two_parti
 def test_ready_nodes_join_a_unit_only_within_the_slack_of_its_first_member():
     schedule = _chain_schedule()
     _run_chain_start(schedule, 0.0, 0.0)
-    # 01-06: slack 4 nodes, half spent; one slot free for the 3 ready days.
+    # 01-06: slack 4 nodes, half spent: 2 more, though its share of the 11 ready days
+    # (over the free slot and total 01-01's, a one-node run) is 6.
     assert schedule.ready_allowance(node("ranged_src", 6)) == 2
 
 
@@ -218,10 +220,22 @@ def test_measured_run_overhead_lets_more_partitions_share_a_run():
 
     # The same schedule, its ranged_src runs measured at 3 s for one partition and 4 s for
     # two: 2 s of overhead, 1 s of work each. A node of slack (a run) is then worth 3
-    # partitions: 01-06 may take every other ready day (3), not 2.
+    # partitions: 01-06's 2 nodes of spent slack allow 6 members, not 2, and its share
+    # of the backlog (6, itself included) caps them at 5.
     schedule = _chain_schedule()
     _run_chain_start(schedule, 3.0, 4.0)
-    assert schedule.ready_allowance(node("ranged_src", 6)) == 3
+    assert schedule.ready_allowance(node("ranged_src", 6)) == 5
+
+
+def test_a_ready_backlog_is_shared_with_the_slots_of_shorter_runs():
+    # Runs measured at 20 s of overhead for 1 s of work: slack allows 01-06 any number of
+    # members. One slot is free for the 11 ready days, the other runs total 01-01, one
+    # node: it ends before a run of the ready days would, and takes its part of them then.
+    # So 01-06 takes 6 (12 / 2 slots, itself included), not every ready day.
+    schedule = _chain_schedule()
+    _run_chain_start(schedule, 21.0, 22.0)
+    assert schedule.ready_allowance(node("ranged_src", 6)) == 5
+    assert schedule.next_units() == [unit("ranged_src", 6, 7, 8, 9, 10, 11)]
 
 
 def test_a_unit_covers_at_most_the_assets_max_batch():

@@ -197,8 +197,8 @@ class Schedule:
     def ready_allowance(self, node: Node) -> int:
         """How many more ready partitions the unit of `node` (just taken off the ready
         heap) may take along: none while every ready node gets a slot; else its share
-        of the ready backlog spread over the free slots, as long as they add no more
-        work than `node`'s slack.
+        of the ready backlog (`_backlog_sharers`), as long as they add no more work
+        than `node`'s slack.
 
         Slack is counted in nodes: the longest chain still to run (the makespan's
         lower bound, or the nodes left per slot when slots are the bound) minus
@@ -213,7 +213,8 @@ class Schedule:
         free = self._throttle.max_parallel - len(self._running)
         if self._ready_count < free:  # every other ready node has a slot: nothing would wait
             return 0
-        share = math.ceil((self._ready_count + 1) / free)
+        backlog = self._ready_count + 1
+        share = math.ceil(backlog / self._backlog_sharers(backlog, free))
         horizon = max(
             [self._chain[node], math.ceil(self._left / self._throttle.max_parallel)]
             + [self._chain[unit.nodes[0]] for unit in self._running]
@@ -222,6 +223,20 @@ class Schedule:
         members_per_slack_node = 1 + self._timings[node.asset].overhead_ratio()
         spent = slack if self._chain[node] == 1 else slack / 2
         return max(0, min(share - 1, math.floor(spent * members_per_slack_node)))
+
+    def _backlog_sharers(self, backlog: int, free: int) -> int:
+        """The slots a ready `backlog` of nodes is spread over: the `free` ones, and those
+        of running units smaller than the share each would take (counted in nodes, they
+        free up before a unit of that share would end, and take their part then).
+        Spreading over the free slots alone, one free slot among short runs took a whole
+        backlog into one long run that ended after the critical path (bench DAG, 31 days,
+        range-capable: rolling_7d's 19 partitions in one 14 s run, 2 s past the rest)."""
+        sharers = free
+        for size in sorted(len(unit.nodes) for unit in self._running):
+            if size >= math.ceil(backlog / sharers):
+                break
+            sharers += 1
+        return sharers
 
     def finish(self, unit: RunUnit, results: Sequence[NodeResult]) -> None:
         """Frees the slot of a running `unit` and applies its results, one per node."""
