@@ -25,7 +25,8 @@ SQLite file (WAL). In `synchronous=NORMAL` a commit survives the process dying b
 machine losing power: the last events or run updates before a power loss may be lost (a
 resumed backfill runs those nodes again; staged writes and publishing are idempotent).
 Relies on Dagster's `InstanceRef.config_defaults`, its composite storage, the two SQLite
-storages' `_connect`/`connect` seams, `redirect_to_file` and the file layout of
+storages' `_connect`/`connect` seams, the consolidated storage's `watch` state (`_obs`,
+`_watchers`, `on_modified`), `redirect_to_file` and the file layout of
 `LocalComputeLogManager` (pinned by the tests).
 """
 
@@ -50,6 +51,8 @@ from dagster._serdes import ConfigurableClassData
 from dagster._utils import ensure_file, touch_file
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import QueuePool
+from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
+from watchdog.observers import Observer
 
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
 POOLED_CONNECTIONS = 4
@@ -76,6 +79,13 @@ class _OneEngine:
     def _transaction(self) -> Iterator[Connection]:
         with self._engine.connect() as connection, connection.begin():
             yield connection
+
+    def _close_connections(self) -> None:
+        """Closes this process's open connections; the last one to a WAL database
+        checkpoints it and removes its -wal and -shm files, as Dagster's storages leave it."""
+        engine = self.__dict__.get("_engines_by_pid", {}).pop(os.getpid(), None)
+        if engine is not None:
+            engine.dispose()
 
 
 def _pooled_engine(conn_string: str, connect_args: Mapping[str, Any]) -> Engine:
@@ -110,6 +120,34 @@ class ConsolidatedEventLogStorage(_OneEngine, ConsolidatedSqliteEventLogStorage)
         with self._transaction() as connection:
             yield connection
 
+    def dispose(self) -> None:
+        super().dispose()
+        self._close_connections()
+
+    def watch(self, run_id: str, cursor: str | None, callback: Any) -> None:
+        """Dagster's `watch`, with a watchdog on the database's WAL too (`_WriteWatchdog`)."""
+        if not self._obs:
+            observer = Observer()
+            observer.start()
+            observer.schedule(_WriteWatchdog(self), self._base_dir, recursive=True)
+            self._obs = observer  # type: ignore[assignment]  # Dagster declares it None until watched
+        self._watchers[run_id][callback] = cursor
+
+
+class _WriteWatchdog(PatternMatchingEventHandler):
+    """Tells `storage` (its `on_modified`: watchers read their runs' new events) when its
+    database or the database's WAL changed. Dagster's watches the database alone, written
+    when its last connection closes; with connections kept open a commit writes the WAL
+    only, and the database changes only at checkpoints."""
+
+    def __init__(self, storage: ConsolidatedEventLogStorage) -> None:
+        self._storage = storage
+        database = storage.get_db_path()
+        super().__init__(patterns=[database, f"{database}-wal"])
+
+    def on_modified(self, event: FileSystemEvent) -> None:
+        self._storage.on_modified()
+
 
 class RunStorage(_OneEngine, SqliteRunStorage):
     """Dagster's SQLite run storage, one engine for its transactions."""
@@ -123,6 +161,10 @@ class RunStorage(_OneEngine, SqliteRunStorage):
     def connect(self) -> Iterator[Connection]:
         with self._transaction() as connection:
             yield connection
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._close_connections()
 
 
 class DirectComputeLogManager(LocalComputeLogManager):
