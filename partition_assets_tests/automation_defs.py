@@ -74,7 +74,9 @@ def job_raw(context: dg.AssetExecutionContext) -> None:
 
 @dg.asset(partitions_def=DAYS, group_name="jobs", deps=[dg.AssetDep(job_raw, partition_mapping=mappings.identity())])
 def job_clean() -> None:
-    pass
+    # Slow enough that a terminated engine job (test_automation) stops with nodes left to
+    # launch: a node run costs ~0.1 s of bookkeeping, 12 of them end before it lands.
+    time.sleep(0.5)
 
 
 engine = sparse_backfill_job(module="partition_assets_tests.automation_defs")
