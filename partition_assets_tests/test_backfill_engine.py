@@ -10,9 +10,11 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, TimeRange, build_graph
+from partition_assets.backfill.coordinator import node_runner_reusing
 from partition_assets.backfill.engine import NodeStatus, Throttle, execute
 from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import RunUnit
+from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets_tests import engine_defs
@@ -162,3 +164,38 @@ def test_terminate_kills_its_own_workers_and_no_other_child_process(dagster_home
     finally:
         bystander.kill()
         bystander.join()
+
+
+def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(dagster_home):
+    # A standby coordinator's workers, started before the backfill was known.
+    children_before = set(multiprocessing.active_children())
+    warm = DagsterNodeRunner("partition_assets_tests.engine_defs", 4, {})
+    spec = BackfillSpec(module="partition_assets_tests.engine_defs", selection="key:raw", max_parallel=2)
+    runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-warm"})
+    try:
+        (result,) = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)), {"unit": "tag"}).result()
+        assert result.succeeded
+        warm_workers = {worker.pid for worker in set(multiprocessing.active_children()) - children_before}
+        with dg.DagsterInstance.get() as instance:
+            run = instance.get_run_by_id(result.run_id)
+            assert run.tags[BACKFILL_ID_TAG] == "bf-warm" and run.tags["unit"] == "tag"
+            started = next(iter(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_START)))
+        assert started.dagster_event.pid in warm_workers  # one of the warm workers ran it
+    finally:
+        runner.terminate()
+
+
+def test_a_warm_runner_that_does_not_fit_is_terminated_for_a_new_one(dagster_home):
+    children_before = set(multiprocessing.active_children())
+    warm = DagsterNodeRunner("partition_assets_tests.engine_defs", 2, {})
+    warm.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
+    warm_workers = set(multiprocessing.active_children()) - children_before
+    spec = BackfillSpec(module="partition_assets_tests.engine_defs", selection="key:raw", max_parallel=3)
+    runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-cold"})  # needs 3 workers: warm has 2
+    try:
+        assert isinstance(runner, DagsterNodeRunner) and runner is not warm
+        for worker in warm_workers:
+            worker.join(timeout=10)
+            assert not worker.is_alive()
+    finally:
+        runner.terminate()

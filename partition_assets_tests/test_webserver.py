@@ -387,6 +387,7 @@ def test_the_webserver_hands_a_launch_to_its_warm_standby_coordinator(dagster_de
     the engine, and another one waits for the next. Also on PostgreSQL: the engine's side of
     the UI routing there (Dagster's daemon path runs on SQLite only)."""
     waiting = wait_for(lambda: standby_coordinators(dagster_dev.home), timeout=120)
+    dagster_dev.wait_for_standby()  # its workers loaded too
     first = last = "2024-01-09"
     backfill_id = launch(
         dagster_dev,

@@ -3,6 +3,7 @@ a small GraphQL client."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -98,6 +99,7 @@ class DagsterDev:
         self.location = module or "example"
         self.port = free_port()
         self.log = root / "dagster_dev.log"
+        self.started = time.monotonic()
         self.process = subprocess.Popen(
             [
                 DAGSTER,
@@ -137,6 +139,17 @@ class DagsterDev:
                 self.stop()
                 raise RuntimeError(f"dagster dev did not come up; log: {self.log}")
             time.sleep(0.5)
+
+    def wait_for_standby(self, timeout: float = 120) -> float:
+        """Returns once the webserver's standby coordinator (`backfill standby`) has said in its
+        log that its workers are loaded; the seconds this took since `dagster dev` started."""
+        log = self.home / "partition_assets" / "backfills" / "standby.log"
+        deadline = time.monotonic() + timeout
+        while not (log.exists() and re.search(r"^standby \d+ ready$", log.read_text(errors="replace"), re.M)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no standby coordinator was ready within {timeout} s; log: {log}")
+            time.sleep(0.2)
+        return time.monotonic() - self.started
 
     def open_instance(self) -> AbstractContextManager[dg.DagsterInstance]:
         """The instance this server serves (see instances.open_instance)."""

@@ -31,7 +31,7 @@ from partition_assets.backfill.originals import (
     runtime_warnings,
 )
 from partition_assets.backfill.publication import Publication, StatsAhead, describe_versions
-from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.runner import DagsterNodeRunner, TaggedRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
 from partition_assets.backfill.spec import RUNS_LAUNCHER, STAGED, BackfillSpec
 from partition_assets.backfill.state import (
@@ -124,6 +124,21 @@ def node_runner(spec: BackfillSpec, tags: dict[str, str]) -> NodeRunner:
     if spec.runs_via == RUNS_LAUNCHER:
         return LaunchedNodeRunner(spec.module, tags)
     return DagsterNodeRunner(spec.module, spec.max_parallel, tags)
+
+
+def node_runner_reusing(warm: DagsterNodeRunner | None) -> RunnerFactory:
+    """`node_runner`, except that a spec `warm` (local workers started before the backfill
+    was known) serves runs on it, its runs tagged as the backfill's; `warm` is terminated
+    when it cannot serve."""
+
+    def runner_of(spec: BackfillSpec, tags: dict[str, str]) -> NodeRunner:
+        if warm is not None and spec.runs_via != RUNS_LAUNCHER and warm.serves(spec.module, spec.max_parallel):
+            return TaggedRunner(warm, tags)
+        if warm is not None:
+            warm.terminate()
+        return node_runner(spec, tags)
+
+    return runner_of
 
 
 def run_backfill(

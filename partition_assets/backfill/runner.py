@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from types import MappingProxyType
 from typing import Any
@@ -62,6 +62,8 @@ class DagsterNodeRunner:
         tags: dict[str, str],
     ) -> None:
         self._tags = tags
+        self._target = target
+        self._workers = workers
         # Create the instance's storage here, once: workers creating it at the same
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
@@ -76,8 +78,11 @@ class DagsterNodeRunner:
         # One task per worker starts them all now (the pool starts a worker per task while
         # none is idle), so they load while the caller prepares its first launch; from a
         # thread, as the first start waits for the fork server's imports.
+        self._loading: list[Future] = []
         self._starter = threading.Thread(
-            target=lambda: [self._pool.submit(_loaded) for _ in range(workers)], name="start-workers", daemon=True
+            target=lambda: self._loading.extend(self._pool.submit(_loaded) for _ in range(workers)),
+            name="start-workers",
+            daemon=True,
         )
         self._starter.start()
 
@@ -100,11 +105,38 @@ class DagsterNodeRunner:
             worker.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
+    def wait_until_loaded(self) -> None:
+        """Returns once every worker has loaded the code location (or the pool broke)."""
+        self._starter.join()
+        wait(self._loading)
+
+    def serves(self, target: str, workers: int) -> bool:
+        """True when this runner can run a backfill of code location `target` on `workers` workers."""
+        return target == self._target and workers <= self._workers
+
     def __enter__(self) -> "DagsterNodeRunner":
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class TaggedRunner:
+    """`runner`, its runs also tagged `tags`: a runner started before the backfill it runs
+    was known (a standby coordinator's) tags its runs as the backfill's own would."""
+
+    def __init__(self, runner: DagsterNodeRunner, tags: Mapping[str, str]) -> None:
+        self._runner = runner
+        self._tags = dict(tags)
+
+    def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
+        return self._runner.launch(unit, {**self._tags, **unit_tags})
+
+    def close(self) -> None:
+        self._runner.close()
+
+    def terminate(self) -> None:
+        self._runner.terminate()
 
 
 def _preload(targets: Sequence[str]) -> list[str]:

@@ -102,6 +102,10 @@ def _key_list(value: str, keys: str) -> list[str]:
     return parsed
 
 
+# Node runs at once when a backfill does not say (the webserver's dialog never does).
+DEFAULT_MAX_PARALLEL = 4
+
+
 @dataclass(frozen=True)
 class BackfillSpec:
     """A backfill: which assets, which partitions, how fast, in which mode. Validated on creation."""
@@ -128,7 +132,7 @@ class BackfillSpec:
         parse=_partition_keys,
         config_type=list[str],
     )
-    max_parallel: int = option(4, help="node runs at once")
+    max_parallel: int = option(DEFAULT_MAX_PARALLEL, help="node runs at once")
     asset_limits: Mapping[str, int] = option(
         factory=dict,
         flag="--asset-limit",

@@ -6,13 +6,17 @@ import os
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 
 from partition_assets.backfill.coordinator import (
+    RunnerFactory,
     graph_of,
+    node_runner,
+    node_runner_reusing,
     nodes_to_skip,
     run_backfill,
     succeeded_nodes,
@@ -24,9 +28,9 @@ from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
 from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.publication import Publication, describe_versions
-from partition_assets.backfill.runner import start_fork_server
+from partition_assets.backfill.runner import DagsterNodeRunner, start_fork_server
 from partition_assets.backfill.scheduling import NodeStatus
-from partition_assets.backfill.spec import RUNS_LAUNCHER, add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.spec import DEFAULT_MAX_PARALLEL, RUNS_LAUNCHER, add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
     FINAL_STATUSES,
     BackfillRecord,
@@ -144,7 +148,9 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     return _execute(record, graph, done)
 
 
-def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> int:
+def _execute(
+    record: BackfillRecord, graph: BackfillGraph, done: set[Node], runner_of: RunnerFactory = node_runner
+) -> int:
     if record.status in FINAL_STATUSES:
         print(f"backfill {record.id} is {record.status}: nothing to resume")
         return 0
@@ -157,6 +163,7 @@ def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> i
             done,
             on_result=lambda result: print(progress.line(result), flush=True),
             on_phase=lambda line: print(line, flush=True),
+            runner_of=runner_of,
         )
     except GateFailedError as error:
         print(error)
@@ -166,29 +173,46 @@ def _execute(record: BackfillRecord, graph: BackfillGraph, done: set[Node]) -> i
 
 
 def _standby() -> int:
-    """Imports the instance's engine code locations and starts the workers' fork server,
-    then waits for one Dagster backfill id on stdin and adopts it, writing to its log
-    from then on; exits when stdin closes without one (its webserver is gone)."""
+    """Imports the instance's engine code locations, starts the workers' fork server and
+    workers for the first code location (as many as a backfill runs by default), then
+    waits for one Dagster backfill id on stdin and adopts it, writing to its log from then
+    on; exits when stdin closes without one (its webserver is gone)."""
     with dg.DagsterInstance.get() as instance:
         modules = list(getattr(instance, "engine_modules", []))
         home = instance.root_directory
     for module in modules:
         load_definitions(module)
     start_fork_server(modules)
-    backfill_id = sys.stdin.readline().strip()
-    if not backfill_id:
-        return 0
-    with coordinator_log(home, backfill_id).open("ab") as log:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-            os.dup2(log.fileno(), stream.fileno())
-    print(f"standby {os.getpid()} adopts backfill {backfill_id}", flush=True)
-    return _adopt(backfill_id)
+    with _warm_runner(modules) as warm:
+        if warm is not None:
+            warm.wait_until_loaded()
+        print(f"standby {os.getpid()} ready", flush=True)
+        backfill_id = sys.stdin.readline().strip()
+        if not backfill_id:
+            return 0
+        with coordinator_log(home, backfill_id).open("ab") as log:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+                os.dup2(log.fileno(), stream.fileno())
+        print(f"standby {os.getpid()} adopts backfill {backfill_id}", flush=True)
+        return _adopt(backfill_id, warm)
 
 
-def _adopt(backfill_id: str) -> int:
+@contextmanager
+def _warm_runner(modules: list[str]) -> Iterator[DagsterNodeRunner | None]:
+    """Workers for the first of `modules`, loading while nothing is asked of them; terminated on exit."""
+    runner = DagsterNodeRunner(modules[0], DEFAULT_MAX_PARALLEL, {}) if modules else None
+    try:
+        yield runner
+    finally:
+        if runner is not None:
+            runner.terminate()
+
+
+def _adopt(backfill_id: str, warm: DagsterNodeRunner | None = None) -> int:
     """Runs the webserver-launched Dagster backfill `backfill_id` on the engine, under the
-    same id (so `backfill resume <id>` picks it up), or hands it back to Dagster's daemon."""
+    same id (so `backfill resume <id>` picks it up), on the `warm` workers when they serve
+    it, or hands it back to Dagster's daemon."""
     with dg.DagsterInstance.get() as instance:
         backfill = instance.get_backfill(backfill_id)
         if backfill is None or not runs_on_engine(backfill):
@@ -204,7 +228,7 @@ def _adopt(backfill_id: str) -> int:
             return 0
     record = BackfillRecord(spec, id=backfill_id)
     try:
-        return _execute(record, graph, set())
+        return _execute(record, graph, set(), node_runner_reusing(warm))
     except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions
         with dg.DagsterInstance.get() as instance:
             mark_failed(instance, backfill_id, error)
