@@ -12,12 +12,10 @@ Not guaranteed: a code location module that starts threads or sessions when impo
 does so in that process too (import it lazily, as resources do).
 """
 
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from types import MappingProxyType
@@ -29,6 +27,7 @@ from partition_assets.backfill.graph import Node
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.scheduling import NodeResult, RunUnit
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
+from partition_assets.fork_server import preload_of
 from partition_assets.run_tags import range_tags
 
 _worker: dict = {}
@@ -68,7 +67,7 @@ class DagsterNodeRunner:
         # time race on its schema migrations.
         with dg.DagsterInstance.get():
             pass
-        self._context = _WorkerRecordingContext(_preload([target]))
+        self._context = _WorkerRecordingContext(preload_of([target]))
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=self._context,
@@ -137,18 +136,6 @@ class TaggedRunner:
 
     def terminate(self) -> None:
         self._runner.terminate()
-
-
-def _preload(targets: Sequence[str]) -> list[str]:
-    """What the fork server imports: this module, and the code locations given as modules."""
-    return [__name__, *(target for target in targets if not target.endswith(".py"))]
-
-
-def start_fork_server(targets: Sequence[str]) -> None:
-    """Starts this process's fork server now, importing the code locations `targets` in
-    the background, so that runners created later in this process fork warm workers."""
-    multiprocessing.set_forkserver_preload(_preload(targets))
-    multiprocessing.forkserver.ensure_running()
 
 
 def _load_worker(target: str, environment: dict[str, str], cwd: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from partition_assets import fork_server
 from partition_assets.backfill.coordinator import (
     RunnerFactory,
     graph_of,
@@ -28,7 +29,7 @@ from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
 from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.publication import Publication, describe_versions
-from partition_assets.backfill.runner import DagsterNodeRunner, start_fork_server
+from partition_assets.backfill.runner import DagsterNodeRunner
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import DEFAULT_MAX_PARALLEL, RUNS_LAUNCHER, add_spec_arguments, spec_from_arguments
 from partition_assets.backfill.state import (
@@ -94,7 +95,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
         if args.action == "run" and spec.runs_via != RUNS_LAUNCHER:
-            start_fork_server([spec.module])  # its workers' imports run while this process plans
+            fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(spec, instance)
             done = nodes_to_skip(spec, graph, instance)
@@ -182,7 +183,7 @@ def _standby() -> int:
         home = instance.root_directory
     for module in modules:
         load_definitions(module)
-    start_fork_server(modules)
+    fork_server.start(modules)
     with _warm_runner(modules) as warm:
         if warm is not None:
             warm.wait_until_loaded()
