@@ -27,6 +27,10 @@ class UnknownBackfillError(PartitionAssetsError, LookupError):
     """No backfill is recorded under that id."""
 
 
+class BackfillIdError(BackfillPlanError):
+    """A backfill id cannot name a file or folder (`/`, `..`, an absolute path); nothing was written."""
+
+
 class CodeLocationError(PartitionAssetsError, ValueError):
     """A code location cannot be named or loaded."""
 
@@ -80,7 +84,8 @@ class PartitionLeasedError(PartitionAssetsError, RuntimeError):
 
 
 class ForeignCommitError(CommitError):
-    """A commit outside the backfill changed its partitions since it started; nothing was published."""
+    """A commit outside the backfill changed its partitions since it started; nothing was
+    committed to that table."""
 
 
 class GateFailedError(PartitionAssetsError, RuntimeError):
@@ -93,6 +98,19 @@ class RollbackError(PartitionAssetsError, RuntimeError):
 
 class BackfillStateError(PartitionAssetsError, ValueError):
     """The backfill is not in a state that allows this action (e.g. publishing one still running)."""
+
+
+class CoordinatorLiveError(BackfillStateError):
+    """The backfill's coordinator is live: this action would race it; nothing was changed."""
+
+
+class PartiallyPublishedError(CommitError):
+    """A publish stopped after some of the backfill's tables were committed; the message
+    names those published and those not, and the two ways on (finish or roll back)."""
+
+
+class LeaseLapsedError(PartitionAssetsError, RuntimeError):
+    """A backfill lost a lease (or its coordinator's claim) before publishing; nothing was published."""
 
 
 class GateConfigError(PartitionAssetsError, ValueError):

@@ -41,6 +41,7 @@ from typing import Any
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 
+from partition_assets.ids import checked_backfill_id
 from partition_assets.instance_storage import instance_storage_defaults
 
 # On a Dagster backfill: who executes it. Set `dagster` at launch (a tag in the dialog) to
@@ -70,9 +71,10 @@ def runs_on_engine(backfill: PartitionBackfill) -> bool:
     return backfill.tags.get(ENGINE_TAG) == SPARSE
 
 
-def coordinator_log(home: str, backfill_id: str) -> Path:
-    """Where the detached coordinator of a UI-launched backfill writes its output."""
-    return Path(home) / "partition_assets" / "backfills" / f"{backfill_id}.log"
+def coordinator_log(home: str, log_name: str) -> Path:
+    """Where the detached coordinator of a UI-launched backfill (named by its id) or the
+    standby writes its output."""
+    return Path(home) / "partition_assets" / "backfills" / f"{checked_backfill_id(log_name)}.log"
 
 
 class EngineBackfillInstance(dg.DagsterInstance):

@@ -17,14 +17,18 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
+from partition_assets.backfill.graph import BackfillGraph, Node
+from partition_assets.backfill.presence import refuse_if_live
 from partition_assets.backfill.progress import GroupedLines, Progress
-from partition_assets.backfill.spec import spec_config_class, spec_from_config
+from partition_assets.backfill.spec import BackfillSpec, spec_config_class, spec_from_config
 from partition_assets.backfill.state import (
+    FINAL_STATUSES,
     BackfillRecord,
     cancel_in_flight,
     record_path,
 )
-from partition_assets.errors import PartitionAssetsError
+from partition_assets.errors import BackfillStateError, PartitionAssetsError
+from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG
 
 COORDINATOR_OP = "coordinate_backfill"
@@ -49,16 +53,13 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
             backfill_id = uuid.uuid4().hex[:12]
             context.instance.add_run_tags(context.run_id, {BACKFILL_ID_TAG: backfill_id})
         try:
-            spec = spec_from_config(config, module)
-            graph = graph_of(spec, context.instance)
+            checked_backfill_id(backfill_id, f"the run tag {BACKFILL_ID_TAG}")
+            record, graph, done = _record_of_run(context, backfill_id, spec_from_config(config, module))
         except PartitionAssetsError as error:
             raise dg.Failure(description=f"backfill not planned: {error}") from None
-        record = BackfillRecord(spec, id=backfill_id)
-        done = nodes_to_skip(spec, graph, context.instance)
-        if context.run.parent_run_id and record_path(backfill_id).exists():
-            # Re-executed from the UI: the run kept its backfill's tag; resume that backfill.
-            done |= succeeded_nodes(record, graph, context.instance)
-        record.save()
+        if record is None:
+            context.log.info(f"backfill {backfill_id} has nothing left to run or publish")
+            return
         progress = Progress(backfill_id, graph, done)
         context.log.info(f"{progress.started()}; its runs carry the tag {BACKFILL_ID_TAG}={backfill_id}")
         try:
@@ -74,9 +75,12 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:
-            # Terminated from the UI (or crashed): record it, so that `backfill resume` picks it up.
-            record.status = "canceled"
-            record.save()
+            # Terminated from the UI (or crashed) while running its nodes: record it, so that
+            # `backfill resume` picks it up (a publish or rollback cut short keeps its status).
+            current = BackfillRecord.load(backfill_id)
+            if current.status == "running":
+                current.status = "canceled"
+                current.save()
             cancel_in_flight(context.instance, backfill_id)
             raise
         if BackfillRecord.load(backfill_id).status == "canceled":  # `partition-assets backfill cancel`
@@ -100,6 +104,35 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         coordinate()
 
     return sparse_backfill
+
+
+def _record_of_run(
+    context: dg.OpExecutionContext, backfill_id: str, spec: BackfillSpec
+) -> tuple[BackfillRecord | None, BackfillGraph, set[Node]]:
+    """The record the coordinator run works on, its graph and the nodes it leaves alone: a new one for
+    a new id; for a re-executed run, its backfill's record as it stands (its fingerprints,
+    published versions and pins), resumed like `backfill resume` (None when final).
+    BackfillStateError when the id is recorded but this run is no re-execution, or when the
+    backfill's coordinator is live."""
+    instance = context.instance
+    if not record_path(backfill_id).exists():
+        record = BackfillRecord(spec, id=backfill_id)
+        graph = graph_of(spec, instance)
+        done = nodes_to_skip(spec, graph, instance)
+        record.save()
+        return record, graph, done
+    if not context.run.parent_run_id:
+        raise BackfillStateError(
+            f"backfill {backfill_id} is recorded already: a run tagged {BACKFILL_ID_TAG}={backfill_id} resumes it "
+            f"only as a re-execution of its coordinator run; use `partition-assets backfill resume {backfill_id}`, "
+            "or launch without that tag for a new backfill. Nothing was run."
+        )
+    refuse_if_live(instance, backfill_id, "re-execute")
+    record = BackfillRecord.load(backfill_id)
+    graph = graph_of(record.spec, instance)
+    if record.status in FINAL_STATUSES:
+        return None, graph, set()
+    return record, graph, succeeded_nodes(record, graph, instance)
 
 
 def backfill_run_config(**config: object) -> dict:

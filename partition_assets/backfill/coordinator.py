@@ -30,7 +30,7 @@ from partition_assets.backfill.originals import (
     pins_to_json,
     runtime_warnings,
 )
-from partition_assets.backfill.publication import Publication, StatsAhead, describe_versions
+from partition_assets.backfill.publication import Publication, StatsAhead, TableStats, describe_versions
 from partition_assets.backfill.runner import DagsterNodeRunner, TaggedRunner
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
 from partition_assets.backfill.spec import RUNS_LAUNCHER, STAGED, BackfillSpec
@@ -42,7 +42,7 @@ from partition_assets.backfill.state import (
 )
 from partition_assets.backfill.tables import unstaged_assets
 from partition_assets.deploy.runtime import runtime_versions
-from partition_assets.errors import GateFailedError
+from partition_assets.errors import CommitError, GateFailedError, LeaseLapsedError
 from partition_assets.run_tags import node_run_tags, pinned_input_tags
 from partition_assets.storage.leases import Lease, park, release
 
@@ -217,8 +217,7 @@ def _run_held(
         DagsterBackfillMirror(record, graph, asset_graph, instance, done) as mirror,
     ):
         if runner is None:  # its coordinator died publishing: only the publish is left
-            on_phase(_timed("published", lambda: publication.publish(instance)))
-            release(leases)
+            _publish(publication, leases, instance, on_phase)
             return {}
         publication.notify("started", record.spec.describe())
         ahead = StatsAhead(publication, done) if staged else None
@@ -236,7 +235,7 @@ def _run_held(
         finally:
             if ahead is not None:
                 ahead.close()
-        if BackfillRecord.load(record.id).status == "canceled":
+        if _stopped_by_command(record):
             _stop(publication, leases, staged, "canceled", "")
         elif not _all_succeeded(status):
             record.status = "failed"
@@ -247,20 +246,65 @@ def _run_held(
             record.save()
             release(leases)
         else:
-            started = time.monotonic()
-            checks = publication.gate(instance, ahead_stats)
-            failed = [check for check in checks if not check.passed]
-            on_phase(
-                f"gate: {len(checks) - len(failed)} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)"
-            )
-            if failed:
-                record.status = "gate_failed"
-                record.save()
-                _stop(publication, leases, staged, "gate_failed", f"{len(failed)} checks failed")
-                raise GateFailedError(gate_failure(record.id, failed))
-            on_phase(_timed("published", lambda: publication.publish(instance)))
-            release(leases)
+            _gate_and_publish(record, publication, leases, instance, ahead_stats, on_phase)
     return status
+
+
+def _gate_and_publish(
+    record: BackfillRecord,
+    publication: Publication,
+    leases: list[Lease],
+    instance: dg.DagsterInstance,
+    ahead_stats: Mapping[dg.AssetKey, TableStats | None] | None,
+    on_phase: Callable[[str], None],
+) -> None:
+    """Gates a staged backfill whose nodes all succeeded, then publishes it, unless it was
+    canceled meanwhile or lost its leases (both are checked again before publishing)."""
+    _check_held(record, publication, leases)
+    started = time.monotonic()
+    checks = publication.gate(instance, ahead_stats)
+    failed = [check for check in checks if not check.passed]
+    on_phase(f"gate: {len(checks) - len(failed)} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")
+    if failed:
+        record.status = "gate_failed"
+        record.save()
+        _stop(publication, leases, True, "gate_failed", f"{len(failed)} checks failed")
+        raise GateFailedError(gate_failure(record.id, failed))
+    if _stopped_by_command(record):
+        _stop(publication, leases, True, "canceled", "")
+        return
+    _check_held(record, publication, leases)
+    _publish(publication, leases, instance, on_phase)
+
+
+def _publish(
+    publication: Publication, leases: list[Lease], instance: dg.DagsterInstance, on_phase: Callable[[str], None]
+) -> None:
+    """Publishes, then lets the leases go; a publish refused or stopped by a foreign commit
+    keeps the partitions leased (parked) for the `publish --force`, discard or rollback to come."""
+    try:
+        on_phase(_timed("published", lambda: publication.publish(instance)))
+    except CommitError as error:
+        _stop(publication, leases, True, "failed", str(error))
+        raise
+    release(leases)
+
+
+def _check_held(record: BackfillRecord, publication: Publication, leases: list[Lease]) -> None:
+    """Fails the backfill (LeaseLapsedError, nothing published) when its leases lapsed."""
+    try:
+        publication.check_held()
+    except LeaseLapsedError as error:
+        record.status = "failed"
+        record.save()
+        _stop(publication, leases, True, "failed", str(error))
+        raise
+
+
+def _stopped_by_command(record: BackfillRecord) -> bool:
+    """Whether `backfill cancel` (or a cancel in the UI) stopped the backfill: read again
+    from its saved record, which other processes change."""
+    return BackfillRecord.load(record.id).status == "canceled"
 
 
 def _pins_of_rerun(
@@ -328,16 +372,12 @@ def _node_runner(record: BackfillRecord, runner_of: RunnerFactory) -> Iterator[N
 def _stop_runner(record: BackfillRecord, runner: NodeRunner) -> None:
     """A canceled backfill's runs in flight are stopped and marked canceled; otherwise
     they are waited for. Stopping a stopped runner does nothing more."""
-    if _canceled(record):
+    if _stopped_by_command(record):
         runner.terminate()
         with dg.DagsterInstance.get() as instance:
             cancel_in_flight(instance, record.id)
     else:
         runner.close()
-
-
-def _canceled(record: BackfillRecord) -> bool:
-    return BackfillRecord.load(record.id).status == "canceled"
 
 
 def _run_nodes(

@@ -64,6 +64,7 @@ _DAGSTER_STATUS = {
     "canceled": BulkActionStatus.CANCELED,
     "failed": BulkActionStatus.COMPLETED_FAILED,
     "gate_failed": BulkActionStatus.COMPLETED_FAILED,
+    "publish_refused": BulkActionStatus.COMPLETED_FAILED,
     "done": BulkActionStatus.COMPLETED_SUCCESS,
     "published": BulkActionStatus.COMPLETED_SUCCESS,
 }

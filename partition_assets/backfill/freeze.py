@@ -11,6 +11,12 @@ Layout: `partition_assets/frozen/<backfill_id>` holds the JSON list of the
 backfill's frozen assets ("[]" once unfrozen: the store cannot delete), and
 `partition_assets/frozen` the JSON list of the backfills that may hold a freeze.
 
+A backfill's coordinator freezes its assets while it holds the backfill, and the
+freeze counts only while that coordinator is live (backfill/presence.py): one killed
+before lifting it freezes nothing once its heartbeat is older than the lease TTL, and
+cancel and discard lift it at once. A freeze set by a direct call of `freeze`, outside
+any coordinator, counts until `unfreeze`.
+
 Not guaranteed: the store has no transactions, so the list of backfills is
 updated by read, write and re-read until the change holds; two processes
 changing it within the same instant could still lose one change (the re-read
@@ -23,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable
 
 import dagster as dg
+
+from partition_assets.backfill.presence import stopped_coordinators
 
 INDEX_KEY = "partition_assets/frozen"
 _VERIFY_SECONDS = 0.05
@@ -47,8 +55,11 @@ def unfreeze(instance: dg.DagsterInstance, backfill_id: str) -> None:
 
 
 def frozen_assets(instance: dg.DagsterInstance) -> dict[dg.AssetKey, str]:
-    """Every frozen asset with the backfill freezing it (the first by id when several do)."""
-    ids = sorted(_index(instance))
+    """Every frozen asset with the backfill freezing it (the first by id when several do).
+    A freeze whose backfill's coordinator is no longer live (killed, or stopped without
+    lifting it) is ignored: only a live backfill is rewriting its assets."""
+    index = _index(instance)
+    ids = sorted(index - stopped_coordinators(instance, index))
     if not ids:
         return {}
     values = instance.run_storage.get_cursor_values({_backfill_key(backfill_id) for backfill_id in ids})

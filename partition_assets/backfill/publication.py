@@ -5,11 +5,19 @@ Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
 commit carries the backfill's application transaction, so a coordinator killed
 anywhere is finished by `resume` without running a node or committing a table twice.
+Every step runs as the backfill's one coordinator (backfill/presence.py): discard,
+publish, rollback and resume are refused while another process coordinates it.
+
+Publishing checks every table for commits made outside the backfill before it commits
+the first, so such a commit found then publishes nothing. One landing between that
+check and its table's commit stops the publish there (PartiallyPublishedError names
+what was and was not published); `rollback` then restores the published tables.
 
 Not guaranteed: tables are committed one after the other, upstream first, so for
 the moments between the first and the last table commit a reader joining two
 tables can see one published and the other not (each table on its own is old or
-new, never a mix). The ledger is appended after the commits; a coordinator killed
+new, never a mix); after a foreign commit stops a publish part-way, that lasts until
+it is finished or rolled back. The ledger is appended after the commits; a coordinator killed
 in between appends it again on resume (`Ledger.latest` shows the newest row).
 """
 
@@ -31,13 +39,20 @@ from partition_assets.backfill.gate import Gate, GateCheck, apply_overrides, eva
 from partition_assets.backfill.graph import BackfillGraph, Node
 from partition_assets.backfill.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.notify import BackfillEvent, EventKind, notify
+from partition_assets.backfill.presence import Announcement, coordinating
 from partition_assets.backfill.scheduling import NodeResult, NodeStatus
 from partition_assets.backfill.state import BackfillRecord, node_states
 from partition_assets.backfill.stats import PartitionStats, partition_stats
 from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of, unstaged_assets
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
-from partition_assets.errors import BackfillStateError
+from partition_assets.errors import (
+    BackfillStateError,
+    ForeignCommitError,
+    LeaseLapsedError,
+    PartiallyPublishedError,
+    PartitionAssetsError,
+)
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA, RUN_ID_METADATA
@@ -68,6 +83,7 @@ class Publication:
         self.tables = tables_of(definitions, graph)
         root = lake_root(definitions)
         self.ledger = Ledger(ledger_uri(root)) if root else None
+        self._held: tuple[Heartbeat, Announcement] | None = None
 
     # -- leases and freeze -------------------------------------------------------------
 
@@ -83,17 +99,43 @@ class Publication:
         return leases
 
     @contextmanager
-    def held(self, instance: dg.DagsterInstance) -> Iterator[list[Lease]]:
-        """The backfill's leases (kept alive by a heartbeat) and its assets frozen, for
-        the duration; the freeze is lifted however the block ends. The caller releases
-        or parks the leases; if it dies, they expire with their heartbeat."""
-        taken = self.take_leases()
-        freeze(instance, self.graph.assets, self.record.id)
-        try:
-            with Heartbeat(taken):
-                yield taken
-        finally:
-            unfreeze(instance, self.record.id)
+    def held(self, instance: dg.DagsterInstance, action: str = "run") -> Iterator[list[Lease]]:
+        """This process as the backfill's coordinator (refused with CoordinatorLiveError
+        while another is live: see backfill/presence.py), its leases (kept alive by a
+        heartbeat) and its assets frozen, for the duration of `action`; the freeze is
+        lifted however the block ends. The caller releases or parks the leases; if it
+        dies, they expire with their heartbeat. `check_held` says whether they lapsed."""
+        with coordinating(instance, self.record.id, action) as announcement:
+            taken = self.take_leases()
+            freeze(instance, self.graph.assets, self.record.id)
+            try:
+                with Heartbeat(taken) as heartbeat:
+                    self._held = (heartbeat, announcement)
+                    yield taken
+            finally:
+                self._held = None
+                unfreeze(instance, self.record.id)
+
+    def check_held(self) -> None:
+        """LeaseLapsedError when, inside `held`, a lease lapsed or another process claimed
+        the backfill: what the backfill wrote may have been overwritten meanwhile."""
+        if self._held is None:
+            return
+        heartbeat, announcement = self._held
+        lapsed = heartbeat.lapsed()
+        if not lapsed and not announcement.lost:
+            return
+        what = (
+            f"its leases on {', '.join(sorted({lease.table_uri for lease in lapsed}))} lapsed (no heartbeat "
+            f"for {heartbeat.ttl:.0f} s: the coordinator was paused or starved, or the storage unreachable)"
+            if lapsed
+            else "another process claimed it as its coordinator"
+        )
+        raise LeaseLapsedError(
+            f"backfill {self.record.id}: {what}, so another writer may have written its partitions meanwhile; "
+            f"nothing was published. `partition-assets backfill resume {self.record.id}` takes the leases "
+            "again and checks the tables for commits made outside the backfill before publishing."
+        )
 
     def notify(self, kind: EventKind, detail: str = "") -> None:
         notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets), detail))
@@ -171,20 +213,26 @@ class Publication:
         """Commits every table's staged partitions, upstream first, each in one commit;
         then records the materializations in one publish run and the ledger's rows.
 
-        Refuses (ForeignCommitError, nothing committed for that table and the ones after)
-        when a commit outside the backfill changed its partitions since it started,
-        unless `force`. Idempotent: tables already committed are not committed again."""
+        Before the first commit, every table still to publish is checked for commits made
+        outside the backfill to its partitions since it started (unless `force`): any is a
+        ForeignCommitError naming them all, status `publish_refused`, nothing committed.
+        A foreign commit landing after that check stops the publish at its table:
+        PartiallyPublishedError names the tables published and those not (status stays
+        `publishing`; `rollback` undoes the published ones, `publish --force` finishes).
+        Idempotent: tables already committed are not committed again."""
+        pending = self._unpublished_tables()
+        if not force:
+            self._check_unchanged(pending)
         self.record.status = "publishing"
         self.record.save()
-        for table in self.tables.values():
-            staging = table.staging_format
-            # The log, not the record, says whether a table is published: a coordinator
-            # may die between a commit and saving the record.
-            if staging.staged(table.uri, self.record.id) is None:
-                if staging.published_version(table.uri, self.record.id) is None:
-                    continue  # the backfill wrote nothing to this table
-            fingerprint = None if force else _as_files(self.record.fingerprints.get(table.asset.to_user_string()))
-            result = staging.publish_staged(table.uri, self.record.id, fingerprint, {BACKFILL_ID_TAG: self.record.id})
+        for table in pending:
+            fingerprint = None if force else self._fingerprint_of(table)
+            try:
+                result = table.staging_format.publish_staged(
+                    table.uri, self.record.id, fingerprint, {BACKFILL_ID_TAG: self.record.id}
+                )
+            except ForeignCommitError as error:
+                raise self._partially_published(table, error) from None
             self.record.published_versions[table.asset.to_user_string()] = result.version
             self.record.save()
             failpoint("between_table_commits")
@@ -195,15 +243,73 @@ class Publication:
         self.notify("published", f"{len(self.tables)} tables")
         return dict(self.record.published_versions)
 
+    def _unpublished_tables(self) -> list[BackfillTable]:
+        """The tables whose publish commit is not in their log, with staged data; the tables
+        already published get their version into the record (a coordinator may die between
+        a commit and saving the record: the log, not the record, is the truth)."""
+        pending = []
+        for table in self.tables.values():
+            version = table.staging_format.published_version(table.uri, self.record.id)
+            if version is not None:
+                self.record.published_versions[table.asset.to_user_string()] = version
+            elif table.staging_format.staged(table.uri, self.record.id) is not None:
+                pending.append(table)
+        return pending
+
+    def _fingerprint_of(self, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:
+        return _as_files(self.record.fingerprints.get(table.asset.to_user_string())) or {}
+
+    def _check_unchanged(self, pending: Sequence[BackfillTable]) -> None:
+        refusals = []
+        for table in pending:
+            try:
+                table.staging_format.check_publish(table.uri, self.record.id, self._fingerprint_of(table))
+            except ForeignCommitError as error:
+                refusals.append(str(error))
+        if not refusals:
+            return
+        published = self._published()
+        if not published:
+            self.record.status = "publish_refused"
+            self.record.save()
+            raise ForeignCommitError(
+                f"backfill {self.record.id}: nothing was published, as commits outside the backfill changed "
+                f"partitions it rewrites: {' '.join(refusals)}"
+            )
+        raise self._partially_published(pending[0], ForeignCommitError(" ".join(refusals)))
+
+    def _published(self) -> dict[str, int | None]:
+        return {asset: version for asset, version in self.record.published_versions.items() if version is not None}
+
+    def _partially_published(self, stopped_at: BackfillTable, cause: ForeignCommitError) -> PartitionAssetsError:
+        """What a publish stopped by a foreign commit at `stopped_at` left: nothing (a
+        ForeignCommitError), or some tables published (PartiallyPublishedError)."""
+        published = self._published()
+        if not published:
+            return cause
+        names = list(self.tables)
+        left = [
+            asset.to_user_string()
+            for asset in names[names.index(stopped_at.asset) :]
+            if asset.to_user_string() not in published
+        ]
+        bid = self.record.id
+        return PartiallyPublishedError(
+            f"backfill {bid} stopped publishing part-way: published {describe_versions(published)}; not published: "
+            f"{', '.join(left)}. {cause} Readers see the new content of the published tables beside the old "
+            f"content of the others until you either finish with `partition-assets backfill publish {bid} "
+            f"--force` (overwrites the commit made outside the backfill) or undo with `partition-assets backfill "
+            f"rollback {bid}` (restores the published tables and deletes the rest of the staged data)."
+        )
+
     def _record_materializations(self, instance: dg.DagsterInstance) -> None:
         """One run in the instance recording a materialization of every node the backfill
         ran, now that readers can see them: the metadata its IO manager gave the staged
         output, the table version published, the asset's code version. Skipped when an
         earlier publish run of the backfill succeeded."""
-        tags = {BACKFILL_ID_TAG: self.record.id, PUBLISH_RUN_TAG: "true"}
-        done = instance.get_runs(dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1)
-        if done:
+        if self._publish_recorded(instance):
             return
+        tags = {BACKFILL_ID_TAG: self.record.id, PUBLISH_RUN_TAG: "true"}
         sha = definitions_git_sha(self.definitions)
         asset_graph = self.definitions.resolve_asset_graph()
         states = node_states(instance, self.record.id, self.graph)
@@ -232,26 +338,43 @@ class Publication:
             tags[GIT_SHA_TAG] = sha
         _run_reporting(instance, events, tags, "partition_assets_publish")
 
+    def _publish_recorded(self, instance: dg.DagsterInstance) -> bool:
+        """Whether a publish run of the backfill recorded its materializations in Dagster."""
+        tags = {BACKFILL_ID_TAG: self.record.id, PUBLISH_RUN_TAG: "true"}
+        return bool(instance.get_runs(dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1))
+
     # -- discard and rollback ----------------------------------------------------------
 
-    def discard(self) -> int:
-        """Deletes the backfill's staged data; returns how many files."""
-        if self.record.status in ("published", "publishing", "rolled_back", "rolling_back"):
-            raise BackfillStateError(
-                f"backfill {self.record.id} is {self.record.status}: its staged data is part of the tables now; "
-                f"use `partition-assets backfill rollback {self.record.id}` to undo it"
-            )
-        files = sum(t.staging_format.discard_staged(t.uri, self.record.id) for t in self.tables.values())
-        release([lease for t in self.tables.values() for lease in held_by(t.uri, self.record.id)])
-        self._append_ledger_status(LedgerStatus.DISCARDED)
-        self.record.status = "discarded"
-        self.record.save()
+    def discard(self, instance: dg.DagsterInstance) -> int:
+        """Deletes the backfill's staged data and lifts its freeze; returns how many files.
+        Refused (BackfillStateError) once any table holds its publish commit, and
+        (CoordinatorLiveError) while its coordinator is live: see backfill/presence.py."""
+        with coordinating(instance, self.record.id, "discard"):
+            self._unpublished_tables()  # brings the publish commits in the tables' logs into the record
+            published = self._published()
+            if self.record.status in ("published", "rolled_back", "rolling_back") or published:
+                raise BackfillStateError(
+                    f"backfill {self.record.id} is {self.record.status}"
+                    + (f" (published {describe_versions(published)})" if published else "")
+                    + ": its staged data is part of the tables now; use "
+                    f"`partition-assets backfill rollback {self.record.id}` to undo it. Nothing was deleted."
+                )
+            files = sum(t.staging_format.discard_staged(t.uri, self.record.id) for t in self.tables.values())
+            release([lease for t in self.tables.values() for lease in held_by(t.uri, self.record.id)])
+            unfreeze(instance, self.record.id)
+            self._append_ledger_status(LedgerStatus.DISCARDED)
+            self.record.status = "discarded"
+            self.record.save()
         return files
 
     def rollback(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
         """Restores every table the backfill published to its content before, downstream
-        first, one commit per table; idempotent like publish."""
-        if self.record.status not in ("published", "rolling_back"):
+        first, one commit per table; idempotent like publish. A backfill stopped part-way
+        through its publish (status `publishing`) is rolled back for the tables it
+        committed, and the rest of its staged data is deleted."""
+        if self.record.status == "publishing":
+            self._unpublished_tables()  # the versions its log holds, also those the record missed
+        if self.record.status not in ("published", "publishing", "rolling_back"):
             raise BackfillStateError(
                 f"backfill {self.record.id} is {self.record.status}, not published: there is nothing to roll "
                 "back"
@@ -271,7 +394,10 @@ class Publication:
             result = table.staging_format.rollback(table.uri, self.record.id, version, force=force)
             versions[table.asset.to_user_string()] = result.version
             failpoint("between_rollback_commits")
-        self._reflect_rollback(instance)
+        for table in self.tables.values():  # what a publish stopped part-way left staged
+            table.staging_format.discard_staged(table.uri, self.record.id)
+        if self._publish_recorded(instance):
+            self._reflect_rollback(instance)
         self._append_ledger_status(LedgerStatus.ROLLED_BACK)
         self.record.status = "rolled_back"
         self.record.save()

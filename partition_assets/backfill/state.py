@@ -20,6 +20,7 @@ from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
 from partition_assets.backfill.scheduling import NodeStatus
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
+from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
 
 _log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ class BackfillRecord:
     """A backfill's spec, where it stands, and what its publication has done so far.
 
     Status: running | canceled | failed | done (published per node) | gate_failed |
-    publishing | published | discarded | rolling_back | rolled_back.
+    publish_refused (a foreign commit; nothing published) | publishing | published |
+    discarded | rolling_back | rolled_back.
     """
 
     spec: BackfillSpec
@@ -50,10 +52,22 @@ class BackfillRecord:
     created: dict[str, list[str]] = field(default_factory=dict)
     # asset -> partition -> input asset -> the version pinned (--inputs-as-of); None until pinned
     pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
+    # The status as this object last read or wrote it: see `save`.
+    _status_seen: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        checked_backfill_id(self.id)
 
     def save(self) -> None:
+        """Writes the record atomically. A status this object did not change is not written
+        back: the status saved meanwhile by another process (a `cancel`) stands, and this
+        object takes it. Not guaranteed: two processes changing the status at the same
+        moment (the later write wins; backfill/presence.py keeps two coordinators apart)."""
         path = record_path(self.id)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if self.status == self._status_seen and path.exists():
+            self.status = json.loads(path.read_text()).get("status", self.status)
+        self._status_seen = self.status
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         saved = {
             "id": self.id,
@@ -80,7 +94,7 @@ class BackfillRecord:
         saved = json.loads(path.read_text())
         # Records written before the spec existed hold its fields at the top level.
         spec = saved.pop("spec", None) or {k: v for k, v in saved.items() if k not in _RECORD_FIELDS}
-        return cls(
+        record = cls(
             BackfillSpec.from_json(spec),
             saved.get("status", "running"),
             saved["id"],
@@ -89,6 +103,8 @@ class BackfillRecord:
             saved.get("created", {}),
             saved.get("pinned_inputs"),
         )
+        record._status_seen = record.status
+        return record
 
 
 class SavedStatus:
@@ -133,7 +149,7 @@ def record_path(backfill_id: str) -> Path:
             "DAGSTER_HOME is not set: backfills are recorded beside the Dagster instance; "
             "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
         )
-    return Path(home) / "partition_assets" / "backfills" / f"{backfill_id}.json"
+    return Path(home) / "partition_assets" / "backfills" / f"{checked_backfill_id(backfill_id)}.json"
 
 
 def node_states(

@@ -23,10 +23,12 @@ from partition_assets.backfill.coordinator import (
     succeeded_nodes,
 )
 from partition_assets.backfill.dagster_ui import adopted_plan, hand_back, mark_canceled, mark_failed
+from partition_assets.backfill.freeze import unfreeze
 from partition_assets.backfill.gate import diff_rows, format_diff
 from partition_assets.backfill.graph import BackfillGraph, Node, impact
 from partition_assets.backfill.ledger import LedgerEntry
 from partition_assets.backfill.location import configured_module, load_definitions
+from partition_assets.backfill.presence import refuse_if_live
 from partition_assets.backfill.progress import Progress
 from partition_assets.backfill.publication import Publication, describe_versions
 from partition_assets.backfill.runner import DagsterNodeRunner
@@ -40,7 +42,15 @@ from partition_assets.backfill.state import (
 )
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.deploy.code_root import add_code_root_options
-from partition_assets.errors import BackfillPlanError, BackfillStateError, GateFailedError, PartitionAssetsError
+from partition_assets.errors import (
+    BackfillPlanError,
+    BackfillStateError,
+    CommitError,
+    GateFailedError,
+    LeaseLapsedError,
+    PartitionAssetsError,
+)
+from partition_assets.ids import checked_backfill_id
 from partition_assets.instance import ENGINE_TAG, SPARSE, coordinator_log, runs_on_engine
 from partition_assets.storage.leases import release
 
@@ -111,7 +121,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         return _adopt(args.backfill_id)
     if args.action == "standby":
         return _standby()
-    record = BackfillRecord.load(args.backfill_id)
+    record = BackfillRecord.load(checked_backfill_id(args.backfill_id, "the backfill id argument"))
     for path in (getattr(args, "html", None), getattr(args, "png", None)):
         if path and not Path(path).resolve().parent.is_dir():
             raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
@@ -126,19 +136,15 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             if args.png:
                 heatmap.png(args.png)
             return 0
+        if args.action in _COORDINATING_ACTIONS:  # before anything below touches its runs or tables
+            refuse_if_live(instance, record.id, args.action)
         if args.action in _PUBLICATION_ACTIONS:
             return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
         if args.action == "resume" and record.status == "rolling_back":  # its coordinator died mid-rollback
             args.force = False
             return _rollback(_publication(record, instance), instance, args)
         if args.action == "cancel":
-            record.status = "canceled"
-            record.save()
-            in_flight = cancel_in_flight(instance, record.id)
-            # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.
-            mark_canceled(instance, record.id)
-            print(f"backfill {record.id} canceled; {in_flight} runs in flight canceled")
-            return 0
+            return _cancel(record, instance)
         graph = graph_of(record.spec, instance)
         if args.action == "retry" and not any(
             state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
@@ -147,6 +153,30 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             return 0
         done = succeeded_nodes(record, graph, instance)
     return _execute(record, graph, done)
+
+
+def _cancel(record: BackfillRecord, instance: dg.DagsterInstance) -> int:
+    """Stops the backfill: its live coordinator sees the status within a second and kills its
+    workers (a dead one's workers died with it: fork_server.py); runs in flight are canceled
+    and the freeze lifted now, whether its coordinator is alive or not."""
+    if record.status in (*FINAL_STATUSES, "publishing", "rolling_back"):
+        raise BackfillStateError(
+            f"backfill {record.id} is {record.status}: there is nothing to cancel"
+            + (
+                f"; undo what it published with `partition-assets backfill rollback {record.id}`"
+                if record.status in ("published", "publishing")
+                else ""
+            )
+            + ". Nothing was changed."
+        )
+    record.status = "canceled"
+    record.save()
+    in_flight = cancel_in_flight(instance, record.id)
+    unfreeze(instance, record.id)
+    # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.
+    mark_canceled(instance, record.id)
+    print(f"backfill {record.id} canceled; {in_flight} runs in flight canceled")
+    return 0
 
 
 def _execute(
@@ -166,7 +196,7 @@ def _execute(
             on_phase=lambda line: print(line, flush=True),
             runner_of=runner_of,
         )
-    except GateFailedError as error:
+    except (GateFailedError, CommitError, LeaseLapsedError) as error:  # stopped short of (fully) publishing
         print(error)
         return 1
     print(progress.summary(status))
@@ -191,6 +221,7 @@ def _standby() -> int:
         backfill_id = sys.stdin.readline().strip()
         if not backfill_id:
             return 0
+        checked_backfill_id(backfill_id, "the Dagster backfill id on stdin")
         with coordinator_log(home, backfill_id).open("ab") as log:
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
@@ -214,6 +245,7 @@ def _adopt(backfill_id: str, warm: DagsterNodeRunner | None = None) -> int:
     """Runs the webserver-launched Dagster backfill `backfill_id` on the engine, under the
     same id (so `backfill resume <id>` picks it up), on the `warm` workers when they serve
     it, or hands it back to Dagster's daemon."""
+    checked_backfill_id(backfill_id, "the Dagster backfill id")
     with dg.DagsterInstance.get() as instance:
         backfill = instance.get_backfill(backfill_id)
         if backfill is None or not runs_on_engine(backfill):
@@ -252,16 +284,16 @@ def _diff(publication: Publication, instance: dg.DagsterInstance, args: argparse
 
 def _publish(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
     record = publication.record
-    if record.status not in ("gate_failed", "publishing"):
+    if record.status not in ("gate_failed", "publish_refused", "publishing"):
         raise BackfillStateError(
             f"backfill {record.id} is {record.status}: only a backfill whose gate failed (or whose publish was "
-            f"cut short) is published by hand; `backfill resume {record.id}` finishes a running one"
+            f"refused or cut short) is published by hand; `backfill resume {record.id}` finishes a running one"
         )
     if record.status == "gate_failed" and not args.force:
         raise BackfillStateError(
             f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
         )
-    with publication.held(instance) as leases:
+    with publication.held(instance, "publish") as leases:
         versions = publication.publish(instance, force=args.force)
         release(leases)
     print(f"backfill {record.id} published: {describe_versions(versions)}")
@@ -269,7 +301,7 @@ def _publish(publication: Publication, instance: dg.DagsterInstance, args: argpa
 
 
 def _discard(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
-    files = publication.discard()
+    files = publication.discard(instance)
     print(f"backfill {publication.record.id} discarded: {files} staged files deleted; the tables are unchanged")
     return 0
 
@@ -284,12 +316,15 @@ def _ledger(publication: Publication, instance: dg.DagsterInstance, args: argpar
 
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
-    with publication.held(instance) as leases:
+    with publication.held(instance, "rollback") as leases:
         versions = publication.rollback(instance, force=args.force)
         release(leases)
     print(f"backfill {publication.record.id} rolled back: {describe_versions(versions)}")
     return 0
 
+
+# Refused while the backfill's coordinator is live (backfill/presence.py).
+_COORDINATING_ACTIONS = ("resume", "retry", "publish", "discard", "rollback")
 
 _PUBLICATION_ACTIONS = {
     "diff": _diff,

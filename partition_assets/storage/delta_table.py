@@ -355,22 +355,7 @@ class DeltaFormat:
         write = staged.as_write()
 
         def check(current: DeltaTable | None) -> None:
-            if expected is None:
-                return
-            found = _partition_files(current, staged.scope)
-            changed = sorted(
-                row
-                for row in staged.files_by_partition
-                if found.get(row, frozenset()) != expected.get(row, frozenset())
-            )
-            if changed:
-                shown = PartitionScope(staged.partition_columns, frozenset(changed)).describe()
-                raise ForeignCommitError(
-                    f"partitions {shown} of table {table_uri} changed since backfill {backfill_id} "
-                    "started (a commit outside the backfill replaced their files); nothing was "
-                    "published and the staged data is kept. Check the table's history, then "
-                    "publish with --force to overwrite that commit, or discard the backfill."
-                )
+            _check_unchanged(current, staged, expected)
 
         check(table)
         _check_schema(table, write, allow_new_columns=True)
@@ -389,6 +374,17 @@ class DeltaFormat:
         failpoint("publish_committed")
         delete_backfill(table_uri, backfill_id)
         return PublishResult.of([write], version, removed)
+
+    def check_publish(self, table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
+        """Raises ForeignCommitError, committing nothing, when `publish_staged` with
+        `expected` would refuse now; nothing when the backfill staged nothing here or has
+        published already. Lets a multi-table publish refuse before committing any table."""
+        if self.published_version(table_uri, backfill_id) is not None:
+            return
+        table = open_table(table_uri)
+        staged = _read_staged(table, table_uri, backfill_id)
+        if staged is not None:
+            _check_unchanged(table, staged, expected)
 
     def discard_staged(self, table_uri: str, backfill_id: str) -> int:
         """Deletes what backfill `backfill_id` staged for the table (files and manifests);
@@ -724,6 +720,27 @@ def _check_schema(table: DeltaTable | None, staged: StagedWrite, allow_new_colum
     """Raises TableSchemaError when publishing `staged` would break the table's schema."""
     if table is not None:
         new_columns(*_table_schema(table), staged, allow_new_columns)
+
+
+def _check_unchanged(
+    current: DeltaTable | None, staged: StagedTable, expected: Mapping[PartitionRow, frozenset[str]] | None
+) -> None:
+    """ForeignCommitError when a staged partition's published files are no longer `expected`
+    (None: anything goes, as with --force)."""
+    if expected is None:
+        return
+    found = _partition_files(current, staged.scope)
+    changed = sorted(
+        row for row in staged.files_by_partition if found.get(row, frozenset()) != expected.get(row, frozenset())
+    )
+    if changed:
+        shown = PartitionScope(staged.partition_columns, frozenset(changed)).describe()
+        raise ForeignCommitError(
+            f"partitions {shown} of table {staged.table_uri} changed since backfill {staged.backfill_id} "
+            "started (a commit outside the backfill replaced their files); nothing was published to "
+            "this table and the staged data is kept. Check the table's history, then publish with "
+            "--force to overwrite that commit, or discard the backfill."
+        )
 
 
 def _table_schema(table: DeltaTable) -> tuple[pa.Schema, tuple[str, ...]]:

@@ -172,15 +172,21 @@ def check_write(table_uri: str, scope: PartitionScope | None, holder: str | None
 
 
 def release(leases: Lease | Iterable[Lease]) -> None:
-    """Deletes each holder's lease on its table; nothing for one that is gone already."""
-    for lease in [leases] if isinstance(leases, Lease) else leases:
+    """Deletes each holder's lease on its table; nothing for one that is gone already.
+    A heartbeat of this process stops refreshing them first, so none is written again."""
+    released = [leases] if isinstance(leases, Lease) else list(leases)
+    _stop_refreshing(released)
+    for lease in released:
         _LeaseFolder(lease.table_uri).delete(lease.holder)
 
 
 def park(leases: Iterable[Lease]) -> None:
     """Keeps each lease without a heartbeat until its holder releases it (see the module
-    docstring); a lease released or taken over meanwhile is left alone."""
-    for lease in leases:
+    docstring); a lease released or taken over meanwhile is left alone. A heartbeat of
+    this process stops refreshing them first, so none is written back unparked."""
+    parked = list(leases)
+    _stop_refreshing(parked)
+    for lease in parked:
         folder = _LeaseFolder(lease.table_uri)
         current = folder.read(lease.holder)
         if current is not None and current.is_live():
@@ -213,35 +219,80 @@ class Heartbeat:
     """Keeps `leases` alive while the block runs: a daemon thread refreshes them every
     `interval` seconds (default a quarter of the TTL) and stops on exit.
 
-    A lease found released or dead is no longer refreshed and is listed in `lost`.
+    A lease found released or dead is no longer refreshed and is listed in `lost`; so is
+    every lease when the thread itself went longer than the TTL without a beat (its
+    process was paused, or starved): the lease may have been taken over meanwhile, even
+    if the refresh that was under way when the pause began writes it back later.
+    `park` and `release` stop refreshing the leases they are given before they write,
+    so a refresh under way never undoes them (they wait for it).
     """
 
     def __init__(self, leases: Sequence[Lease], interval: float | None = None) -> None:
         self.leases = list(leases)
-        self.interval = interval if interval is not None else lease_ttl() / 4
+        self.ttl = lease_ttl()
+        self.interval = interval if interval is not None else self.ttl / 4
         self.lost: list[Lease] = []
+        self._lock = threading.Lock()  # held by each round of refreshes, and to stop refreshing a lease
+        self._last_beat = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
 
     def __enter__(self) -> Heartbeat:
+        with _BEATING_LOCK:
+            _BEATING.add(self)
+        self._last_beat = time.monotonic()
         self._thread.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
+        with _BEATING_LOCK:
+            _BEATING.discard(self)
+
+    def lapsed(self) -> list[Lease]:
+        """The leases this heartbeat lost so far (see the class docstring), checked now."""
+        with self._lock:
+            self._check_pause()
+            return list(self.lost)
+
+    def forget(self, leases: Iterable[Lease]) -> None:
+        """Stops refreshing `leases` (by table and holder), once a refresh under way is done."""
+        keys = {(lease.table_uri, lease.holder) for lease in leases}
+        with self._lock:
+            self.leases = [lease for lease in self.leases if (lease.table_uri, lease.holder) not in keys]
+
+    def _check_pause(self) -> None:
+        if self.leases and time.monotonic() - self._last_beat >= self.ttl:
+            self.lost += self.leases
+            self.leases = []
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            for lease in list(self.leases):
-                try:
-                    alive = refresh(lease)
-                except OSError as error:  # a storage hiccup: the next beat tries again
-                    log.warning("could not refresh the lease of %s on %s: %s", lease.holder, lease.table_uri, error)
-                    continue
-                if not alive:
-                    self.leases.remove(lease)
-                    self.lost.append(lease)
+            with self._lock:
+                self._check_pause()
+                for lease in list(self.leases):
+                    try:
+                        alive = refresh(lease)
+                    except OSError as error:  # a storage hiccup: the next beat tries again
+                        log.warning("could not refresh the lease of %s on %s: %s", lease.holder, lease.table_uri, error)
+                        continue
+                    if not alive:
+                        self.leases.remove(lease)
+                        self.lost.append(lease)
+                self._last_beat = time.monotonic()
+
+
+# The heartbeats running in this process: `park` and `release` stop them refreshing a lease first.
+_BEATING: set[Heartbeat] = set()
+_BEATING_LOCK = threading.Lock()
+
+
+def _stop_refreshing(leases: Sequence[Lease]) -> None:
+    with _BEATING_LOCK:
+        beating = list(_BEATING)
+    for heartbeat in beating:
+        heartbeat.forget(leases)
 
 
 @contextmanager

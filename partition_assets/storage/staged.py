@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,7 +29,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from partition_assets.errors import BackfillPlanError, CommitError
+from partition_assets.errors import CommitError
+from partition_assets.ids import checked_backfill_id
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.staging import (
@@ -42,7 +42,6 @@ from partition_assets.storage.staging import (
 )
 
 BACKFILLS_DIR = "_backfills"
-_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=-]*")
 
 PartitionRow = tuple[str, ...]  # partition-column values; () for an unpartitioned table
 
@@ -82,12 +81,12 @@ class StagedTable:
 
 def incoming_folder(backfill_id: str) -> str:
     """Where Spark stages a backfill's frame, relative to its table (for stage_dataframe)."""
-    return f"{BACKFILLS_DIR}/{_checked(backfill_id)}/incoming"
+    return f"{BACKFILLS_DIR}/{checked_backfill_id(backfill_id)}/incoming"
 
 
 def backfill_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
     fs, root = table_filesystem(table_uri)
-    return fs, f"{root}/{BACKFILLS_DIR}/{_checked(backfill_id)}"
+    return fs, f"{root}/{BACKFILLS_DIR}/{checked_backfill_id(backfill_id)}"
 
 
 def data_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
@@ -259,15 +258,6 @@ def stale_backfill_folders(table_uri: str, retention_hours: float) -> list[str]:
         for folder in stale_folders(fs, f"{root}/{BACKFILLS_DIR}", retention_hours)
         if not has_manifest(table_uri, folder.rsplit("/", 1)[1])
     ]
-
-
-def _checked(backfill_id: str) -> str:
-    if not _SAFE_ID.fullmatch(backfill_id):
-        raise BackfillPlanError(
-            f"backfill id {backfill_id!r} cannot name a folder: use letters, digits, '_', '.', "
-            "'=' and '-', starting with a letter or digit. Nothing was written."
-        )
-    return backfill_id
 
 
 def _manifest_names(fs: pafs.FileSystem, manifests: str) -> list[str]:

@@ -183,6 +183,11 @@ class StagingFormat(TableFormat, Protocol):
     ) -> PublishResult:
         """Publishes everything the backfill staged for the table in one idempotent commit."""
 
+    def check_publish(
+        self, table_uri: str, backfill_id: str, expected: Mapping[tuple[str, ...], frozenset[str]]
+    ) -> None:
+        """Raises ForeignCommitError when `publish_staged` with `expected` would refuse; commits nothing."""
+
     def published_version(self, table_uri: str, backfill_id: str) -> int | None:
         """The version the backfill's publish commit created; None when the table holds none."""
 

@@ -1,0 +1,185 @@
+"""Whether a backfill's coordinator is alive, as every process of the deployment sees it.
+
+A coordinator announces itself for as long as it holds its backfill (runs its nodes,
+gates, publishes, rolls back, discards): a heartbeat in the Dagster instance's key-value
+store (`partition_assets/coordinator/<backfill_id>`: host, pid, a token, the time of the
+last beat), refreshed by a thread every quarter of the lease TTL
+(PARTITION_ASSETS_LEASE_TTL, storage/leases.py), and cleared when it lets go. A beat
+older than the TTL is a dead coordinator (killed, or its host gone).
+
+Commands that must not run beside a live coordinator (resume, retry, publish, discard,
+rollback, re-executing a coordinator run) are refused while one is live
+(`refuse_if_live`), naming the command that fits; `coordinating` claims the backfill
+for one process. The freeze of a backfill whose coordinator is not live is ignored
+(backfill/freeze.py), so a killed coordinator never freezes its assets for good.
+
+Not guaranteed: the key-value store has no compare-and-set, so the claim is a write
+followed by a re-read after a short wait: two processes claiming the same backfill
+within that wait on two hosts could both succeed (one process can only claim once).
+A coordinator paused for longer than the TTL is taken for dead; its beats stop once
+it sees another claim in place (`lost`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import dagster as dg
+
+from partition_assets.errors import CoordinatorLiveError
+from partition_assets.storage.leases import lease_ttl
+
+KEY_PREFIX = "partition_assets/coordinator"
+_CLAIM_VERIFY_SECONDS = 0.05
+
+
+def _key(backfill_id: str) -> str:
+    return f"{KEY_PREFIX}/{backfill_id}"
+
+
+@dataclass(frozen=True)
+class Presence:
+    """One coordinator's announcement (heartbeat_at: epoch seconds)."""
+
+    host: str
+    pid: int
+    token: str
+    heartbeat_at: float
+
+    def is_live(self, now: float, ttl: float) -> bool:
+        return now - self.heartbeat_at < ttl
+
+    def describe(self, now: float) -> str:
+        return f"pid {self.pid} on {self.host}, last heartbeat {max(0.0, now - self.heartbeat_at):.0f} s ago"
+
+
+def live_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dict[str, Presence]:
+    """The backfills of `backfill_ids` whose coordinator is live, with its announcement (one query)."""
+    return {
+        backfill_id: presence
+        for backfill_id, presence in _announced(instance, backfill_ids).items()
+        if presence is not None and presence.is_live(time.time(), lease_ttl())
+    }
+
+
+def stopped_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> set[str]:
+    """The backfills of `backfill_ids` whose coordinator announced itself and is no longer
+    live (let go, or dead); not those never announced (one query)."""
+    now, ttl = time.time(), lease_ttl()
+    return {
+        backfill_id
+        for backfill_id, presence in _announced(instance, backfill_ids).items()
+        if presence is None or not presence.is_live(now, ttl)
+    }
+
+
+def _announced(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dict[str, Presence | None]:
+    """Each backfill of `backfill_ids` ever announced, with its announcement (None once let go)."""
+    ids = sorted(set(backfill_ids))
+    if not ids:
+        return {}
+    values = instance.run_storage.get_cursor_values({_key(backfill_id) for backfill_id in ids})
+    return {backfill_id: _parse(values[_key(backfill_id)]) for backfill_id in ids if _key(backfill_id) in values}
+
+
+def live_coordinator(instance: dg.DagsterInstance, backfill_id: str) -> Presence | None:
+    """The live coordinator of `backfill_id`, or None."""
+    return live_coordinators(instance, [backfill_id]).get(backfill_id)
+
+
+# What each command would break beside a live coordinator, and what to do instead.
+_REFUSALS = {
+    "run": "it is running already",
+    "resume": "it is running already",
+    "retry": "it is running already",
+    "publish": "it publishes by itself once its nodes and gate are done",
+    "discard": "it is still writing the staged data that discard deletes",
+    "rollback": "it is still running",
+    "re-execute": "it is running already",
+}
+
+
+def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) -> None:
+    """CoordinatorLiveError, naming the coordinator and the command that fits, when
+    `backfill_id` has a live coordinator: `action` (a key of _REFUSALS) must wait."""
+    presence = live_coordinator(instance, backfill_id)
+    if presence is not None:
+        raise CoordinatorLiveError(
+            f"backfill {backfill_id} has a live coordinator ({presence.describe(time.time())}): cannot {action} it, "
+            f"{_REFUSALS[action]}. Watch it with `partition-assets backfill status {backfill_id}`, or stop it with "
+            f"`partition-assets backfill cancel {backfill_id}` and {action} once it has stopped (a killed "
+            f"coordinator counts as stopped {lease_ttl():.0f} s after its last heartbeat). Nothing was changed."
+        )
+
+
+class Announcement:
+    """This process's claim on one backfill, kept alive by a thread (see `coordinating`)."""
+
+    def __init__(self, instance: dg.DagsterInstance, backfill_id: str) -> None:
+        self._instance = instance
+        self._backfill_id = backfill_id
+        self._token = uuid.uuid4().hex
+        self._interval = lease_ttl() / 4
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="coordinator-heartbeat", daemon=True)
+        self.lost = False  # another process claimed the backfill: this one must stop
+
+    def claim(self, action: str) -> None:
+        """Announces this process; CoordinatorLiveError when another live one holds the backfill."""
+        refuse_if_live(self._instance, self._backfill_id, action)
+        self._beat()
+        time.sleep(_CLAIM_VERIFY_SECONDS)  # a concurrent claimant's write lands by now
+        if not self._still_ours():
+            refuse_if_live(self._instance, self._backfill_id, action)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Stops the beats (waiting for one under way), then clears the announcement if still ours."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._still_ours():
+            self._instance.run_storage.set_cursor_values({_key(self._backfill_id): ""})
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            if not self._still_ours():
+                self.lost = True
+                return
+            self._beat()
+
+    def _beat(self) -> None:
+        presence = Presence(socket.gethostname(), os.getpid(), self._token, time.time())
+        self._instance.run_storage.set_cursor_values({_key(self._backfill_id): json.dumps(asdict(presence))})
+
+    def _still_ours(self) -> bool:
+        key = _key(self._backfill_id)
+        current = _parse(self._instance.run_storage.get_cursor_values({key}).get(key))
+        return current is not None and current.token == self._token
+
+
+@contextmanager
+def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: str) -> Iterator[Announcement]:
+    """This process is `backfill_id`'s coordinator for the block: refused
+    (CoordinatorLiveError, nothing changed) while another coordinator is live;
+    announced until the block ends, however it ends."""
+    announcement = Announcement(instance, backfill_id)
+    announcement.claim(action)
+    try:
+        yield announcement
+    finally:
+        announcement.release()
+
+
+def _parse(text: str | None) -> Presence | None:
+    if not text:
+        return None
+    return Presence(**json.loads(text))
