@@ -26,6 +26,9 @@ from partition_assets_tests.postgres import PostgresServer
 
 EXAMPLE_ASSETS = dg.load_assets_from_modules([example_assets])
 
+# The staged-backfill lakehouse fixtures (published days to copy), for every module.
+pytest_plugins = ["partition_assets_tests.lakehouse"]
+
 
 @pytest.fixture(scope="session")
 def spark_resource():

@@ -15,6 +15,7 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from partition_assets.automation import sparse_backfill_job
 from partition_assets.backfill.gate import Budget, backfill_gate
 from partition_assets.backfill.notify import HOOK_RESOURCE_KEY, BackfillEvent
 from partition_assets.partitions import daily, mappings
@@ -92,3 +93,9 @@ defs = dg.Definitions(
         HOOK_RESOURCE_KEY: record_event,
     },
 )
+
+
+def backfill_job() -> dg.JobDefinition:
+    """The engine's coordinator job over this code location (reconstructable by name, as a
+    run worker rebuilds it)."""
+    return sparse_backfill_job("partition_assets_tests.safe_defs")

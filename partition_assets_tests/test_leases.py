@@ -9,7 +9,17 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from partition_assets.errors import PartitionLeasedError
-from partition_assets.storage.leases import Heartbeat, acquire, check_write, leases, refresh, release, run_lease
+from partition_assets.storage.leases import (
+    Heartbeat,
+    _LeaseFolder,
+    acquire,
+    check_write,
+    leases,
+    park,
+    refresh,
+    release,
+    run_lease,
+)
 from partition_assets.storage.partition_scope import PartitionScope
 
 
@@ -168,3 +178,41 @@ def test_a_run_lease_blocks_a_backfill_while_the_write_lasts(table):
     with pytest.raises(PartitionLeasedError, match="backfill bf1"):
         with run_lease(table, days("2024-01-01"), "run-44"):
             pass
+
+
+RACE_ROUNDS = 200
+
+
+def test_park_and_release_are_never_undone_by_a_heartbeat_refresh_under_way(table):
+    """Audit hole 7: the heartbeat thread's read-then-write refresh raced `park` and `release`
+    (with a short interval, 50 of 200 parks were lost and 41 of 200 releases undone)."""
+    lost_parks = undone_releases = 0
+    for round_ in range(RACE_ROUNDS):
+        lease = acquire(table, f"bf{round_}", "backfill", days(f"park-{round_}"))
+        with Heartbeat([lease], interval=0.0001):
+            time.sleep(0.001 * (round_ % 5))  # park at varying points of the refresh loop
+            park([lease])
+        lost_parks += not _read(table, lease.holder).parked
+        release(lease)
+
+        lease = acquire(table, f"again{round_}", "backfill", days(f"release-{round_}"))
+        with Heartbeat([lease], interval=0.0001):
+            time.sleep(0.001 * (round_ % 5))
+            release(lease)
+        undone_releases += _read(table, lease.holder) is not None
+    assert (lost_parks, undone_releases) == (0, 0)
+
+
+def test_a_heartbeat_paused_past_the_ttl_reports_its_leases_lost(table, short_ttl):
+    """A process paused longer than the TTL may have lost its leases, even where the file still
+    looks fresh (a refresh under way when the pause began writes it back afterwards)."""
+    lease = acquire(table, "bf1", "backfill", days("2024-01-01"))
+    with Heartbeat([lease], interval=0.05) as heartbeat:
+        assert heartbeat.lapsed() == []
+        with heartbeat._lock:  # the beats stop, as in a paused process
+            time.sleep(short_ttl * 1.2)
+        assert [lost.holder for lost in heartbeat.lapsed()] == ["bf1"]
+
+
+def _read(table: str, holder: str):
+    return _LeaseFolder(table).read(holder)

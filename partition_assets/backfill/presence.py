@@ -5,7 +5,8 @@ gates, publishes, rolls back, discards): a heartbeat in the Dagster instance's k
 store (`partition_assets/coordinator/<backfill_id>`: host, pid, a token, the time of the
 last beat), refreshed by a thread every quarter of the lease TTL
 (PARTITION_ASSETS_LEASE_TTL, storage/leases.py), and cleared when it lets go. A beat
-older than the TTL is a dead coordinator (killed, or its host gone).
+older than the TTL is a dead coordinator (killed, or its host gone); on the same host,
+so is one whose process no longer exists, at once.
 
 Commands that must not run beside a live coordinator (resume, retry, publish, discard,
 rollback, re-executing a coordinator run) are refused while one is live
@@ -55,7 +56,10 @@ class Presence:
     heartbeat_at: float
 
     def is_live(self, now: float, ttl: float) -> bool:
-        return now - self.heartbeat_at < ttl
+        """A beat younger than `ttl`, from a process that still exists when it is on this host."""
+        if now - self.heartbeat_at >= ttl:
+            return False
+        return self.host != socket.gethostname() or _process_exists(self.pid)
 
     def describe(self, now: float) -> str:
         return f"pid {self.pid} on {self.host}, last heartbeat {max(0.0, now - self.heartbeat_at):.0f} s ago"
@@ -116,7 +120,8 @@ def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) 
             f"backfill {backfill_id} has a live coordinator ({presence.describe(time.time())}): cannot {action} it, "
             f"{_REFUSALS[action]}. Watch it with `partition-assets backfill status {backfill_id}`, or stop it with "
             f"`partition-assets backfill cancel {backfill_id}` and {action} once it has stopped (a killed "
-            f"coordinator counts as stopped {lease_ttl():.0f} s after its last heartbeat). Nothing was changed."
+            f"coordinator on another host counts as stopped {lease_ttl():.0f} s after its last heartbeat). "
+            "Nothing was changed."
         )
 
 
@@ -177,6 +182,21 @@ def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: str) ->
         yield announcement
     finally:
         announcement.release()
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether process `pid` of this host runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc (not Linux): the signal check stands
+        return True
 
 
 def _parse(text: str | None) -> Presence | None:
