@@ -1,11 +1,17 @@
 """What the eager sensor requests over the example pipeline's mappings (fan-in, cron,
 multi-dimension, self-dependency), evaluated against a real instance whose
-materializations are reported without running Spark."""
+materializations are reported without running Spark; and on PostgreSQL, an event that
+commits after a higher-numbered one was read."""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 import dagster as dg
+import psycopg2
 import pytest
 
-from partition_assets.automation import eager_partitions_sensor
+from partition_assets.automation import eager, eager_partitions_sensor
 from partition_assets.backfill.freeze import freeze, unfreeze
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import BackfillRecord
@@ -13,6 +19,8 @@ from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests import automation_defs
+from partition_assets_tests.instances import instance_env, open_instance
+from partition_assets_tests.polling import wait_for
 
 SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)
 
@@ -146,3 +154,87 @@ def test_frozen_assets_and_readers_of_frozen_assets_wait_for_the_unfreeze(instan
         ("eager_down", "2024-01-06"),
         ("eager_pair", "2024-01-06"),
     }  # decided again once thawed, still not current
+
+
+def test_the_read_window_takes_each_id_once_and_gives_up_on_ids_width_below_the_top():
+    read = eager.ReadIds(floor=10, top=10)
+    # 11 is numbered but not committed yet: 12 is read first.
+    taken, read = read.take([12], top=12, width=5)
+    assert (taken, read) == ({12}, eager.ReadIds(10, 12, frozenset({12})))
+    # The next read queries the window again: 11 is new, 12 is not.
+    taken, read = read.take([11, 12], top=12, width=5)
+    assert (taken, read) == ({11}, eager.ReadIds(10, 12, frozenset({11, 12})))
+    # The window follows the top: ids 5 or more below it are no longer queried, nor kept.
+    taken, read = read.take([11, 12, 16], top=16, width=5)
+    assert (taken, read) == ({16}, eager.ReadIds(11, 16, frozenset({12, 16})))
+    # 13-15 still missing when the top is 18: 13 is given up on (the docstring's bound).
+    taken, read = read.take([12, 16], top=18, width=5)
+    assert (taken, read) == (set(), eager.ReadIds(13, 18, frozenset({16})))
+
+
+def test_a_cursor_written_before_the_window_still_parses(instance):
+    sensor = eager_partitions_sensor("group:eager", watch_seconds=0)
+    instance.report_runless_asset_event(dg.AssetMaterialization("eager_up", partition="2024-01-04"))
+    old_cursor = json.dumps({"after": instance.event_log_storage.get_maximum_record_id(), "pending": []})
+    instance.report_runless_asset_event(dg.AssetMaterialization("eager_up", partition="2024-01-05"))
+    result = sensor(dg.build_sensor_context(instance=instance, cursor=old_cursor, definitions=automation_defs.defs))
+    # Everything up to "after" counts as read: 2024-01-04 is not replayed.
+    assert {(k.to_user_string(), r.partition_key) for r in result.run_requests for k in r.asset_selection} == {
+        ("eager_down", "2024-01-05"),
+        ("eager_pair", "2024-01-05"),
+    }
+
+
+# Holds the insert of one event after PostgreSQL numbered it, until the test releases lock 1.
+HOLD_INSERT_OF_2024_01_05 = """
+CREATE FUNCTION wait_for_lock_1() RETURNS trigger LANGUAGE plpgsql AS
+    $$ BEGIN PERFORM pg_advisory_xact_lock(1); RETURN NEW; END $$;
+CREATE TRIGGER hold_2024_01_05 BEFORE INSERT ON event_logs FOR EACH ROW
+    WHEN (NEW.partition = '2024-01-05') EXECUTE FUNCTION wait_for_lock_1();
+"""
+
+
+def test_an_event_committed_after_a_higher_numbered_one_was_read_is_acted_on(postgres_server, tmp_path):
+    database_url = postgres_server.create_database()
+    sensor = eager_partitions_sensor("group:eager", watch_seconds=0)
+    state = {"cursor": None}
+
+    def tick() -> set[tuple[str, str | None]]:
+        context = dg.build_sensor_context(instance=instance, cursor=state["cursor"], definitions=automation_defs.defs)
+        result = sensor(context)
+        state["cursor"] = result.cursor
+        return {(k.to_user_string(), r.partition_key) for r in result.run_requests for k in r.asset_selection}
+
+    def insert_waits_for_lock_1() -> bool:
+        """An insert into event_logs waits in the trigger, its id taken."""
+        sql.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'")
+        return sql.fetchone()[0] == 1
+
+    # The writer joins after the holder's connection closes: a failing assertion frees it.
+    with (
+        open_instance(instance_env(tmp_path / "home", database_url)) as instance,
+        ThreadPoolExecutor(1) as writer,
+        closing(psycopg2.connect(database_url.replace("+psycopg2", ""))) as holder,
+        holder.cursor() as sql,
+    ):
+        holder.autocommit = True
+        assert tick() == set()  # places the cursor
+        sql.execute(HOLD_INSERT_OF_2024_01_05)
+        sql.execute("SELECT pg_advisory_lock(1)")
+        # Dagster's own write path, in a thread: numbered first, committed last.
+        late = writer.submit(
+            instance.report_runless_asset_event, dg.AssetMaterialization("eager_up", partition="2024-01-05")
+        )
+        wait_for(insert_waits_for_lock_1, timeout=30)
+        instance.report_runless_asset_event(dg.AssetMaterialization("eager_up", partition="2024-01-06"))
+        # eager_pair[2024-01-06] reads 2024-01-05 too, not committed yet.
+        assert tick() == {("eager_down", "2024-01-06")}
+        sql.execute("SELECT pg_advisory_unlock(1)")
+        late.result(timeout=30)
+        ids = {
+            r.partition_key: r.storage_id
+            for r in instance.fetch_materializations(dg.AssetKey("eager_up"), limit=2).records
+        }
+        assert ids["2024-01-05"] < ids["2024-01-06"]  # committed out of id order
+        assert tick() == {("eager_down", "2024-01-05"), ("eager_pair", "2024-01-06")}
+        assert tick() == set()  # each event is acted on once

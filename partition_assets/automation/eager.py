@@ -20,17 +20,29 @@ is still not current then. Each request's run key
 names the input version, so the same inputs never request it twice. Ready partitions
 with the same key and partitions definition share one run.
 
-Not guaranteed on a PostgreSQL instance: the cursor is the event log's highest storage
-id, and PostgreSQL numbers a row before its transaction commits, so an event committed
-just after a higher-numbered one was read is skipped (a window of one insert; SQLite
-serialises writes, so it cannot happen there). The partitions it would have requested
-wait for a later event that names them, or for the catch-up sensor.
+Events that show up out of storage id order are still read, once. PostgreSQL numbers a
+row before its transaction commits, so an event may commit after a higher-numbered one
+was read; and Dagster records an asset's latest materialization (by which this sensor
+picks the assets to query) in a second transaction after the event's own, so on any
+instance an event may show up to the sensor after higher-numbered ones. So the cursor
+keeps the highest storage id read (`after`) and, for the `rescan_ids` ids below it
+(1000 by default), the ids of the materializations read there (`seen`): each read
+queries that window again and acts only on the materializations not seen. A cursor
+written before the window existed still parses: it counts as having read every id up
+to its `after`.
+
+Not guaranteed: an event that shows up only after the sensor read an id `rescan_ids`
+or more above its own (a writer stalled that long between numbering the event and
+committing it or its asset row) is skipped. The partitions it would have requested wait
+for a later event that names them; the catch-up sensor fills only missing or failed
+partitions, so a partition left stale by it is not refreshed.
 """
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -48,6 +60,7 @@ from partition_assets.run_tags import (
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
 POLL_SECONDS = 0.25
+RESCAN_IDS = 1000
 TRIGGER_TAG = "partition_assets/triggered_by"
 
 Target = tuple[dg.AssetKey, str | None]  # (asset, partition); None when unpartitioned
@@ -59,6 +72,7 @@ def eager_partitions_sensor(
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
     watch_seconds: float = WATCH_SECONDS,
     hold_seconds: float = HOLD_SECONDS,
+    rescan_ids: int = RESCAN_IDS,
 ) -> dg.SensorDefinition:
     """Requests partitions of `selection` whose upstream partitions just completed their inputs."""
     target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
@@ -75,13 +89,13 @@ def eager_partitions_sensor(
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         started = time.time()
         asset_graph = sensor_asset_graph(context)
-        watcher = _Watcher(context.instance, asset_graph, target.resolve(asset_graph))
-        after, pending = _parse_cursor(context.cursor, watcher)
+        watcher = _Watcher(context.instance, asset_graph, target.resolve(asset_graph), rescan_ids)
+        read, pending = _parse_cursor(context.cursor, watcher)
         requests, pending = watcher.decide(pending)  # these waited for a run: no hold
         candidates: set[Target] = set()
         release = None  # when to return the work found so far
         while not requests:
-            events, after = watcher.materializations_after(after)
+            events, read = watcher.materializations_after(read)
             if events:
                 candidates |= watcher.children_of(events)
                 if release is None and watcher.decide(candidates | pending)[0]:
@@ -93,7 +107,7 @@ def eager_partitions_sensor(
                 break
             time.sleep(POLL_SECONDS)
         waiting = [[key.to_user_string(), partition] for key, partition in sorted(pending, key=_order)]
-        cursor = json.dumps({"after": after, "pending": waiting})
+        cursor = json.dumps({"after": read.top, "floor": read.floor, "seen": sorted(read.seen), "pending": waiting})
         if not requests:
             reason = "no partition gained all its inputs"
             if watcher.held_by_freeze:
@@ -110,20 +124,46 @@ def _order(target: Target) -> tuple[str, str]:
     return target[0].to_user_string(), target[1] or ""
 
 
-def _parse_cursor(cursor: str | None, watcher: "_Watcher") -> tuple[int, set[Target]]:
+@dataclass(frozen=True)
+class ReadIds:
+    """The storage ids a sensor has read: every id up to `floor`, and the ids in `seen`
+    above it, up to `top`. The other ids in (floor, top] may still show up (see the module
+    docstring), so the next read starts above `floor`."""
+
+    floor: int
+    top: int
+    seen: frozenset[int] = frozenset()
+
+    def take(self, found: Collection[int], top: int, width: int) -> tuple[set[int], "ReadIds"]:
+        """Of the ids `found` above `floor` up to `top`, those not read before; and what is
+        read once they are. Ids `width` or more below `top` are given up on, so the window
+        (and `seen`) stays bounded."""
+        floor = max(self.floor, top - width)
+        return set(found) - self.seen, ReadIds(floor, top, frozenset(i for i in (*self.seen, *found) if i > floor))
+
+
+def _parse_cursor(cursor: str | None, watcher: "_Watcher") -> tuple[ReadIds, set[Target]]:
     if not cursor:  # first tick: react from now on; history is the catch-up sensor's job
-        return watcher.latest_storage_id(), set()
+        latest = watcher.latest_storage_id()
+        return ReadIds(latest, latest), set()
     parsed = json.loads(cursor)
-    return parsed["after"], {(dg.AssetKey.from_user_string(k), p) for k, p in parsed["pending"]}
+    # A cursor without "floor" predates the window: it read every id up to "after".
+    read = ReadIds(parsed.get("floor", parsed["after"]), parsed["after"], frozenset(parsed.get("seen", ())))
+    return read, {(dg.AssetKey.from_user_string(k), p) for k, p in parsed["pending"]}
 
 
 class _Watcher:
     """One tick's view of the instance: new upstream events, readiness, runs in flight."""
 
     def __init__(
-        self, instance: dg.DagsterInstance, asset_graph: AssetGraph, targets: AbstractSet[dg.AssetKey]
+        self,
+        instance: dg.DagsterInstance,
+        asset_graph: AssetGraph,
+        targets: AbstractSet[dg.AssetKey],
+        rescan_ids: int,
     ) -> None:
         self.instance = instance
+        self.rescan_ids = rescan_ids
         self.graph = asset_graph
         self.targets = targets
         self.watched = sorted({p for key in targets for p in self._parents(key)}, key=lambda k: k.to_user_string())
@@ -138,30 +178,31 @@ class _Watcher:
     def latest_storage_id(self) -> int:
         return self.instance.event_log_storage.get_maximum_record_id() or 0
 
-    def materializations_after(self, after: int) -> tuple[list[dg.EventLogRecord], int]:
-        """Materializations of watched assets stored after `after`, and the new cursor."""
+    def materializations_after(self, read: ReadIds) -> tuple[list[dg.EventLogRecord], ReadIds]:
+        """Materializations of watched assets not read yet, and what is read after them."""
         # Up to a ceiling read first: an event stored while we read is the next call's.
         ceiling = self.latest_storage_id()
-        if ceiling <= after:
-            return [], after
+        if ceiling <= read.floor:
+            return [], read
         moved = [  # one query for all watched assets; events only for those that moved
             r.asset_entry.asset_key
             for r in self.instance.get_asset_records(self.watched)
-            if (r.asset_entry.last_materialization_storage_id or 0) > after
+            if (r.asset_entry.last_materialization_storage_id or 0) > read.floor
         ]
         records: list[dg.EventLogRecord] = []
         for key in moved:
             cursor, has_more = None, True
             while has_more:
                 page = self.instance.fetch_materializations(
-                    dg.AssetRecordsFilter(asset_key=key, after_storage_id=after, before_storage_id=ceiling + 1),
+                    dg.AssetRecordsFilter(asset_key=key, after_storage_id=read.floor, before_storage_id=ceiling + 1),
                     limit=10_000,
                     cursor=cursor,
                     ascending=True,
                 )
                 records.extend(page.records)
                 cursor, has_more = page.cursor, page.has_more
-        return records, ceiling
+        unread, read = read.take([r.storage_id for r in records], ceiling, self.rescan_ids)
+        return [r for r in records if r.storage_id in unread], read
 
     def children_of(self, events: Iterable[dg.EventLogRecord]) -> set[Target]:
         """Target partitions that read a partition these events materialized."""
