@@ -10,9 +10,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from partition_assets.automation import backfill_run_config
 from partition_assets.backfill.spec import BackfillSpec
 from partition_assets.backfill.state import BackfillRecord
 from partition_assets.cli.main import main
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets_tests import automation_defs
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = ["-m", "partition_assets_tests.engine_defs"]
@@ -97,6 +100,13 @@ BAD_INPUTS = [
     (["backfill", "discard", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill", "ledger", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill"], "required"),
+    # backfill ids become file names: no '/', no '..', never absolute (audit hole 4)
+    (["backfill", "status", "../../escaped/dir/pwn"], "cannot name a backfill"),
+    (["backfill", "resume", "/tmp/escaped"], "cannot name a backfill"),
+    (["backfill", "discard", "a/b"], "cannot name a backfill"),
+    (["backfill", "cancel", ".."], "cannot name a backfill"),
+    (["backfill", "publish", "known..escaped"], "cannot name a backfill"),
+    (["backfill", "adopt", "../../escaped"], "cannot name a backfill"),
     # vacuum, deploy, undeploy, spark
     (["vacuum", "/no/such/table"], "/no/such/table"),
     (["vacuum", "{not_a_table}"], "{not_a_table}"),
@@ -230,3 +240,23 @@ def test_a_deploy_whose_code_does_not_load_leaves_no_worktree_and_no_workspace_e
             [sys.executable, "-m", "partition_assets", "deploys"], cwd=REPO, capture_output=True, text=True
         ).stdout
     )
+
+
+@pytest.mark.parametrize("bad_id", ["../../../../escaped/dir/pwn", "/tmp/pwn-absolute", "a/pwn"])
+def test_a_coordinator_run_tagged_with_a_path_for_an_id_fails_and_writes_nothing(bad_id, home, tmp_path):
+    """Audit hole 4: the Launchpad job took its backfill id from the run tag unchecked, and a tag
+    of ../../../escaped/dir/pwn wrote a record outside DAGSTER_HOME while the job succeeded."""
+    with dg.DagsterInstance.get() as instance:
+        result = automation_defs.engine.execute_in_process(
+            run_config=backfill_run_config(selection="group:jobs", start="2024-01-05", end="2024-01-06"),
+            tags={BACKFILL_ID_TAG: bad_id},
+            instance=instance,
+            raise_on_error=False,
+        )
+        assert not result.success
+        failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        message = failure.event_specific_data.error.message
+        assert "cannot name a backfill" in message and BACKFILL_ID_TAG in message, message
+        assert [run.run_id for run in instance.get_runs()] == [result.run_id]  # no node run
+    assert not list(tmp_path.rglob("pwn*")) and not Path("/tmp/pwn-absolute.json").exists()
+    assert sorted(path.name for path in (home / "partition_assets" / "backfills").iterdir()) == [f"{KNOWN_ID}.json"]
