@@ -47,6 +47,10 @@ class TableNotFoundError(PartitionAssetsError, FileNotFoundError):
     """A table that must exist does not (an upstream never materialized, a wrong path)."""
 
 
+class VacuumRetentionError(PartitionAssetsError, ValueError):
+    """A vacuum retention is shorter than an hour, or not a number of hours; nothing was deleted."""
+
+
 class UnsupportedByFormatError(PartitionAssetsError, ValueError):
     """The table format cannot do what was asked (merge or time travel on Parquet)."""
 

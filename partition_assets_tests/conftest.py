@@ -4,10 +4,12 @@ on the session's throwaway PostgreSQL server) and a fresh lake folder per test."
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 
 # Set before the example code location is imported, and inherited by every
 # subprocess a test starts (the dagster CLI, dagster dev), so that all of them
@@ -135,3 +137,20 @@ def failure_message(result) -> str:
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failures, "the run was expected to fail"
     return failures[0].event_specific_data.error.to_string()
+
+
+def backdate(root: Path, hours: float) -> None:
+    """Dates `root` and every file and folder under it `hours` back, the Delta log aside:
+    old enough for a vacuum, whose retention is at least an hour, to delete what no
+    reader sees. The log keeps its own times."""
+    when = time.time() - hours * 3600
+    for path in [root, *root.rglob("*")]:
+        if "_delta_log" not in path.relative_to(root).parts:
+            os.utime(path, (when, when))
+
+
+def files_of_every_version(table_uri: str) -> set[str]:
+    """The data files some version of the Delta table references: the live ones, and the
+    replaced ones a vacuum keeps until their removal is older than the retention."""
+    latest = DeltaTable(table_uri).version()
+    return {path for version in range(latest + 1) for path in DeltaTable(table_uri, version=version).file_uris()}

@@ -110,7 +110,8 @@ BAD_INPUTS = [
     # vacuum, deploy, undeploy, spark
     (["vacuum", "/no/such/table"], "/no/such/table"),
     (["vacuum", "{not_a_table}"], "{not_a_table}"),
-    (["vacuum", "{not_a_table}", "--retention-hours", "-1"], "negative"),
+    (["vacuum", "{not_a_table}", "--retention-hours", "-1"], "retention -1.0 hours is refused"),
+    (["vacuum", "{not_a_table}", "--retention-hours", "0.5"], "retention 0.5 hours is refused"),
     (["deploy", "no_such_commit_0123"], "is not a commit"),
     (["deploy", "HEAD", "--port", "99999"], "not a TCP port"),
     (["deploy", "HEAD", "--port", "{busy_port}"], "is in use"),

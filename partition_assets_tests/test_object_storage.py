@@ -32,7 +32,7 @@ from partition_assets.storage.delta_table import DeltaFormat, replace_partitions
 from partition_assets.storage.maintenance import vacuum
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.staged import incoming_folder, record_staging
-from partition_assets.storage.staging import STAGING_DIR, collect_staged, new_staging_dir
+from partition_assets.storage.staging import STAGING_DIR, collect_staged, move_into_layout, new_staging_dir
 from partition_assets.storage.table_format import VacuumResult
 from partition_assets_tests.webserver import free_port, listening, stop
 
@@ -42,12 +42,25 @@ SCHEMA = pa.schema([pa.field("event_id", pa.string()), pa.field("amount", pa.int
 HOURS = ("2024-01-01-00:00", "2024-01-01-01:00")
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 server on a free port of 127.0.0.1, in its own process group."""
+# moto's S3 server with its clock LAG_HOURS behind: every object it stores is dated that
+# far back, past vacuum's retention (at least an hour). moto's modules import `utcnow` by
+# name when a service first loads, so it is replaced before.
+LAG_HOURS = 2
+LAGGING_MOTO = """
+import datetime, sys
+import moto.core.utils
+now = moto.core.utils.utcnow
+moto.core.utils.utcnow = lambda: now() - datetime.timedelta(hours=float(sys.argv[1]))
+from moto.server import main
+main(sys.argv[2:])
+"""
+
+
+def serve_s3(*command: str) -> Iterator[str]:
+    """moto's S3 server (`python *command`) on a free port of 127.0.0.1, in its own process group."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, *command, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -63,11 +76,20 @@ def s3_endpoint() -> Iterator[str]:
         stop(process)
 
 
-@pytest.fixture
-def bucket(s3_endpoint, monkeypatch) -> str:
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    yield from serve_s3("-m", "moto.server")
+
+
+@pytest.fixture(scope="module")
+def lagging_s3_endpoint() -> Iterator[str]:
+    yield from serve_s3("-c", LAGGING_MOTO, str(LAG_HOURS))
+
+
+def new_bucket(endpoint: str, monkeypatch) -> str:
     """A new bucket, with the environment a user sets for an S3-compatible store."""
     for name, value in {
-        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",
         "AWS_REGION": "us-east-1",
@@ -79,6 +101,17 @@ def bucket(s3_endpoint, monkeypatch) -> str:
     name = f"lake-{uuid.uuid4().hex[:12]}"
     boto3.client("s3").create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def bucket(s3_endpoint, monkeypatch) -> str:
+    return new_bucket(s3_endpoint, monkeypatch)
+
+
+@pytest.fixture
+def lagging_bucket(lagging_s3_endpoint, monkeypatch) -> str:
+    """A bucket whose objects are all LAG_HOURS old."""
+    return new_bucket(lagging_s3_endpoint, monkeypatch)
 
 
 def keys(bucket: str, prefix: str = "") -> set[str]:
@@ -113,7 +146,8 @@ def stored(table_uri: str) -> list[tuple[str, int, str]]:
     return sorted(zip(frame.event_id, frame.amount, frame.ds))
 
 
-def test_writes_commit_replace_and_vacuum_through_s3(bucket):
+def test_writes_commit_replace_and_vacuum_through_s3(lagging_bucket):
+    bucket = lagging_bucket
     uri = f"s3://{bucket}/lake/events"
     first = stage(uri, {HOURS[0]: [("a", 1), ("b", 2)], HOURS[1]: [("c", 3)]})
     assert {file.partition_values["ds"] for file in first.files} == set(HOURS)
@@ -135,21 +169,27 @@ def test_writes_commit_replace_and_vacuum_through_s3(bucket):
     replaced = {k for k in first_files if f"ds={HOURS[0].replace(':', '%3A')}/" in k}
     assert len(replaced) == 1 and replaced <= keys(bucket)
 
-    # A write killed after its executors wrote: files in a staging folder, never collected.
+    # A write killed after its executors wrote: files in a staging folder, never collected;
+    # and one killed after moving its files into the layout: unreferenced by the log.
     killed = executor_output(uri, {HOURS[1]: [("z", 99)]})
     assert keys(bucket, killed.split("/", 1)[1])
+    moved = stage(uri, {HOURS[1]: [("y", 98)]})
+    move_into_layout(moved)
+    orphans = {f"lake/events/{file.path}" for file in moved.files}
+    assert orphans <= keys(bucket)
 
-    preview = vacuum(uri, retention_hours=0, dry_run=True)
-    assert [f"{bucket}/lake/events/{path}" for path in preview.data_files] == [f"{bucket}/{k}" for k in replaced]
+    # Every object is LAG_HOURS old; the replaced file's removal is not, so it stays.
+    preview = vacuum(uri, retention_hours=1, dry_run=True)
+    assert {f"lake/events/{path}" for path in preview.data_files} == orphans
     assert preview.staging_folders == [killed]
-    assert replaced <= keys(bucket)  # a dry run deletes nothing
+    assert orphans <= keys(bucket)  # a dry run deletes nothing
 
-    done = vacuum(uri, retention_hours=0)
+    done = vacuum(uri, retention_hours=1)
     assert (done.data_files, done.staging_folders) == (preview.data_files, preview.staging_folders)
-    assert not replaced & keys(bucket)
+    assert not orphans & keys(bucket)
     assert not keys(bucket, killed.split("/", 1)[1])
+    assert replaced <= keys(bucket)
     assert stored(uri) == [("a", 10, HOURS[0]), ("c", 3, HOURS[1])]
-    # Within the retention, nothing is old enough.
     assert vacuum(uri, retention_hours=1) == VacuumResult(data_files=[], staging_folders=[])
 
 

@@ -12,11 +12,12 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from partition_assets.errors import VacuumRetentionError
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
 from partition_assets.storage import ParquetFormat, SparkParquetIOManager
 from partition_assets.storage.failpoints import ENV
-from partition_assets_tests.conftest import EXAMPLE_ASSETS, failure_message, range_tags
+from partition_assets_tests.conftest import EXAMPLE_ASSETS, backdate, failure_message, range_tags
 from partition_assets_tests.probe_assets import numbers
 from partition_assets_tests.readers import (
     canonical,
@@ -207,6 +208,11 @@ def test_vacuum_deletes_what_killed_writes_left(lake, run_parquet):
     for folder in leftovers:
         folder.mkdir(parents=True)
         (folder / "part-0.parquet").write_bytes(b"")
-    assert cli(["vacuum", str(lake / "numbers"), "--retention-hours", "0"]) == 0
+        backdate(folder.parent, 2)  # past the retention, which is at least an hour
+    table = str(lake / "numbers")
+    with pytest.raises(VacuumRetentionError, match="retention 0.5 hours is refused"):
+        ParquetFormat().vacuum(table, 0.5, dry_run=False)
+    assert all(folder.exists() for folder in leftovers)
+    assert cli(["vacuum", table, "--retention-hours", "1"]) == 0
     assert not any(folder.exists() for folder in leftovers)
     assert read(lake, "numbers").equals(before)

@@ -19,6 +19,7 @@ from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
 from partition_assets.storage.delta_table import publish_app_id
 from partition_assets.storage.failpoints import ENV, PUBLISH_POINTS
 from partition_assets.storage.staged import BACKFILLS_DIR
+from partition_assets_tests.conftest import backdate, files_of_every_version
 
 DAYS = daily("2024-01-01")
 D1, D2, D3, D4 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"
@@ -294,7 +295,10 @@ def test_rollback_refuses_after_a_later_commit_to_its_partitions_unless_forced(s
 
 def test_rollback_refuses_when_vacuum_deleted_the_files_to_restore(spark, table):
     published = publish_backfill(spark, table)
-    DeltaFormat().vacuum(table, retention_hours=0, dry_run=False)
+    # What a vacuum without partition_assets' one-hour minimum (delta-rs's own at 0 h) would
+    # delete: the files the publish just replaced. Deleted by hand, so the log gains no commit.
+    for path in DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True):
+        (Path(table) / path).unlink()
     with pytest.raises(RollbackError) as refused:
         DeltaFormat().rollback(table, BACKFILL, published)
     assert "1 of the 1 files" in str(refused.value) and "retention" in str(refused.value)
@@ -304,7 +308,8 @@ def test_rollback_refuses_when_vacuum_deleted_the_files_to_restore(spark, table)
 def test_vacuum_keeps_the_staged_files_of_a_live_backfill(spark, table):
     stage(spark, table, [D1], "first")
     stage(spark, table, [D1], "retry")
-    vacuumed = DeltaFormat().vacuum(table, retention_hours=0, dry_run=False)
+    backdate(Path(table), 2)  # past the retention: only the manifests keep the staged files
+    vacuumed = DeltaFormat().vacuum(table, retention_hours=1, dry_run=False)
     assert not any(BACKFILLS_DIR in path for path in vacuumed.data_files + vacuumed.staging_folders)
     assert frame_tags(DeltaFormat().read_overlay(spark, table, scope(D1), BACKFILL)) == {D1: {"retry"}}
     DeltaFormat().publish_staged(table, BACKFILL, None, {})
@@ -336,12 +341,16 @@ def test_a_publish_killed_at_a_failpoint_converges_on_the_next_call(spark, table
     assert tags(table)[D1] == ({"new"} if committed else {"old"})
     # Files the killed publish moved into the layout survive a vacuum while the manifest lives;
     # the folder of a backfill whose publish committed goes.
-    DeltaFormat().vacuum(table, retention_hours=0, dry_run=False)
+    backdate(Path(table), 2)
+    DeltaFormat().vacuum(table, retention_hours=1, dry_run=False)
     assert (Path(table) / BACKFILLS_DIR / BACKFILL).exists() == (not committed)
 
     result = DeltaFormat().publish_staged(table, BACKFILL, None if committed else fingerprint, {})
     assert result.version == version + 1 == DeltaTable(table).version()
     assert tags(table) == {D1: {"new"}, D2: {"new"}, D3: {"old"}}
     assert not (Path(table) / BACKFILLS_DIR).exists() or not any((Path(table) / BACKFILLS_DIR).iterdir())
-    DeltaFormat().vacuum(table, retention_hours=0, dry_run=False)
-    assert parquet_on_disk(table) == set(DeltaTable(table).file_uris())
+    backdate(Path(table), 2)
+    DeltaFormat().vacuum(table, retention_hours=1, dry_run=False)
+    # Every file no version references went; the ones the publish replaced stay for the
+    # retention, which starts at their removal.
+    assert parquet_on_disk(table) == files_of_every_version(table)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.deploy.code_root import exec_in_code_root
-from partition_assets.errors import PartitionAssetsError
+from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
 from partition_assets.spark import SparkResource, find_java
 from partition_assets.storage.maintenance import vacuum
+from partition_assets.storage.table_format import checked_retention_hours
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         "vacuum", help="delete files of replaced or killed writes, older than the retention"
     )
     vacuum_cmd.add_argument("table_uri")
-    vacuum_cmd.add_argument("--retention-hours", type=non_negative(float), default=168)
+    vacuum_cmd.add_argument("--retention-hours", type=retention_hours, default=168)
     vacuum_cmd.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -40,19 +39,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def non_negative(kind: type) -> Callable[[str], Any]:
-    """An argparse type: `kind(text)`, refusing negative numbers."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{text} is negative: give 0 or more")
-        return value
-
-    return parse
+def retention_hours(text: str) -> float:
+    """An argparse type: a number of hours `checked_retention_hours` accepts."""
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
+    try:
+        return checked_retention_hours(hours)
+    except VacuumRetentionError as error:  # argparse would replace a ValueError's message
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:

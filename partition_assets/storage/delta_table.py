@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import random
 import time
 import urllib.parse
@@ -93,6 +94,7 @@ from partition_assets.storage.table_format import (
     PublishResult,
     VacuumResult,
     WriteOptions,
+    checked_retention_hours,
     spark_schema,
     stage_validated,
 )
@@ -184,12 +186,15 @@ class DeltaFormat:
         Files a backfill's manifest lists are kept whatever their age: a publish
         may have moved them into the layout and not committed yet. The folders of
         published backfills go, and those of backfills killed before any manifest.
+        delta-rs ages data files in whole hours: a retention is rounded up for them.
         """
+        retention_hours = checked_retention_hours(retention_hours)
         table = open_table(table_uri)
         if table is None:
             raise TableNotFoundError(f"no Delta table at {table_uri}: check the path (it must hold _delta_log/)")
         unreferenced = table.vacuum(
-            retention_hours=int(retention_hours),
+            # Up, never down: a file younger than the retention asked for is never deleted.
+            retention_hours=math.ceil(retention_hours),
             dry_run=True,
             enforce_retention_duration=False,
             full=True,  # also files never committed, which a killed write leaves

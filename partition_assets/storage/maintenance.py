@@ -1,7 +1,11 @@
-"""Vacuum: removes what killed or superseded writes left behind, after a retention window.
+"""Vacuum: removes what killed or superseded writes left behind, after a retention window
+of at least an hour (`checked_retention_hours`: a shorter one is refused, nothing deleted).
 
 Not guaranteed: a folder holding only `_staging/` (a first write that died before
 publishing) is not a table yet, so vacuum refuses it; delete such a folder by hand.
+Delta data files are aged in whole hours (delta-rs): a retention of 1.5 h keeps them
+up to 2 h. Files are aged by their modification time, which a write's move into the
+table keeps: a write whose Spark job ran longer than the retention can lose files.
 """
 
 import pyarrow.fs as pafs
@@ -18,7 +22,8 @@ def vacuum(table_uri: str, retention_hours: float = 168, dry_run: bool = False) 
     """Deletes files no reader can see that are older than `retention_hours`, through
     the format of the table at `table_uri` (see each format's `vacuum`).
 
-    Raises TableNotFoundError when `table_uri` is missing or holds no table.
+    Raises TableNotFoundError when `table_uri` is missing or holds no table, and
+    VacuumRetentionError when `retention_hours` is under an hour; nothing is deleted then.
     """
     return table_format_at(table_uri).vacuum(table_uri, retention_hours, dry_run)
 

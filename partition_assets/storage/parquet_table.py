@@ -42,6 +42,7 @@ from partition_assets.storage.table_format import (
     PublishResult,
     VacuumResult,
     WriteOptions,
+    checked_retention_hours,
     spark_schema,
     stage_validated,
 )
@@ -121,6 +122,7 @@ class ParquetFormat:
     def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
         """Deletes the trash of killed publishes and the staging folders of killed
         writes, older than `retention_hours`; a live table has no unreferenced files."""
+        retention_hours = checked_retention_hours(retention_hours)
         if read_schema(table_uri) is None:
             raise TableNotFoundError(f"no Parquet table at {table_uri}: check the path (it must hold {SCHEMA_FILE})")
         fs, root = table_filesystem(table_uri)

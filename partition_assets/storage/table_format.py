@@ -8,6 +8,7 @@ cannot do what was asked raises UnsupportedByFormatError before writing anything
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from partition_assets.errors import PartitionScopeError
+from partition_assets.errors import PartitionScopeError, VacuumRetentionError
 from partition_assets.storage.partition_scope import PartitionScope
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ class WriteOptions:
 
 
 DEFAULT_OPTIONS = WriteOptions()
+# The shortest vacuum retention: a write moves its files into the table before its
+# commit references them, so a shorter window can delete the files of a write in flight.
+MIN_RETENTION_HOURS = 1
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,31 @@ class TableFormat(Protocol):
     def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
         """Deletes files no reader sees that are older than `retention_hours`.
 
-        Raises TableNotFoundError when `table_uri` holds no table of this format.
+        Raises VacuumRetentionError for a retention `checked_retention_hours` refuses,
+        and TableNotFoundError when `table_uri` holds no table of this format; either
+        before deleting anything.
         """
+
+
+def checked_retention_hours(retention_hours: float) -> float:
+    """`retention_hours` as every vacuum takes it (the Python API, each format's
+    `vacuum`, the CLI): a finite number of hours, at least MIN_RETENTION_HOURS.
+
+    Raises VacuumRetentionError otherwise; callers check before listing or deleting.
+    """
+    # `not >=` also refuses NaN, which compares false with everything.
+    if (
+        not isinstance(retention_hours, int | float)
+        or not retention_hours >= MIN_RETENTION_HOURS
+        or math.isinf(retention_hours)
+    ):
+        raise VacuumRetentionError(
+            f"vacuum retention {retention_hours!r} hours is refused: it must be a finite number of "
+            f"hours, at least {MIN_RETENTION_HOURS}, as a shorter window deletes files that a write in "
+            f"flight moved into the table and has not committed yet. Pass {MIN_RETENTION_HOURS} or more "
+            "(the default is 168); nothing was deleted."
+        )
+    return float(retention_hours)
 
 
 def stage_validated(
