@@ -1,0 +1,165 @@
+"""The local Spark Connect server on a shared host (issue 21, hole 5): it listens on the
+loopback only, its conf (S3 keys) stays off every command line, and `spark stop` never
+signals a process its pid file names unless that process is the server.
+
+Each test has its own state folder and Connect port, through the environment the CLI
+reads; the test session's shared server is never touched.
+"""
+
+import contextlib
+import ipaddress
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from partition_assets.cli.main import main
+from partition_assets.spark import LocalConnectServer
+from partition_assets_tests.polling import wait_for
+from partition_assets_tests.webserver import free_port
+
+SECRET_KEY = "spark.hadoop.fs.s3a.secret.key"
+# Characters Java's properties syntax treats specially, so that the value must arrive escaped.
+SECRET = "fake-s3-secret-7f3a9c = with:odd#chars!\\"
+
+
+@pytest.fixture
+def own_server(monkeypatch, tmp_path) -> LocalConnectServer:
+    """The server `partition-assets spark ...` manages here: a state folder and port of this test's own."""
+    port = free_port()
+    monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(port))
+    return LocalConnectServer(port=port, state_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_the_server_listens_on_the_loopback_only_and_keeps_its_conf_off_command_lines(own_server, monkeypatch, capsys):
+    conf = {SECRET_KEY: SECRET, "spark.driver.memory": "1g", "spark.ui.enabled": True, "spark.ui.port": free_port()}
+    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONF", json.dumps(conf))
+    try:
+        assert main(["spark", "start"]) == 0
+        pid = int(own_server.pid_path.read_text())
+
+        # Every socket the server's processes listen on: the Connect port, the driver's RPC and
+        # block manager ports, the UI turned on above.
+        sockets = listening_sockets(process_group(pid))
+        assert (own_server.port, True) in {(port, loopback(address)) for address, port in sockets}
+        assert len(sockets) >= 4, sockets
+        exposed = sorted(f"{address}:{port}" for address, port in sockets if not loopback(address))
+        assert not exposed, f"the server listens beyond the loopback: {exposed}"
+
+        # No process on the machine shows the secret in its command line (`ps` shows every
+        # user's), yet the server holds it, read from a file only its owner can read.
+        shown = [cmdline for cmdline in all_command_lines() if b"fake-s3-secret-7f3a9c" in cmdline]
+        assert not shown, shown
+        assert stat.S_IMODE(own_server.conf_path.stat().st_mode) == 0o600
+        session = SparkSession.builder.remote(own_server.url).create()
+        try:
+            assert session.conf.get(SECRET_KEY) == SECRET
+        finally:
+            session.stop()
+        assert b"-Xmx1g" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    finally:
+        assert main(["spark", "stop"]) == 0
+    assert f"stopped the Spark Connect server of port {own_server.port}" in capsys.readouterr().out
+    assert not own_server.is_running()
+    assert not own_server.pid_path.exists() and not own_server.conf_path.exists()
+
+
+def test_stop_leaves_alone_a_process_a_stale_pid_file_names(own_server, capsys):
+    # Another user's job, in a process group of its own with two members, whose pid the
+    # kernel reused after the server died.
+    other = subprocess.Popen(["sh", "-c", "sleep 300 & exec sleep 300"], start_new_session=True)
+    try:
+        members = wait_for_members(other.pid, 2)
+        own_server.state_dir.mkdir(parents=True, exist_ok=True)
+        own_server.pid_path.write_text(str(other.pid))
+
+        assert main(["spark", "stop"]) == 0
+
+        assert other.poll() is None and process_group(other.pid) == members, "stop signalled another process"
+        message = capsys.readouterr().out
+        assert f"named pid {other.pid}, which is not the Spark Connect server of port {own_server.port}" in message
+        assert "sleep 300" in message and "not signalled" in message
+        assert not own_server.pid_path.exists()
+        # With the stale record gone, the next stop has nothing to say about it.
+        assert main(["spark", "stop"]) == 0
+        assert capsys.readouterr().out.strip() == "no server started by partition_assets was running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # gone if stop did signal it
+            os.killpg(other.pid, signal.SIGKILL)
+        other.wait()
+
+
+def process_group(pgid: int) -> set[int]:
+    """The live processes of process group `pgid` (a server started with start_new_session)."""
+    members = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            members.add(int(proc.name))
+    return members
+
+
+def wait_for_members(pgid: int, count: int) -> set[int]:
+    def started() -> set[int]:
+        """the process group has all its members"""
+        members = process_group(pgid)
+        return members if len(members) == count else set()
+
+    return wait_for(started, timeout=30)
+
+
+def listening_sockets(pids: set[int]) -> set[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
+    """(address, port) of every listening TCP socket `pids` hold, from /proc/<pid>/net/tcp{,6}."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue  # closed meanwhile
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for pid in pids:
+        for table in ("tcp", "tcp6"):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and inode in inodes:  # TCP_LISTEN
+                    address, port = local.split(":")
+                    found.add((kernel_address(address), int(port, 16)))
+    return found
+
+
+def kernel_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    # The kernel prints each 32-bit word of the address as an integer in host byte order.
+    words = [int(text[i : i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(text), 8)]
+    return ipaddress.ip_address(b"".join(words))
+
+
+def loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return address.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def all_command_lines() -> list[bytes]:
+    lines = []
+    for proc in Path("/proc").iterdir():
+        try:
+            lines.append((proc / "cmdline").read_bytes())
+        except OSError:
+            continue  # not a process, or one that just exited
+    return lines
