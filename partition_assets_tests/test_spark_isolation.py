@@ -2,8 +2,9 @@
 loopback only, its conf (S3 keys) stays off every command line, and `spark stop` never
 signals a process its pid file names unless that process is the server.
 
-Each test has its own state folder and Connect port, through the environment the CLI
-reads; the test session's shared server is never touched.
+The server tests share one server (one JVM start), with a state folder and Connect port of
+the module's own, given through the environment the CLI reads; the stale pid file test has
+its own. The test session's shared server is never touched.
 """
 
 import contextlib
@@ -14,6 +15,7 @@ import signal
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,47 +31,65 @@ SECRET_KEY = "spark.hadoop.fs.s3a.secret.key"
 SECRET = "fake-s3-secret-7f3a9c = with:odd#chars!\\"
 
 
+def own_server_at(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> LocalConnectServer:
+    """The server `partition-assets spark ...` manages here: a state folder and port of the test's own."""
+    port = free_port()
+    monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(state_dir))
+    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(port))
+    return LocalConnectServer(port=port, state_dir=state_dir)
+
+
 @pytest.fixture
 def own_server(monkeypatch, tmp_path) -> LocalConnectServer:
-    """The server `partition-assets spark ...` manages here: a state folder and port of this test's own."""
-    port = free_port()
-    monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(tmp_path))
-    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(port))
-    return LocalConnectServer(port=port, state_dir=tmp_path)
+    return own_server_at(tmp_path, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory) -> Iterator[LocalConnectServer]:
+    """One server for the module, started as a user does: `partition-assets spark start` with
+    the S3 key in PARTITION_ASSETS_SPARK_CONF, and the UI on."""
+    conf = {SECRET_KEY: SECRET, "spark.driver.memory": "1g", "spark.ui.enabled": True, "spark.ui.port": free_port()}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        server = own_server_at(tmp_path_factory.mktemp("state"), monkeypatch)
+        monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONF", json.dumps(conf))
+        try:
+            assert main(["spark", "start"]) == 0
+            yield server
+        finally:
+            main(["spark", "stop"])
 
 
 @pytest.mark.slow
-def test_the_server_listens_on_the_loopback_only_and_keeps_its_conf_off_command_lines(own_server, monkeypatch, capsys):
-    conf = {SECRET_KEY: SECRET, "spark.driver.memory": "1g", "spark.ui.enabled": True, "spark.ui.port": free_port()}
-    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONF", json.dumps(conf))
+def test_every_port_the_server_listens_on_is_on_the_loopback(started):
+    # The Connect port, the driver's RPC and block manager ports, the UI turned on above.
+    sockets = listening_sockets(process_group(int(started.pid_path.read_text())))
+    assert (started.port, True) in {(port, loopback(address)) for address, port in sockets}
+    assert len(sockets) >= 4, sockets
+    exposed = sorted(f"{address}:{port}" for address, port in sockets if not loopback(address))
+    assert not exposed, f"the server listens beyond the loopback: {exposed}"
+
+
+@pytest.mark.slow
+def test_the_servers_conf_stays_off_command_lines_and_in_an_owner_only_file(started):
+    # No process on the machine shows the secret in its command line (`ps` shows every user's)...
+    shown = [cmdline for cmdline in all_command_lines() if b"fake-s3-secret-7f3a9c" in cmdline]
+    assert not shown, shown
+    # ...yet the server holds it, read from a file only its owner can read, and sized its JVM by it.
+    session = SparkSession.builder.remote(started.url).create()
     try:
-        assert main(["spark", "start"]) == 0
-        pid = int(own_server.pid_path.read_text())
-
-        # Every socket the server's processes listen on: the Connect port, the driver's RPC and
-        # block manager ports, the UI turned on above.
-        sockets = listening_sockets(process_group(pid))
-        assert (own_server.port, True) in {(port, loopback(address)) for address, port in sockets}
-        assert len(sockets) >= 4, sockets
-        exposed = sorted(f"{address}:{port}" for address, port in sockets if not loopback(address))
-        assert not exposed, f"the server listens beyond the loopback: {exposed}"
-
-        # No process on the machine shows the secret in its command line (`ps` shows every
-        # user's), yet the server holds it, read from a file only its owner can read.
-        shown = [cmdline for cmdline in all_command_lines() if b"fake-s3-secret-7f3a9c" in cmdline]
-        assert not shown, shown
-        assert stat.S_IMODE(own_server.conf_path.stat().st_mode) == 0o600
-        session = SparkSession.builder.remote(own_server.url).create()
-        try:
-            assert session.conf.get(SECRET_KEY) == SECRET
-        finally:
-            session.stop()
-        assert b"-Xmx1g" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert session.conf.get(SECRET_KEY) == SECRET
     finally:
-        assert main(["spark", "stop"]) == 0
-    assert f"stopped the Spark Connect server of port {own_server.port}" in capsys.readouterr().out
-    assert not own_server.is_running()
-    assert not own_server.pid_path.exists() and not own_server.conf_path.exists()
+        session.stop()
+    assert b"-Xmx1g" in Path(f"/proc/{started.pid_path.read_text()}/cmdline").read_bytes().split(b"\0")
+    assert stat.S_IMODE(started.conf_path.stat().st_mode) == 0o600
+
+
+@pytest.mark.slow
+def test_stop_stops_the_server_it_started_and_removes_its_files(started, capsys):
+    assert main(["spark", "stop"]) == 0
+    assert f"stopped the Spark Connect server of port {started.port}" in capsys.readouterr().out
+    assert not started.is_running()
+    assert not started.pid_path.exists() and not started.conf_path.exists()
 
 
 def test_stop_leaves_alone_a_process_a_stale_pid_file_names(own_server, capsys):
