@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"Spark: {find_java().describe()}")
         print(f"Spark Connect server at {server.ensure_running()} (log: {server.log_path})")
     elif args.action == "stop":
-        print("stopped" if server.stop() else "no server started by partition_assets was running")
+        print(server.stop().message)
     else:
         running = server.is_running()
         print(f"{server.url}: {'running' if running else 'not running'}")

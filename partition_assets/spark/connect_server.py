@@ -4,6 +4,25 @@ Dagster starts a process per run; a classic SparkSession would start a JVM in
 each (about 9 s here). Runs instead attach to this server over gRPC (well
 under a second). The server is started on first use, detached, and shared by
 every process on the machine that asks for the same port.
+
+On a shared host the server keeps to its user:
+- every port it listens on is on 127.0.0.1: the Connect port always, the
+  driver's RPC and block manager ports (and the UI, if a conf turns it on) unless
+  the conf names another address (spark.driver.host, spark.driver.bindAddress,
+  or SPARK_LOCAL_IP in the environment);
+- the conf (defaults, driver memory and the caller's, which may hold S3 keys)
+  reaches the JVM through a properties file only its owner can read (mode
+  0600, next to the pid file, removed by `stop`), never its command line,
+  which every user sees in `ps`;
+- `stop` signals the pid its pid file names only if that process is this
+  port's Spark Connect server; a pid file left by a server that died, whose pid
+  another process now has, is removed and that process is left alone.
+
+Not guaranteed: conf whose value Spark itself puts on a command line
+(spark.driver.extraJavaOptions becomes JVM options; executors of a cluster get
+some settings as -D options) stays visible there; the state folder's other
+files (log, pid) follow the umask; `stop` recognises its server by /proc, so
+without /proc (macOS) it stops nothing and says so.
 """
 
 from __future__ import annotations
@@ -13,6 +32,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,10 +48,16 @@ _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 # Sized for a small machine: 2 cores, few shuffle partitions, no UI. Timestamps
 # are written as INT64 micros so that delta-rs and DuckDB read them as Delta
 # `timestamp`, and sessions use UTC so that partition arithmetic is stable.
+# The driver listens on the loopback only: by default Spark binds its RPC and
+# block manager ports to the machine's external address, open to every host on
+# the network. A driver whose executors run on other machines must name an
+# address they reach (spark.driver.host, spark.driver.bindAddress) in its conf.
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
@@ -39,12 +65,21 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 
 
 @dataclass(frozen=True)
+class StopOutcome:
+    """What `LocalConnectServer.stop` did: whether it stopped a server, and a sentence saying so."""
+
+    stopped: bool
+    message: str
+
+
+@dataclass(frozen=True)
 class LocalConnectServer:
     """A Spark Connect server on 127.0.0.1:`port` whose driver runs `master`.
 
     `conf` is passed to spark-submit over DEFAULT_SPARK_CONF and `driver_memory`
-    (so it may set spark.driver.memory too); it applies only when this module
-    starts the server, not to one already listening on `port`.
+    (so it may set spark.driver.memory too), in the 0600 file `conf_path`; it
+    applies only when this module starts the server, not to one already
+    listening on `port`.
     """
 
     port: int = DEFAULT_PORT
@@ -65,6 +100,10 @@ class LocalConnectServer:
     def pid_path(self) -> Path:
         return self.state_dir / f"spark-connect-{self.port}.pid"
 
+    @property
+    def conf_path(self) -> Path:
+        return self.state_dir / f"spark-connect-{self.port}.properties"
+
     def is_running(self) -> bool:
         with socket.socket() as probe:
             probe.settimeout(0.5)
@@ -83,26 +122,65 @@ class LocalConnectServer:
                 self._wait_until_listening(process, timeout)
         return self.url
 
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Stops a server this module started; returns whether one was running."""
+    def stop(self, timeout: float = 30.0) -> StopOutcome:
+        """Stops the server this module started on `port`, if it still runs.
+
+        The pid file is trusted only as far as /proc/<pid>/cmdline confirms it:
+        a pid the kernel has since given to another process is not signalled.
+        Either way the pid and conf files are removed.
+        """
+        not_running = StopOutcome(False, "no server started by partition_assets was running")
         if not self.pid_path.exists():
-            return False
+            self._forget()  # a conf file whose server never started
+            return not_running
         pid = int(self.pid_path.read_text().strip())
+        if not _alive(pid):
+            self._forget()
+            return not_running
+        command = _command_line(pid)
+        if not self._is_server(command):
+            self._forget()
+            shown = " ".join(command)[:200] or "unreadable"
+            return StopOutcome(
+                False,
+                f"{self.pid_path} named pid {pid}, which is not the Spark Connect server of port {self.port} "
+                f"(its command line: {shown}): that process was not signalled and nothing was stopped; "
+                "the stale pid file was removed",
+            )
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
-            self.pid_path.unlink(missing_ok=True)
-            return False
+            self._forget()
+            return not_running
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.2)
         if _alive(pid):
             os.killpg(pid, signal.SIGKILL)
+        self._forget()
+        return StopOutcome(True, f"stopped the Spark Connect server of port {self.port} (pid {pid})")
+
+    def _is_server(self, command: list[str]) -> bool:
+        # Both are on every command line _launch builds; a process that reused the pid has neither.
+        return _SERVER_CLASS in command and _port_setting(self.port) in command
+
+    def _forget(self) -> None:
         self.pid_path.unlink(missing_ok=True)
-        return True
+        self.conf_path.unlink(missing_ok=True)
 
     def _launch(self) -> subprocess.Popen:
         java = find_java()
+        _write_private(
+            self.conf_path,
+            _properties_text(
+                {
+                    **DEFAULT_SPARK_CONF,
+                    # Before `conf`, so that a configured spark.driver.memory wins.
+                    "spark.driver.memory": self.driver_memory,
+                    **self.conf,
+                }
+            ),
+        )
         command = build_submit_command(
             java,
             [
@@ -112,16 +190,15 @@ class LocalConnectServer:
                 f"partition_assets Spark Connect :{self.port}",
                 "--master",
                 self.master,
-                *_conf_args(
-                    {
-                        **DEFAULT_SPARK_CONF,
-                        # Before `conf`, so that a configured spark.driver.memory wins.
-                        "spark.driver.memory": self.driver_memory,
-                        **self.conf,
-                        "spark.connect.grpc.binding.address": "127.0.0.1",
-                        "spark.connect.grpc.binding.port": str(self.port),
-                    }
-                ),
+                "--properties-file",
+                str(self.conf_path),
+                "--load-spark-defaults",  # a spark-defaults.conf applies, under the file, as without one
+                # On the command line, where they win over the file's: the Connect port is fixed
+                # here, and `stop` recognises its server by them.
+                "--conf",
+                "spark.connect.grpc.binding.address=127.0.0.1",
+                "--conf",
+                _port_setting(self.port),
                 "spark-internal",
             ],
         )
@@ -131,7 +208,8 @@ class LocalConnectServer:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **spark_env(java)},
+            # The UI, if a conf turns it on, binds to SPARK_LOCAL_IP, else to every address.
+            env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, **spark_env(java)},
             start_new_session=True,  # outlives the run that started it
         )
         self.pid_path.write_text(str(process.pid))
@@ -204,11 +282,52 @@ def build_submit_command(java: JavaRuntime, submit_args: list[str]) -> list[str]
     ]
 
 
-def _conf_args(conf: Mapping[str, str]) -> list[str]:
-    args = []
-    for key, value in conf.items():
-        args += ["--conf", f"{key}={value}"]
-    return args
+def _port_setting(port: int) -> str:
+    return f"spark.connect.grpc.binding.port={port}"
+
+
+# Java's properties syntax: these characters would otherwise end a key, start a
+# comment or an escape, or end the line.
+_PROPERTY_ESCAPES = str.maketrans(
+    {
+        "\\": "\\\\",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+        "\f": "\\f",
+        " ": "\\ ",
+        "=": "\\=",
+        ":": "\\:",
+        "#": "\\#",
+        "!": "\\!",
+    }
+)
+
+
+def _properties_text(conf: Mapping[str, str]) -> str:
+    """`conf` as a properties file spark-submit reads back exactly (as UTF-8; it
+    strips values' leading and trailing spaces, as it does for spark-defaults.conf)."""
+    return "".join(
+        f"{key.translate(_PROPERTY_ESCAPES)}={value.translate(_PROPERTY_ESCAPES)}\n" for key, value in conf.items()
+    )
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Writes `path` readable by its owner only, from its first byte: mkstemp creates
+    the file 0600, and the rename replaces any older file, whatever its mode."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(text)
+    os.replace(temporary, path)
+
+
+def _command_line(pid: int) -> list[str]:
+    """The arguments `pid` was started with; [] if they cannot be read (no /proc, or it exited)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0")
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0") if raw else []  # a zombie's is empty
 
 
 def _alive(pid: int) -> bool:
