@@ -48,8 +48,9 @@ def status_of(lakehouse: Lakehouse, bid: str) -> str:
 
 
 def only_backfill(lakehouse: Lakehouse) -> str:
-    (record,) = (lakehouse.home / "partition_assets" / "backfills").glob("*.json")
-    return record.stem
+    """The backfill the test started: the newest record (the fixture's are older)."""
+    records = (lakehouse.home / "partition_assets" / "backfills").glob("*.json")
+    return max(records, key=lambda record: record.stat().st_mtime_ns).stem
 
 
 def test_a_foreign_commit_to_the_last_table_while_it_runs_publishes_no_table(published_2_days):
@@ -108,13 +109,16 @@ def test_commands_that_would_race_a_live_coordinator_are_refused_and_it_publishe
     """Hole 2 (discard accepted while the backfill ran; its downstream then published without
     its input) and hole 3's resume re-entering the live coordinator's lease."""
     lakehouse = published_2_days
-    process = lakehouse.start_backfill("2024-01-01", "2024-01-02", **SLOW)
+    slower = {safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "3"}
+    process = lakehouse.start_backfill("2024-01-01", "2024-01-02", "--max-parallel", "1", **slower)
     a_node_runs(lakehouse)
     bid = only_backfill(lakehouse)
-    for action in ("discard", "resume", "publish", "rollback"):
-        refused = lakehouse.cli(action, bid)
-        assert refused.returncode == 2, f"{action}: {refused.stdout + refused.stderr}"
-        assert "live coordinator" in refused.stderr and f"backfill cancel {bid}" in refused.stderr, refused.stderr
+    commands = {action: lakehouse.start(action, bid) for action in ("discard", "resume", "publish", "rollback")}
+    for action, command in commands.items():
+        stdout, stderr = command.communicate(timeout=300)
+        assert command.returncode == 2, f"{action}: {stdout + stderr}"
+        assert "live coordinator" in stderr and f"backfill cancel {bid}" in stderr, stderr
+    assert process.poll() is None, "the backfill ended before the commands were refused: make its nodes slower"
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stdout + stderr
     assert status_of(lakehouse, bid) == "published"
@@ -167,14 +171,20 @@ import dagster as dg
 from partition_assets.automation.job import backfill_run_config
 from partition_assets_tests.safe_defs import backfill_job
 
-parent = sys.argv[1] if len(sys.argv) > 1 else None
+parent_id = sys.argv[1] if len(sys.argv) > 1 else None
 with dg.DagsterInstance.get() as instance:
+    if parent_id:  # as the webserver re-executes a run: its config and its (user) tags again
+        parent = instance.get_run_by_id(parent_id)
+        run_config, tags = parent.run_config, {k: v for k, v in parent.tags.items() if not k.startswith("dagster/")}
+    else:
+        run_config = backfill_run_config(selection="*", start="2024-01-01", end="2024-01-02")
+        tags = {"partition_assets/backfill_id": "launchpad0run"}
     result = dg.execute_job(
         dg.reconstructable(backfill_job),
         instance,
-        run_config=None if parent else backfill_run_config(selection="*", start="2024-01-01", end="2024-01-02"),
-        tags=None if parent else {"partition_assets/backfill_id": "launchpad0run"},
-        reexecution_options=dg.ReexecutionOptions(parent_run_id=parent) if parent else None,
+        run_config=run_config,
+        tags=tags,
+        reexecution_options=dg.ReexecutionOptions(parent_run_id=parent_id) if parent_id else None,
     )
     print(result.run_id)
 """
