@@ -31,6 +31,14 @@ def start(targets: Sequence[str]) -> None:
     multiprocessing.forkserver.ensure_running()
 
 
+def running_pid() -> int:
+    """The pid of this process's fork server, started now (with the preload last set) if
+    it is not running. Reads multiprocessing's private `forkserver._forkserver`, as
+    quick_exit.py does."""
+    multiprocessing.forkserver.ensure_running()
+    return multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+
+
 def start_for_command(argv: Sequence[str]) -> None:
     """Starts the fork server when `argv` (the command line's arguments) runs a backfill on
     local workers: `backfill run`, not `--runs-via launcher`; with the code location of

@@ -8,6 +8,9 @@ webserver, in the event log and in Dagster's partition status.
 Workers start the moment the runner is created, all at once, forked from one fresh
 process (multiprocessing's forkserver) that imported Dagster and the code location
 once: the coordinator plans meanwhile, and 4 workers cost one import, not four.
+Workers die with the process that created the runner, however it ends (SIGKILL included):
+no run in flight of a killed coordinator finishes and writes later (process_death.py, for
+what that holds on which OS).
 Not guaranteed: a code location module that starts threads or sessions when imported
 does so in that process too (import it lazily, as resources do).
 """
@@ -27,7 +30,8 @@ from partition_assets.backfill.graph import Node
 from partition_assets.backfill.location import load_definitions
 from partition_assets.backfill.scheduling import NodeResult, RunUnit
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
-from partition_assets.fork_server import preload_of
+from partition_assets.fork_server import preload_of, running_pid
+from partition_assets.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
 
 _worker: dict = {}
@@ -72,7 +76,7 @@ class DagsterNodeRunner:
             max_workers=workers,
             mp_context=self._context,
             initializer=_load_worker,
-            initargs=(target, dict(os.environ), os.getcwd()),
+            initargs=(target, dict(os.environ), os.getcwd(), running_pid()),
         )
         # One task per worker starts them all now (the pool starts a worker per task while
         # none is idle), so they load while the caller prepares its first launch; from a
@@ -138,7 +142,8 @@ class TaggedRunner:
         self._runner.terminate()
 
 
-def _load_worker(target: str, environment: dict[str, str], cwd: str) -> None:
+def _load_worker(target: str, environment: dict[str, str], cwd: str, fork_server_pid: int) -> None:
+    die_with_coordinator(fork_server_pid)
     # The fork server keeps the environment and directory it started with (a test session
     # or bench may have changed them since): a worker takes the runner's.
     os.environ.clear()
