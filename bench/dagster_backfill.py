@@ -40,7 +40,7 @@ import dagster as dg
 import engine_dag
 
 from partition_assets.backfill import TimeRange, build_graph
-from partition_assets.backfill.location import load_definitions
+from partition_assets.code_location import load_definitions
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")

@@ -50,7 +50,7 @@ import engine_dag
 from engine_command import CommandResult, range_args, run_backfill_command
 
 from partition_assets.backfill import RunUnit, Throttle, TimeRange, build_graph, execute
-from partition_assets.backfill.runner import DagsterNodeRunner
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets_tests.instances import instance_env
 from partition_assets_tests.postgres import PostgresServer
 

@@ -35,7 +35,7 @@ import dagster as dg
 import dagster_backfill
 from engine_command import CommandResult, range_args, run_backfill_command, versus_dagster
 
-from partition_assets.backfill.location import load_definitions
+from partition_assets.code_location import load_definitions
 from partition_assets.spark import SparkResource
 from partition_assets_tests.instances import instance_env
 

@@ -4,7 +4,7 @@ Every node of a backfill is a real Dagster run in the instance (run record, even
 captured stdout/stderr). This measures what that costs per node on warm workers
 (`DagsterNodeRunner`, as a backfill runs them), on a fresh embedded SQLite instance:
 - `repo`: the repo's dagster.yaml (`make dev`): consolidated event log and compute logs
-  captured without helper processes (partition_assets/instance_storage.py);
+  captured without helper processes (partition_assets/instance/storage.py);
 - `stock`: Dagster's own defaults (an empty dagster.yaml): a database per run and
   `tail -F` + watcher processes per captured stream.
 Nodes are single partitions of the bench DAG's `raw` asset with its default policy (one
@@ -45,8 +45,8 @@ def measure(config: str, nodes: int, workers: int) -> dict:
     import dagster as dg
     import engine_dag
 
-    from partition_assets.backfill.runner import DagsterNodeRunner
-    from partition_assets.backfill.scheduling import RunUnit
+    from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+    from partition_assets.backfill.running.scheduling import RunUnit
     from partition_assets_tests.instances import instance_env
 
     home = Path(tempfile.mkdtemp(prefix=f"node-overhead-{config}-"))

@@ -52,7 +52,7 @@ from dagster_backfill import DaemonResult
 from engine_command import CommandResult, day, range_args, versus_dagster
 from example_bench import MODULE, example_environment, measure_daemon, run_example_command
 
-from partition_assets.backfill.location import load_definitions
+from partition_assets.code_location import load_definitions
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = ["events", "daily_orders"]

@@ -2,8 +2,8 @@
 
 import sys
 
-from partition_assets import fork_server
-from partition_assets.quick_exit import exit_now
+from partition_assets.processes import fork_server
+from partition_assets.processes.quick_exit import exit_now
 
 
 def console() -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.location import import_module_named
+from partition_assets.code_location import import_module_named
 from partition_assets.errors import CodeLocationError, WallClockError
 
 FIX = (

@@ -29,7 +29,7 @@ def delta_with_delta_rs(table_path) -> pd.DataFrame:
 def delta_row_set(table_path) -> frozenset:
     """Every row of the Delta table as a set of sorted (column, value) tuples: equal sets,
     equal content, whatever the files and their order."""
-    # One thread: a threaded delta-rs scan aborts the process at exit (see backfill/ledger.py).
+    # One thread: a threaded delta-rs scan aborts the process at exit (see backfill/state/ledger.py).
     rows = DeltaTable(str(table_path)).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
     return frozenset(tuple(sorted(row.items())) for row in rows)
 

@@ -40,11 +40,11 @@ from types import MappingProxyType
 
 import dagster as dg
 
-from partition_assets.backfill.coordinator import NodeRunner, graph_of, run_backfill
-from partition_assets.backfill.progress import Progress
-from partition_assets.backfill.scheduling import NodeResult, RunUnit
-from partition_assets.backfill.spec import STAGED, BackfillSpec
-from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.planning.spec import STAGED, BackfillSpec
+from partition_assets.backfill.running.coordinator import NodeRunner, graph_of, run_backfill
+from partition_assets.backfill.running.progress import Progress
+from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets_tests.instances import instance_env
 
 EXAMPLE = "partition_assets.example"

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from PIL import Image
 
-from partition_assets.backfill.engine import NodeStatus
+from partition_assets.backfill.running.loop import NodeStatus
 from partition_assets.cli import heatmap
 from partition_assets.cli.heatmap import COLORS
 from partition_assets.run_tags import BACKFILL_ID_TAG

@@ -10,12 +10,12 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, TimeRange, build_graph
-from partition_assets.backfill.coordinator import node_runner_reusing
-from partition_assets.backfill.engine import NodeStatus, Throttle, execute
-from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.scheduling import RunUnit
-from partition_assets.backfill.spec import BackfillSpec
-from partition_assets.backfill.state import node_states
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.running.coordinator import node_runner_reusing
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
+from partition_assets.backfill.running.scheduling import RunUnit
+from partition_assets.backfill.state.record import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets_tests import engine_defs
 from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for

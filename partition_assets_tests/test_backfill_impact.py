@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from partition_assets.backfill.graph import impact, plan
-from partition_assets.backfill.spec import BackfillSpec
+from partition_assets.backfill.planning.graph import impact, plan
+from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.cli.main import main
 from partition_assets_tests import engine_defs
 

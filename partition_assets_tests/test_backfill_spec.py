@@ -15,8 +15,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation.job import SparseBackfillConfig, sparse_backfill_job
-from partition_assets.backfill.spec import BackfillSpec, add_spec_arguments, spec_from_arguments
-from partition_assets.backfill.state import BackfillRecord, record_path
+from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.state.record import BackfillRecord, record_path
 from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 

@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import backfill_run_config
-from partition_assets.backfill.spec import BackfillSpec
-from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests import automation_defs

@@ -27,10 +27,10 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._daemon import backfill as daemon_backfill
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
 
-from partition_assets.backfill.dagster_ui import adopted_plan
-from partition_assets.backfill.location import load_definitions
+from partition_assets.backfill.dagster_ui.mirror import adopted_plan
+from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError
-from partition_assets.instance import (
+from partition_assets.instance.engine_instance import (
     BACKFILL_DAEMON_MODULE,
     DAGSTER,
     ENGINE_TAG,
@@ -112,7 +112,7 @@ def counts(instance, backfill: PartitionBackfill) -> dict[str, tuple[int, int, i
 
 
 def test_dagster_internals_the_engine_relies_on():
-    """What partition_assets/instance.py and backfill/dagster_ui.py read and write in Dagster."""
+    """What partition_assets/instance/engine_instance.py and backfill/dagster_ui/mirror.py read and write in Dagster."""
     # The webserver's launch stores the backfill through the instance, and Cancel is a status write.
     assert "instance.add_backfill(backfill)" in inspect.getsource(graphql_backfill.create_and_launch_partition_backfill)
     assert "with_status(BulkActionStatus.CANCELING)" in inspect.getsource(graphql_backfill.cancel_partition_backfill)

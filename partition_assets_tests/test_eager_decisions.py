@@ -12,9 +12,9 @@ import psycopg2
 import pytest
 
 from partition_assets.automation import eager, eager_partitions_sensor
-from partition_assets.backfill.freeze import freeze, unfreeze
-from partition_assets.backfill.spec import BackfillSpec
-from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.freeze import freeze, unfreeze
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets.run_tags import BACKFILL_ID_TAG

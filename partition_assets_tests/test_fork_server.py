@@ -1,6 +1,6 @@
 """`partition-assets backfill run` starts its workers' fork server before importing Dagster,
 preloading the runner and the `-m` code location; other commands start none
-(partition_assets/fork_server.py)."""
+(partition_assets/processes/fork_server.py)."""
 
 import subprocess
 import sys
@@ -15,7 +15,7 @@ from partition_assets_tests.instances import REPO
 SCRIPT = textwrap.dedent(
     """
     import os, subprocess, sys
-    from partition_assets.fork_server import start_for_command
+    from partition_assets.processes.fork_server import start_for_command
     start_for_command(sys.argv[1:])
     children = subprocess.run(["pgrep", "-P", str(os.getpid())], capture_output=True, text=True).stdout.split()
     for child in children:
@@ -37,7 +37,7 @@ def test_backfill_run_starts_a_fork_server_preloading_the_runner_and_the_module_
     lines = _children_and_imports("backfill", "run", "-m", "partition_assets.example", "--select", "key:events")
     # (multiprocessing's resource tracker starts beside it)
     (child,) = [line for line in lines if line.startswith("child:") and "multiprocessing.forkserver" in line]
-    assert "'partition_assets.backfill.runner', 'partition_assets.example'" in child
+    assert "'partition_assets.backfill.running.local_workers', 'partition_assets.example'" in child
     assert lines[-1] == "dagster not imported"
 
 

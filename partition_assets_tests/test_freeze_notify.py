@@ -12,8 +12,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation.job import COORDINATOR_OP
-from partition_assets.backfill.freeze import freeze, frozen_assets, is_frozen, unfreeze
-from partition_assets.backfill.notify import BackfillEvent, notification_hook, notify
+from partition_assets.backfill.publishing.freeze import freeze, frozen_assets, is_frozen, unfreeze
+from partition_assets.backfill.publishing.notify import BackfillEvent, notification_hook, notify
 from partition_assets.errors import NotificationHookError
 from partition_assets_tests import automation_defs
 
@@ -131,7 +131,7 @@ def test_a_broken_hook_is_logged_and_never_fails_the_backfill(caplog):
         raise ConnectionError("slack is down")
 
     definitions = dg.Definitions(assets=[orders], resources={"backfill_notifications": broken_webhook})
-    with caplog.at_level(logging.ERROR, logger="partition_assets.backfill.notify"):
+    with caplog.at_level(logging.ERROR, logger="partition_assets.backfill.publishing.notify"):
         assert notify(definitions, BackfillEvent("published", "bf1", (ORDERS,))) is False
     assert "slack is down" in caplog.text and "backfill bf1 published" in caplog.text
 

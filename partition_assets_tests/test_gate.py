@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from partition_assets.backfill.gate import (
+from partition_assets.backfill.publishing.gate import (
     GATE_METADATA_KEY,
     Budget,
     Gate,
@@ -22,7 +22,7 @@ from partition_assets.backfill.gate import (
     gate_of,
     parse_override,
 )
-from partition_assets.backfill.stats import PartitionStats, partition_stats
+from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
 from partition_assets.errors import GateConfigError, PartitionAssetsError
 
 DECLARED = Gate(row_change=0.05, measures={"revenue": Budget(relative=0.01)}, keys=("order_id",))

@@ -23,7 +23,7 @@ from dagster._core.workspace.load_target import WorkspaceFileTarget
 from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from partition_assets.backfill.state import BACKFILL_ID_TAG
+from partition_assets.backfill.state.record import BACKFILL_ID_TAG
 from partition_assets.deploy import (
     GIT_SHA_ENV,
     GIT_SHA_METADATA,

@@ -12,7 +12,7 @@ import dagster as dg
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from partition_assets.instance_storage import DirectComputeLogManager, RunStorage
+from partition_assets.instance.storage import DirectComputeLogManager, RunStorage
 from partition_assets_tests.instances import instance_env, open_instance
 from partition_assets_tests.polling import wait_for
 

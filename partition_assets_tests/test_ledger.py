@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from partition_assets.backfill.ledger import SCHEMA, Ledger, LedgerEntry, LedgerStatus, ledger_uri
+from partition_assets.backfill.state.ledger import SCHEMA, Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.storage.delta_table import read_partitions
 from partition_assets_tests.readers import duckdb_connection
 
@@ -152,7 +152,7 @@ def test_concurrent_appends_from_threads_all_land_even_when_creating_the_table(l
 
 APPENDER = """
 import sys
-from partition_assets.backfill.ledger import Ledger, LedgerEntry
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry
 uri, backfill_id = sys.argv[1:]
 for n in range(5):
     Ledger(uri).append([LedgerEntry(backfill_id=backfill_id, asset="a", partition=f"p{n}", status="staged")])

@@ -1,5 +1,5 @@
 """A `partition-assets backfill run` killed with SIGKILL takes its fork server and workers
-with it (partition_assets/process_death.py): none lives on to finish its run in flight and
+with it (partition_assets/processes/process_death.py): none lives on to finish its run in flight and
 write after the backfill was canceled or resumed."""
 
 import contextlib

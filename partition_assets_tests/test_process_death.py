@@ -1,4 +1,4 @@
-"""`die_with_parent` (partition_assets/process_death.py) on real processes: the kernel kills
+"""`die_with_parent` (partition_assets/processes/process_death.py) on real processes: the kernel kills
 the process when its parent is killed, also when the parent was gone before it asked, and
 leaves alone a detached process it started (as a run's Spark Connect server is)."""
 
@@ -16,7 +16,7 @@ from partition_assets_tests.polling import wait_for
 CHILD = textwrap.dedent(
     """
     import os, subprocess, sys, time
-    from partition_assets.process_death import die_with_parent
+    from partition_assets.processes.process_death import die_with_parent
     die_with_parent(int(sys.argv[1]))
     detached = subprocess.Popen(["sleep", "300"], start_new_session=True)
     print(os.getpid(), detached.pid, flush=True)
@@ -40,7 +40,7 @@ ORPHAN = textwrap.dedent(
         print("waiting", flush=True)
         while os.getppid() == parent:
             time.sleep(0.01)
-        from partition_assets.process_death import die_with_parent
+        from partition_assets.processes.process_death import die_with_parent
         die_with_parent(parent)
         print("survived", flush=True)
     else:

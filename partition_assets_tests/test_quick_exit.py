@@ -1,5 +1,5 @@
 """`exit_now`: a process ends with its exit code once its exit handlers ran, its fork
-server already gone, without tearing down its modules (partition_assets/quick_exit.py).
+server already gone, without tearing down its modules (partition_assets/processes/quick_exit.py).
 
 Pins multiprocessing's private fork server handle (`_forkserver._forkserver_pid`, `_stop`):
 a Python upgrade that changes it fails here."""
@@ -13,7 +13,7 @@ from partition_assets_tests.instances import REPO
 SCRIPT = textwrap.dedent(
     """
     import atexit, multiprocessing.forkserver, os, sys
-    from partition_assets.quick_exit import exit_now
+    from partition_assets.processes.quick_exit import exit_now
 
 
     class Teardown:

@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from partition_assets.backfill.ledger import Ledger, ledger_uri
+from partition_assets.backfill.state.ledger import Ledger, ledger_uri
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.run_tags import BACKFILL_ID_TAG, INPUTS_AS_OF_TAG, pinned_inputs, range_tags
 from partition_assets.storage import SparkDeltaIOManager

@@ -13,9 +13,9 @@ from collections import Counter
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.coordinator import graph_of
-from partition_assets.backfill.scheduling import NodeStatus
-from partition_assets.backfill.state import BackfillRecord, node_states
+from partition_assets.backfill.running.coordinator import graph_of
+from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG
 from partition_assets_tests.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id, ok
 from partition_assets_tests.conftest import ON_SQLITE, also_on_postgres, postgres_url_for

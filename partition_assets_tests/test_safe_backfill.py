@@ -12,12 +12,12 @@ import threading
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.freeze import frozen_assets
-from partition_assets.backfill.graph import plan
-from partition_assets.backfill.publication import PUBLISH_RUN_TAG
-from partition_assets.backfill.spec import BackfillSpec
-from partition_assets.backfill.stats import partition_stats
-from partition_assets.backfill.tables import tables_of, unstaged_assets
+from partition_assets.backfill.planning.graph import plan
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.freeze import frozen_assets
+from partition_assets.backfill.publishing.publication import PUBLISH_RUN_TAG
+from partition_assets.backfill.publishing.stats import partition_stats
+from partition_assets.backfill.publishing.tables import tables_of, unstaged_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from partition_assets.backfill.freeze import frozen_assets
+from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import TTL_ENV, leases

@@ -4,8 +4,8 @@ the same and a real run). No Spark: runs succeed as they are launched
 (partition_assets_tests/scale.py); everything else is the real coordinator on a real
 instance, in a process of its own with a fresh DAGSTER_HOME and lake."""
 
-from partition_assets.backfill.progress import GROUP_SECONDS, GroupedLines
-from partition_assets.backfill.spec import PER_NODE
+from partition_assets.backfill.planning.spec import PER_NODE
+from partition_assets.backfill.running.progress import GROUP_SECONDS, GroupedLines
 from partition_assets_tests.polling import wait_for
 from partition_assets_tests.scale import schedule_in_fresh_process
 

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunTimings
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunTimings
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
 from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags

@@ -4,7 +4,7 @@ exact measure sums and key counts, on real frames and on files written by Spark.
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from partition_assets.backfill.stats import PartitionStats, partition_stats
+from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
 
 SCHEMA = StructType(
     [

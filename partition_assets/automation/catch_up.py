@@ -6,7 +6,7 @@ older than their asset's newest window whose status (the UI's) is missing or fai
 and launches the engine job with `catch_up` over the range that spans them, so the
 engine runs exactly the partitions of that range that are not current. It launches
 nothing while its previous backfill is still queued or running, and leaves out the
-assets a backfill has frozen (they are being rewritten: partition_assets.backfill.freeze).
+assets a backfill has frozen (they are being rewritten: partition_assets.backfill.publishing.freeze).
 """
 
 import time
@@ -21,7 +21,7 @@ import dagster as dg
 
 from partition_assets.automation.job import backfill_run_config
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
-from partition_assets.backfill.freeze import frozen_assets
+from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"

@@ -13,7 +13,7 @@ the runs), and events arriving meanwhile join the same tick.
 A partition is requested when, for every parent, each partition its mapping names is
 materialized, and it is not current: its own latest materialization is older than one
 of those inputs' (or missing), no run in flight targets it, and neither its asset nor
-a parent is frozen by a backfill (being rewritten: see partition_assets.backfill.freeze).
+a parent is frozen by a backfill (being rewritten: see partition_assets.backfill.publishing.freeze).
 A partition held by a run in flight or a freeze waits in the cursor and is decided
 again on later ticks, so it runs once the run is done or the backfill unfreezes, if it
 is still not current then. Each request's run key
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import dagster as dg
 
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
-from partition_assets.backfill.freeze import frozen_assets
-from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.publishing.freeze import frozen_assets
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,

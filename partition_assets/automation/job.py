@@ -11,17 +11,17 @@ import uuid
 
 import dagster as dg
 
-from partition_assets.backfill.coordinator import (
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.spec import BackfillSpec, spec_config_class, spec_from_config
+from partition_assets.backfill.running.coordinator import (
     graph_of,
     nodes_to_skip,
     run_backfill,
     succeeded_nodes,
 )
-from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.presence import refuse_if_live
-from partition_assets.backfill.progress import GroupedLines, Progress
-from partition_assets.backfill.spec import BackfillSpec, spec_config_class, spec_from_config
-from partition_assets.backfill.state import (
+from partition_assets.backfill.running.progress import GroupedLines, Progress
+from partition_assets.backfill.state.presence import refuse_if_live
+from partition_assets.backfill.state.record import (
     FINAL_STATUSES,
     BackfillRecord,
     cancel_in_flight,

@@ -1,7 +1,8 @@
 """What a sensor reads of the code location that serves it."""
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+
+from partition_assets.dagster_internals import AssetGraph
 
 
 def sensor_asset_graph(context: dg.SensorEvaluationContext) -> AssetGraph:

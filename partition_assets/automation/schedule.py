@@ -58,18 +58,17 @@ from typing import TYPE_CHECKING, cast
 
 import dagster as dg
 
-# Dagster's own cron arithmetic (the schedule daemon's), so ticks and fires agree with it.
-from dagster._utils.schedules import is_valid_cron_string, reverse_cron_string_iterator
-
 from partition_assets.automation.switch import default_schedule_status
-from partition_assets.backfill.graph import max_batch_of
+from partition_assets.backfill.planning.graph import max_batch_of
+
+# Dagster's own cron arithmetic (the schedule daemon's), so ticks and fires agree with it.
+from partition_assets.dagster_internals import is_valid_cron_string, reverse_cron_string_iterator
 from partition_assets.errors import PartitionScheduleError
 from partition_assets.partitions.definitions import check_timezone
 from partition_assets.run_tags import IN_FLIGHT_STATUSES, range_tags
 
 if TYPE_CHECKING:
-    from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
-    from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetNode
+    from partition_assets.dagster_internals import AssetGraph, BaseAssetNode
 
 SCHEDULE_TAG = "partition_assets/schedule"  # the schedule's name, on each run it requests
 TICK_TAG = "partition_assets/schedule_tick"  # the tick (ISO time) that requested the run

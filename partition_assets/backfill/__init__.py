@@ -1,8 +1,6 @@
 """The backfill engine: the spec, the sparse (asset, partition) graph and its scheduling loop."""
 
-from partition_assets.backfill.coordinator import current_nodes, graph_of, run_backfill
-from partition_assets.backfill.engine import Launch, execute
-from partition_assets.backfill.graph import (
+from partition_assets.backfill.planning.graph import (
     AssetSlice,
     BackfillGraph,
     Dependency,
@@ -10,10 +8,12 @@ from partition_assets.backfill.graph import (
     build_graph,
     plan,
 )
-from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Schedule, Throttle
-from partition_assets.backfill.spec import BackfillSpec, TimeRange
-from partition_assets.backfill.state import BackfillRecord
+from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange
+from partition_assets.backfill.running.coordinator import current_nodes, graph_of, run_backfill
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.loop import Launch, execute
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Schedule, Throttle
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 

@@ -12,8 +12,18 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets import fork_server
-from partition_assets.backfill.coordinator import (
+from partition_assets.backfill.dagster_ui.mirror import adopted_plan, hand_back, mark_canceled, mark_failed
+from partition_assets.backfill.planning.graph import BackfillGraph, Node, impact
+from partition_assets.backfill.planning.spec import (
+    DEFAULT_MAX_PARALLEL,
+    RUNS_LAUNCHER,
+    add_spec_arguments,
+    spec_from_arguments,
+)
+from partition_assets.backfill.publishing.freeze import unfreeze
+from partition_assets.backfill.publishing.gate import diff_rows, format_diff
+from partition_assets.backfill.publishing.publication import Publication, describe_versions
+from partition_assets.backfill.running.coordinator import (
     RunnerFactory,
     graph_of,
     node_runner,
@@ -22,25 +32,19 @@ from partition_assets.backfill.coordinator import (
     run_backfill,
     succeeded_nodes,
 )
-from partition_assets.backfill.dagster_ui import adopted_plan, hand_back, mark_canceled, mark_failed
-from partition_assets.backfill.freeze import unfreeze
-from partition_assets.backfill.gate import diff_rows, format_diff
-from partition_assets.backfill.graph import BackfillGraph, Node, impact
-from partition_assets.backfill.ledger import LedgerEntry
-from partition_assets.backfill.location import configured_module, load_definitions
-from partition_assets.backfill.presence import refuse_if_live
-from partition_assets.backfill.progress import Progress
-from partition_assets.backfill.publication import Publication, describe_versions
-from partition_assets.backfill.runner import DagsterNodeRunner
-from partition_assets.backfill.scheduling import NodeStatus
-from partition_assets.backfill.spec import DEFAULT_MAX_PARALLEL, RUNS_LAUNCHER, add_spec_arguments, spec_from_arguments
-from partition_assets.backfill.state import (
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.progress import Progress
+from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.state.ledger import LedgerEntry
+from partition_assets.backfill.state.presence import refuse_if_live
+from partition_assets.backfill.state.record import (
     FINAL_STATUSES,
     BackfillRecord,
     cancel_in_flight,
     node_states,
 )
 from partition_assets.cli.heatmap import Heatmap
+from partition_assets.code_location import configured_module, load_definitions
 from partition_assets.deploy.code_root import add_code_root_options
 from partition_assets.errors import (
     BackfillPlanError,
@@ -51,7 +55,8 @@ from partition_assets.errors import (
     PartitionAssetsError,
 )
 from partition_assets.ids import checked_backfill_id
-from partition_assets.instance import ENGINE_TAG, SPARSE, coordinator_log, runs_on_engine
+from partition_assets.instance.engine_instance import ENGINE_TAG, SPARSE, coordinator_log, runs_on_engine
+from partition_assets.processes import fork_server
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -157,7 +162,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
 
 def _cancel(record: BackfillRecord, instance: dg.DagsterInstance) -> int:
     """Stops the backfill: its live coordinator sees the status within a second and kills its
-    workers (a dead one's workers died with it: fork_server.py); runs in flight are canceled
+    workers (a dead one's workers died with it: processes/fork_server.py); runs in flight are canceled
     and the freeze lifted now, whether its coordinator is alive or not."""
     if record.status in (*FINAL_STATUSES, "publishing", "rolling_back"):
         raise BackfillStateError(
@@ -323,7 +328,7 @@ def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argp
     return 0
 
 
-# Refused while the backfill's coordinator is live (backfill/presence.py).
+# Refused while the backfill's coordinator is live (backfill/state/presence.py).
 _COORDINATING_ACTIONS = ("resume", "retry", "publish", "discard", "rollback")
 
 _PUBLICATION_ACTIONS = {

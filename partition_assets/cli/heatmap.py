@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw
 
-from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.scheduling import NodeStatus
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.running.scheduling import NodeStatus
 
 _GLYPHS: dict[NodeStatus | None, str] = {NodeStatus.SUCCEEDED: "█", NodeStatus.FAILED: "✗", NodeStatus.RUNNING: "▶"}
 COLORS: dict[NodeStatus | None, str] = {

@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from partition_assets.backfill.location import configured_module
+from partition_assets.code_location import configured_module
 from partition_assets.errors import CodeLocationError
 from partition_assets.lint import lint_file, lint_module
 

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from partition_assets.backfill.location import configured_module
+from partition_assets.code_location import configured_module
 from partition_assets.deploy.deployments import find_deployment, repo_root
 from partition_assets.errors import CodeLocationError
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from partition_assets.backfill.location import dagster_config
+from partition_assets.code_location import dagster_config
 from partition_assets.deploy.git import GIT_SHA_ENV, git
 from partition_assets.errors import DeployError
 
@@ -221,10 +221,12 @@ def _free_port() -> int:
 
 def _wait_until_loaded(deployment: Deployment, server: subprocess.Popen, timeout: float) -> None:
     # The client Dagster's own tools use to talk to a code server.
-    from dagster._core.errors import DagsterUserCodeUnreachableError
-    from dagster._grpc.client import DagsterGrpcClient
-    from dagster._serdes import deserialize_value
-    from dagster._utils.error import SerializableErrorInfo
+    from partition_assets.dagster_internals import (
+        DagsterGrpcClient,
+        DagsterUserCodeUnreachableError,
+        SerializableErrorInfo,
+        deserialize_value,
+    )
 
     client = DagsterGrpcClient(port=deployment.port, host=deployment.host)
     deadline = time.monotonic() + timeout

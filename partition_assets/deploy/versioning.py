@@ -9,8 +9,7 @@ from typing import cast
 import dagster as dg
 
 # Definitions is a record: Dagster's own mappers (map_asset_specs) rebuild it with this.
-from dagster._record import replace
-
+from partition_assets.dagster_internals import replace
 from partition_assets.deploy.git import git_sha, source_version
 
 GIT_SHA_TAG = "partition_assets/git_sha"  # run tag, and the definitions' metadata key

@@ -46,7 +46,7 @@ STAGED_FOR_METADATA = "staged_for_backfill"
 # Commit (and staging manifest) metadata of every write: its run, and the table versions it read.
 RUN_ID_METADATA = "dagster_run_id"
 INPUT_VERSIONS_METADATA = "input_versions"
-# Output metadata of a write whose inputs were pinned: "original" or the ISO time (see backfill/originals.py).
+# Output metadata of a write whose inputs were pinned: "original" or the ISO time (backfill/publishing/originals.py).
 INPUTS_AS_OF_METADATA = "inputs_as_of"
 # dagster-deltalake's asset metadata naming the folder of the table under the root.
 SCHEMA_METADATA = "schema"

@@ -22,7 +22,7 @@ from enum import Enum
 
 import dagster as dg
 
-from partition_assets.backfill.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.errors import BackfillPlanError, SchedulingError
 
 

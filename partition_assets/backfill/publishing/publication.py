@@ -5,7 +5,7 @@ Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
 commit carries the backfill's application transaction, so a coordinator killed
 anywhere is finished by `resume` without running a node or committing a table twice.
-Every step runs as the backfill's one coordinator (backfill/presence.py): discard,
+Every step runs as the backfill's one coordinator (backfill/state/presence.py): discard,
 publish, rollback and resume are refused while another process coordinates it.
 
 Publishing checks every table for commits made outside the backfill before it commits
@@ -34,16 +34,16 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from partition_assets.backfill.freeze import freeze, unfreeze
-from partition_assets.backfill.gate import Gate, GateCheck, apply_overrides, evaluate, gate_of
-from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
-from partition_assets.backfill.notify import BackfillEvent, EventKind, notify
-from partition_assets.backfill.presence import Announcement, coordinating
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus
-from partition_assets.backfill.state import BackfillRecord, node_states
-from partition_assets.backfill.stats import PartitionStats, partition_stats
-from partition_assets.backfill.tables import BackfillTable, lake_root, tables_of, unstaged_assets
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.publishing.freeze import freeze, unfreeze
+from partition_assets.backfill.publishing.gate import Gate, GateCheck, apply_overrides, evaluate, gate_of
+from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
+from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
+from partition_assets.backfill.publishing.tables import BackfillTable, lake_root, tables_of, unstaged_assets
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
+from partition_assets.backfill.state.presence import Announcement, coordinating
+from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.errors import (
@@ -101,7 +101,7 @@ class Publication:
     @contextmanager
     def held(self, instance: dg.DagsterInstance, action: str = "run") -> Iterator[list[Lease]]:
         """This process as the backfill's coordinator (refused with CoordinatorLiveError
-        while another is live: see backfill/presence.py), its leases (kept alive by a
+        while another is live: see backfill/state/presence.py), its leases (kept alive by a
         heartbeat) and its assets frozen, for the duration of `action`; the freeze is
         lifted however the block ends. The caller releases or parks the leases; if it
         dies, they expire with their heartbeat. `check_held` says whether they lapsed."""
@@ -348,7 +348,7 @@ class Publication:
     def discard(self, instance: dg.DagsterInstance) -> int:
         """Deletes the backfill's staged data and lifts its freeze; returns how many files.
         Refused (BackfillStateError) once any table holds its publish commit, and
-        (CoordinatorLiveError) while its coordinator is live: see backfill/presence.py."""
+        (CoordinatorLiveError) while its coordinator is live: see backfill/state/presence.py."""
         with coordinating(instance, self.record.id, "discard"):
             self._unpublished_tables()  # brings the publish commits in the tables' logs into the record
             published = self._published()

@@ -12,7 +12,7 @@ backfill's frozen assets ("[]" once unfrozen: the store cannot delete), and
 `partition_assets/frozen` the JSON list of the backfills that may hold a freeze.
 
 A backfill's coordinator freezes its assets while it holds the backfill, and the
-freeze counts only while that coordinator is live (backfill/presence.py): one killed
+freeze counts only while that coordinator is live (backfill/state/presence.py): one killed
 before lifting it freezes nothing once its heartbeat is older than the lease TTL, and
 cancel and discard lift it at once. A freeze set by a direct call of `freeze`, outside
 any coordinator, counts until `unfreeze`.
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 
 import dagster as dg
 
-from partition_assets.backfill.presence import stopped_coordinators
+from partition_assets.backfill.state.presence import stopped_coordinators
 
 INDEX_KEY = "partition_assets/frozen"
 _VERIFY_SECONDS = 0.05

@@ -2,7 +2,7 @@
 
 A process that imported Dagster (and a code location) spends 0.4-0.7 s of CPU after its
 last output freeing its modules one by one, and so does the fork server its backfill
-workers came from (backfill/runner.py), which exits only when this process has and holds
+workers came from (backfill/running/local_workers.py), which exits only when this process has and holds
 its stdout and stderr meanwhile: whoever waits for the output (a shell pipe, a
 `subprocess.run`) waits ~1.3 s for both. `exit_now` kills the fork server (it keeps no
 state: its workers were ended with their runner), runs the exit handlers (`atexit`:

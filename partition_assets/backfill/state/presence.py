@@ -12,7 +12,7 @@ Commands that must not run beside a live coordinator (resume, retry, publish, di
 rollback, re-executing a coordinator run) are refused while one is live
 (`refuse_if_live`), naming the command that fits; `coordinating` claims the backfill
 for one process. The freeze of a backfill whose coordinator is not live is ignored
-(backfill/freeze.py), so a killed coordinator never freezes its assets for good.
+(backfill/publishing/freeze.py), so a killed coordinator never freezes its assets for good.
 
 Not guaranteed: the key-value store has no compare-and-set, so the claim is a write
 followed by a re-read after a short wait: two processes claiming the same backfill

@@ -1,5 +1,5 @@
 """The fork server backfill workers are forked from (multiprocessing's forkserver,
-backfill/runner.py), startable before anything heavy is imported.
+backfill/running/local_workers.py), startable before anything heavy is imported.
 
 Importing Dagster and a code location takes ~1.2 s on 2 cores. A fork server started by
 `partition-assets backfill run` as its first step (`start_for_command`) does that while
@@ -16,7 +16,7 @@ import multiprocessing
 import multiprocessing.forkserver
 from collections.abc import Sequence
 
-RUNNER_MODULE = "partition_assets.backfill.runner"
+RUNNER_MODULE = "partition_assets.backfill.running.local_workers"
 
 
 def preload_of(targets: Sequence[str]) -> list[str]:
@@ -34,7 +34,7 @@ def start(targets: Sequence[str]) -> None:
 def running_pid() -> int:
     """The pid of this process's fork server, started now (with the preload last set) if
     it is not running. Reads multiprocessing's private `forkserver._forkserver`, as
-    quick_exit.py does."""
+    processes/quick_exit.py does."""
     multiprocessing.forkserver.ensure_running()
     return multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.stats import PartitionStats
+from partition_assets.backfill.publishing.stats import PartitionStats
 from partition_assets.errors import GateConfigError
 
 GATE_METADATA_KEY = "partition_assets/gate"

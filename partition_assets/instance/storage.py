@@ -1,6 +1,6 @@
 """Instance storage with less bookkeeping per run, for instances that run many small runs.
 
-`EngineBackfillInstance` (partition_assets/instance.py) takes these as its defaults, for
+`EngineBackfillInstance` (partition_assets/instance/engine_instance.py) takes these as its defaults, for
 whatever dagster.yaml leaves unset (`instance_storage_defaults`):
 - the event log: `ConsolidatedEventLogStorage`, Dagster's consolidated SQLite storage (one
   database for every run's events under `<home>/history/consolidated`, where Dagster's
@@ -38,21 +38,26 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
 import yaml
-from dagster._core.execution.compute_logs import redirect_to_file
-from dagster._core.instance.ref import InstanceRef, compute_logs_directory
-from dagster._core.storage.compute_log_manager import CapturedLogContext, ComputeIOType
-from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import (
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    ConsolidatedSqliteEventLogStorage,
-)
-from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._serdes import ConfigurableClassData
-from dagster._utils import ensure_file, touch_file
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import QueuePool
 from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
 from watchdog.observers import Observer
+
+from partition_assets.dagster_internals import (
+    IO_TYPE_EXTENSION,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    CapturedLogContext,
+    ComputeIOType,
+    ConfigurableClassData,
+    ConsolidatedSqliteEventLogStorage,
+    InstanceRef,
+    LocalComputeLogManager,
+    SqliteRunStorage,
+    compute_logs_directory,
+    ensure_file,
+    redirect_to_file,
+    touch_file,
+)
 
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
 POOLED_CONNECTIONS = 4

@@ -9,7 +9,7 @@ Workers start the moment the runner is created, all at once, forked from one fre
 process (multiprocessing's forkserver) that imported Dagster and the code location
 once: the coordinator plans meanwhile, and 4 workers cost one import, not four.
 Workers die with the process that created the runner, however it ends (SIGKILL included):
-no run in flight of a killed coordinator finishes and writes later (process_death.py, for
+no run in flight of a killed coordinator finishes and writes later (processes/process_death.py, for
 what that holds on which OS).
 Not guaranteed: a code location module that starts threads or sessions when imported
 does so in that process too (import it lazily, as resources do).
@@ -26,12 +26,12 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.graph import Node
-from partition_assets.backfill.location import load_definitions
-from partition_assets.backfill.scheduling import NodeResult, RunUnit
+from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
+from partition_assets.code_location import load_definitions
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
-from partition_assets.fork_server import preload_of, running_pid
-from partition_assets.process_death import die_with_coordinator
+from partition_assets.processes.fork_server import preload_of, running_pid
+from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
 
 _worker: dict = {}

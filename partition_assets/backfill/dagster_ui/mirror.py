@@ -32,22 +32,26 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
 from sqlalchemy.exc import OperationalError
 
-from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node, plan
-from partition_assets.backfill.location import load_definitions
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit
-from partition_assets.backfill.spec import RESERVED_TAG_PREFIXES, BackfillSpec
-from partition_assets.backfill.state import BackfillRecord, record_path
+from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node, plan
+from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.state.record import BackfillRecord, record_path
+from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import (
+    AssetGraphSubset,
+    AssetKeyPartitionKey,
+    BulkActionStatus,
+    PartitionBackfill,
+    SerializableErrorInfo,
+    serializable_error_info_from_exc_info,
+)
 from partition_assets.errors import BackfillPlanError
-from partition_assets.instance import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets.instance.engine_instance import DAGSTER, ENGINE_TAG, SPARSE
 
 if TYPE_CHECKING:
-    from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
+    from partition_assets.dagster_internals import BaseAssetGraph
 
 # How often the mirror writes progress and looks for a cancel clicked in the UI, at most.
 POLL_SECONDS = 0.5
@@ -57,7 +61,7 @@ POLL_SECONDS = 0.5
 POLL_IDLE_FACTOR = 9
 _log = logging.getLogger(__name__)
 
-# The Dagster status of each engine record status (partition_assets/backfill/state.py).
+# The Dagster status of each engine record status (partition_assets/backfill/state/record.py).
 _DAGSTER_STATUS = {
     "running": BulkActionStatus.REQUESTED,
     "publishing": BulkActionStatus.REQUESTED,

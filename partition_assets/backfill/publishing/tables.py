@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 
-from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph
+from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph
+from partition_assets.dagster_internals import AssetGraph
 from partition_assets.errors import UnsupportedByFormatError
 from partition_assets.spark import SparkResource
 from partition_assets.storage.io_manager import SparkTableIOManager

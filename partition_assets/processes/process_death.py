@@ -1,8 +1,8 @@
 """Backfill workers die with their coordinator, however it ends: SIGKILL included.
 
 A coordinator (`partition-assets backfill run|resume|retry|adopt|standby`, or the
-Launchpad job's run process) forks its workers from a fork server (fork_server.py,
-backfill/runner.py): coordinator -> fork server -> workers. A worker that outlived a killed
+Launchpad job's run process) forks its workers from a fork server (processes/fork_server.py,
+backfill/running/local_workers.py): coordinator -> fork server -> workers. A worker that outlived a killed
 coordinator would finish its run in flight and write, after `backfill cancel` marked it
 canceled or after a resumed backfill's gate. `die_with_coordinator`, the first thing each
 worker does:
@@ -30,7 +30,7 @@ Not guaranteed:
 - Processes a worker starts are not killed with it (neither the thread nor the signal
   reach them): the Spark Connect server a run starts (detached on purpose: it outlives
   runs and commands, spark/connect_server.py), or a subprocess an asset starts and leaves.
-- A worker also dies when anything else ends its fork server (quick_exit.py kills it once
+- A worker also dies when anything else ends its fork server (processes/quick_exit.py kills it once
   the workers are done).
 - A process the coordinator forks without exec'ing holds copies of both pipes: the workers
   then end when that process does too.

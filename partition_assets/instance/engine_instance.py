@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 
+from partition_assets.dagster_internals import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 from partition_assets.ids import checked_backfill_id
-from partition_assets.instance_storage import instance_storage_defaults
+from partition_assets.instance.storage import instance_storage_defaults
 
 # On a Dagster backfill: who executes it. Set `dagster` at launch (a tag in the dialog) to
 # keep Dagster's own daemon for one backfill.
@@ -96,7 +96,7 @@ class EngineBackfillInstance(dg.DagsterInstance):
 
     @staticmethod
     def config_defaults(base_dir: str) -> Mapping[str, Any]:
-        """Dagster's defaults with lighter storage for many small runs (instance_storage.py)."""
+        """Dagster's defaults with lighter storage for many small runs (instance/storage.py)."""
         return instance_storage_defaults(base_dir)
 
     def add_backfill(self, partition_backfill: PartitionBackfill) -> None:

@@ -14,14 +14,12 @@ from typing import Protocol
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui import DagsterBackfillMirror
-from partition_assets.backfill.engine import execute
-from partition_assets.backfill.gate import GateCheck, format_checks
-from partition_assets.backfill.graph import BackfillGraph, Node, plan
-from partition_assets.backfill.launched import LaunchedNodeRunner
-from partition_assets.backfill.location import load_definitions
-from partition_assets.backfill.notify import EventKind
-from partition_assets.backfill.originals import (
+from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
+from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.planning.spec import RUNS_LAUNCHER, STAGED, BackfillSpec
+from partition_assets.backfill.publishing.gate import GateCheck, format_checks
+from partition_assets.backfill.publishing.notify import EventKind
+from partition_assets.backfill.publishing.originals import (
     Pins,
     break_runs_between_pins,
     originals,
@@ -30,17 +28,19 @@ from partition_assets.backfill.originals import (
     pins_to_json,
     runtime_warnings,
 )
-from partition_assets.backfill.publication import Publication, StatsAhead, TableStats, describe_versions
-from partition_assets.backfill.runner import DagsterNodeRunner, TaggedRunner
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
-from partition_assets.backfill.spec import RUNS_LAUNCHER, STAGED, BackfillSpec
-from partition_assets.backfill.state import (
+from partition_assets.backfill.publishing.publication import Publication, StatsAhead, TableStats, describe_versions
+from partition_assets.backfill.publishing.tables import unstaged_assets
+from partition_assets.backfill.running.launcher import LaunchedNodeRunner
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner, TaggedRunner
+from partition_assets.backfill.running.loop import execute
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
+from partition_assets.backfill.state.record import (
     BackfillRecord,
     SavedStatus,
     cancel_in_flight,
     node_states,
 )
-from partition_assets.backfill.tables import unstaged_assets
+from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import CommitError, GateFailedError, LeaseLapsedError
 from partition_assets.run_tags import node_run_tags, pinned_input_tags
@@ -152,15 +152,15 @@ def run_backfill(
     """Runs every node of `graph` not in `done`, holding leases on the partitions it
     writes and its assets frozen; stops launching once the record is canceled (or its
     Dagster backfill is canceled in the UI). The Dagster backfill of the same id (created
-    when absent: backfill/dagster_ui.py) shows its status and per-partition progress.
+    when absent: backfill/dagster_ui/mirror.py) shows its status and per-partition progress.
     `on_result` sees each node's result, `on_phase` a line per step after the nodes
     (the gate, the publish).
 
     A staged backfill (the default) then evaluates its gate and publishes every table
-    in one commit each (partition_assets/backfill/publication.py); a failed gate raises
+    in one commit each (partition_assets/backfill/publishing/publication.py); a failed gate raises
     GateFailedError with nothing published. One that was publishing when its
     coordinator died only finishes publishing. With `--inputs-as-of`, each node reads
-    the input versions pinned on the first start (backfill/originals.py). `runner_of`
+    the input versions pinned on the first start (backfill/publishing/originals.py). `runner_of`
     makes what runs the nodes (bench/scale_bench.py passes one whose runs finish at once,
     to measure everything else).
     """

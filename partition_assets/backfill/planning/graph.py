@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, cast
 import dagster as dg
 import numpy as np
 
-from partition_assets.backfill.spec import SELECTION_EXAMPLES, BackfillSpec, TimeRange
+from partition_assets.backfill.planning.spec import SELECTION_EXAMPLES, BackfillSpec, TimeRange
 from partition_assets.errors import BackfillPlanError
 
 if TYPE_CHECKING:  # Dagster's internal types, for annotations only
-    from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
-    from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
-    from dagster._core.instance.types import DynamicPartitionsStore
+    from partition_assets.dagster_internals import (
+        BaseAssetGraph,
+        BaseAssetNode,
+        DynamicPartitionsStore,
+        PartitionDimensionDefinition,
+    )
 
 UNPARTITIONED = ""
 

@@ -22,7 +22,7 @@ from typing import Any, get_type_hints
 import dagster as dg
 from pydantic import Field, create_model
 
-from partition_assets.backfill.gate import parse_override
+from partition_assets.backfill.publishing.gate import parse_override
 from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
@@ -31,7 +31,7 @@ RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
 STAGED, PER_NODE = "staged", "per-node"
 PUBLISH_MODES = (STAGED, PER_NODE)
 # Where node runs execute: in local worker processes (the default), or submitted through the
-# instance's run coordinator and launcher (partition_assets/backfill/launched.py).
+# instance's run coordinator and launcher (partition_assets/backfill/running/launcher.py).
 RUNS_LOCAL, RUNS_LAUNCHER = "local", "launcher"
 RUNS_VIA = (RUNS_LOCAL, RUNS_LAUNCHER)
 # --inputs-as-of original: each node reads what the original materialization of its partition read.

@@ -5,8 +5,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 
-from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.scheduling import NodeResult, NodeStatus
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
 
 _FAILED_SHOWN = 10
 # How long a progress line may wait to be logged with those after it.

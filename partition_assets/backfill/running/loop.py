@@ -3,15 +3,15 @@
 The loop launches the run units the scheduling core hands out (`Schedule.next_units`),
 waits for the first to finish and feeds its results back (`Schedule.finish`), until
 nothing is ready or running, or `should_stop()`. What to run when is the core's
-decision (partition_assets/backfill/scheduling.py); this module only runs it.
+decision (partition_assets/backfill/running/scheduling.py); this module only runs it.
 """
 
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-from partition_assets.backfill.graph import BackfillGraph, Node
-from partition_assets.backfill.scheduling import (
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.running.scheduling import (
     NodeResult,
     NodeStatus,
     RunUnit,

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
-from partition_assets.backfill.spec import INPUTS_AS_OF_ORIGINAL, BackfillSpec
-from partition_assets.backfill.tables import input_tables
+from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node
+from partition_assets.backfill.planning.spec import INPUTS_AS_OF_ORIGINAL, BackfillSpec
+from partition_assets.backfill.publishing.tables import input_tables
 from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_differences
 from partition_assets.errors import BackfillPlanError
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.graph import UNPARTITIONED, BackfillGraph, Node
-from partition_assets.backfill.scheduling import NodeStatus
-from partition_assets.backfill.spec import BackfillSpec
+from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
@@ -62,7 +62,7 @@ class BackfillRecord:
         """Writes the record atomically. A status this object did not change is not written
         back: the status saved meanwhile by another process (a `cancel`) stands, and this
         object takes it. Not guaranteed: two processes changing the status at the same
-        moment (the later write wins; backfill/presence.py keeps two coordinators apart)."""
+        moment (the later write wins; backfill/state/presence.py keeps two coordinators apart)."""
         path = record_path(self.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         if self.status == self._status_seen and path.exists():

@@ -31,14 +31,18 @@ from types import MappingProxyType
 from typing import Any
 
 import dagster as dg
-from dagster._core.execution.submit_asset_runs import submit_asset_run
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import ModuleTarget, PythonFileTarget, WorkspaceLoadTarget
 
-from partition_assets.backfill.location import load_definitions
-from partition_assets.backfill.runner import failure_message
-from partition_assets.backfill.scheduling import NodeResult, RunUnit
-from partition_assets.backfill.state import cancel_launched_run
+from partition_assets.backfill.running.local_workers import failure_message
+from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
+from partition_assets.backfill.state.record import cancel_launched_run
+from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import (
+    ModuleTarget,
+    PythonFileTarget,
+    WorkspaceLoadTarget,
+    WorkspaceProcessContext,
+    submit_asset_run,
+)
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.errors import CodeLocationError
 from partition_assets.run_tags import LAUNCHED_TAG, range_tags

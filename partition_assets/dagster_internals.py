@@ -1,0 +1,78 @@
+"""The one seam between partition_assets and Dagster's private modules (`dagster._*`).
+
+Dagster's public API does not reach everything this library needs: the asset graph's
+node types, backfill records, the run-launching internals, the SQLite storages it
+extends, the gRPC client of a code server. Every private name the library relies on is
+imported here and nowhere else, so a Dagster upgrade that moves or changes one breaks
+one module, and partition_assets_tests' seam pin test (test_dagster_internals.py) says
+which name and which behaviour.
+
+Not guaranteed: these names follow Dagster's private modules, which may change in any
+Dagster release; pyproject.toml pins Dagster to a minor series for that reason.
+"""
+
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
+from dagster._core.definitions.events import AssetKeyPartitionKey
+from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
+from dagster._core.errors import DagsterUserCodeUnreachableError
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
+from dagster._core.execution.compute_logs import redirect_to_file
+from dagster._core.execution.submit_asset_runs import submit_asset_run
+from dagster._core.instance.ref import InstanceRef, compute_logs_directory
+from dagster._core.instance.types import DynamicPartitionsStore
+from dagster._core.storage.compute_log_manager import CapturedLogContext, ComputeIOType
+from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import (
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    ConsolidatedSqliteEventLogStorage,
+)
+from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import ModuleTarget, PythonFileTarget, WorkspaceLoadTarget
+from dagster._grpc.client import DagsterGrpcClient
+from dagster._record import replace
+from dagster._serdes import ConfigurableClassData, deserialize_value
+from dagster._utils import ensure_file, touch_file
+from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
+from dagster._utils.schedules import is_valid_cron_string, reverse_cron_string_iterator
+
+__all__ = [
+    "AssetGraph",
+    "AssetGraphSubset",
+    "AssetKeyPartitionKey",
+    "BaseAssetGraph",
+    "BaseAssetNode",
+    "BulkActionStatus",
+    "BulkActionsFilter",
+    "CapturedLogContext",
+    "ComputeIOType",
+    "ConfigurableClassData",
+    "ConsolidatedSqliteEventLogStorage",
+    "DagsterGrpcClient",
+    "DagsterUserCodeUnreachableError",
+    "DynamicPartitionsStore",
+    "IO_TYPE_EXTENSION",
+    "InstanceRef",
+    "LocalComputeLogManager",
+    "ModuleTarget",
+    "PartitionBackfill",
+    "PartitionDimensionDefinition",
+    "PythonFileTarget",
+    "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "SerializableErrorInfo",
+    "SqliteRunStorage",
+    "WorkspaceLoadTarget",
+    "WorkspaceProcessContext",
+    "compute_logs_directory",
+    "deserialize_value",
+    "ensure_file",
+    "is_valid_cron_string",
+    "redirect_to_file",
+    "replace",
+    "reverse_cron_string_iterator",
+    "serializable_error_info_from_exc_info",
+    "submit_asset_run",
+    "touch_file",
+]
