@@ -1,4 +1,5 @@
-# Two commands: `make dev` (serve the example code location) and `make test`.
+# Two commands: `make dev` (serve the example code location) and `make test`; `make test-unit`
+# is the fast loop (no Spark, no process, under 2 minutes).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
@@ -9,7 +10,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test lint bench spark-start spark-stop clean browser postgres
+.PHONY: install dev test test-unit test-integration test-e2e lint bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
@@ -32,8 +33,20 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-test: install browser postgres lint
-	$(VENV)/bin/pytest
+# The tiers in order (tests/conftest.py says what each holds): the unit tests first, alone,
+# so that a failing one stops `make test` within minutes; then integration and e2e in one
+# session, which starts the shared Spark server once.
+test: install browser postgres lint test-unit
+	$(VENV)/bin/pytest tests/integration tests/e2e
+
+test-unit: install
+	$(VENV)/bin/pytest tests/unit
+
+test-integration: install postgres
+	$(VENV)/bin/pytest tests/integration
+
+test-e2e: install browser postgres
+	$(VENV)/bin/pytest tests/e2e
 
 # ruff (lint and format) and mypy; `make test` runs them first.
 lint: install
@@ -49,7 +62,7 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 # Debian's PostgreSQL server binaries for the Postgres instance tests and benches; each test
-# session or bench starts its own throwaway server (partition_assets_tests/postgres.py).
+# session or bench starts its own throwaway server (tests/support/postgres.py).
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }

@@ -4,7 +4,7 @@ Dagster's public API does not reach everything this library needs: the asset gra
 node types, backfill records, the run-launching internals, the SQLite storages it
 extends, the gRPC client of a code server. Every private name the library relies on is
 imported here and nowhere else, so a Dagster upgrade that moves or changes one breaks
-one module, and partition_assets_tests' seam pin test (test_dagster_internals.py) says
+one module, and the seam pin test (tests/unit/test_dagster_internals.py) says
 which name and which behaviour.
 
 Not guaranteed: these names follow Dagster's private modules, which may change in any

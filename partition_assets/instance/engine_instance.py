@@ -26,7 +26,7 @@ Contract:
 Not guaranteed: which caller is the daemon is read from the calling module's name, and
 which process is the webserver from its main module (`python -m dagster_webserver`, as
 `dagster dev` starts it, or the `dagster-webserver` script);
-`partition_assets_tests/test_dagster_backfills.py` pins it against the installed Dagster.
+`tests/unit/test_dagster_internals.py` pins it against the installed Dagster.
 This module imports only Dagster (and instance_storage, which does too): every process of
 the instance (webserver, daemon, run workers) loads it.
 """
