@@ -7,11 +7,14 @@ assets into them.
 
 The tiers, each a folder: tests/unit (logic and fakes in this process; no Spark, no
 process: its conftest fails a test that starts either), tests/integration (this process
-against real Spark, Delta tables, Dagster instances on disk and git, with processes it
-starts to race it) and tests/e2e (what a user starts: CLI commands, `dagster dev` and
-Chromium, servers of their own (PostgreSQL, Spark servers and a cluster, moto's S3), the run
-launcher, processes killed mid-way). tests/support holds the code locations and helpers.
-Not guaranteed: that a tier's tests pass when run alone in another order than pytest's.
+against real Spark, Delta tables, Dagster instances on disk and git, and the processes it
+starts through the library or as Python helpers: the engine's workers, Spark Connect
+servers, writers killed at a failpoint, racing processes) and tests/e2e (what a user
+starts: `partition-assets` and `dagster` commands, `dagster dev` with Chromium, servers run
+by their own commands (PostgreSQL, moto's S3, a Spark standalone cluster), the run
+launcher, deploys). tests/support holds the code locations and helpers.
+Not guaranteed: isolation beyond a test's own folders and instances: every test shares the
+session's Spark server and state folder, and the PostgreSQL server.
 """
 
 import os

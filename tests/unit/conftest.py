@@ -22,6 +22,7 @@ class StartRefused(RuntimeError):
 
 @pytest.fixture(autouse=True)
 def no_process_and_no_spark(monkeypatch):
+    """The guard; yields what it refused so far (a test of the guard clears it)."""
     refused: list[str] = []
 
     def refuse(what: str):
@@ -40,7 +41,7 @@ def no_process_and_no_spark(monkeypatch):
     # Local and Spark Connect sessions alike are built here.
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse("a Spark session"))
     monkeypatch.setattr(SparkSession.Builder, "create", refuse("a Spark session"))
-    yield
+    yield refused
     assert not refused, f"a unit test started {refused}: move it to tests/integration or tests/e2e"
 
 
