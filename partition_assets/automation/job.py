@@ -12,13 +12,9 @@ import uuid
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.spec import BackfillSpec, spec_config_class, spec_from_config
-from partition_assets.backfill.running.coordinator import (
-    graph_of,
-    nodes_to_skip,
-    run_backfill,
-    succeeded_nodes,
-)
+from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
@@ -26,6 +22,7 @@ from partition_assets.backfill.state.record import (
     BackfillRecord,
     cancel_in_flight,
     record_path,
+    succeeded_nodes,
 )
 from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
@@ -65,13 +62,14 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         try:
             # The gate's and publish's lines go through the group too: after the last nodes' lines.
             with GroupedLines(context.log.info) as lines:
-                status = run_backfill(
+                status = BackfillRun(
+                    context.instance,
                     record,
                     graph,
                     done,
                     on_result=lambda result: lines.add(progress.line(result)),
                     on_phase=lines.add,
-                )
+                ).run()
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:

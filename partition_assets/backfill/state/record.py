@@ -196,3 +196,12 @@ def cancel_launched_run(instance: dg.DagsterInstance, run_id: str) -> bool:
     except dg.DagsterError as error:  # the launcher cannot reach the run: the caller marks it canceled
         _log.warning("run %s: the run launcher could not terminate it (%s)", run_id, error)
         return False
+
+
+def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """Nodes whose latest run in this backfill succeeded; runs a dead coordinator left
+    in flight are canceled first, since nobody will finish them."""
+    cancel_in_flight(instance, record.id)
+    return {
+        node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
+    }
