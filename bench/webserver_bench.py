@@ -52,7 +52,7 @@ from dagster_backfill import CANCEL, LAUNCH
 from deltalake.exceptions import TableNotFoundError
 from engine_bench import _load, _uptime
 
-from partition_assets.backfill.publishing.publication import PUBLISH_RUN_TAG
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.instance.engine_instance import coordinator_log
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.spark import SparkResource

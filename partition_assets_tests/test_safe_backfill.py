@@ -14,8 +14,8 @@ import pytest
 
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.freeze import frozen_assets
-from partition_assets.backfill.publishing.publication import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.stats import partition_stats
 from partition_assets.backfill.publishing.tables import tables_of, unstaged_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG

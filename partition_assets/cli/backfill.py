@@ -24,7 +24,8 @@ from partition_assets.backfill.planning.spec import (
 )
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.gate import diff_rows, format_diff
-from partition_assets.backfill.publishing.publication import Publication, describe_versions
+from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress

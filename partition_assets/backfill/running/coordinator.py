@@ -28,7 +28,9 @@ from partition_assets.backfill.publishing.originals import (
     pins_to_json,
     runtime_warnings,
 )
-from partition_assets.backfill.publishing.publication import Publication, StatsAhead, TableStats, describe_versions
+from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.publishing.table_stats import StatsAhead, TableStats
 from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
