@@ -9,7 +9,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test lint bench spark-start spark-stop clean browser postgres
+.PHONY: install dev test lint docs bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
@@ -32,7 +32,7 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-test: install browser postgres lint
+test: install browser postgres lint docs
 	$(VENV)/bin/pytest
 
 # ruff (lint and format) and mypy; `make test` runs them first.
@@ -40,6 +40,11 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# The docs site (mkdocs.yml, docs/) into site/; strict, so a broken link or reference fails it.
+# NO_MKDOCS_2_WARNING silences mkdocs-material's banner about MkDocs 2, which says nothing about the site.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download).
 CHROMIUM := /usr/bin/chromium
