@@ -22,8 +22,8 @@ Not guaranteed: which process is the webserver is read from its main module
 script); partition_assets_tests/test_webserver.py's standby test pins it with the installed
 Dagster. A coordinator process killed once it was handed a backfill leaves that backfill
 in progress: `partition-assets backfill resume <id>` finishes it (`adopt <id>` when it was
-killed before it recorded the backfill). Imports only the standard library and ids.py:
-every process of the instance (webserver, daemon, run workers) loads it.
+killed before it recorded the backfill). Imports only the standard library, ids.py and
+errors.py: every process of the instance (webserver, daemon, run workers) loads it.
 """
 
 import os
