@@ -2,9 +2,7 @@
 
 import argparse
 import json
-import os
 import statistics
-import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -12,7 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui.mirror import adopted_plan, hand_back, mark_canceled, mark_failed
+from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
+from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.graph import BackfillGraph, Node, impact
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.spec import (
@@ -52,8 +51,9 @@ from partition_assets.errors import (
     PartitionAssetsError,
 )
 from partition_assets.ids import checked_backfill_id
-from partition_assets.instance.engine_instance import ENGINE_TAG, SPARSE, coordinator_log, runs_on_engine
+from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes import fork_server
+from partition_assets.processes.coordinators import await_backfill
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -222,8 +222,8 @@ def _execute(
 def _standby(instance: dg.DagsterInstance) -> int:
     """Imports the instance's engine code locations, starts the workers' fork server and
     workers for the first code location (as many as a backfill runs by default), then
-    waits for one Dagster backfill id on stdin and adopts it, writing to its log from then
-    on; exits when stdin closes without one (its webserver is gone)."""
+    adopts the one Dagster backfill its webserver hands it (processes/coordinators.py);
+    exits when it hands none (the webserver is gone)."""
     modules = list(getattr(instance, "engine_modules", []))
     for module in modules:
         load_definitions(module)
@@ -231,17 +231,8 @@ def _standby(instance: dg.DagsterInstance) -> int:
     with _warm_runner(modules, instance) as warm:
         if warm is not None:
             warm.wait_until_loaded()
-        print(f"standby {os.getpid()} ready", flush=True)
-        backfill_id = sys.stdin.readline().strip()
-        if not backfill_id:
-            return 0
-        checked_backfill_id(backfill_id, "the Dagster backfill id on stdin")
-        with coordinator_log(instance.root_directory, backfill_id).open("ab") as log:
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-                os.dup2(log.fileno(), stream.fileno())
-        print(f"standby {os.getpid()} adopts backfill {backfill_id}", flush=True)
-        return _adopt(instance, backfill_id, warm)
+        backfill_id = await_backfill(instance.root_directory)
+        return 0 if backfill_id is None else _adopt(instance, backfill_id, warm)
 
 
 @contextmanager

@@ -107,6 +107,16 @@ class BackfillRecord:
         return record
 
 
+def set_status(backfill_id: str, status: str) -> None:
+    """Saves `status` as backfill `backfill_id`'s status, for a thread or process that does
+    not hold its record (the Dagster mirror seeing a cancel clicked in the UI): the holder
+    takes it at its next save (`BackfillRecord.save`) and the coordinator reads it
+    (`SavedStatus`). UnknownBackfillError when no record is saved."""
+    record = BackfillRecord.load(backfill_id)
+    record.status = status
+    record.save()
+
+
 class SavedStatus:
     """The saved status of backfill `backfill_id`, read again only when its record file
     was replaced since the last read (`BackfillRecord.save` always replaces it): cheap
