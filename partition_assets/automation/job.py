@@ -7,6 +7,7 @@ carries the backfill id tag too, so filtering runs by `partition_assets/backfill
 in the UI shows it beside its node runs.
 """
 
+import contextlib
 import uuid
 
 import dagster as dg
@@ -20,6 +21,7 @@ from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     FINAL_STATUSES,
     BackfillRecord,
+    cancel,
     cancel_in_flight,
     record_path,
     succeeded_nodes,
@@ -73,12 +75,9 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:
-            # Terminated from the UI (or crashed) while running its nodes: record it, so that
-            # `backfill resume` picks it up (a publish or rollback cut short keeps its status).
-            current = BackfillRecord.load(backfill_id)
-            if current.status == "running":
-                current.status = "canceled"
-                current.save()
+            # Terminated from the UI (or crashed): record it, so that `backfill resume` picks it up.
+            with contextlib.suppress(BackfillStateError):  # a publish or rollback cut short keeps its status
+                cancel(backfill_id)
             cancel_in_flight(context.instance, backfill_id)
             raise
         if BackfillRecord.load(backfill_id).status == "canceled":  # `partition-assets backfill cancel`

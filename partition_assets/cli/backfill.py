@@ -35,6 +35,7 @@ from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     FINAL_STATUSES,
     BackfillRecord,
+    cancel,
     cancel_in_flight,
     node_states,
     succeeded_nodes,
@@ -169,18 +170,7 @@ def _cancel(record: BackfillRecord, instance: dg.DagsterInstance) -> int:
     """Stops the backfill: its live coordinator sees the status within a second and kills its
     workers (a dead one's workers died with it: processes/fork_server.py); runs in flight are canceled
     and the freeze lifted now, whether its coordinator is alive or not."""
-    if record.status in (*FINAL_STATUSES, "publishing", "rolling_back"):
-        raise BackfillStateError(
-            f"backfill {record.id} is {record.status}: there is nothing to cancel"
-            + (
-                f"; undo what it published with `partition-assets backfill rollback {record.id}`"
-                if record.status in ("published", "publishing")
-                else ""
-            )
-            + ". Nothing was changed."
-        )
-    record.status = "canceled"
-    record.save()
+    cancel(record.id)
     in_flight = cancel_in_flight(instance, record.id)
     unfreeze(instance, record.id)
     # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.

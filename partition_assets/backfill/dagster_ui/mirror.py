@@ -7,7 +7,7 @@ canceled from it.
   ("materialized" on the page) and failed-or-blocked. A *Cancel* clicked in the UI (status
   CANCELING) cancels the engine backfill within `POLL_SECONDS` (longer for backfills whose
   record takes long to read and write: see `_poll`): the mirror sets its record's status
-  (`set_status`, backfill/state/record.py), which the coordinator reads.
+  (`cancel`, backfill/state/record.py), which the coordinator reads.
 - `mark_canceled` writes what the mirror writes when its coordinator stops canceled, for
   `partition-assets backfill cancel` whose coordinator may be dead.
 
@@ -36,13 +36,14 @@ from sqlalchemy.exc import OperationalError
 from partition_assets.backfill.dagster_ui.conversion import subset_of
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
-from partition_assets.backfill.state.record import BackfillRecord, record_path, set_status
+from partition_assets.backfill.state.record import BackfillRecord, cancel, record_path
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     BulkActionStatus,
     PartitionBackfill,
     serializable_error_info_from_exc_info,
 )
+from partition_assets.errors import BackfillStateError
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE
 
 if TYPE_CHECKING:
@@ -154,7 +155,10 @@ class DagsterBackfillMirror:
         if stored is not None and stored.status == BulkActionStatus.CANCELING and not self._cancel_seen:
             # Cancel in the UI: the coordinator stops launching and cancels its runs in flight.
             self._cancel_seen = True
-            set_status(self._record_id, "canceled")
+            try:
+                cancel(self._record_id)
+            except BackfillStateError as error:  # publishing already: the cancel comes too late
+                _log.warning("backfill %s: the cancel in the UI is ignored: %s", self._record_id, error)
         self._flush()
 
     def _flush(self, status: BulkActionStatus | None = None, error: object = None) -> None:

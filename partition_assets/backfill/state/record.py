@@ -19,7 +19,7 @@ import dagster as dg
 from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.scheduling import NodeStatus
-from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
+from partition_assets.errors import BackfillStateError, EnvironmentSetupError, UnknownBackfillError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
 
@@ -107,16 +107,6 @@ class BackfillRecord:
         return record
 
 
-def set_status(backfill_id: str, status: str) -> None:
-    """Saves `status` as backfill `backfill_id`'s status, for a thread or process that does
-    not hold its record (the Dagster mirror seeing a cancel clicked in the UI): the holder
-    takes it at its next save (`BackfillRecord.save`) and the coordinator reads it
-    (`SavedStatus`). UnknownBackfillError when no record is saved."""
-    record = BackfillRecord.load(backfill_id)
-    record.status = status
-    record.save()
-
-
 class SavedStatus:
     """The saved status of backfill `backfill_id`, read again only when its record file
     was replaced since the last read (`BackfillRecord.save` always replaces it): cheap
@@ -149,6 +139,32 @@ class SavedStatus:
 
 # A backfill in one of these has nothing left to run or publish.
 FINAL_STATUSES = ("done", "published", "discarded", "rolled_back")
+# A cancel stops a backfill with nodes or a gate ahead; one publishing or rolling back is past it.
+_PAST_CANCELING = (*FINAL_STATUSES, "publishing", "rolling_back")
+
+
+def cancel(backfill_id: str) -> BackfillRecord:
+    """Saves backfill `backfill_id` as canceled, from any thread or process: its coordinator
+    reads it (`SavedStatus`), and the holder of its record takes it at its next save
+    (`BackfillRecord.save`). BackfillStateError, nothing changed, when it is past canceling
+    (publishing, published, rolling back or rolled back, done, discarded): a published
+    backfill is undone by rollback. UnknownBackfillError when no record is saved."""
+    record = BackfillRecord.load(backfill_id)
+    if record.status in _PAST_CANCELING:
+        raise BackfillStateError(
+            f"backfill {backfill_id} is {record.status}: there is nothing to cancel"
+            + (
+                f"; undo what it published with `partition-assets backfill rollback {backfill_id}`"
+                if record.status in ("published", "publishing")
+                else ""
+            )
+            + ". Nothing was changed."
+        )
+    record.status = "canceled"
+    record.save()
+    return record
+
+
 _RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created", "pinned_inputs")
 
 
