@@ -13,7 +13,8 @@ from pathlib import Path
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.mirror import adopted_plan, hand_back, mark_canceled, mark_failed
-from partition_assets.backfill.planning.graph import BackfillGraph, Node, impact
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import (
     DEFAULT_MAX_PARALLEL,
     RUNS_LAUNCHER,

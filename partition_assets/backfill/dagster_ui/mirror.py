@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from sqlalchemy.exc import OperationalError
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node, plan
-from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec
+from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.planning.keys import UNPARTITIONED
+from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord, record_path
 from partition_assets.code_location import load_definitions
@@ -279,7 +280,8 @@ def adopted_plan(
         asset_graph = load_definitions(module).resolve_asset_graph()
         try:
             spec = spec_of_dagster_backfill(backfill, asset_graph, module)
-            graph = plan(asset_graph, spec, dynamic_partitions_store=instance)
+            # The engine derived the spec: its fields go by their own names, as a recorded spec shows them.
+            graph = plan(asset_graph, spec, dynamic_partitions_store=instance, wording=config_key_of)
         except BackfillPlanError as error:
             reasons.append(f"{module}: {error}")
             continue
