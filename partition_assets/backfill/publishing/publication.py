@@ -54,11 +54,11 @@ from partition_assets.errors import (
     PartitionAssetsError,
 )
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.backfill_staging import StagedTable
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA, RUN_ID_METADATA
 from partition_assets.storage.leases import Heartbeat, Lease, acquire, held_by, release
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staged import StagedTable
 
 
 @dataclass(frozen=True)

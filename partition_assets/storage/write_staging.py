@@ -1,8 +1,14 @@
-"""Spark executors write a DataFrame's files into a staging folder of its table.
+"""The per-write staging area: Spark executors write a DataFrame's files into a fresh
+folder of its table (under `_staging/`, or a backfill's `incoming/`), a StagedWrite.
 
 Staged files are checked against the run's partitions before anything is
 published; publishing is the table format's step (a Delta commit, or a Parquet
-partition swap), so one commit can later publish many staged writes.
+partition swap), so one commit can later publish many staged writes. A backfill's
+staged data outlives the write: backfill_staging.py records it.
+
+Not guaranteed: a write killed before publishing leaves its staging folder until a
+vacuum sweeps it (older than the retention); files move into the table's layout one
+rename each, atomic only where the filesystem's rename is (object stores copy).
 """
 
 from __future__ import annotations

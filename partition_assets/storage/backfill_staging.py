@@ -1,5 +1,7 @@
-"""What a backfill staged for a table: files written but not published, and the
-manifests listing them. Format-agnostic; a format publishes them (DeltaFormat.publish_staged).
+"""A backfill's staged data: what it staged for a table, files written but not published,
+and the manifests listing them. Each staging starts as a per-write staging
+(write_staging.py) that `record_staging` moves here. Format-agnostic; a format publishes
+them (DeltaFormat.publish_staged).
 
 Layout under the table's folder, hidden from table readers and from Delta's vacuum
 (both skip `_`-prefixed folders):
@@ -33,7 +35,7 @@ from partition_assets.errors import CommitError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import (
+from partition_assets.storage.write_staging import (
     StagedFile,
     StagedWrite,
     delete_dir,
