@@ -119,12 +119,16 @@ def move_into_layout(staged: StagedWrite) -> None:
     """Moves the staged files into the table's `col=value/` layout, still unreferenced."""
     fs, root = table_filesystem(staged.table_uri)
     for file in staged.files:
-        target = f"{root}/{file.path}"
-        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        fs.move(f"{staged.staging_dir}/{file.path}", target)
+        move_file(fs, f"{staged.staging_dir}/{file.path}", f"{root}/{file.path}")
         failpoint("publishing")
     failpoint("published")
     delete_dir(fs, staged.staging_dir)
+
+
+def move_file(fs: pafs.FileSystem, source: str, target: str) -> None:
+    """Moves a file to `target`, creating the folder that holds it."""
+    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    fs.move(source, target)
 
 
 def discard(staged: StagedWrite) -> None:
