@@ -17,9 +17,9 @@ import pytest
 from partition_assets.cli.main import main
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.storage import DeltaFormat, PartitionScope
-from partition_assets.storage.delta_table import replace_partitions
+from partition_assets.storage.delta.write import replace_partitions
 from partition_assets.storage.maintenance import vacuum
-from partition_assets.storage.staging import (
+from partition_assets.storage.write_staging import (
     STAGING_DIR,
     StagedWrite,
     collect_staged,

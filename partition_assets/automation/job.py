@@ -14,7 +14,7 @@ import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
-from partition_assets.backfill.planning.spec import BackfillSpec, spec_config_class, spec_from_config
+from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of, spec_config_class, spec_from_config
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
 from partition_assets.backfill.state.presence import refuse_if_live
@@ -114,7 +114,7 @@ def _record_of_run(
     instance = context.instance
     if not record_path(backfill_id).exists():
         record = BackfillRecord(spec, id=backfill_id)
-        graph = graph_of(spec, instance)
+        graph = graph_of(spec, instance, config_key_of)
         done = nodes_to_skip(spec, graph, instance)
         record.save()
         return record, graph, done
@@ -126,7 +126,7 @@ def _record_of_run(
         )
     refuse_if_live(instance, backfill_id, "re-execute")
     record = BackfillRecord.load(backfill_id)
-    graph = graph_of(record.spec, instance)
+    graph = graph_of(record.spec, instance, config_key_of)
     if record.status in FINAL_STATUSES:
         return None, graph, set()
     return record, graph, succeeded_nodes(record, graph, instance)

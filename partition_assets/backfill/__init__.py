@@ -1,13 +1,7 @@
 """The backfill engine: the spec, the sparse (asset, partition) graph and its scheduling loop."""
 
-from partition_assets.backfill.planning.graph import (
-    AssetSlice,
-    BackfillGraph,
-    Dependency,
-    Node,
-    build_graph,
-    plan,
-)
+from partition_assets.backfill.planning.edges import Dependency
+from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph, Node, build_graph, plan
 from partition_assets.backfill.planning.instance_state import current_nodes, graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange
 from partition_assets.backfill.running.coordinator import BackfillRun

@@ -12,8 +12,9 @@ import dagster as dg
 
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
-from partition_assets.backfill.planning.graph import BackfillGraph, Node, impact
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
+from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import (
     DEFAULT_MAX_PARALLEL,
     RUNS_LAUNCHER,

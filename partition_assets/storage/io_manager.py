@@ -2,7 +2,7 @@
 
 Generic over the table format: everything format-specific (staging, validation,
 commits, merges, retries) is the format's `write` / `read`. What each format does
-not guarantee is in its module docstring (delta_table, parquet_table).
+not guarantee is in its module docstrings (the delta package, parquet_table).
 
 A node run of a staged backfill (its run tags say so, see partition_assets/run_tags.py) stages
 its output instead of publishing it and reads its inputs as the backfill sees them
@@ -35,7 +35,7 @@ from partition_assets.run_tags import (
     staging_backfill,
 )
 from partition_assets.spark import SparkResource
-from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns

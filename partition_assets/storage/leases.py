@@ -44,7 +44,7 @@ import pyarrow.fs as pafs
 
 from partition_assets.errors import EnvironmentSetupError, PartitionLeasedError
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import table_filesystem
+from partition_assets.storage.write_staging import table_filesystem
 
 LEASES_DIR = "_leases"
 TTL_ENV = "PARTITION_ASSETS_LEASE_TTL"

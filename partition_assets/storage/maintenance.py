@@ -12,10 +12,10 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from partition_assets.errors import TableNotFoundError
-from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.parquet_table import ParquetFormat, read_schema
-from partition_assets.storage.staging import table_filesystem
 from partition_assets.storage.table_format import TableFormat, VacuumResult
+from partition_assets.storage.write_staging import table_filesystem
 
 
 def vacuum(table_uri: str, retention_hours: float = 168, dry_run: bool = False) -> VacuumResult:

@@ -29,14 +29,6 @@ from partition_assets.errors import TableNotFoundError, UnsupportedByFormatError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
-from partition_assets.storage.staging import (
-    StagedWrite,
-    delete_dir,
-    parse_partition_path,
-    stale_folders,
-    sweep_staging,
-    table_filesystem,
-)
 from partition_assets.storage.table_format import (
     DEFAULT_OPTIONS,
     PublishResult,
@@ -45,6 +37,14 @@ from partition_assets.storage.table_format import (
     checked_retention_hours,
     spark_schema,
     stage_validated,
+)
+from partition_assets.storage.write_staging import (
+    StagedWrite,
+    delete_dir,
+    parse_partition_path,
+    stale_folders,
+    sweep_staging,
+    table_filesystem,
 )
 
 # The table's schema and partitioning: Parquet folders alone cannot say which

@@ -5,7 +5,7 @@ import pyarrow as pa
 from deltalake import Schema
 
 from partition_assets.errors import TableSchemaError
-from partition_assets.storage.staging import StagedWrite
+from partition_assets.storage.write_staging import StagedWrite
 
 
 def new_columns(

@@ -24,8 +24,8 @@ from partition_assets.errors import PartitionScopeError, VacuumRetentionError
 from partition_assets.storage.partition_scope import PartitionScope
 
 if TYPE_CHECKING:
-    from partition_assets.storage.staged import StagedTable
-from partition_assets.storage.staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
+    from partition_assets.storage.backfill_staging import StagedTable
+from partition_assets.storage.write_staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
 
 
 @dataclass(frozen=True)

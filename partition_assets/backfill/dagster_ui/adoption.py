@@ -28,7 +28,7 @@ import dagster as dg
 
 from partition_assets.backfill.dagster_ui.conversion import nodes_of
 from partition_assets.backfill.planning.graph import BackfillGraph, plan
-from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec
+from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill, SerializableErrorInfo
 from partition_assets.errors import BackfillPlanError
@@ -93,7 +93,8 @@ def adopted_plan(
         asset_graph = load_definitions(module).resolve_asset_graph()
         try:
             spec = spec_of_dagster_backfill(backfill, asset_graph, module)
-            graph = plan(asset_graph, spec, dynamic_partitions_store=instance)
+            # The engine derived the spec: its fields go by their own names, as a recorded spec shows them.
+            graph = plan(asset_graph, spec, dynamic_partitions_store=instance, wording=config_key_of)
         except BackfillPlanError as error:
             reasons.append(f"{module}: {error}")
             continue

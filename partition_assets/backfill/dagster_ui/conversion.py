@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, Node
+from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.dagster_internals import AssetGraphSubset, AssetKeyPartitionKey
 
 if TYPE_CHECKING:

@@ -7,13 +7,15 @@ from collections.abc import Iterable
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
-from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
 from partition_assets.code_location import load_definitions
 
 
-def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillGraph:
-    """The spec's graph, planned against its code location and the instance's dynamic partitions."""
-    return plan(load_definitions(spec.module).resolve_asset_graph(), spec, dynamic_partitions_store=instance)
+def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance, wording: Wording = flag_of) -> BackfillGraph:
+    """The spec's graph, planned against its code location and the instance's dynamic partitions;
+    a refusal names the spec's fields as `wording` does (see `plan`)."""
+    asset_graph = load_definitions(spec.module).resolve_asset_graph()
+    return plan(asset_graph, spec, dynamic_partitions_store=instance, wording=wording)
 
 
 def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:

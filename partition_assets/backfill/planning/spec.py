@@ -307,9 +307,24 @@ def _flag(spec_field: dataclasses.Field, how: _Option) -> str:
     return f"--no-{dashed}" if spec_field.default is True else f"--{dashed}"
 
 
-def _user_name(name: str) -> str:
+# How a surface names a spec field in the messages it shows: `flag_of` on the command line,
+# `config_key_of` for the job's config (and a UI backfill, whose spec the engine derives).
+Wording = Callable[[str], str]
+
+
+def flag_of(name: str) -> str:
+    """The command line's name for spec field `name`: its flag, e.g. --static."""
     spec_field = next(f for f, _ in _options() if f.name == name)
-    return f"{name} ({_flag(spec_field, spec_field.metadata['option'])})"
+    return _flag(spec_field, spec_field.metadata["option"])
+
+
+def config_key_of(name: str) -> str:
+    """The Launchpad job's name for spec field `name`: its config key, the field's own name."""
+    return name
+
+
+def _user_name(name: str) -> str:
+    return f"{name} ({flag_of(name)})"
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,8 +19,8 @@ from partition_assets.backfill.publishing.gate import Gate, apply_overrides, gat
 from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.running.scheduling import NodeResult
+from partition_assets.storage.backfill_staging import StagedTable
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staged import StagedTable
 
 if TYPE_CHECKING:
     from partition_assets.backfill.publishing.publication import Publication

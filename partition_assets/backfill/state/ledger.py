@@ -30,7 +30,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from partition_assets.errors import CommitError
-from partition_assets.storage.delta_table import open_table
+from partition_assets.storage.delta.log import open_table
 
 LEDGER_PATH = "_partition_assets/ledger"
 _COMMIT_ATTEMPTS = 20

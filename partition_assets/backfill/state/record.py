@@ -16,7 +16,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.errors import BackfillStateError, EnvironmentSetupError, UnknownBackfillError

@@ -1,5 +1,7 @@
-"""What a backfill staged for a table: files written but not published, and the
-manifests listing them. Format-agnostic; a format publishes them (DeltaFormat.publish_staged).
+"""A backfill's staged data: what it staged for a table, files written but not published,
+and the manifests listing them. Each staging starts as a per-write staging
+(write_staging.py) that `record_staging` moves here. Format-agnostic; a format publishes
+them (DeltaFormat.publish_staged).
 
 Layout under the table's folder, hidden from table readers and from Delta's vacuum
 (both skip `_`-prefixed folders):
@@ -33,10 +35,11 @@ from partition_assets.errors import CommitError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import (
+from partition_assets.storage.write_staging import (
     StagedFile,
     StagedWrite,
     delete_dir,
+    move_file,
     stale_folders,
     table_filesystem,
 )
@@ -103,9 +106,7 @@ def record_staging(
     lists: the staging did not happen (discard deletes them)."""
     fs, data = data_folder(write.table_uri, backfill_id)
     for file in write.files:
-        target = f"{data}/{file.path}"
-        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        fs.move(f"{write.staging_dir}/{file.path}", target)
+        move_file(fs, f"{write.staging_dir}/{file.path}", f"{data}/{file.path}")
     _, folder = backfill_folder(write.table_uri, backfill_id)
     manifests = f"{folder}/manifest"
     fs.create_dir(manifests, recursive=True)
@@ -195,8 +196,7 @@ def move_into_table_layout(staged: StagedTable) -> None:
     for file in staged.files:
         source, target = f"{data}/{file.path}", f"{root}/{file.path}"
         if fs.get_file_info(source).type == pafs.FileType.File:
-            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-            fs.move(source, target)
+            move_file(fs, source, target)
             failpoint("publish_moving")
         elif fs.get_file_info(target).type != pafs.FileType.File:
             raise CommitError(

@@ -1,8 +1,14 @@
-"""Spark executors write a DataFrame's files into a staging folder of its table.
+"""The per-write staging area: Spark executors write a DataFrame's files into a fresh
+folder of its table (under `_staging/`, or a backfill's `incoming/`), a StagedWrite.
 
 Staged files are checked against the run's partitions before anything is
 published; publishing is the table format's step (a Delta commit, or a Parquet
-partition swap), so one commit can later publish many staged writes.
+partition swap), so one commit can later publish many staged writes. A backfill's
+staged data outlives the write: backfill_staging.py records it.
+
+Not guaranteed: a write killed before publishing leaves its staging folder until a
+vacuum sweeps it (older than the retention); files move into the table's layout one
+rename each, atomic only where the filesystem's rename is (object stores copy).
 """
 
 from __future__ import annotations
@@ -113,12 +119,16 @@ def move_into_layout(staged: StagedWrite) -> None:
     """Moves the staged files into the table's `col=value/` layout, still unreferenced."""
     fs, root = table_filesystem(staged.table_uri)
     for file in staged.files:
-        target = f"{root}/{file.path}"
-        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        fs.move(f"{staged.staging_dir}/{file.path}", target)
+        move_file(fs, f"{staged.staging_dir}/{file.path}", f"{root}/{file.path}")
         failpoint("publishing")
     failpoint("published")
     delete_dir(fs, staged.staging_dir)
+
+
+def move_file(fs: pafs.FileSystem, source: str, target: str) -> None:
+    """Moves a file to `target`, creating the folder that holds it."""
+    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    fs.move(source, target)
 
 
 def discard(staged: StagedWrite) -> None:
