@@ -46,8 +46,12 @@ def catch_up_sensor(
 ) -> dg.SensorDefinition:
     """Launches `job` (a `sparse_backfill_job`) over the gaps of `selection`.
 
-    `horizon` limits the search to partitions starting within that time before now;
-    `max_parallel` bounds the node runs of each backfill.
+    Args:
+        selection: The assets to fill, in Dagster's selection syntax.
+        name: The sensor's name; its runs carry it (CATCH_UP_TAG), and it launches nothing while
+            one of them is in flight.
+        horizon: Limits the search to partitions starting within that time before now; None: all history.
+        max_parallel: Bounds the node runs of each backfill.
     """
 
     @dg.sensor(

@@ -74,7 +74,15 @@ def eager_partitions_sensor(
     hold_seconds: float = HOLD_SECONDS,
     rescan_ids: int = RESCAN_IDS,
 ) -> dg.SensorDefinition:
-    """Requests partitions of `selection` whose upstream partitions just completed their inputs."""
+    """Requests partitions of `selection` whose upstream partitions just completed their inputs.
+
+    Args:
+        watch_seconds: How long one tick watches the event log for new materializations.
+        hold_seconds: A tick that finds work returns it once the work's first event, or the tick
+            itself, is this old (see the module docstring).
+        rescan_ids: How many storage ids below the highest one read are read again for events
+            that show up late (see the module docstring).
+    """
     target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
 
     @dg.sensor(

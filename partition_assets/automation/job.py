@@ -133,5 +133,9 @@ def _record_of_run(
 
 
 def backfill_run_config(**config: object) -> dict:
-    """Run config for the job, e.g. `backfill_run_config(selection="key:a", start=..., end=...)`."""
+    """Run config for the job, e.g. `backfill_run_config(selection="key:a", start=..., end=...)`.
+
+    Args:
+        **config: `BackfillSpec` fields but `module` (the job names its code location), by name.
+    """
     return {"ops": {COORDINATOR_OP: {"config": SparseBackfillConfig(**config).model_dump(exclude_none=True)}}}

@@ -90,10 +90,17 @@ def partitioned_schedule(
     and, with `collect_gaps`, those the `cron` skipped (see the module docstring).
 
     `cron` fires in `execution_timezone`; partitions are read in their definition's `tz`.
-    `default_status`: STOPPED unless `PARTITION_ASSETS_SENSORS` names the schedule
-    (partition_assets.automation.switch). Raises PartitionScheduleError for a bad cron or
-    lookback, PartitionDefinitionError for an unknown timezone; a selection without one
-    common time partitions definition fails its ticks with PartitionScheduleError.
+    A selection without one common time partitions definition fails its ticks with
+    PartitionScheduleError.
+
+    Args:
+        default_status: STOPPED unless `PARTITION_ASSETS_SENSORS` names the schedule
+            (partition_assets.automation.switch).
+
+    Raises:
+        PartitionScheduleError: `cron` is not a valid cron string, or `lookback` is not a whole
+            number >= 0; nothing was scheduled.
+        PartitionDefinitionError: `execution_timezone` is no IANA timezone name.
     """
     if not isinstance(cron, str) or not is_valid_cron_string(cron):
         raise PartitionScheduleError(
@@ -232,7 +239,15 @@ class SelectedAssets:
     @classmethod
     def resolve(cls, target: dg.AssetSelection, asset_graph: AssetGraph, name: str) -> SelectedAssets:
         """Raises PartitionScheduleError unless `target` selects materializable assets that all
-        share one partitions definition with a time dimension."""
+        share one partitions definition with a time dimension.
+
+        Args:
+            name: The schedule's name, for the message.
+
+        Raises:
+            PartitionScheduleError: `target` selects no materializable asset, an asset without a
+                time dimension, or assets of several partitions definitions; nothing was requested.
+        """
         keys = sorted(
             (k for k in target.resolve(asset_graph) if asset_graph.get(k).is_materializable),
             key=lambda k: k.to_user_string(),
@@ -265,7 +280,11 @@ class SelectedAssets:
     def run_requests(
         self, windows: list[dg.TimeWindow], tags: dict[str, str], instance: dg.DagsterInstance
     ) -> list[dg.RunRequest]:
-        """Runs covering `windows`: range runs as the backfill policies allow, else one per partition."""
+        """Runs covering `windows`: range runs as the backfill policies allow, else one per partition.
+
+        Args:
+            tags: The tags of every run; they must hold TICK_TAG, which the run keys name.
+        """
         tick = tags[TICK_TAG]
         if isinstance(self.partitions_def, dg.MultiPartitionsDefinition):
             time_dimension = self.partitions_def.time_window_dimension.name

@@ -83,16 +83,30 @@ class StagedTable:
 
 
 def incoming_folder(backfill_id: str) -> str:
-    """Where Spark stages a backfill's frame, relative to its table (for stage_dataframe)."""
+    """Where Spark stages a backfill's frame, relative to its table (for stage_dataframe).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was written.
+    """
     return f"{BACKFILLS_DIR}/{checked_backfill_id(backfill_id)}/incoming"
 
 
 def backfill_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
+    """The table's filesystem and the backfill's folder in it.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     fs, root = table_filesystem(table_uri)
     return fs, f"{root}/{BACKFILLS_DIR}/{checked_backfill_id(backfill_id)}"
 
 
 def data_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
+    """The table's filesystem and the folder of the backfill's staged files in it.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     fs, folder = backfill_folder(table_uri, backfill_id)
     return fs, f"{folder}/data"
 
@@ -103,7 +117,11 @@ def record_staging(
     """Moves `write`'s files into the backfill's data folder, then records them in a new
     manifest as the content of `partitions`, with the write's commit `metadata` (who
     staged it, from what). A crash before the manifest's rename leaves files no manifest
-    lists: the staging did not happen (discard deletes them)."""
+    lists: the staging did not happen (discard deletes them).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was written.
+    """
     fs, data = data_folder(write.table_uri, backfill_id)
     for file in write.files:
         move_file(fs, f"{write.staging_dir}/{file.path}", f"{data}/{file.path}")
@@ -140,6 +158,9 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
 
     The schema is `published_schema` (the first staging's when None) extended by the
     columns the current stagings add.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
     """
     fs, folder = backfill_folder(table_uri, backfill_id)
     manifests = f"{folder}/manifest"
@@ -190,6 +211,9 @@ def move_into_table_layout(staged: StagedTable) -> None:
 
     Resumable: a file an earlier, killed attempt moved is left where it is; a file in
     neither place (deleted by hand) is a CommitError, and nothing is committed.
+
+    Raises:
+        CommitError: A staged file is in neither the backfill's data folder nor the table's layout.
     """
     fs, data = data_folder(staged.table_uri, staged.backfill_id)
     _, root = table_filesystem(staged.table_uri)
@@ -208,7 +232,11 @@ def move_into_table_layout(staged: StagedTable) -> None:
 
 def delete_backfill(table_uri: str, backfill_id: str) -> int:
     """Deletes the backfill's folder (staged files and manifests); returns the number of
-    data files deleted. Idempotent."""
+    data files deleted. Idempotent.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was deleted.
+    """
     fs, folder = backfill_folder(table_uri, backfill_id)
     if fs.get_file_info(folder).type == pafs.FileType.NotFound:
         return 0
@@ -233,6 +261,11 @@ def backfill_ids(table_uri: str) -> list[str]:
 
 
 def has_manifest(table_uri: str, backfill_id: str) -> bool:
+    """Whether the backfill recorded a staging of the table (a manifest).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     fs, folder = backfill_folder(table_uri, backfill_id)
     return bool(_manifest_names(fs, f"{folder}/manifest"))
 

@@ -78,6 +78,11 @@ def stage_dataframe(
     Partition columns are added when the frame lacks them and the run has one
     partition. Rows outside `scope`, or with a null partition value, are an
     error, and then nothing is left behind.
+
+    Raises:
+        PartitionScopeError: A row outside `scope` or with a null partition value; a partition
+            column the frame lacks while `scope` holds several partitions; a partition column
+            neither a string nor a date (a date only for ISO-date keys).
     """
     columns = scope.columns if scope else ()
     df = with_partition_columns(df, scope)
@@ -106,7 +111,11 @@ def collect_staged(table_uri: str, staging: str, schema: pa.Schema, scope: Parti
     """The write whose Parquet files (in Spark's `col=value/` layout) are in `staging`,
     a folder of the table's filesystem: its files with their sizes, partition values
     and row counts. Rows outside `scope` raise PartitionScopeError; the folder is left
-    as it is (the caller deletes it)."""
+    as it is (the caller deletes it).
+
+    Raises:
+        PartitionScopeError: A row outside `scope` or with a null partition value.
+    """
     fs, _ = table_filesystem(table_uri)
     written = _list_parquet(fs, staging)
     if scope is not None:
@@ -175,7 +184,12 @@ def sweep_staging(table_uri: str, retention_hours: float, dry_run: bool) -> list
 
 
 def with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:
-    """`df` with its partition columns last, added when missing and the scope is one partition."""
+    """`df` with its partition columns last, added when missing and the scope is one partition.
+
+    Raises:
+        PartitionScopeError: A partition column is missing while `scope` holds several partitions;
+            a partition column is neither a string nor a date; a date column's keys are not ISO dates.
+    """
     if scope is None:
         return df
     missing = [column for column in scope.columns if column not in df.columns]

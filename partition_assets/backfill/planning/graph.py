@@ -64,6 +64,8 @@ class AssetSlice:
 
 @dataclass
 class BackfillGraph:
+    """A backfill's nodes, as one slice of partitions per asset, and their edges, per downstream asset."""
+
     slices: dict[dg.AssetKey, AssetSlice]
     dependencies: dict[dg.AssetKey, list[Dependency]]  # by downstream asset, in topological order
 
@@ -78,11 +80,13 @@ class BackfillGraph:
         return sum(d.edge_count() for deps in self.dependencies.values() for d in deps)
 
     def nodes(self) -> Iterator[Node]:
+        """Every node: asset by asset in topological order, each asset's in partition order."""
         for asset_slice in self.slices.values():
             for key in asset_slice.partition_keys:
                 yield Node(asset_slice.key, key)
 
     def upstream(self, node: Node) -> list[Node]:
+        """The nodes `node` depends on: of each upstream asset in the backfill, the partitions its mapping names."""
         index = self.slices[node.asset].index_of[node.partition]
         found: list[Node] = []
         for dependency in self.dependencies[node.asset]:
@@ -99,12 +103,19 @@ def plan(
 ) -> BackfillGraph:
     """The backfill graph of `spec` against a code location's asset graph.
 
-    Raises BackfillPlanError, naming the fix, when the selection is invalid or
-    matches no asset, a static filter names no static dimension of the selection,
-    an asset limit names an asset outside the backfill, or the spec plans no node
-    at all (the range lies outside the partitions, a dynamic definition has no keys).
     Its messages name the spec's fields as `wording` does: the surface the spec came
     from (the command line's flags unless told).
+
+    Args:
+        dynamic_partitions_store: Where the keys of dynamic partitions are read (the instance).
+
+    Raises:
+        BackfillPlanError: The selection is invalid or matches no asset; a static filter names no
+            static dimension of the selection, or keys it lacks; a time-partitioned asset is
+            selected with neither a range nor keys; a key of `spec.keys` is no partition of any
+            selected asset; an asset limit names an asset outside the backfill; or the spec plans
+            no node at all (the range lies outside the partitions, a dynamic definition has no
+            keys). The message names the fix.
     """
     selected = resolve_selection(asset_graph, spec.selection)
     check_static_filters(asset_graph, selected, spec.static, wording)
@@ -159,6 +170,14 @@ def build_graph(
     spans a gap between two of them.
 
     Errors name the spec's fields as `wording` does (see `plan`).
+
+    Args:
+        dynamic_partitions_store: Where the keys of dynamic partitions are read (the instance).
+
+    Raises:
+        BackfillPlanError: `exact` with a `lookback`; a time-partitioned asset with neither a
+            `time_range` nor `explicit_keys`; a key in `static_keys` that its dimension lacks; a key
+            of `explicit_keys` that is no partition of any selected asset.
     """
     if exact and lookback:
         raise BackfillPlanError("exact and lookback contradict: exact adds no partition outside the range")

@@ -127,7 +127,11 @@ class Ledger:
     def append(self, entries: Iterable[LedgerEntry]) -> None:
         """Adds `entries` in one Delta commit; concurrent appends (other threads or
         processes) all land. CommitError when the commit keeps losing; then nothing
-        of these entries was recorded."""
+        of these entries was recorded.
+
+        Raises:
+            CommitError: The append lost to concurrent writers 20 times; nothing of `entries` was recorded.
+        """
         data = _to_arrow(list(entries))
         if data.num_rows == 0:
             return

@@ -40,6 +40,9 @@ class BackfillRecord:
     Status: running | canceled | failed | done (published per node) | gate_failed |
     publish_refused (a foreign commit; nothing published) | publishing | published |
     discarded | rolling_back | rolled_back.
+
+    Raises:
+        BackfillIdError: `id` cannot name a file.
     """
 
     spec: BackfillSpec
@@ -63,7 +66,11 @@ class BackfillRecord:
         """Writes the record atomically. A status this object did not change is not written
         back: the status saved meanwhile by another process (a `cancel`) stands, and this
         object takes it. Not guaranteed: two processes changing the status at the same
-        moment (the later write wins; backfill/state/presence.py keeps two coordinators apart)."""
+        moment (the later write wins; backfill/state/presence.py keeps two coordinators apart).
+
+        Raises:
+            EnvironmentSetupError: DAGSTER_HOME is not set.
+        """
         path = record_path(self.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         if self.status == self._status_seen and path.exists():
@@ -84,7 +91,13 @@ class BackfillRecord:
 
     @classmethod
     def load(cls, backfill_id: str) -> "BackfillRecord":
-        """The record of `backfill_id`; UnknownBackfillError lists the recorded ids."""
+        """The record of `backfill_id`; UnknownBackfillError lists the recorded ids.
+
+        Raises:
+            UnknownBackfillError: No record of `backfill_id` is saved; the message lists the recorded ids.
+            EnvironmentSetupError: DAGSTER_HOME is not set.
+            BackfillIdError: `backfill_id` cannot name a file.
+        """
         path = record_path(backfill_id)
         if not path.exists():
             known = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.exists() else []
@@ -116,6 +129,10 @@ class SavedStatus:
 
     Not guaranteed: a record edited in place within the same nanosecond timestamp and
     size is not seen; `save` never does that.
+
+    Raises:
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+        BackfillIdError: `backfill_id` cannot name a file.
     """
 
     def __init__(self, backfill_id: str) -> None:
@@ -125,7 +142,11 @@ class SavedStatus:
         self._status = ""
 
     def current(self) -> str:
-        """The status as saved now; UnknownBackfillError when the record is gone."""
+        """The status as saved now; UnknownBackfillError when the record is gone.
+
+        Raises:
+            UnknownBackfillError: The record is gone; the message lists the recorded ids.
+        """
         try:
             stat = self._path.stat()
         except FileNotFoundError:
@@ -149,7 +170,14 @@ def cancel(backfill_id: str) -> BackfillRecord:
     reads it (`SavedStatus`), and the holder of its record takes it at its next save
     (`BackfillRecord.save`). BackfillStateError, nothing changed, when it is past canceling
     (publishing, published, rolling back or rolled back, done, discarded): a published
-    backfill is undone by rollback. UnknownBackfillError when no record is saved."""
+    backfill is undone by rollback. UnknownBackfillError when no record is saved.
+
+    Raises:
+        BackfillStateError: The backfill is past canceling; nothing was changed.
+        UnknownBackfillError: No record of `backfill_id` is saved.
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+        BackfillIdError: `backfill_id` cannot name a file.
+    """
     record = BackfillRecord.load(backfill_id)
     if record.status in _PAST_CANCELING:
         raise BackfillStateError(
@@ -170,6 +198,12 @@ _RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created
 
 
 def record_path(backfill_id: str) -> Path:
+    """Where backfill `backfill_id`'s record is saved: `$DAGSTER_HOME/partition_assets/backfills/<id>.json`.
+
+    Raises:
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+        BackfillIdError: `backfill_id` cannot name a file.
+    """
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         raise EnvironmentSetupError(

@@ -44,6 +44,16 @@ class DeltaFormat:
         scope: PartitionScope | None,
         options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
+        """Replaces exactly `scope`'s partitions (the whole table when None) with `frame` in one
+        commit, or upserts into them with `options.merge_keys` (write.write_frame).
+
+        Raises:
+            PartitionScopeError: The frame does not fit `scope`, has no rows and
+                `options.allow_empty` is not set, or lacks a merge key column; nothing was written.
+            TableSchemaError: The frame breaks the table's schema or partitioning; nothing was written.
+            ConcurrentPartitionWriteError: A merge's partitions kept changing before it committed.
+            CommitError: The commit lost to concurrent writers 50 times; the table is unchanged.
+        """
         return write.write_frame(frame, table_uri, scope, options)
 
     def read(
@@ -55,12 +65,21 @@ class DeltaFormat:
         version: int | None = None,
         timestamp: str | None = None,
     ) -> DataFrame | None:
+        """`scope`'s rows (all when None) at the latest version, or as of `version` or ISO-8601
+        `timestamp`, opening only their files (read.read_table); None when there is no table."""
         return read.read_table(spark, table_uri, scope, version, timestamp)
 
     def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[PartitionRow]:
         return read.missing_partitions(table_uri, scope)
 
     def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
+        """Deletes unreferenced data files and dead staging folders older than `retention_hours`
+        (vacuum.vacuum_table).
+
+        Raises:
+            VacuumRetentionError: `checked_retention_hours` refuses `retention_hours`; nothing was deleted.
+            TableNotFoundError: `table_uri` holds no Delta table; nothing was deleted.
+        """
         return vacuum.vacuum_table(table_uri, retention_hours, dry_run)
 
     def stage(

@@ -75,7 +75,12 @@ def remove_actions(table: DeltaTable, scope: PartitionScope | None) -> list[Remo
 
 
 def check_schema(table: DeltaTable | None, staged: StagedWrite, allow_new_columns: bool) -> None:
-    """Raises TableSchemaError when publishing `staged` would break the table's schema."""
+    """Raises TableSchemaError when publishing `staged` would break the table's schema.
+
+    Raises:
+        TableSchemaError: `staged` is partitioned differently from the table, lacks or retypes one
+            of its columns, or adds columns without `allow_new_columns`.
+    """
     if table is not None:
         new_columns(*table_schema(table), staged, allow_new_columns)
 
@@ -96,6 +101,16 @@ def commit(
 
     `check` runs on the snapshot each attempt commits on top of, and may refuse it.
     New nullable columns are added first, in a commit of their own.
+
+    Args:
+        table: The snapshot the first attempt commits on top of; None when there was no table.
+        template: A staged write standing for the commit's table, schema and partitioning.
+        check: Raises to refuse the snapshot it is given; it propagates and nothing is committed.
+        app_transaction: An application transaction the commit carries (a backfill's publish).
+
+    Raises:
+        TableSchemaError: The write does not fit the schema of the snapshot an attempt commits on.
+        CommitError: The commit lost to concurrent writers 50 times; the table is unchanged.
     """
     partition_by = list(template.partition_columns) or None
     transactions = [app_transaction] if app_transaction else None
@@ -138,7 +153,11 @@ def commit(
 
 def with_commit_retries(table_uri: str, table: DeltaTable | None, attempt: Callable[[DeltaTable | None], _T]) -> _T:
     """`attempt` (one commit on top of the snapshot it is given), retried on a fresh
-    snapshot while concurrent commits take the version it read."""
+    snapshot while concurrent commits take the version it read.
+
+    Raises:
+        CommitError: The attempt lost to concurrent commits 50 times; the table is unchanged.
+    """
     for number in range(1, _MAX_COMMIT_ATTEMPTS + 1):
         try:
             return attempt(table)

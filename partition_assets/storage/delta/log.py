@@ -169,7 +169,11 @@ def is_backfill_commit(entry: Mapping[str, Any], backfill_id: str, action: str) 
 
 
 def backfill_commit_version(table: DeltaTable, backfill_id: str, action: str) -> int:
-    """The version of the backfill's `action` commit, found by its commit metadata."""
+    """The version of the backfill's `action` commit, found by its commit metadata.
+
+    Raises:
+        CommitError: The log no longer holds that commit's info (old entries were cleaned up).
+    """
     for entry in table.history():
         if is_backfill_commit(entry, backfill_id, action):
             return int(entry["version"])
@@ -182,7 +186,11 @@ def backfill_commit_version(table: DeltaTable, backfill_id: str, action: str) ->
 
 def published_version(table_uri: str, backfill_id: str) -> int | None:
     """The version of backfill `backfill_id`'s publish commit; None when the table
-    does not hold it (the log, not the backfill's folder, is the record)."""
+    does not hold it (the log, not the backfill's folder, is the record).
+
+    Raises:
+        CommitError: The table holds the publish but its log no longer names its version.
+    """
     table = open_table(table_uri)
     if table is None or table.transaction_version(publish_app_id(backfill_id)) is None:
         return None

@@ -56,6 +56,18 @@ def publish_staged(
     `expected` (partition -> published files, as `partition_files` took them), any
     difference is a ForeignCommitError and nothing is committed; the staging is kept.
     The backfill's folder is deleted once published (the log keeps what rollback needs).
+
+    Args:
+        metadata: Commit metadata to record with the publish.
+
+    Raises:
+        ForeignCommitError: A staged partition's published files are no longer `expected`.
+        BackfillStateError: The backfill staged nothing for the table and has not published to it;
+            nothing was committed.
+        TableSchemaError: The staged schema no longer fits the table's; nothing was committed.
+        CommitError: A staged file is missing or the commit kept losing to concurrent writers (the
+            table is unchanged), or the table holds the publish but its log no longer names its version.
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was committed.
     """
     published = published_version(table_uri, backfill_id)
     if published is not None:
@@ -96,7 +108,13 @@ def publish_staged(
 def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
     """Raises ForeignCommitError, committing nothing, when `publish_staged` with
     `expected` would refuse now; nothing when the backfill staged nothing here or has
-    published already. Lets a multi-table publish refuse before committing any table."""
+    published already. Lets a multi-table publish refuse before committing any table.
+
+    Raises:
+        ForeignCommitError: A staged partition's published files are no longer `expected`.
+        CommitError: The table holds the publish but its log no longer names its version.
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     if published_version(table_uri, backfill_id) is not None:
         return
     table = open_table(table_uri)

@@ -63,7 +63,11 @@ def missing_partitions(table_uri: str, scope: PartitionScope) -> set[PartitionRo
 
 def staging_of(table: DeltaTable | None, table_uri: str, backfill_id: str) -> StagedTable | None:
     """The backfill's staging of the table, its schema extending the published one; None
-    when it staged nothing there."""
+    when it staged nothing there.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     return read_staged(table_uri, backfill_id, None if table is None else table_schema(table)[0])
 
 
@@ -76,6 +80,9 @@ def read_overlay(
 
     The schema is the published table's plus the columns the staging adds (the
     staging's own when there is no table).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
     """
     table = open_table(table_uri)
     staged = staging_of(table, table_uri, backfill_id)

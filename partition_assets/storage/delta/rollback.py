@@ -49,7 +49,10 @@ def rollback_publish(table_uri: str, backfill_id: str, published_version: int, f
     removed. The partitions are read from the log (what that commit changed), so the
     backfill's manifests are not needed. Idempotent like publish_staged.
 
-    RollbackError, nothing committed: see `check_rollback`.
+    Raises:
+        RollbackError: There is no table, or `check_rollback` refuses; nothing was committed.
+        CommitError: The commit kept losing to concurrent writers (the table is unchanged), or the
+            table holds the rollback but its log no longer names its version.
     """
     plan = _RollbackPlan.of(table_uri, backfill_id, published_version)
     if plan.done_version is not None:
@@ -82,7 +85,12 @@ def check_rollback(table_uri: str, backfill_id: str, published_version: int, for
     `published_version` is not the backfill's publish commit; when a later commit
     changed those partitions (unless `force`, which discards that commit's changes to
     them); when a file to restore is gone. Lets a multi-table rollback refuse before
-    committing any table."""
+    committing any table.
+
+    Raises:
+        RollbackError: There is no table, or a refusal named above.
+        CommitError: The table holds the rollback but its log no longer names its version.
+    """
     plan = _RollbackPlan.of(table_uri, backfill_id, published_version)
     if plan.done_version is None:
         plan.check_unchanged(plan.table, force)

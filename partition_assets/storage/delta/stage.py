@@ -41,6 +41,13 @@ def stage_frame(
     and out of reach of vacuum; a manifest records them with `options.commit_metadata`
     (`StagedTable.metadata_by_partition`). Staging a partition again supersedes its
     earlier staging. The result's version is None.
+
+    Raises:
+        PartitionScopeError: The frame does not fit `scope` (see `write`), or a merge key is no
+            column of the frame.
+        TableSchemaError: The frame breaks the published table's schema (without a table, the
+            backfill's earlier staging's).
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was staged.
     """
     table = open_table(table_uri)
     earlier = staging_of(table, table_uri, backfill_id)

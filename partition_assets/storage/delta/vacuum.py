@@ -36,6 +36,10 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool) -> Vacuu
     may have moved them into the layout and not committed yet. The folders of
     published backfills go, and those of backfills killed before any manifest.
     delta-rs ages data files in whole hours: a retention is rounded up for them.
+
+    Raises:
+        VacuumRetentionError: `checked_retention_hours` refuses `retention_hours`; nothing was deleted.
+        TableNotFoundError: `table_uri` holds no Delta table; nothing was deleted.
     """
     retention_hours = checked_retention_hours(retention_hours)
     table = open_table(table_uri)

@@ -43,6 +43,15 @@ def write_frame(
 
     A merge whose partitions another writer changed before it committed is
     read and merged again, up to a few times; then ConcurrentPartitionWriteError.
+
+    Raises:
+        PartitionScopeError: The frame does not fit `scope` (a row outside it, a null partition
+            value, a partition column missing for several partitions or neither a string nor a
+            date), has no rows and `options.allow_empty` is not set, or lacks a merge key column.
+        TableSchemaError: The frame drops or retypes a column of the table, is partitioned
+            differently, or adds columns without `options.allow_new_columns`.
+        ConcurrentPartitionWriteError: A merge's partitions kept changing before it committed.
+        CommitError: The commit lost to concurrent writers 50 times; the table is unchanged.
     """
     for attempt in range(1, _MERGE_ATTEMPTS):
         try:
@@ -86,6 +95,11 @@ def replace_partitions(
 
     A write that breaks the table's schema (TableSchemaError) is refused before
     anything is published, and then every staged write is deleted.
+
+    Raises:
+        TableSchemaError: The writes are of different tables or partition columns, or one breaks
+            the table's schema; every staged write is deleted.
+        CommitError: The commit lost to concurrent writers 50 times; the table is unchanged.
     """
     writes = [staged] if isinstance(staged, StagedWrite) else list(staged)
     first = writes[0]
@@ -113,6 +127,10 @@ def merge_rows(
     """`incoming` plus the `stored` rows whose keys it does not carry (an upsert).
 
     Keys match within a partition only, so a merge never touches other partitions.
+
+    Raises:
+        PartitionScopeError: A merge key is no column of `incoming`, or `incoming` does not fit
+            `scope` (see write_staging.with_partition_columns).
     """
     unknown = [key for key in keys if key not in incoming.columns]
     if unknown:
