@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from partition_assets.errors import CommitError
-from partition_assets.ids import checked_backfill_id
+from partition_assets.ids import checked_backfill_id, is_backfill_id
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.write_staging import (
@@ -250,13 +250,16 @@ def delete_backfill(table_uri: str, backfill_id: str) -> int:
 
 
 def backfill_ids(table_uri: str) -> list[str]:
-    """The backfills with a folder under the table."""
+    """The backfills with a folder under the table (a folder whose name no backfill id can
+    have, made by hand, is not one: it is left alone)."""
     fs, root = table_filesystem(table_uri)
     parent = f"{root}/{BACKFILLS_DIR}"
     if fs.get_file_info(parent).type != pafs.FileType.Directory:
         return []
     return sorted(
-        info.base_name for info in fs.get_file_info(pafs.FileSelector(parent)) if info.type == pafs.FileType.Directory
+        info.base_name
+        for info in fs.get_file_info(pafs.FileSelector(parent))
+        if info.type == pafs.FileType.Directory and is_backfill_id(info.base_name)
     )
 
 
