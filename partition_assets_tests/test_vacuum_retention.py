@@ -151,3 +151,13 @@ def test_a_fractional_retention_is_not_truncated(table):
     # Staging folders are aged to the second.
     assert recent.exists() and not stale.exists()
     assert [Path(folder).name for folder in done.staging_folders] == ["stale"]
+
+
+def test_a_folder_under_backfills_that_no_backfill_id_names_is_left_alone(table):
+    """A folder made by hand under `_backfills/` is no backfill's staging: vacuum used to stop
+    on it with BackfillIdError (its name cannot be an id) and vacuumed nothing."""
+    by_hand = Path(table) / "_backfills" / "notes by hand"
+    by_hand.mkdir(parents=True)
+    backdate(by_hand, hours=3)
+    vacuum(table, retention_hours=1)
+    assert by_hand.is_dir()
