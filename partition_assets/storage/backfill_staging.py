@@ -287,12 +287,13 @@ def listed_layout_paths(table_uri: str) -> set[str]:
 
 def stale_backfill_folders(table_uri: str, retention_hours: float) -> list[str]:
     """Backfill folders without a manifest, older than the retention: stagings killed
-    before recording one, or discards killed part-way. Younger ones may be in flight."""
+    before recording one, or discards killed part-way. Younger ones may be in flight; a
+    folder no backfill id can name (made by hand) is no backfill's and is left alone."""
     fs, root = table_filesystem(table_uri)
     return [
         folder
         for folder in stale_folders(fs, f"{root}/{BACKFILLS_DIR}", retention_hours)
-        if not has_manifest(table_uri, folder.rsplit("/", 1)[1])
+        if (name := folder.rsplit("/", 1)[1]) and is_backfill_id(name) and not has_manifest(table_uri, name)
     ]
 
 
