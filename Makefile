@@ -13,9 +13,10 @@ DAGSTER_PORT ?= 3000
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# pyproject.toml states compatible ranges; constraints.txt the exact releases installed.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -e ".[test]"
+	$(PIP) install -c constraints.txt -e ".[test]"
 	@touch $@
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml

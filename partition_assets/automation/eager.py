@@ -49,6 +49,7 @@ import dagster as dg
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.dagster_betas import asset_selection
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
@@ -83,7 +84,7 @@ def eager_partitions_sensor(
         rescan_ids: How many storage ids below the highest one read are read again for events
             that show up late (see the module docstring).
     """
-    target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
+    target = asset_selection(selection) if isinstance(selection, str) else selection
 
     @dg.sensor(
         name=name,
@@ -246,7 +247,7 @@ class _Watcher:
             if backfill_id not in self._backfill_selections:
                 try:
                     selection = BackfillRecord.load(backfill_id).spec.selection
-                    keys = dg.AssetSelection.from_string(selection).resolve(self.graph)
+                    keys = asset_selection(selection).resolve(self.graph)
                 except (PartitionAssetsError, dg.DagsterError):  # no record here, or a stale selection
                     keys = set()
                 self._backfill_selections[backfill_id] = keys

@@ -60,6 +60,7 @@ import dagster as dg
 
 from partition_assets.automation.switch import default_schedule_status
 from partition_assets.backfill.planning.graph import max_batch_of
+from partition_assets.dagster_betas import asset_selection
 
 # Dagster's own cron arithmetic (the schedule daemon's), so ticks and fires agree with it.
 from partition_assets.dagster_internals import is_valid_cron_string, reverse_cron_string_iterator
@@ -113,7 +114,7 @@ def partitioned_schedule(
             "(how many partitions before the newest each tick re-runs), e.g. lookback=3. Nothing was scheduled."
         )
     check_timezone(execution_timezone)
-    target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
+    target = asset_selection(selection) if isinstance(selection, str) else selection
     plan = TickPlan(cron, execution_timezone, lookback, collect_gaps)
 
     @dg.schedule(

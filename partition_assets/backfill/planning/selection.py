@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from partition_assets.backfill.planning.spec import SELECTION_EXAMPLES, BackfillSpec, Wording
+from partition_assets.dagster_betas import asset_selection
 from partition_assets.errors import BackfillPlanError
 
 if TYPE_CHECKING:  # Dagster's internal types, for annotations only
@@ -34,7 +35,7 @@ def resolve_selection(asset_graph: BaseAssetGraph, selection: str) -> set[dg.Ass
     """The asset keys of a Dagster selection string; an error naming close names when it
     is invalid or matches nothing."""
     try:
-        keys = dg.AssetSelection.from_string(selection).resolve(asset_graph)
+        keys = asset_selection(selection).resolve(asset_graph)
     except dg.DagsterError as error:
         raise BackfillPlanError(
             f"selection {selection!r} is not valid ({error}); use Dagster's selection syntax, {SELECTION_EXAMPLES}"
