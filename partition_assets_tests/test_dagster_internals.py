@@ -66,7 +66,8 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
-from partition_assets.instance.engine_instance import BACKFILL_DAEMON_MODULE, EngineBackfillInstance
+from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
+from partition_assets.instance.engine_instance import EngineBackfillInstance
 from partition_assets.instance.storage import instance_storage_defaults
 
 PACKAGE = Path(__file__).resolve().parents[1] / "partition_assets"
