@@ -49,7 +49,7 @@ import dagster as dg
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.freeze import frozen_assets
 from partition_assets.backfill.state import BackfillRecord
-from partition_assets.errors import PartitionAssetsError
+from partition_assets.errors import PartitionAssetsError, SensorConfigError
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
     DAGSTER_BACKFILL_TAG,
@@ -74,7 +74,13 @@ def eager_partitions_sensor(
     hold_seconds: float = HOLD_SECONDS,
     rescan_ids: int = RESCAN_IDS,
 ) -> dg.SensorDefinition:
-    """Requests partitions of `selection` whose upstream partitions just completed their inputs."""
+    """Requests partitions of `selection` whose upstream partitions just completed their inputs.
+    SensorConfigError when `rescan_ids` is not a whole number of at least 1."""
+    if isinstance(rescan_ids, bool) or not isinstance(rescan_ids, int) or rescan_ids < 1:
+        raise SensorConfigError(
+            f"rescan_ids={rescan_ids!r} is not a whole number of at least 1: it is how many storage ids below the "
+            f"highest one read each tick reads again for late events; pass e.g. {RESCAN_IDS}. No sensor was defined."
+        )
     target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
 
     @dg.sensor(
