@@ -15,6 +15,7 @@ from partition_assets.automation import eager, eager_partitions_sensor
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.errors import SensorConfigError
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -238,3 +239,11 @@ def test_an_event_committed_after_a_higher_numbered_one_was_read_is_acted_on(pos
         assert ids["2024-01-05"] < ids["2024-01-06"]  # committed out of id order
         assert tick() == {("eager_down", "2024-01-05"), ("eager_pair", "2024-01-06")}
         assert tick() == set()  # each event is acted on once
+
+
+@pytest.mark.parametrize("rescan_ids", [0, -5, 2.5, "1000", True])
+def test_a_bad_rescan_window_is_refused_when_the_sensor_is_defined(rescan_ids):
+    with pytest.raises(SensorConfigError) as refused:
+        eager_partitions_sensor("key:eager_down", rescan_ids=rescan_ids)
+    message = str(refused.value)
+    assert f"rescan_ids={rescan_ids!r}" in message and "at least 1" in message and "No sensor was defined" in message

@@ -50,7 +50,7 @@ from partition_assets.automation.repository import AssetGraph, sensor_asset_grap
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.dagster_betas import asset_selection
-from partition_assets.errors import PartitionAssetsError
+from partition_assets.errors import PartitionAssetsError, SensorConfigError
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
     DAGSTER_BACKFILL_TAG,
@@ -83,7 +83,15 @@ def eager_partitions_sensor(
             itself, is this old (see the module docstring).
         rescan_ids: How many storage ids below the highest one read are read again for events
             that show up late (see the module docstring).
+
+    Raises:
+        SensorConfigError: `rescan_ids` is not a whole number of at least 1.
     """
+    if isinstance(rescan_ids, bool) or not isinstance(rescan_ids, int) or rescan_ids < 1:
+        raise SensorConfigError(
+            f"rescan_ids={rescan_ids!r} is not a whole number of at least 1: it is how many storage ids below the "
+            f"highest one read each tick reads again for late events; pass e.g. {RESCAN_IDS}. No sensor was defined."
+        )
     target = asset_selection(selection) if isinstance(selection, str) else selection
 
     @dg.sensor(
