@@ -10,13 +10,14 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-unit test-integration test-e2e lint bench spark-start spark-stop clean browser postgres
+.PHONY: install dev test test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# pyproject.toml states compatible ranges; constraints.txt the exact releases installed.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -e ".[test]"
+	$(PIP) install -c constraints.txt -e ".[test]"
 	@touch $@
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
@@ -36,7 +37,7 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 # The tiers in order (tests/conftest.py says what each holds): the unit tests first, alone,
 # so that a failing one stops `make test` within minutes; then integration and e2e in one
 # session, which starts the shared Spark server once.
-test: install browser postgres lint test-unit
+test: install browser postgres lint docs test-unit
 	$(VENV)/bin/pytest tests/integration tests/e2e
 
 test-unit: install
@@ -53,6 +54,11 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# The docs site (mkdocs.yml, docs/) into site/; strict, so a broken link or reference fails it.
+# NO_MKDOCS_2_WARNING silences mkdocs-material's banner about MkDocs 2, which says nothing about the site.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download).
 CHROMIUM := /usr/bin/chromium

@@ -45,6 +45,7 @@ from pathlib import Path
 
 # This checkout's package and bench modules, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+import dagster as dg
 import dagster_backfill
 import engine_dag
 from engine_command import CommandResult, range_args, run_backfill_command
@@ -110,7 +111,10 @@ def measure_engine(days: int, slots: int, postgres_url: str | None = None) -> di
     graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), window)
 
     sparse_results = []
-    with DagsterNodeRunner(DAG_FILE, slots, {"bench": "sparse"}) as runner:
+    with (
+        dg.DagsterInstance.get() as instance,
+        DagsterNodeRunner(DAG_FILE, slots, {"bench": "sparse"}, instance) as runner,
+    ):
         first = next(iter(graph.nodes()))
         runner.launch(RunUnit(first.asset, (first.partition,))).result()  # workers warm: code loaded
         sparse_results.clear()

@@ -55,7 +55,10 @@ def measure(config: str, nodes: int, workers: int) -> dict:
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     keys = engine_dag.DAYS.get_partition_keys()[: nodes + workers]
     raw = dg.AssetKey("raw")
-    with DagsterNodeRunner(DAG_FILE, workers, {"bench": "node_overhead"}) as runner:
+    with (
+        dg.DagsterInstance.get() as instance,
+        DagsterNodeRunner(DAG_FILE, workers, {"bench": "node_overhead"}, instance) as runner,
+    ):
         # Warm: every worker has loaded the code and run once.
         for future in [runner.launch(RunUnit(raw, (key,))) for key in keys[:workers]]:
             future.result()

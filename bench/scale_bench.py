@@ -3,7 +3,7 @@
 --real, a real run (issue 12, point 5: coordinator <= 1 GB, scheduling <= 1 ms a node).
 
 a) Without runs (tests/support/scale.py): plans the graph (timed apart), then runs
-   the real coordinator (`run_backfill`: the engine loop, the backfill record, leases, the
+   the real coordinator (`BackfillRun`: the engine loop, the backfill record, leases, the
    Dagster backfill mirror on a fresh DAGSTER_HOME's instance, a progress line per node as
    the CLI prints it, the gate and a publish of nothing) with runs that succeed as they are
    launched. Default batching and --no-batch (one run per node, the most units), each in a
@@ -169,7 +169,7 @@ def report(
         "",
         "## Coordinating without runs",
         "",
-        "The real coordinator (`run_backfill`: engine loop, backfill record, leases, Dagster backfill mirror on a "
+        "The real coordinator (`BackfillRun`: engine loop, backfill record, leases, Dagster backfill mirror on a "
         "fresh instance, a progress line per node, gate and an empty publish) with runs that succeed as they are "
         "launched; each row in a fresh process. *Coordinator* is the whole call; the *node loop* runs from the "
         "first launch to the last result. CPU is the process's (every thread: the mirror's writes too), what "

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from partition_assets.partitions import daily
 from partition_assets.spark import SparkResource
 from partition_assets.storage import DeltaFormat, PartitionScope, replace_partitions
-from partition_assets.storage.staging import stage_dataframe
+from partition_assets.storage.write_staging import stage_dataframe
 
 REPO = Path(__file__).resolve().parents[1]
 DAYS = [f"2024-01-{d:02d}" for d in range(1, 11)]

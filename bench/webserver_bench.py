@@ -52,8 +52,8 @@ from dagster_backfill import CANCEL, LAUNCH
 from deltalake.exceptions import TableNotFoundError
 from engine_bench import _load, _uptime
 
-from partition_assets.backfill.publishing.publication import PUBLISH_RUN_TAG
-from partition_assets.instance.engine_instance import coordinator_log
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
+from partition_assets.processes.coordinators import coordinator_log
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.spark import SparkResource
 from tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of

@@ -1,4 +1,11 @@
-"""Which code location a backfill loads, and loading it."""
+"""Which code location a backfill loads, and loading it.
+
+`load_definitions` returns a location's Definitions resolved (`resolved`): an error in
+them raises there, and every later use reads the result Dagster cached on the object.
+
+Not guaranteed: a beta warning Dagster raises while resolving them is not shown, whatever
+definition it is about (Dagster raises one itself, about sensor `owners`: that is why).
+"""
 
 import importlib
 import importlib.util
@@ -8,6 +15,7 @@ from types import ModuleType
 
 import dagster as dg
 
+from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.errors import CodeLocationError
 
 
@@ -53,7 +61,7 @@ def import_module_named(target: str) -> ModuleType:
 def load_definitions(target: str) -> dg.Definitions:
     """The Definitions of a code location: `target` is a module name or a .py file path.
 
-    Takes the module's `defs`, or its only Definitions object. A module that cannot
+    Takes the module's `defs`, or its only Definitions object, resolved. A module that cannot
     be found or imported is a CodeLocationError naming it; an error raised by the
     module's own code while it is imported propagates as it is.
     """
@@ -68,8 +76,17 @@ def load_definitions(target: str) -> dg.Definitions:
     else:
         module = import_module_named(target)
     if isinstance(getattr(module, "defs", None), dg.Definitions):
-        return module.defs
+        return resolved(module.defs)
     definitions = [value for value in vars(module).values() if isinstance(value, dg.Definitions)]
     if len(definitions) != 1:
         raise CodeLocationError(f"{target} has {len(definitions)} Definitions objects: name the one to use `defs`")
-    return definitions[0]
+    return resolved(definitions[0])
+
+
+def resolved(definitions: dg.Definitions) -> dg.Definitions:
+    """`definitions`, resolved now (Dagster caches the result on the object, and every later
+    use reads it): binding resources to a sensor's job, Dagster passes the sensor's beta
+    `owners` on itself, as [] for a sensor without owners, and warns about it."""
+    with quiet_dagster_betas():
+        definitions.resolve_asset_graph()
+    return definitions

@@ -1,14 +1,21 @@
 """The one seam between partition_assets and Dagster's private modules (`dagster._*`).
 
-Dagster's public API does not reach everything this library needs: the asset graph's
-node types, backfill records, the run-launching internals, the SQLite storages it
-extends, the gRPC client of a code server. Every private name the library relies on is
-imported here and nowhere else, so a Dagster upgrade that moves or changes one breaks
-one module, and the seam pin test (tests/unit/test_dagster_internals.py) says
-which name and which behaviour.
+Dagster's public API does not reach everything this library needs: the asset graph's node
+types and subsets, backfill records and statuses, the run-launching internals (workspace
+load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
+instance/storage.py extends, the gRPC client of a code server, serialized errors, cron
+arithmetic, `replace` on a record. Every private name the library imports is imported here
+and nowhere else. Two private modules are named as strings instead, where a module name is
+what counts: `dagster._daemon.backfill` (instance/engine_instance.py compares its callers'
+module with it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster
+load its composite storage from it). tests/integration/test_dagster_internals.py pins
+each name and both modules with the behaviour the library relies on, and fails when a name
+is added here without a pin or a private import appears elsewhere: a Dagster upgrade that
+moves or changes one fails there, naming it.
 
 Not guaranteed: these names follow Dagster's private modules, which may change in any
-Dagster release; pyproject.toml pins Dagster to a minor series for that reason.
+Dagster release; pyproject.toml allows one minor series of Dagster for that reason, and
+constraints.txt pins the release `make install` installs and the tests pass on.
 """
 
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph

@@ -133,6 +133,10 @@ class PartitionScheduleError(PartitionAssetsError, ValueError):
     """A partitioned schedule was given a bad cron, lookback, selection or tick; nothing was requested."""
 
 
+class SensorConfigError(PartitionAssetsError, ValueError):
+    """A sensor factory was given a bad setting; no sensor was defined."""
+
+
 class SparkConfigError(PartitionAssetsError, ValueError):
     """A Spark setting from the environment (PARTITION_ASSETS_SPARK_CONF) is malformed; nothing was started."""
 

@@ -105,7 +105,11 @@ class WallClockReport:
 def lint_file(path: str | Path) -> WallClockReport:
     """The assets of a Python file, read without importing it: every function decorated with
     dagster's asset decorators, named by the decorator's `name=` or else the function's name.
-    A missing or unparsable file is a CodeLocationError."""
+    A missing or unparsable file is a CodeLocationError.
+
+    Raises:
+        CodeLocationError: `path` is no file, or not valid Python; nothing was checked.
+    """
     source = _SourceFile.read(Path(path))
     return _report((name, source.check(function, name)) for function, name in source.decorated_assets())
 
@@ -113,7 +117,12 @@ def lint_file(path: str | Path) -> WallClockReport:
 def lint_module(name: str) -> WallClockReport:
     """The assets of module `name`, imported: those of its Definitions objects and its
     module-level asset definitions (as `dg.load_assets_from_modules` finds them). A module
-    not on the import path is a CodeLocationError; its own import errors propagate."""
+    not on the import path is a CodeLocationError; its own import errors propagate.
+
+    Raises:
+        CodeLocationError: No module `name` is on the import path, or an asset's source file
+            cannot be read or parsed.
+    """
     module = import_module_named(name)
     assets: list[object] = list(dg.load_assets_from_modules([module]))
     for value in vars(module).values():
@@ -125,7 +134,12 @@ def lint_module(name: str) -> WallClockReport:
 def lint_assets(assets: Iterable[object]) -> WallClockReport:
     """The compute functions of `assets` (AssetsDefinitions, op- or graph-backed). Asset specs,
     source assets and functions without Python source run no code to check and are skipped.
-    An asset is named by its key, a multi-asset by its op."""
+    An asset is named by its key, a multi-asset by its op.
+
+    Raises:
+        CodeLocationError: An asset's source file cannot be read or parsed (e.g. it changed
+            since it was imported).
+    """
     files: dict[str, _SourceFile] = {}
     checked: list[tuple[str, set[WallClockFinding]]] = []
     for function, name, via in _compute_functions(assets):
@@ -148,6 +162,10 @@ def check_wall_clock(defs: dg.Definitions) -> dg.Definitions:
     (its `findings` hold each use, its message lists them), so the code location does not
     load — in the webserver, the daemon and every CLI — until the assets take their time from
     the partition. Costs one parse of each source file that holds an asset.
+
+    Raises:
+        WallClockError: An asset reads the wall clock; `findings` holds each use.
+        CodeLocationError: An asset's source file cannot be read or parsed.
     """
     findings = lint_assets(defs.assets or []).findings
     if findings:

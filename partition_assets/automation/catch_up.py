@@ -22,6 +22,7 @@ import dagster as dg
 from partition_assets.automation.job import backfill_run_config
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.publishing.freeze import frozen_assets
+from partition_assets.dagster_betas import asset_selection
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
@@ -46,8 +47,12 @@ def catch_up_sensor(
 ) -> dg.SensorDefinition:
     """Launches `job` (a `sparse_backfill_job`) over the gaps of `selection`.
 
-    `horizon` limits the search to partitions starting within that time before now;
-    `max_parallel` bounds the node runs of each backfill.
+    Args:
+        selection: The assets to fill, in Dagster's selection syntax.
+        name: The sensor's name; its runs carry it (CATCH_UP_TAG), and it launches nothing while
+            one of them is in flight.
+        horizon: Limits the search to partitions starting within that time before now; None: all history.
+        max_parallel: Bounds the node runs of each backfill.
     """
 
     @dg.sensor(
@@ -64,7 +69,7 @@ def catch_up_sensor(
         if running:
             return dg.SkipReason(f"backfill {running[0].tags.get(BACKFILL_ID_TAG)} is still running")
         asset_graph = sensor_asset_graph(context)
-        keys = dg.AssetSelection.from_string(selection).resolve(asset_graph)
+        keys = asset_selection(selection).resolve(asset_graph)
         frozen = {key: backfill for key, backfill in frozen_assets(context.instance).items() if key in keys}
         # Sensor bookkeeping, not asset logic: the horizon is relative to the evaluation.
         since = datetime.fromtimestamp(time.time(), UTC) - horizon if horizon else None

@@ -49,7 +49,8 @@ import dagster as dg
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.errors import PartitionAssetsError
+from partition_assets.dagster_betas import asset_selection
+from partition_assets.errors import PartitionAssetsError, SensorConfigError
 from partition_assets.run_tags import (
     BACKFILL_ID_TAG,
     DAGSTER_BACKFILL_TAG,
@@ -74,8 +75,24 @@ def eager_partitions_sensor(
     hold_seconds: float = HOLD_SECONDS,
     rescan_ids: int = RESCAN_IDS,
 ) -> dg.SensorDefinition:
-    """Requests partitions of `selection` whose upstream partitions just completed their inputs."""
-    target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
+    """Requests partitions of `selection` whose upstream partitions just completed their inputs.
+
+    Args:
+        watch_seconds: How long one tick watches the event log for new materializations.
+        hold_seconds: A tick that finds work returns it once the work's first event, or the tick
+            itself, is this old (see the module docstring).
+        rescan_ids: How many storage ids below the highest one read are read again for events
+            that show up late (see the module docstring).
+
+    Raises:
+        SensorConfigError: `rescan_ids` is not a whole number of at least 1.
+    """
+    if isinstance(rescan_ids, bool) or not isinstance(rescan_ids, int) or rescan_ids < 1:
+        raise SensorConfigError(
+            f"rescan_ids={rescan_ids!r} is not a whole number of at least 1: it is how many storage ids below the "
+            f"highest one read each tick reads again for late events; pass e.g. {RESCAN_IDS}. No sensor was defined."
+        )
+    target = asset_selection(selection) if isinstance(selection, str) else selection
 
     @dg.sensor(
         name=name,
@@ -238,7 +255,7 @@ class _Watcher:
             if backfill_id not in self._backfill_selections:
                 try:
                     selection = BackfillRecord.load(backfill_id).spec.selection
-                    keys = dg.AssetSelection.from_string(selection).resolve(self.graph)
+                    keys = asset_selection(selection).resolve(self.graph)
                 except (PartitionAssetsError, dg.DagsterError):  # no record here, or a stale selection
                     keys = set()
                 self._backfill_selections[backfill_id] = keys

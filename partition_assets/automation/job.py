@@ -7,25 +7,24 @@ carries the backfill id tag too, so filtering runs by `partition_assets/backfill
 in the UI shows it beside its node runs.
 """
 
+import contextlib
 import uuid
 
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.planning.spec import BackfillSpec, spec_config_class, spec_from_config
-from partition_assets.backfill.running.coordinator import (
-    graph_of,
-    nodes_to_skip,
-    run_backfill,
-    succeeded_nodes,
-)
+from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
+from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of, spec_config_class, spec_from_config
+from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     FINAL_STATUSES,
     BackfillRecord,
+    cancel,
     cancel_in_flight,
     record_path,
+    succeeded_nodes,
 )
 from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
@@ -65,22 +64,20 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         try:
             # The gate's and publish's lines go through the group too: after the last nodes' lines.
             with GroupedLines(context.log.info) as lines:
-                status = run_backfill(
+                status = BackfillRun(
+                    context.instance,
                     record,
                     graph,
                     done,
                     on_result=lambda result: lines.add(progress.line(result)),
                     on_phase=lines.add,
-                )
+                ).run()
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
         except BaseException:
-            # Terminated from the UI (or crashed) while running its nodes: record it, so that
-            # `backfill resume` picks it up (a publish or rollback cut short keeps its status).
-            current = BackfillRecord.load(backfill_id)
-            if current.status == "running":
-                current.status = "canceled"
-                current.save()
+            # Terminated from the UI (or crashed): record it, so that `backfill resume` picks it up.
+            with contextlib.suppress(BackfillStateError):  # a publish or rollback cut short keeps its status
+                cancel(backfill_id)
             cancel_in_flight(context.instance, backfill_id)
             raise
         if BackfillRecord.load(backfill_id).status == "canceled":  # `partition-assets backfill cancel`
@@ -117,7 +114,7 @@ def _record_of_run(
     instance = context.instance
     if not record_path(backfill_id).exists():
         record = BackfillRecord(spec, id=backfill_id)
-        graph = graph_of(spec, instance)
+        graph = graph_of(spec, instance, config_key_of)
         done = nodes_to_skip(spec, graph, instance)
         record.save()
         return record, graph, done
@@ -129,12 +126,16 @@ def _record_of_run(
         )
     refuse_if_live(instance, backfill_id, "re-execute")
     record = BackfillRecord.load(backfill_id)
-    graph = graph_of(record.spec, instance)
+    graph = graph_of(record.spec, instance, config_key_of)
     if record.status in FINAL_STATUSES:
         return None, graph, set()
     return record, graph, succeeded_nodes(record, graph, instance)
 
 
 def backfill_run_config(**config: object) -> dict:
-    """Run config for the job, e.g. `backfill_run_config(selection="key:a", start=..., end=...)`."""
+    """Run config for the job, e.g. `backfill_run_config(selection="key:a", start=..., end=...)`.
+
+    Args:
+        **config: `BackfillSpec` fields but `module` (the job names its code location), by name.
+    """
     return {"ops": {COORDINATOR_OP: {"config": SparseBackfillConfig(**config).model_dump(exclude_none=True)}}}

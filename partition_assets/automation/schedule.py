@@ -60,6 +60,7 @@ import dagster as dg
 
 from partition_assets.automation.switch import default_schedule_status
 from partition_assets.backfill.planning.graph import max_batch_of
+from partition_assets.dagster_betas import asset_selection
 
 # Dagster's own cron arithmetic (the schedule daemon's), so ticks and fires agree with it.
 from partition_assets.dagster_internals import is_valid_cron_string, reverse_cron_string_iterator
@@ -90,10 +91,17 @@ def partitioned_schedule(
     and, with `collect_gaps`, those the `cron` skipped (see the module docstring).
 
     `cron` fires in `execution_timezone`; partitions are read in their definition's `tz`.
-    `default_status`: STOPPED unless `PARTITION_ASSETS_SENSORS` names the schedule
-    (partition_assets.automation.switch). Raises PartitionScheduleError for a bad cron or
-    lookback, PartitionDefinitionError for an unknown timezone; a selection without one
-    common time partitions definition fails its ticks with PartitionScheduleError.
+    A selection without one common time partitions definition fails its ticks with
+    PartitionScheduleError.
+
+    Args:
+        default_status: STOPPED unless `PARTITION_ASSETS_SENSORS` names the schedule
+            (partition_assets.automation.switch).
+
+    Raises:
+        PartitionScheduleError: `cron` is not a valid cron string, or `lookback` is not a whole
+            number >= 0; nothing was scheduled.
+        PartitionDefinitionError: `execution_timezone` is no IANA timezone name.
     """
     if not isinstance(cron, str) or not is_valid_cron_string(cron):
         raise PartitionScheduleError(
@@ -106,7 +114,7 @@ def partitioned_schedule(
             "(how many partitions before the newest each tick re-runs), e.g. lookback=3. Nothing was scheduled."
         )
     check_timezone(execution_timezone)
-    target = dg.AssetSelection.from_string(selection) if isinstance(selection, str) else selection
+    target = asset_selection(selection) if isinstance(selection, str) else selection
     plan = TickPlan(cron, execution_timezone, lookback, collect_gaps)
 
     @dg.schedule(
@@ -232,7 +240,15 @@ class SelectedAssets:
     @classmethod
     def resolve(cls, target: dg.AssetSelection, asset_graph: AssetGraph, name: str) -> SelectedAssets:
         """Raises PartitionScheduleError unless `target` selects materializable assets that all
-        share one partitions definition with a time dimension."""
+        share one partitions definition with a time dimension.
+
+        Args:
+            name: The schedule's name, for the message.
+
+        Raises:
+            PartitionScheduleError: `target` selects no materializable asset, an asset without a
+                time dimension, or assets of several partitions definitions; nothing was requested.
+        """
         keys = sorted(
             (k for k in target.resolve(asset_graph) if asset_graph.get(k).is_materializable),
             key=lambda k: k.to_user_string(),
@@ -265,7 +281,11 @@ class SelectedAssets:
     def run_requests(
         self, windows: list[dg.TimeWindow], tags: dict[str, str], instance: dg.DagsterInstance
     ) -> list[dg.RunRequest]:
-        """Runs covering `windows`: range runs as the backfill policies allow, else one per partition."""
+        """Runs covering `windows`: range runs as the backfill policies allow, else one per partition.
+
+        Args:
+            tags: The tags of every run; they must hold TICK_TAG, which the run keys name.
+        """
         tick = tags[TICK_TAG]
         if isinstance(self.partitions_def, dg.MultiPartitionsDefinition):
             time_dimension = self.partitions_def.time_window_dimension.name

@@ -1,15 +1,10 @@
 """The backfill engine: the spec, the sparse (asset, partition) graph and its scheduling loop."""
 
-from partition_assets.backfill.planning.graph import (
-    AssetSlice,
-    BackfillGraph,
-    Dependency,
-    Node,
-    build_graph,
-    plan,
-)
+from partition_assets.backfill.planning.edges import Dependency
+from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph, Node, build_graph, plan
+from partition_assets.backfill.planning.instance_state import current_nodes, graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange
-from partition_assets.backfill.running.coordinator import current_nodes, graph_of, run_backfill
+from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.loop import Launch, execute
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Schedule, Throttle
@@ -23,6 +18,7 @@ __all__ = [
     "BackfillGraph",
     "BackfillPlanError",
     "BackfillRecord",
+    "BackfillRun",
     "BackfillSpec",
     "DagsterNodeRunner",
     "Dependency",
@@ -39,5 +35,4 @@ __all__ = [
     "execute",
     "graph_of",
     "plan",
-    "run_backfill",
 ]

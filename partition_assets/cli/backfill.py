@@ -2,9 +2,7 @@
 
 import argparse
 import json
-import os
 import statistics
-import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -12,36 +10,36 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui.mirror import adopted_plan, hand_back, mark_canceled, mark_failed
-from partition_assets.backfill.planning.graph import BackfillGraph, Node, impact
+from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
+from partition_assets.backfill.dagster_ui.mirror import mark_canceled
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
+from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import (
     DEFAULT_MAX_PARALLEL,
     RUNS_LAUNCHER,
+    BackfillSpec,
     add_spec_arguments,
     spec_from_arguments,
 )
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.gate import diff_rows, format_diff
-from partition_assets.backfill.publishing.publication import Publication, describe_versions
-from partition_assets.backfill.running.coordinator import (
-    RunnerFactory,
-    graph_of,
-    node_runner,
-    node_runner_reusing,
-    nodes_to_skip,
-    run_backfill,
-    succeeded_nodes,
-)
+from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress
+from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     FINAL_STATUSES,
     BackfillRecord,
+    cancel,
     cancel_in_flight,
     node_states,
+    succeeded_nodes,
 )
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.code_location import configured_module, load_definitions
@@ -55,8 +53,9 @@ from partition_assets.errors import (
     PartitionAssetsError,
 )
 from partition_assets.ids import checked_backfill_id
-from partition_assets.instance.engine_instance import ENGINE_TAG, SPARSE, coordinator_log, runs_on_engine
+from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes import fork_server
+from partition_assets.processes.coordinators import await_backfill
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -106,76 +105,73 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
-    """Runs `backfill <action>`; a bad input raises a PartitionAssetsError before anything is recorded."""
+    """Runs `backfill <action>` in the instance of DAGSTER_HOME; a bad input raises a
+    PartitionAssetsError before anything is recorded."""
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
         if args.action == "run" and spec.runs_via != RUNS_LAUNCHER:
             fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
         with dg.DagsterInstance.get() as instance:
-            graph = graph_of(spec, instance)
-            done = nodes_to_skip(spec, graph, instance)
-            if args.action == "plan":
-                impacted = impact(load_definitions(spec.module).resolve_asset_graph(), graph, instance)
-                print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
-                if spec.catch_up:
-                    print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
-                return 0
-        # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
-        return _execute(BackfillRecord(spec), graph, done)
-    if args.action == "adopt":
-        return _adopt(args.backfill_id)
-    if args.action == "standby":
-        return _standby()
+            return _plan_or_run(args, spec, instance)
+    if args.action in ("adopt", "standby"):
+        with dg.DagsterInstance.get() as instance:
+            return _adopt(instance, args.backfill_id) if args.action == "adopt" else _standby(instance)
     record = BackfillRecord.load(checked_backfill_id(args.backfill_id, "the backfill id argument"))
     for path in (getattr(args, "html", None), getattr(args, "png", None)):
         if path and not Path(path).resolve().parent.is_dir():
             raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
     with dg.DagsterInstance.get() as instance:
-        if args.action == "status":
-            graph = graph_of(record.spec, instance)
-            states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
-            heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
-            print(heatmap.text())
-            if args.html:
-                Path(args.html).write_text(heatmap.html())
-            if args.png:
-                heatmap.png(args.png)
-            return 0
-        if args.action in _COORDINATING_ACTIONS:  # before anything below touches its runs or tables
-            refuse_if_live(instance, record.id, args.action)
-        if args.action in _PUBLICATION_ACTIONS:
-            return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
-        if args.action == "resume" and record.status == "rolling_back":  # its coordinator died mid-rollback
-            args.force = False
-            return _rollback(_publication(record, instance), instance, args)
-        if args.action == "cancel":
-            return _cancel(record, instance)
+        return _act_on_record(args, record, instance)
+
+
+def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.DagsterInstance) -> int:
+    graph = graph_of(spec, instance)
+    done = nodes_to_skip(spec, graph, instance)
+    if args.action == "plan":
+        impacted = impact(load_definitions(spec.module).resolve_asset_graph(), graph, instance)
+        print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
+        if spec.catch_up:
+            print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
+        return 0
+    # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
+    return _execute(instance, BackfillRecord(spec), graph, done)
+
+
+def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg.DagsterInstance) -> int:
+    """status | resume | retry | cancel | diff | publish | discard | ledger | rollback of a recorded backfill."""
+    if args.action == "status":
         graph = graph_of(record.spec, instance)
-        if args.action == "retry" and not any(
-            state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
-        ):
-            print(f"backfill {record.id} has no failed nodes")
-            return 0
-        done = succeeded_nodes(record, graph, instance)
-    return _execute(record, graph, done)
+        states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
+        heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
+        print(heatmap.text())
+        if args.html:
+            Path(args.html).write_text(heatmap.html())
+        if args.png:
+            heatmap.png(args.png)
+        return 0
+    if args.action in _COORDINATING_ACTIONS:  # before anything below touches its runs or tables
+        refuse_if_live(instance, record.id, args.action)
+    if args.action in _PUBLICATION_ACTIONS:
+        return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
+    if args.action == "resume" and record.status == "rolling_back":  # its coordinator died mid-rollback
+        args.force = False
+        return _rollback(_publication(record, instance), instance, args)
+    if args.action == "cancel":
+        return _cancel(record, instance)
+    graph = graph_of(record.spec, instance)
+    if args.action == "retry" and not any(
+        state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
+    ):
+        print(f"backfill {record.id} has no failed nodes")
+        return 0
+    return _execute(instance, record, graph, succeeded_nodes(record, graph, instance))
 
 
 def _cancel(record: BackfillRecord, instance: dg.DagsterInstance) -> int:
     """Stops the backfill: its live coordinator sees the status within a second and kills its
     workers (a dead one's workers died with it: processes/fork_server.py); runs in flight are canceled
     and the freeze lifted now, whether its coordinator is alive or not."""
-    if record.status in (*FINAL_STATUSES, "publishing", "rolling_back"):
-        raise BackfillStateError(
-            f"backfill {record.id} is {record.status}: there is nothing to cancel"
-            + (
-                f"; undo what it published with `partition-assets backfill rollback {record.id}`"
-                if record.status in ("published", "publishing")
-                else ""
-            )
-            + ". Nothing was changed."
-        )
-    record.status = "canceled"
-    record.save()
+    cancel(record.id)
     in_flight = cancel_in_flight(instance, record.id)
     unfreeze(instance, record.id)
     # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.
@@ -185,22 +181,28 @@ def _cancel(record: BackfillRecord, instance: dg.DagsterInstance) -> int:
 
 
 def _execute(
-    record: BackfillRecord, graph: BackfillGraph, done: set[Node], runner_of: RunnerFactory = node_runner
+    instance: dg.DagsterInstance,
+    record: BackfillRecord,
+    graph: BackfillGraph,
+    done: set[Node],
+    runner_of: RunnerFactory = node_runner,
 ) -> int:
     if record.status in FINAL_STATUSES:
         print(f"backfill {record.id} is {record.status}: nothing to resume")
         return 0
     progress = Progress(record.id, graph, done)
     print(progress.started(), flush=True)
+    run = BackfillRun(
+        instance,
+        record,
+        graph,
+        done,
+        runner_of=runner_of,
+        on_result=lambda result: print(progress.line(result), flush=True),
+        on_phase=lambda line: print(line, flush=True),
+    )
     try:
-        status = run_backfill(
-            record,
-            graph,
-            done,
-            on_result=lambda result: print(progress.line(result), flush=True),
-            on_phase=lambda line: print(line, flush=True),
-            runner_of=runner_of,
-        )
+        status = run.run()
     except (GateFailedError, CommitError, LeaseLapsedError) as error:  # stopped short of (fully) publishing
         print(error)
         return 1
@@ -208,37 +210,26 @@ def _execute(
     return 0 if progress.failure(status) is None else 1
 
 
-def _standby() -> int:
+def _standby(instance: dg.DagsterInstance) -> int:
     """Imports the instance's engine code locations, starts the workers' fork server and
     workers for the first code location (as many as a backfill runs by default), then
-    waits for one Dagster backfill id on stdin and adopts it, writing to its log from then
-    on; exits when stdin closes without one (its webserver is gone)."""
-    with dg.DagsterInstance.get() as instance:
-        modules = list(getattr(instance, "engine_modules", []))
-        home = instance.root_directory
+    adopts the one Dagster backfill its webserver hands it (processes/coordinators.py);
+    exits when it hands none (the webserver is gone)."""
+    modules = list(getattr(instance, "engine_modules", []))
     for module in modules:
         load_definitions(module)
     fork_server.start(modules)
-    with _warm_runner(modules) as warm:
+    with _warm_runner(modules, instance) as warm:
         if warm is not None:
             warm.wait_until_loaded()
-        print(f"standby {os.getpid()} ready", flush=True)
-        backfill_id = sys.stdin.readline().strip()
-        if not backfill_id:
-            return 0
-        checked_backfill_id(backfill_id, "the Dagster backfill id on stdin")
-        with coordinator_log(home, backfill_id).open("ab") as log:
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-                os.dup2(log.fileno(), stream.fileno())
-        print(f"standby {os.getpid()} adopts backfill {backfill_id}", flush=True)
-        return _adopt(backfill_id, warm)
+        backfill_id = await_backfill(instance.root_directory)
+        return 0 if backfill_id is None else _adopt(instance, backfill_id, warm)
 
 
 @contextmanager
-def _warm_runner(modules: list[str]) -> Iterator[DagsterNodeRunner | None]:
+def _warm_runner(modules: list[str], instance: dg.DagsterInstance) -> Iterator[DagsterNodeRunner | None]:
     """Workers for the first of `modules`, loading while nothing is asked of them; terminated on exit."""
-    runner = DagsterNodeRunner(modules[0], DEFAULT_MAX_PARALLEL, {}) if modules else None
+    runner = DagsterNodeRunner(modules[0], DEFAULT_MAX_PARALLEL, {}, instance) if modules else None
     try:
         yield runner
     finally:
@@ -246,30 +237,28 @@ def _warm_runner(modules: list[str]) -> Iterator[DagsterNodeRunner | None]:
             runner.terminate()
 
 
-def _adopt(backfill_id: str, warm: DagsterNodeRunner | None = None) -> int:
+def _adopt(instance: dg.DagsterInstance, backfill_id: str, warm: DagsterNodeRunner | None = None) -> int:
     """Runs the webserver-launched Dagster backfill `backfill_id` on the engine, under the
     same id (so `backfill resume <id>` picks it up), on the `warm` workers when they serve
     it, or hands it back to Dagster's daemon."""
     checked_backfill_id(backfill_id, "the Dagster backfill id")
-    with dg.DagsterInstance.get() as instance:
-        backfill = instance.get_backfill(backfill_id)
-        if backfill is None or not runs_on_engine(backfill):
-            raise BackfillStateError(
-                f"Dagster backfill {backfill_id!r} is not one the engine runs (absent, or not tagged "
-                f"{ENGINE_TAG}={SPARSE}): nothing was run"
-            )
-        try:
-            spec, graph = adopted_plan(backfill, getattr(instance, "engine_modules", []), instance)
-        except BackfillPlanError as error:
-            hand_back(instance, backfill)
-            print(error)
-            return 0
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is None or not runs_on_engine(backfill):
+        raise BackfillStateError(
+            f"Dagster backfill {backfill_id!r} is not one the engine runs (absent, or not tagged "
+            f"{ENGINE_TAG}={SPARSE}): nothing was run"
+        )
+    try:
+        spec, graph = adopted_plan(backfill, getattr(instance, "engine_modules", []), instance)
+    except BackfillPlanError as error:
+        hand_back(instance, backfill)
+        print(error)
+        return 0
     record = BackfillRecord(spec, id=backfill_id)
     try:
-        return _execute(record, graph, set(), node_runner_reusing(warm))
+        return _execute(instance, record, graph, set(), node_runner_reusing(warm))
     except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions
-        with dg.DagsterInstance.get() as instance:
-            mark_failed(instance, backfill_id, error)
+        mark_failed(instance, backfill_id, error)
         raise
 
 

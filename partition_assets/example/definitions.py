@@ -16,10 +16,16 @@ from partition_assets.automation import (
     partitioned_schedule,
     sparse_backfill_job,
 )
+from partition_assets.code_location import resolved
+from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.deploy import with_git_versions
-from partition_assets.example import assets
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
+
+# Every asset of the example runs a whole key range at once (`backfill_policy`, a Dagster beta):
+# its definitions are the library's own calls of it, not a user's.
+with quiet_dagster_betas():
+    from partition_assets.example import assets
 
 
 def lake_root() -> str:
@@ -58,8 +64,9 @@ def build_definitions() -> dg.Definitions:
             "io_manager": SparkDeltaIOManager(root_uri=lake_root(), spark=spark),
         },
     )
-    # Code versions, run tags and materialization metadata from this checkout's commit.
-    return with_git_versions(definitions, __file__)
+    # Code versions, run tags and materialization metadata from this checkout's commit; resolved
+    # here, so that the code server and the CLI read it resolved (without Dagster's own beta warning).
+    return resolved(with_git_versions(definitions, __file__))
 
 
 defs = build_definitions()

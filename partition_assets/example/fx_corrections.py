@@ -19,7 +19,7 @@ from deltalake import CommitProperties
 from partition_assets.errors import PartitionAssetsError, TableNotFoundError
 from partition_assets.example.definitions import lake_root
 from partition_assets.example.sources import CURRENCIES
-from partition_assets.storage.delta_table import open_table
+from partition_assets.storage.delta.log import open_table
 
 
 def correct_rate(lake: str, day: str, currency: str, units_per_usd: float) -> int:

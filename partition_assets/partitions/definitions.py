@@ -41,7 +41,20 @@ def hourly(
     data_lag: int = 0,
     minute_offset: int = 0,
 ) -> dg.HourlyPartitionsDefinition:
-    """Hourly partitions; keys are window starts in `tz`, formatted with `fmt`."""
+    """Hourly partitions; keys are window starts in `tz`, formatted with `fmt`.
+
+    Args:
+        start: The first partition's start: a datetime, or text in `fmt`, e.g. '2024-01-01-00:00'.
+        end: No partition ends after it: a datetime, or text in `fmt`; None for no last partition.
+        fmt: The strftime format of the keys, and of `start` and `end` given as text.
+        data_lag: How many hours the newest partition lags behind the last complete one.
+        minute_offset: The minute of the hour at which each window starts.
+
+    Raises:
+        PartitionDefinitionError: An unknown `tz`; a `fmt` without a year, under which two partitions
+            share a key, or whose keys hold a reserved substring; a `start` or `end` that does not
+            match `fmt`; an `end` not after `start`; a `data_lag` that is not a whole number >= 0.
+    """
     return _calendar(dg.HourlyPartitionsDefinition, start, end, tz, fmt, data_lag, minute_offset=minute_offset)
 
 
@@ -54,7 +67,19 @@ def daily(
     data_lag: int = 0,
     hour_offset: int = 0,
 ) -> dg.DailyPartitionsDefinition:
-    """Daily partitions; `data_lag=N` makes the newest partition N days older than yesterday."""
+    """Daily partitions; `data_lag=N` makes the newest partition N days older than yesterday.
+
+    Args:
+        start: The first partition's start: a datetime, or text in `fmt`, e.g. '2024-01-01'.
+        end: No partition ends after it: a datetime, or text in `fmt`; None for no last partition.
+        fmt: The strftime format of the keys, and of `start` and `end` given as text.
+        hour_offset: The hour of the day at which each window starts.
+
+    Raises:
+        PartitionDefinitionError: An unknown `tz`; a `fmt` without a year, under which two partitions
+            share a key, or whose keys hold a reserved substring; a `start` or `end` that does not
+            match `fmt`; an `end` not after `start`; a `data_lag` that is not a whole number >= 0.
+    """
     return _calendar(dg.DailyPartitionsDefinition, start, end, tz, fmt, data_lag, hour_offset=hour_offset)
 
 
@@ -67,7 +92,19 @@ def weekly(
     data_lag: int = 0,
     day_offset: int = 0,
 ) -> dg.WeeklyPartitionsDefinition:
-    """Weekly partitions starting on `day_offset` (0 = Sunday, Dagster's convention)."""
+    """Weekly partitions starting on `day_offset` (0 = Sunday, Dagster's convention).
+
+    Args:
+        start: The first partition's start: a datetime, or text in `fmt`.
+        end: No partition ends after it: a datetime, or text in `fmt`; None for no last partition.
+        fmt: The strftime format of the keys, and of `start` and `end` given as text.
+        data_lag: How many weeks the newest partition lags behind the last complete one.
+
+    Raises:
+        PartitionDefinitionError: An unknown `tz`; a `fmt` without a year, under which two partitions
+            share a key, or whose keys hold a reserved substring; a `start` or `end` that does not
+            match `fmt`; an `end` not after `start`; a `data_lag` that is not a whole number >= 0.
+    """
     return _calendar(dg.WeeklyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset)
 
 
@@ -80,7 +117,19 @@ def monthly(
     data_lag: int = 0,
     day_offset: int = 1,
 ) -> dg.MonthlyPartitionsDefinition:
-    """Monthly partitions starting on day `day_offset` of each month."""
+    """Monthly partitions starting on day `day_offset` of each month.
+
+    Args:
+        start: The first partition's start: a datetime, or text in `fmt`.
+        end: No partition ends after it: a datetime, or text in `fmt`; None for no last partition.
+        fmt: The strftime format of the keys, and of `start` and `end` given as text.
+        data_lag: How many months the newest partition lags behind the last complete one.
+
+    Raises:
+        PartitionDefinitionError: An unknown `tz`; a `fmt` without a year, under which two partitions
+            share a key, or whose keys hold a reserved substring; a `start` or `end` that does not
+            match `fmt`; an `end` not after `start`; a `data_lag` that is not a whole number >= 0.
+    """
     return _calendar(dg.MonthlyPartitionsDefinition, start, end, tz, fmt, data_lag, day_offset=day_offset)
 
 
@@ -93,7 +142,20 @@ def cron(
     fmt: str = "%Y-%m-%d-%H:%M",
     data_lag: int = 0,
 ) -> dg.TimeWindowPartitionsDefinition:
-    """Partitions whose windows run between consecutive ticks of a cron `schedule`."""
+    """Partitions whose windows run between consecutive ticks of a cron `schedule`.
+
+    Args:
+        start: The first partition's start: a datetime, or text in `fmt`.
+        end: No partition ends after it: a datetime, or text in `fmt`; None for no last partition.
+        fmt: The strftime format of the keys, and of `start` and `end` given as text.
+        data_lag: How many windows the newest partition lags behind the last complete one.
+
+    Raises:
+        PartitionDefinitionError: A `schedule` that is no valid cron string; an unknown `tz`; a `fmt`
+            without a year, under which two partitions share a key, or whose keys hold a reserved
+            substring; a `start` or `end` that does not match `fmt`; an `end` not after `start`; a
+            `data_lag` that is not a whole number >= 0.
+    """
     _check_common(start, end, tz, fmt, data_lag)
     try:
         definition = dg.TimeWindowPartitionsDefinition(
@@ -113,7 +175,13 @@ def cron(
 
 
 def static(keys: Sequence[str]) -> dg.StaticPartitionsDefinition:
-    """A fixed set of partition keys, e.g. regions."""
+    """A fixed set of partition keys, e.g. regions.
+
+    Raises:
+        PartitionDefinitionError: `keys` is a string or empty; a key is not a non-empty string, has
+            leading or trailing whitespace or a control character, holds one of
+            RESERVED_KEY_SUBSTRINGS, or appears more than once.
+    """
     if isinstance(keys, str) or not keys:
         raise PartitionDefinitionError(f"static partition keys must be a non-empty list of strings, got {keys!r}")
     for key in keys:
@@ -125,7 +193,15 @@ def static(keys: Sequence[str]) -> dg.StaticPartitionsDefinition:
 
 
 def dynamic(name: str) -> dg.DynamicPartitionsDefinition:
-    """Partitions whose keys are added at run time (instance.add_dynamic_partitions)."""
+    """Partitions whose keys are added at run time (instance.add_dynamic_partitions).
+
+    Args:
+        name: The name `instance.add_dynamic_partitions` adds keys under.
+
+    Raises:
+        PartitionDefinitionError: `name` is not an identifier (letters, digits and '_', not starting
+            with a digit).
+    """
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise PartitionDefinitionError(
             f"dynamic partitions name {name!r} is not valid: use letters, digits and '_', starting with a letter"
@@ -137,6 +213,10 @@ def multi(**dimensions: dg.PartitionsDefinition) -> dg.MultiPartitionsDefinition
     """Two dimensions, e.g. `multi(ds=daily(...), region=static([...]))`.
 
     Dimension names become the storage's partition column names.
+
+    Raises:
+        PartitionDefinitionError: Not exactly two dimensions; more than one time dimension; a
+            dimension name that is not a valid column name.
     """
     if len(dimensions) != 2:
         raise PartitionDefinitionError(
@@ -192,6 +272,11 @@ def _check_common(start: DateLike, end: DateLike | None, tz: str, fmt: str, data
 
 
 def check_timezone(tz: str) -> None:
+    """Checks that `tz` names a timezone.
+
+    Raises:
+        PartitionDefinitionError: `tz` is no IANA timezone name; the message suggests close ones.
+    """
     try:
         zoneinfo.ZoneInfo(tz)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):

@@ -2,7 +2,9 @@
 
 Each function returns one of Dagster's own partition mappings, so Dagster's
 webserver, backfills and sensors resolve the same upstream keys as this
-library's IO managers and backfill engine.
+library's IO managers and backfill engine. Those that are Dagster betas (the
+multi-partition mappings, `allow_nonexistent_upstream_partitions`) are built without
+Dagster's beta warning: this library chose them, not its user (dagster_betas.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Collection, Mapping
 
 import dagster as dg
 
+from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.partitions.definitions import PartitionDefinitionError
 
 
@@ -42,9 +45,10 @@ def rolling_window(periods: int) -> dg.TimeWindowPartitionMapping:
             f"rolling_window periods {periods!r} must be a whole number >= 1 "
             "(7 for a 7-day window over daily partitions)"
         )
-    return dg.TimeWindowPartitionMapping(
-        start_offset=-(periods - 1), end_offset=0, allow_nonexistent_upstream_partitions=True
-    )
+    with quiet_dagster_betas():  # allow_nonexistent_upstream_partitions: a beta parameter
+        return dg.TimeWindowPartitionMapping(
+            start_offset=-(periods - 1), end_offset=0, allow_nonexistent_upstream_partitions=True
+        )
 
 
 def previous_period(periods: int = 1) -> dg.TimeWindowPartitionMapping:
@@ -54,9 +58,10 @@ def previous_period(periods: int = 1) -> dg.TimeWindowPartitionMapping:
     """
     if not isinstance(periods, int) or periods < 1:
         raise PartitionDefinitionError(f"previous_period periods {periods!r} must be a whole number >= 1")
-    return dg.TimeWindowPartitionMapping(
-        start_offset=-periods, end_offset=-periods, allow_nonexistent_upstream_partitions=True
-    )
+    with quiet_dagster_betas():  # allow_nonexistent_upstream_partitions: a beta parameter
+        return dg.TimeWindowPartitionMapping(
+            start_offset=-periods, end_offset=-periods, allow_nonexistent_upstream_partitions=True
+        )
 
 
 def static_to_static(
@@ -79,7 +84,8 @@ def to_dimension(dimension: str) -> dg.MultiToSingleDimensionPartitionMapping:
     Daily -> (ds x region): each (ds, region) reads day ds. (ds x region) -> daily:
     each day reads every region of that day.
     """
-    return dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=dimension)
+    with quiet_dagster_betas():  # a beta class
+        return dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=dimension)
 
 
 def per_dimension(**mappings: dg.PartitionMapping) -> dg.MultiPartitionMapping:
@@ -91,9 +97,10 @@ def per_dimension(**mappings: dg.PartitionMapping) -> dg.MultiPartitionMapping:
         raise PartitionDefinitionError(
             "per_dimension needs a mapping for each dimension, e.g. ds=identity(), region=identity()"
         )
-    return dg.MultiPartitionMapping(
-        {name: dg.DimensionPartitionMapping(name, mapping) for name, mapping in mappings.items()}
-    )
+    with quiet_dagster_betas():  # a beta class
+        return dg.MultiPartitionMapping(
+            {name: dg.DimensionPartitionMapping(name, mapping) for name, mapping in mappings.items()}
+        )
 
 
 def upstream_keys(

@@ -44,6 +44,11 @@ class SparkResource(LazyPySparkResource):
 
         PARTITION_ASSETS_SPARK_CONF is a JSON object of Spark settings (see
         `spark_conf_from_env`): it becomes `spark_config`.
+
+        Raises:
+            SparkConfigError: PARTITION_ASSETS_SPARK_CONF is not a JSON object, or holds a key not
+                starting with `spark.` or a value that is no string, number or boolean; no Spark
+                server was started.
         """
         return cls(
             spark_config=spark_conf_from_env(),
@@ -85,7 +90,12 @@ def spark_conf_from_env() -> dict[str, str]:
 
     Keys must start with `spark.`; values must be strings, numbers or booleans
     (numbers and booleans are written as JSON writes them: `8`, `true`). Unset
-    or empty means no settings. Raises SparkConfigError otherwise.
+    or empty means no settings.
+
+    Raises:
+        SparkConfigError: PARTITION_ASSETS_SPARK_CONF is not a JSON object, or holds a key not
+            starting with `spark.` or a value that is no string, number or boolean; no Spark
+            server was started.
     """
     text = os.environ.get("PARTITION_ASSETS_SPARK_CONF", "").strip()
     if not text:

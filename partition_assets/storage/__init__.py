@@ -6,7 +6,8 @@ managers do; `replace_partitions` publishes several staged writes in one commit.
 """
 
 from partition_assets.errors import PartitionScopeError, TableSchemaError
-from partition_assets.storage.delta_table import DeltaFormat, replace_partitions
+from partition_assets.storage.delta import DeltaFormat
+from partition_assets.storage.delta.write import replace_partitions
 from partition_assets.storage.io_manager import (
     InputOptions,
     SparkDeltaIOManager,

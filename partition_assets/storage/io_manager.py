@@ -2,7 +2,7 @@
 
 Generic over the table format: everything format-specific (staging, validation,
 commits, merges, retries) is the format's `write` / `read`. What each format does
-not guarantee is in its module docstring (delta_table, parquet_table).
+not guarantee is in its module docstrings (the delta package, parquet_table).
 
 A node run of a staged backfill (its run tags say so, see partition_assets/run_tags.py) stages
 its output instead of publishing it and reads its inputs as the backfill sees them
@@ -35,7 +35,7 @@ from partition_assets.run_tags import (
     staging_backfill,
 )
 from partition_assets.spark import SparkResource
-from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
@@ -96,6 +96,21 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         return "/".join([self.root_uri.rstrip("/"), *path])
 
     def handle_output(self, context: dg.OutputContext, obj: DataFrame) -> None:
+        """Writes `obj` to the asset's table: replaces exactly the run's partitions (or merges
+        into them), or, in a node run of a staged backfill, stages it for the backfill.
+
+        Raises:
+            OutputTypeError: `obj` is not a pyspark DataFrame.
+            PartitionLeasedError: Another backfill or run holds a lease on the run's partitions.
+            PartitionScopeError: The frame does not fit the run's partitions, or is empty without `allow_empty`.
+            TableSchemaError: The frame breaks the table's schema or partitioning.
+            UnsupportedByFormatError: The format cannot do what was asked (merge keys, or a staged
+                backfill, on Parquet).
+            ConcurrentPartitionWriteError: A merge kept losing to concurrent writers of its partitions.
+            CommitError: The Delta commit could not be made; the table is unchanged.
+            BackfillIdError: The run's backfill id tag cannot name a folder.
+            EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is not a positive number.
+        """
         if not isinstance(obj, DataFrame):
             raise OutputTypeError(
                 f"asset {context.asset_key.to_user_string()} returned {type(obj).__name__}; "
@@ -148,6 +163,19 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         )
 
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
+        """The upstream table's rows of the partitions this input maps to (every row with
+        `partitions="all"`): as of a pinned version or time when one is given, else as the run's
+        backfill sees them while it stages, else as published. None for a self-dependency's
+        first partition, which has no predecessor.
+
+        Raises:
+            TableNotFoundError: The upstream asset has no table (it never materialized).
+            MissingPredecessorError: An earlier partition a self-dependency reads holds no data.
+            UnsupportedByFormatError: A version or time pin, or a staged backfill, on a Parquet table.
+            BackfillIdError: The run's backfill id tag cannot name a folder.
+            JavaNotFoundError: The Spark session, started on first use, finds no Java >= 17.
+            SparkConnectServerError: The Spark session's local Connect server could not be started.
+        """
         options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
         upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
         table_uri = self.table_uri(context.asset_key, upstream_metadata)

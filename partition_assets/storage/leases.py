@@ -44,7 +44,7 @@ import pyarrow.fs as pafs
 
 from partition_assets.errors import EnvironmentSetupError, PartitionLeasedError
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import table_filesystem
+from partition_assets.storage.write_staging import table_filesystem
 
 LEASES_DIR = "_leases"
 TTL_ENV = "PARTITION_ASSETS_LEASE_TTL"
@@ -57,7 +57,11 @@ log = logging.getLogger(__name__)
 
 
 def lease_ttl() -> float:
-    """Seconds after its last heartbeat that a lease dies: PARTITION_ASSETS_LEASE_TTL, default 60."""
+    """Seconds after its last heartbeat that a lease dies: PARTITION_ASSETS_LEASE_TTL, default 60.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     text = os.environ.get(TTL_ENV)
     if text is None:
         return DEFAULT_TTL_SECONDS
@@ -84,6 +88,14 @@ class Lease:
     parked: bool = False  # kept without a heartbeat until its holder releases it
 
     def is_live(self, now: float | None = None) -> bool:
+        """Whether the lease is parked, or its heartbeat is younger than `lease_ttl()` at `now`.
+
+        Args:
+            now: The time to judge at, in epoch seconds; None for the current time.
+
+        Raises:
+            EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        """
         return self.parked or (time.time() if now is None else now) - self.heartbeat_at < lease_ttl()
 
     def overlap(self, columns: tuple[str, ...], partitions: frozenset[tuple[str, ...]] | None) -> Overlap | None:
@@ -103,6 +115,11 @@ class Overlap:
     partitions: frozenset[tuple[str, ...]] | None  # None: possibly any partition
 
     def error(self, table_uri: str, action: str) -> PartitionLeasedError:
+        """The error refusing `action`: it names the lease's holder, what both cover and how to proceed.
+
+        Args:
+            action: What was refused, completing "cannot <action> <table_uri>", e.g. "write [ds=2024-01-01] of".
+        """
         lease = self.lease
         shared = (
             "the whole table"
@@ -132,12 +149,15 @@ class Overlap:
 def acquire(table_uri: str, holder: str, kind: LeaseKind, scope: PartitionScope | None) -> Lease:
     """Leases `scope`'s partitions of the table (None: the whole table) to `holder`.
 
-    Raises PartitionLeasedError, naming the other holder and how to proceed, when a
-    live lease of another holder overlaps, or when the race with a concurrent
-    acquirer of overlapping partitions was lost. Acquiring again as the same holder
-    (a resumed backfill) replaces its lease with this scope and a fresh heartbeat.
-    Dead leases are ignored (and left in place: deleting one could delete the fresh
-    lease its holder just wrote).
+    Acquiring again as the same holder (a resumed backfill) replaces its lease with this
+    scope and a fresh heartbeat. Dead leases are ignored (and left in place: deleting one
+    could delete the fresh lease its holder just wrote).
+
+    Raises:
+        PartitionLeasedError: A live lease of another holder overlaps, or the race with a
+            concurrent acquirer of overlapping partitions was lost; the message names the other
+            holder and how to proceed.
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
     claim = _Claim.of(scope)
     folder = _LeaseFolder(table_uri)
@@ -165,7 +185,16 @@ def acquire(table_uri: str, holder: str, kind: LeaseKind, scope: PartitionScope 
 
 def check_write(table_uri: str, scope: PartitionScope | None, holder: str | None) -> None:
     """Raises PartitionLeasedError when a live lease of a holder other than `holder`
-    overlaps `scope` (None: the whole table). One listing when the table has no lease."""
+    overlaps `scope` (None: the whole table). One listing when the table has no lease.
+
+    Args:
+        holder: The writer's own lease holder (the backfill it writes for), whose lease is not
+            in its way; None for a writer that holds none.
+
+    Raises:
+        PartitionLeasedError: A live lease of another holder overlaps `scope`.
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     overlap = _LeaseFolder(table_uri).live_overlap(holder, _Claim.of(scope))
     if overlap is not None:
         raise overlap.error(table_uri, f"write {scope.describe() if scope else 'the whole table'} of")
@@ -183,7 +212,11 @@ def release(leases: Lease | Iterable[Lease]) -> None:
 def park(leases: Iterable[Lease]) -> None:
     """Keeps each lease without a heartbeat until its holder releases it (see the module
     docstring); a lease released or taken over meanwhile is left alone. A heartbeat of
-    this process stops refreshing them first, so none is written back unparked."""
+    this process stops refreshing them first, so none is written back unparked.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     parked = list(leases)
     _stop_refreshing(parked)
     for lease in parked:
@@ -194,19 +227,31 @@ def park(leases: Iterable[Lease]) -> None:
 
 
 def held_by(table_uri: str, holder: str) -> list[Lease]:
-    """The holder's lease on the table, live or parked ([] when it holds none)."""
+    """The holder's lease on the table, live or parked ([] when it holds none).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     return [lease for lease in leases(table_uri) if lease.holder == holder]
 
 
 def leases(table_uri: str) -> list[Lease]:
-    """The live leases of the table, oldest first."""
+    """The live leases of the table, oldest first.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     now = time.time()
     return [lease for lease in _LeaseFolder(table_uri).all() if lease.is_live(now)]
 
 
 def refresh(lease: Lease) -> bool:
     """Renews the heartbeat of the holder's lease; False, changing nothing, when the lease
-    was released, or died and may have been taken over (its holder lost it)."""
+    was released, or died and may have been taken over (its holder lost it).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     folder = _LeaseFolder(lease.table_uri)
     current = folder.read(lease.holder)
     if current is None or not current.is_live():
@@ -225,6 +270,9 @@ class Heartbeat:
     if the refresh that was under way when the pause began writes it back later.
     `park` and `release` stop refreshing the leases they are given before they write,
     so a refresh under way never undoes them (they wait for it).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
 
     def __init__(self, leases: Sequence[Lease], interval: float | None = None) -> None:
@@ -299,7 +347,12 @@ def _stop_refreshing(leases: Sequence[Lease]) -> None:
 def run_lease(table_uri: str, scope: PartitionScope | None, run_id: str) -> Iterator[Lease]:
     """A "run" lease on `scope` for the duration of one write, heartbeating meanwhile and
     released at the end, even on error. PartitionLeasedError (nothing written) when a
-    backfill or another run holds an overlapping lease."""
+    backfill or another run holds an overlapping lease.
+
+    Raises:
+        PartitionLeasedError: A backfill or another run holds an overlapping lease.
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     lease = acquire(table_uri, run_id, "run", scope)
     try:
         with Heartbeat([lease]):

@@ -12,24 +12,29 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from partition_assets.errors import TableNotFoundError
-from partition_assets.storage.delta_table import DeltaFormat
+from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.parquet_table import ParquetFormat, read_schema
-from partition_assets.storage.staging import table_filesystem
 from partition_assets.storage.table_format import TableFormat, VacuumResult
+from partition_assets.storage.write_staging import table_filesystem
 
 
 def vacuum(table_uri: str, retention_hours: float = 168, dry_run: bool = False) -> VacuumResult:
     """Deletes files no reader can see that are older than `retention_hours`, through
     the format of the table at `table_uri` (see each format's `vacuum`).
 
-    Raises TableNotFoundError when `table_uri` is missing or holds no table, and
-    VacuumRetentionError when `retention_hours` is under an hour; nothing is deleted then.
+    Raises:
+        TableNotFoundError: `table_uri` is missing or holds no table; nothing was deleted.
+        VacuumRetentionError: `retention_hours` is under an hour, or not a finite number; nothing was deleted.
     """
     return table_format_at(table_uri).vacuum(table_uri, retention_hours, dry_run)
 
 
 def table_format_at(table_uri: str) -> TableFormat:
-    """The format of the table stored at `table_uri`."""
+    """The format of the table stored at `table_uri`.
+
+    Raises:
+        TableNotFoundError: `table_uri` does not exist, or holds neither a Delta nor a Parquet table.
+    """
     if DeltaTable.is_deltatable(table_uri):
         return DeltaFormat()
     fs, root = table_filesystem(table_uri)

@@ -29,14 +29,6 @@ from partition_assets.errors import TableNotFoundError, UnsupportedByFormatError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
-from partition_assets.storage.staging import (
-    StagedWrite,
-    delete_dir,
-    parse_partition_path,
-    stale_folders,
-    sweep_staging,
-    table_filesystem,
-)
 from partition_assets.storage.table_format import (
     DEFAULT_OPTIONS,
     PublishResult,
@@ -45,6 +37,14 @@ from partition_assets.storage.table_format import (
     checked_retention_hours,
     spark_schema,
     stage_validated,
+)
+from partition_assets.storage.write_staging import (
+    StagedWrite,
+    delete_dir,
+    parse_partition_path,
+    stale_folders,
+    sweep_staging,
+    table_filesystem,
 )
 
 # The table's schema and partitioning: Parquet folders alone cannot say which
@@ -67,7 +67,14 @@ class ParquetFormat:
         options: WriteOptions = DEFAULT_OPTIONS,
     ) -> PublishResult:
         """Replaces `scope`'s partition folders (the whole table when None) with
-        `frame`'s, one partition at a time (see the module docstring)."""
+        `frame`'s, one partition at a time (see the module docstring).
+
+        Raises:
+            UnsupportedByFormatError: `options.merge_keys` is set: Parquet cannot merge.
+            PartitionScopeError: The frame does not fit `scope`, or has no rows and
+                `options.allow_empty` is not set (see `TableFormat.write`).
+            TableSchemaError: The frame breaks the table's schema or partitioning (see `TableFormat.write`).
+        """
         if options.merge_keys:
             raise UnsupportedByFormatError(
                 f"merge_keys need the Delta flavour: Parquet table {table_uri} cannot check that "
@@ -92,6 +99,11 @@ class ParquetFormat:
         version: int | None = None,
         timestamp: str | None = None,
     ) -> DataFrame | None:
+        """`scope`'s rows (all when None), opening only their partition folders; None when no table exists.
+
+        Raises:
+            UnsupportedByFormatError: `version` or `timestamp` is given: Parquet keeps no versions.
+        """
         if version is not None or timestamp is not None:
             raise UnsupportedByFormatError(
                 f"Parquet table {table_uri} keeps no versions: drop the version/timestamp pin, "
@@ -121,7 +133,12 @@ class ParquetFormat:
 
     def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
         """Deletes the trash of killed publishes and the staging folders of killed
-        writes, older than `retention_hours`; a live table has no unreferenced files."""
+        writes, older than `retention_hours`; a live table has no unreferenced files.
+
+        Raises:
+            VacuumRetentionError: `checked_retention_hours` refuses `retention_hours`; nothing was deleted.
+            TableNotFoundError: `table_uri` holds no Parquet table; nothing was deleted.
+        """
         retention_hours = checked_retention_hours(retention_hours)
         if read_schema(table_uri) is None:
             raise TableNotFoundError(f"no Parquet table at {table_uri}: check the path (it must hold {SCHEMA_FILE})")

@@ -20,7 +20,7 @@ def partition_columns(
     partitions_def: dg.PartitionsDefinition, metadata: Mapping[str, object] | None = None
 ) -> tuple[str, ...]:
     """The table's partition columns: one per dimension, each holding the key as a string
-    (or, for keys that are ISO dates, as a date: see staging.with_partition_columns).
+    (or, for keys that are ISO dates, as a date: see write_staging.with_partition_columns).
 
     Defaults: `ds` for a time dimension, `partition` for a static or dynamic one,
     the dimension names for multi partitions. Asset metadata overrides them:
@@ -58,6 +58,13 @@ class PartitionScope:
         keys: Iterable[str],
         columns: Sequence[str],
     ) -> PartitionScope:
+        """The partitions `keys` of `partitions_def`, as rows of the table's partition `columns`.
+
+        Args:
+            keys: Partition keys; a multi-partition key as a MultiPartitionKey or its string form.
+            columns: The table's partition columns, one per dimension in the order
+                `partition_columns` returns them.
+        """
         if isinstance(partitions_def, dg.MultiPartitionsDefinition):
             dimensions = partitions_def.partition_dimension_names
             rows = set()
@@ -94,6 +101,7 @@ class PartitionScope:
         return [[(first, "=", value), (second, "in", seconds)] for value, seconds in seconds_by_first.items()]
 
     def describe(self, limit: int = 5) -> str:
+        """The first `limit` partitions (sorted) as `col=value` text, and how many more: for messages."""
         shown = sorted(self.rows)[:limit]
         text = ", ".join("/".join(f"{c}={v}" for c, v in zip(self.columns, row, strict=True)) for row in shown)
         more = f" and {len(self.rows) - limit} more" if len(self.rows) > limit else ""

@@ -5,7 +5,7 @@ import pyarrow as pa
 from deltalake import Schema
 
 from partition_assets.errors import TableSchemaError
-from partition_assets.storage.staging import StagedWrite
+from partition_assets.storage.write_staging import StagedWrite
 
 
 def new_columns(
@@ -14,7 +14,12 @@ def new_columns(
     staged: StagedWrite,
     allow_new_columns: bool,
 ) -> list[pa.Field]:
-    """The frame's columns the table lacks; any other difference is a TableSchemaError."""
+    """The frame's columns the table lacks; any other difference is a TableSchemaError.
+
+    Raises:
+        TableSchemaError: The write is partitioned differently from the table, lacks or retypes
+            one of its columns, or adds columns without `allow_new_columns`.
+    """
     where = f"table {staged.table_uri}"
     if table_partitioning != staged.partition_columns:
         raise TableSchemaError(

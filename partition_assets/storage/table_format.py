@@ -24,8 +24,8 @@ from partition_assets.errors import PartitionScopeError, VacuumRetentionError
 from partition_assets.storage.partition_scope import PartitionScope
 
 if TYPE_CHECKING:
-    from partition_assets.storage.staged import StagedTable
-from partition_assets.storage.staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
+    from partition_assets.storage.backfill_staging import StagedTable
+from partition_assets.storage.write_staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,8 @@ class PublishResult:
 
 @dataclass(frozen=True)
 class VacuumResult:
+    """What a vacuum deleted (in a dry run: would delete)."""
+
     data_files: list[str]  # no reader sees them: replaced, or from writes that never published
     staging_folders: list[str]  # staging folders of writes that died before publishing
 
@@ -90,6 +92,14 @@ class TableFormat(Protocol):
 
         The frame is staged and validated before anything is published; any
         error before publishing leaves the table unchanged and no staged files.
+
+        Raises:
+            PartitionScopeError: The frame does not fit `scope` (a row outside it, a null partition
+                value, a partition column missing for several partitions or neither a string nor a
+                date), or has no rows and `options.allow_empty` is not set.
+            TableSchemaError: The frame drops or retypes a column of the table, is partitioned
+                differently, or adds columns without `options.allow_new_columns`.
+            UnsupportedByFormatError: `options` asks for what the format cannot do (merge keys on Parquet).
         """
 
     def read(
@@ -101,7 +111,11 @@ class TableFormat(Protocol):
         version: int | None = None,
         timestamp: str | None = None,
     ) -> DataFrame | None:
-        """`scope`'s rows (all when None), opening only their files; None when no table exists."""
+        """`scope`'s rows (all when None), opening only their files; None when no table exists.
+
+        Raises:
+            UnsupportedByFormatError: `version` or `timestamp` is given to a format without versions.
+        """
 
     def missing_partitions(self, table_uri: str, scope: PartitionScope) -> set[tuple[str, ...]]:
         """The partitions of `scope` that hold no rows."""
@@ -109,17 +123,19 @@ class TableFormat(Protocol):
     def vacuum(self, table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
         """Deletes files no reader sees that are older than `retention_hours`.
 
-        Raises VacuumRetentionError for a retention `checked_retention_hours` refuses,
-        and TableNotFoundError when `table_uri` holds no table of this format; either
-        before deleting anything.
+        Raises:
+            VacuumRetentionError: `checked_retention_hours` refuses `retention_hours`; nothing was deleted.
+            TableNotFoundError: `table_uri` holds no table of this format; nothing was deleted.
         """
 
 
 def checked_retention_hours(retention_hours: float) -> float:
     """`retention_hours` as every vacuum takes it (the Python API, each format's
     `vacuum`, the CLI): a finite number of hours, at least MIN_RETENTION_HOURS.
+    Callers check before listing or deleting.
 
-    Raises VacuumRetentionError otherwise; callers check before listing or deleting.
+    Raises:
+        VacuumRetentionError: `retention_hours` is not a finite number of at least MIN_RETENTION_HOURS.
     """
     # `not >=` also refuses NaN, which compares false with everything.
     if (
@@ -145,7 +161,12 @@ def stage_validated(
     folder: str = STAGING_DIR,
 ) -> StagedWrite:
     """`frame` staged for `table_uri` under `folder`, refused when empty (unless allowed)
-    or when `validate` raises; on any error the staged files are deleted."""
+    or when `validate` raises; on any error the staged files are deleted.
+
+    Raises:
+        PartitionScopeError: The frame does not fit `scope` (see `stage_dataframe`), or has no
+            rows and `options.allow_empty` is not set.
+    """
     staged = stage_dataframe(frame, table_uri, scope, folder)
     try:
         if not staged.files and not options.allow_empty:
@@ -182,12 +203,23 @@ class StagingFormat(TableFormat, Protocol):
         backfill_id: str,
     ) -> PublishResult:
         """Validates `frame` as `write` does and stages it for backfill `backfill_id`:
-        readers of the table do not see it until the backfill publishes."""
+        readers of the table do not see it until the backfill publishes.
+
+        Raises:
+            PartitionScopeError: As `write`.
+            TableSchemaError: As `write`, against the published table (without one, the backfill's
+                earlier staging).
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
 
     def read_overlay(
         self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
     ) -> DataFrame | None:
-        """`scope`'s rows as backfill `backfill_id` sees them: its staged partitions, else the published ones."""
+        """`scope`'s rows as backfill `backfill_id` sees them: its staged partitions, else the published ones.
+
+        Raises:
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
 
     def version(self, table_uri: str) -> int | None:
         """The table's latest version; None when there is no table."""
@@ -196,7 +228,11 @@ class StagingFormat(TableFormat, Protocol):
         """The table's version as of `when`; None when the table did not exist then."""
 
     def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
-        """What backfill `backfill_id` staged for the table; None when nothing."""
+        """What backfill `backfill_id` staged for the table; None when nothing.
+
+        Raises:
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
 
     def partition_files(self, table_uri: str, scope: PartitionScope | None) -> dict[tuple[str, ...], frozenset[str]]:
         """The published files of each partition of `scope`: what a backfill's lease remembers."""
@@ -208,21 +244,67 @@ class StagingFormat(TableFormat, Protocol):
         expected: Mapping[tuple[str, ...], frozenset[str]] | None,
         metadata: Mapping[str, str],
     ) -> PublishResult:
-        """Publishes everything the backfill staged for the table in one idempotent commit."""
+        """Publishes everything the backfill staged for the table in one idempotent commit.
+
+        Args:
+            expected: The published files of each staged partition when the backfill started (as
+                `partition_files` took them); None publishes over whatever commits came since (--force).
+            metadata: Commit metadata to record with the publish.
+
+        Raises:
+            ForeignCommitError: A staged partition's published files are no longer `expected`;
+                nothing was committed and the staging is kept.
+            BackfillStateError: The backfill staged nothing for the table and has not published to it.
+            TableSchemaError: The staged schema no longer fits the table's.
+            CommitError: A staged file is missing or the commit kept losing to concurrent writers (the
+                table is unchanged), or the table holds the publish but its log no longer names its version.
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
 
     def check_publish(
         self, table_uri: str, backfill_id: str, expected: Mapping[tuple[str, ...], frozenset[str]]
     ) -> None:
-        """Raises ForeignCommitError when `publish_staged` with `expected` would refuse; commits nothing."""
+        """Raises ForeignCommitError when `publish_staged` with `expected` would refuse; commits nothing.
+
+        Raises:
+            ForeignCommitError: A staged partition's published files are no longer `expected`.
+            CommitError: The table holds the backfill's publish but its log no longer names its version.
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
 
     def published_version(self, table_uri: str, backfill_id: str) -> int | None:
-        """The version the backfill's publish commit created; None when the table holds none."""
+        """The version the backfill's publish commit created; None when the table holds none.
+
+        Raises:
+            CommitError: The table holds the backfill's publish but its log no longer names its version.
+        """
 
     def discard_staged(self, table_uri: str, backfill_id: str) -> int:
-        """Deletes what the backfill staged for the table; returns how many files."""
+        """Deletes what the backfill staged for the table; returns how many files.
+
+        Raises:
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
 
     def rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> PublishResult:
-        """Restores the partitions the backfill published to their content before, in one commit."""
+        """Restores the partitions the backfill published to their content before, in one commit.
+
+        Args:
+            published_version: The version the backfill's publish commit created.
+            force: Also discard the changes later commits made to those partitions.
+
+        Raises:
+            RollbackError: There is no table, `published_version` is not the backfill's publish
+                commit, a later commit changed its partitions (unless `force`), or a file to restore
+                is gone; nothing was committed.
+            CommitError: The commit kept losing to concurrent writers (the table is unchanged), or the
+                table holds the backfill's rollback but its log no longer names its version.
+        """
 
     def check_rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> None:
-        """Raises RollbackError when `rollback` would refuse; commits nothing."""
+        """Raises RollbackError when `rollback` would refuse; commits nothing.
+
+        Raises:
+            RollbackError: As `rollback`.
+            CommitError: The table holds the backfill's rollback but its log no longer names its version.
+        """

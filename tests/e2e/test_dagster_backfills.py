@@ -1,5 +1,5 @@
 """Engine backfills as Dagster backfills, against a real instance of the repo's dagster.yaml
-(the seam in Dagster they rely on is pinned in tests/unit/test_dagster_internals.py): a
+(the seam in Dagster they rely on is pinned in tests/integration/test_dagster_internals.py): a
 launch through `instance.add_backfill` (what the webserver's mutation calls) run by a
 detached coordinator, resumed after that coordinator is killed, and one the engine cannot
 run exactly handed back to Dagster's daemon."""
@@ -21,15 +21,15 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._daemon import backfill as daemon_backfill
 
-from partition_assets.backfill.dagster_ui.mirror import adopted_plan
+from partition_assets.backfill.dagster_ui.adoption import adopted_plan
+from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
+from partition_assets.backfill.planning.graph import plan
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError
-from partition_assets.instance.engine_instance import (
-    DAGSTER,
-    ENGINE_TAG,
-    PARENT_BACKFILL_TAG,
-    SPARSE,
-)
+from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from tests.support import REPO
 from tests.support.cli_runs import run_cli
@@ -111,6 +111,20 @@ def test_the_backfill_daemon_runs_stock_backfills_and_never_sees_engine_ones(hom
         assert instance.get_backfill(engine) == before
         # Everyone else (the Backfills page, sensors) lists both.
         assert {engine, stock} <= {b.backfill_id for b in instance.get_backfills()}
+
+
+def test_a_cancel_clicked_in_the_ui_cancels_the_engine_backfill(home):
+    """The Backfills page's *Cancel* writes CANCELING; the mirror sets the engine record's
+    status (what its coordinator reads) and, when the coordinator stops, writes CANCELED."""
+    with dg.DagsterInstance.get() as instance:
+        spec = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", start="2024-01-01", end="2024-01-02")
+        record = BackfillRecord(spec)
+        record.save()
+        asset_graph = load_definitions(ENGINE_DEFS).resolve_asset_graph()
+        with DagsterBackfillMirror(record, plan(asset_graph, spec), asset_graph, instance, done=()):
+            instance.update_backfill(instance.get_backfill(record.id).with_status(BulkActionStatus.CANCELING))
+            wait_for(lambda: BackfillRecord.load(record.id).status == "canceled", 10)
+        assert instance.get_backfill(record.id).status == BulkActionStatus.CANCELED
 
 
 # -- a UI launch, end to end --------------------------------------------------------------

@@ -26,13 +26,12 @@ import pytest
 from deltalake import DeltaTable
 
 from partition_assets.errors import PartitionLeasedError, PartitionScopeError
-from partition_assets.storage import leases
-from partition_assets.storage.delta_table import DeltaFormat, replace_partitions
+from partition_assets.storage import DeltaFormat, leases, replace_partitions
+from partition_assets.storage.backfill_staging import incoming_folder, record_staging
 from partition_assets.storage.maintenance import vacuum
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staged import incoming_folder, record_staging
-from partition_assets.storage.staging import STAGING_DIR, collect_staged, move_into_layout, new_staging_dir
 from partition_assets.storage.table_format import VacuumResult
+from partition_assets.storage.write_staging import STAGING_DIR, collect_staged, move_into_layout, new_staging_dir
 from tests.support.polling import wait_for
 from tests.support.webserver import free_port, listening, stop
 

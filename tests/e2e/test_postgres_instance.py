@@ -34,7 +34,7 @@ def test_a_postgres_home_keeps_the_instance_in_its_own_database(postgres_server,
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
         assert dg.materialize([probe], partition_key="2024-01-02", instance=instance).success
         assert instance.get_materialized_partitions(probe.key) == {"2024-01-02"}
-        # What a rollback meets (publication._reflect_rollback): it records an observation instead.
+        # What a rollback meets (publishing/dagster_events.py reflect_rollback): it records an observation.
         with pytest.raises(NotImplementedError):
             instance.wipe_asset_partitions(probe.key, ["2024-01-02"])
     with open_instance(instance_env(tmp_path / "second", second)) as instance:

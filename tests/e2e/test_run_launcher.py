@@ -12,7 +12,7 @@ from collections import Counter
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.running.coordinator import graph_of
+from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG

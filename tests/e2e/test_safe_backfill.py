@@ -12,8 +12,8 @@ import threading
 import dagster as dg
 import pytest
 
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.freeze import frozen_assets
-from partition_assets.backfill.publishing.publication import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.stats import partition_stats
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage import DeltaFormat, PartitionScope

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 from playwright.sync_api import sync_playwright
 
-from partition_assets.instance.engine_instance import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from tests.support.cli_runs import run_cli
 from tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of

@@ -10,9 +10,9 @@ import pytest
 
 from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.running.coordinator import node_runner_reusing
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
+from partition_assets.backfill.running.runners import node_runner_reusing
 from partition_assets.backfill.running.scheduling import RunUnit
 from partition_assets.backfill.state.record import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
@@ -26,7 +26,12 @@ def run_backfill(selection, backfill_id, max_parallel=2, done=()):
     asset_graph = engine_defs.defs.resolve_asset_graph()
     graph = build_graph(asset_graph, [dg.AssetKey(a) for a in selection], JANUARY_1_TO_8)
     results = {}
-    with DagsterNodeRunner("tests.support.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}) as runner:
+    with (
+        dg.DagsterInstance.get() as instance,
+        DagsterNodeRunner(
+            "tests.support.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}, instance
+        ) as runner,
+    ):
         status = execute(
             graph,
             runner.launch,
@@ -138,7 +143,8 @@ def test_terminate_kills_its_own_workers_and_no_other_child_process(home):
     bystander = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,))
     bystander.start()
     try:
-        runner = DagsterNodeRunner("tests.support.engine_defs", 2, {BACKFILL_ID_TAG: "bf-terminate"})
+        with dg.DagsterInstance.get() as instance:
+            runner = DagsterNodeRunner("tests.support.engine_defs", 2, {BACKFILL_ID_TAG: "bf-terminate"}, instance)
         first = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)))
         assert first.result()[0].succeeded  # a worker is up, its code loaded
         workers = set(multiprocessing.active_children()) - {bystander}
@@ -156,9 +162,10 @@ def test_terminate_kills_its_own_workers_and_no_other_child_process(home):
 def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(home):
     # A standby coordinator's workers, started before the backfill was known.
     children_before = set(multiprocessing.active_children())
-    warm = DagsterNodeRunner("tests.support.engine_defs", 4, {})
-    spec = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", max_parallel=2)
-    runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-warm"})
+    with dg.DagsterInstance.get() as instance:
+        warm = DagsterNodeRunner("tests.support.engine_defs", 4, {}, instance)
+        spec = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", max_parallel=2)
+        runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-warm"}, instance)
     try:
         (result,) = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)), {"unit": "tag"}).result()
         assert result.succeeded
@@ -174,11 +181,12 @@ def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(home):
 
 def test_a_warm_runner_that_does_not_fit_is_terminated_for_a_new_one(home):
     children_before = set(multiprocessing.active_children())
-    warm = DagsterNodeRunner("tests.support.engine_defs", 2, {})
-    warm.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
-    warm_workers = set(multiprocessing.active_children()) - children_before
-    spec = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", max_parallel=3)
-    runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-cold"})  # needs 3 workers: warm has 2
+    with dg.DagsterInstance.get() as instance:
+        warm = DagsterNodeRunner("tests.support.engine_defs", 2, {}, instance)
+        warm.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
+        warm_workers = set(multiprocessing.active_children()) - children_before
+        spec = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", max_parallel=3)
+        runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-cold"}, instance)  # needs 3 workers: warm has 2
     try:
         assert isinstance(runner, DagsterNodeRunner) and runner is not warm
         for worker in warm_workers:

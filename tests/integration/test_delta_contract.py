@@ -17,10 +17,10 @@ from partition_assets.storage import (
     DeltaFormat,
     PartitionScope,
     WriteOptions,
-    delta_table,
     replace_partitions,
 )
-from partition_assets.storage.staging import stage_dataframe
+from partition_assets.storage.delta import write as delta_write
+from partition_assets.storage.write_staging import stage_dataframe
 from tests.support.results import failure_message
 
 DAYS = daily("2024-01-01")
@@ -63,10 +63,10 @@ def test_concurrent_writers_to_one_partition_leave_one_whole_version(spark, lake
 def test_a_first_write_that_finds_the_table_created_meanwhile_still_lands(spark, lake, monkeypatch):
     uri = str(lake / "t")
     write_day(spark, uri, "2024-01-01", 3, "2024-01-01")
-    open_table = delta_table.open_table
+    open_table = delta_write.open_table
     looks = [None]  # the second writer looked before the first one created the table
     monkeypatch.setattr(
-        delta_table, "open_table", lambda *args, **kw: looks.pop() if looks else open_table(*args, **kw)
+        delta_write, "open_table", lambda *args, **kw: looks.pop() if looks else open_table(*args, **kw)
     )
     assert write_day(spark, uri, "2024-01-02", 4, "2024-01-02").version == 1
     frame = DeltaTable(uri).to_pandas()
@@ -284,7 +284,7 @@ def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake, monkeypa
     write_day(spark, uri, "2024-01-01", 3, "first")
     scope = PartitionScope.for_keys(DAYS, ["2024-01-01"], ("ds",))
     incoming = spark.range(2).select(F.col("id"), F.lit("merged").alias("writer"))
-    move_into_layout = delta_table.move_into_layout
+    move_into_layout = delta_write.move_into_layout
     merging = True
 
     def move_after_a_concurrent_write(staged):
@@ -295,7 +295,7 @@ def test_a_merge_refuses_to_commit_over_a_concurrent_write(spark, lake, monkeypa
             write_day(spark, uri, "2024-01-01", 5, "concurrent")
             merging = True
 
-    monkeypatch.setattr(delta_table, "move_into_layout", move_after_a_concurrent_write)
+    monkeypatch.setattr(delta_write, "move_into_layout", move_after_a_concurrent_write)
     with pytest.raises(ConcurrentPartitionWriteError):
         DeltaFormat().write(incoming, uri, scope, WriteOptions(merge_keys=("id",)))
     assert set(DeltaTable(uri).to_pandas().writer) == {"concurrent"}

@@ -16,7 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from partition_assets.backfill.state.ledger import SCHEMA, Ledger, LedgerEntry, LedgerStatus, ledger_uri
-from partition_assets.storage.delta_table import read_partitions
+from partition_assets.storage.delta.read import read_partitions
 from tests.support.readers import duckdb_connection
 
 T0 = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)

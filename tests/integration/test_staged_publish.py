@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 from partition_assets.errors import ForeignCommitError, RollbackError, TableSchemaError
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
-from partition_assets.storage.delta_table import publish_app_id
+from partition_assets.storage.backfill_staging import BACKFILLS_DIR
+from partition_assets.storage.delta.log import publish_app_id
 from partition_assets.storage.failpoints import ENV, PUBLISH_POINTS
-from partition_assets.storage.staged import BACKFILLS_DIR
 from tests.support import REPO
 from tests.support.retention import backdate, files_of_every_version
 

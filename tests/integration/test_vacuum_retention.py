@@ -17,9 +17,9 @@ import pytest
 from partition_assets.cli.main import main
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.storage import DeltaFormat, PartitionScope
-from partition_assets.storage.delta_table import replace_partitions
+from partition_assets.storage.delta.write import replace_partitions
 from partition_assets.storage.maintenance import vacuum
-from partition_assets.storage.staging import (
+from partition_assets.storage.write_staging import (
     STAGING_DIR,
     StagedWrite,
     collect_staged,
@@ -151,3 +151,13 @@ def test_a_fractional_retention_is_not_truncated(table):
     # Staging folders are aged to the second.
     assert recent.exists() and not stale.exists()
     assert [Path(folder).name for folder in done.staging_folders] == ["stale"]
+
+
+def test_a_folder_under_backfills_that_no_backfill_id_names_is_left_alone(table):
+    """A folder made by hand under `_backfills/` is no backfill's staging: vacuum used to stop
+    on it with BackfillIdError (its name cannot be an id) and vacuumed nothing."""
+    by_hand = Path(table) / "_backfills" / "notes by hand"
+    by_hand.mkdir(parents=True)
+    backdate(by_hand, hours=3)
+    vacuum(table, retention_hours=1)
+    assert by_hand.is_dir()

@@ -2,7 +2,7 @@
 
 `schedule_without_runs` plans `days` days of the example's hourly `events` and daily
 `daily_orders` (24 x days + days nodes) and runs them through the real coordinator
-(`run_backfill`: the engine loop, the backfill record, leases, the Dagster backfill
+(`BackfillRun`: the engine loop, the backfill record, leases, the Dagster backfill
 mirror on the DAGSTER_HOME instance, a progress line per node) with `ImmediateRunner`,
 whose runs succeed the moment they are launched. `schedule_in_fresh_process` does it in
 a new process (`python -m tests.support.scale`) on a new DAGSTER_HOME, lake
@@ -40,9 +40,11 @@ from types import MappingProxyType
 
 import dagster as dg
 
+from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import STAGED, BackfillSpec
-from partition_assets.backfill.running.coordinator import NodeRunner, graph_of, run_backfill
+from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import Progress
+from partition_assets.backfill.running.runners import NodeRunner
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord
 from tests.support import REPO
@@ -93,7 +95,7 @@ class Clocks:
 @dataclass
 class SchedulingCost:
     """One backfill coordinated without runs. `coordinate_seconds` is the whole
-    `run_backfill` call; the node loop runs from the first launch to the last node
+    `BackfillRun.run` call; the node loop runs from the first launch to the last node
     result (the per-node part); CPU seconds are the process's (every thread: the
     mirror's too)."""
 
@@ -159,7 +161,8 @@ def schedule_without_runs(days: int, batch: bool = True, publish: str = STAGED) 
                 last_result = Clocks.now()
 
         started = Clocks.now()
-        status = run_backfill(record, graph, set(), on_result=on_result, runner_of=runner_of)
+        with dg.DagsterInstance.get() as instance:
+            status = BackfillRun(instance, record, graph, set(), runner_of=runner_of, on_result=on_result).run()
         ended = Clocks.now()
     first_launch = runner.first_launch or last_result
     return SchedulingCost(

@@ -2,7 +2,8 @@
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import impact, plan
+from partition_assets.backfill.planning.graph import plan
+from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.cli.main import main
 from tests.support import engine_defs

@@ -9,8 +9,10 @@ import json
 import pytest
 
 from partition_assets.automation.job import SparseBackfillConfig, sparse_backfill_job
-from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.planning.graph import plan
+from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, config_key_of, spec_from_arguments
 from partition_assets.backfill.state.record import BackfillRecord, record_path
+from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError
 from tests.support.instances import temporary_instance
 
@@ -95,6 +97,19 @@ def test_an_invalid_spec_is_refused_with_its_value_named_on_every_surface(values
     with pytest.raises(BackfillPlanError) as refused:
         BackfillSpec(module=ENGINE_DEFS, **{"selection": "key:raw", **values})
     assert names in str(refused.value)
+
+
+def test_a_refused_plan_names_the_spec_fields_as_the_surface_does():
+    """The command line's flags by default; the Launchpad job's config keys when it plans."""
+    asset_graph = load_definitions(ENGINE_DEFS).resolve_asset_graph()
+    spec = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", keys=["not-a-day"])
+    with pytest.raises(BackfillPlanError, match=r"^--keys \['not-a-day'\] is no partition"):
+        plan(asset_graph, spec)
+    with pytest.raises(BackfillPlanError, match=r"^keys \['not-a-day'\] is no partition"):
+        plan(asset_graph, spec, wording=config_key_of)
+    filtered = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", static={"planet": ["mars"]})
+    with pytest.raises(BackfillPlanError, match=r"^static names \['planet'\]"):
+        plan(asset_graph, filtered, wording=config_key_of)
 
 
 def test_the_record_stores_the_spec_and_reads_records_written_before_it(home):

@@ -12,6 +12,7 @@ from partition_assets.automation import eager, eager_partitions_sensor
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.errors import SensorConfigError
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -180,4 +181,9 @@ def test_a_cursor_written_before_the_window_still_parses(instance):
     }
 
 
-# Holds the insert of one event after PostgreSQL numbered it, until the test releases lock 1.
+@pytest.mark.parametrize("rescan_ids", [0, -5, 2.5, "1000", True])
+def test_a_bad_rescan_window_is_refused_when_the_sensor_is_defined(rescan_ids):
+    with pytest.raises(SensorConfigError) as refused:
+        eager_partitions_sensor("key:eager_down", rescan_ids=rescan_ids)
+    message = str(refused.value)
+    assert f"rescan_ids={rescan_ids!r}" in message and "at least 1" in message and "No sensor was defined" in message

@@ -1,22 +1,22 @@
-"""Engine backfills as Dagster backfills: listed in the webserver's Backfills page, canceled
-from it, and launched from its "Materialize range" dialog.
+"""Engine backfills as Dagster backfills: listed in the webserver's Backfills page and
+canceled from it.
 
 - `DagsterBackfillMirror` keeps the Dagster backfill of the same id as an engine backfill
   (creating it for one started by the CLI, the Launchpad job or the catch-up sensor) in
   step with the coordinator: its status, and per (asset, partition) requested, succeeded
   ("materialized" on the page) and failed-or-blocked. A *Cancel* clicked in the UI (status
   CANCELING) cancels the engine backfill within `POLL_SECONDS` (longer for backfills whose
-  record takes long to read and write: see `_poll`).
-- `spec_of_dagster_backfill` turns an asset backfill launched from the webserver into the
-  `BackfillSpec` that plans exactly its target partitions, or refuses (BackfillPlanError)
-  when no spec does: the caller hands such a backfill back to Dagster's daemon.
+  record takes long to read and write: see `_poll`): the mirror sets its record's status
+  (`cancel`, backfill/state/record.py), which the coordinator reads.
+- `mark_canceled` writes what the mirror writes when its coordinator stops canceled, for
+  `partition-assets backfill cancel` whose coordinator may be dead.
 
 Not guaranteed: a node is "materialized" on the Backfills page once its run succeeded; a
 staged backfill's partitions become materialized in Dagster's asset status only when it
 publishes. A coordinator killed without running its exit leaves its Dagster backfill in
 progress until `partition-assets backfill resume <id>` (or `cancel <id>`) is run.
 Writes go through `DagsterInstance.get_backfill/add_backfill/update_backfill` and
-`PartitionBackfill`/`AssetBackfillData` fields; tests/unit/test_dagster_internals.py
+`PartitionBackfill`/`AssetBackfillData` fields; tests/integration/test_dagster_internals.py
 pins them against the installed Dagster.
 """
 
@@ -27,28 +27,24 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import dagster as dg
 from sqlalchemy.exc import OperationalError
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node, plan
-from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec
+from partition_assets.backfill.dagster_ui.conversion import subset_of
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
-from partition_assets.backfill.state.record import BackfillRecord, record_path
-from partition_assets.code_location import load_definitions
+from partition_assets.backfill.state.record import BackfillRecord, cancel, record_path
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
-    AssetKeyPartitionKey,
     BulkActionStatus,
     PartitionBackfill,
-    SerializableErrorInfo,
     serializable_error_info_from_exc_info,
 )
-from partition_assets.errors import BackfillPlanError
-from partition_assets.instance.engine_instance import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets.errors import BackfillStateError
+from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
@@ -75,18 +71,6 @@ _DAGSTER_STATUS = {
 _STOPPED = (BulkActionStatus.CANCELING, BulkActionStatus.CANCELED)
 # What the mirror tracks per node: launched, succeeded, failed or blocked.
 _REQUESTED, _MATERIALIZED, _FAILED = "requested", "materialized", "failed"
-
-
-def subset_of(nodes: Iterable[Node], asset_graph: BaseAssetGraph) -> AssetGraphSubset:
-    """The nodes as Dagster's AssetGraphSubset."""
-    return AssetGraphSubset.from_asset_partition_set(
-        {AssetKeyPartitionKey(node.asset, node.partition or None) for node in nodes}, asset_graph
-    )
-
-
-def nodes_of(subset: AssetGraphSubset) -> set[Node]:
-    """The (asset, partition) nodes of Dagster's AssetGraphSubset."""
-    return {Node(item.asset_key, item.partition_key or UNPARTITIONED) for item in subset.iterate_asset_partitions()}
 
 
 class DagsterBackfillMirror:
@@ -171,9 +155,10 @@ class DagsterBackfillMirror:
         if stored is not None and stored.status == BulkActionStatus.CANCELING and not self._cancel_seen:
             # Cancel in the UI: the coordinator stops launching and cancels its runs in flight.
             self._cancel_seen = True
-            record = BackfillRecord.load(self._record_id)
-            record.status = "canceled"
-            record.save()
+            try:
+                cancel(self._record_id)
+            except BackfillStateError as error:  # publishing already: the cancel comes too late
+                _log.warning("backfill %s: the cancel in the UI is ignored: %s", self._record_id, error)
         self._flush()
 
     def _flush(self, status: BulkActionStatus | None = None, error: object = None) -> None:
@@ -224,96 +209,8 @@ class DagsterBackfillMirror:
         self._flush(status, error)
 
 
-def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAssetGraph, module: str) -> BackfillSpec:
-    """The spec whose plan is `backfill`'s target: its assets, the time span of their
-    targeted windows, the static keys it targets; its own tags. BackfillPlanError says why
-    there is none (dynamic partitions, an asset of another code location)."""
-    target = backfill.get_asset_backfill_data(asset_graph).target_subset
-    missing = sorted(key.to_user_string() for key in target.asset_keys if not asset_graph.has(key))
-    if missing:
-        raise BackfillPlanError(f"assets {missing} are not in code location {module}")
-    starts: list[datetime] = []
-    ends: list[datetime] = []
-    static: dict[str, set[str]] = {}
-    for key in target.asset_keys:
-        partitions_def = asset_graph.get(key).partitions_def
-        if partitions_def is None:
-            continue
-        keys = list(target.get_partitions_subset(key).get_partition_keys())
-        dimensions = (
-            [(d.name, d.partitions_def) for d in partitions_def.partitions_defs]
-            if isinstance(partitions_def, dg.MultiPartitionsDefinition)
-            else [(key.to_user_string(), partitions_def)]
-        )
-        for name, dimension_def in dimensions:
-            values = [k.keys_by_dimension[name] if isinstance(k, dg.MultiPartitionKey) else k for k in keys]
-            if isinstance(dimension_def, dg.TimeWindowPartitionsDefinition):
-                windows = [dimension_def.time_window_for_partition_key(v) for v in set(values)]
-                starts.append(min(w.start for w in windows))
-                ends.append(max(w.end for w in windows))
-            elif isinstance(dimension_def, dg.StaticPartitionsDefinition):
-                static.setdefault(name, set()).update(values)
-            else:
-                raise BackfillPlanError(
-                    f"{key.to_user_string()} has {type(dimension_def).__name__} partitions: the engine takes a UI "
-                    "backfill of time and static partitions only; Dagster's daemon runs this one"
-                )
-    user_tags = {k: v for k, v in backfill.tags.items() if not k.startswith(RESERVED_TAG_PREFIXES)}
-    return BackfillSpec(
-        module=module,
-        selection=" or ".join(f'key:"{key.to_user_string()}"' for key in sorted(target.asset_keys)),
-        start=min(starts).isoformat() if starts else None,
-        end=(max(ends) - timedelta(microseconds=1)).isoformat() if ends else None,
-        static={name: sorted(keys) for name, keys in static.items()},
-        tags=user_tags,
-    )
-
-
-def adopted_plan(
-    backfill: PartitionBackfill, modules: Iterable[str], instance: dg.DagsterInstance
-) -> tuple[BackfillSpec, BackfillGraph]:
-    """The spec and graph of a UI-launched `backfill`, from the first of `modules` (code
-    locations) that holds its assets; BackfillPlanError when none plans exactly its target."""
-    reasons = []
-    for module in modules:
-        asset_graph = load_definitions(module).resolve_asset_graph()
-        try:
-            spec = spec_of_dagster_backfill(backfill, asset_graph, module)
-            graph = plan(asset_graph, spec, dynamic_partitions_store=instance)
-        except BackfillPlanError as error:
-            reasons.append(f"{module}: {error}")
-            continue
-        target = nodes_of(backfill.get_asset_backfill_data(asset_graph).target_subset)
-        planned = set(graph.nodes())
-        if planned == target:
-            return spec, graph
-        reasons.append(
-            f"{module}: the spec {spec.describe()} plans {len(planned - target)} nodes outside the backfill's "
-            f"target and misses {len(target - planned)} of it (a target no time range and static filter states)"
-        )
-    raise BackfillPlanError(
-        f"backfill {backfill.backfill_id} is not one the engine can run exactly "
-        f"({'; '.join(reasons) or 'no engine_modules'}): handed back to Dagster's daemon"
-    )
-
-
-def hand_back(instance: dg.DagsterInstance, backfill: PartitionBackfill) -> None:
-    """Leaves `backfill` to Dagster's daemon (its next tick runs it)."""
-    instance.update_backfill(backfill._replace(tags={**backfill.tags, ENGINE_TAG: DAGSTER}))
-
-
 def mark_canceled(instance: dg.DagsterInstance, backfill_id: str) -> None:
     """The Dagster backfill `backfill_id`, if any and not finished, is canceled."""
     backfill = instance.get_backfill(backfill_id)
     if backfill is not None and backfill.status in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING):
         instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED).with_end_timestamp(time.time()))
-
-
-def mark_failed(instance: dg.DagsterInstance, backfill_id: str, error: BaseException) -> None:
-    """The Dagster backfill `backfill_id` failed before the engine ran any node; `error` says why."""
-    backfill = instance.get_backfill(backfill_id)
-    if backfill is not None:
-        info = SerializableErrorInfo(message=str(error), stack=[], cls_name=type(error).__name__)
-        instance.update_backfill(
-            backfill.with_status(BulkActionStatus.FAILED).with_error(info).with_end_timestamp(time.time())
-        )

@@ -108,7 +108,16 @@ DEFAULT_MAX_PARALLEL = 4
 
 @dataclass(frozen=True)
 class BackfillSpec:
-    """A backfill: which assets, which partitions, how fast, in which mode. Validated on creation."""
+    """A backfill: which assets, which partitions, how fast, in which mode. Validated on creation.
+
+    Raises:
+        BackfillPlanError: A field holds a bad value (an empty selection; a range that is incomplete,
+            not ISO 8601 or inverted; a count that is no whole number or below its minimum; an empty
+            static filter or key; a reserved tag; an unknown publish mode or way to run; an
+            `inputs_as_of` that is neither 'original' nor an ISO time), or two fields contradict
+            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`).
+        GateConfigError: A `gate` override is invalid.
+    """
 
     module: str = option(
         help="the code location: a module name or a .py file",
@@ -240,7 +249,15 @@ class BackfillSpec:
             )
 
     def time_range(self) -> TimeRange | None:
-        """The half-open range of the inclusive `start` and `end` (each a day or an instant)."""
+        """The half-open range of the inclusive `start` and `end` (each a day or an instant).
+
+        Returns:
+            The range, in UTC where `start` and `end` name no timezone; None when neither is given.
+
+        Raises:
+            BackfillPlanError: Only one of `start` and `end` is given, one is not ISO 8601, or
+                `start` is after `end`.
+        """
         if self.start is None and self.end is None:
             return None
         if self.start is None or self.end is None:
@@ -253,7 +270,11 @@ class BackfillSpec:
         return TimeRange(first, last)
 
     def pinned_time(self) -> datetime | None:
-        """The time `--inputs-as-of` pins inputs to; None when unpinned or pinned to the originals."""
+        """The time `--inputs-as-of` pins inputs to; None when unpinned or pinned to the originals.
+
+        Raises:
+            BackfillPlanError: `inputs_as_of` is neither 'original' nor an ISO time.
+        """
         if self.inputs_as_of in (None, INPUTS_AS_OF_ORIGINAL):
             return None
         try:
@@ -277,7 +298,12 @@ class BackfillSpec:
 
     @classmethod
     def from_json(cls, values: Mapping[str, Any]) -> BackfillSpec:
-        """A spec from `to_json`; fields added since it was written take their defaults."""
+        """A spec from `to_json`; fields added since it was written take their defaults.
+
+        Raises:
+            BackfillPlanError: A saved field is invalid (see the class).
+            GateConfigError: A saved `gate` override is invalid.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{name: value for name, value in values.items() if name in known})
 
@@ -307,9 +333,24 @@ def _flag(spec_field: dataclasses.Field, how: _Option) -> str:
     return f"--no-{dashed}" if spec_field.default is True else f"--{dashed}"
 
 
-def _user_name(name: str) -> str:
+# How a surface names a spec field in the messages it shows: `flag_of` on the command line,
+# `config_key_of` for the job's config (and a UI backfill, whose spec the engine derives).
+Wording = Callable[[str], str]
+
+
+def flag_of(name: str) -> str:
+    """The command line's name for spec field `name`: its flag, e.g. --static."""
     spec_field = next(f for f, _ in _options() if f.name == name)
-    return f"{name} ({_flag(spec_field, spec_field.metadata['option'])})"
+    return _flag(spec_field, spec_field.metadata["option"])
+
+
+def config_key_of(name: str) -> str:
+    """The Launchpad job's name for spec field `name`: its config key, the field's own name."""
+    return name
+
+
+def _user_name(name: str) -> str:
+    return f"{name} ({flag_of(name)})"
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -339,7 +380,16 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
-    """The spec of parsed `add_spec_arguments` flags; raises BackfillPlanError naming a bad value."""
+    """The spec of parsed `add_spec_arguments` flags; raises BackfillPlanError naming a bad value.
+
+    Args:
+        module: The code location (a module name or a .py file), which the caller's own flag names.
+
+    Raises:
+        BackfillPlanError: A repeatable flag's value is malformed (e.g. `--tag` without `=`), or
+            the spec is invalid (see `BackfillSpec`).
+        GateConfigError: A `--gate` override is invalid.
+    """
     values: dict[str, Any] = {"module": module}
     for spec_field, how in _options():
         if not how.supplied_by_surface:
@@ -368,5 +418,13 @@ def spec_config_class() -> type[dg.Config]:
 
 
 def spec_from_config(config: dg.Config, module: str) -> BackfillSpec:
-    """The spec of a job run's config; raises BackfillPlanError naming a bad value."""
+    """The spec of a job run's config; raises BackfillPlanError naming a bad value.
+
+    Args:
+        module: The code location the job's node runs load (a module name or a .py file).
+
+    Raises:
+        BackfillPlanError: The spec is invalid (see `BackfillSpec`).
+        GateConfigError: A `gate` override is invalid.
+    """
     return BackfillSpec(module=module, **config.model_dump())

@@ -47,7 +47,11 @@ OVERRIDE_GRAMMAR = (
 
 @dataclass(frozen=True)
 class Budget:
-    """How far a measure's sum may move in a partition: |new - old| <= max(absolute, relative * |old|)."""
+    """How far a measure's sum may move in a partition: |new - old| <= max(absolute, relative * |old|).
+
+    Raises:
+        GateConfigError: Neither bound is given, or one is not a finite number >= 0; nothing was run.
+    """
 
     absolute: float | None = None
     relative: float | None = None
@@ -71,7 +75,12 @@ class Budget:
 
 @dataclass(frozen=True)
 class Gate:
-    """The rules a backfill's new content of one asset must pass, per partition."""
+    """The rules a backfill's new content of one asset must pass, per partition.
+
+    Raises:
+        GateConfigError: `row_change` is not a finite number >= 0, a column name is not a non-empty
+            string, a measure's budget is not a Budget, or a key column is named twice; nothing was run.
+    """
 
     row_change: float | None = None  # max relative change of a partition's row count
     measures: Mapping[str, Budget] = field(default_factory=dict)  # max change of each measure's sum
@@ -110,6 +119,13 @@ class Gate:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Gate:
+        """The gate `to_json` wrote.
+
+        Raises:
+            GateConfigError: `row_change` is not a finite number >= 0; a column name is not a
+                non-empty string; a measure's budget is not a Budget, or has neither bound or a bound
+                that is not a finite number >= 0; a key column is named twice.
+        """
         return cls(
             row_change=value.get("row_change"),
             measures={column: Budget(**budget) for column, budget in (value.get("measures") or {}).items()},
@@ -124,12 +140,27 @@ def backfill_gate(
 ) -> dict[str, Any]:
     """Asset metadata declaring the asset's gate (validated now, at definition time):
     `@dg.asset(metadata=backfill_gate(row_change=0.05, keys=["order_id"]))`; merge it
-    with other metadata as `{**backfill_gate(...), "owner": ...}`."""
+    with other metadata as `{**backfill_gate(...), "owner": ...}`.
+
+    Args:
+        row_change: The largest change of a partition's row count, relative to its rows
+            before (0.05 = 5%); None leaves row counts unchecked.
+        measures: The Budget of each measure column's sum.
+        keys: Columns whose values must be non-null and unique within a partition.
+
+    Raises:
+        GateConfigError: `row_change` is not a finite number >= 0, a column name is not a non-empty
+            string, a measure's budget is not a Budget, or a key column is named twice.
+    """
     return {GATE_METADATA_KEY: Gate(row_change, measures or {}, tuple(keys)).to_json()}
 
 
 def gate_of(metadata: Mapping[str, Any] | None) -> Gate | None:
-    """The gate an asset's metadata declares, or None when it declares none."""
+    """The gate an asset's metadata declares, or None when it declares none.
+
+    Raises:
+        GateConfigError: The metadata under GATE_METADATA_KEY is not a mapping, or not a valid gate.
+    """
     value = (metadata or {}).get(GATE_METADATA_KEY)
     if isinstance(value, dg.JsonMetadataValue):
         value = value.value
@@ -154,7 +185,11 @@ class GateOverride:
 
 
 def parse_override(text: str) -> GateOverride:
-    """Parses one override text; GateConfigError naming the text and the grammar when invalid."""
+    """Parses one override text; GateConfigError naming the text and the grammar when invalid.
+
+    Raises:
+        GateConfigError: `text` does not follow OVERRIDE_GRAMMAR, or its value is out of range.
+    """
     asset, sep, rule_text = text.partition(":")
     rule, has_value, value = (part.strip() for part in rule_text.partition("="))
     asset = asset.strip()
@@ -192,7 +227,11 @@ def _parse_budget(text: str) -> Budget:
 def apply_overrides(gate: Gate | None, asset: dg.AssetKey | str, overrides: Sequence[str]) -> Gate | None:
     """`gate` (the asset's declared one, or None) with the overrides for `asset` applied in
     order; overrides for other assets are ignored. `off` drops the gate (None), and a rule
-    after it starts from an empty gate. Invalid texts raise GateConfigError."""
+    after it starts from an empty gate. Invalid texts raise GateConfigError.
+
+    Raises:
+        GateConfigError: A text of `overrides` (for any asset) is invalid (see `parse_override`).
+    """
     name = asset.to_user_string() if isinstance(asset, dg.AssetKey) else asset
     for override in map(parse_override, overrides):
         if override.asset != name:

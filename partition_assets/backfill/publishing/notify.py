@@ -43,7 +43,11 @@ class BackfillEvent:
     detail: str = ""
 
     def text(self, limit: int = 5) -> str:
-        """One line for a chat message."""
+        """One line for a chat message.
+
+        Args:
+            limit: How many assets to name before "and N more".
+        """
         names = [key.to_user_string() for key in self.assets]
         shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
         return f"backfill {self.backfill_id} {self.kind.replace('_', ' ')} ({shown})" + (
@@ -54,8 +58,9 @@ class BackfillEvent:
 def notification_hook(definitions: dg.Definitions) -> NotificationHook | None:
     """The callable under `backfill_notifications` in the Definitions' resources, or None.
 
-    Raises NotificationHookError when that resource is not a plain callable (e.g. a
-    ResourceDefinition wrapping one: give the callable itself).
+    Raises:
+        NotificationHookError: That resource is not a plain callable (e.g. a ResourceDefinition
+            wrapping one: give the callable itself).
     """
     hook = (definitions.resources or {}).get(HOOK_RESOURCE_KEY)
     if hook is None:
@@ -73,6 +78,10 @@ def notify(definitions: dg.Definitions, event: BackfillEvent) -> bool:
 
     A hook that raises is logged (with its traceback) and swallowed: a broken Slack
     webhook must not fail a backfill. False too when no hook is configured.
+
+    Raises:
+        NotificationHookError: The resource under `backfill_notifications` is not a plain
+            callable (see `notification_hook`); the hook is not called.
     """
     hook = notification_hook(definitions)
     if hook is None:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import INPUTS_AS_OF_ORIGINAL, BackfillSpec
 from partition_assets.backfill.publishing.tables import input_tables
 from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_differences

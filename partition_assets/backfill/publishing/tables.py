@@ -14,7 +14,8 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph
+from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.dagster_internals import AssetGraph
 from partition_assets.errors import UnsupportedByFormatError
 from partition_assets.spark import SparkResource

@@ -76,6 +76,7 @@ class LaunchedNodeRunner:
         self,
         target: str,
         tags: Mapping[str, str],
+        instance: dg.DagsterInstance,
     ) -> None:
         definitions = load_definitions(target)
         self._asset_graph = definitions.resolve_asset_graph()
@@ -85,8 +86,8 @@ class LaunchedNodeRunner:
         self._run_config = _IN_PROCESS if executor.name == dg.multi_or_in_process_executor.name else {}
         sha = definitions_git_sha(definitions)
         self._tags = {**tags, **({GIT_SHA_TAG: sha} if sha else {}), LAUNCHED_TAG: "true"}
+        self._instance = instance
         with ExitStack() as stack:  # closed at once should the code server not load the location
-            self._instance = stack.enter_context(dg.DagsterInstance.get())
             self._workspace = stack.enter_context(
                 WorkspaceProcessContext(self._instance, _load_target(target), version=dg.__version__)
             )

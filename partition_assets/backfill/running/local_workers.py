@@ -29,6 +29,7 @@ import dagster as dg
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import InstanceRef
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.processes.fork_server import preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
@@ -55,28 +56,26 @@ class _WorkerRecordingContext(ForkServerContext):
 
 
 class DagsterNodeRunner:
-    """Launches run units into `workers` processes; each unit is one Dagster run, tagged
-    `tags` and the tags given with it."""
+    """Launches run units into `workers` processes; each unit is one Dagster run in
+    `instance` (whose storage exists: workers opening it at once must not race on its
+    schema migrations), tagged `tags` and the tags given with it."""
 
     def __init__(
         self,
         target: str,
         workers: int,
         tags: dict[str, str],
+        instance: dg.DagsterInstance,
     ) -> None:
         self._tags = tags
         self._target = target
         self._workers = workers
-        # Create the instance's storage here, once: workers creating it at the same
-        # time race on its schema migrations.
-        with dg.DagsterInstance.get():
-            pass
         self._context = _WorkerRecordingContext(preload_of([target]))
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=self._context,
             initializer=_load_worker,
-            initargs=(target, dict(os.environ), os.getcwd(), running_pid()),
+            initargs=(target, instance.get_ref(), dict(os.environ), os.getcwd(), running_pid()),
         )
         # One task per worker starts them all now (the pool starts a worker per task while
         # none is idle), so they load while the caller prepares its first launch; from a
@@ -142,7 +141,9 @@ class TaggedRunner:
         self._runner.terminate()
 
 
-def _load_worker(target: str, environment: dict[str, str], cwd: str, fork_server_pid: int) -> None:
+def _load_worker(
+    target: str, instance_ref: InstanceRef, environment: dict[str, str], cwd: str, fork_server_pid: int
+) -> None:
     die_with_coordinator(fork_server_pid)
     # The fork server keeps the environment and directory it started with (a test session
     # or bench may have changed them since): a worker takes the runner's.
@@ -153,7 +154,7 @@ def _load_worker(target: str, environment: dict[str, str], cwd: str, fork_server
     _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
     sha = definitions_git_sha(definitions)
     _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
-    _worker["instance"] = dg.DagsterInstance.get()
+    _worker["instance"] = dg.DagsterInstance.from_ref(instance_ref)
 
 
 def _loaded() -> None:

@@ -30,7 +30,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from partition_assets.errors import CommitError
-from partition_assets.storage.delta_table import open_table
+from partition_assets.storage.delta.log import open_table
 
 LEDGER_PATH = "_partition_assets/ledger"
 _COMMIT_ATTEMPTS = 20
@@ -127,7 +127,11 @@ class Ledger:
     def append(self, entries: Iterable[LedgerEntry]) -> None:
         """Adds `entries` in one Delta commit; concurrent appends (other threads or
         processes) all land. CommitError when the commit keeps losing; then nothing
-        of these entries was recorded."""
+        of these entries was recorded.
+
+        Raises:
+            CommitError: The append lost to concurrent writers 20 times; nothing of `entries` was recorded.
+        """
         data = _to_arrow(list(entries))
         if data.num_rows == 0:
             return

@@ -66,7 +66,11 @@ class Presence:
 
 
 def live_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dict[str, Presence]:
-    """The backfills of `backfill_ids` whose coordinator is live, with its announcement (one query)."""
+    """The backfills of `backfill_ids` whose coordinator is live, with its announcement (one query).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     return {
         backfill_id: presence
         for backfill_id, presence in _announced(instance, backfill_ids).items()
@@ -76,7 +80,11 @@ def live_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str])
 
 def stopped_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> set[str]:
     """The backfills of `backfill_ids` whose coordinator announced itself and is no longer
-    live (let go, or dead); not those never announced (one query)."""
+    live (let go, or dead); not those never announced (one query).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     now, ttl = time.time(), lease_ttl()
     return {
         backfill_id
@@ -95,7 +103,11 @@ def _announced(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dic
 
 
 def live_coordinator(instance: dg.DagsterInstance, backfill_id: str) -> Presence | None:
-    """The live coordinator of `backfill_id`, or None."""
+    """The live coordinator of `backfill_id`, or None.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     return live_coordinators(instance, [backfill_id]).get(backfill_id)
 
 
@@ -113,7 +125,15 @@ _REFUSALS = {
 
 def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) -> None:
     """CoordinatorLiveError, naming the coordinator and the command that fits, when
-    `backfill_id` has a live coordinator: `action` (a key of _REFUSALS) must wait."""
+    `backfill_id` has a live coordinator: `action` (a key of _REFUSALS) must wait.
+
+    Args:
+        action: The command that must wait: run, resume, retry, publish, discard, rollback or re-execute.
+
+    Raises:
+        CoordinatorLiveError: `backfill_id`'s coordinator is live; nothing was changed.
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     presence = live_coordinator(instance, backfill_id)
     if presence is not None:
         raise CoordinatorLiveError(
@@ -126,7 +146,11 @@ def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) 
 
 
 class Announcement:
-    """This process's claim on one backfill, kept alive by a thread (see `coordinating`)."""
+    """This process's claim on one backfill, kept alive by a thread (see `coordinating`).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
 
     def __init__(self, instance: dg.DagsterInstance, backfill_id: str) -> None:
         self._instance = instance
@@ -138,7 +162,15 @@ class Announcement:
         self.lost = False  # another process claimed the backfill: this one must stop
 
     def claim(self, action: str) -> None:
-        """Announces this process; CoordinatorLiveError when another live one holds the backfill."""
+        """Announces this process; CoordinatorLiveError when another live one holds the backfill.
+
+        Args:
+            action: The command that must wait: run, resume, retry, publish, discard, rollback or re-execute.
+
+        Raises:
+            CoordinatorLiveError: Another live coordinator holds the backfill.
+            EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        """
         refuse_if_live(self._instance, self._backfill_id, action)
         self._beat()
         time.sleep(_CLAIM_VERIFY_SECONDS)  # a concurrent claimant's write lands by now
@@ -175,7 +207,15 @@ class Announcement:
 def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: str) -> Iterator[Announcement]:
     """This process is `backfill_id`'s coordinator for the block: refused
     (CoordinatorLiveError, nothing changed) while another coordinator is live;
-    announced until the block ends, however it ends."""
+    announced until the block ends, however it ends.
+
+    Args:
+        action: The command that must wait: run, resume, retry, publish, discard, rollback or re-execute.
+
+    Raises:
+        CoordinatorLiveError: Another coordinator of `backfill_id` is live; nothing was changed.
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     announcement = Announcement(instance, backfill_id)
     announcement.claim(action)
     try:

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import UNPARTITIONED, BackfillGraph, Node
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.scheduling import NodeStatus
-from partition_assets.errors import EnvironmentSetupError, UnknownBackfillError
+from partition_assets.errors import BackfillStateError, EnvironmentSetupError, UnknownBackfillError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
 
@@ -39,6 +40,9 @@ class BackfillRecord:
     Status: running | canceled | failed | done (published per node) | gate_failed |
     publish_refused (a foreign commit; nothing published) | publishing | published |
     discarded | rolling_back | rolled_back.
+
+    Raises:
+        BackfillIdError: `id` cannot name a file.
     """
 
     spec: BackfillSpec
@@ -62,7 +66,11 @@ class BackfillRecord:
         """Writes the record atomically. A status this object did not change is not written
         back: the status saved meanwhile by another process (a `cancel`) stands, and this
         object takes it. Not guaranteed: two processes changing the status at the same
-        moment (the later write wins; backfill/state/presence.py keeps two coordinators apart)."""
+        moment (the later write wins; backfill/state/presence.py keeps two coordinators apart).
+
+        Raises:
+            EnvironmentSetupError: DAGSTER_HOME is not set.
+        """
         path = record_path(self.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         if self.status == self._status_seen and path.exists():
@@ -83,7 +91,13 @@ class BackfillRecord:
 
     @classmethod
     def load(cls, backfill_id: str) -> "BackfillRecord":
-        """The record of `backfill_id`; UnknownBackfillError lists the recorded ids."""
+        """The record of `backfill_id`; UnknownBackfillError lists the recorded ids.
+
+        Raises:
+            UnknownBackfillError: No record of `backfill_id` is saved; the message lists the recorded ids.
+            EnvironmentSetupError: DAGSTER_HOME is not set.
+            BackfillIdError: `backfill_id` cannot name a file.
+        """
         path = record_path(backfill_id)
         if not path.exists():
             known = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.exists() else []
@@ -115,6 +129,10 @@ class SavedStatus:
 
     Not guaranteed: a record edited in place within the same nanosecond timestamp and
     size is not seen; `save` never does that.
+
+    Raises:
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+        BackfillIdError: `backfill_id` cannot name a file.
     """
 
     def __init__(self, backfill_id: str) -> None:
@@ -124,7 +142,11 @@ class SavedStatus:
         self._status = ""
 
     def current(self) -> str:
-        """The status as saved now; UnknownBackfillError when the record is gone."""
+        """The status as saved now; UnknownBackfillError when the record is gone.
+
+        Raises:
+            UnknownBackfillError: The record is gone; the message lists the recorded ids.
+        """
         try:
             stat = self._path.stat()
         except FileNotFoundError:
@@ -139,10 +161,49 @@ class SavedStatus:
 
 # A backfill in one of these has nothing left to run or publish.
 FINAL_STATUSES = ("done", "published", "discarded", "rolled_back")
+# A cancel stops a backfill with nodes or a gate ahead; one publishing or rolling back is past it.
+_PAST_CANCELING = (*FINAL_STATUSES, "publishing", "rolling_back")
+
+
+def cancel(backfill_id: str) -> BackfillRecord:
+    """Saves backfill `backfill_id` as canceled, from any thread or process: its coordinator
+    reads it (`SavedStatus`), and the holder of its record takes it at its next save
+    (`BackfillRecord.save`). BackfillStateError, nothing changed, when it is past canceling
+    (publishing, published, rolling back or rolled back, done, discarded): a published
+    backfill is undone by rollback. UnknownBackfillError when no record is saved.
+
+    Raises:
+        BackfillStateError: The backfill is past canceling; nothing was changed.
+        UnknownBackfillError: No record of `backfill_id` is saved.
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+        BackfillIdError: `backfill_id` cannot name a file.
+    """
+    record = BackfillRecord.load(backfill_id)
+    if record.status in _PAST_CANCELING:
+        raise BackfillStateError(
+            f"backfill {backfill_id} is {record.status}: there is nothing to cancel"
+            + (
+                f"; undo what it published with `partition-assets backfill rollback {backfill_id}`"
+                if record.status in ("published", "publishing")
+                else ""
+            )
+            + ". Nothing was changed."
+        )
+    record.status = "canceled"
+    record.save()
+    return record
+
+
 _RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created", "pinned_inputs")
 
 
 def record_path(backfill_id: str) -> Path:
+    """Where backfill `backfill_id`'s record is saved: `$DAGSTER_HOME/partition_assets/backfills/<id>.json`.
+
+    Raises:
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+        BackfillIdError: `backfill_id` cannot name a file.
+    """
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         raise EnvironmentSetupError(
@@ -196,3 +257,12 @@ def cancel_launched_run(instance: dg.DagsterInstance, run_id: str) -> bool:
     except dg.DagsterError as error:  # the launcher cannot reach the run: the caller marks it canceled
         _log.warning("run %s: the run launcher could not terminate it (%s)", run_id, error)
         return False
+
+
+def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """Nodes whose latest run in this backfill succeeded; runs a dead coordinator left
+    in flight are canceled first, since nobody will finish them."""
+    cancel_in_flight(instance, record.id)
+    return {
+        node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
+    }

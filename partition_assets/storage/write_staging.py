@@ -1,8 +1,14 @@
-"""Spark executors write a DataFrame's files into a staging folder of its table.
+"""The per-write staging area: Spark executors write a DataFrame's files into a fresh
+folder of its table (under `_staging/`, or a backfill's `incoming/`), a StagedWrite.
 
 Staged files are checked against the run's partitions before anything is
 published; publishing is the table format's step (a Delta commit, or a Parquet
-partition swap), so one commit can later publish many staged writes.
+partition swap), so one commit can later publish many staged writes. A backfill's
+staged data outlives the write: backfill_staging.py records it.
+
+Not guaranteed: a write killed before publishing leaves its staging folder until a
+vacuum sweeps it (older than the retention); files move into the table's layout one
+rename each, atomic only where the filesystem's rename is (object stores copy).
 """
 
 from __future__ import annotations
@@ -72,6 +78,11 @@ def stage_dataframe(
     Partition columns are added when the frame lacks them and the run has one
     partition. Rows outside `scope`, or with a null partition value, are an
     error, and then nothing is left behind.
+
+    Raises:
+        PartitionScopeError: A row outside `scope` or with a null partition value; a partition
+            column the frame lacks while `scope` holds several partitions; a partition column
+            neither a string nor a date (a date only for ISO-date keys).
     """
     columns = scope.columns if scope else ()
     df = with_partition_columns(df, scope)
@@ -100,7 +111,11 @@ def collect_staged(table_uri: str, staging: str, schema: pa.Schema, scope: Parti
     """The write whose Parquet files (in Spark's `col=value/` layout) are in `staging`,
     a folder of the table's filesystem: its files with their sizes, partition values
     and row counts. Rows outside `scope` raise PartitionScopeError; the folder is left
-    as it is (the caller deletes it)."""
+    as it is (the caller deletes it).
+
+    Raises:
+        PartitionScopeError: A row outside `scope` or with a null partition value.
+    """
     fs, _ = table_filesystem(table_uri)
     written = _list_parquet(fs, staging)
     if scope is not None:
@@ -113,12 +128,16 @@ def move_into_layout(staged: StagedWrite) -> None:
     """Moves the staged files into the table's `col=value/` layout, still unreferenced."""
     fs, root = table_filesystem(staged.table_uri)
     for file in staged.files:
-        target = f"{root}/{file.path}"
-        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        fs.move(f"{staged.staging_dir}/{file.path}", target)
+        move_file(fs, f"{staged.staging_dir}/{file.path}", f"{root}/{file.path}")
         failpoint("publishing")
     failpoint("published")
     delete_dir(fs, staged.staging_dir)
+
+
+def move_file(fs: pafs.FileSystem, source: str, target: str) -> None:
+    """Moves a file to `target`, creating the folder that holds it."""
+    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    fs.move(source, target)
 
 
 def discard(staged: StagedWrite) -> None:
@@ -165,7 +184,12 @@ def sweep_staging(table_uri: str, retention_hours: float, dry_run: bool) -> list
 
 
 def with_partition_columns(df: DataFrame, scope: PartitionScope | None) -> DataFrame:
-    """`df` with its partition columns last, added when missing and the scope is one partition."""
+    """`df` with its partition columns last, added when missing and the scope is one partition.
+
+    Raises:
+        PartitionScopeError: A partition column is missing while `scope` holds several partitions;
+            a partition column is neither a string nor a date; a date column's keys are not ISO dates.
+    """
     if scope is None:
         return df
     missing = [column for column in scope.columns if column not in df.columns]

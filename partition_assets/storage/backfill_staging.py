@@ -1,5 +1,7 @@
-"""What a backfill staged for a table: files written but not published, and the
-manifests listing them. Format-agnostic; a format publishes them (DeltaFormat.publish_staged).
+"""A backfill's staged data: what it staged for a table, files written but not published,
+and the manifests listing them. Each staging starts as a per-write staging
+(write_staging.py) that `record_staging` moves here. Format-agnostic; a format publishes
+them (DeltaFormat.publish_staged).
 
 Layout under the table's folder, hidden from table readers and from Delta's vacuum
 (both skip `_`-prefixed folders):
@@ -30,13 +32,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from partition_assets.errors import CommitError
-from partition_assets.ids import checked_backfill_id
+from partition_assets.ids import checked_backfill_id, is_backfill_id
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.staging import (
+from partition_assets.storage.write_staging import (
     StagedFile,
     StagedWrite,
     delete_dir,
+    move_file,
     stale_folders,
     table_filesystem,
 )
@@ -80,16 +83,30 @@ class StagedTable:
 
 
 def incoming_folder(backfill_id: str) -> str:
-    """Where Spark stages a backfill's frame, relative to its table (for stage_dataframe)."""
+    """Where Spark stages a backfill's frame, relative to its table (for stage_dataframe).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was written.
+    """
     return f"{BACKFILLS_DIR}/{checked_backfill_id(backfill_id)}/incoming"
 
 
 def backfill_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
+    """The table's filesystem and the backfill's folder in it.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     fs, root = table_filesystem(table_uri)
     return fs, f"{root}/{BACKFILLS_DIR}/{checked_backfill_id(backfill_id)}"
 
 
 def data_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]:
+    """The table's filesystem and the folder of the backfill's staged files in it.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     fs, folder = backfill_folder(table_uri, backfill_id)
     return fs, f"{folder}/data"
 
@@ -100,12 +117,14 @@ def record_staging(
     """Moves `write`'s files into the backfill's data folder, then records them in a new
     manifest as the content of `partitions`, with the write's commit `metadata` (who
     staged it, from what). A crash before the manifest's rename leaves files no manifest
-    lists: the staging did not happen (discard deletes them)."""
+    lists: the staging did not happen (discard deletes them).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was written.
+    """
     fs, data = data_folder(write.table_uri, backfill_id)
     for file in write.files:
-        target = f"{data}/{file.path}"
-        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        fs.move(f"{write.staging_dir}/{file.path}", target)
+        move_file(fs, f"{write.staging_dir}/{file.path}", f"{data}/{file.path}")
     _, folder = backfill_folder(write.table_uri, backfill_id)
     manifests = f"{folder}/manifest"
     fs.create_dir(manifests, recursive=True)
@@ -139,6 +158,9 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
 
     The schema is `published_schema` (the first staging's when None) extended by the
     columns the current stagings add.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
     """
     fs, folder = backfill_folder(table_uri, backfill_id)
     manifests = f"{folder}/manifest"
@@ -189,14 +211,16 @@ def move_into_table_layout(staged: StagedTable) -> None:
 
     Resumable: a file an earlier, killed attempt moved is left where it is; a file in
     neither place (deleted by hand) is a CommitError, and nothing is committed.
+
+    Raises:
+        CommitError: A staged file is in neither the backfill's data folder nor the table's layout.
     """
     fs, data = data_folder(staged.table_uri, staged.backfill_id)
     _, root = table_filesystem(staged.table_uri)
     for file in staged.files:
         source, target = f"{data}/{file.path}", f"{root}/{file.path}"
         if fs.get_file_info(source).type == pafs.FileType.File:
-            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-            fs.move(source, target)
+            move_file(fs, source, target)
             failpoint("publish_moving")
         elif fs.get_file_info(target).type != pafs.FileType.File:
             raise CommitError(
@@ -208,7 +232,11 @@ def move_into_table_layout(staged: StagedTable) -> None:
 
 def delete_backfill(table_uri: str, backfill_id: str) -> int:
     """Deletes the backfill's folder (staged files and manifests); returns the number of
-    data files deleted. Idempotent."""
+    data files deleted. Idempotent.
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was deleted.
+    """
     fs, folder = backfill_folder(table_uri, backfill_id)
     if fs.get_file_info(folder).type == pafs.FileType.NotFound:
         return 0
@@ -222,17 +250,25 @@ def delete_backfill(table_uri: str, backfill_id: str) -> int:
 
 
 def backfill_ids(table_uri: str) -> list[str]:
-    """The backfills with a folder under the table."""
+    """The backfills with a folder under the table (a folder whose name no backfill id can
+    have, made by hand, is not one: it is left alone)."""
     fs, root = table_filesystem(table_uri)
     parent = f"{root}/{BACKFILLS_DIR}"
     if fs.get_file_info(parent).type != pafs.FileType.Directory:
         return []
     return sorted(
-        info.base_name for info in fs.get_file_info(pafs.FileSelector(parent)) if info.type == pafs.FileType.Directory
+        info.base_name
+        for info in fs.get_file_info(pafs.FileSelector(parent))
+        if info.type == pafs.FileType.Directory and is_backfill_id(info.base_name)
     )
 
 
 def has_manifest(table_uri: str, backfill_id: str) -> bool:
+    """Whether the backfill recorded a staging of the table (a manifest).
+
+    Raises:
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
     fs, folder = backfill_folder(table_uri, backfill_id)
     return bool(_manifest_names(fs, f"{folder}/manifest"))
 
@@ -251,12 +287,13 @@ def listed_layout_paths(table_uri: str) -> set[str]:
 
 def stale_backfill_folders(table_uri: str, retention_hours: float) -> list[str]:
     """Backfill folders without a manifest, older than the retention: stagings killed
-    before recording one, or discards killed part-way. Younger ones may be in flight."""
+    before recording one, or discards killed part-way. Younger ones may be in flight; a
+    folder no backfill id can name (made by hand) is no backfill's and is left alone."""
     fs, root = table_filesystem(table_uri)
     return [
         folder
         for folder in stale_folders(fs, f"{root}/{BACKFILLS_DIR}", retention_hours)
-        if not has_manifest(table_uri, folder.rsplit("/", 1)[1])
+        if (name := folder.rsplit("/", 1)[1]) and is_backfill_id(name) and not has_manifest(table_uri, name)
     ]
 
 

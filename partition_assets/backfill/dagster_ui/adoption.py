@@ -1,0 +1,127 @@
+"""Asset backfills launched from the webserver's "Materialize range" dialog, taken over by
+the engine (`partition-assets backfill adopt|standby`) or handed back to Dagster's daemon.
+
+- `spec_of_dagster_backfill` turns such a backfill into the `BackfillSpec` whose plan is its
+  target partitions, or refuses (BackfillPlanError) when no spec states it.
+- `adopted_plan` is that spec and its graph, from the first engine code location holding
+  the backfill's assets, only when the graph is exactly the backfill's target; else
+  BackfillPlanError, and the caller runs nothing and hands the backfill back
+  (`hand_back`: tagged `partition_assets/engine=dagster`, the daemon's next tick runs it).
+- `mark_failed` ends a Dagster backfill refused before the engine ran any node (leased
+  partitions, say) as FAILED, with the refusal as its error.
+
+Not guaranteed: a target of dynamic partitions, or one no time range and static filter
+states (days 1 and 3 without day 2), is never adopted. Reads
+`PartitionBackfill.get_asset_backfill_data(...).target_subset` and writes through
+`DagsterInstance.update_backfill`; tests/integration/test_dagster_internals.py pins them
+against the installed Dagster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from partition_assets.backfill.dagster_ui.conversion import nodes_of
+from partition_assets.backfill.planning.graph import BackfillGraph, plan
+from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
+from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill, SerializableErrorInfo
+from partition_assets.errors import BackfillPlanError
+from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG
+
+if TYPE_CHECKING:
+    from partition_assets.dagster_internals import BaseAssetGraph
+
+
+def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAssetGraph, module: str) -> BackfillSpec:
+    """The spec whose plan is `backfill`'s target: its assets, the time span of their
+    targeted windows, the static keys it targets; its own tags. BackfillPlanError says why
+    there is none (dynamic partitions, an asset of another code location)."""
+    target = backfill.get_asset_backfill_data(asset_graph).target_subset
+    missing = sorted(key.to_user_string() for key in target.asset_keys if not asset_graph.has(key))
+    if missing:
+        raise BackfillPlanError(f"assets {missing} are not in code location {module}")
+    starts: list[datetime] = []
+    ends: list[datetime] = []
+    static: dict[str, set[str]] = {}
+    for key in target.asset_keys:
+        partitions_def = asset_graph.get(key).partitions_def
+        if partitions_def is None:
+            continue
+        keys = list(target.get_partitions_subset(key).get_partition_keys())
+        dimensions = (
+            [(d.name, d.partitions_def) for d in partitions_def.partitions_defs]
+            if isinstance(partitions_def, dg.MultiPartitionsDefinition)
+            else [(key.to_user_string(), partitions_def)]
+        )
+        for name, dimension_def in dimensions:
+            values = [k.keys_by_dimension[name] if isinstance(k, dg.MultiPartitionKey) else k for k in keys]
+            if isinstance(dimension_def, dg.TimeWindowPartitionsDefinition):
+                windows = [dimension_def.time_window_for_partition_key(v) for v in set(values)]
+                starts.append(min(w.start for w in windows))
+                ends.append(max(w.end for w in windows))
+            elif isinstance(dimension_def, dg.StaticPartitionsDefinition):
+                static.setdefault(name, set()).update(values)
+            else:
+                raise BackfillPlanError(
+                    f"{key.to_user_string()} has {type(dimension_def).__name__} partitions: the engine takes a UI "
+                    "backfill of time and static partitions only; Dagster's daemon runs this one"
+                )
+    user_tags = {k: v for k, v in backfill.tags.items() if not k.startswith(RESERVED_TAG_PREFIXES)}
+    return BackfillSpec(
+        module=module,
+        selection=" or ".join(f'key:"{key.to_user_string()}"' for key in sorted(target.asset_keys)),
+        start=min(starts).isoformat() if starts else None,
+        end=(max(ends) - timedelta(microseconds=1)).isoformat() if ends else None,
+        static={name: sorted(keys) for name, keys in static.items()},
+        tags=user_tags,
+    )
+
+
+def adopted_plan(
+    backfill: PartitionBackfill, modules: Iterable[str], instance: dg.DagsterInstance
+) -> tuple[BackfillSpec, BackfillGraph]:
+    """The spec and graph of a UI-launched `backfill`, from the first of `modules` (code
+    locations) that holds its assets; BackfillPlanError when none plans exactly its target."""
+    reasons = []
+    for module in modules:
+        asset_graph = load_definitions(module).resolve_asset_graph()
+        try:
+            spec = spec_of_dagster_backfill(backfill, asset_graph, module)
+            # The engine derived the spec: its fields go by their own names, as a recorded spec shows them.
+            graph = plan(asset_graph, spec, dynamic_partitions_store=instance, wording=config_key_of)
+        except BackfillPlanError as error:
+            reasons.append(f"{module}: {error}")
+            continue
+        target = nodes_of(backfill.get_asset_backfill_data(asset_graph).target_subset)
+        planned = set(graph.nodes())
+        if planned == target:
+            return spec, graph
+        reasons.append(
+            f"{module}: the spec {spec.describe()} plans {len(planned - target)} nodes outside the backfill's "
+            f"target and misses {len(target - planned)} of it (a target no time range and static filter states)"
+        )
+    raise BackfillPlanError(
+        f"backfill {backfill.backfill_id} is not one the engine can run exactly "
+        f"({'; '.join(reasons) or 'no engine_modules'}): handed back to Dagster's daemon"
+    )
+
+
+def hand_back(instance: dg.DagsterInstance, backfill: PartitionBackfill) -> None:
+    """Leaves `backfill` to Dagster's daemon (its next tick runs it)."""
+    instance.update_backfill(backfill._replace(tags={**backfill.tags, ENGINE_TAG: DAGSTER}))
+
+
+def mark_failed(instance: dg.DagsterInstance, backfill_id: str, error: BaseException) -> None:
+    """The Dagster backfill `backfill_id` failed before the engine ran any node; `error` says why."""
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is not None:
+        info = SerializableErrorInfo(message=str(error), stack=[], cls_name=type(error).__name__)
+        instance.update_backfill(
+            backfill.with_status(BulkActionStatus.FAILED).with_error(info).with_end_timestamp(time.time())
+        )

@@ -1,0 +1,141 @@
+"""The edges between two assets' partitions in a backfill, as index arrays.
+
+A time-window mapping between time partitions is computed with interval arithmetic
+over window boundaries (the same rules as Dagster's TimeWindowPartitionMapping): one
+(start, stop) pair of upstream indexes per downstream partition. An identity mapping
+between equal definitions is a lookup. Every other mapping goes through Dagster's own
+mapping, key by key, into explicit index lists.
+
+Not guaranteed: an edge to a partition outside the backfill is dropped (the graph holds
+only the backfill's nodes); a custom PartitionMapping costs one Dagster call per
+downstream partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+import dagster as dg
+import numpy as np
+
+from partition_assets.backfill.planning.keys import UNPARTITIONED
+from partition_assets.backfill.planning.windows import WindowCache, full_window
+
+if TYPE_CHECKING:
+    from partition_assets.backfill.planning.graph import AssetSlice
+    from partition_assets.dagster_internals import DynamicPartitionsStore
+
+
+@dataclass
+class Dependency:
+    """Edges from each partition of `downstream` to partitions of `upstream`.
+
+    Contiguous: upstream indexes `starts[i] <= j < stops[i]` for downstream index i
+    (time-window mappings). Otherwise `explicit[i]` lists them.
+    """
+
+    downstream: dg.AssetKey
+    upstream: dg.AssetKey
+    starts: np.ndarray | None = None
+    stops: np.ndarray | None = None
+    explicit: list[np.ndarray] | None = None
+
+    def upstream_indexes(self, downstream_index: int) -> np.ndarray:
+        if self.explicit is not None:
+            return self.explicit[downstream_index]
+        assert self.starts is not None and self.stops is not None  # contiguous when not explicit
+        return np.arange(self.starts[downstream_index], self.stops[downstream_index])
+
+    def edge_count(self) -> int:
+        if self.explicit is not None:
+            return sum(len(indexes) for indexes in self.explicit)
+        assert self.starts is not None and self.stops is not None  # contiguous when not explicit
+        return int(np.maximum(self.stops - self.starts, 0).sum())
+
+
+def edges_between(
+    downstream: AssetSlice,
+    upstream: AssetSlice,
+    mapping: dg.PartitionMapping,
+    windows: WindowCache,
+    dynamic_partitions_store: DynamicPartitionsStore | None,
+) -> Dependency:
+    """The edges `mapping` draws from `downstream`'s partitions to `upstream`'s."""
+    if (
+        isinstance(mapping, dg.TimeWindowPartitionMapping)
+        and isinstance(downstream.partitions_def, dg.TimeWindowPartitionsDefinition)
+        and isinstance(upstream.partitions_def, dg.TimeWindowPartitionsDefinition)
+    ):
+        return _time_window_dependency(downstream, upstream, mapping, windows)
+    if isinstance(mapping, dg.IdentityPartitionMapping) and downstream.partitions_def == upstream.partitions_def:
+        found = np.array([upstream.index_of.get(k, -1) for k in downstream.partition_keys], dtype=np.int64)
+        starts = np.where(found >= 0, found, 0)
+        return Dependency(downstream.key, upstream.key, starts=starts, stops=np.where(found >= 0, found + 1, 0))
+    explicit = []
+    for key in downstream.partition_keys:
+        explicit.append(
+            np.array(
+                sorted(
+                    upstream.index_of[k]
+                    for k in _mapped_keys(mapping, downstream, upstream, key, dynamic_partitions_store)
+                    if k in upstream.index_of
+                ),
+                dtype=np.int64,
+            )
+        )
+    return Dependency(downstream.key, upstream.key, explicit=explicit)
+
+
+def _mapped_keys(
+    mapping: dg.PartitionMapping,
+    downstream: AssetSlice,
+    upstream: AssetSlice,
+    key: str,
+    store: DynamicPartitionsStore | None,
+) -> list[str]:
+    if upstream.partitions_def is None:
+        return [UNPARTITIONED]
+    subset = None
+    if downstream.partitions_def is not None:
+        subset = downstream.partitions_def.empty_subset().with_partition_keys([key])
+    result = mapping.get_upstream_mapped_partitions_result_for_partitions(
+        subset, downstream.partitions_def, upstream.partitions_def, dynamic_partitions_store=store
+    )
+    return list(result.partitions_subset.get_partition_keys())
+
+
+def _time_window_dependency(
+    downstream: AssetSlice,
+    upstream: AssetSlice,
+    mapping: dg.TimeWindowPartitionMapping,
+    windows: WindowCache,
+) -> Dependency:
+    count = len(downstream)
+    if count == 0 or len(upstream) == 0:
+        empty = np.zeros(count, dtype=np.int64)
+        return Dependency(downstream.key, upstream.key, starts=empty, stops=empty.copy())
+    # Both are time-partitioned (the caller checked).
+    downstream_def = cast(dg.TimeWindowPartitionsDefinition, downstream.partitions_def)
+    upstream_def = cast(dg.TimeWindowPartitionsDefinition, upstream.partitions_def)
+    # Dagster shifts the downstream window by whole downstream periods, then takes the
+    # upstream partitions holding its start (start-closed) and its end (end-closed).
+    d_starts, d_ends, positions = windows.padded(downstream_def, downstream.partition_keys)
+    shifted_start = d_starts[positions + mapping.start_offset]
+    shifted_end = d_ends[positions + mapping.end_offset]
+    u_starts, u_ends = windows.bounds(upstream_def, upstream.partition_keys)
+    full = full_window(upstream_def)
+    if full is not None:  # offsets never push past the upstream's own partitions
+        if mapping.start_offset < 0:
+            shifted_start = np.maximum(shifted_start, full[0])
+        if mapping.end_offset > 0:
+            shifted_end = np.minimum(shifted_end, full[1])
+    # The upstream partitions overlapping [shifted_start, shifted_end): those ending after
+    # its start and starting before its end (the slice's keys may skip windows).
+    starts = np.searchsorted(u_ends, shifted_start, side="right")
+    stops = np.searchsorted(u_starts, shifted_end, side="left")
+    starts = np.clip(starts, 0, len(upstream))
+    stops = np.clip(stops, 0, len(upstream))
+    outside = (shifted_end <= u_starts[0]) | (shifted_start >= u_ends[-1]) | (shifted_start >= shifted_end)
+    stops = np.where(outside, starts, stops)
+    return Dependency(downstream.key, upstream.key, starts=starts, stops=stops)

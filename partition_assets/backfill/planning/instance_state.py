@@ -1,0 +1,56 @@
+"""What planning reads from the Dagster instance: the graph of a spec (against its code
+location and the instance's dynamic partitions), and which of its nodes are current
+(what a catch-up backfill leaves alone)."""
+
+from collections.abc import Iterable
+
+import dagster as dg
+
+from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
+from partition_assets.code_location import load_definitions
+
+
+def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance, wording: Wording = flag_of) -> BackfillGraph:
+    """The spec's graph, planned against its code location and the instance's dynamic partitions;
+    a refusal names the spec's fields as `wording` does (see `plan`)."""
+    asset_graph = load_definitions(spec.module).resolve_asset_graph()
+    return plan(asset_graph, spec, dynamic_partitions_store=instance, wording=wording)
+
+
+def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """What a new backfill of `spec` leaves alone: the current nodes with `catch_up`, else none."""
+    return current_nodes(graph, instance) if spec.catch_up else set()
+
+
+def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """The graph's nodes that hold a materialization whose latest run did not fail since:
+    what catch-up leaves alone (Dagster's partition status, as the UI colours it)."""
+    failed = {
+        Node(key, partition)
+        for key, asset_slice in graph.slices.items()
+        if asset_slice.partitions_def is not None
+        for partition in failed_partitions(instance, key, asset_slice.partitions_def, asset_slice.partition_keys)
+    }
+    return _materialized(graph, instance) - failed
+
+
+def failed_partitions(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions_def: dg.PartitionsDefinition, keys: Iterable[str]
+) -> set[str]:
+    """Partitions of `keys` whose latest run failed to materialize them."""
+    status = instance.get_status_by_partition(key, list(keys), partitions_def) or {}
+    return {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED}
+
+
+def _materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    return {
+        Node(key, partition)
+        for key, asset_slice in graph.slices.items()
+        for partition in (
+            instance.get_materialized_partitions(key)
+            if asset_slice.partitions_def
+            else ({""} if instance.get_latest_materialization_event(key) else set())
+        )
+        if partition in asset_slice.index_of
+    }

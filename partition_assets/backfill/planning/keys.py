@@ -1,0 +1,148 @@
+"""Which partition keys of each selected asset a backfill covers.
+
+A time-partitioned asset takes the keys of the range (windows.py); a static one all
+its keys, or those the spec's static filter names; a multi-partitioned one every
+combination of its dimensions' keys; a dynamic one every key it has now; an
+unpartitioned one the single key UNPARTITIONED. With explicit keys, each selected
+asset takes exactly those that are its own. Keys come in partition order.
+
+Errors are BackfillPlanErrors naming the spec's fields as the caller's surface does
+(`Wording`), raised before anything is planned.
+
+Not guaranteed: a dynamic definition's keys are those `dynamic_partitions_store` holds
+when the plan is made.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from partition_assets.backfill.planning.spec import TimeRange, Wording
+from partition_assets.backfill.planning.windows import WindowCache
+from partition_assets.errors import BackfillPlanError
+
+if TYPE_CHECKING:  # Dagster's internal types, for annotations only
+    from partition_assets.dagster_internals import (
+        BaseAssetGraph,
+        DynamicPartitionsStore,
+        PartitionDimensionDefinition,
+    )
+
+# The partition key of an unpartitioned asset's one node.
+UNPARTITIONED = ""
+
+
+def keys_of(
+    key: dg.AssetKey,
+    partitions_def: dg.PartitionsDefinition | None,
+    time_range: TimeRange | None,
+    static_keys: Mapping[str, Sequence[str]],
+    dynamic_partitions_store: DynamicPartitionsStore | None,
+    windows: WindowCache,
+    wording: Wording,
+) -> list[str]:
+    """The keys of asset `key` the range and the static filter cover."""
+    if partitions_def is None:
+        return [UNPARTITIONED]
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        if time_range is None:
+            raise BackfillPlanError(
+                f"asset {key.to_user_string()} is time-partitioned: give a start and an end "
+                f"({wording('start')}, {wording('end')}: inclusive ISO dates or times)"
+            )
+        return windows.time_keys(partitions_def, time_range)
+    if isinstance(partitions_def, dg.MultiPartitionsDefinition):
+        per_dimension = [
+            _dimension_keys(key, d, time_range, static_keys, dynamic_partitions_store, windows, wording)
+            for d in partitions_def.partitions_defs
+        ]
+        names = [d.name for d in partitions_def.partitions_defs]
+        return [
+            dg.MultiPartitionKey(dict(zip(names, combo, strict=True))) for combo in itertools.product(*per_dimension)
+        ]
+    if isinstance(partitions_def, dg.StaticPartitionsDefinition):
+        name = key.to_user_string()
+        return _static_keys(name, partitions_def, static_keys.get(name), wording)
+    return list(partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store))
+
+
+def _dimension_keys(
+    key: dg.AssetKey,
+    dimension: PartitionDimensionDefinition,
+    time_range: TimeRange | None,
+    static_keys: Mapping[str, Sequence[str]],
+    dynamic_partitions_store: DynamicPartitionsStore | None,
+    windows: WindowCache,
+    wording: Wording,
+) -> list[str]:
+    if isinstance(dimension.partitions_def, dg.StaticPartitionsDefinition):
+        return _static_keys(dimension.name, dimension.partitions_def, static_keys.get(dimension.name), wording)
+    return keys_of(key, dimension.partitions_def, time_range, {}, dynamic_partitions_store, windows, wording)
+
+
+def _static_keys(
+    dimension: str, partitions_def: dg.StaticPartitionsDefinition, chosen: Sequence[str] | None, wording: Wording
+) -> list[str]:
+    every = list(partitions_def.get_partition_keys())
+    if chosen is None:
+        return every
+    unknown = sorted(set(chosen) - set(every))
+    if unknown:
+        raise BackfillPlanError(f"{wording('static')} {dimension}: keys {unknown} do not exist; choose among {every}")
+    return [k for k in every if k in set(chosen)]
+
+
+def explicit_keys_of(
+    asset_graph: BaseAssetGraph,
+    order: list[dg.AssetKey],
+    selected: set[dg.AssetKey],
+    keys: Sequence[str],
+    store: DynamicPartitionsStore | None,
+    wording: Wording,
+) -> dict[dg.AssetKey, list[str]]:
+    """Each selected asset's share of `keys` (those that are its partition keys), in partition order."""
+    found: dict[dg.AssetKey, list[str]] = {}
+    for key in order:
+        if key not in selected:
+            continue
+        partitions_def = asset_graph.get(key).partitions_def
+        if partitions_def is None:
+            found[key] = [UNPARTITIONED]
+            continue
+        if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+            own = {k for k in keys if partitions_def.has_partition_key(k)}
+        else:
+            own = set(keys) & set(partitions_def.get_partition_keys(dynamic_partitions_store=store))
+        found[key] = in_partition_order(partitions_def, own, store)
+    unused = [k for k in keys if not any(k in asset_keys for asset_keys in found.values())]
+    if unused:
+        examples = {
+            key.to_user_string(): _first_key(asset_graph.get(key).partitions_def, store)
+            for key in found
+            if asset_graph.get(key).partitions_def is not None
+        }
+        raise BackfillPlanError(
+            f"{wording('keys')} {unused[:5]} {'is' if len(unused) == 1 else 'are'} no partition of any selected "
+            f"asset; keys look like {examples}. Fix the keys or the selection; nothing was launched"
+        )
+    return found
+
+
+def _first_key(partitions_def: dg.PartitionsDefinition | None, store: DynamicPartitionsStore | None) -> str | None:
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        return partitions_def.get_first_partition_key()
+    keys = partitions_def.get_partition_keys(dynamic_partitions_store=store) if partitions_def else []
+    return keys[0] if keys else None
+
+
+def in_partition_order(
+    partitions_def: dg.PartitionsDefinition | None, keys: set[str], store: DynamicPartitionsStore | None
+) -> list[str]:
+    """`keys` in the definition's order (sorted for an unpartitioned asset)."""
+    if partitions_def is None:
+        return sorted(keys)
+    return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]

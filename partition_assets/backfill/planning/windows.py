@@ -1,0 +1,143 @@
+"""Time windows of time partitions: which keys a range covers, and window boundaries as
+arrays of epoch seconds for the edge arithmetic (edges.py).
+
+A range covers every partition whose window overlaps it, or with `exact` only those
+wholly inside it, plus `lookback` partitions before them. Boundaries are computed
+once per definition and key list (`WindowCache`).
+
+Not guaranteed: windows padded past a definition's first or last partition follow
+its cron schedule alone; padding looks as far as twice the longer of the first and last
+window per padded window, and a schedule whose windows grow beyond that is refused
+(BackfillPlanError).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import numpy as np
+
+from partition_assets.backfill.planning.spec import TimeRange
+from partition_assets.errors import BackfillPlanError
+
+
+class WindowCache:
+    """Partition keys and window boundaries (epoch seconds), computed once per definition."""
+
+    def __init__(self, padding: int, lookback: int = 0, exact: bool = False) -> None:
+        self.padding = padding
+        self.lookback = lookback
+        self.exact = exact
+        self._keys: dict = {}
+        self._bounds: dict = {}
+        self._padded: dict = {}
+
+    def time_keys(self, partitions_def: dg.TimeWindowPartitionsDefinition, time_range: TimeRange) -> list[str]:
+        cache_key = (partitions_def, time_range)
+        if cache_key not in self._keys:
+            self._keys[cache_key] = _with_lookback(
+                partitions_def, _time_keys(partitions_def, time_range, self.exact), self.lookback
+            )
+        return self._keys[cache_key]
+
+    def bounds(
+        self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        cache_key = (partitions_def, tuple(keys))
+        if cache_key not in self._bounds:
+            windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
+            self._bounds[cache_key] = (
+                np.array([w.start.timestamp() for w in windows], dtype=np.float64),
+                np.array([w.end.timestamp() for w in windows], dtype=np.float64),
+            )
+        return self._bounds[cache_key]
+
+    def padded(
+        self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bounds of every window from `padding` windows before keys[0] to `padding` after
+        keys[-1], and where each of `keys` sits among them (explicit keys may skip windows)."""
+        cache_key = (partitions_def, tuple(keys))
+        if cache_key not in self._padded:
+            padded, first_index = _padded_keys(partitions_def, keys, self.padding, self.padding)
+            if padded[first_index : first_index + len(keys)] == keys:  # contiguous: the usual case
+                positions = np.arange(len(keys)) + first_index
+            else:
+                index_of = {key: index for index, key in enumerate(padded)}
+                positions = np.array([index_of[key] for key in keys], dtype=np.int64)
+            self._padded[cache_key] = (*self.bounds(partitions_def, padded), positions)
+        return self._padded[cache_key]
+
+
+def full_window(partitions_def: dg.TimeWindowPartitionsDefinition) -> tuple[float, float] | None:
+    """The start of the definition's first window and the end of its last (epoch seconds);
+    None when it has no partition yet."""
+    first = partitions_def.get_first_partition_window()
+    last = partitions_def.get_last_partition_window()
+    if first is None or last is None:
+        return None
+    return first.start.timestamp(), last.end.timestamp()
+
+
+def _time_keys(
+    partitions_def: dg.TimeWindowPartitionsDefinition, time_range: TimeRange, exact: bool = False
+) -> list[str]:
+    first = partitions_def.get_first_partition_window()
+    last = partitions_def.get_last_partition_window()
+    if first is None or last is None:
+        return []
+    start = max(time_range.start, first.start, key=lambda d: d.timestamp())
+    end = min(time_range.end, last.end, key=lambda d: d.timestamp())
+    if start.timestamp() >= end.timestamp():
+        return []
+    # Window iteration starts at the first window starting at or after `start`: step back
+    # to the window that holds it, so that every overlapping partition is selected.
+    holding = partitions_def.get_partition_key_for_timestamp(start.timestamp())
+    start = partitions_def.start_time_for_partition_key(holding)
+    keys = list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
+    if exact:  # windows are contiguous: only the first and the last can stick out of the range
+        keys = (
+            [k for k in keys[:1] if _inside(partitions_def, k, time_range)]
+            + keys[1:-1]
+            + [k for k in keys[1:][-1:] if _inside(partitions_def, k, time_range)]
+        )
+    return keys
+
+
+def _inside(partitions_def: dg.TimeWindowPartitionsDefinition, key: str, time_range: TimeRange) -> bool:
+    window = partitions_def.time_window_for_partition_key(key)
+    return window.start.timestamp() >= time_range.start.timestamp() and (
+        window.end.timestamp() <= time_range.end.timestamp()
+    )
+
+
+def _with_lookback(partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str], lookback: int) -> list[str]:
+    earlier: list[str] = []
+    if not keys or lookback <= 0:
+        return keys
+    first_start = partitions_def.start_time_for_partition_key(keys[0])
+    for _ in range(lookback):
+        previous = partitions_def.get_prev_partition_window(first_start)
+        if previous is None:
+            break  # the definition's first partition
+        earlier.insert(0, partitions_def.get_partition_key_for_timestamp(previous.start.timestamp()))
+        first_start = previous.start
+    return earlier + keys
+
+
+def _padded_keys(
+    partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str], before: int, after: int
+) -> tuple[list[str], int]:
+    """`keys` with `before` and `after` more windows of the same schedule (even past the
+    definition's start or end), and the index of keys[0] in the result."""
+    if before == 0 and after == 0:
+        return keys, 0
+    first = partitions_def.time_window_for_partition_key(keys[0])
+    last = partitions_def.time_window_for_partition_key(keys[-1])
+    longest = max(first.end - first.start, last.end - last.start) * 2
+    # Window iteration follows the cron schedule alone, past the definition's bounds.
+    window = dg.TimeWindow(first.start - longest * before, last.end + longest * after)
+    padded = list(partitions_def.get_partition_keys_in_time_window(window))
+    first_index = padded.index(keys[0])
+    if first_index < before or len(padded) - first_index - len(keys) < after:
+        raise BackfillPlanError(f"could not pad the windows of {keys[0]}..{keys[-1]}")
+    return padded, first_index

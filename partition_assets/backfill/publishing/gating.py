@@ -1,0 +1,50 @@
+"""The validation gate of a staged backfill: every table's declared (or overridden)
+checks evaluated on its statistics, the ledger's `staged` or `gate_failed` rows
+recorded, and the partitions the backfill creates noted for rollback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from partition_assets.backfill.publishing.gate import GateCheck, evaluate
+from partition_assets.backfill.publishing.ledger_rows import record_staged
+from partition_assets.backfill.publishing.publish import as_files
+from partition_assets.backfill.publishing.table_stats import TableStats, gate_of_table, stats_of
+from partition_assets.backfill.state.ledger import LedgerStatus
+from partition_assets.storage.failpoints import failpoint
+
+if TYPE_CHECKING:
+    from partition_assets.backfill.publishing.publication import Publication
+
+
+def gate(
+    publication: Publication, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
+) -> list[GateCheck]:
+    """Evaluates every table's gate on the staged data and records the ledger's
+    `staged` (or `gate_failed`) rows; returns the checks (failed ones included).
+    Stats already computed `ahead` (while other nodes ran) are used as they are."""
+    failpoint("gating")
+    all_stats = stats_of(publication, ahead=ahead)
+    checks = [
+        check
+        for stats in all_stats
+        if (gate := gate_of_table(publication, stats.table)) is not None
+        for check in evaluate(stats.table.asset.to_user_string(), gate, stats.old, stats.new)
+    ]
+    failed = any(not check.passed for check in checks)
+    publication.record.created = {
+        stats.table.asset.to_user_string(): _created(publication, stats) for stats in all_stats
+    }
+    publication.record.save()
+    record_staged(publication, instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
+    return checks
+
+
+def _created(publication: Publication, stats: TableStats) -> list[str]:
+    """The partitions the backfill writes that held no file when it started."""
+    before = as_files(publication.record.fingerprints.get(stats.table.asset.to_user_string())) or {}
+    return [stats.table.partition_key(row) for row in sorted(stats.partitions) if not before.get(row)]

@@ -1,0 +1,89 @@
+"""The ledger rows a staged backfill appends: one per (asset, partition) when it is
+gated, then again with each later status (published, discarded, rolled back).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from partition_assets.backfill.publishing.gate import GateCheck
+from partition_assets.backfill.publishing.table_stats import TableStats
+from partition_assets.backfill.state.ledger import LedgerEntry, LedgerStatus
+from partition_assets.deploy.runtime import RUNTIME_METADATA
+from partition_assets.deploy.versioning import GIT_SHA_METADATA
+from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, RUN_ID_METADATA
+
+if TYPE_CHECKING:
+    from partition_assets.backfill.publishing.publication import Publication
+
+
+def record_staged(
+    publication: Publication,
+    instance: dg.DagsterInstance,
+    all_stats: list[TableStats],
+    checks: list[GateCheck],
+    status: LedgerStatus,
+) -> None:
+    if publication.ledger is None:
+        return
+    checks_by_partition: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
+    for check in checks:
+        checks_by_partition.setdefault((check.asset, check.partition), []).append(check.to_json())
+    now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
+    entries = []
+    for stats in all_stats:
+        table = stats.table
+        asset = table.asset.to_user_string()
+        for row in sorted(stats.partitions):
+            partition = table.partition_key(row)
+            provenance = stats.provenance.get(row, {})
+            new = stats.new.get(row)
+            entries.append(
+                LedgerEntry(
+                    backfill_id=publication.record.id,
+                    asset=asset,
+                    partition=partition,
+                    run_id=provenance.get(RUN_ID_METADATA),
+                    git_sha=provenance.get(GIT_SHA_METADATA),
+                    rows=new.rows if new else 0,
+                    checksum=new.checksum if new else None,
+                    input_versions=json.loads(provenance.get(INPUT_VERSIONS_METADATA, "{}")),
+                    inputs_as_of=publication.record.spec.inputs_as_of,
+                    runtime=json.loads(provenance.get(RUNTIME_METADATA, "{}")),
+                    published_version=None,
+                    gate=checks_by_partition.get((asset, row), []),
+                    status=status,
+                    recorded_at=now,
+                )
+            )
+    publication.ledger.append(entries)
+
+
+def latest(publication: Publication) -> list[LedgerEntry]:
+    """The newest ledger row of each (asset, partition) the backfill touched."""
+    return publication.ledger.latest(publication.record.id) if publication.ledger else []
+
+
+def append_status(publication: Publication, status: LedgerStatus) -> None:
+    """The latest ledger rows again, with `status` and the table version now published."""
+    if publication.ledger is None:
+        return
+    now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
+    entries = [
+        dataclasses.replace(
+            entry,
+            status=status,
+            recorded_at=now,
+            published_version=publication.record.published_versions.get(entry.asset)
+            if status == LedgerStatus.PUBLISHED
+            else entry.published_version,
+        )
+        for entry in latest(publication)
+    ]
+    if entries:
+        publication.ledger.append(entries)

@@ -1,0 +1,147 @@
+"""Publishing a staged backfill: one commit per table, upstream first, after every
+table still to publish was checked for commits made outside the backfill; a publish
+stopped part-way by such a commit says what was and was not published.
+
+Not guaranteed: between the first and the last table commit a reader joining two
+tables can see one published and the other not (each table on its own is old or new,
+never a mix); after a foreign commit stops a publish part-way, until it is finished
+or rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from partition_assets.backfill.publishing.dagster_events import record_materializations
+from partition_assets.backfill.publishing.ledger_rows import append_status
+from partition_assets.backfill.publishing.tables import BackfillTable
+from partition_assets.backfill.state.ledger import LedgerStatus
+from partition_assets.errors import ForeignCommitError, PartiallyPublishedError, PartitionAssetsError
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.failpoints import failpoint
+
+if TYPE_CHECKING:
+    from partition_assets.backfill.publishing.publication import Publication
+
+
+def publish(publication: Publication, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
+    """Commits every table's staged partitions, upstream first, each in one commit;
+    then records the materializations in one publish run and the ledger's rows.
+
+    Before the first commit, every table still to publish is checked for commits made
+    outside the backfill to its partitions since it started (unless `force`): any is a
+    ForeignCommitError naming them all, status `publish_refused`, nothing committed.
+    A foreign commit landing after that check stops the publish at its table:
+    PartiallyPublishedError names the tables published and those not (status stays
+    `publishing`; `rollback` undoes the published ones, `publish --force` finishes).
+    Idempotent: tables already committed are not committed again."""
+    pending = unpublished_tables(publication)
+    if not force:
+        _check_unchanged(publication, pending)
+    publication.record.status = "publishing"
+    publication.record.save()
+    for table in pending:
+        fingerprint = None if force else fingerprint_of(publication, table)
+        try:
+            result = table.staging_format.publish_staged(
+                table.uri, publication.record.id, fingerprint, {BACKFILL_ID_TAG: publication.record.id}
+            )
+        except ForeignCommitError as error:
+            raise _partially_published(publication, table, error) from None
+        publication.record.published_versions[table.asset.to_user_string()] = result.version
+        publication.record.save()
+        failpoint("between_table_commits")
+    record_materializations(publication, instance)
+    append_status(publication, LedgerStatus.PUBLISHED)
+    publication.record.status = "published"
+    publication.record.save()
+    publication.notify("published", f"{len(publication.tables)} tables")
+    return dict(publication.record.published_versions)
+
+
+def unpublished_tables(publication: Publication) -> list[BackfillTable]:
+    """The tables whose publish commit is not in their log, with staged data; the tables
+    already published get their version into the record (a coordinator may die between
+    a commit and saving the record: the log, not the record, is the truth)."""
+    pending = []
+    for table in publication.tables.values():
+        version = table.staging_format.published_version(table.uri, publication.record.id)
+        if version is not None:
+            publication.record.published_versions[table.asset.to_user_string()] = version
+        elif table.staging_format.staged(table.uri, publication.record.id) is not None:
+            pending.append(table)
+    return pending
+
+
+def fingerprint_of(publication: Publication, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:
+    return as_files(publication.record.fingerprints.get(table.asset.to_user_string())) or {}
+
+
+def _check_unchanged(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+    refusals = []
+    for table in pending:
+        try:
+            table.staging_format.check_publish(table.uri, publication.record.id, fingerprint_of(publication, table))
+        except ForeignCommitError as error:
+            refusals.append(str(error))
+    if not refusals:
+        return
+    published = published_versions(publication)
+    if not published:
+        publication.record.status = "publish_refused"
+        publication.record.save()
+        raise ForeignCommitError(
+            f"backfill {publication.record.id}: nothing was published, as commits outside the backfill changed "
+            f"partitions it rewrites: {' '.join(refusals)}"
+        )
+    raise _partially_published(publication, pending[0], ForeignCommitError(" ".join(refusals)))
+
+
+def published_versions(publication: Publication) -> dict[str, int | None]:
+    return {asset: version for asset, version in publication.record.published_versions.items() if version is not None}
+
+
+def _partially_published(
+    publication: Publication, stopped_at: BackfillTable, cause: ForeignCommitError
+) -> PartitionAssetsError:
+    """What a publish stopped by a foreign commit at `stopped_at` left: nothing (a
+    ForeignCommitError), or some tables published (PartiallyPublishedError)."""
+    published = published_versions(publication)
+    if not published:
+        return cause
+    names = list(publication.tables)
+    left = [
+        asset.to_user_string()
+        for asset in names[names.index(stopped_at.asset) :]
+        if asset.to_user_string() not in published
+    ]
+    bid = publication.record.id
+    return PartiallyPublishedError(
+        f"backfill {bid} stopped publishing part-way: published {describe_versions(published)}; not published: "
+        f"{', '.join(left)}. {cause} Readers see the new content of the published tables beside the old "
+        f"content of the others until you either finish with `partition-assets backfill publish {bid} "
+        f"--force` (overwrites the commit made outside the backfill) or undo with `partition-assets backfill "
+        f"rollback {bid}` (restores the published tables and deletes the rest of the staged data)."
+    )
+
+
+def describe_versions(versions: Mapping[str, int | None]) -> str:
+    """Table versions as text: `a v3, b v7` ("no tables" when none)."""
+    return ", ".join(f"{asset} v{version}" for asset, version in versions.items()) or "no tables"
+
+
+def published_files(table: BackfillTable) -> dict[str, list[str]]:
+    """The published files of each partition the backfill writes, keyed by the JSON
+    list of the partition's column values (a JSON object needs text keys)."""
+    files = table.staging_format.partition_files(table.uri, table.scope)
+    return {json.dumps(list(row)): sorted(paths) for row, paths in files.items()}
+
+
+def as_files(fingerprint: Mapping[str, list[str]] | None) -> dict[tuple[str, ...], frozenset[str]] | None:
+    if fingerprint is None:
+        return None
+    return {tuple(json.loads(key)): frozenset(paths) for key, paths in fingerprint.items()}

@@ -1,0 +1,121 @@
+"""The statistics of a staged backfill's tables: per rewritten partition, the old
+(published) and the new (staged) rows, checksum, measure sums and key checks, read
+by Spark table by table; `StatsAhead` computes a table's as soon as its asset's last
+node is done, beside the other runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.publishing.gate import Gate, apply_overrides, gate_of
+from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
+from partition_assets.backfill.publishing.tables import BackfillTable
+from partition_assets.backfill.running.scheduling import NodeResult
+from partition_assets.storage.backfill_staging import StagedTable
+from partition_assets.storage.partition_scope import PartitionScope
+
+if TYPE_CHECKING:
+    from partition_assets.backfill.publishing.publication import Publication
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """The old (published) and new (staged) content of a table's rewritten partitions."""
+
+    table: BackfillTable
+    partitions: frozenset[tuple[str, ...]]  # every partition the backfill staged, emptied ones too
+    old: dict[tuple[str, ...], PartitionStats]  # {} when not asked for (a table without a gate)
+    new: dict[tuple[str, ...], PartitionStats]
+    # per partition, the commit metadata of its staging: run id, input versions, git SHA
+    provenance: Mapping[tuple[str, ...], Mapping[str, str]]
+
+
+class StatsAhead:
+    """Computes a table's gate stats as soon as every node of its asset has succeeded,
+    while the backfill's other nodes still run, so that the gate after the last node
+    reads only the tables that finished last. One table at a time, beside the runs."""
+
+    def __init__(self, publication: Publication, done: Iterable[Node]) -> None:
+        self._publication = publication
+        self._remaining = Counter(node.asset for node in publication.graph.nodes())
+        self._remaining.subtract(node.asset for node in done)
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._futures: dict[dg.AssetKey, Future] = {}
+        for asset in publication.tables:
+            self._submit_when_done(asset)
+
+    def finished(self, result: NodeResult) -> None:
+        """Counts a node's result; its table's stats start once its asset has no node left."""
+        if result.succeeded:
+            self._remaining[result.node.asset] -= 1
+            self._submit_when_done(result.node.asset)
+
+    def results(self) -> dict[dg.AssetKey, TableStats | None]:
+        """The stats computed so far (waiting for those under way)."""
+        return {asset: future.result() for asset, future in self._futures.items()}
+
+    def close(self) -> None:
+        """Drops what has not started and waits for what has (one table's Spark job)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _submit_when_done(self, asset: dg.AssetKey) -> None:
+        table = self._publication.tables.get(asset)
+        if table is not None and self._remaining[asset] <= 0 and asset not in self._futures:
+            self._futures[asset] = self._pool.submit(table_stats, self._publication, table)
+
+
+def stats_of(
+    publication: Publication,
+    old_of_every_table: bool = False,
+    ahead: Mapping[dg.AssetKey, TableStats | None] | None = None,
+) -> list[TableStats]:
+    """New stats of every partition the backfill staged, table by table, and old ones
+    for the tables with a gate (for every table with `old_of_every_table`); tables in
+    `ahead` (see `StatsAhead`) are not read again. Tables are read concurrently:
+    each is a small Spark job, dominated by its round trips."""
+    ahead = ahead or {}
+    with ThreadPoolExecutor(max_workers=_STATS_THREADS) as pool:
+        futures = [
+            pool.submit(table_stats, publication, table, old_of_every_table)
+            for table in publication.tables.values()
+            if table.asset not in ahead
+        ]
+        computed = [future.result() for future in futures]
+    return [stats for stats in [*ahead.values(), *computed] if stats is not None]
+
+
+def table_stats(publication: Publication, table: BackfillTable, with_old: bool = False) -> TableStats | None:
+    """The table's stats (see `stats`); None when the backfill staged nothing there."""
+    staged = table.staging_format.staged(table.uri, publication.record.id)
+    return None if staged is None else _stats_of_staged(publication, table, staged, with_old)
+
+
+def _stats_of_staged(publication: Publication, table: BackfillTable, staged: StagedTable, with_old: bool) -> TableStats:
+    partitions = frozenset(staged.files_by_partition)
+    gate = gate_of_table(publication, table)
+    measures = tuple(gate.measures) if gate else ()
+    keys = tuple(gate.keys) if gate else ()
+    scope = None if table.partitions_def is None else PartitionScope(table.columns, partitions)
+    spark = table.spark.spark_session
+    new_frame = table.staging_format.read_overlay(spark, table.uri, scope, publication.record.id)
+    new = partition_stats(new_frame, table.columns, measures, keys) if new_frame is not None else {}
+    old = {}
+    if with_old or gate is not None:
+        old_frame = table.table_format.read(spark, table.uri, scope)
+        old = partition_stats(old_frame, table.columns, measures, keys) if old_frame is not None else {}
+    return TableStats(table, partitions, old, new, staged.metadata_by_partition)
+
+
+def gate_of_table(publication: Publication, table: BackfillTable) -> Gate | None:
+    return apply_overrides(gate_of(table.metadata), table.asset.to_user_string(), publication.record.spec.gate)
+
+
+_STATS_THREADS = 4

@@ -1,0 +1,54 @@
+"""What runs a backfill's node runs: local worker processes (`DagsterNodeRunner`) or the
+instance's run launcher (`LaunchedNodeRunner`), as the spec's `runs_via` says; and the
+standby's warm workers reused for the backfill it adopts."""
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from types import MappingProxyType
+from typing import Protocol
+
+import dagster as dg
+
+from partition_assets.backfill.planning.spec import RUNS_LAUNCHER, BackfillSpec
+from partition_assets.backfill.running.launcher import LaunchedNodeRunner
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner, TaggedRunner
+from partition_assets.backfill.running.scheduling import RunUnit
+
+
+class NodeRunner(Protocol):
+    """What runs a backfill's units: `DagsterNodeRunner` (local workers) or `LaunchedNodeRunner`."""
+
+    def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
+        """Starts `unit` as one run, also tagged `unit_tags`; the future gives a result per node of the unit."""
+
+    def close(self) -> None:
+        """Waits for the runs in flight (local workers) or leaves them to their launcher."""
+
+    def terminate(self) -> None:
+        """Stops the runs in flight, then closes."""
+
+
+# Makes the runner of a spec's nodes in an instance, given the tags of each of its runs.
+RunnerFactory = Callable[[BackfillSpec, dict[str, str], dg.DagsterInstance], NodeRunner]
+
+
+def node_runner(spec: BackfillSpec, tags: dict[str, str], instance: dg.DagsterInstance) -> NodeRunner:
+    """The runner `spec.runs_via` names: local worker processes, or the instance's run launcher."""
+    if spec.runs_via == RUNS_LAUNCHER:
+        return LaunchedNodeRunner(spec.module, tags, instance)
+    return DagsterNodeRunner(spec.module, spec.max_parallel, tags, instance)
+
+
+def node_runner_reusing(warm: DagsterNodeRunner | None) -> RunnerFactory:
+    """`node_runner`, except that a spec `warm` (local workers started before the backfill
+    was known) serves runs on it, its runs tagged as the backfill's; `warm` is terminated
+    when it cannot serve."""
+
+    def runner_of(spec: BackfillSpec, tags: dict[str, str], instance: dg.DagsterInstance) -> NodeRunner:
+        if warm is not None and spec.runs_via != RUNS_LAUNCHER and warm.serves(spec.module, spec.max_parallel):
+            return TaggedRunner(warm, tags)
+        if warm is not None:
+            warm.terminate()
+        return node_runner(spec, tags, instance)
+
+    return runner_of

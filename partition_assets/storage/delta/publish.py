@@ -1,0 +1,144 @@
+"""Publishing what a backfill staged for a Delta table: ONE commit that adds its staged
+files and removes every published file of its staged partitions, carrying the
+application transaction `publish_app_id(backfill_id)`, so that a repeated publish
+commits nothing and a publish killed part-way is finished by the next.
+
+Not guaranteed: the staged files are moved into the table's layout before the commit;
+a publish that dies in between leaves them there, unreferenced, until it is run again
+(vacuum spares them while the backfill's manifest lists them). A publish that adds
+columns makes two commits (the schema first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from deltalake import DeltaTable
+from deltalake.transaction import Transaction
+
+from partition_assets.errors import BackfillStateError, ForeignCommitError
+from partition_assets.storage.backfill_staging import (
+    BACKFILLS_DIR,
+    PartitionRow,
+    StagedTable,
+    delete_backfill,
+    move_into_table_layout,
+)
+from partition_assets.storage.delta.commit import add_action, check_schema, commit
+from partition_assets.storage.delta.log import (
+    PUBLISH,
+    backfill_commit_metadata,
+    commit_effect,
+    open_table,
+    partition_files,
+    publish_app_id,
+    published_version,
+)
+from partition_assets.storage.delta.read import staging_of
+from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.table_format import PublishResult
+
+
+def publish_staged(
+    table_uri: str,
+    backfill_id: str,
+    expected: Mapping[PartitionRow, frozenset[str]] | None,
+    metadata: Mapping[str, str],
+) -> PublishResult:
+    """Publishes what backfill `backfill_id` staged in ONE commit: its staged files in,
+    every published file of its staged partitions out, carrying the application
+    transaction (publish_app_id(backfill_id), 1); creates the table when missing.
+
+    Idempotent and resumable: when the table already holds the transaction, nothing
+    is committed and the result is that commit's; a call killed part-way is finished
+    by the next. New columns are added first, in a commit of their own. With
+    `expected` (partition -> published files, as `partition_files` took them), any
+    difference is a ForeignCommitError and nothing is committed; the staging is kept.
+    The backfill's folder is deleted once published (the log keeps what rollback needs).
+
+    Args:
+        metadata: Commit metadata to record with the publish.
+
+    Raises:
+        ForeignCommitError: A staged partition's published files are no longer `expected`.
+        BackfillStateError: The backfill staged nothing for the table and has not published to it;
+            nothing was committed.
+        TableSchemaError: The staged schema no longer fits the table's; nothing was committed.
+        CommitError: A staged file is missing or the commit kept losing to concurrent writers (the
+            table is unchanged), or the table holds the publish but its log no longer names its version.
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was committed.
+    """
+    published = published_version(table_uri, backfill_id)
+    if published is not None:
+        delete_backfill(table_uri, backfill_id)  # a killed publish may have left it
+        return commit_effect(table_uri, published)
+    table = open_table(table_uri)
+    staged = staging_of(table, table_uri, backfill_id)
+    if staged is None:
+        raise BackfillStateError(
+            f"backfill {backfill_id} staged nothing for table {table_uri} (no manifest under "
+            f"{BACKFILLS_DIR}/{backfill_id}/) and has not published to it: nothing was committed. "
+            "Leave this table out of the publish, or run the backfill's nodes for it first."
+        )
+    write = staged.as_write()
+
+    def check(current: DeltaTable | None) -> None:
+        _check_unchanged(current, staged, expected)
+
+    check(table)
+    check_schema(table, write, allow_new_columns=True)
+    move_into_table_layout(staged)
+    failpoint("publish_committing")
+    version, removed = commit(
+        table,
+        write,
+        [add_action(file) for file in write.files],
+        staged.scope,
+        backfill_commit_metadata(metadata, backfill_id, PUBLISH),
+        True,
+        check,
+        Transaction(app_id=publish_app_id(backfill_id), version=1),
+    )
+    failpoint("publish_committed")
+    delete_backfill(table_uri, backfill_id)
+    return PublishResult.of([write], version, removed)
+
+
+def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
+    """Raises ForeignCommitError, committing nothing, when `publish_staged` with
+    `expected` would refuse now; nothing when the backfill staged nothing here or has
+    published already. Lets a multi-table publish refuse before committing any table.
+
+    Raises:
+        ForeignCommitError: A staged partition's published files are no longer `expected`.
+        CommitError: The table holds the publish but its log no longer names its version.
+        BackfillIdError: `backfill_id` cannot name a folder.
+    """
+    if published_version(table_uri, backfill_id) is not None:
+        return
+    table = open_table(table_uri)
+    staged = staging_of(table, table_uri, backfill_id)
+    if staged is not None:
+        _check_unchanged(table, staged, expected)
+
+
+def _check_unchanged(
+    current: DeltaTable | None, staged: StagedTable, expected: Mapping[PartitionRow, frozenset[str]] | None
+) -> None:
+    """ForeignCommitError when a staged partition's published files are no longer `expected`
+    (None: anything goes, as with --force)."""
+    if expected is None:
+        return
+    found = partition_files(current, staged.scope)
+    changed = sorted(
+        row for row in staged.files_by_partition if found.get(row, frozenset()) != expected.get(row, frozenset())
+    )
+    if changed:
+        shown = PartitionScope(staged.partition_columns, frozenset(changed)).describe()
+        raise ForeignCommitError(
+            f"partitions {shown} of table {staged.table_uri} changed since backfill {staged.backfill_id} "
+            "started (a commit outside the backfill replaced their files); nothing was published to "
+            "this table and the staged data is kept. Check the table's history, then publish with "
+            "--force to overwrite that commit, or discard the backfill."
+        )

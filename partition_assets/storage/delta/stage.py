@@ -1,0 +1,69 @@
+"""Staging a frame for a backfill instead of writing it: validated as a write is, kept
+under the table's `_backfills/<backfill_id>/` (listed in manifests, see
+backfill_staging.py) and committed only when the backfill publishes (publish.py).
+Until then readers of the table see none of it; the backfill reads it back through
+`read.read_overlay`.
+
+Not guaranteed: the checks see the table as it is when staging; a commit to it after
+that is caught only when the backfill publishes (the schema is checked again, and the
+staged partitions' files compared with what the backfill expects: ForeignCommitError).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from partition_assets.storage.backfill_staging import incoming_folder, record_staging
+from partition_assets.storage.delta.commit import check_schema
+from partition_assets.storage.delta.log import open_table
+from partition_assets.storage.delta.read import read_overlay, staging_of
+from partition_assets.storage.delta.write import merge_rows
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.schema import new_columns
+from partition_assets.storage.table_format import PublishResult, WriteOptions, stage_validated
+from partition_assets.storage.write_staging import StagedWrite, discard
+
+
+def stage_frame(
+    frame: DataFrame,
+    table_uri: str,
+    scope: PartitionScope | None,
+    options: WriteOptions,
+    backfill_id: str,
+) -> PublishResult:
+    """Stages `frame` as backfill `backfill_id`'s new content of `scope`'s partitions
+    (the whole table when None, which must then be unpartitioned), committing nothing.
+
+    Validated as `write` is (rows outside the scope, an empty frame unless allowed,
+    the schema against the published table and the backfill's earlier stagings);
+    with `options.merge_keys`, upserts into the overlay's rows of the scope. The
+    files land under the table's `_backfills/<backfill_id>/`, unreferenced by the log
+    and out of reach of vacuum; a manifest records them with `options.commit_metadata`
+    (`StagedTable.metadata_by_partition`). Staging a partition again supersedes its
+    earlier staging. The result's version is None.
+
+    Raises:
+        PartitionScopeError: The frame does not fit `scope` (see `write`), or a merge key is no
+            column of the frame.
+        TableSchemaError: The frame breaks the published table's schema (without a table, the
+            backfill's earlier staging's).
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was staged.
+    """
+    table = open_table(table_uri)
+    earlier = staging_of(table, table_uri, backfill_id)
+    if options.merge_keys:
+        stored = read_overlay(frame.sparkSession, table_uri, scope, backfill_id)
+        frame = merge_rows(frame, stored, scope, list(options.merge_keys))
+
+    def validate(write: StagedWrite) -> None:
+        check_schema(table, write, options.allow_new_columns)
+        if table is None and earlier is not None:  # the first staging stands for the table
+            new_columns(earlier.schema, earlier.partition_columns, write, options.allow_new_columns)
+
+    write = stage_validated(frame, table_uri, scope, options, validate, incoming_folder(backfill_id))
+    try:
+        record_staging(write, backfill_id, scope.rows if scope else [()], options.commit_metadata)
+    except BaseException:
+        discard(write)
+        raise
+    return PublishResult.of([write], None, 0)
