@@ -38,7 +38,7 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 # so that a failing one stops `make test` within minutes; then integration and e2e in one
 # session, which starts the shared Spark server once.
 test: install browser postgres lint docs test-unit
-	$(VENV)/bin/pytest tests/integration tests/e2e
+	$(VENV)/bin/pytest -n 2 --dist loadfile tests/integration tests/e2e
 
 test-unit: install
 	$(VENV)/bin/pytest tests/unit
