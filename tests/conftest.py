@@ -30,9 +30,10 @@ import pytest
 # attach to the test session's Spark server rather than a developer's.
 # Each pytest-xdist worker (gw0, gw1, ...) has a Spark server of its own, 20 ports apart
 # (the tests' own servers use the ports just above the session's).
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-_SESSION_SPARK_PORT = int(os.environ.get("PARTITION_ASSETS_TEST_SPARK_PORT", "15102")) + 20 * _WORKER
-os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = str(_SESSION_SPARK_PORT)
+os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = str(
+    int(os.environ.get("PARTITION_ASSETS_TEST_SPARK_PORT", "15102"))
+    + 20 * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+)
 os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-assets-state-")
 # The shared server is always local[2] with the default conf, whatever the developer's shell says.
 os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
