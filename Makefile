@@ -10,7 +10,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
+.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
@@ -34,11 +34,15 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-# The tiers in order (tests/conftest.py says what each holds): the unit tests first, alone,
-# so that a failing one stops `make test` within minutes; then integration and e2e in one
-# session, which starts the shared Spark server once.
-test: install browser postgres lint docs test-unit
-	$(VENV)/bin/pytest -n 2 --dist loadfile tests/integration tests/e2e
+# Everything: lint, the strict docs build and every tier of tests (tests/conftest.py says
+# what each holds), side by side; each target's output is printed whole when it ends. The
+# tests run on two pytest-xdist workers, file by file: most of a test's time is a process
+# it waits for, so the second worker fills the second core.
+test: install browser postgres
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
+
+test-all: install
+	$(VENV)/bin/pytest -n 2 --dist loadfile
 
 test-unit: install
 	$(VENV)/bin/pytest tests/unit
@@ -49,7 +53,7 @@ test-integration: install postgres
 test-e2e: install browser postgres
 	$(VENV)/bin/pytest tests/e2e
 
-# ruff (lint and format) and mypy; `make test` runs them first.
+# ruff (lint and format) and mypy; `make test` runs them too.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -158,8 +158,9 @@ def _java_processes_started_with(dagster_home: str) -> set[str]:
 
 def test_make_dev_serves_the_example_assets_with_their_partitions(tmp_path):
     port = free_port()
+    # A user's shell: not the flags of the `make test` this suite may run under (-j, --output-sync).
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")},
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "PARTITION_ASSETS_LAKE": str(tmp_path / "lake"),
         "DAGSTER_PORT": str(port),
