@@ -1,4 +1,5 @@
-# Two commands: `make dev` (serve the example code location) and `make test`.
+# Two commands: `make dev` (serve the example code location) and `make test`; `make test-unit`
+# is the fast loop (no Spark, no process, under 2 minutes).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
@@ -9,7 +10,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test lint docs bench spark-start spark-stop clean browser postgres
+.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
@@ -33,10 +34,26 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	@echo "DAGSTER_HOME=$(DAGSTER_HOME)  lake=$(PARTITION_ASSETS_LAKE)"
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-test: install browser postgres lint docs
-	$(VENV)/bin/pytest
+# Everything: lint, the strict docs build and every tier of tests (tests/conftest.py says
+# what each holds), side by side; each target's output is printed whole when it ends. The
+# tests run on two pytest-xdist workers, file by file: most of a test's time is a process
+# it waits for, so the second worker fills the second core.
+test: install browser postgres
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
 
-# ruff (lint and format) and mypy; `make test` runs them first.
+test-all: install
+	$(VENV)/bin/pytest -n 2 --dist loadfile
+
+test-unit: install
+	$(VENV)/bin/pytest tests/unit
+
+test-integration: install postgres
+	$(VENV)/bin/pytest tests/integration
+
+test-e2e: install browser postgres
+	$(VENV)/bin/pytest tests/e2e
+
+# ruff (lint and format) and mypy; `make test` runs them too.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -55,7 +72,7 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 # Debian's PostgreSQL server binaries for the Postgres instance tests and benches; each test
-# session or bench starts its own throwaway server (partition_assets_tests/postgres.py).
+# session or bench starts its own throwaway server (tests/support/postgres.py).
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }

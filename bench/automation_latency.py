@@ -15,14 +15,17 @@ import argparse
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+# The repository's root, for tests.support (not installed with the package).
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 import dagster as dg
 
-from partition_assets_tests import automation_defs
-from partition_assets_tests.webserver import DagsterDev
+from tests.support import automation_defs
+from tests.support.webserver import DagsterDev
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     random.seed(5)
     with tempfile.TemporaryDirectory() as workdir:
-        dev = DagsterDev(Path(workdir), "partition_assets_tests.automation_defs")
+        dev = DagsterDev(Path(workdir), "tests.support.automation_defs")
         try:
             dev.wait_until_ready()
             dev.start_sensor("eager")

@@ -27,7 +27,7 @@ from pathlib import Path
 import dagster as dg
 from dagster_backfill import START, DaemonResult, materialized_count
 
-from partition_assets_tests.instances import open_instance
+from tests.support.instances import open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -47,7 +47,7 @@ def measure(config: str, nodes: int, workers: int) -> dict:
 
     from partition_assets.backfill.running.local_workers import DagsterNodeRunner
     from partition_assets.backfill.running.scheduling import RunUnit
-    from partition_assets_tests.instances import instance_env
+    from tests.support.instances import instance_env
 
     home = Path(tempfile.mkdtemp(prefix=f"node-overhead-{config}-"))
     os.environ.update(instance_env(home))

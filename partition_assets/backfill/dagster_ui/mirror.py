@@ -16,7 +16,7 @@ staged backfill's partitions become materialized in Dagster's asset status only 
 publishes. A coordinator killed without running its exit leaves its Dagster backfill in
 progress until `partition-assets backfill resume <id>` (or `cancel <id>`) is run.
 Writes go through `DagsterInstance.get_backfill/add_backfill/update_backfill` and
-`PartitionBackfill`/`AssetBackfillData` fields; partition_assets_tests/test_dagster_backfills.py
+`PartitionBackfill`/`AssetBackfillData` fields; tests/integration/test_dagster_internals.py
 pins them against the installed Dagster.
 """
 

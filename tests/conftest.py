@@ -1,0 +1,143 @@
+"""Fixtures shared by every tier, one per real component: the test session's Spark Connect
+server (started by the first test that needs it), a throwaway PostgreSQL server likewise, a
+fresh lake folder, Dagster instances (a temporary one for this process; a DAGSTER_HOME for
+the processes a test starts, on SQLite or, for tests marked also_on_postgres, on Postgres;
+SQLite ones are copies of a template whose storage was created once) and materializing
+assets into them.
+
+The tiers, each a folder: tests/unit (logic and fakes in this process; no Spark, no
+process: its conftest fails a test that starts either), tests/integration (this process
+against real Spark, Delta tables, Dagster instances on disk and git, and the processes it
+starts through the library or as Python helpers: the engine's workers, Spark Connect
+servers, writers killed at a failpoint, racing processes) and tests/e2e (what a user
+starts: `partition-assets` and `dagster` commands, `dagster dev` with Chromium, servers run
+by their own commands (PostgreSQL, moto's S3, a Spark standalone cluster), the run
+launcher, deploys). tests/support holds the code locations and helpers.
+Not guaranteed: isolation beyond a test's own folders and instances: every test shares the
+session's Spark server and state folder, and the PostgreSQL server.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+# Set before the example code location is imported, and inherited by every
+# subprocess a test starts (the dagster CLI, dagster dev), so that all of them
+# attach to the test session's Spark server rather than a developer's.
+# Each pytest-xdist worker (gw0, gw1, ...) has a Spark server of its own, 20 ports apart
+# (the tests' own servers use the ports just above the session's).
+os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"] = str(
+    int(os.environ.get("PARTITION_ASSETS_TEST_SPARK_PORT", "15102"))
+    + 20 * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+)
+os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-assets-state-")
+# The shared server is always local[2] with the default conf, whatever the developer's shell says.
+os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
+os.environ.pop("PARTITION_ASSETS_SPARK_MASTER", None)
+os.environ.pop("PARTITION_ASSETS_SPARK_CONF", None)
+
+from partition_assets.spark import SparkResource
+from partition_assets.storage import SparkDeltaIOManager
+from tests.support.instances import instance_env, postgres_url_for, temporary_instance
+from tests.support.postgres import PostgresServer
+
+
+@pytest.fixture(scope="session")
+def spark_resource():
+    resource = SparkResource.from_env()
+    server = resource.local_server()
+    started_here = not server.is_running()
+    server.ensure_running()
+    yield resource
+    # Close the client first: at exit it would otherwise retry a stopped server for minutes.
+    resource.spark_session.stop()
+    if started_here:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_resource):
+    return spark_resource.spark_session
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL server for the session, started by the first test that needs it."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def lake(tmp_path) -> Path:
+    path = tmp_path / "lake"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(scope="session")
+def instance_template(tmp_path_factory) -> Path:
+    """A temporary instance's folder with its storage created once: its schema migrations
+    take seconds, a copy of the folder milliseconds."""
+    root = tmp_path_factory.mktemp("instance_template")
+    with temporary_instance(root):
+        pass
+    return root
+
+
+@pytest.fixture
+def instance(instance_template, tmp_path):
+    """A temporary Dagster instance of this test's own (SQLite under tmp_path), for this process."""
+    root = tmp_path / "instance"
+    shutil.copytree(instance_template, root)
+    with temporary_instance(root) as test_instance:
+        yield test_instance
+
+
+@pytest.fixture(scope="session")
+def home_template(tmp_path_factory) -> Path:
+    """A DAGSTER_HOME with the repo's dagster.yaml whose SQLite storage is created once (its
+    schema migrations take seconds, a copy of the folder milliseconds)."""
+    template = tmp_path_factory.mktemp("home_template") / "dagster_home"
+    instance_env(template)
+    with dg.DagsterInstance.from_config(str(template)):
+        pass
+    return template
+
+
+@pytest.fixture
+def home(request, home_template, tmp_path, monkeypatch) -> Path:
+    """A DAGSTER_HOME with the repo's dagster.yaml (a user's `make dev` setup) and its instance
+    created, set for this test and the processes it starts; on a fresh PostgreSQL database
+    for tests marked also_on_postgres("home")."""
+    home = tmp_path / "dagster_home"
+    postgres_url = postgres_url_for(request)
+    if postgres_url is None:
+        shutil.copytree(home_template, home)
+    env = instance_env(home, postgres_url)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return home
+
+
+@pytest.fixture
+def run_assets(spark_resource, lake, instance):
+    """Materializes any assets through Dagster into this test's lake and instance."""
+
+    def run(assets, selection, io_manager=SparkDeltaIOManager, **kwargs):
+        kwargs.setdefault("raise_on_error", False)
+        return dg.materialize(
+            assets,
+            selection=selection,
+            instance=instance,
+            resources={
+                "spark": spark_resource,
+                "io_manager": io_manager(root_uri=str(lake), spark=spark_resource),
+            },
+            **kwargs,
+        )
+
+    return run

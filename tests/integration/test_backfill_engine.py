@@ -1,0 +1,196 @@
+"""The engine against real Dagster runs: order, early starts, failure isolation."""
+
+import multiprocessing
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill import Node, TimeRange, build_graph
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
+from partition_assets.backfill.running.runners import node_runner_reusing
+from partition_assets.backfill.running.scheduling import RunUnit
+from partition_assets.backfill.state.record import node_states
+from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
+from tests.support import engine_defs
+from tests.support.instances import also_on_postgres
+
+JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
+
+
+def run_backfill(selection, backfill_id, max_parallel=2, done=()):
+    asset_graph = engine_defs.defs.resolve_asset_graph()
+    graph = build_graph(asset_graph, [dg.AssetKey(a) for a in selection], JANUARY_1_TO_8)
+    results = {}
+    with (
+        dg.DagsterInstance.get() as instance,
+        DagsterNodeRunner(
+            "tests.support.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}, instance
+        ) as runner,
+    ):
+        status = execute(
+            graph,
+            runner.launch,
+            Throttle(max_parallel=max_parallel),
+            done=done,
+            on_result=lambda r: results.__setitem__(r.node, r),
+        )
+    return graph, status, results
+
+
+@pytest.mark.slow
+@also_on_postgres("home")
+def test_nodes_start_after_their_upstream_and_no_later_than_needed(home):
+    graph, status, results = run_backfill(["raw", "clean", "rolling", "total", "month"], "bf-order")
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    for node in graph.nodes():
+        for parent in graph.upstream(node):
+            if parent != node:
+                assert results[node].started >= results[parent].ended, (node, parent)
+    # A downstream node starts while unrelated upstream partitions still run.
+    clean_first = results[Node(dg.AssetKey("clean"), "2024-01-02")]
+    raw_last_end = max(r.ended for n, r in results.items() if n.asset == dg.AssetKey("raw"))
+    assert clean_first.started < raw_last_end
+    # Every node is a real run in the instance, tagged with the backfill and partition.
+    with dg.DagsterInstance.get() as instance:
+        runs = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: "bf-order"}))
+        assert len(runs) == graph.node_count()
+        assert {(r.asset_selection and next(iter(r.asset_selection)), r.tags["dagster/partition"]) for r in runs} == {
+            (n.asset, n.partition) for n in graph.nodes()
+        }
+        assert instance.get_materialized_partitions(dg.AssetKey("rolling")) == set(
+            graph.slices[dg.AssetKey("rolling")].partition_keys
+        )
+
+
+@pytest.mark.slow
+def test_a_failed_node_blocks_exactly_its_descendants(home):
+    graph, status, _ = run_backfill(["raw", "flaky", "after_flaky", "clean"], "bf-fail")
+    failed = Node(dg.AssetKey("flaky"), engine_defs.FAILING_PARTITION)
+    assert status[failed] == NodeStatus.FAILED
+    blocked = {n for n, s in status.items() if s == NodeStatus.BLOCKED}
+    # after_flaky reads a 2-day window: days 4 and 5 need flaky's day 4.
+    assert blocked == {Node(dg.AssetKey("after_flaky"), "2024-01-04"), Node(dg.AssetKey("after_flaky"), "2024-01-05")}
+    assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - blocked - {failed}
+
+
+@pytest.mark.slow
+@also_on_postgres("home")
+def test_a_self_dependent_chain_shares_runs_but_never_outruns_its_inputs(home):
+    ledger = dg.AssetKey("ledger")
+    graph, status, results = run_backfill(["raw", "clean", "ledger"], "bf-chain")
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    runs = defaultdict(list)
+    for node, result in results.items():
+        if node.asset == ledger:
+            runs[result.run_id].append(node)
+    # Every member of a shared run had all its other inputs finished before the run began.
+    for members in runs.values():
+        began = results[members[0]].started
+        for member in members:
+            for parent in graph.upstream(member):
+                if parent not in members:
+                    assert results[parent].ended <= began, (member, parent)
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_materialized_partitions(ledger) == set(graph.slices[ledger].partition_keys)
+        # A range run stands for each of its nodes in the backfill's record.
+        states = node_states(instance, "bf-chain", graph)
+        assert {
+            node for node, (state, _) in states.items() if node.asset == ledger and state == NodeStatus.SUCCEEDED
+        } == set(n for n in graph.nodes() if n.asset == ledger)
+
+
+@pytest.mark.slow
+def test_a_chain_whose_inputs_are_done_runs_as_one_range_run(home):
+    ledger = dg.AssetKey("ledger")
+    graph, status, results = run_backfill(
+        ["raw", "clean", "ledger"],
+        "bf-ready-chain",
+        done=[
+            node
+            for node in build_graph(
+                engine_defs.defs.resolve_asset_graph(), [dg.AssetKey("raw"), dg.AssetKey("clean")], JANUARY_1_TO_8
+            ).nodes()
+        ],
+    )
+    assert {n.asset for n in results} == {ledger}
+    assert len({r.run_id for r in results.values()}) == 1
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(next(iter(results.values())).run_id)
+        assert (run.tags[RANGE_START_TAG], run.tags[RANGE_END_TAG]) == ("2024-01-01", "2024-01-08")
+        assert instance.get_materialized_partitions(ledger) == set(graph.slices[ledger].partition_keys)
+
+
+@pytest.mark.slow
+def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(home):
+    graph, status, results = run_backfill(["wide"], "bf-backlog", max_parallel=2)
+    assert set(status.values()) == {NodeStatus.SUCCEEDED}
+    runs = defaultdict(list)
+    for node, result in results.items():
+        runs[(result.started, result.run_id)].append(node.partition)
+    # 8 ready nodes without downstream nodes, 2 slots: the backlog spread over both slots.
+    assert [sorted(members) for _, members in sorted(runs.items())] == [
+        [f"2024-01-0{d}" for d in days] for days in ((1, 2, 3, 4), (5, 6, 7, 8))
+    ]
+
+
+@pytest.mark.slow
+def test_terminate_kills_its_own_workers_and_no_other_child_process(home):
+    bystander = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,))
+    bystander.start()
+    try:
+        with dg.DagsterInstance.get() as instance:
+            runner = DagsterNodeRunner("tests.support.engine_defs", 2, {BACKFILL_ID_TAG: "bf-terminate"}, instance)
+        first = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)))
+        assert first.result()[0].succeeded  # a worker is up, its code loaded
+        workers = set(multiprocessing.active_children()) - {bystander}
+        assert workers
+        runner.terminate()
+        for worker in workers:
+            worker.join(timeout=10)
+        assert not any(worker.is_alive() for worker in workers)
+        assert bystander.is_alive()
+    finally:
+        bystander.kill()
+        bystander.join()
+
+
+def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(home):
+    # A standby coordinator's workers, started before the backfill was known.
+    children_before = set(multiprocessing.active_children())
+    with dg.DagsterInstance.get() as instance:
+        warm = DagsterNodeRunner("tests.support.engine_defs", 4, {}, instance)
+        spec = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", max_parallel=2)
+        runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-warm"}, instance)
+    try:
+        (result,) = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)), {"unit": "tag"}).result()
+        assert result.succeeded
+        warm_workers = {worker.pid for worker in set(multiprocessing.active_children()) - children_before}
+        with dg.DagsterInstance.get() as instance:
+            run = instance.get_run_by_id(result.run_id)
+            assert run.tags[BACKFILL_ID_TAG] == "bf-warm" and run.tags["unit"] == "tag"
+            started = next(iter(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_START)))
+        assert started.dagster_event.pid in warm_workers  # one of the warm workers ran it
+    finally:
+        runner.terminate()
+
+
+def test_a_warm_runner_that_does_not_fit_is_terminated_for_a_new_one(home):
+    children_before = set(multiprocessing.active_children())
+    with dg.DagsterInstance.get() as instance:
+        warm = DagsterNodeRunner("tests.support.engine_defs", 2, {}, instance)
+        warm.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
+        warm_workers = set(multiprocessing.active_children()) - children_before
+        spec = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", max_parallel=3)
+        runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-cold"}, instance)  # needs 3 workers: warm has 2
+    try:
+        assert isinstance(runner, DagsterNodeRunner) and runner is not warm
+        for worker in warm_workers:
+            worker.join(timeout=10)
+            assert not worker.is_alive()
+    finally:
+        runner.terminate()

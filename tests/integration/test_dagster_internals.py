@@ -1,0 +1,518 @@
+"""The seam to Dagster's private modules (partition_assets/dagster_internals.py), pinned: each
+name it re-exports, imported from the seam, with the shape and behaviour its users rely on
+(the user is named in each test), and the two private module names the library writes as
+strings. A Dagster upgrade that moves or changes one fails here, naming it; a name added to
+the seam without a pin here fails `test_every_name_in_the_seam_is_pinned_here`.
+
+Pins elsewhere stay where they are: test_instance_storage.py (the storages end to end), test_run_launcher.py
+(`submit_asset_run` launching real runs), test_git_deploy.py (a real code server's reply).
+"""
+
+import ast
+import importlib
+import inspect
+import itertools
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import dagster as dg
+import pytest
+from dagster._core.execution.asset_backfill import AssetBackfillData
+from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG
+from dagster._daemon import backfill as daemon_backfill
+from dagster._serdes import serialize_value
+from dagster_graphql.implementation.execution import backfill as graphql_backfill
+
+from partition_assets import dagster_internals
+from partition_assets.dagster_internals import (
+    IO_TYPE_EXTENSION,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    AssetGraph,
+    AssetGraphSubset,
+    AssetKeyPartitionKey,
+    BaseAssetGraph,
+    BaseAssetNode,
+    BulkActionsFilter,
+    BulkActionStatus,
+    CapturedLogContext,
+    ComputeIOType,
+    ConfigurableClassData,
+    ConsolidatedSqliteEventLogStorage,
+    DagsterGrpcClient,
+    DagsterUserCodeUnreachableError,
+    DynamicPartitionsStore,
+    InstanceRef,
+    LocalComputeLogManager,
+    ModuleTarget,
+    PartitionBackfill,
+    PartitionDimensionDefinition,
+    PythonFileTarget,
+    SerializableErrorInfo,
+    SqliteRunStorage,
+    WorkspaceLoadTarget,
+    WorkspaceProcessContext,
+    compute_logs_directory,
+    deserialize_value,
+    ensure_file,
+    is_valid_cron_string,
+    redirect_to_file,
+    replace,
+    reverse_cron_string_iterator,
+    serializable_error_info_from_exc_info,
+    submit_asset_run,
+    touch_file,
+)
+from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
+from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
+from partition_assets.instance.storage import instance_storage_defaults
+
+PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
+SEAM = PACKAGE / "dagster_internals.py"
+
+# The seam's names each test below pins (filled by `pins` as the tests are defined).
+PINNED: set[str] = set()
+
+
+def pins(*names: str) -> Callable:
+    """Registers the seam names a test pins; each must be one the seam exports."""
+
+    def register(test: Callable) -> Callable:
+        PINNED.update(names)
+        return test
+
+    return register
+
+
+# -- the seam itself ----------------------------------------------------------------------
+
+
+def _imports_of_private_dagster(path: Path) -> list[str]:
+    """The names `path` imports from `dagster._*` modules (`import dagster._x` counts as one)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dagster._"):
+            names.extend(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names if alias.name.startswith("dagster._"))
+    return names
+
+
+def test_every_name_in_the_seam_is_pinned_here():
+    assert sorted(_imports_of_private_dagster(SEAM)) == sorted(dagster_internals.__all__)
+    assert set(dagster_internals.__all__) == PINNED, "pin a new seam name here; drop the pin of a removed one"
+
+
+def test_no_other_module_of_the_library_imports_dagsters_private_modules():
+    importers = {
+        str(path.relative_to(PACKAGE)): names
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != SEAM and (names := _imports_of_private_dagster(path))
+    }
+    assert importers == {}, "import them through partition_assets/dagster_internals.py"
+
+
+def _private_module_strings() -> set[str]:
+    """String constants of the library that name a `dagster._*` module."""
+    return {
+        node.value
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("dagster._")
+    }
+
+
+def test_the_private_modules_named_as_strings_are_the_two_pinned_below(tmp_path):
+    legacy_storage = instance_storage_defaults(str(tmp_path))["storage"]
+    assert legacy_storage is not None
+    assert _private_module_strings() == {BACKFILL_DAEMON_MODULE, legacy_storage.module_name}
+
+
+# -- named as strings ---------------------------------------------------------------------
+
+
+class _DaemonProbe:
+    """Stands for the instance the backfill daemon lists backfills from: records which
+    module's function calls `get_backfills` (the frame EngineBackfillInstance.get_backfills
+    reads) and which statuses it asks for."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[BulkActionStatus]]] = []
+
+    def get_backfills(self, filters=None, cursor=None, limit=None, status=None):
+        self.calls.append((sys._getframe(1).f_globals["__name__"], list(filters.statuses)))
+        return []
+
+
+def test_the_backfill_daemon_lists_what_it_runs_cancels_and_fails_from_its_own_module():
+    """instance/engine_instance.py hides engine backfills from `get_backfills` calls made
+    directly by a function of BACKFILL_DAEMON_MODULE."""
+    daemon = importlib.import_module(BACKFILL_DAEMON_MODULE)
+    probe = _DaemonProbe()
+    list(daemon.execute_backfill_iteration(SimpleNamespace(instance=probe), logging.getLogger(__name__)))
+    assert {module for module, _ in probe.calls} == {BACKFILL_DAEMON_MODULE}
+    listed = {status for _, statuses in probe.calls for status in statuses}
+    assert listed == {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING}
+    # The override keeps the signature Dagster's callers use.
+    override = inspect.signature(EngineBackfillInstance.get_backfills).parameters
+    assert list(override) == list(inspect.signature(dg.DagsterInstance.get_backfills).parameters)
+
+
+@pins("ConfigurableClassData", "InstanceRef", "compute_logs_directory")
+def test_the_composite_storage_instance_storage_names_builds_the_storages_it_names(tmp_path):
+    """instance/storage.py names Dagster's composite storage by module and class, with Dagster's
+    instance defaults (InstanceRef.config_defaults) and its run storage's config."""
+    home = str(tmp_path)
+    defaults = InstanceRef.config_defaults(home)
+    assert {"run_storage", "event_log_storage", "schedule_storage", "storage", "compute_logs"} <= set(defaults)
+    assert all(isinstance(defaults[key], ConfigurableClassData) for key in ("run_storage", "schedule_storage"))
+    assert compute_logs_directory(home) == os.path.join(home, "storage")
+    ours = instance_storage_defaults(home)
+    assert ours["storage"] is not None
+    storage = ours["storage"].rehydrate()
+    assert type(storage).__module__ == ours["storage"].module_name
+    assert type(storage).__name__ == ours["storage"].class_name
+    assert isinstance(storage.run_storage, SqliteRunStorage)
+    assert type(storage.run_storage).__name__ == "RunStorage"  # ours, built from Dagster's config
+    assert type(storage.event_log_storage).__name__ == "ConsolidatedEventLogStorage"
+    storage.run_storage.dispose()
+    storage.event_log_storage.dispose()
+
+
+# -- instance/storage.py: the storages and compute-log manager it subclasses ---------------
+
+
+@pins("ConsolidatedSqliteEventLogStorage", "SQLITE_BUSY_TIMEOUT_SECONDS")
+def test_the_consolidated_event_log_goes_through_connect_and_tells_watchers_on_modified(tmp_path):
+    """ConsolidatedEventLogStorage overrides `_connect` (every transaction), and its `watch`
+    fills `_obs` and `_watchers` for Dagster's `on_modified` to read."""
+    opened = []
+
+    class Counting(ConsolidatedSqliteEventLogStorage):
+        def _connect(self):
+            opened.append(True)
+            return super()._connect()
+
+    assert isinstance(SQLITE_BUSY_TIMEOUT_SECONDS, int | float) and SQLITE_BUSY_TIMEOUT_SECONDS > 0
+    storage = Counting(str(tmp_path))
+    assert storage._obs is None and dict(storage._watchers) == {}
+    assert Path(storage.get_db_path()).parent == tmp_path and storage._base_dir == str(tmp_path)
+    assert storage._conn_string.startswith("sqlite:///")  # what its one engine connects to
+    assert "callback" in inspect.signature(storage.watch).parameters
+    seen = []
+    storage._watchers["run-1"][lambda entry, cursor: seen.append(entry.user_message)] = None
+    opened.clear()
+    storage.store_event(
+        dg.EventLogEntry(error_info=None, level="INFO", user_message="hello", run_id="run-1", timestamp=time.time())
+    )
+    storage.on_modified()
+    assert seen == ["hello"]
+    assert opened, "writes and reads go through _connect"
+    storage.dispose()
+
+
+@pins("SqliteRunStorage")
+def test_the_run_storage_goes_through_connect_and_from_local_builds_the_subclass(tmp_path):
+    """RunStorage overrides `connect` and builds itself with `from_local(base_dir, inst_data=)`."""
+    opened = []
+
+    class Counting(SqliteRunStorage):
+        def connect(self):
+            opened.append(True)
+            return super().connect()
+
+    storage = Counting.from_local(base_dir=str(tmp_path), inst_data=None)
+    assert isinstance(storage, Counting)
+    assert storage._conn_string.startswith("sqlite:///")
+    opened.clear()
+    assert storage.get_runs() == []
+    assert opened
+    assert set(inspect.signature(SqliteRunStorage.from_local).parameters) == {"base_dir", "inst_data"}
+    storage.dispose()
+
+
+@pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")
+@pins("redirect_to_file", "ensure_file", "touch_file")
+def test_the_compute_log_manager_reads_the_files_direct_capture_writes(tmp_path):
+    """DirectComputeLogManager writes a step's stdout and stderr to the paths Dagster's
+    manager reads (`get_captured_local_path` with IO_TYPE_EXTENSION), by `redirect_to_file`,
+    then touches `complete_artifact_path`: Dagster's manager reads them back and sees the
+    capture complete."""
+    manager = LocalComputeLogManager(base_dir=str(tmp_path / "logs"), inst_data=None)
+    log_key = ["run-1", "compute_logs", "step"]
+    paths = {
+        io_type: manager.get_captured_local_path(log_key, IO_TYPE_EXTENSION[io_type])
+        for io_type in (ComputeIOType.STDOUT, ComputeIOType.STDERR)
+    }
+    for io_type, path in paths.items():
+        assert ensure_file(path) == path and Path(path).exists()
+        with open(tmp_path / f"{io_type.value}.stream", "w") as stream, redirect_to_file(stream, path):
+            os.write(stream.fileno(), f"to {io_type.value}\n".encode())
+    assert not manager.is_capture_complete(log_key)
+    touch_file(manager.complete_artifact_path(log_key))
+    assert manager.is_capture_complete(log_key)
+    data = manager.get_log_data(log_key)
+    assert (data.stdout, data.stderr) == (b"to stdout\n", b"to stderr\n")
+    assert CapturedLogContext(log_key).log_key == log_key
+    assert "capture_logs" in vars(LocalComputeLogManager)  # the method DirectComputeLogManager replaces
+
+
+# -- the asset graph (backfill/planning/graph.py, automation/, publishing/tables.py) ----------
+
+
+DAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-05")
+REGIONS = dg.StaticPartitionsDefinition(["eu", "us"])
+CAMPAIGNS = dg.DynamicPartitionsDefinition(name="campaigns")
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+
+
+@dg.asset(partitions_def=DAYS, group_name="orders")
+def raw() -> None: ...
+
+
+@dg.asset(
+    partitions_def=dg.MultiPartitionsDefinition({"ds": DAYS, "region": REGIONS}),
+    deps=[dg.AssetDep(raw, partition_mapping=dg.MultiToSingleDimensionPartitionMapping("ds"))],
+    backfill_policy=SINGLE_RUN,
+)
+def by_region() -> int:
+    return 1
+
+
+@dg.asset(partitions_def=CAMPAIGNS)
+def campaign() -> None: ...
+
+
+DEFINITIONS = dg.Definitions(assets=[raw, by_region, campaign])
+
+
+@pins("AssetGraph", "BaseAssetGraph", "BaseAssetNode", "PartitionDimensionDefinition")
+def test_the_asset_graph_and_its_nodes_have_what_planning_reads():
+    graph = DEFINITIONS.resolve_asset_graph()
+    assert isinstance(graph, AssetGraph) and isinstance(graph, BaseAssetGraph)
+    # automation/repository.py: a sensor's repository holds the same graph.
+    assert isinstance(dg.build_sensor_context(definitions=DEFINITIONS).repository_def.asset_graph, AssetGraph)
+    assert graph.has(raw.key) and set(graph.get_all_asset_keys()) == {raw.key, by_region.key, campaign.key}
+    assert graph.toposorted_asset_keys.index(raw.key) < graph.toposorted_asset_keys.index(by_region.key)
+    node = graph.get(by_region.key)
+    assert isinstance(node, BaseAssetNode)
+    assert node.parent_keys == {raw.key} and graph.get(raw.key).child_keys == {by_region.key}
+    assert node.backfill_policy == SINGLE_RUN and graph.get(raw.key).backfill_policy is None
+    assert graph.get(raw.key).group_name == "orders" and node.io_manager_key == "io_manager"
+    assert node.is_materializable
+    assert isinstance(graph.get_partition_mapping(by_region.key, raw.key), dg.MultiToSingleDimensionPartitionMapping)
+    assert list(dg.AssetSelection.groups("orders").resolve(graph)) == [raw.key]
+    # publishing/tables.py: the output an IO manager stores.
+    assets_def = graph.assets_def_for_key(by_region.key)
+    output = assets_def.node_def.output_def_named(assets_def.get_output_name_for_asset_key(by_region.key))
+    assert not output.dagster_type.is_nothing
+    dimensions = node.partitions_def.partitions_defs
+    assert all(isinstance(d, PartitionDimensionDefinition) for d in dimensions)
+    assert [(d.name, d.partitions_def) for d in dimensions] == [("ds", DAYS), ("region", REGIONS)]
+
+
+@pins("DynamicPartitionsStore")
+def test_the_instance_is_the_dynamic_partitions_store_planning_passes():
+    assert issubclass(dg.DagsterInstance, DynamicPartitionsStore)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("campaigns", ["spring"])
+        assert CAMPAIGNS.get_partition_keys(dynamic_partitions_store=instance) == ["spring"]
+
+
+# -- backfill/dagster_ui/mirror.py and instance/engine_instance.py: Dagster's backfills ------
+
+
+@pins("PartitionBackfill", "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "BulkActionsFilter")
+@pins("SerializableErrorInfo", "serializable_error_info_from_exc_info")
+def test_a_backfill_written_as_the_mirror_writes_it_reads_back_as_written():
+    graph = DEFINITIONS.resolve_asset_graph()
+    days = [f"2024-01-0{day}" for day in (1, 2, 3)]
+    nodes = {AssetKeyPartitionKey(raw.key, day) for day in days}
+    assert AssetKeyPartitionKey(raw.key) == (raw.key, None)
+    target = AssetGraphSubset.from_asset_partition_set(nodes, graph)
+    assert set(target.iterate_asset_partitions()) == nodes and target.asset_keys == {raw.key}
+    assert sorted(target.get_partitions_subset(raw.key).get_partition_keys()) == days
+    done = AssetGraphSubset.from_asset_partition_set({AssetKeyPartitionKey(raw.key, days[0])}, graph)
+    assert AssetGraphSubset.create_empty_subset() | done == done
+    assert set((target - done).iterate_asset_partitions()) == nodes - {AssetKeyPartitionKey(raw.key, days[0])}
+    try:
+        raise RuntimeError("the coordinator stopped")
+    except RuntimeError:
+        error = serializable_error_info_from_exc_info(sys.exc_info())
+    assert isinstance(error, SerializableErrorInfo) and error.cls_name == "RuntimeError"
+    with dg.instance_for_test() as instance:
+        backfill = PartitionBackfill.from_asset_graph_subset(
+            backfill_id="pinned",
+            backfill_timestamp=time.time(),
+            tags={"team": "finance"},
+            dynamic_partitions_store=instance,
+            asset_graph_subset=target,
+            title=None,
+            description="a pinned backfill",
+            run_config=None,
+        )
+        assert backfill.is_asset_backfill and backfill.status == BulkActionStatus.REQUESTED
+        assert set(backfill.asset_selection) == {raw.key}
+        instance.add_backfill(backfill._replace(tags={**backfill.tags, "engine": "sparse"}))
+        stored = instance.get_backfill("pinned")
+        assert stored is not None and stored.tags == {"team": "finance", "engine": "sparse"}
+        data = stored.get_asset_backfill_data(graph)
+        assert set(data.target_subset.iterate_asset_partitions()) == nodes
+        data = data._replace(
+            requested_subset=target,
+            materialized_subset=done,
+            failed_and_downstream_subset=target - done,
+            requested_runs_for_target_roots=True,
+        )
+        ended = time.time()
+        instance.update_backfill(
+            stored.with_asset_backfill_data(data, instance, graph)
+            .with_status(BulkActionStatus.COMPLETED_FAILED)
+            .with_end_timestamp(ended)
+            .with_error(error)
+        )
+        again = instance.get_backfill("pinned")
+        assert again is not None
+        assert (again.status, again.backfill_end_timestamp, again.error) == (
+            BulkActionStatus.COMPLETED_FAILED,
+            ended,
+            error,
+        )
+        read = again.get_asset_backfill_data(graph)
+        assert read.materialized_subset == done and read.failed_and_downstream_subset == target - done
+        listed = instance.get_backfills(filters=BulkActionsFilter(statuses=[BulkActionStatus.COMPLETED_FAILED]))
+        assert [b.backfill_id for b in listed] == ["pinned"]
+    assert {"REQUESTED", "CANCELING", "CANCELED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED"} <= {
+        status.name for status in BulkActionStatus
+    }
+
+
+# -- backfill/running/launcher.py: workspace load targets and submitting a run --------------
+
+
+@pins("WorkspaceProcessContext", "ModuleTarget", "PythonFileTarget", "WorkspaceLoadTarget")
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Error loading repository location")  # Dagster's own, on the failed load
+def test_a_workspace_of_a_file_that_fails_to_load_names_the_error(tmp_path):
+    """The load targets as `_load_target` builds them, and what `_check_loaded` reads."""
+    broken = tmp_path / "broken_location.py"
+    broken.write_text("raise RuntimeError('this location does not load')\n")
+    module = ModuleTarget("some.module", attribute=None, working_directory=str(tmp_path), location_name=None)
+    assert isinstance(module, WorkspaceLoadTarget)
+    target = PythonFileTarget(str(broken), attribute=None, working_directory=str(tmp_path), location_name=None)
+    assert isinstance(target, WorkspaceLoadTarget)
+    with dg.instance_for_test() as instance, WorkspaceProcessContext(instance, target, version=dg.__version__) as ws:
+        context = ws.create_request_context()
+        [name] = context.code_location_names
+        error = context.get_code_location_error(name)
+        assert error is not None and "broken_location.py" in error.message
+
+
+@pins("submit_asset_run")
+def test_submit_asset_run_is_the_coroutine_the_launcher_awaits():
+    assert inspect.iscoroutinefunction(submit_asset_run)  # the launcher runs it with asyncio.run
+    assert list(inspect.signature(submit_asset_run).parameters) == [
+        "run_id",
+        "run_request",
+        "run_request_index",
+        "instance",
+        "workspace_process_context",
+        "workspace",
+        "run_request_execution_data_cache",
+        "debug_crash_flags",
+        "logger",
+    ]
+
+
+# -- deploy/deployments.py: asking a code server what it loaded ------------------------------
+
+
+@pins("DagsterGrpcClient", "DagsterUserCodeUnreachableError", "deserialize_value")
+def test_the_grpc_client_of_a_port_nobody_serves_raises_unreachable():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = DagsterGrpcClient(port=port, host="127.0.0.1")
+    with pytest.raises(DagsterUserCodeUnreachableError):
+        client.list_repositories()
+    # What a server that failed to load replies, serialized, reads back as the error.
+    error = SerializableErrorInfo(message="ImportError: no module\n", stack=["line 1\n"], cls_name="ImportError")
+    loaded = deserialize_value(serialize_value(error))
+    assert isinstance(loaded, SerializableErrorInfo) and loaded.message == error.message
+    assert "ImportError" in loaded.to_string()
+
+
+# -- deploy/versioning.py and automation/schedule.py ----------------------------------------
+
+
+@pins("replace")
+def test_replace_rebuilds_definitions_with_the_fields_given():
+    definitions = dg.Definitions(assets=[raw], metadata={"a": dg.MetadataValue.text("1")})
+    replaced = replace(definitions, assets=[raw, by_region], metadata={"b": dg.MetadataValue.text("2")})
+    assert isinstance(replaced, dg.Definitions)
+    assert list(replaced.assets or []) == [raw, by_region]
+    assert dict(replaced.metadata or {}) == {"b": dg.MetadataValue.text("2")}
+    assert list(definitions.assets or []) == [raw]  # the original is untouched
+
+
+@pins("is_valid_cron_string", "reverse_cron_string_iterator")
+def test_the_cron_helpers_check_a_cron_and_list_its_fires_newest_first():
+    assert is_valid_cron_string("0 6 * * 1-5") and not is_valid_cron_string("every weekday at six")
+    monday = datetime(2024, 1, 8, 6, tzinfo=UTC)
+    fires = list(itertools.islice(reverse_cron_string_iterator(monday.timestamp(), "0 6 * * 1-5", "UTC"), 3))
+    # At or before the timestamp, newest first, skipping the weekend.
+    assert fires == [monday, datetime(2024, 1, 5, 6, tzinfo=UTC), datetime(2024, 1, 4, 6, tzinfo=UTC)]
+    [berlin] = itertools.islice(reverse_cron_string_iterator(monday.timestamp(), "0 6 * * *", "Europe/Berlin"), 1)
+    assert (berlin.hour, str(berlin.tzinfo)) == (6, "Europe/Berlin") and berlin < monday
+
+
+# -- the webserver's and the daemon's handling of backfills ------------------------------
+
+ENGINE_DEFS = "tests.support.engine_defs"
+
+
+def test_dagster_internals_the_engine_relies_on():
+    """What partition_assets/instance/ (engine_instance.py, daemon_filter.py) and backfill/dagster_ui/ (mirror.py,
+    adoption.py) read and write in the webserver's and daemon's handling of backfills."""
+    # The webserver's launch stores the backfill through the instance, and Cancel is a status write.
+    assert "instance.add_backfill(backfill)" in inspect.getsource(graphql_backfill.create_and_launch_partition_backfill)
+    assert "with_status(BulkActionStatus.CANCELING)" in inspect.getsource(graphql_backfill.cancel_partition_backfill)
+    # Re-execute copies the parent's tags and adds this one.
+    assert "PARENT_BACKFILL_ID_TAG: backfill.backfill_id" in inspect.getsource(
+        graphql_backfill.retry_partition_backfill
+    )
+    assert PARENT_BACKFILL_ID_TAG == PARENT_BACKFILL_TAG
+    # The daemon lists what it executes, cancels and fails through instance.get_backfills, from this module.
+    assert daemon_backfill.__name__ == BACKFILL_DAEMON_MODULE
+    iteration = inspect.getsource(daemon_backfill.execute_backfill_iteration)
+    for status in ("REQUESTED", "CANCELING", "FAILING"):
+        assert (
+            f"instance.get_backfills(\n        filters=BulkActionsFilter(statuses=[BulkActionStatus.{status}])"
+            in iteration
+        )
+    # The statuses and fields the mirror writes.
+    assert {"REQUESTED", "CANCELING", "CANCELED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED"} <= {
+        s.name for s in BulkActionStatus
+    }
+    assert {"status", "tags", "backfill_end_timestamp", "error", "asset_backfill_data"} <= set(
+        PartitionBackfill._fields
+    )
+    assert {"target_subset", "requested_subset", "materialized_subset", "failed_and_downstream_subset"} <= set(
+        AssetBackfillData._fields
+    )
+    assert callable(AssetGraphSubset.from_asset_partition_set)
+    # instance_class: extra config keys reach the class's __init__.
+    with dg.instance_for_test(
+        overrides={
+            "instance_class": {"module": "partition_assets.instance", "class": "EngineBackfillInstance"},
+            "partition_assets": {"engine_modules": [ENGINE_DEFS]},
+        }
+    ) as instance:
+        assert isinstance(instance, EngineBackfillInstance)
+        assert instance.engine_modules == [ENGINE_DEFS]
