@@ -14,7 +14,7 @@ import pytest
 
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.running.scheduling import NodeStatus
-from partition_assets.backfill.state.record import BackfillRecord, node_states
+from partition_assets.backfill.state.record import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG
 from tests.support import REPO
 from tests.support.cli_runs import (
@@ -26,7 +26,7 @@ from tests.support.cli_runs import (
     runs_by_node,
     start_cli,
 )
-from tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres
+from tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres, recorded_backfill
 from tests.support.lakehouse import Lakehouse
 from tests.support.polling import wait_for
 from tests.support.processes import session_members
@@ -96,7 +96,7 @@ def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns
     assert first.returncode == 1, first.stdout + first.stderr  # flaky fails on 2024-01-04
     assert FLAKY_FAILED.search(first.stdout), first.stdout
     backfill = backfill_id(first.stdout)
-    record = BackfillRecord.load(backfill)
+    record = recorded_backfill(home, backfill)
     assert record.spec.runs_via == "launcher" and record.status == "failed"
 
     with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -49,6 +49,7 @@ from partition_assets.dagster_internals import (
     DagsterUserCodeUnreachableError,
     DynamicPartitionsStore,
     InstanceRef,
+    LegacyRunStorage,
     LocalComputeLogManager,
     ModuleTarget,
     PartitionBackfill,
@@ -56,6 +57,7 @@ from partition_assets.dagster_internals import (
     PythonFileTarget,
     SerializableErrorInfo,
     SqliteRunStorage,
+    SqlRunStorage,
     WorkspaceLoadTarget,
     WorkspaceProcessContext,
     compute_logs_directory,
@@ -235,6 +237,19 @@ def test_the_run_storage_goes_through_connect_and_from_local_builds_the_subclass
     assert opened
     assert set(inspect.signature(SqliteRunStorage.from_local).parameters) == {"base_dir", "inst_data"}
     storage.dispose()
+
+
+@pins("LegacyRunStorage", "SqlRunStorage")
+def test_the_instance_run_storage_wraps_a_sql_storage_whose_connect_executes_statements(tmp_path):
+    """backfill/state/store.py unwraps `LegacyRunStorage._storage.run_storage` to a
+    `SqlRunStorage` and runs its own statements through `connect()`."""
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        wrapper = instance.run_storage
+        assert isinstance(wrapper, LegacyRunStorage)
+        inner = wrapper._storage.run_storage
+        assert isinstance(inner, SqlRunStorage)
+        with inner.connect() as connection:
+            assert connection.exec_driver_sql("SELECT 1").scalar() == 1
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")

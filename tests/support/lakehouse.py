@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from tests.support import safe_defs
 from tests.support.cli_runs import run_cli, start_cli
-from tests.support.instances import instance_env
+from tests.support.instances import instance_env, recorded_ids
 from tests.support.polling import wait_for
 from tests.support.readers import delta_row_set
 
@@ -88,8 +88,7 @@ class Lakehouse:
 
     def newest_backfill(self) -> str:
         """The id of the backfill recorded last: the one a test started (a copy's are older)."""
-        records = (self.home / "partition_assets" / "backfills").glob("*.json")
-        return max(records, key=lambda record: record.stat().st_mtime_ns).stem
+        return recorded_ids(self.home)[-1]
 
     def wait_until_a_node_runs(self) -> None:
         """Returns once a run of the instance has started (and not ended yet)."""

@@ -102,6 +102,12 @@ def _announced(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dic
     return {backfill_id: _parse(values[_key(backfill_id)]) for backfill_id in ids if _key(backfill_id) in values}
 
 
+def announcement(instance: dg.DagsterInstance, backfill_id: str) -> Presence | None:
+    """The last announcement of `backfill_id`'s coordinator, live or not; None when none
+    announced itself or the last one let go."""
+    return _announced(instance, [backfill_id]).get(backfill_id)
+
+
 def live_coordinator(instance: dg.DagsterInstance, backfill_id: str) -> Presence | None:
     """The live coordinator of `backfill_id`, or None.
 
