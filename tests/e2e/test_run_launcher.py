@@ -26,10 +26,11 @@ from tests.support.cli_runs import (
     runs_by_node,
     start_cli,
 )
-from tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres, recorded_backfill
+from tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres
 from tests.support.lakehouse import Lakehouse
 from tests.support.polling import wait_for
 from tests.support.processes import session_members
+from tests.support.records import recorded_backfill
 from tests.support.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow

@@ -21,9 +21,9 @@ from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import run_lease
 from tests.support import safe_defs
 from tests.support.cli_runs import backfill_id, ok
-from tests.support.instances import recorded_ids
 from tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
 from tests.support.polling import wait_for
+from tests.support.records import recorded_ids
 from tests.support.results import failure_message
 
 pytestmark = pytest.mark.slow

@@ -19,10 +19,10 @@ from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import TTL_ENV, leases
 from tests.support import REPO, safe_defs
 from tests.support.cli_runs import backfill_id, ok
-from tests.support.instances import recorded_backfill
 from tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
 from tests.support.polling import wait_for
 from tests.support.readers import delta_row_set
+from tests.support.records import recorded_backfill
 
 pytestmark = pytest.mark.slow
 

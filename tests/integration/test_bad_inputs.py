@@ -16,7 +16,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from tests.support import REPO, automation_defs
-from tests.support.instances import recorded_ids
+from tests.support.records import recorded_ids
 
 ENGINE = ["-m", "tests.support.engine_defs"]
 EXAMPLE = ["-m", "partition_assets.example"]

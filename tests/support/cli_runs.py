@@ -19,8 +19,8 @@ import dagster as dg
 
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from tests.support import REPO
-from tests.support.instances import recorded_ids
 from tests.support.polling import wait_for
+from tests.support.records import recorded_ids
 
 CLI = [sys.executable, "-m", "partition_assets"]
 

@@ -1,7 +1,6 @@
 """DAGSTER_HOMEs for tests and benchmarks: the repo's dagster.yaml on SQLite (the default) or
 on PostgreSQL with exactly the configuration README "Scaling out" shows; running a test on
-both (also_on_postgres); temporary instances for a test's own process; and the backfill
-records an instance holds.
+both (also_on_postgres); and temporary instances for a test's own process.
 
 Not guaranteed: that the Postgres database exists or is reachable (see postgres.py for a
 throwaway server); the instance only connects when it is opened.
@@ -15,8 +14,6 @@ import dagster as dg
 import pytest
 import yaml
 
-from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.store import BackfillStore
 from tests.support import REPO
 
 URL_ENV = "DAGSTER_PG_URL"
@@ -89,22 +86,3 @@ def postgres_url_for(request: pytest.FixtureRequest) -> str | None:
     if getattr(request, "param", "sqlite") != "postgres":
         return None
     return request.getfixturevalue("postgres_server").create_database()
-
-
-@contextmanager
-def backfill_store(home: Path) -> Iterator[BackfillStore]:
-    """The backfill records of the instance at `home` (its Postgres too, with DAGSTER_PG_URL set)."""
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        yield BackfillStore(instance)
-
-
-def recorded_backfill(home: Path, backfill_id: str) -> BackfillRecord:
-    """Backfill `backfill_id` as the instance at `home` records it now."""
-    with backfill_store(home) as store:
-        return store.load(backfill_id)
-
-
-def recorded_ids(home: Path) -> list[str]:
-    """The ids of the backfills the instance at `home` records, oldest first."""
-    with backfill_store(home) as store:
-        return store.ids()

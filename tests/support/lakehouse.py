@@ -19,9 +19,10 @@ from deltalake import DeltaTable
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from tests.support import safe_defs
 from tests.support.cli_runs import run_cli, start_cli
-from tests.support.instances import instance_env, recorded_ids
+from tests.support.instances import instance_env
 from tests.support.polling import wait_for
 from tests.support.readers import delta_row_set
+from tests.support.records import recorded_ids
 
 TARGET = ["-m", "tests.support.safe_defs"]
 TABLES = ("orders", "revenue", "revenue_report")

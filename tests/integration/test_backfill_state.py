@@ -1,0 +1,127 @@
+"""A backfill's status in the instance's database: every status-changing command refuses a
+status that does not allow it (exit 2, the status and the command that fits named, nothing
+written), and writers in separate processes racing to change one status lose no update."""
+
+import multiprocessing
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.store import BackfillStore
+from tests.integration.test_bad_inputs import files_under, run_in_process
+from tests.support import REPO
+from tests.support.instances import also_on_postgres
+from tests.support.records import backfill_store, race_transitions, record_at, version_of
+
+S = BackfillStatus
+SPEC = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02")
+
+# (command, the status it meets, what the refusal says fits that status)
+ILLEGAL_TRANSITIONS = [
+    ("cancel", S.PUBLISHED, "use `partition-assets backfill rollback bf1` to undo it"),
+    ("cancel", S.PUBLISHING, "`partition-assets backfill rollback bf1` undoes it"),
+    ("cancel", S.ROLLED_BACK, "it is final"),
+    ("resume", S.PUBLISHED, "backfill rollback bf1"),
+    ("resume", S.DONE, "it is final"),
+    ("retry", S.DISCARDED, "it is final"),
+    ("retry", S.ROLLING_BACK, "`partition-assets backfill resume bf1` finishes its rollback"),
+    ("publish", S.RUNNING, "`partition-assets backfill cancel bf1`"),
+    ("publish", S.CANCELED, "`partition-assets backfill resume bf1` runs it on"),
+    ("publish", S.PUBLISHED, "backfill rollback bf1"),
+    ("discard", S.PUBLISHED, "backfill rollback bf1"),
+    ("discard", S.ROLLING_BACK, "backfill resume bf1"),
+    ("rollback", S.GATE_FAILED, "`partition-assets backfill publish bf1 --force`"),
+    ("rollback", S.FAILED, "`partition-assets backfill retry bf1`"),
+]
+
+
+def test_the_illegal_transitions_cover_every_status_changing_command():
+    assert len(ILLEGAL_TRANSITIONS) >= 8
+    assert {command for command, _, _ in ILLEGAL_TRANSITIONS} == {
+        "cancel",
+        "resume",
+        "retry",
+        "publish",
+        "discard",
+        "rollback",
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "status", "fits"), ILLEGAL_TRANSITIONS, ids=[f"{c}-{s.value}" for c, s, _ in ILLEGAL_TRANSITIONS]
+)
+def test_an_illegal_transition_exits_2_naming_the_status_and_the_fitting_command_and_writes_nothing(
+    command, status, fits, home, capsys, monkeypatch
+):
+    monkeypatch.chdir(REPO)
+    with dg.DagsterInstance.get() as instance:
+        record_at(BackfillStore(instance), "bf1", status, SPEC)
+    with backfill_store(home) as store:
+        version = version_of(store, "bf1")
+    files = files_under(home)
+
+    code, stderr = run_in_process(["backfill", command, "bf1"], capsys)
+
+    assert code == 2 and "Traceback" not in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert f"backfill bf1 is {status.value}: cannot {command} it" in stderr, stderr
+    assert fits in stderr and "Nothing was written." in stderr, stderr
+    with backfill_store(home) as store:
+        assert (store.status("bf1"), version_of(store, "bf1")) == (status, version)
+    assert files_under(home) == files
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_runs() == [] and instance.get_backfill("bf1") is None
+
+
+RACERS, ROUNDS, COUNTED = 4, 12, 20
+# What the racers ask for: a cancel (canceled may follow canceled) and the coordinator's publish.
+RACING = [(S.CANCELED.value, "cancel"), (S.PUBLISHING.value, "coordinate")]
+
+
+def run_racers(home, plans: list[list[tuple[str, str, str]]]) -> list[tuple[str, str, str]]:
+    """Starts one process per plan of `plans` (its steps: backfill id, target, action), all
+    taking each step at once (a barrier); returns every outcome."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter, as another host's process
+    barrier, outcomes = context.Barrier(len(plans)), context.Queue()
+    racers = [context.Process(target=race_transitions, args=(str(home), steps, barrier, outcomes)) for steps in plans]
+    for racer in racers:
+        racer.start()
+    results = [outcomes.get(timeout=120) for steps in plans for _ in steps]
+    for racer in racers:
+        racer.join(timeout=60)
+        assert racer.exitcode == 0
+    return results
+
+
+@also_on_postgres("home")
+def test_processes_racing_to_change_a_status_lose_no_update_and_never_both_win(home):
+    """Four processes at once per backfill, two canceling and two publishing it: the winners
+    are all of one kind, the stored status is theirs, and each loser was told the status it
+    met. Then the four resume one backfill 20 times each: every write counts (its version
+    grows by 80), none is lost to another written at the same moment."""
+    ids = [f"race{round_}" for round_ in range(ROUNDS)]
+    with backfill_store(home) as store:
+        for backfill_id in [*ids, "counted"]:
+            record_at(store, backfill_id, S.RUNNING, SPEC)
+        counted_from = version_of(store, "counted")
+    counted = [("counted", S.RUNNING.value, "resume")] * COUNTED
+
+    outcomes = run_racers(
+        home,
+        [[(bid, target, action) for bid in ids] + counted for target, action in RACING] * (RACERS // len(RACING)),
+    )
+
+    with backfill_store(home) as store:
+        for backfill_id in ids:
+            mine = [(target, outcome) for bid, target, outcome in outcomes if bid == backfill_id]
+            winners = {target for target, outcome in mine if outcome == "moved"}
+            stored = store.status(backfill_id)
+            assert winners == {stored.value}, (backfill_id, mine)
+            for target, outcome in mine:
+                if outcome != "moved":
+                    assert f"backfill {backfill_id} is {stored.value}: cannot" in outcome, outcome
+                    assert target != stored.value
+        assert version_of(store, "counted") == counted_from + RACERS * COUNTED
+        assert store.status("counted") == S.RUNNING
