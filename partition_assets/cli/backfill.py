@@ -33,7 +33,7 @@ from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
-from partition_assets.backfill.state.liveness import describe_coordinator
+from partition_assets.backfill.state.liveness import silent_coordinator
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     BackfillRecord,
@@ -165,7 +165,9 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
         heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
         print(heatmap.text())
-        print(describe_coordinator(instance, record.id, record.status))
+        silent = silent_coordinator(instance, record.id, record.status)
+        if silent is not None:
+            print(silent)
         if args.html:
             Path(args.html).write_text(heatmap.html())
         if args.png:

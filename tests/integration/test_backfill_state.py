@@ -1,15 +1,23 @@
 """A backfill's status in the instance's database: every status-changing command refuses a
 status that does not allow it (exit 2, the status and the command that fits named, nothing
-written), and writers in separate processes racing to change one status lose no update."""
+written); writers in separate processes racing to change one status lose no update; and
+`backfill status` shows a coordinator that fell silent."""
 
+import json
 import multiprocessing
+import re
+import time
+from dataclasses import asdict
 
 import dagster as dg
 import pytest
 
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.presence import KEY_PREFIX, Presence
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.cli.main import main
+from partition_assets.storage.leases import TTL_ENV
 from tests.integration.test_bad_inputs import files_under, run_in_process
 from tests.support import REPO
 from tests.support.instances import also_on_postgres
@@ -125,3 +133,35 @@ def test_processes_racing_to_change_a_status_lose_no_update_and_never_both_win(h
                     assert target != stored.value
         assert version_of(store, "counted") == counted_from + RACERS * COUNTED
         assert store.status("counted") == S.RUNNING
+
+
+def announce(store_home, backfill_id: str, seconds_ago: float) -> None:
+    """A coordinator announcement for `backfill_id` from another host, last beating `seconds_ago`."""
+    presence = Presence("another-host", 4242, "token", time.time() - seconds_ago)
+    with dg.DagsterInstance.from_config(str(store_home)) as instance:
+        instance.run_storage.set_cursor_values({f"{KEY_PREFIX}/{backfill_id}": json.dumps(asdict(presence))})
+
+
+def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_command_that_takes_over(
+    home, capsys, monkeypatch
+):
+    monkeypatch.setenv(TTL_ENV, "30")
+    with backfill_store(home) as store:
+        record_at(store, "live1", S.RUNNING, SPEC)
+        record_at(store, "dead1", S.RUNNING, SPEC)
+        record_at(store, "done1", S.PUBLISHED, SPEC)
+    announce(home, "live1", seconds_ago=5)
+    announce(home, "dead1", seconds_ago=31)
+    announce(home, "done1", seconds_ago=31)  # a published backfill needs no coordinator
+
+    printed = {}
+    for backfill_id in ("live1", "dead1", "done1"):
+        capsys.readouterr()
+        assert main(["backfill", "status", backfill_id]) == 0
+        printed[backfill_id] = capsys.readouterr().out
+
+    silent = [line for line in printed["dead1"].splitlines() if line.startswith("coordinator: silent")]
+    assert len(silent) == 1, printed["dead1"]
+    assert re.search(r"pid 4242 on another-host, last heartbeat 3\d s ago; the lease TTL is 30 s", silent[0]), silent
+    assert "`partition-assets backfill resume dead1` takes it over" in silent[0], silent
+    assert "coordinator:" not in printed["live1"] + printed["done1"]

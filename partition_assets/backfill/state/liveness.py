@@ -3,10 +3,13 @@
 
 A backfill running, publishing or rolling back needs a live coordinator
 (backfill/state/presence.py). One whose coordinator's heartbeat is older than the lease
-TTL (PARTITION_ASSETS_LEASE_TTL) is shown as silent, with the command that takes it over.
+TTL (PARTITION_ASSETS_LEASE_TTL), or whose process on this host is gone, is shown as
+silent, with the command that takes it over.
 
 Not guaranteed: a coordinator paused (not dead) for longer than the TTL is shown as
-silent too; it stops by itself once another one claims the backfill.
+silent too; it stops by itself once another one claims the backfill. A backfill whose
+coordinator never announced itself (it died before its leases were taken) or let go
+(it stopped on an error it reported) is not called silent: its status says what to do.
 """
 
 import time
@@ -21,23 +24,19 @@ from partition_assets.storage.leases import lease_ttl
 MOVING_STATUSES = frozenset({BackfillStatus.RUNNING, BackfillStatus.PUBLISHING, BackfillStatus.ROLLING_BACK})
 
 
-def describe_coordinator(instance: dg.DagsterInstance, backfill_id: str, status: BackfillStatus) -> str:
-    """One line: the live coordinator of `backfill_id`, or that none moves it although its
-    `status` needs one (silent longer than the TTL, or gone), and the command that takes over.
+def silent_coordinator(instance: dg.DagsterInstance, backfill_id: str, status: BackfillStatus) -> str | None:
+    """A line saying that the coordinator of `backfill_id` fell silent, when its `status`
+    needs one and the last one announced has not beaten for longer than the TTL (or, on
+    this host, its process is gone), with the command that takes over; else None.
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
     presence = announcement(instance, backfill_id)
     now, ttl = time.time(), lease_ttl()
-    if presence is not None and presence.is_live(now, ttl):
-        return f"coordinator: live ({presence.describe(now)})"
-    if status not in MOVING_STATUSES:
-        return f"coordinator: none (nothing moves a {status.value} backfill)"
-    takeover = f"`partition-assets backfill resume {backfill_id}` takes it over"
-    if presence is None:
-        return f"coordinator: none is live although the backfill is {status.value}; {takeover}"
+    if status not in MOVING_STATUSES or presence is None or presence.is_live(now, ttl):
+        return None
     return (
-        f"coordinator: silent ({presence.describe(now)}, longer than the lease TTL of {ttl:.0f} s): "
-        f"it is dead; {takeover}"
+        f"coordinator: silent ({presence.describe(now)}; the lease TTL is {ttl:.0f} s): it is dead and nothing "
+        f"moves this {status.value} backfill; `partition-assets backfill resume {backfill_id}` takes it over"
     )
