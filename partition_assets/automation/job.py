@@ -23,7 +23,7 @@ from partition_assets.backfill.state.status import FINAL_STATUSES, BackfillStatu
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
-from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 
 COORDINATOR_OP = "coordinate_backfill"
 
@@ -103,10 +103,10 @@ def _record_of_run(
     context: dg.OpExecutionContext, store: BackfillStore, backfill_id: str, spec: BackfillSpec
 ) -> tuple[BackfillRecord | None, BackfillGraph, set[Node]]:
     """The record the coordinator run works on, its graph and the nodes it leaves alone: a new one for
-    a new id; for a re-executed run, its backfill's record as it stands (its fingerprints,
-    published versions and pins), resumed like `backfill resume` (None when final).
-    BackfillStateError when the id is recorded but this run is no re-execution, or when the
-    backfill's coordinator is live."""
+    a new id; for a re-executed run or a takeover run (automation/takeover.py), its backfill's record
+    as it stands (its fingerprints, published versions and pins), resumed like `backfill resume`
+    (None when final). BackfillStateError when the id is recorded but this run is neither, or when
+    the backfill's coordinator is live."""
     instance = context.instance
     if not store.exists(backfill_id):
         record = BackfillRecord(spec, id=backfill_id, store=store)
@@ -114,11 +114,12 @@ def _record_of_run(
         done = nodes_to_skip(spec, graph, instance)
         record.save()
         return record, graph, done
-    if not context.run.parent_run_id:
+    if not context.run.parent_run_id and TAKEOVER_TAG not in context.run.tags:
         raise BackfillStateError(
             f"backfill {backfill_id} is recorded already: a run tagged {BACKFILL_ID_TAG}={backfill_id} resumes it "
-            f"only as a re-execution of its coordinator run; use `partition-assets backfill resume {backfill_id}`, "
-            "or launch without that tag for a new backfill. Nothing was run."
+            f"only as a re-execution of its coordinator run (or a takeover, tagged {TAKEOVER_TAG}); use "
+            f"`partition-assets backfill resume {backfill_id}`, or launch without that tag for a new backfill. "
+            "Nothing was run."
         )
     refuse_if_live(instance, backfill_id, "re-execute")
     record = store.load(backfill_id)

@@ -1,27 +1,35 @@
 """A backfill's status in the instance's database: every status-changing command refuses a
 status that does not allow it (exit 2, the status and the command that fits named, nothing
-written); writers in separate processes racing to change one status lose no update; and
-`backfill status` shows a coordinator that fell silent."""
+written); writers in separate processes racing to change one status lose no update;
+`backfill status` shows a coordinator that fell silent; and hosts noticing it at once take
+its backfill over exactly once (the opt-in takeover sensor)."""
 
-import json
 import multiprocessing
 import re
-import time
-from dataclasses import asdict
 
 import dagster as dg
 import pytest
 
+from partition_assets.automation import coordinator_takeover_sensor, sparse_backfill_job
+from partition_assets.automation.job import COORDINATOR_OP
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.state.presence import KEY_PREFIX, Presence
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.cli.main import main
+from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.leases import TTL_ENV
 from tests.integration.test_bad_inputs import files_under, run_in_process
 from tests.support import REPO
 from tests.support.instances import also_on_postgres
-from tests.support.records import backfill_store, race_transitions, record_at, version_of
+from tests.support.records import (
+    announce,
+    backfill_store,
+    race_takeovers,
+    race_transitions,
+    record_at,
+    version_of,
+)
 
 S = BackfillStatus
 SPEC = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02")
@@ -135,13 +143,6 @@ def test_processes_racing_to_change_a_status_lose_no_update_and_never_both_win(h
         assert store.status("counted") == S.RUNNING
 
 
-def announce(store_home, backfill_id: str, seconds_ago: float) -> None:
-    """A coordinator announcement for `backfill_id` from another host, last beating `seconds_ago`."""
-    presence = Presence("another-host", 4242, "token", time.time() - seconds_ago)
-    with dg.DagsterInstance.from_config(str(store_home)) as instance:
-        instance.run_storage.set_cursor_values({f"{KEY_PREFIX}/{backfill_id}": json.dumps(asdict(presence))})
-
-
 def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_command_that_takes_over(
     home, capsys, monkeypatch
 ):
@@ -150,9 +151,10 @@ def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_comma
         record_at(store, "live1", S.RUNNING, SPEC)
         record_at(store, "dead1", S.RUNNING, SPEC)
         record_at(store, "done1", S.PUBLISHED, SPEC)
-    announce(home, "live1", seconds_ago=5)
-    announce(home, "dead1", seconds_ago=31)
-    announce(home, "done1", seconds_ago=31)  # a published backfill needs no coordinator
+    with dg.DagsterInstance.get() as instance:
+        announce(instance, "live1", seconds_ago=5)
+        announce(instance, "dead1", seconds_ago=31)
+        announce(instance, "done1", seconds_ago=31)  # a published backfill needs no coordinator
 
     printed = {}
     for backfill_id in ("live1", "dead1", "done1"):
@@ -165,3 +167,56 @@ def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_comma
     assert re.search(r"pid 4242 on another-host, last heartbeat 3\d s ago; the lease TTL is 30 s", silent[0]), silent
     assert "`partition-assets backfill resume dead1` takes it over" in silent[0], silent
     assert "coordinator:" not in printed["live1"] + printed["done1"]
+
+
+@also_on_postgres("home")
+def test_hosts_noticing_a_dead_coordinator_at_once_take_its_backfill_over_exactly_once(home, monkeypatch):
+    """Four processes (hosts) claim at the same moment: one wins the backfill whose coordinator
+    fell silent; none claims a live one, one never announced, or one past publishing; and
+    nobody claims it again within the grace the new coordinator has to announce itself."""
+    monkeypatch.setenv(TTL_ENV, "30")
+    with dg.DagsterInstance.get() as instance:
+        store = BackfillStore(instance)
+        for backfill_id, status, seconds_ago in [
+            ("dead1", S.RUNNING, 31),
+            ("dead2", S.PUBLISHING, 31),
+            ("live1", S.RUNNING, 5),
+            ("rolled1", S.PUBLISHED, 31),
+            ("quiet1", S.RUNNING, None),
+        ]:
+            record_at(store, backfill_id, status, SPEC)
+            if seconds_ago is not None:
+                announce(instance, backfill_id, seconds_ago)
+
+    context = multiprocessing.get_context("spawn")
+    barrier, outcomes = context.Barrier(RACERS), context.Queue()
+    hosts = [context.Process(target=race_takeovers, args=(str(home), barrier, outcomes)) for _ in range(RACERS)]
+    for host in hosts:
+        host.start()
+    won = [outcomes.get(timeout=120) for _ in hosts]
+    for host in hosts:
+        host.join(timeout=60)
+        assert host.exitcode == 0
+
+    assert sorted(backfill_id for claims in won for backfill_id in claims) == ["dead1", "dead2"], won
+    with dg.DagsterInstance.get() as instance:
+        assert claim_takeovers(instance, BackfillStore(instance)) == []  # within the grace
+
+
+def test_the_takeover_sensor_requests_one_engine_run_per_dead_coordinator_tagged_to_resume_it(home, monkeypatch):
+    monkeypatch.setenv(TTL_ENV, "30")
+    job = sparse_backfill_job("tests.support.engine_defs")
+    sensor = coordinator_takeover_sensor(job)
+    with dg.DagsterInstance.get() as instance:
+        record_at(BackfillStore(instance), "dead1", S.RUNNING, SPEC)
+        announce(instance, "dead1", seconds_ago=31)
+
+        requests = sensor(dg.build_sensor_context(instance=instance))
+        again = sensor(dg.build_sensor_context(instance=instance))
+
+    (request,) = requests
+    assert request.tags == {BACKFILL_ID_TAG: "dead1", TAKEOVER_TAG: "true"}
+    config = request.run_config["ops"][COORDINATOR_OP]["config"]
+    assert (config["selection"], config["start"], config["end"]) == ("key:raw", "2024-01-01", "2024-01-02")
+    assert dg.validate_run_config(job, request.run_config)
+    assert isinstance(again, dg.SkipReason) and "no backfill lost its coordinator" in again.skip_message

@@ -1,9 +1,13 @@
 """The backfill records an instance holds (backfill/state/store.py), read as a user's process
-would; records set up in a given status for a test; and a process racing others to change
-a status (`race_transitions`)."""
+would; records set up in a given status, and coordinators' announcements, for a test; and
+processes racing others to change a status (`race_transitions`) or to take over a backfill
+(`race_takeovers`)."""
 
+import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -11,9 +15,11 @@ from pathlib import Path
 import dagster as dg
 
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.presence import KEY_PREFIX, Presence
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
+from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.errors import IllegalTransitionError
 
 
@@ -66,3 +72,18 @@ def race_transitions(home: str, steps: list[tuple[str, str, str]], barrier: Barr
                 outcomes.put((backfill_id, target, "moved"))
             except IllegalTransitionError as refused:
                 outcomes.put((backfill_id, target, str(refused)))
+
+
+def announce(instance: dg.DagsterInstance, backfill_id: str, seconds_ago: float) -> None:
+    """A coordinator announcement of `backfill_id` from another host, its last beat `seconds_ago`."""
+    presence = Presence("another-host", 4242, "token", time.time() - seconds_ago)
+    instance.run_storage.set_cursor_values({f"{KEY_PREFIX}/{backfill_id}": json.dumps(asdict(presence))})
+
+
+def race_takeovers(home: str, barrier: Barrier, outcomes: Queue) -> None:
+    """In a process of its own (a host): waits at `barrier` with the other racers, then claims
+    the backfills whose coordinator fell silent; puts the list it won on `outcomes`."""
+    with dg.DagsterInstance.from_config(home) as instance:
+        store = BackfillStore(instance)
+        barrier.wait()
+        outcomes.put(claim_takeovers(instance, store))

@@ -16,7 +16,7 @@ import time
 
 import dagster as dg
 
-from partition_assets.backfill.state.presence import announcement
+from partition_assets.backfill.state.presence import silent_coordinators
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.storage.leases import lease_ttl
 
@@ -32,11 +32,11 @@ def silent_coordinator(instance: dg.DagsterInstance, backfill_id: str, status: B
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
-    presence = announcement(instance, backfill_id)
-    now, ttl = time.time(), lease_ttl()
-    if status not in MOVING_STATUSES or presence is None or presence.is_live(now, ttl):
+    presence = silent_coordinators(instance, [backfill_id]).get(backfill_id)
+    if status not in MOVING_STATUSES or presence is None:
         return None
     return (
-        f"coordinator: silent ({presence.describe(now)}; the lease TTL is {ttl:.0f} s): it is dead and nothing "
-        f"moves this {status.value} backfill; `partition-assets backfill resume {backfill_id}` takes it over"
+        f"coordinator: silent ({presence.describe(time.time())}; the lease TTL is {lease_ttl():.0f} s): it is "
+        f"dead and nothing moves this {status.value} backfill; `partition-assets backfill resume {backfill_id}` "
+        "takes it over"
     )

@@ -3,8 +3,9 @@ deployment sharing it (Postgres) sees the same backfills; SQLite for one host.
 
 Two tables, created on first use through the SQL engine of the instance's run storage:
 - `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
-  every write, and its record's other fields as JSON (`body`: spec, fingerprints,
-  published versions, created partitions, pins);
+  every write, its record's other fields as JSON (`body`: spec, fingerprints, published
+  versions, created partitions, pins), and when a host last claimed it to take it over
+  (`taken_over_at`: backfill/state/takeover.py);
 - `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
   written by a newer release is refused (StoreSchemaError) rather than misread.
 
@@ -29,13 +30,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String, Table, Text, select, update
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String, Table, Text, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from partition_assets.backfill.state.status import BackfillStatus, check_transition
@@ -58,6 +59,8 @@ BACKFILLS = Table(
     Column("body", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # When a host last claimed the backfill to resume it under a new coordinator (takeover.py).
+    Column("taken_over_at", Float, nullable=True),
 )
 SCHEMA = Table(
     "partition_assets_schema",
@@ -159,6 +162,31 @@ class BackfillStore:
                 )
                 if swapped.rowcount == 1:
                     return current
+
+    def versions_in(self, statuses: Iterable[BackfillStatus]) -> dict[str, int]:
+        """The version of every backfill whose status is one of `statuses`."""
+        with self._connect() as connection:
+            rows = connection.execute(
+                select(BACKFILLS.c.id, BACKFILLS.c.version).where(BACKFILLS.c.status.in_([s.value for s in statuses]))
+            )
+            return {row.id: row.version for row in rows}
+
+    def claim_takeover(self, backfill_id: str, version: int, claimed_before: float) -> bool:
+        """Marks `backfill_id` as taken over by the caller when it is still at `version` and
+        no takeover was claimed after `claimed_before` (epoch seconds); False when another
+        caller got there first. One statement: of callers racing, one wins."""
+        now = time.time()
+        with self._connect() as connection:
+            claimed = connection.execute(
+                update(BACKFILLS)
+                .where(
+                    BACKFILLS.c.id == backfill_id,
+                    BACKFILLS.c.version == version,
+                    or_(BACKFILLS.c.taken_over_at.is_(None), BACKFILLS.c.taken_over_at < claimed_before),
+                )
+                .values(taken_over_at=now, version=version + 1, updated_at=now)
+            )
+            return claimed.rowcount == 1
 
     def _row(self, backfill_id: str, *columns: Column) -> Row | None:
         with self._connect() as connection:
