@@ -1,7 +1,7 @@
 """A backfill's status in the instance's database: every status-changing command refuses a
 status that does not allow it (exit 2, the status and the command that fits named, nothing
 written); writers in separate processes racing to change one status lose no update;
-`backfill status` shows a coordinator that fell silent; and hosts noticing it at once take
+`backfill status` and the UI's backfill page show a coordinator that fell silent; and hosts noticing it at once take
 its backfill over exactly once (the opt-in takeover sensor)."""
 
 import multiprocessing
@@ -12,11 +12,15 @@ import pytest
 
 from partition_assets.automation import coordinator_takeover_sensor, sparse_backfill_job
 from partition_assets.automation.job import COORDINATOR_OP
+from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.cli.main import main
+from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import BulkActionStatus
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.leases import TTL_ENV
 from tests.integration.test_bad_inputs import files_under, run_in_process
@@ -220,3 +224,25 @@ def test_the_takeover_sensor_requests_one_engine_run_per_dead_coordinator_tagged
     assert (config["selection"], config["start"], config["end"]) == ("key:raw", "2024-01-01", "2024-01-02")
     assert dg.validate_run_config(job, request.run_config)
     assert isinstance(again, dg.SkipReason) and "no backfill lost its coordinator" in again.skip_message
+
+
+def test_the_ui_backfill_page_of_a_backfill_whose_coordinator_died_says_so(home, monkeypatch):
+    """The webserver reads a backfill through the instance's `get_backfill`: an engine backfill in
+    progress whose coordinator fell silent carries the status line as its error; a live one none."""
+    monkeypatch.setenv(TTL_ENV, "30")
+    asset_graph = load_definitions(SPEC.module).resolve_asset_graph()
+    with dg.DagsterInstance.get() as instance:
+        store = BackfillStore(instance)
+        for backfill_id in ("dead1", "live1"):
+            record = record_at(store, backfill_id, S.RUNNING, SPEC)
+            with DagsterBackfillMirror(record, plan(asset_graph, SPEC), asset_graph, instance, done=()):
+                pass  # its Dagster backfill, in progress as a running coordinator leaves it
+        announce(instance, "dead1", seconds_ago=31)
+        announce(instance, "live1", seconds_ago=5)
+
+        dead, live = instance.get_backfill("dead1"), instance.get_backfill("live1")
+
+    assert dead.status == live.status == BulkActionStatus.REQUESTED
+    assert dead.error is not None and dead.error.message.startswith("coordinator: silent (pid 4242 on another-host")
+    assert "`partition-assets backfill resume dead1` takes it over" in dead.error.message
+    assert live.error is None

@@ -215,4 +215,7 @@ def mark_canceled(instance: dg.DagsterInstance, backfill_id: str) -> None:
     """The Dagster backfill `backfill_id`, if any and not finished, is canceled."""
     backfill = instance.get_backfill(backfill_id)
     if backfill is not None and backfill.status in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING):
-        instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED).with_end_timestamp(time.time()))
+        # An error read with it is the instance's note of a silent coordinator (backfill/dagster_ui/silence.py),
+        # true no more once it is canceled: not written.
+        canceled = backfill._replace(error=None).with_status(BulkActionStatus.CANCELED)
+        instance.update_backfill(canceled.with_end_timestamp(time.time()))

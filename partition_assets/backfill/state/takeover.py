@@ -6,8 +6,8 @@ coordinator that announced itself fell silent (backfill/state/presence.py). A ro
 short is not: `backfill status` shows it silent, and `backfill resume` finishes it.
 Noticing is not claiming: a host claims a backfill by compare-and-set on the record's
 version in the instance's database (`BackfillStore.claim_takeover`), so of hosts racing,
-one wins; a claim holds for
-`TAKEOVER_GRACE_TTLS` lease TTLs, the time the new coordinator has to announce itself.
+one wins; a claim holds for `TAKEOVER_GRACE_TTLS` lease TTLs, the time the new
+coordinator has to announce itself.
 The opt-in surface is the coordinator takeover sensor (automation/takeover.py).
 
 Not guaranteed: a new coordinator that has not announced itself within the grace (its
