@@ -178,14 +178,14 @@ def test_hosts_noticing_a_dead_coordinator_at_once_take_its_backfill_over_exactl
     """Four processes (hosts) claim at the same moment: one wins the backfill whose coordinator
     fell silent; none claims a live one, one never announced, or one past publishing; and
     nobody claims it again within the grace the new coordinator has to announce itself."""
-    monkeypatch.setenv(TTL_ENV, "30")
+    monkeypatch.setenv(TTL_ENV, "600")  # longer than the racers take to start
     with dg.DagsterInstance.get() as instance:
         store = BackfillStore(instance)
         for backfill_id, status, seconds_ago in [
-            ("dead1", S.RUNNING, 31),
-            ("dead2", S.PUBLISHING, 31),
+            ("dead1", S.RUNNING, 601),
+            ("dead2", S.PUBLISHING, 601),
             ("live1", S.RUNNING, 5),
-            ("rolled1", S.PUBLISHED, 31),
+            ("rolled1", S.PUBLISHED, 601),
             ("quiet1", S.RUNNING, None),
         ]:
             record_at(store, backfill_id, status, SPEC)
