@@ -6,6 +6,11 @@ coordinator fell silent (backfill/state/takeover.py: one claim per backfill, whi
 hosts' sensors notice it at the same moment) and requests one run of `job` (a
 `sparse_backfill_job`) per claim, tagged with the backfill's id and TAKEOVER_TAG: the job
 resumes the recorded backfill as `partition-assets backfill resume` would.
+
+Not guaranteed: the run starts only when the deployment's run coordinator starts it (a
+queued run waits for the daemon); a coordinator run that fails to start is claimed again
+once the takeover grace has passed (backfill/state/takeover.py). A rollback cut short is
+not taken over: `backfill resume` finishes it.
 """
 
 import dagster as dg

@@ -14,7 +14,6 @@ from partition_assets.automation import coordinator_takeover_sensor, sparse_back
 from partition_assets.automation.job import COORDINATOR_OP
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import plan
-from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
@@ -27,6 +26,7 @@ from tests.integration.test_bad_inputs import files_under, run_in_process
 from tests.support import REPO
 from tests.support.instances import also_on_postgres
 from tests.support.records import (
+    SPEC,
     announce,
     backfill_store,
     race_takeovers,
@@ -36,7 +36,6 @@ from tests.support.records import (
 )
 
 S = BackfillStatus
-SPEC = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02")
 
 # (command, the status it meets, what the refusal says fits that status)
 ILLEGAL_TRANSITIONS = [

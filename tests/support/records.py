@@ -1,7 +1,11 @@
 """The backfill records an instance holds (backfill/state/store.py), read as a user's process
 would; records set up in a given status, and coordinators' announcements, for a test; and
 processes racing others to change a status (`race_transitions`) or to take over a backfill
-(`race_takeovers`)."""
+(`race_takeovers`).
+
+Not guaranteed: `record_at` and `announce` write past the library's checks (the transition
+table, a real coordinator's heartbeat): a test's setup only.
+"""
 
 import json
 import time
@@ -21,6 +25,9 @@ from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.errors import IllegalTransitionError
+
+# A backfill of the engine test location's `raw` over two days, for records a test sets up.
+SPEC = BackfillSpec(module="tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02")
 
 
 @contextmanager

@@ -7,22 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import cancel
 from partition_assets.backfill.state.status import (
     COMMANDS,
     FINAL_STATUSES,
     TRANSITIONS,
     BackfillStatus,
-    check_command,
     is_allowed,
 )
 from partition_assets.backfill.state.store import SCHEMA, SCHEMA_VERSION, BackfillStore
 from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
-from tests.support.records import record_at, version_of
+from tests.support.records import SPEC, record_at, version_of
 
 S = BackfillStatus
-SPEC = BackfillSpec(module="m", selection="key:a", start="2024-01-01", end="2024-01-02")
 
 
 def test_every_status_has_a_row_the_ends_lead_nowhere_and_every_command_move_is_a_transition():
@@ -35,27 +32,6 @@ def test_every_status_has_a_row_the_ends_lead_nowhere_and_every_command_move_is_
             assert is_allowed(current, target), (command, current, target)
     # the two holes of the string status: a cancel of a published backfill, and the job's overwrite of publishing
     assert not is_allowed(S.PUBLISHED, S.CANCELED) and not is_allowed(S.PUBLISHING, S.CANCELED)
-
-
-@pytest.mark.parametrize(
-    ("command", "status", "fits"),
-    [
-        ("cancel", S.PUBLISHED, "backfill rollback b1"),
-        ("cancel", S.PUBLISHING, "backfill resume b1"),
-        ("resume", S.DISCARDED, "it is final"),
-        ("retry", S.PUBLISHED, "backfill rollback b1"),
-        ("publish", S.RUNNING, "backfill cancel b1"),
-        ("discard", S.PUBLISHED, "backfill rollback b1"),
-        ("rollback", S.GATE_FAILED, "backfill discard b1"),
-        ("rollback", S.CANCELED, "backfill resume b1"),
-    ],
-)
-def test_a_command_the_status_does_not_allow_names_the_status_and_the_command_that_fits(command, status, fits):
-    with pytest.raises(IllegalTransitionError) as refused:
-        check_command("b1", status, command)
-    message = str(refused.value)
-    assert message.startswith(f"backfill b1 is {status.value}: cannot {command} it"), message
-    assert fits in message and message.endswith("Nothing was written."), message
 
 
 def test_a_transition_is_a_compare_and_set_and_a_refused_one_writes_nothing(instance):
