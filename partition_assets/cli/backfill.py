@@ -173,10 +173,10 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         if args.png:
             heatmap.png(args.png)
         return 0
-    if args.action in COMMANDS:  # refused by its status before anything is read or written
-        check_command(record.id, record.status, args.action)
     if args.action in _COORDINATING_ACTIONS:  # before anything below touches its runs or tables
         refuse_if_live(instance, record.id, args.action)
+    if args.action in COMMANDS:  # refused by its status, too, before anything is read or written
+        check_command(record.id, record.status, args.action)
     if args.action in _PUBLICATION_ACTIONS:
         return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
     if args.action == "resume" and record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
