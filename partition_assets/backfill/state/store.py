@@ -33,19 +33,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import dagster as dg
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String, Table, Text, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus, check_transition
 from partition_assets.dagster_internals import LegacyRunStorage, SqlRunStorage
 from partition_assets.errors import EnvironmentSetupError, StoreSchemaError, UnknownBackfillError
 from partition_assets.ids import checked_backfill_id, is_backfill_id
-
-if TYPE_CHECKING:
-    from partition_assets.backfill.state.record import BackfillRecord
 
 SCHEMA_VERSION = 1
 _log = logging.getLogger(__name__)
@@ -94,8 +91,6 @@ class BackfillStore:
             UnknownBackfillError: No record of `backfill_id`; the message lists the recorded ids.
             BackfillIdError: `backfill_id` cannot name a backfill.
         """
-        from partition_assets.backfill.state.record import BackfillRecord
-
         row = self._row(checked_backfill_id(backfill_id), BACKFILLS.c.status, BACKFILLS.c.body)
         if row is None:
             raise self._unknown(backfill_id)
@@ -243,8 +238,6 @@ class BackfillStore:
 
     def _migrate_files(self) -> None:
         """Copies each record file an earlier release wrote in, once (see the module docstring)."""
-        from partition_assets.backfill.state.record import BackfillRecord
-
         folder = self._root.joinpath(*LEGACY_FOLDER)
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
             if not is_backfill_id(path.stem):
