@@ -30,7 +30,7 @@ from tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres
 from tests.support.lakehouse import Lakehouse
 from tests.support.polling import wait_for
 from tests.support.processes import session_members
-from tests.support.records import recorded_backfill
+from tests.support.records import recorded_backfill, recorded_ids
 from tests.support.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def launched_backfill(home, *args: str) -> subprocess.Popen:
 
 
 def recorded_id(home) -> str:
-    return next((home / "partition_assets" / "backfills").glob("*.json")).stem
+    return recorded_ids(home)[0]
 
 
 def successes(home) -> int:
