@@ -129,6 +129,14 @@ def _record_of_run(
     return record, graph, succeeded_nodes(record, graph, instance)
 
 
+def spec_run_config(spec: BackfillSpec) -> dict:
+    """Run config for the job that runs `spec` (its code location is the job's own)."""
+    fields = spec.to_json()
+    return backfill_run_config(
+        **{name: value for name, value in fields.items() if name in SparseBackfillConfig.model_fields}
+    )
+
+
 def backfill_run_config(**config: object) -> dict:
     """Run config for the job, e.g. `backfill_run_config(selection="key:a", start=..., end=...)`.
 

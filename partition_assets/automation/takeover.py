@@ -15,7 +15,7 @@ not taken over: `backfill resume` finishes it.
 
 import dagster as dg
 
-from partition_assets.automation.job import SparseBackfillConfig, backfill_run_config
+from partition_assets.automation.job import spec_run_config
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
@@ -56,8 +56,5 @@ def coordinator_takeover_sensor(
 def _resume_request(store: BackfillStore, backfill_id: str) -> dg.RunRequest:
     """A run of the engine job resuming `backfill_id`; its config is the recorded spec (the
     job reads the record, so the config only shows what it resumes)."""
-    spec = store.load(backfill_id).spec.to_json()
-    config = {field: value for field, value in spec.items() if field in SparseBackfillConfig.model_fields}
-    return dg.RunRequest(
-        run_config=backfill_run_config(**config), tags={BACKFILL_ID_TAG: backfill_id, TAKEOVER_TAG: "true"}
-    )
+    run_config = spec_run_config(store.load(backfill_id).spec)
+    return dg.RunRequest(run_config=run_config, tags={BACKFILL_ID_TAG: backfill_id, TAKEOVER_TAG: "true"})

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from partition_assets.automation.detach import submit_coordinator_run
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
@@ -75,6 +76,13 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         target.add_argument("-f", "--python-file", help="code location file (as `dagster -f`)")
         add_spec_arguments(parser)
         add_code_root_options(parser)
+        if name == "run":
+            parser.add_argument(
+                "--detach",
+                action="store_true",
+                help="hand the coordinator to the instance's run launcher (a run of the code location's "
+                "sparse_backfill job) and return at once",
+            )
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -113,7 +121,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     PartitionAssetsError before anything is recorded."""
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
-        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER:
+        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach:
             fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
         with _instance() as instance:
             return _plan_or_run(args, spec, instance)
@@ -153,6 +161,13 @@ def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.Dags
         print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
         if spec.catch_up:
             print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
+        return 0
+    if args.detach:  # the job records and runs it where runs run
+        backfill_id, run = submit_coordinator_run(instance, spec)
+        print(
+            f"backfill {backfill_id} handed to the run launcher: coordinator run {run.run_id}; follow it with "
+            f"`partition-assets backfill status {backfill_id}`"
+        )
         return 0
     # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
     return _execute(instance, BackfillRecord(spec, store=BackfillStore(instance)), graph, done)

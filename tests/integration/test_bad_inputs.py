@@ -54,6 +54,7 @@ BAD_INPUTS = [
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "region"], "DIMENSION=key1,key2"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--tag", "dagster/partition=x"], "reserved prefix"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--runs-via", "docker"], "is not a way to run"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--detach"], "defines no job 'sparse_backfill'"),
     # backfill plan | run: what the spec plans against the code location
     (
         ["backfill", "run", *ENGINE, "--select", "key:raw", "--start", "1990-01-01", "--end", "1990-01-02"],
