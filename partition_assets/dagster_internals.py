@@ -3,8 +3,9 @@
 Dagster's public API does not reach everything this library needs: the asset graph's node
 types and subsets, backfill records and statuses, the run-launching internals (workspace
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
-instance/storage.py extends, the gRPC client of a code server, serialized errors, cron
-arithmetic, `replace` on a record. Every private name the library imports is imported here
+instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
+(backfill/state/store.py keeps its tables there), the gRPC client of a code server,
+serialized errors, cron arithmetic, `replace` on a record. Every private name the library imports is imported here
 and nowhere else. Two private modules are named as strings instead, where a module name is
 what counts: `dagster._daemon.backfill` (instance/engine_instance.py compares its callers'
 module with it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster
@@ -34,7 +35,9 @@ from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import
     SQLITE_BUSY_TIMEOUT_SECONDS,
     ConsolidatedSqliteEventLogStorage,
 )
+from dagster._core.storage.legacy_storage import LegacyRunStorage
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
+from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget, PythonFileTarget, WorkspaceLoadTarget
@@ -62,6 +65,7 @@ __all__ = [
     "DynamicPartitionsStore",
     "IO_TYPE_EXTENSION",
     "InstanceRef",
+    "LegacyRunStorage",
     "LocalComputeLogManager",
     "ModuleTarget",
     "PartitionBackfill",
@@ -69,6 +73,7 @@ __all__ = [
     "PythonFileTarget",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "SerializableErrorInfo",
+    "SqlRunStorage",
     "SqliteRunStorage",
     "WorkspaceLoadTarget",
     "WorkspaceProcessContext",

@@ -104,6 +104,15 @@ class BackfillStateError(PartitionAssetsError, ValueError):
     """The backfill is not in a state that allows this action (e.g. publishing one still running)."""
 
 
+class IllegalTransitionError(BackfillStateError):
+    """The backfill's status may not become the one asked for (backfill/state/status.py); the
+    message names its status and the command that fits it; nothing was written."""
+
+
+class StoreSchemaError(PartitionAssetsError, RuntimeError):
+    """The instance's backfill tables were created by a newer partition_assets; nothing was written."""
+
+
 class CoordinatorLiveError(BackfillStateError):
     """The backfill's coordinator is live: this action would race it; nothing was changed."""
 

@@ -19,6 +19,9 @@ PINNED_INPUTS_TAG = "partition_assets/pinned_inputs"
 # On node runs submitted through the instance's run launcher (--runs-via launcher): canceling
 # one asks the launcher to terminate it, wherever it executes.
 LAUNCHED_TAG = "partition_assets/launched"
+# On a coordinator run of the engine job that resumes a recorded backfill whose coordinator
+# died (automation/takeover.py), as a re-execution of its coordinator run would.
+TAKEOVER_TAG = "partition_assets/takeover"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"

@@ -19,6 +19,7 @@ from partition_assets.automation.schedule import (
     partitioned_schedule,
 )
 from partition_assets.automation.switch import default_schedule_status, default_status
+from partition_assets.automation.takeover import coordinator_takeover_sensor
 
 __all__ = [
     "CATCH_UP_TAG",
@@ -30,6 +31,7 @@ __all__ = [
     "TickPlan",
     "backfill_run_config",
     "catch_up_sensor",
+    "coordinator_takeover_sensor",
     "default_schedule_status",
     "default_status",
     "eager_partitions_sensor",

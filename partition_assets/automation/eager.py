@@ -48,7 +48,7 @@ import dagster as dg
 
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.publishing.freeze import frozen_assets
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_betas import asset_selection
 from partition_assets.errors import PartitionAssetsError, SensorConfigError
 from partition_assets.run_tags import (
@@ -254,7 +254,7 @@ class _Watcher:
             backfill_id = tags[BACKFILL_ID_TAG]
             if backfill_id not in self._backfill_selections:
                 try:
-                    selection = BackfillRecord.load(backfill_id).spec.selection
+                    selection = BackfillStore(self.instance).load(backfill_id).spec.selection
                     keys = asset_selection(selection).resolve(self.graph)
                 except (PartitionAssetsError, dg.DagsterError):  # no record here, or a stale selection
                     keys = set()

@@ -18,17 +18,12 @@ from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of,
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
 from partition_assets.backfill.state.presence import refuse_if_live
-from partition_assets.backfill.state.record import (
-    FINAL_STATUSES,
-    BackfillRecord,
-    cancel,
-    cancel_in_flight,
-    record_path,
-    succeeded_nodes,
-)
+from partition_assets.backfill.state.record import BackfillRecord, cancel, cancel_in_flight, succeeded_nodes
+from partition_assets.backfill.state.status import FINAL_STATUSES, BackfillStatus
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
-from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 
 COORDINATOR_OP = "coordinate_backfill"
 
@@ -53,7 +48,8 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
             context.instance.add_run_tags(context.run_id, {BACKFILL_ID_TAG: backfill_id})
         try:
             checked_backfill_id(backfill_id, f"the run tag {BACKFILL_ID_TAG}")
-            record, graph, done = _record_of_run(context, backfill_id, spec_from_config(config, module))
+            store = BackfillStore(context.instance)
+            record, graph, done = _record_of_run(context, store, backfill_id, spec_from_config(config, module))
         except PartitionAssetsError as error:
             raise dg.Failure(description=f"backfill not planned: {error}") from None
         if record is None:
@@ -77,10 +73,10 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
         except BaseException:
             # Terminated from the UI (or crashed): record it, so that `backfill resume` picks it up.
             with contextlib.suppress(BackfillStateError):  # a publish or rollback cut short keeps its status
-                cancel(backfill_id)
+                cancel(store, backfill_id)
             cancel_in_flight(context.instance, backfill_id)
             raise
-        if BackfillRecord.load(backfill_id).status == "canceled":  # `partition-assets backfill cancel`
+        if record.stored_status() == BackfillStatus.CANCELED:  # `partition-assets backfill cancel`
             raise dg.Failure(description=f"{progress.summary(status)} (canceled)")
         failure = progress.failure(status)
         if failure is not None:
@@ -104,32 +100,41 @@ def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDef
 
 
 def _record_of_run(
-    context: dg.OpExecutionContext, backfill_id: str, spec: BackfillSpec
+    context: dg.OpExecutionContext, store: BackfillStore, backfill_id: str, spec: BackfillSpec
 ) -> tuple[BackfillRecord | None, BackfillGraph, set[Node]]:
     """The record the coordinator run works on, its graph and the nodes it leaves alone: a new one for
-    a new id; for a re-executed run, its backfill's record as it stands (its fingerprints,
-    published versions and pins), resumed like `backfill resume` (None when final).
-    BackfillStateError when the id is recorded but this run is no re-execution, or when the
-    backfill's coordinator is live."""
+    a new id; for a re-executed run or a takeover run (automation/takeover.py), its backfill's record
+    as it stands (its fingerprints, published versions and pins), resumed like `backfill resume`
+    (None when final). BackfillStateError when the id is recorded but this run is neither, or when
+    the backfill's coordinator is live."""
     instance = context.instance
-    if not record_path(backfill_id).exists():
-        record = BackfillRecord(spec, id=backfill_id)
+    if not store.exists(backfill_id):
+        record = BackfillRecord(spec, id=backfill_id, store=store)
         graph = graph_of(spec, instance, config_key_of)
         done = nodes_to_skip(spec, graph, instance)
         record.save()
         return record, graph, done
-    if not context.run.parent_run_id:
+    if not context.run.parent_run_id and TAKEOVER_TAG not in context.run.tags:
         raise BackfillStateError(
             f"backfill {backfill_id} is recorded already: a run tagged {BACKFILL_ID_TAG}={backfill_id} resumes it "
-            f"only as a re-execution of its coordinator run; use `partition-assets backfill resume {backfill_id}`, "
-            "or launch without that tag for a new backfill. Nothing was run."
+            f"only as a re-execution of its coordinator run (or a takeover, tagged {TAKEOVER_TAG}); use "
+            f"`partition-assets backfill resume {backfill_id}`, or launch without that tag for a new backfill. "
+            "Nothing was run."
         )
     refuse_if_live(instance, backfill_id, "re-execute")
-    record = BackfillRecord.load(backfill_id)
+    record = store.load(backfill_id)
     graph = graph_of(record.spec, instance, config_key_of)
     if record.status in FINAL_STATUSES:
         return None, graph, set()
     return record, graph, succeeded_nodes(record, graph, instance)
+
+
+def spec_run_config(spec: BackfillSpec) -> dict:
+    """Run config for the job that runs `spec` (its code location is the job's own)."""
+    fields = spec.to_json()
+    return backfill_run_config(
+        **{name: value for name, value in fields.items() if name in SparseBackfillConfig.model_fields}
+    )
 
 
 def backfill_run_config(**config: object) -> dict:

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from partition_assets.automation.detach import submit_coordinator_run
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
@@ -32,15 +34,17 @@ from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
+from partition_assets.backfill.state.liveness import silent_coordinator
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
-    FINAL_STATUSES,
     BackfillRecord,
     cancel,
     cancel_in_flight,
     node_states,
     succeeded_nodes,
 )
+from partition_assets.backfill.state.status import COMMANDS, BackfillStatus, check_command
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.code_location import configured_module, load_definitions
 from partition_assets.deploy.code_root import add_code_root_options
@@ -48,6 +52,7 @@ from partition_assets.errors import (
     BackfillPlanError,
     BackfillStateError,
     CommitError,
+    EnvironmentSetupError,
     GateFailedError,
     LeaseLapsedError,
     PartitionAssetsError,
@@ -71,6 +76,13 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         target.add_argument("-f", "--python-file", help="code location file (as `dagster -f`)")
         add_spec_arguments(parser)
         add_code_root_options(parser)
+        if name == "run":
+            parser.add_argument(
+                "--detach",
+                action="store_true",
+                help="hand the coordinator to the instance's run launcher (a run of the code location's "
+                "sparse_backfill job) and return at once",
+            )
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -109,19 +121,36 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     PartitionAssetsError before anything is recorded."""
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
-        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER:
+        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach:
             fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
-        with dg.DagsterInstance.get() as instance:
+        with _instance() as instance:
             return _plan_or_run(args, spec, instance)
     if args.action in ("adopt", "standby"):
-        with dg.DagsterInstance.get() as instance:
+        with _instance() as instance:
             return _adopt(instance, args.backfill_id) if args.action == "adopt" else _standby(instance)
-    record = BackfillRecord.load(checked_backfill_id(args.backfill_id, "the backfill id argument"))
-    for path in (getattr(args, "html", None), getattr(args, "png", None)):
-        if path and not Path(path).resolve().parent.is_dir():
-            raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
-    with dg.DagsterInstance.get() as instance:
+    backfill_id = checked_backfill_id(args.backfill_id, "the backfill id argument")
+    with _instance() as instance:
+        record = BackfillStore(instance).load(backfill_id)
+        for path in (getattr(args, "html", None), getattr(args, "png", None)):
+            if path and not Path(path).resolve().parent.is_dir():
+                raise BackfillPlanError(
+                    f"cannot write {path}: its folder does not exist; create it or pick another path"
+                )
         return _act_on_record(args, record, instance)
+
+
+def _instance() -> dg.DagsterInstance:
+    """The Dagster instance of DAGSTER_HOME, where backfills are recorded.
+
+    Raises:
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+    """
+    if not os.environ.get("DAGSTER_HOME"):
+        raise EnvironmentSetupError(
+            "DAGSTER_HOME is not set: backfills are recorded in the Dagster instance; "
+            "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
+        )
+    return dg.DagsterInstance.get()
 
 
 def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.DagsterInstance) -> int:
@@ -133,8 +162,15 @@ def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.Dags
         if spec.catch_up:
             print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
         return 0
+    if args.detach:  # the job records and runs it where runs run
+        backfill_id, run = submit_coordinator_run(instance, spec)
+        print(
+            f"backfill {backfill_id} handed to the run launcher: coordinator run {run.run_id}; follow it with "
+            f"`partition-assets backfill status {backfill_id}`"
+        )
+        return 0
     # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
-    return _execute(instance, BackfillRecord(spec), graph, done)
+    return _execute(instance, BackfillRecord(spec, store=BackfillStore(instance)), graph, done)
 
 
 def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg.DagsterInstance) -> int:
@@ -144,6 +180,9 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
         heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
         print(heatmap.text())
+        silent = silent_coordinator(instance, record.id, record.status)
+        if silent is not None:
+            print(silent)
         if args.html:
             Path(args.html).write_text(heatmap.html())
         if args.png:
@@ -151,9 +190,11 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         return 0
     if args.action in _COORDINATING_ACTIONS:  # before anything below touches its runs or tables
         refuse_if_live(instance, record.id, args.action)
+    if args.action in COMMANDS:  # refused by its status, too, before anything is read or written
+        check_command(record.id, record.status, args.action)
     if args.action in _PUBLICATION_ACTIONS:
         return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
-    if args.action == "resume" and record.status == "rolling_back":  # its coordinator died mid-rollback
+    if args.action == "resume" and record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         args.force = False
         return _rollback(_publication(record, instance), instance, args)
     if args.action == "cancel":
@@ -171,7 +212,7 @@ def _cancel(record: BackfillRecord, instance: dg.DagsterInstance) -> int:
     """Stops the backfill: its live coordinator sees the status within a second and kills its
     workers (a dead one's workers died with it: processes/fork_server.py); runs in flight are canceled
     and the freeze lifted now, whether its coordinator is alive or not."""
-    cancel(record.id)
+    cancel(record.store, record.id)
     in_flight = cancel_in_flight(instance, record.id)
     unfreeze(instance, record.id)
     # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.
@@ -187,9 +228,6 @@ def _execute(
     done: set[Node],
     runner_of: RunnerFactory = node_runner,
 ) -> int:
-    if record.status in FINAL_STATUSES:
-        print(f"backfill {record.id} is {record.status}: nothing to resume")
-        return 0
     progress = Progress(record.id, graph, done)
     print(progress.started(), flush=True)
     run = BackfillRun(
@@ -254,7 +292,7 @@ def _adopt(instance: dg.DagsterInstance, backfill_id: str, warm: DagsterNodeRunn
         hand_back(instance, backfill)
         print(error)
         return 0
-    record = BackfillRecord(spec, id=backfill_id)
+    record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance))
     try:
         return _execute(instance, record, graph, set(), node_runner_reusing(warm))
     except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions
@@ -278,12 +316,7 @@ def _diff(publication: Publication, instance: dg.DagsterInstance, args: argparse
 
 def _publish(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
     record = publication.record
-    if record.status not in ("gate_failed", "publish_refused", "publishing"):
-        raise BackfillStateError(
-            f"backfill {record.id} is {record.status}: only a backfill whose gate failed (or whose publish was "
-            f"refused or cut short) is published by hand; `backfill resume {record.id}` finishes a running one"
-        )
-    if record.status == "gate_failed" and not args.force:
+    if record.status == BackfillStatus.GATE_FAILED and not args.force:
         raise BackfillStateError(
             f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
         )

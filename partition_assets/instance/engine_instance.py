@@ -20,6 +20,8 @@ Contract:
 - In the webserver, an instance with `engine_modules` keeps a standby coordinator waiting.
 - `get_backfills` hides the engine's backfills from Dagster's backfill daemon, and only
   from it (instance/daemon_filter.py).
+- `get_backfill` of an engine backfill in progress whose coordinator died carries an error
+  text saying so (backfill/dagster_ui/silence.py): the webserver's backfill page shows it.
 
 Not guaranteed: the UI's *Re-execute* is told from a copied engine backfill by Dagster's
 `dagster/parent_backfill_id` tag; `tests/integration/test_dagster_internals.py` pins it
@@ -79,6 +81,18 @@ class EngineBackfillInstance(dg.DagsterInstance):
             return False
         engine = backfill.tags.get(ENGINE_TAG)
         return engine is None or (engine == SPARSE and PARENT_BACKFILL_TAG in backfill.tags)
+
+    def get_backfill(self, backfill_id: str) -> PartitionBackfill | None:
+        """Dagster's, with the error text that an engine backfill in progress lost its
+        coordinator, when it did (backfill/dagster_ui/silence.py)."""
+        backfill = super().get_backfill(backfill_id)
+        if backfill is None or backfill.tags.get(ENGINE_TAG) != SPARSE or backfill.status != BulkActionStatus.REQUESTED:
+            return backfill
+        # Imported here: the engine's state modules load pyarrow, which the instance's other
+        # processes (the daemon, code servers) need not load until an engine backfill is read.
+        from partition_assets.backfill.dagster_ui.silence import shown_with_silence
+
+        return shown_with_silence(self, backfill)
 
     def get_backfills(
         self,

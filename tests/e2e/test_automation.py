@@ -9,7 +9,8 @@ import pytest
 from dagster._core.execution.backfill import BulkActionStatus
 
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
-from partition_assets.backfill.state.record import BACKFILL_ID_TAG, BackfillRecord
+from partition_assets.backfill.state.record import BACKFILL_ID_TAG
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE
 from tests.support import automation_defs
 from tests.support.instances import ON_SQLITE, also_on_postgres, postgres_url_for
@@ -218,7 +219,7 @@ def test_engine_job_launched_through_graphql_groups_its_runs_by_backfill_id(dev,
         if r.asset_selection
     } == {(asset, f"2024-01-0{d}") for asset in ("job_raw", "job_clean") for d in (1, 2)}
     assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.COMPLETED_SUCCESS)
-    record = BackfillRecord.load(backfill_id)
+    record = BackfillStore(instance).load(backfill_id)
     assert (record.spec.selection, record.spec.start, record.spec.end, record.status) == (
         "group:jobs",
         "2024-01-01",
@@ -270,7 +271,7 @@ def test_terminating_the_engine_job_cancels_its_backfill_and_re_executing_resume
     wait_for(lambda: instance.get_run_by_id(run_id).status in _DONE, 60, 0.5)
 
     backfill_id = instance.get_run_by_id(run_id).tags[BACKFILL_ID_TAG]
-    assert BackfillRecord.load(backfill_id).status == "canceled"
+    assert BackfillStore(instance).status(backfill_id) == "canceled"
     assert_listed_as_dagster_backfill(instance, backfill_id, BulkActionStatus.CANCELED)
     launched = node_runs()
     assert dg.DagsterRunStatus.STARTED not in {r.status for r in launched}

@@ -16,6 +16,7 @@ from partition_assets.run_tags import BACKFILL_ID_TAG
 from tests.support.cli_runs import backfill_cli, kill_then_resume, runs_by_node, start_cli
 from tests.support.polling import wait_for
 from tests.support.processes import session_members
+from tests.support.records import recorded_ids
 
 TARGET = ["-m", "tests.support.engine_defs"]
 
@@ -79,7 +80,7 @@ def test_cancel_stops_launching_and_cancels_runs_in_flight(home):
     # 62 nodes (~15 s): a `cancel` command starting under load still lands while it runs.
     coordinator = start_raw_and_clean_backfill(home, last_day="2024-01-31")
     wait_for(lambda: any(dg.DagsterRunStatus.SUCCESS in s for s in runs_by_node(home).values()), 300, step=0.2)
-    backfill_id = next((home / "partition_assets" / "backfills").glob("*.json")).stem
+    (backfill_id,) = recorded_ids(home)
     canceled = backfill_cli(home, "cancel", backfill_id)
     assert canceled.returncode == 0, canceled.stderr
     coordinator.wait(timeout=120)
@@ -159,7 +160,7 @@ def test_an_asset_limit_serializes_that_asset_and_bad_limits_are_refused(home):
         "clean=1",
     )
     assert refused.returncode == 2 and "outside the backfill" in refused.stderr
-    assert len(list((home / "partition_assets" / "backfills").glob("*.json"))) == 1  # nothing recorded
+    assert len(recorded_ids(home)) == 1  # nothing recorded
 
 
 def test_a_tag_option_reaches_every_node_run(home):

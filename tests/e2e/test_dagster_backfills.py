@@ -26,6 +26,7 @@ from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError
 from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
@@ -118,12 +119,13 @@ def test_a_cancel_clicked_in_the_ui_cancels_the_engine_backfill(home):
     status (what its coordinator reads) and, when the coordinator stops, writes CANCELED."""
     with dg.DagsterInstance.get() as instance:
         spec = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", start="2024-01-01", end="2024-01-02")
-        record = BackfillRecord(spec)
+        store = BackfillStore(instance)
+        record = BackfillRecord(spec, store=store)
         record.save()
         asset_graph = load_definitions(ENGINE_DEFS).resolve_asset_graph()
         with DagsterBackfillMirror(record, plan(asset_graph, spec), asset_graph, instance, done=()):
             instance.update_backfill(instance.get_backfill(record.id).with_status(BulkActionStatus.CANCELING))
-            wait_for(lambda: BackfillRecord.load(record.id).status == "canceled", 10)
+            wait_for(lambda: store.status(record.id) == "canceled", 10)
         assert instance.get_backfill(record.id).status == BulkActionStatus.CANCELED
 
 

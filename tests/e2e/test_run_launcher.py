@@ -14,7 +14,7 @@ import pytest
 
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.running.scheduling import NodeStatus
-from partition_assets.backfill.state.record import BackfillRecord, node_states
+from partition_assets.backfill.state.record import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG
 from tests.support import REPO
 from tests.support.cli_runs import (
@@ -30,6 +30,7 @@ from tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres
 from tests.support.lakehouse import Lakehouse
 from tests.support.polling import wait_for
 from tests.support.processes import session_members
+from tests.support.records import recorded_backfill, recorded_ids
 from tests.support.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -63,7 +64,7 @@ def launched_backfill(home, *args: str) -> subprocess.Popen:
 
 
 def recorded_id(home) -> str:
-    return next((home / "partition_assets" / "backfills").glob("*.json")).stem
+    return recorded_ids(home)[0]
 
 
 def successes(home) -> int:
@@ -96,7 +97,7 @@ def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns
     assert first.returncode == 1, first.stdout + first.stderr  # flaky fails on 2024-01-04
     assert FLAKY_FAILED.search(first.stdout), first.stdout
     backfill = backfill_id(first.stdout)
-    record = BackfillRecord.load(backfill)
+    record = recorded_backfill(home, backfill)
     assert record.spec.runs_via == "launcher" and record.status == "failed"
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -206,3 +207,38 @@ def test_without_a_daemon_queued_runs_wait_with_a_warning_and_cancel_dequeues_th
             assert run.status == dg.DagsterRunStatus.CANCELED
             assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
             assert not instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_STARTING).records
+
+
+@also_on_postgres("home")
+def test_run_detach_hands_the_coordinator_to_the_run_launcher_as_a_run_of_the_engine_job(home):
+    """`backfill run --detach` returns at once, naming the backfill and its coordinator run; the
+    DefaultRunLauncher runs that engine job run in a process of its own, which records, runs
+    and publishes the backfill (its node runs tagged with its id)."""
+    detached = backfill_cli(
+        home,
+        "run",
+        "-m",
+        "tests.support.automation_defs",
+        "--select",
+        "group:jobs",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-02",
+        "--detach",
+    )
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    handed = re.search(r"backfill (\S+) handed to the run launcher: coordinator run (\S+);", detached.stdout)
+    assert handed, detached.stdout
+    backfill, run_id = handed.groups()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        run = wait_for(lambda: (r := instance.get_run_by_id(run_id)) is not None and r.is_finished and r, 300, 0.5)
+        assert (run.status, run.job_name, run.tags[BACKFILL_ID_TAG]) == (
+            dg.DagsterRunStatus.SUCCESS,
+            "sparse_backfill",
+            backfill,
+        )
+        assert GRPC_INFO_TAG in run.tags  # launched by the run launcher, not executed by the command
+        node_runs = [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if r.asset_selection]
+        assert node_runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in node_runs)
+    assert recorded_backfill(home, backfill).status == "published"

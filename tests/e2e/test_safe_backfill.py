@@ -23,6 +23,7 @@ from tests.support import safe_defs
 from tests.support.cli_runs import backfill_id, ok
 from tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
 from tests.support.polling import wait_for
+from tests.support.records import recorded_ids
 from tests.support.results import failure_message
 
 pytestmark = pytest.mark.slow
@@ -198,11 +199,11 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
     # Run first: a write in flight holds its partitions; the backfill fails fast naming it.
     uri = published_2_days.uri("orders")
     scope = PartitionScope.for_keys(safe_defs.DAYS, ["2024-01-02"], ("ds",))
-    records = set((published_2_days.home / "partition_assets" / "backfills").glob("*.json"))
+    records = recorded_ids(published_2_days.home)
     with run_lease(uri, scope, "run-in-flight"):
         refused = published_2_days.backfill("2024-01-01", "2024-01-02")
     assert refused.returncode == 2 and "run-in-flight" in refused.stdout + refused.stderr
-    assert set((published_2_days.home / "partition_assets" / "backfills").glob("*.json")) == records  # none recorded
+    assert recorded_ids(published_2_days.home) == records  # none recorded
 
     # Backfill first: while it holds the partitions, a Dagster run of one of them fails fast.
     before = published_2_days.content("orders")

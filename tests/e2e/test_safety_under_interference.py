@@ -22,6 +22,7 @@ from tests.support.cli_runs import backfill_id, ok
 from tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
 from tests.support.polling import wait_for
 from tests.support.readers import delta_row_set
+from tests.support.records import recorded_backfill
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +40,7 @@ def foreign_update(lakehouse: Lakehouse, table: str, day: str) -> None:
 
 
 def status_of(lakehouse: Lakehouse, bid: str) -> str:
-    return json.loads((lakehouse.home / "partition_assets" / "backfills" / f"{bid}.json").read_text())["status"]
+    return recorded_backfill(lakehouse.home, bid).status
 
 
 def test_a_foreign_commit_to_the_last_table_while_it_runs_publishes_no_table(published_2_days):
@@ -199,8 +200,8 @@ def test_re_executing_a_coordinator_run_resumes_its_backfill_and_keeps_its_finge
     run_id = first.stdout.strip().splitlines()[-1]
     with lakehouse.instance() as instance:
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
-    record = json.loads((lakehouse.home / "partition_assets/backfills/launchpad0run.json").read_text())
-    assert record["status"] == "failed" and record["fingerprints"]["orders"]
+    record = recorded_backfill(lakehouse.home, "launchpad0run")
+    assert record.status == "failed" and record.fingerprints["orders"]
 
     foreign_update(lakehouse, "orders", "2024-01-02")
     foreign = delta_row_set(lakehouse.uri("orders"))

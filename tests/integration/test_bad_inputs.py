@@ -12,9 +12,11 @@ import pytest
 from partition_assets.automation import backfill_run_config
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from tests.support import REPO, automation_defs
+from tests.support.records import recorded_ids
 
 ENGINE = ["-m", "tests.support.engine_defs"]
 EXAMPLE = ["-m", "partition_assets.example"]
@@ -52,6 +54,7 @@ BAD_INPUTS = [
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--static", "region"], "DIMENSION=key1,key2"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--tag", "dagster/partition=x"], "reserved prefix"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--runs-via", "docker"], "is not a way to run"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--detach"], "defines no job 'sparse_backfill'"),
     # backfill plan | run: what the spec plans against the code location
     (
         ["backfill", "run", *ENGINE, "--select", "key:raw", "--start", "1990-01-01", "--end", "1990-01-02"],
@@ -122,12 +125,12 @@ def with_a_recorded_backfill(home: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     """`home` with its instance created and one recorded backfill, as a user's would be; the
     repository the working directory."""
     monkeypatch.chdir(REPO)
-    with dg.DagsterInstance.get():
-        pass
-    BackfillRecord(
-        BackfillSpec(module="tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02"),
-        id=KNOWN_ID,
-    ).save()
+    with dg.DagsterInstance.get() as instance:
+        BackfillRecord(
+            BackfillSpec(module="tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02"),
+            id=KNOWN_ID,
+            store=BackfillStore(instance),
+        ).save()
     return home
 
 
@@ -216,4 +219,4 @@ def test_a_coordinator_run_tagged_with_a_path_for_an_id_fails_and_writes_nothing
         assert "cannot name a backfill" in message and BACKFILL_ID_TAG in message, message
         assert [run.run_id for run in instance.get_runs()] == [result.run_id]  # no node run
     assert not list(tmp_path.rglob("pwn*"))
-    assert sorted(path.name for path in (home / "partition_assets" / "backfills").iterdir()) == [f"{KNOWN_ID}.json"]
+    assert recorded_ids(home) == [KNOWN_ID]

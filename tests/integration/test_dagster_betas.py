@@ -13,6 +13,7 @@ import pytest
 
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_betas import quiet_dagster_betas
 from tests.support.instances import instance_env, open_instance
 
@@ -56,11 +57,16 @@ def env(tmp_path) -> dict[str, str]:
     user_location = tmp_path / "user_location.py"
     user_location.write_text(USER_LOCATION)
     home_env = instance_env(tmp_path / "dagster_home")
-    with open_instance(home_env):
+    with open_instance(home_env) as instance:
+        store = BackfillStore(instance)
         BackfillRecord(
-            BackfillSpec(module="partition_assets.example", selection="key:daily_orders", **JANUARY), id="example0"
+            BackfillSpec(module="partition_assets.example", selection="key:daily_orders", **JANUARY),
+            id="example0",
+            store=store,
         ).save()
-        BackfillRecord(BackfillSpec(module=str(user_location), selection="key:rolling", **JANUARY), id="user0").save()
+        BackfillRecord(
+            BackfillSpec(module=str(user_location), selection="key:rolling", **JANUARY), id="user0", store=store
+        ).save()
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONWARNINGS"}
     return {**environment, **home_env}
 

@@ -49,6 +49,7 @@ from partition_assets.dagster_internals import (
     DagsterUserCodeUnreachableError,
     DynamicPartitionsStore,
     InstanceRef,
+    LegacyRunStorage,
     LocalComputeLogManager,
     ModuleTarget,
     PartitionBackfill,
@@ -56,6 +57,7 @@ from partition_assets.dagster_internals import (
     PythonFileTarget,
     SerializableErrorInfo,
     SqliteRunStorage,
+    SqlRunStorage,
     WorkspaceLoadTarget,
     WorkspaceProcessContext,
     compute_logs_directory,
@@ -235,6 +237,27 @@ def test_the_run_storage_goes_through_connect_and_from_local_builds_the_subclass
     assert opened
     assert set(inspect.signature(SqliteRunStorage.from_local).parameters) == {"base_dir", "inst_data"}
     storage.dispose()
+
+
+@pins("LegacyRunStorage", "SqlRunStorage")
+def test_an_instance_run_storage_is_a_sql_storage_or_wraps_one_and_connect_executes_statements(home, tmp_path):
+    """backfill/state/store.py runs its own statements through `SqlRunStorage.connect()`: the
+    repo's dagster.yaml names one directly; a composite `storage:` block of Dagster's
+    `LegacyRunStorage` holds it as `_storage.run_storage`."""
+    with dg.DagsterInstance.get() as instance:
+        assert isinstance(instance.run_storage, SqlRunStorage)
+    wrapper = LegacyRunStorage.from_config_value(
+        None,
+        {
+            "module_name": "dagster._core.storage.sqlite_storage",
+            "class_name": "DagsterSqliteStorage",
+            "config_yaml": f"base_dir: {tmp_path}\n",
+        },
+    )
+    inner = wrapper._storage.run_storage
+    assert isinstance(inner, SqlRunStorage)
+    with inner.connect() as connection:
+        assert connection.exec_driver_sql("SELECT 1").scalar() == 1
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")

@@ -20,6 +20,7 @@ import dagster as dg
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from tests.support import REPO
 from tests.support.polling import wait_for
+from tests.support.records import recorded_ids
 
 CLI = [sys.executable, "-m", "partition_assets"]
 
@@ -107,7 +108,7 @@ def kill_then_resume(home: Path, coordinator: subprocess.Popen, succeeded_first:
     )
     os.killpg(coordinator.pid, signal.SIGKILL)
     coordinator.wait()
-    backfill_id = next((home / "partition_assets" / "backfills").glob("*.json")).stem
+    (backfill_id,) = recorded_ids(home)
     before = runs_by_node(home, backfill_id)
     succeeded_before = {n for n, s in before.items() if dg.DagsterRunStatus.SUCCESS in s}
     assert succeeded_first <= len(succeeded_before) < nodes

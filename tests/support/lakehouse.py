@@ -22,6 +22,7 @@ from tests.support.cli_runs import run_cli, start_cli
 from tests.support.instances import instance_env
 from tests.support.polling import wait_for
 from tests.support.readers import delta_row_set
+from tests.support.records import recorded_ids
 
 TARGET = ["-m", "tests.support.safe_defs"]
 TABLES = ("orders", "revenue", "revenue_report")
@@ -30,21 +31,29 @@ TABLES = ("orders", "revenue", "revenue_report")
 class Lakehouse:
     """A Dagster home, a lake and an events file, with the CLI run against them."""
 
-    def __init__(self, root: Path, home_template: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        home_template: Path | None = None,
+        postgres_url: str | None = None,
+        shares: "Lakehouse | None" = None,
+    ) -> None:
         """A lakehouse under `root`; its home a copy of `home_template` (a DAGSTER_HOME whose
-        storage exists: a fresh one takes seconds to create), or new."""
+        storage exists: a fresh one takes seconds to create), or new; on the Postgres
+        database `postgres_url` when given. One that `shares` another is another host of
+        it: a home of its own, the other's lake and events file."""
         self.home = root / "dagster_home"
         if home_template is not None:
             shutil.copytree(home_template, self.home)
-        instance_env(self.home)
-        self.lake = root / "lake"
-        self.events_file = root / "events.jsonl"
+        self._instance_env = instance_env(self.home, postgres_url)
+        self.lake = shares.lake if shares else root / "lake"
+        self.events_file = shares.events_file if shares else root / "events.jsonl"
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != FAILPOINT_ENV}
         return {
             **env,
-            "DAGSTER_HOME": str(self.home),
+            **self._instance_env,
             safe_defs.LAKE_ENV: str(self.lake),
             safe_defs.EVENTS_ENV: str(self.events_file),
             **extra,
@@ -84,12 +93,12 @@ class Lakehouse:
         return [json.loads(line)["kind"] for line in self.events_file.read_text().splitlines()]
 
     def instance(self) -> dg.DagsterInstance:
+        """This home's instance (on Postgres, this process's environment must name its URL)."""
         return dg.DagsterInstance.from_config(str(self.home))
 
     def newest_backfill(self) -> str:
         """The id of the backfill recorded last: the one a test started (a copy's are older)."""
-        records = (self.home / "partition_assets" / "backfills").glob("*.json")
-        return max(records, key=lambda record: record.stat().st_mtime_ns).stem
+        return recorded_ids(self.home)[-1]
 
     def wait_until_a_node_runs(self) -> None:
         """Returns once a run of the instance has started (and not ended yet)."""

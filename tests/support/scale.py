@@ -47,6 +47,7 @@ from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import NodeRunner
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from tests.support import REPO
 from tests.support.instances import instance_env
 
@@ -142,8 +143,6 @@ def schedule_without_runs(days: int, batch: bool = True, publish: str = STAGED) 
         planning = time.perf_counter()
         graph = graph_of(spec, instance)
         plan_seconds = time.perf_counter() - planning
-    record = BackfillRecord(spec)
-    progress = Progress(record.id, graph, set())
     runner = ImmediateRunner()
     nodes, results = graph.node_count(), 0
     last_result = Clocks.now()
@@ -160,8 +159,10 @@ def schedule_without_runs(days: int, batch: bool = True, publish: str = STAGED) 
             if results == nodes:  # the clocks once: reading CPU time is a system call
                 last_result = Clocks.now()
 
-        started = Clocks.now()
         with dg.DagsterInstance.get() as instance:
+            record = BackfillRecord(spec, store=BackfillStore(instance))
+            progress = Progress(record.id, graph, set())
+            started = Clocks.now()
             status = BackfillRun(instance, record, graph, set(), runner_of=runner_of, on_result=on_result).run()
         ended = Clocks.now()
     first_launch = runner.first_launch or last_result

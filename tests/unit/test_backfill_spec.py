@@ -6,12 +6,14 @@ import argparse
 import dataclasses
 import json
 
+import dagster as dg
 import pytest
 
 from partition_assets.automation.job import SparseBackfillConfig, sparse_backfill_job
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, config_key_of, spec_from_arguments
-from partition_assets.backfill.state.record import BackfillRecord, record_path
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError
 from tests.support.instances import temporary_instance
@@ -114,10 +116,13 @@ def test_a_refused_plan_names_the_spec_fields_as_the_surface_does():
 
 def test_the_record_stores_the_spec_and_reads_records_written_before_it(home):
     spec = parsed("--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-02", "--tag", "team=a")
-    BackfillRecord(spec, id="new").save()
-    assert BackfillRecord.load("new").spec == spec
-    # A record from before the spec: its fields at the top level, no catch_up/reverse/tags.
-    record_path("old").write_text(
+    with dg.DagsterInstance.get() as instance:
+        BackfillRecord(spec, id="new", store=BackfillStore(instance)).save()
+        assert BackfillStore(instance).load("new").spec == spec
+    # A record file from before the spec: its fields at the top level, no catch_up/reverse/tags.
+    legacy = home / "partition_assets" / "backfills"
+    legacy.mkdir(parents=True)
+    (legacy / "old.json").write_text(
         json.dumps(
             {
                 "module": ENGINE_DEFS,
@@ -136,7 +141,8 @@ def test_the_record_stores_the_spec_and_reads_records_written_before_it(home):
             }
         )
     )
-    old = BackfillRecord.load("old")
+    with dg.DagsterInstance.get() as instance:  # the file is moved into the instance on first use
+        old = BackfillStore(instance).load("old")
     assert (old.status, old.spec.max_parallel, old.spec.tags) == ("done", 2, {})
 
 

@@ -12,6 +12,7 @@ from partition_assets.automation import eager, eager_partitions_sensor
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import SensorConfigError
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
@@ -78,9 +79,8 @@ def test_multi_dimension_and_rolling_self_dependent_assets(tick):
 
 
 @pytest.fixture
-def light_tick(instance, monkeypatch):
+def light_tick(instance):
     """Like `tick`, over the light automation code location, materializing through Dagster."""
-    monkeypatch.setenv("DAGSTER_HOME", instance.root_directory)  # where backfill records live
     sensor = eager_partitions_sensor("group:eager", watch_seconds=0)
     state = {"cursor": None}
 
@@ -99,9 +99,10 @@ def light_tick(instance, monkeypatch):
     return run
 
 
-def test_downstream_of_a_backfill_is_left_to_that_backfill(light_tick):
-    BackfillRecord(BackfillSpec(module="m", selection="group:eager"), id="covers").save()
-    BackfillRecord(BackfillSpec(module="m", selection="key:eager_up"), id="upstream_only").save()
+def test_downstream_of_a_backfill_is_left_to_that_backfill(instance, light_tick):
+    store = BackfillStore(instance)
+    BackfillRecord(BackfillSpec(module="m", selection="group:eager"), id="covers", store=store).save()
+    BackfillRecord(BackfillSpec(module="m", selection="key:eager_up"), id="upstream_only", store=store).save()
     assert light_tick("2024-01-05", tags={BACKFILL_ID_TAG: "covers"}) == set()
     assert light_tick("2024-01-07", tags={BACKFILL_ID_TAG: "upstream_only"}) == {("eager_down", "2024-01-07")}
 

@@ -5,9 +5,9 @@ canceled from it.
   (creating it for one started by the CLI, the Launchpad job or the catch-up sensor) in
   step with the coordinator: its status, and per (asset, partition) requested, succeeded
   ("materialized" on the page) and failed-or-blocked. A *Cancel* clicked in the UI (status
-  CANCELING) cancels the engine backfill within `POLL_SECONDS` (longer for backfills whose
-  record takes long to read and write: see `_poll`): the mirror sets its record's status
-  (`cancel`, backfill/state/record.py), which the coordinator reads.
+  CANCELING) cancels the engine backfill within `POLL_SECONDS` (longer for large backfills:
+  see `_poll`): the mirror sets its record's status (`cancel`, backfill/state/record.py, a
+  compare-and-set in the instance), which the coordinator reads.
 - `mark_canceled` writes what the mirror writes when its coordinator stops canceled, for
   `partition-assets backfill cancel` whose coordinator may be dead.
 
@@ -36,7 +36,8 @@ from sqlalchemy.exc import OperationalError
 from partition_assets.backfill.dagster_ui.conversion import subset_of
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
-from partition_assets.backfill.state.record import BackfillRecord, cancel, record_path
+from partition_assets.backfill.state.record import BackfillRecord, cancel
+from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     BulkActionStatus,
@@ -59,14 +60,14 @@ _log = logging.getLogger(__name__)
 
 # The Dagster status of each engine record status (partition_assets/backfill/state/record.py).
 _DAGSTER_STATUS = {
-    "running": BulkActionStatus.REQUESTED,
-    "publishing": BulkActionStatus.REQUESTED,
-    "canceled": BulkActionStatus.CANCELED,
-    "failed": BulkActionStatus.COMPLETED_FAILED,
-    "gate_failed": BulkActionStatus.COMPLETED_FAILED,
-    "publish_refused": BulkActionStatus.COMPLETED_FAILED,
-    "done": BulkActionStatus.COMPLETED_SUCCESS,
-    "published": BulkActionStatus.COMPLETED_SUCCESS,
+    BackfillStatus.RUNNING: BulkActionStatus.REQUESTED,
+    BackfillStatus.PUBLISHING: BulkActionStatus.REQUESTED,
+    BackfillStatus.CANCELED: BulkActionStatus.CANCELED,
+    BackfillStatus.FAILED: BulkActionStatus.COMPLETED_FAILED,
+    BackfillStatus.GATE_FAILED: BulkActionStatus.COMPLETED_FAILED,
+    BackfillStatus.PUBLISH_REFUSED: BulkActionStatus.COMPLETED_FAILED,
+    BackfillStatus.DONE: BulkActionStatus.COMPLETED_SUCCESS,
+    BackfillStatus.PUBLISHED: BulkActionStatus.COMPLETED_SUCCESS,
 }
 _STOPPED = (BulkActionStatus.CANCELING, BulkActionStatus.CANCELED)
 # What the mirror tracks per node: launched, succeeded, failed or blocked.
@@ -91,6 +92,7 @@ class DagsterBackfillMirror:
         done: Iterable[Node],
     ) -> None:
         self._record_id = record.id
+        self._store = record.store
         self._asset_graph = asset_graph
         self._instance = instance
         self._lock = threading.Lock()
@@ -156,7 +158,7 @@ class DagsterBackfillMirror:
             # Cancel in the UI: the coordinator stops launching and cancels its runs in flight.
             self._cancel_seen = True
             try:
-                cancel(self._record_id)
+                cancel(self._store, self._record_id)
             except BackfillStateError as error:  # publishing already: the cancel comes too late
                 _log.warning("backfill %s: the cancel in the UI is ignored: %s", self._record_id, error)
         self._flush()
@@ -197,8 +199,8 @@ class DagsterBackfillMirror:
         self._stop.set()
         self._thread.join()
         # A record not saved yet: the coordinator stopped before its first node.
-        saved = record_path(self._record_id).exists()
-        status = _DAGSTER_STATUS.get(BackfillRecord.load(self._record_id).status if saved else "running")
+        saved = self._store.exists(self._record_id)
+        status = _DAGSTER_STATUS.get(self._store.status(self._record_id) if saved else BackfillStatus.RUNNING)
         error = serializable_error_info_from_exc_info(sys.exc_info()) if exc is not None else None
         if exc is not None and not isinstance(exc, Exception):
             status = BulkActionStatus.CANCELED  # interrupted: the Launchpad job's run terminated, Ctrl-C
@@ -213,4 +215,7 @@ def mark_canceled(instance: dg.DagsterInstance, backfill_id: str) -> None:
     """The Dagster backfill `backfill_id`, if any and not finished, is canceled."""
     backfill = instance.get_backfill(backfill_id)
     if backfill is not None and backfill.status in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING):
-        instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED).with_end_timestamp(time.time()))
+        # An error read with it is the instance's note of a silent coordinator (backfill/dagster_ui/silence.py),
+        # true no more once it is canceled: not written.
+        canceled = backfill._replace(error=None).with_status(BulkActionStatus.CANCELED)
+        instance.update_backfill(canceled.with_end_timestamp(time.time()))

@@ -20,6 +20,7 @@ from partition_assets.backfill.publishing.dagster_events import record_materiali
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
+from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.errors import ForeignCommitError, PartiallyPublishedError, PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import failpoint
@@ -38,12 +39,12 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     A foreign commit landing after that check stops the publish at its table:
     PartiallyPublishedError names the tables published and those not (status stays
     `publishing`; `rollback` undoes the published ones, `publish --force` finishes).
+    A backfill canceled meanwhile is refused (IllegalTransitionError) before any commit.
     Idempotent: tables already committed are not committed again."""
     pending = unpublished_tables(publication)
     if not force:
         _check_unchanged(publication, pending)
-    publication.record.status = "publishing"
-    publication.record.save()
+    publication.record.move_to(BackfillStatus.PUBLISHING, "publish")
     for table in pending:
         fingerprint = None if force else fingerprint_of(publication, table)
         try:
@@ -57,8 +58,8 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
         failpoint("between_table_commits")
     record_materializations(publication, instance)
     append_status(publication, LedgerStatus.PUBLISHED)
-    publication.record.status = "published"
     publication.record.save()
+    publication.record.move_to(BackfillStatus.PUBLISHED, "publish")
     publication.notify("published", f"{len(publication.tables)} tables")
     return dict(publication.record.published_versions)
 
@@ -92,8 +93,7 @@ def _check_unchanged(publication: Publication, pending: Sequence[BackfillTable])
         return
     published = published_versions(publication)
     if not published:
-        publication.record.status = "publish_refused"
-        publication.record.save()
+        publication.record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
         raise ForeignCommitError(
             f"backfill {publication.record.id}: nothing was published, as commits outside the backfill changed "
             f"partitions it rewrites: {' '.join(refusals)}"

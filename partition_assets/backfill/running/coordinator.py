@@ -35,10 +35,11 @@ from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
-from partition_assets.backfill.state.record import BackfillRecord, SavedStatus, cancel_in_flight
+from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
+from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
-from partition_assets.errors import CommitError, GateFailedError, LeaseLapsedError
+from partition_assets.errors import CommitError, GateFailedError, IllegalTransitionError, LeaseLapsedError
 from partition_assets.run_tags import node_run_tags, pinned_input_tags
 from partition_assets.storage.leases import Lease, park, release
 
@@ -86,7 +87,7 @@ class BackfillRun:
         """Runs the backfill (see the class docstring); the status of each node it ran."""
         with ExitStack() as stack:
             # Workers start loading the code location now, while the coordinator prepares.
-            runner = stack.enter_context(self._runner()) if self.record.status != "publishing" else None
+            runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
             definitions = load_definitions(self.record.spec.module)
             publication = Publication(self.record, definitions, self.graph)
             if self.staged:
@@ -109,7 +110,7 @@ class BackfillRun:
 
     def _run_held(self, publication: Publication, runner: NodeRunner | None) -> dict[Node, NodeStatus]:
         record = self.record
-        pins = {} if record.status == "publishing" else self._pins_of_rerun(publication.definitions)
+        pins = {} if record.status == BackfillStatus.PUBLISHING else self._pins_of_rerun(publication.definitions)
         asset_graph = publication.definitions.resolve_asset_graph()
         with (
             publication.held(self.instance) as leases,
@@ -138,13 +139,15 @@ class BackfillRun:
             if self._stopped_by_command():
                 self._stop(publication, leases, "canceled", "")
             elif not _all_succeeded(status):
-                record.status = "failed"
-                record.save()
-                self._stop(publication, leases, "failed", "nodes failed: nothing was published")
+                if self._moved_to(BackfillStatus.FAILED):
+                    self._stop(publication, leases, "failed", "nodes failed: nothing was published")
+                else:
+                    self._stop(publication, leases, "canceled", "")
             elif not self.staged:
-                record.status = "done"
-                record.save()
-                release(leases)
+                if self._moved_to(BackfillStatus.DONE):
+                    release(leases)
+                else:
+                    self._stop(publication, leases, "canceled", "")
             else:
                 self._gate_and_publish(publication, leases, ahead_stats)
         return status
@@ -164,8 +167,9 @@ class BackfillRun:
         passed = len(checks) - len(failed)
         self._on_phase(f"gate: {passed} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")
         if failed:
-            self.record.status = "gate_failed"
-            self.record.save()
+            if not self._moved_to(BackfillStatus.GATE_FAILED):
+                self._stop(publication, leases, "canceled", "")
+                return
             self._stop(publication, leases, "gate_failed", f"{len(failed)} checks failed")
             raise GateFailedError(gate_failure(self.record.id, failed))
         if self._stopped_by_command():
@@ -180,6 +184,11 @@ class BackfillRun:
         started = time.monotonic()
         try:
             versions = publication.publish(self.instance)
+        except IllegalTransitionError:
+            if self.record.stored_status() != BackfillStatus.CANCELED:
+                raise
+            self._stop(publication, leases, "canceled", "")  # canceled after the last check: nothing published
+            return
         except CommitError as error:
             self._stop(publication, leases, "failed", str(error))
             raise
@@ -191,8 +200,7 @@ class BackfillRun:
         try:
             publication.check_held()
         except LeaseLapsedError as error:
-            self.record.status = "failed"
-            self.record.save()
+            self._moved_to(BackfillStatus.FAILED)  # canceled meanwhile: it stays canceled
             self._stop(publication, leases, "failed", str(error))
             raise
 
@@ -208,8 +216,19 @@ class BackfillRun:
 
     def _stopped_by_command(self) -> bool:
         """Whether `backfill cancel` (or a cancel in the UI) stopped the backfill: read again
-        from its saved record, which other processes change."""
-        return BackfillRecord.load(self.record.id).status == "canceled"
+        from the store, which other processes change."""
+        return self.record.stored_status() == BackfillStatus.CANCELED
+
+    def _moved_to(self, target: BackfillStatus) -> bool:
+        """Sets the record's status to `target`; False when a cancel got there first (the
+        compare-and-set refuses canceled -> `target`), which then stands."""
+        try:
+            self.record.move_to(target, "coordinate")
+        except IllegalTransitionError:
+            if self.record.stored_status() != BackfillStatus.CANCELED:
+                raise
+            return False
+        return True
 
     def _pins_of_rerun(self, definitions: dg.Definitions) -> dict[Node, Pins]:
         """The input versions each node reads (decided on the backfill's first start, then
@@ -246,8 +265,7 @@ class BackfillRun:
         pins: Mapping[Node, Pins],
     ) -> dict[Node, NodeStatus]:
         record = self.record
-        record.status = "running"
-        record.save()
+        record.move_to(BackfillStatus.RUNNING, "run")
         spec = record.spec
 
         def launch(unit: RunUnit) -> Future:
@@ -256,8 +274,6 @@ class BackfillRun:
             as_of = spec.inputs_as_of
             return runner.launch(unit, pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {})
 
-        # Asked after every finished unit: a full load parses the whole record (quadratic in total).
-        saved_status = SavedStatus(record.id)
         try:
             throttle = Throttle(
                 spec.max_parallel,
@@ -270,7 +286,7 @@ class BackfillRun:
                 done=self.done,
                 on_result=on_result,
                 newest_first=spec.reverse,
-                should_stop=lambda: saved_status.current() == "canceled",
+                should_stop=self._stopped_by_command,
                 batch_chains=spec.batch,
             )
         finally:  # the workers' memory is free before the gate and the publish

@@ -89,9 +89,9 @@ class LaunchedNodeRunner:
         self._instance = instance
         with ExitStack() as stack:  # closed at once should the code server not load the location
             self._workspace = stack.enter_context(
-                WorkspaceProcessContext(self._instance, _load_target(target), version=dg.__version__)
+                WorkspaceProcessContext(self._instance, load_target(target), version=dg.__version__)
             )
-            _check_loaded(self._workspace, target)
+            check_loaded(self._workspace, target)
             self._stack = stack.pop_all()
         _warn_without_queue_daemon(self._instance)
         self._plans: dict = {}  # the remote job and execution plan of each asset, fetched once
@@ -208,14 +208,14 @@ class LaunchedNodeRunner:
         )
 
 
-def _load_target(target: str) -> WorkspaceLoadTarget:
+def load_target(target: str) -> WorkspaceLoadTarget:
     """The code server's view of `target` (a module name or a .py file), as -m/-f name it."""
     if target.endswith(".py"):
         return PythonFileTarget(target, attribute=None, working_directory=os.getcwd(), location_name=None)
     return ModuleTarget(target, attribute=None, working_directory=os.getcwd(), location_name=None)
 
 
-def _check_loaded(workspace: WorkspaceProcessContext, target: str) -> None:
+def check_loaded(workspace: WorkspaceProcessContext, target: str) -> None:
     """Raises CodeLocationError when the code server could not load `target`."""
     context = workspace.create_request_context()
     for name in context.code_location_names:

@@ -102,6 +102,21 @@ def _announced(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dic
     return {backfill_id: _parse(values[_key(backfill_id)]) for backfill_id in ids if _key(backfill_id) in values}
 
 
+def silent_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dict[str, Presence]:
+    """The backfills of `backfill_ids` whose coordinator announced itself, never let go,
+    and is no longer live (died), with its last announcement (one query).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
+    now, ttl = time.time(), lease_ttl()
+    return {
+        backfill_id: presence
+        for backfill_id, presence in _announced(instance, backfill_ids).items()
+        if presence is not None and not presence.is_live(now, ttl)
+    }
+
+
 def live_coordinator(instance: dg.DagsterInstance, backfill_id: str) -> Presence | None:
     """The live coordinator of `backfill_id`, or None.
 

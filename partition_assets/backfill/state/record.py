@@ -1,18 +1,18 @@
-"""A backfill's record: its parameters beside the Dagster instance, its nodes' states in it.
+"""A backfill's record: its parameters and progress in the Dagster instance's database
+(backfill/state/store.py), its nodes' states in the instance's runs.
 
-The plan's parameters live in `$DAGSTER_HOME/partition_assets/backfills/<id>.json`
-(the graph is recomputed from them). Each node's state is that of its latest run
-tagged with the backfill id, so the instance stays the single truth: a node whose
-run succeeded is never run again, whatever happened to the coordinator.
+The plan's parameters are kept (the graph is recomputed from them). Each node's state is
+that of its latest run tagged with the backfill id, so the instance stays the single
+truth: a node whose run succeeded is never run again, whatever happened to the coordinator.
 """
 
-import json
+from __future__ import annotations
+
 import logging
-import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -20,9 +20,12 @@ from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.scheduling import NodeStatus
-from partition_assets.errors import BackfillStateError, EnvironmentSetupError, UnknownBackfillError
+from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
+
+if TYPE_CHECKING:
+    from partition_assets.backfill.state.store import BackfillStore
 
 _log = logging.getLogger(__name__)
 
@@ -35,18 +38,18 @@ _RUN_STATES = {
 
 @dataclass
 class BackfillRecord:
-    """A backfill's spec, where it stands, and what its publication has done so far.
+    """A backfill's spec, where it stands (`status`: backfill/state/status.py), and what its
+    publication has done so far; bound to the `store` that keeps it.
 
-    Status: running | canceled | failed | done (published per node) | gate_failed |
-    publish_refused (a foreign commit; nothing published) | publishing | published |
-    discarded | rolling_back | rolled_back.
+    `status` is the status as this object last read or changed it: `move_to` changes it in
+    the store (a compare-and-set), `save` writes every other field and never the status.
 
     Raises:
-        BackfillIdError: `id` cannot name a file.
+        BackfillIdError: `id` cannot name a backfill.
     """
 
     spec: BackfillSpec
-    status: str = "running"
+    status: BackfillStatus = BackfillStatus.RUNNING
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     # asset -> partition -> the published files its lease found when the backfill started
     fingerprints: dict[str, dict[str, list[str]]] = field(default_factory=dict)
@@ -56,161 +59,70 @@ class BackfillRecord:
     created: dict[str, list[str]] = field(default_factory=dict)
     # asset -> partition -> input asset -> the version pinned (--inputs-as-of); None until pinned
     pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
-    # The status as this object last read or wrote it: see `save`.
-    _status_seen: str | None = field(default=None, init=False, repr=False, compare=False)
+    store: BackfillStore = field(kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         checked_backfill_id(self.id)
 
     def save(self) -> None:
-        """Writes the record atomically. A status this object did not change is not written
-        back: the status saved meanwhile by another process (a `cancel`) stands, and this
-        object takes it. Not guaranteed: two processes changing the status at the same
-        moment (the later write wins; backfill/state/presence.py keeps two coordinators apart).
+        """Writes every field but the status (inserting the record, with its status, the first time)."""
+        self.store.save(self)
+
+    def move_to(self, target: BackfillStatus, action: str) -> None:
+        """Changes the stored status to `target` (see BackfillStore.transition), and this object's with it.
 
         Raises:
-            EnvironmentSetupError: DAGSTER_HOME is not set.
+            IllegalTransitionError: The stored status may not become `target`; nothing was written.
+            UnknownBackfillError: The record was never saved.
         """
-        path = record_path(self.id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if self.status == self._status_seen and path.exists():
-            self.status = json.loads(path.read_text()).get("status", self.status)
-        self._status_seen = self.status
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        saved = {
-            "id": self.id,
-            "status": self.status,
+        self.store.transition(self.id, target, action)
+        self.status = target
+
+    def stored_status(self) -> BackfillStatus:
+        """The status as stored now (another process may have changed it); this object takes it."""
+        self.status = self.store.status(self.id)
+        return self.status
+
+    def to_json(self) -> dict:
+        """Every field but the id and status, as stored."""
+        return {
             "spec": self.spec.to_json(),
             "fingerprints": self.fingerprints,
             "published_versions": self.published_versions,
             "created": self.created,
             "pinned_inputs": self.pinned_inputs,
         }
-        temporary.write_text(json.dumps(saved, indent=2))
-        temporary.replace(path)  # readers never see a half-written record
 
     @classmethod
-    def load(cls, backfill_id: str) -> "BackfillRecord":
-        """The record of `backfill_id`; UnknownBackfillError lists the recorded ids.
-
-        Raises:
-            UnknownBackfillError: No record of `backfill_id` is saved; the message lists the recorded ids.
-            EnvironmentSetupError: DAGSTER_HOME is not set.
-            BackfillIdError: `backfill_id` cannot name a file.
-        """
-        path = record_path(backfill_id)
-        if not path.exists():
-            known = sorted(p.stem for p in path.parent.glob("*.json")) if path.parent.exists() else []
-            raise UnknownBackfillError(
-                f"no backfill {backfill_id!r} is recorded under {path.parent}; "
-                + (f"known: {', '.join(known[-20:])}" if known else "none is (check DAGSTER_HOME)")
-            )
-        saved = json.loads(path.read_text())
+    def from_json(cls, saved: dict, status: BackfillStatus, backfill_id: str, store: BackfillStore) -> BackfillRecord:
+        """The record `to_json` wrote (or a record file of an earlier release: see store.py)."""
         # Records written before the spec existed hold its fields at the top level.
-        spec = saved.pop("spec", None) or {k: v for k, v in saved.items() if k not in _RECORD_FIELDS}
-        record = cls(
+        spec = saved.get("spec") or {k: v for k, v in saved.items() if k not in _RECORD_FIELDS}
+        return cls(
             BackfillSpec.from_json(spec),
-            saved.get("status", "running"),
-            saved["id"],
+            status,
+            backfill_id,
             saved.get("fingerprints", {}),
             saved.get("published_versions", {}),
             saved.get("created", {}),
             saved.get("pinned_inputs"),
+            store=store,
         )
-        record._status_seen = record.status
-        return record
 
 
-class SavedStatus:
-    """The saved status of backfill `backfill_id`, read again only when its record file
-    was replaced since the last read (`BackfillRecord.save` always replaces it): cheap
-    enough to ask after every node result. A full load parses the whole record, whose
-    lease fingerprints list every partition: 20 ms for a 365-day hourly backfill.
-
-    Not guaranteed: a record edited in place within the same nanosecond timestamp and
-    size is not seen; `save` never does that.
+def cancel(store: BackfillStore, backfill_id: str) -> None:
+    """Sets backfill `backfill_id` canceled, from any thread, process or host: its
+    coordinator reads the stored status after every node. A backfill past canceling
+    (publishing, published, rolling back, or final) is refused, naming the command that fits.
 
     Raises:
-        EnvironmentSetupError: DAGSTER_HOME is not set.
-        BackfillIdError: `backfill_id` cannot name a file.
+        IllegalTransitionError: The backfill may not be canceled; nothing was written.
+        UnknownBackfillError: No record of `backfill_id`.
     """
-
-    def __init__(self, backfill_id: str) -> None:
-        self._backfill_id = backfill_id
-        self._path = record_path(backfill_id)
-        self._read_from: tuple[int, int, int] | None = None
-        self._status = ""
-
-    def current(self) -> str:
-        """The status as saved now; UnknownBackfillError when the record is gone.
-
-        Raises:
-            UnknownBackfillError: The record is gone; the message lists the recorded ids.
-        """
-        try:
-            stat = self._path.stat()
-        except FileNotFoundError:
-            return BackfillRecord.load(self._backfill_id).status  # raises, naming the recorded ids
-        # A replaced file is a new inode; its time and size tell an in-place edit too.
-        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-        if identity != self._read_from:
-            self._status = BackfillRecord.load(self._backfill_id).status
-            self._read_from = identity
-        return self._status
-
-
-# A backfill in one of these has nothing left to run or publish.
-FINAL_STATUSES = ("done", "published", "discarded", "rolled_back")
-# A cancel stops a backfill with nodes or a gate ahead; one publishing or rolling back is past it.
-_PAST_CANCELING = (*FINAL_STATUSES, "publishing", "rolling_back")
-
-
-def cancel(backfill_id: str) -> BackfillRecord:
-    """Saves backfill `backfill_id` as canceled, from any thread or process: its coordinator
-    reads it (`SavedStatus`), and the holder of its record takes it at its next save
-    (`BackfillRecord.save`). BackfillStateError, nothing changed, when it is past canceling
-    (publishing, published, rolling back or rolled back, done, discarded): a published
-    backfill is undone by rollback. UnknownBackfillError when no record is saved.
-
-    Raises:
-        BackfillStateError: The backfill is past canceling; nothing was changed.
-        UnknownBackfillError: No record of `backfill_id` is saved.
-        EnvironmentSetupError: DAGSTER_HOME is not set.
-        BackfillIdError: `backfill_id` cannot name a file.
-    """
-    record = BackfillRecord.load(backfill_id)
-    if record.status in _PAST_CANCELING:
-        raise BackfillStateError(
-            f"backfill {backfill_id} is {record.status}: there is nothing to cancel"
-            + (
-                f"; undo what it published with `partition-assets backfill rollback {backfill_id}`"
-                if record.status in ("published", "publishing")
-                else ""
-            )
-            + ". Nothing was changed."
-        )
-    record.status = "canceled"
-    record.save()
-    return record
+    store.transition(backfill_id, BackfillStatus.CANCELED, "cancel")
 
 
 _RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created", "pinned_inputs")
-
-
-def record_path(backfill_id: str) -> Path:
-    """Where backfill `backfill_id`'s record is saved: `$DAGSTER_HOME/partition_assets/backfills/<id>.json`.
-
-    Raises:
-        EnvironmentSetupError: DAGSTER_HOME is not set.
-        BackfillIdError: `backfill_id` cannot name a file.
-    """
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        raise EnvironmentSetupError(
-            "DAGSTER_HOME is not set: backfills are recorded beside the Dagster instance; "
-            "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
-        )
-    return Path(home) / "partition_assets" / "backfills" / f"{checked_backfill_id(backfill_id)}.json"
 
 
 def node_states(

@@ -1,0 +1,60 @@
+"""Sensor (d), opt-in: resumes a backfill whose coordinator died, under a new coordinator
+launched as a run of the engine job, wherever the deployment's run launcher runs runs.
+
+Each evaluation claims the backfills whose status needs a coordinator and whose
+coordinator fell silent (backfill/state/takeover.py: one claim per backfill, whichever
+hosts' sensors notice it at the same moment) and requests one run of `job` (a
+`sparse_backfill_job`) per claim, tagged with the backfill's id and TAKEOVER_TAG: the job
+resumes the recorded backfill as `partition-assets backfill resume` would.
+
+Not guaranteed: the run starts only when the deployment's run coordinator starts it (a
+queued run waits for the daemon); a coordinator run that fails to start is claimed again
+once the takeover grace has passed (backfill/state/takeover.py). A rollback cut short is
+not taken over: `backfill resume` finishes it.
+"""
+
+import dagster as dg
+
+from partition_assets.automation.job import spec_run_config
+from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.takeover import claim_takeovers
+from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
+
+
+def coordinator_takeover_sensor(
+    job: dg.JobDefinition,
+    name: str = "coordinator_takeover",
+    minimum_interval_seconds: int = 30,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """Requests a run of `job` (a `sparse_backfill_job`) to resume each backfill whose
+    coordinator died, once per death (see the module docstring).
+
+    Args:
+        name: The sensor's name.
+        minimum_interval_seconds: How often it looks; a dead coordinator is noticed one lease TTL
+            after its last heartbeat at the earliest (PARTITION_ASSETS_LEASE_TTL).
+    """
+
+    @dg.sensor(
+        name=name,
+        job=job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description="Resumes backfills whose coordinator died, under a new coordinator run.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        store = BackfillStore(context.instance)
+        claimed = claim_takeovers(context.instance, store)
+        if not claimed:
+            return dg.SkipReason("no backfill lost its coordinator")
+        return [_resume_request(store, backfill_id) for backfill_id in claimed]
+
+    return _sensor
+
+
+def _resume_request(store: BackfillStore, backfill_id: str) -> dg.RunRequest:
+    """A run of the engine job resuming `backfill_id`; its config is the recorded spec (the
+    job reads the record, so the config only shows what it resumes)."""
+    run_config = spec_run_config(store.load(backfill_id).spec)
+    return dg.RunRequest(run_config=run_config, tags={BACKFILL_ID_TAG: backfill_id, TAKEOVER_TAG: "true"})

@@ -1,0 +1,139 @@
+"""A backfill's status and the transitions between statuses that its commands make.
+
+Every status change goes through `check_transition` (backfill/state/store.py applies it
+as one compare-and-set in the instance's storage), so an illegal one is refused the same
+way whoever asks: the coordinator, the UI mirror thread, `backfill cancel`, the
+Launchpad job. The refusal names the status the backfill is in and the command that fits
+it, and says that nothing was written.
+
+Not guaranteed: a command allowed by this table may still be refused later for another
+reason (a live coordinator, a foreign commit, a failed check); this table only says which
+status may follow which.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from partition_assets.errors import IllegalTransitionError
+
+
+class BackfillStatus(StrEnum):
+    """Where a backfill stands. A StrEnum: it compares equal to its value, as stored."""
+
+    RUNNING = "running"  # its nodes run (or its coordinator died while they did)
+    CANCELED = "canceled"  # stopped by `backfill cancel` or the UI: resume, retry or discard
+    FAILED = "failed"  # nodes failed, or its leases lapsed: retry, resume or discard
+    DONE = "done"  # published per node (not staged): final
+    GATE_FAILED = "gate_failed"  # staged, its gate failed: publish --force or discard
+    PUBLISH_REFUSED = "publish_refused"  # a foreign commit; nothing published: publish --force or discard
+    PUBLISHING = "publishing"  # committing its tables: resume finishes, rollback undoes
+    PUBLISHED = "published"  # rollback undoes it
+    DISCARDED = "discarded"  # its staged data deleted: final
+    ROLLING_BACK = "rolling_back"  # restoring its tables: resume finishes
+    ROLLED_BACK = "rolled_back"  # final
+
+
+S = BackfillStatus
+# A backfill in one of these has nothing left to run or publish.
+FINAL_STATUSES = frozenset({S.DONE, S.PUBLISHED, S.DISCARDED, S.ROLLED_BACK})
+
+# The statuses each status may become. A status may follow itself where a step is resumed
+# (running, publishing, rolling back) or repeated harmlessly (a second cancel).
+TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
+    S.RUNNING: frozenset(
+        {S.RUNNING, S.CANCELED, S.FAILED, S.DONE, S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING, S.DISCARDED}
+    ),
+    S.CANCELED: frozenset({S.CANCELED, S.RUNNING, S.DISCARDED}),
+    S.FAILED: frozenset({S.FAILED, S.RUNNING, S.CANCELED, S.DISCARDED}),
+    S.GATE_FAILED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
+    S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
+    S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK}),
+    S.PUBLISHED: frozenset({S.ROLLING_BACK}),
+    S.ROLLING_BACK: frozenset({S.ROLLING_BACK, S.ROLLED_BACK}),
+    S.DONE: frozenset(),
+    S.DISCARDED: frozenset(),
+    S.ROLLED_BACK: frozenset(),
+}
+
+# What each status-changing command does, per status it accepts: the status it moves the
+# backfill to first. A status absent from a command's row refuses the command. Every move
+# here is also in TRANSITIONS; the rest of TRANSITIONS is the coordinator's own steps.
+_STOPPABLE = (S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED)
+COMMANDS: dict[str, dict[BackfillStatus, BackfillStatus]] = {
+    "cancel": dict.fromkeys(_STOPPABLE, S.CANCELED),
+    "resume": {**dict.fromkeys(_STOPPABLE, S.RUNNING), S.PUBLISHING: S.PUBLISHING, S.ROLLING_BACK: S.ROLLING_BACK},
+    "retry": dict.fromkeys(_STOPPABLE, S.RUNNING),
+    "publish": dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
+    "discard": dict.fromkeys(_STOPPABLE, S.DISCARDED),
+    "rollback": dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
+}
+
+# What fits a backfill in each status, as the refusal's advice (`{id}` is the backfill's id).
+_FITTING = {
+    S.RUNNING: "watch it with `partition-assets backfill status {id}` or stop it with `partition-assets backfill "
+    "cancel {id}`",
+    S.CANCELED: "`partition-assets backfill resume {id}` runs it on, `partition-assets backfill discard {id}` "
+    "deletes its staged data",
+    S.FAILED: "`partition-assets backfill retry {id}` re-runs its failed nodes, `partition-assets backfill "
+    "discard {id}` deletes its staged data",
+    S.DONE: "it is final (published per node): start a new backfill with `partition-assets backfill run`",
+    S.GATE_FAILED: "review `partition-assets backfill diff {id}`, then `partition-assets backfill publish {id} "
+    "--force` or `partition-assets backfill discard {id}`",
+    S.PUBLISH_REFUSED: "`partition-assets backfill publish {id} --force` or `partition-assets backfill discard {id}`",
+    S.PUBLISHING: "`partition-assets backfill resume {id}` finishes its publish, `partition-assets backfill "
+    "rollback {id}` undoes it",
+    S.PUBLISHED: "use `partition-assets backfill rollback {id}` to undo it",
+    S.DISCARDED: "it is final: start a new backfill with `partition-assets backfill run`",
+    S.ROLLING_BACK: "`partition-assets backfill resume {id}` finishes its rollback",
+    S.ROLLED_BACK: "it is final: start a new backfill with `partition-assets backfill run`",
+}
+
+
+# Why each command is refused wherever the table refuses it.
+_REFUSED_BECAUSE = {
+    "cancel": "it is past canceling: there is nothing to cancel",
+    "resume": "there is nothing to resume",
+    "retry": "there is nothing to retry",
+    "publish": "only a backfill whose gate failed (or whose publish was refused or cut short) is published by hand",
+    "discard": "its staged data is gone or part of the tables",
+    "rollback": "it is not published: there is nothing to roll back",
+}
+
+
+def is_allowed(current: BackfillStatus, target: BackfillStatus) -> bool:
+    """Whether a backfill in `current` may become `target`."""
+    return target in TRANSITIONS[current]
+
+
+def check_transition(backfill_id: str, current: BackfillStatus, target: BackfillStatus, action: str) -> None:
+    """Nothing when `current` may become `target`; else IllegalTransitionError naming
+    `current`, the `action` refused and the command that fits `current`.
+
+    Args:
+        action: What asked for the change, as the refusal names it (e.g. "cancel", "publish").
+
+    Raises:
+        IllegalTransitionError: `current` may not become `target`; nothing was written.
+    """
+    if not is_allowed(current, target):
+        raise _refusal(backfill_id, current, action, f"a {current.value} backfill may not become {target.value}")
+
+
+def _refusal(backfill_id: str, current: BackfillStatus, action: str, otherwise: str) -> IllegalTransitionError:
+    because = _REFUSED_BECAUSE.get(action, otherwise)
+    return IllegalTransitionError(
+        f"backfill {backfill_id} is {current.value}: cannot {action} it, {because}; "
+        f"{_FITTING[current].format(id=backfill_id)}. Nothing was written."
+    )
+
+
+def check_command(backfill_id: str, current: BackfillStatus, command: str) -> None:
+    """Nothing when `command` (a key of COMMANDS) accepts a backfill in `current`; else
+    IllegalTransitionError naming `current` and the command that fits it.
+
+    Raises:
+        IllegalTransitionError: `command` does not fit a backfill in `current`; nothing was written.
+    """
+    if current not in COMMANDS[command]:
+        raise _refusal(backfill_id, current, command, f"a {current.value} backfill")

@@ -1,0 +1,277 @@
+"""Backfill records in the Dagster instance's own database, so that every host of a
+deployment sharing it (Postgres) sees the same backfills; SQLite for one host.
+
+Two tables, created on first use through the SQL engine of the instance's run storage:
+- `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
+  every write, its record's other fields as JSON (`body`: spec, fingerprints, published
+  versions, created partitions, pins), and when a host last claimed it to take it over
+  (`taken_over_at`: backfill/state/takeover.py);
+- `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
+  written by a newer release is refused (StoreSchemaError) rather than misread.
+
+A status change is a compare-and-set (`transition`): the row's status and version are
+read, the change is checked against the transition table (backfill/state/status.py),
+and written with `UPDATE ... WHERE id = ? AND version = ?`; when another writer got in
+between, it starts over from what that writer left. So two writers (the coordinator,
+the UI mirror thread, `backfill cancel`, the Launchpad job, on any host) never lose one
+another's status, and a refused change writes nothing. Each statement is atomic on its
+own (SQLite in a transaction, Postgres in autocommit), so none needs a lock.
+
+Records written by earlier releases as `<instance folder>/partition_assets/backfills/<id>.json`
+are copied in on first use (`_migrate_files`), and each file renamed to `<id>.json.migrated`.
+
+Not guaranteed: `save` writes the record's other fields as this object holds them (the
+status excepted): only a backfill's one coordinator (backfill/state/presence.py) writes
+them, so two writers of those fields are not expected and the later one wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String, Table, Text, or_, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.status import BackfillStatus, check_transition
+from partition_assets.dagster_internals import LegacyRunStorage, SqlRunStorage
+from partition_assets.errors import EnvironmentSetupError, StoreSchemaError, UnknownBackfillError
+from partition_assets.ids import checked_backfill_id, is_backfill_id
+
+SCHEMA_VERSION = 1
+_log = logging.getLogger(__name__)
+_metadata = MetaData()
+BACKFILLS = Table(
+    "partition_assets_backfills",
+    _metadata,
+    Column("id", String(128), primary_key=True),
+    Column("status", String(32), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    # When a host last claimed the backfill to resume it under a new coordinator (takeover.py).
+    Column("taken_over_at", Float, nullable=True),
+)
+SCHEMA = Table(
+    "partition_assets_schema",
+    _metadata,
+    Column("name", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+_SCHEMA_NAME = "backfills"
+# Where earlier releases kept each record, under the instance's folder.
+LEGACY_FOLDER = ("partition_assets", "backfills")
+
+
+class BackfillStore:
+    """The backfill records of `instance` (see the module docstring).
+
+    Raises:
+        EnvironmentSetupError: The instance's run storage is not a SQL storage.
+        StoreSchemaError: The tables were created by a newer release.
+    """
+
+    def __init__(self, instance: dg.DagsterInstance) -> None:
+        self._storage = sql_run_storage(instance)
+        self._root = Path(instance.root_directory)
+        self._create_tables()
+        self._migrate_files()
+
+    def load(self, backfill_id: str) -> BackfillRecord:
+        """The record of `backfill_id`, bound to this store.
+
+        Raises:
+            UnknownBackfillError: No record of `backfill_id`; the message lists the recorded ids.
+            BackfillIdError: `backfill_id` cannot name a backfill.
+        """
+        row = self._row(checked_backfill_id(backfill_id), BACKFILLS.c.status, BACKFILLS.c.body)
+        if row is None:
+            raise self._unknown(backfill_id)
+        return BackfillRecord.from_json(json.loads(row.body), BackfillStatus(row.status), backfill_id, store=self)
+
+    def status(self, backfill_id: str) -> BackfillStatus:
+        """The status of `backfill_id` as stored now (one indexed row: cheap after every node).
+
+        Raises:
+            UnknownBackfillError: No record of `backfill_id`; the message lists the recorded ids.
+        """
+        row = self._row(backfill_id, BACKFILLS.c.status)
+        if row is None:
+            raise self._unknown(backfill_id)
+        return BackfillStatus(row.status)
+
+    def exists(self, backfill_id: str) -> bool:
+        return self._row(backfill_id, BACKFILLS.c.id) is not None
+
+    def ids(self) -> list[str]:
+        """Every recorded backfill id, oldest first."""
+        with self._connect() as connection:
+            rows = connection.execute(select(BACKFILLS.c.id).order_by(BACKFILLS.c.created_at, BACKFILLS.c.id))
+            return [row.id for row in rows]
+
+    def save(self, record: BackfillRecord) -> None:
+        """Writes every field of `record` but its status; a record not stored yet is
+        inserted with the status it holds (its first, normally running)."""
+        body = json.dumps(record.to_json())
+        now = time.time()
+        with self._connect() as connection:
+            updated = connection.execute(
+                update(BACKFILLS)
+                .where(BACKFILLS.c.id == record.id)
+                .values(body=body, version=BACKFILLS.c.version + 1, updated_at=now)
+            )
+            if updated.rowcount:
+                return
+        if not self._insert(record.id, record.status, body):  # inserted by another process meanwhile
+            self.save(record)
+
+    def transition(self, backfill_id: str, target: BackfillStatus, action: str) -> BackfillStatus:
+        """Sets the status of `backfill_id` to `target` by compare-and-set; returns the
+        status it replaced.
+
+        Args:
+            action: What asks for the change, as a refusal names it (e.g. "cancel").
+
+        Raises:
+            IllegalTransitionError: The stored status may not become `target`; nothing was written.
+            UnknownBackfillError: No record of `backfill_id`.
+        """
+        while True:
+            row = self._row(backfill_id, BACKFILLS.c.status, BACKFILLS.c.version)
+            if row is None:
+                raise self._unknown(backfill_id)
+            current = BackfillStatus(row.status)
+            check_transition(backfill_id, current, target, action)
+            with self._connect() as connection:
+                swapped = connection.execute(
+                    update(BACKFILLS)
+                    .where(BACKFILLS.c.id == backfill_id, BACKFILLS.c.version == row.version)
+                    .values(status=target.value, version=row.version + 1, updated_at=time.time())
+                )
+                if swapped.rowcount == 1:
+                    return current
+
+    def versions_in(self, statuses: Iterable[BackfillStatus]) -> dict[str, int]:
+        """The version of every backfill whose status is one of `statuses`."""
+        with self._connect() as connection:
+            rows = connection.execute(
+                select(BACKFILLS.c.id, BACKFILLS.c.version).where(BACKFILLS.c.status.in_([s.value for s in statuses]))
+            )
+            return {row.id: row.version for row in rows}
+
+    def claim_takeover(self, backfill_id: str, version: int, claimed_before: float) -> bool:
+        """Marks `backfill_id` as taken over by the caller when it is still at `version` and
+        no takeover was claimed after `claimed_before` (epoch seconds); False when another
+        caller got there first. One statement: of callers racing, one wins."""
+        now = time.time()
+        with self._connect() as connection:
+            claimed = connection.execute(
+                update(BACKFILLS)
+                .where(
+                    BACKFILLS.c.id == backfill_id,
+                    BACKFILLS.c.version == version,
+                    or_(BACKFILLS.c.taken_over_at.is_(None), BACKFILLS.c.taken_over_at < claimed_before),
+                )
+                .values(taken_over_at=now, version=version + 1, updated_at=now)
+            )
+            return claimed.rowcount == 1
+
+    def _row(self, backfill_id: str, *columns: Column) -> Row | None:
+        with self._connect() as connection:
+            return connection.execute(select(*columns).where(BACKFILLS.c.id == backfill_id)).first()
+
+    def _insert(self, backfill_id: str, status: BackfillStatus, body: str) -> bool:
+        """Inserts a record; False when one of that id exists."""
+        now = time.time()
+        try:
+            with self._connect() as connection:
+                connection.execute(
+                    BACKFILLS.insert().values(
+                        id=backfill_id, status=status.value, version=1, body=body, created_at=now, updated_at=now
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def _unknown(self, backfill_id: str) -> UnknownBackfillError:
+        known = self.ids()
+        return UnknownBackfillError(
+            f"no backfill {backfill_id!r} is recorded in the Dagster instance at {self._root}; "
+            + (f"known: {', '.join(known[-20:])}" if known else "none is (check DAGSTER_HOME and its storage)")
+        )
+
+    @contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        with self._storage.connect() as connection:
+            yield connection
+
+    def _create_tables(self) -> None:
+        """Creates the tables when absent (two processes may race: the loser finds them),
+        then refuses tables of a newer schema version."""
+        _retrying_once(lambda: self._with_connection(lambda c: _metadata.create_all(c, checkfirst=True)))
+        with self._connect() as connection:
+            stored = connection.execute(select(SCHEMA.c.version).where(SCHEMA.c.name == _SCHEMA_NAME)).scalar()
+        if stored is None:
+            try:
+                with self._connect() as connection:
+                    connection.execute(SCHEMA.insert().values(name=_SCHEMA_NAME, version=SCHEMA_VERSION))
+            except IntegrityError:  # another process wrote it meanwhile
+                pass
+        elif stored > SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"the backfill tables of the Dagster instance at {self._root} are at schema version {stored}, "
+                f"newer than this release's {SCHEMA_VERSION}: upgrade partition_assets on this host. "
+                "Nothing was written."
+            )
+
+    def _with_connection(self, action: Callable[[Connection], object]) -> None:
+        with self._connect() as connection:
+            action(connection)
+
+    def _migrate_files(self) -> None:
+        """Copies each record file an earlier release wrote in, once (see the module docstring)."""
+        folder = self._root.joinpath(*LEGACY_FOLDER)
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            if not is_backfill_id(path.stem):
+                continue
+            saved = json.loads(path.read_text())
+            record = BackfillRecord.from_json(
+                saved, BackfillStatus(saved.get("status", "running")), path.stem, store=self
+            )
+            if self._insert(record.id, record.status, json.dumps(record.to_json())):
+                _log.info("backfill %s: its record moved from %s into the Dagster instance", record.id, path)
+            path.rename(path.with_name(f"{path.name}.migrated"))
+
+
+def sql_run_storage(instance: dg.DagsterInstance) -> SqlRunStorage:
+    """The SQL run storage of `instance` (SQLite or Postgres), under Dagster's composite wrapper.
+
+    Raises:
+        EnvironmentSetupError: The instance's run storage is not a SQL storage.
+    """
+    storage = instance.run_storage
+    if isinstance(storage, LegacyRunStorage):
+        storage = storage._storage.run_storage  # pinned in tests/integration/test_dagster_internals.py
+    if not isinstance(storage, SqlRunStorage):
+        raise EnvironmentSetupError(
+            f"the Dagster instance at {instance.root_directory} stores runs in {type(storage).__name__}, not in a "
+            "SQL database: backfills are recorded in the instance's database; configure SQLite (the default) or "
+            "Postgres storage in its dagster.yaml. Nothing was written."
+        )
+    return storage
+
+
+def _retrying_once(action: Callable[[], None]) -> None:
+    """`action`, again once if it failed (a concurrent CREATE TABLE on Postgres fails the loser)."""
+    try:
+        action()
+    except (IntegrityError, OperationalError, ProgrammingError):
+        action()
