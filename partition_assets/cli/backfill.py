@@ -15,6 +15,7 @@ from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
+from partition_assets.backfill.planning.schema_plan import plan_schema_changes
 from partition_assets.backfill.planning.spec import (
     DEFAULT_MAX_PARALLEL,
     RUNS_LAUNCHER,
@@ -26,6 +27,7 @@ from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.gate import diff_rows, format_diff
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress
@@ -127,9 +129,14 @@ def run_backfill_command(args: argparse.Namespace) -> int:
 def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.DagsterInstance) -> int:
     graph = graph_of(spec, instance)
     done = nodes_to_skip(spec, graph, instance)
+    definitions = load_definitions(spec.module)
+    # Refuses a schema change the partitions cannot take before anything is recorded or written.
+    schema_plans = plan_schema_changes(tables_of(definitions, graph))
     if args.action == "plan":
-        impacted = impact(load_definitions(spec.module).resolve_asset_graph(), graph, instance)
+        impacted = impact(definitions.resolve_asset_graph(), graph, instance)
         print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
+        for schema_plan in schema_plans:
+            print("\n".join(schema_plan.describe()))
         if spec.catch_up:
             print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
         return 0

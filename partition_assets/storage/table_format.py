@@ -35,6 +35,9 @@ class WriteOptions:
     allow_empty: bool = False  # an empty frame clears the scope instead of failing
     allow_new_columns: bool = False  # new columns extend the schema, as nullable
     merge_keys: tuple[str, ...] = ()  # upsert on these keys within the scope (Delta only)
+    # a backfill's staging may drop, retype or add columns (the asset declares a schema change);
+    # its publish then checks that every partition was rewritten (storage/schema_change.py)
+    allow_schema_change: bool = False
     commit_metadata: Mapping[str, str] = field(default_factory=dict)  # kept where commits are logged
 
 

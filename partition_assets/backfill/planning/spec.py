@@ -115,7 +115,8 @@ class BackfillSpec:
             not ISO 8601 or inverted; a count that is no whole number or below its minimum; an empty
             static filter or key; a reserved tag; an unknown publish mode or way to run; an
             `inputs_as_of` that is neither 'original' nor an ISO time), or two fields contradict
-            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`).
+            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`; `all_partitions`
+            with a range or `keys`).
         GateConfigError: A `gate` override is invalid.
     """
 
@@ -140,6 +141,11 @@ class BackfillSpec:
         "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
         parse=_partition_keys,
         config_type=list[str],
+    )
+    all_partitions: bool = option(
+        False,
+        help="every partition of each selected asset instead of a range (what a schema change that drops, "
+        "retypes, renames or splits a column needs)",
     )
     max_parallel: int = option(DEFAULT_MAX_PARALLEL, help="node runs at once")
     asset_limits: Mapping[str, int] = option(
@@ -224,6 +230,11 @@ class BackfillSpec:
             parse_override(text)  # raises GateConfigError naming the text and the grammar
         if self.keys:
             self._check_keys()
+        if self.all_partitions and (self.keys or self.start is not None or self.end is not None):
+            raise BackfillPlanError(
+                "--all-partitions and --start/--end or --keys contradict: --all-partitions names every "
+                "partition of each selected asset; drop one of them"
+            )
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "

@@ -1,0 +1,84 @@
+"""A schema change, column by column, without data: the diff (added, dropped, retyped, renamed or
+split as declared), which changes need every partition, the schema a backfill publishes, the
+declaration in asset metadata, and the plan's refusal of a partial range."""
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from partition_assets.backfill.planning.schema_plan import declared_schema
+from partition_assets.errors import SchemaChangeError
+from partition_assets.storage import declare_schema_change
+from partition_assets.storage.schema_change import ColumnMapping, diff_schemas, schema_after
+
+OLD = pa.schema([("id", pa.int64()), ("amount", pa.float64()), ("tag", pa.string()), ("ds", pa.string())])
+
+
+def kinds(change) -> dict[str, str]:
+    return {c.column: c.kind for c in change.changes}
+
+
+def test_no_change_is_empty_and_string_flavours_are_one_type():
+    same = pa.schema([("id", pa.int64()), ("amount", pa.float64()), ("tag", pa.large_string()), ("ds", pa.string())])
+    assert not diff_schemas(OLD, same)
+
+
+def test_a_retype_and_a_drop_need_every_partition_an_added_column_does_not():
+    retyped = OLD.set(1, pa.field("amount", pa.decimal128(18, 6)))
+    change = diff_schemas(OLD, retyped)
+    assert kinds(change) == {"amount": "retyped"} and change.rewrites_every_partition
+    assert change.describe() == ["retyped  amount: double -> decimal(18,6)"]
+
+    dropped = diff_schemas(OLD, OLD.remove(2))
+    assert kinds(dropped) == {"tag": "dropped"} and dropped.rewrites_every_partition
+    assert dropped.changed_columns == ("tag",)
+
+    added = diff_schemas(OLD, OLD.append(pa.field("note", pa.string())))
+    assert kinds(added) == {"note": "added"} and not added.rewrites_every_partition
+    assert added.describe() == ["added    note: string (nullable)"] and added.changed_columns == ()
+
+
+def test_declared_renames_and_splits_are_reported_as_such_not_as_drops_and_adds():
+    new = pa.schema(
+        [("id", pa.int64()), ("net", pa.float64()), ("tax", pa.float64()), ("label", pa.string()), ("ds", pa.string())]
+    )
+    undeclared = diff_schemas(OLD, new)
+    assert kinds(undeclared) == {"amount": "dropped", "tag": "dropped", "net": "added", "tax": "added", "label": "added"}
+
+    mapping = ColumnMapping(renamed={"tag": "label"}, split={"amount": ("net", "tax")})
+    change = diff_schemas(OLD, new, mapping)
+    assert kinds(change) == {"amount": "split", "tag": "renamed"} and change.rewrites_every_partition
+    assert change.describe() == ["split    amount -> net + tax (declared)", "renamed  tag -> label (declared)"]
+    assert mapping.new_columns_of("amount") == ("net", "tax") and mapping.old_column_of("label") == "tag"
+
+
+def test_the_declaration_round_trips_through_asset_metadata_and_refuses_nonsense():
+    metadata = declare_schema_change(renamed={"tag": "label"}, split={"amount": ["net", "tax"]})
+    mapping = ColumnMapping.from_metadata(metadata)
+    assert dict(mapping.renamed) == {"tag": "label"} and dict(mapping.split) == {"amount": ("net", "tax")}
+    assert ColumnMapping.from_metadata({}) == ColumnMapping()
+    with pytest.raises(SchemaChangeError, match="two or more distinct columns"):
+        declare_schema_change(split={"amount": ["net"]})
+    with pytest.raises(SchemaChangeError, match="both renamed and split"):
+        declare_schema_change(renamed={"amount": "x"}, split={"amount": ["net", "tax"]})
+
+
+def test_the_published_schema_extends_the_old_one_or_is_the_stagings_own():
+    added = schema_after(OLD, [OLD.append(pa.field("note", pa.string(), nullable=False))])
+    assert added.names == [*OLD.names, "note"] and added.field("note").nullable
+
+    retyped = OLD.set(1, pa.field("amount", pa.decimal128(18, 6), nullable=False))
+    published = schema_after(OLD, [retyped, retyped.append(pa.field("note", pa.string()))])
+    assert published.names == [*OLD.names, "note"]
+    assert published.field("amount").type == pa.decimal128(18, 6) and published.field("amount").nullable
+    assert schema_after(OLD, [OLD.remove(2)]).names == ["id", "amount", "ds"]
+
+
+def test_a_declared_column_schema_reads_as_arrow_with_spark_aliases():
+    columns = [dg.TableColumn("id", "bigint"), dg.TableColumn("amount", "decimal(18,6)"), dg.TableColumn("ds", "string")]
+    schema = declared_schema({"dagster/column_schema": dg.TableSchema(columns=columns)})
+    assert schema is not None and schema.field("amount").type == pa.decimal128(18, 6)
+    assert schema.field("id").type == pa.int64()
+    assert declared_schema({}) is None
+    with pytest.raises(SchemaChangeError, match="no Delta type"):
+        declared_schema({"dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn("x", "money")])})
