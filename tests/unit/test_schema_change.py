@@ -43,7 +43,13 @@ def test_declared_renames_and_splits_are_reported_as_such_not_as_drops_and_adds(
         [("id", pa.int64()), ("net", pa.float64()), ("tax", pa.float64()), ("label", pa.string()), ("ds", pa.string())]
     )
     undeclared = diff_schemas(OLD, new)
-    assert kinds(undeclared) == {"amount": "dropped", "tag": "dropped", "net": "added", "tax": "added", "label": "added"}
+    assert kinds(undeclared) == {
+        "amount": "dropped",
+        "tag": "dropped",
+        "net": "added",
+        "tax": "added",
+        "label": "added",
+    }
 
     mapping = ColumnMapping(renamed={"tag": "label"}, split={"amount": ("net", "tax")})
     change = diff_schemas(OLD, new, mapping)
@@ -75,7 +81,11 @@ def test_the_published_schema_extends_the_old_one_or_is_the_stagings_own():
 
 
 def test_a_declared_column_schema_reads_as_arrow_with_spark_aliases():
-    columns = [dg.TableColumn("id", "bigint"), dg.TableColumn("amount", "decimal(18,6)"), dg.TableColumn("ds", "string")]
+    columns = [
+        dg.TableColumn("id", "bigint"),
+        dg.TableColumn("amount", "decimal(18,6)"),
+        dg.TableColumn("ds", "string"),
+    ]
     schema = declared_schema({"dagster/column_schema": dg.TableSchema(columns=columns)})
     assert schema is not None and schema.field("amount").type == pa.decimal128(18, 6)
     assert schema.field("id").type == pa.int64()
