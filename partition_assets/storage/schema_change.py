@@ -30,6 +30,10 @@ from deltalake import Schema
 from partition_assets.errors import SchemaChangeError
 
 SCHEMA_CHANGE_METADATA_KEY = "partition_assets/schema_change"
+# Dagster's asset metadata of an asset's columns: what the code declares, and what a publish records.
+COLUMN_SCHEMA_METADATA = "dagster/column_schema"
+# Materialization metadata of a publish (or rollback) that changed the table's schema: the change.
+SCHEMA_CHANGE_METADATA = "schema_change"
 
 ChangeKind = Literal["added", "dropped", "retyped", "renamed", "split"]
 
@@ -179,22 +183,22 @@ def diff_schemas(old: pa.Schema, new: pa.Schema, mapping: ColumnMapping = NO_MAP
         targets = mapping.new_columns_of(name)
         if targets != (name,) and name not in new_types and all(t in new_types for t in targets):
             kind: ChangeKind = "renamed" if name in mapping.renamed else "split"
-            new_type = ", ".join(_delta_type(new_types[t]) for t in targets)
-            changes.append(ColumnChange(kind, name, _delta_type(old_type), new_type, targets))
+            new_type = ", ".join(delta_type_name(new_types[t]) for t in targets)
+            changes.append(ColumnChange(kind, name, delta_type_name(old_type), new_type, targets))
             mapped_to.update(targets)
         elif name not in new_types:
-            changes.append(ColumnChange("dropped", name, _delta_type(old_type)))
-        elif _delta_type(old_type) != _delta_type(new_types[name]):
-            changes.append(ColumnChange("retyped", name, _delta_type(old_type), _delta_type(new_types[name])))
+            changes.append(ColumnChange("dropped", name, delta_type_name(old_type)))
+        elif delta_type_name(old_type) != delta_type_name(new_types[name]):
+            changes.append(ColumnChange("retyped", name, delta_type_name(old_type), delta_type_name(new_types[name])))
     for name, new_type in new_types.items():
         if name not in old_types and name not in mapped_to:
-            changes.append(ColumnChange("added", name, None, _delta_type(new_type)))
+            changes.append(ColumnChange("added", name, None, delta_type_name(new_type)))
     return SchemaChange(tuple(changes))
 
 
-def _delta_type(arrow_type: pa.DataType) -> str:
-    """The type as Delta stores it: readers report strings as large or view types, and
-    the logical type is what a schema change is about."""
+def delta_type_name(arrow_type: pa.DataType) -> str:
+    """The type as Delta names it (double, decimal(18,6), string): readers report strings as
+    large or view types, and the logical type is what a schema change is about."""
     delta_field = Schema.from_arrow(pa.schema([("c", arrow_type)])).fields[0]
     return str(delta_field.type.type if hasattr(delta_field.type, "type") else delta_field.type)
 
@@ -222,4 +226,4 @@ def schema_after(published: pa.Schema, staged: Sequence[pa.Schema]) -> pa.Schema
 
 
 def _same(old: pa.Field, new: pa.Field) -> bool:
-    return _delta_type(old.type) == _delta_type(new.type)
+    return delta_type_name(old.type) == delta_type_name(new.type)

@@ -27,9 +27,8 @@ from deltalake.schema import PrimitiveType
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.errors import SchemaChangeError
 from partition_assets.storage.delta import DeltaFormat
-from partition_assets.storage.schema_change import ColumnMapping, SchemaChange, diff_schemas
+from partition_assets.storage.schema_change import COLUMN_SCHEMA_METADATA, ColumnMapping, SchemaChange, diff_schemas
 
-COLUMN_SCHEMA_METADATA = "dagster/column_schema"
 _ALIASES = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte", "bool": "boolean"}
 
 

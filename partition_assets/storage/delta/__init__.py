@@ -101,9 +101,10 @@ class DeltaFormat:
     def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
         return read.staging_of(log.open_table(table_uri), table_uri, backfill_id)
 
-    def schema(self, table_uri: str) -> pa.Schema | None:
-        """The table's published schema (partition columns included); None when there is no table."""
-        table = log.open_table(table_uri)
+    def schema(self, table_uri: str, version: int | None = None) -> pa.Schema | None:
+        """The table's schema (partition columns included), latest or as of `version`; None
+        when there is no table."""
+        table = log.open_table(table_uri, version=version)
         return None if table is None else log.table_schema(table)[0]
 
     def version(self, table_uri: str) -> int | None:
