@@ -58,6 +58,7 @@ from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes import fork_server
 from partition_assets.processes.coordinators import await_backfill
+from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -151,6 +152,8 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
         heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
         print(heatmap.text())
+        if record.spec.keep_previous is not None:
+            print("\n".join(_previous_versions(_publication(record, instance))))
         if args.html:
             Path(args.html).write_text(heatmap.html())
         if args.png:
@@ -313,7 +316,22 @@ def _ledger(publication: Publication, instance: dg.DagsterInstance, args: argpar
         print(json.dumps([entry.to_json() for entry in entries], indent=2, default=str))
     else:
         print(format_ledger(entries))
+        if publication.record.spec.keep_previous is not None:
+            print("\n".join(_previous_versions(publication)))
     return 0
+
+
+def _previous_versions(publication: Publication) -> list[str]:
+    """A line per table whose version before this backfill is kept (--keep-previous)."""
+    lines = []
+    for table in publication.tables.values():
+        copy = previous_copy(table.uri)
+        if copy is not None and copy.backfill_id == publication.record.id:
+            lines.append(
+                f"previous version of {table.asset.to_user_string()} (v{copy.version}) kept as {copy.uri} "
+                f"until {copy.expires_at.isoformat(timespec='seconds')} (vacuum drops it after)"
+            )
+    return lines or [f"no previous version kept by backfill {publication.record.id} (yet)"]
 
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:

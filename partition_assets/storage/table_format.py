@@ -79,6 +79,7 @@ class VacuumResult:
 
     data_files: list[str]  # no reader sees them: replaced, or from writes that never published
     staging_folders: list[str]  # staging folders of writes that died before publishing
+    dropped_tables: list[str] = field(default_factory=list)  # kept previous versions past their expiry
 
 
 class TableFormat(Protocol):

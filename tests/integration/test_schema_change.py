@@ -1,22 +1,27 @@
 """Backfills that change a table's schema, on real Spark and Delta: a staged rewrite published
 in ONE commit holding the new schema (a metaData action), every old file's removal and the new
 files; rolled back exactly (schema and values) in one commit; a drop or retype over a partial
-range refused with nothing committed. delta-rs and DuckDB read one schema at each version."""
+range refused with nothing committed. delta-rs and DuckDB read one schema at each version. The
+previous version kept as `<table>__previous` shares the old files until vacuum drops it."""
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import functions as F
 
 from partition_assets.errors import SchemaChangeError, TableSchemaError
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
+from partition_assets.storage.delta.previous import keep_previous, previous_copy, previous_uri
+from partition_assets.storage.delta.vacuum import vacuum_table
 from tests.support.readers import duckdb_connection
+from tests.support.retention import backdate, backdate_removes
 
 DAYS = daily("2024-01-01")
 D1, D2, D3 = "2024-01-01", "2024-01-02", "2024-01-03"
@@ -176,3 +181,34 @@ def test_without_a_declared_change_staging_and_writing_still_refuse_a_retype(spa
     with pytest.raises(TableSchemaError, match="declare_schema_change"):
         DeltaFormat().write(retyped, table, scope(D1))
     assert delta_rs_schema(table)["amount"] == "double"
+
+
+def test_a_kept_previous_version_shares_the_old_files_and_vacuum_drops_it_after_expiry(spark, table):
+    old_rows = delta_rs_rows(table)
+    old_files = {Path(uri).relative_to(table).as_posix() for uri in DeltaTable(table).file_uris()}
+    stage(spark, table, ALL, lambda f: f.withColumn("amount", F.col("amount").cast("decimal(18,6)")))
+    published = DeltaFormat().publish_staged(table, BACKFILL, None, {}).version
+    expires = datetime(2030, 1, 1, tzinfo=UTC)
+
+    copy = keep_previous(table, published - 1, BACKFILL, expires)
+    assert keep_previous(table, published - 1, BACKFILL, expires) == copy  # idempotent: one commit
+    assert copy.uri == previous_uri(table) == f"{table}__previous" and DeltaTable(copy.uri).version() == 0
+    assert copy.shared_paths == old_files and copy.version == published - 1
+    assert not list(Path(copy.uri).rglob("*.parquet"))  # nothing copied: its log names the table's files
+    # Readable with the old schema and rows (delta-rs through DataFusion resolves absolute paths).
+    read = pa.table(QueryBuilder().register("p", DeltaTable(copy.uri)).execute("SELECT * FROM p").read_all())
+    assert str(read.schema.field("amount").type) == "double"
+    assert sorted(read.to_pylist(), key=lambda row: row["id"]) == old_rows
+
+    backdate(Path(table), 2)
+    backdate_removes(table, published, 2)  # two hours on: the replaced files are past the retention
+    before_expiry = vacuum_table(table, 1, dry_run=False, now=expires - timedelta(days=1))
+    assert before_expiry.dropped_tables == [] and not old_files & set(before_expiry.data_files)
+    assert all((Path(table) / path).exists() for path in old_files)
+    assert DeltaTable.is_deltatable(copy.uri)
+
+    after_expiry = vacuum_table(table, 1, dry_run=False, now=expires)
+    assert after_expiry.dropped_tables == [copy.uri] and not DeltaTable.is_deltatable(copy.uri)
+    assert old_files <= set(after_expiry.data_files)
+    assert not any((Path(table) / path).exists() for path in old_files)
+    assert previous_copy(table) is None and len(delta_rs_rows(table)) == 12

@@ -2,12 +2,15 @@
 split as declared), which changes need every partition, the schema a backfill publishes, the
 declaration in asset metadata, and the plan's refusal of a partial range."""
 
+from datetime import timedelta
+
 import dagster as dg
 import pyarrow as pa
 import pytest
 
 from partition_assets.backfill.planning.schema_plan import declared_schema
-from partition_assets.errors import SchemaChangeError
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.errors import BackfillPlanError, SchemaChangeError
 from partition_assets.storage import declare_schema_change
 from partition_assets.storage.schema_change import ColumnMapping, diff_schemas, schema_after
 
@@ -92,3 +95,15 @@ def test_a_declared_column_schema_reads_as_arrow_with_spark_aliases():
     assert declared_schema({}) is None
     with pytest.raises(SchemaChangeError, match="no Delta type"):
         declared_schema({"dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn("x", "money")])})
+
+
+def test_keep_previous_takes_a_duration_and_all_partitions_contradicts_a_range():
+    spec = BackfillSpec(module="m", selection="*", all_partitions=True, keep_previous="30d")
+    assert spec.keep_previous_for() == timedelta(days=30)
+    assert BackfillSpec(module="m", selection="*", keep_previous="12h").keep_previous_for() == timedelta(hours=12)
+    assert BackfillSpec(module="m", selection="*").keep_previous_for() is None
+    for bad in ("30", "0d", "1w", "d", "-3h"):
+        with pytest.raises(BackfillPlanError, match="--keep-previous .* e.g. 30d"):
+            BackfillSpec(module="m", selection="*", keep_previous=bad)
+    with pytest.raises(BackfillPlanError, match="--all-partitions and --start/--end or --keys contradict"):
+        BackfillSpec(module="m", selection="*", all_partitions=True, start="2024-01-01", end="2024-01-02")
