@@ -71,6 +71,15 @@ class ColumnMapping:
             return (self.renamed[old],)
         return self.split.get(old, (old,))
 
+    def applied(self, old: str, new_columns: Sequence[str]) -> tuple[str, ...] | None:
+        """The new columns standing for old column `old` in a schema of `new_columns`, when its
+        declared rename or split applies there (`old` is gone, every new column is present);
+        None when it does not (not declared, or the schema is not the one declared)."""
+        targets = self.new_columns_of(old)
+        if targets == (old,) or old in new_columns or not all(t in new_columns for t in targets):
+            return None
+        return targets
+
     def old_column_of(self, column: str) -> str:
         """The old column a measure named `column` compares against: `column` itself, or the
         column renamed to it."""
@@ -180,8 +189,8 @@ def diff_schemas(old: pa.Schema, new: pa.Schema, mapping: ColumnMapping = NO_MAP
     changes: list[ColumnChange] = []
     mapped_to: set[str] = set()
     for name, old_type in old_types.items():
-        targets = mapping.new_columns_of(name)
-        if targets != (name,) and name not in new_types and all(t in new_types for t in targets):
+        targets = mapping.applied(name, list(new_types))
+        if targets is not None:
             kind: ChangeKind = "renamed" if name in mapping.renamed else "split"
             new_type = ", ".join(delta_type_name(new_types[t]) for t in targets)
             changes.append(ColumnChange(kind, name, delta_type_name(old_type), new_type, targets))

@@ -6,6 +6,7 @@ through its mapping (a wrong split fails the gate, the diff naming the changed c
 
 import re
 
+import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
@@ -36,6 +37,16 @@ def schema(lakehouse: Lakehouse, table: str, version: int | None = None) -> dict
 def records(lakehouse: Lakehouse) -> set[str]:
     """The ids of the backfills recorded in the lakehouse's home."""
     return {path.stem for path in (lakehouse.home / "partition_assets" / "backfills").glob("*.json")}
+
+
+def column_types(lakehouse: Lakehouse) -> dict[str, str]:
+    """The column schema the latest materialization of payments records (what the UI shows)."""
+    with lakehouse.instance() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("payments"))
+    assert event is not None and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    assert metadata["schema_change"].value  # the change, column by column
+    return {column.name: column.type for column in metadata["dagster/column_schema"].schema.columns}
 
 
 def duckdb_amounts(lakehouse: Lakehouse) -> tuple[str, list]:
@@ -73,6 +84,7 @@ def test_a_retype_is_planned_refused_over_a_partial_range_then_published_kept_an
     assert duck_type.upper() == "DECIMAL(18,6)" and sorted(map(float, amounts)) == sorted(
         a for day in ("2024-01-01", "2024-01-02", "2024-01-03") for a in schema_defs.payment_amounts(day)
     )
+    assert column_types(payments_v1) == {"payment_id": "string", "amount": "decimal(18,6)", "ds": "string"}
     copy = previous_copy(payments_v1.uri("payments"))
     assert copy is not None and copy.backfill_id == bid and copy.version == versions["payments"]
     assert re.search(
@@ -86,6 +98,7 @@ def test_a_retype_is_planned_refused_over_a_partial_range_then_published_kept_an
     assert schema(payments_v1, "payments")["amount"] == "double"
     assert delta_row_set(payments_v1.uri("payments")) == old_rows
     assert "DOUBLE" in duckdb_amounts(payments_v1)[0].upper()
+    assert column_types(payments_v1)["amount"] == "double"  # the UI's columns follow the rollback
 
 
 def test_a_declared_split_is_gated_through_its_mapping(payments_v1):

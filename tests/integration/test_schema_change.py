@@ -2,7 +2,8 @@
 in ONE commit holding the new schema (a metaData action), every old file's removal and the new
 files; rolled back exactly (schema and values) in one commit; a drop or retype over a partial
 range refused with nothing committed. delta-rs and DuckDB read one schema at each version. The
-previous version kept as `<table>__previous` shares the old files until vacuum drops it."""
+previous version kept as `<table>__previous` shares the old files until vacuum drops it. The
+gate's stats compare across types and through a declared split."""
 
 import json
 import shutil
@@ -15,11 +16,14 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import functions as F
 
+from partition_assets.backfill.publishing.gate import Budget, Gate, diff_rows, evaluate
+from partition_assets.backfill.publishing.stats import mapped_to_old, partition_stats
 from partition_assets.errors import SchemaChangeError, TableSchemaError
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
 from partition_assets.storage.delta.previous import keep_previous, previous_copy, previous_uri
 from partition_assets.storage.delta.vacuum import vacuum_table
+from partition_assets.storage.schema_change import ColumnMapping
 from tests.support.readers import duckdb_connection
 from tests.support.retention import backdate, backdate_removes
 
@@ -212,3 +216,29 @@ def test_a_kept_previous_version_shares_the_old_files_and_vacuum_drops_it_after_
     assert old_files <= set(after_expiry.data_files)
     assert not any((Path(table) / path).exists() for path in old_files)
     assert previous_copy(table) is None and len(delta_rs_rows(table)) == 12
+
+
+def test_the_gate_compares_across_types_and_through_a_declared_split(spark):
+    old = old_frame(spark, ALL)
+    mapping = ColumnMapping(split={"amount": ("net", "tax")})  # declared: it applies where net and tax are
+    gate = Gate(measures={"amount": Budget(relative=0.001)})
+
+    def split(share_of_tax: float):
+        net = F.col("amount") * 0.8
+        return old.withColumn("net", net).withColumn("tax", F.col("amount") * share_of_tax).drop("amount")
+
+    old_stats = partition_stats(old, ["ds"], ["amount"], by_column=True)
+    for new, passes, changed in [
+        (old.withColumn("amount", F.col("amount").cast("decimal(18,6)")), True, []),  # a double sum vs a decimal one
+        (split(0.2), True, None),  # net + tax sum to the amount (up to rounding)
+        (split(0.4), False, ["amount"]),  # a wrong split: the gate fails, the diff names the column
+    ]:
+        mapped = mapped_to_old(new, old.schema, mapping)
+        assert mapped.columns[: len(old.columns)] == old.columns
+        new_stats = partition_stats(mapped, ["ds"], ["amount"], by_column=True)
+        checks = evaluate("t", gate, old_stats, new_stats)
+        assert len(checks) == 3 and all(check.passed == passes for check in checks), checks
+        diffs = diff_rows("t", old_stats, new_stats)
+        if changed is not None:
+            assert all(d["changed_columns"] == changed for d in diffs), diffs
+            assert all(d["content"] == ("equal" if not changed else "changed") for d in diffs)

@@ -147,7 +147,8 @@ def mapped_to_old(frame: DataFrame, old: StructType, mapping: ColumnMapping) -> 
     dropped one null. Columns `frame` adds stay, after the old ones."""
     selected, used = [], set()
     for old_field in old.fields:
-        sources = [c for c in mapping.new_columns_of(old_field.name) if c in frame.columns]
+        applied = mapping.applied(old_field.name, frame.columns)
+        sources = list(applied) if applied else [c for c in (old_field.name,) if c in frame.columns]
         used.update(sources)
         value = functools.reduce(operator.add, [F.col(c) for c in sources]) if sources else F.lit(None)
         selected.append(value.try_cast(old_field.dataType).alias(old_field.name))
