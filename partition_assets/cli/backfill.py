@@ -131,10 +131,15 @@ def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.Dags
     graph = graph_of(spec, instance)
     done = nodes_to_skip(spec, graph, instance)
     definitions = load_definitions(spec.module)
+    asset_graph = definitions.resolve_asset_graph()
+    readers = {
+        key: sorted(c.to_user_string() for c in asset_graph.get(key).child_keys - set(graph.slices))
+        for key in graph.slices
+    }
     # Refuses a schema change the partitions cannot take before anything is recorded or written.
-    schema_plans = plan_schema_changes(tables_of(definitions, graph))
+    schema_plans = plan_schema_changes(tables_of(definitions, graph), readers)
     if args.action == "plan":
-        impacted = impact(definitions.resolve_asset_graph(), graph, instance)
+        impacted = impact(asset_graph, graph, instance)
         print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
         for schema_plan in schema_plans:
             print("\n".join(schema_plan.describe()))

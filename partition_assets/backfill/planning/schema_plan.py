@@ -15,7 +15,7 @@ timestamp, boolean, ...), with Spark's aliases bigint and int.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,17 @@ class TableSchemaPlan:
     table: BackfillTable
     change: SchemaChange
     partitions_left: int  # published partitions of the table the backfill does not rewrite
+    readers: tuple[str, ...] = ()  # assets outside the backfill that read the table
 
     def describe(self) -> list[str]:
         lines = [f"schema change of {self.table.asset.to_user_string()} ({self.table.uri}):"]
         lines += [f"  {line}" for line in self.change.describe()]
+        if self.readers and self.change.changed_columns:
+            lines.append(
+                f"  read outside the backfill by {', '.join(self.readers)}: they see "
+                f"{', '.join(self.change.changed_columns)} change once it publishes (--keep-previous keeps the "
+                "old version readable)"
+            )
         if not self.change.rewrites_every_partition and self.partitions_left:
             lines.append(
                 f"  added columns only: the {self.partitions_left} partitions outside the range read them as null"
@@ -74,8 +81,11 @@ def declared_schema(metadata: Mapping[str, Any]) -> pa.Schema | None:
     return pa.schema(Schema(fields).to_arrow())
 
 
-def plan_schema_changes(tables: Mapping[dg.AssetKey, BackfillTable]) -> list[TableSchemaPlan]:
-    """The tables whose declared schema differs from their published one, with the change.
+def plan_schema_changes(
+    tables: Mapping[dg.AssetKey, BackfillTable], readers: Mapping[dg.AssetKey, Sequence[str]] | None = None
+) -> list[TableSchemaPlan]:
+    """The tables whose declared schema differs from their published one, with the change
+    and the assets outside the backfill that read them (`readers`, by table).
 
     Raises:
         SchemaChangeError: A change needs every partition and the backfill rewrites fewer, naming
@@ -99,7 +109,9 @@ def plan_schema_changes(tables: Mapping[dg.AssetKey, BackfillTable]) -> list[Tab
             continue
         published_rows = set(table.table_format.partition_files(table.uri, None))
         rewritten = table.scope.rows if table.scope is not None else published_rows
-        plan = TableSchemaPlan(table, change, len(published_rows - rewritten))
+        plan = TableSchemaPlan(
+            table, change, len(published_rows - rewritten), tuple((readers or {}).get(table.asset, ()))
+        )
         if change.rewrites_every_partition and plan.partitions_left:
             raise SchemaChangeError(
                 "\n".join(plan.describe())
