@@ -91,12 +91,10 @@ def publish_staged(
             "Leave this table out of the publish, or run the backfill's nodes for it first."
         )
     write = staged.as_write()
-    change = None if table is None else diff_schemas(table_schema(table)[0], staged.schema)
+    change = _schema_change(table, staged)
 
     def check(current: DeltaTable | None) -> None:
-        _check_unchanged(current, staged, expected)
-        if change is not None and change.rewrites_every_partition:
-            _check_every_partition(current, staged, change)
+        _check_publishable(current, staged, expected, change)
 
     check(table)
     if table is not None and change:
@@ -105,8 +103,8 @@ def publish_staged(
         check_schema(table, write, allow_new_columns=True)
     # A change rewriting every partition replaces the whole table (checked on each attempt);
     # added columns over a range whose partitions no overwrite filter names take two commits.
-    one_commit = change is not None and (change.rewrites_every_partition or has_overwrite_filter(staged.scope))
-    scope = None if change is not None and change.rewrites_every_partition else staged.scope
+    one_commit = bool(change) and (change.rewrites_every_partition or has_overwrite_filter(staged.scope))
+    scope = None if change.rewrites_every_partition else staged.scope
     move_into_table_layout(staged)
     failpoint("publish_committing")
     version, removed = commit(
@@ -126,12 +124,13 @@ def publish_staged(
 
 
 def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
-    """Raises ForeignCommitError, committing nothing, when `publish_staged` with
-    `expected` would refuse now; nothing when the backfill staged nothing here or has
+    """Raises ForeignCommitError or SchemaChangeError, committing nothing, when `publish_staged`
+    with `expected` would refuse now; nothing when the backfill staged nothing here or has
     published already. Lets a multi-table publish refuse before committing any table.
 
     Raises:
         ForeignCommitError: A staged partition's published files are no longer `expected`.
+        SchemaChangeError: The staged schema change needs a partition the backfill did not stage.
         CommitError: The table holds the publish but its log no longer names its version.
         BackfillIdError: `backfill_id` cannot name a folder.
     """
@@ -140,7 +139,25 @@ def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionR
     table = open_table(table_uri)
     staged = staging_of(table, table_uri, backfill_id)
     if staged is not None:
-        _check_unchanged(table, staged, expected)
+        _check_publishable(table, staged, expected, _schema_change(table, staged))
+
+
+def _schema_change(table: DeltaTable | None, staged: StagedTable) -> SchemaChange:
+    """What publishing `staged` changes in the table's schema (nothing when there is no table yet)."""
+    return SchemaChange() if table is None else diff_schemas(table_schema(table)[0], staged.schema)
+
+
+def _check_publishable(
+    current: DeltaTable | None,
+    staged: StagedTable,
+    expected: Mapping[PartitionRow, frozenset[str]] | None,
+    change: SchemaChange,
+) -> None:
+    """The refusals a publish checks on each snapshot it commits on: a foreign commit to a staged
+    partition, and a schema change that leaves a partition of the table out."""
+    _check_unchanged(current, staged, expected)
+    if change.rewrites_every_partition:
+        _check_every_partition(current, staged, change)
 
 
 def _check_every_partition(current: DeltaTable | None, staged: StagedTable, change: SchemaChange) -> None:
