@@ -8,11 +8,13 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from partition_assets.backfill.planning.schema_plan import declared_schema
+from partition_assets.backfill.planning.schema_plan import declared_schema, plan_schema_changes
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.errors import BackfillPlanError, SchemaChangeError
-from partition_assets.storage import declare_schema_change
-from partition_assets.storage.schema_change import ColumnMapping, diff_schemas, schema_after
+from partition_assets.partitions import daily
+from partition_assets.storage import DeltaFormat, declare_schema_change
+from partition_assets.storage.schema_change import COLUMN_SCHEMA_METADATA, ColumnMapping, diff_schemas, schema_after
 
 OLD = pa.schema([("id", pa.int64()), ("amount", pa.float64()), ("tag", pa.string()), ("ds", pa.string())])
 
@@ -107,3 +109,60 @@ def test_keep_previous_takes_a_duration_and_all_partitions_contradicts_a_range()
             BackfillSpec(module="m", selection="*", keep_previous=bad)
     with pytest.raises(BackfillPlanError, match="--all-partitions and --start/--end or --keys contradict"):
         BackfillSpec(module="m", selection="*", all_partitions=True, start="2024-01-01", end="2024-01-02")
+
+
+class PublishedTable(DeltaFormat):
+    """A Delta table as the plan sees it, without one on disk: its schema and partitions."""
+
+    def __init__(self, schema: pa.Schema, days: list[str]) -> None:
+        self._schema, self._days = schema, days
+
+    def schema(self, table_uri, version=None):
+        return self._schema
+
+    def partition_files(self, table_uri, scope):
+        return {(day,): frozenset() for day in self._days}
+
+
+def planned(declared: list[tuple[str, str]], backfilled: list[str], **declaration) -> list:
+    days = daily("2024-01-01", end="2024-01-04")
+    metadata = {
+        **declare_schema_change(**declaration),
+        COLUMN_SCHEMA_METADATA: dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in declared]),
+    }
+    table = BackfillTable(
+        asset=dg.AssetKey("t"),
+        uri="lake/t",
+        table_format=PublishedTable(OLD, ["2024-01-01", "2024-01-02", "2024-01-03"]),
+        columns=("ds",),
+        partitions_def=days,
+        partition_keys=tuple(backfilled),
+        metadata=metadata,
+        spark=None,  # the plan reads no rows
+    )
+    return plan_schema_changes({table.asset: table}, {table.asset: ["report"]})
+
+
+def test_the_plan_reports_each_column_and_refuses_a_retype_over_a_partial_range():
+    v1 = [("id", "bigint"), ("amount", "double"), ("tag", "string")]
+    assert planned(v1, ["2024-01-02"]) == []  # no change: nothing to report
+
+    added = planned([*v1, ("note", "string")], ["2024-01-02"])
+    assert added[0].describe()[1:] == [
+        "  added    note: string (nullable)",
+        "  added columns only: the 2 partitions outside the range read them as null",
+    ]
+
+    retyped = [("id", "bigint"), ("amount", "decimal(18,6)"), ("tag", "string")]
+    with pytest.raises(SchemaChangeError, match=r"(?s)retyped  amount: double -> decimal\(18,6\).*1 of the table's 3"):
+        planned(retyped, ["2024-01-02"])
+    whole = planned(retyped, ["2024-01-01", "2024-01-02", "2024-01-03"])
+    assert whole[0].change.rewrites_every_partition
+    assert "read outside the backfill by report: they see amount change" in whole[0].describe()[-1]
+
+    split = planned(
+        [("id", "bigint"), ("net", "double"), ("tax", "double"), ("tag", "string")],
+        ["2024-01-01", "2024-01-02", "2024-01-03"],
+        split={"amount": ["net", "tax"]},
+    )
+    assert split[0].describe()[1] == "  split    amount -> net + tax (declared)"
