@@ -63,9 +63,12 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: dat
     table.update_incremental()
     kept.update(file.path for files in files_by_partition(table).values() for file in files)
     previous = previous_copy(table_uri)
-    expired = previous is not None and previous.expired(now or datetime.now(UTC))
-    if previous is not None and not expired:
-        kept.update(previous.shared_paths)
+    expired = []  # the kept previous version, once past its expiry
+    if previous is not None:
+        if previous.expired(now or datetime.now(UTC)):
+            expired.append(previous)
+        else:
+            kept.update(previous.shared_paths)
     fs, root = table_filesystem(table_uri)
     # The dry run also lists tombstoned files an earlier vacuum already deleted.
     data_files = [
@@ -77,11 +80,11 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: dat
     folders = [backfill_folder(table_uri, b)[1] for b in published]
     folders += [f for f in stale_backfill_folders(table_uri, retention_hours) if f not in folders]
     if not dry_run:
-        if expired and previous is not None:
-            drop_previous(previous)  # before its files go: no reader of it finds them missing
+        for copy in expired:
+            drop_previous(copy)  # before its files go: no reader of it finds them missing
         for path in data_files:
             fs.delete_file(f"{root}/{path}")
         for folder in folders:
             delete_dir(fs, folder)
-    dropped = [previous.uri] if expired and previous is not None else []
-    return VacuumResult(data_files, sweep_staging(table_uri, retention_hours, dry_run) + folders, dropped)
+    staging = sweep_staging(table_uri, retention_hours, dry_run) + folders
+    return VacuumResult(data_files, staging, [copy.uri for copy in expired])
