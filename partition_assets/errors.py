@@ -43,6 +43,11 @@ class TableSchemaError(PartitionAssetsError, ValueError):
     """A write does not match its table's schema or partitioning; nothing was written."""
 
 
+class SchemaChangeError(TableSchemaError):
+    """A backfill's schema change cannot be made as asked (a retype or drop over a partial
+    range, a bad rename or split declaration); nothing was written."""
+
+
 class TableNotFoundError(PartitionAssetsError, FileNotFoundError):
     """A table that must exist does not (an upstream never materialized, a wrong path)."""
 

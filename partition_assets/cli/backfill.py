@@ -17,6 +17,7 @@ from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
+from partition_assets.backfill.planning.schema_plan import plan_schema_changes
 from partition_assets.backfill.planning.spec import (
     DEFAULT_MAX_PARALLEL,
     RUNS_LAUNCHER,
@@ -28,6 +29,7 @@ from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.gate import diff_rows, format_diff
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress
@@ -61,6 +63,7 @@ from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes import fork_server
 from partition_assets.processes.coordinators import await_backfill
+from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -156,9 +159,19 @@ def _instance() -> dg.DagsterInstance:
 def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.DagsterInstance) -> int:
     graph = graph_of(spec, instance)
     done = nodes_to_skip(spec, graph, instance)
+    definitions = load_definitions(spec.module)
+    asset_graph = definitions.resolve_asset_graph()
+    readers = {
+        key: sorted(c.to_user_string() for c in asset_graph.get(key).child_keys - set(graph.slices))
+        for key in graph.slices
+    }
+    # Refuses a schema change the partitions cannot take before anything is recorded or written.
+    schema_plans = plan_schema_changes(tables_of(definitions, graph), readers)
     if args.action == "plan":
-        impacted = impact(load_definitions(spec.module).resolve_asset_graph(), graph, instance)
+        impacted = impact(asset_graph, graph, instance)
         print(_describe_plan(graph, _recorded_durations(instance, graph), spec.max_parallel, impacted))
+        for schema_plan in schema_plans:
+            print("\n".join(schema_plan.describe()))
         if spec.catch_up:
             print(f"catch-up: {len(done)} of {graph.node_count()} nodes are current and would be skipped")
         return 0
@@ -183,6 +196,8 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         silent = silent_coordinator(instance, record.id, record.status)
         if silent is not None:
             print(silent)
+        if record.spec.keep_previous is not None:
+            print("\n".join(_previous_versions(_publication(record, instance))))
         if args.html:
             Path(args.html).write_text(heatmap.html())
         if args.png:
@@ -339,7 +354,22 @@ def _ledger(publication: Publication, instance: dg.DagsterInstance, args: argpar
         print(json.dumps([entry.to_json() for entry in entries], indent=2, default=str))
     else:
         print(format_ledger(entries))
+        if publication.record.spec.keep_previous is not None:
+            print("\n".join(_previous_versions(publication)))
     return 0
+
+
+def _previous_versions(publication: Publication) -> list[str]:
+    """A line per table whose version before this backfill is kept (--keep-previous)."""
+    lines = []
+    for table in publication.tables.values():
+        copy = previous_copy(table.uri)
+        if copy is not None and copy.backfill_id == publication.record.id:
+            lines.append(
+                f"previous version of {table.asset.to_user_string()} (v{copy.version}) kept as {copy.uri} "
+                f"until {copy.expires_at.isoformat(timespec='seconds')} (vacuum drops it after)"
+            )
+    return lines or [f"no previous version kept by backfill {publication.record.id} (yet)"]
 
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:

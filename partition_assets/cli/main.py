@@ -63,6 +63,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"
         print(f"{verb} {len(result.data_files)} data files, {len(result.staging_folders)} staging folders")
+        for dropped in result.dropped_tables:
+            print(f"{'would drop' if args.dry_run else 'dropped'} expired previous version {dropped}")
         return 0
 
     if args.command == "java":

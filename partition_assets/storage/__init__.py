@@ -16,6 +16,7 @@ from partition_assets.storage.io_manager import (
 from partition_assets.storage.maintenance import vacuum
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets.storage.schema_change import declare_schema_change
 from partition_assets.storage.table_format import (
     PublishResult,
     TableFormat,
@@ -36,6 +37,7 @@ __all__ = [
     "TableSchemaError",
     "VacuumResult",
     "WriteOptions",
+    "declare_schema_change",
     "partition_columns",
     "replace_partitions",
     "vacuum",

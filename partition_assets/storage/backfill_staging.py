@@ -35,6 +35,7 @@ from partition_assets.errors import CommitError
 from partition_assets.ids import checked_backfill_id, is_backfill_id
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.schema_change import schema_after
 from partition_assets.storage.write_staging import (
     StagedFile,
     StagedWrite,
@@ -56,7 +57,7 @@ class StagedTable:
     table_uri: str
     backfill_id: str
     partition_columns: tuple[str, ...]
-    schema: pa.Schema  # the published schema plus the staged writes' new columns
+    schema: pa.Schema  # the schema the table has once this publishes (schema_change.schema_after)
     files_by_partition: Mapping[PartitionRow, tuple[StagedFile, ...]]  # () holds none: cleared
     # the commit metadata of the staging each partition holds (its run id, input versions, ...)
     metadata_by_partition: Mapping[PartitionRow, Mapping[str, str]]
@@ -156,8 +157,9 @@ def record_staging(
 def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | None) -> StagedTable | None:
     """The backfill's current staging of the table, None when it staged nothing there.
 
-    The schema is `published_schema` (the first staging's when None) extended by the
-    columns the current stagings add.
+    The schema is the one the table has once it publishes (schema_change.schema_after):
+    `published_schema` (the first staging's when None) extended by the columns the
+    current stagings add, or the stagings' own when they drop or retype a column.
 
     Raises:
         BackfillIdError: `backfill_id` cannot name a folder.
@@ -181,16 +183,11 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
                 files_by_partition[row].append(file)
     current = [entries[index] for index in sorted(set(owner.values()))]
     schemas = [pa.ipc.read_schema(pa.py_buffer(base64.b64decode(entry["schema"]))) for entry in current]
-    schema = published_schema if published_schema is not None else schemas[0]
-    for staged_schema in schemas:
-        for field in staged_schema:
-            if field.name not in schema.names:
-                schema = schema.append(field)
     return StagedTable(
         table_uri,
         backfill_id,
         columns,
-        schema,
+        schema_after(published_schema if published_schema is not None else schemas[0], schemas),
         {row: tuple(files) for row, files in files_by_partition.items()},
         {row: entries[index].get("metadata", {}) for row, index in owner.items()},
     )

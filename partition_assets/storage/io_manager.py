@@ -39,6 +39,7 @@ from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets.storage.schema_change import SCHEMA_CHANGE_METADATA_KEY
 from partition_assets.storage.table_format import StagingFormat, TableFormat, WriteOptions
 
 # Output metadata of a staged write: the backfill it was staged for (readers cannot see it yet).
@@ -75,7 +76,10 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
     - `allow_empty: True`: an empty frame clears the run's partitions instead of failing;
     - `allow_new_columns: True`: new columns extend the table's schema (as nullable);
     - `merge_keys: [...]` (Delta): upsert on these keys within the run's partitions
-      instead of replacing them; stored rows whose keys the frame lacks are kept.
+      instead of replacing them; stored rows whose keys the frame lacks are kept;
+    - `declare_schema_change(...)` (Delta): a staged backfill of the asset may drop, retype, add,
+      rename or split columns, published in one commit (storage/schema_change.py); other writes
+      keep refusing drops and retypes.
     """
 
     root_uri: str
@@ -122,6 +126,9 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             allow_empty=bool(metadata.get("allow_empty", False)),
             allow_new_columns=bool(metadata.get("allow_new_columns", False)),
             merge_keys=tuple(metadata.get("merge_keys") or ()),
+            # Only a staged backfill may change columns, and only of an asset declaring it.
+            allow_schema_change=SCHEMA_CHANGE_METADATA_KEY in metadata
+            and staging_backfill(_run_tags(context)) is not None,
             # Who wrote it, from which inputs, on what: in the Delta log, or a staged write's manifest.
             commit_metadata={
                 RUN_ID_METADATA: context.run_id,

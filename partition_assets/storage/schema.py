@@ -1,5 +1,6 @@
-"""Schema rules shared by every table format: columns may be added (when allowed),
-never dropped or retyped, and the partitioning never changes."""
+"""Schema rules shared by every table format: a write may add columns (when allowed),
+never drop or retype them, and the partitioning never changes. A backfill declaring a
+schema change is the one way to drop or retype columns (storage/schema_change.py)."""
 
 import pyarrow as pa
 from deltalake import Schema
@@ -21,19 +22,15 @@ def new_columns(
             one of its columns, or adds columns without `allow_new_columns`.
     """
     where = f"table {staged.table_uri}"
-    if table_partitioning != staged.partition_columns:
-        raise TableSchemaError(
-            f"{where} is partitioned by {list(table_partitioning)} but this write by "
-            f"{list(staged.partition_columns)}: keep the asset's partitions definition and "
-            "partition columns, or write to a new table. Nothing was written."
-        )
+    check_partitioning(table_partitioning, staged)
     existing = {f.name: f.type for f in table_schema}
     incoming = {f.name: f.type for f in staged.schema}
     dropped = [name for name in existing if name not in incoming]
     if dropped:
         raise TableSchemaError(
             f"the frame lacks column(s) {dropped} of {where}: produce them (null where "
-            "unknown); dropping columns needs a new table. Nothing was written."
+            "unknown); to drop them, declare the schema change on the asset (declare_schema_change) "
+            "and backfill every partition with a staged backfill. Nothing was written."
         )
     retyped = {
         name: (existing[name], incoming[name]) for name in existing if not _same_type(existing[name], incoming[name])
@@ -42,7 +39,8 @@ def new_columns(
         described = ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in retyped.items())
         raise TableSchemaError(
             f"the frame changes column types of {where} ({described}): cast them back; "
-            "changing a type needs a new table. Nothing was written."
+            "to change a type, declare the schema change on the asset (declare_schema_change) and "
+            "backfill every partition with a staged backfill. Nothing was written."
         )
     added = [f for f in staged.schema if f.name not in existing]
     if added and not allow_new_columns:
@@ -52,6 +50,21 @@ def new_columns(
             "Nothing was written."
         )
     return added
+
+
+def check_partitioning(table_partitioning: tuple[str, ...], staged: StagedWrite) -> None:
+    """Raises TableSchemaError when `staged` is partitioned differently from the table: no
+    write, not even a declared schema change, repartitions a table.
+
+    Raises:
+        TableSchemaError: The partition columns differ.
+    """
+    if table_partitioning != staged.partition_columns:
+        raise TableSchemaError(
+            f"table {staged.table_uri} is partitioned by {list(table_partitioning)} but this write by "
+            f"{list(staged.partition_columns)}: keep the asset's partitions definition and "
+            "partition columns, or write to a new table. Nothing was written."
+        )
 
 
 def _same_type(table_type: pa.DataType, frame_type: pa.DataType) -> bool:

@@ -35,6 +35,9 @@ class WriteOptions:
     allow_empty: bool = False  # an empty frame clears the scope instead of failing
     allow_new_columns: bool = False  # new columns extend the schema, as nullable
     merge_keys: tuple[str, ...] = ()  # upsert on these keys within the scope (Delta only)
+    # a backfill's staging may drop, retype or add columns (the asset declares a schema change);
+    # its publish then checks that every partition was rewritten (storage/schema_change.py)
+    allow_schema_change: bool = False
     commit_metadata: Mapping[str, str] = field(default_factory=dict)  # kept where commits are logged
 
 
@@ -76,6 +79,7 @@ class VacuumResult:
 
     data_files: list[str]  # no reader sees them: replaced, or from writes that never published
     staging_folders: list[str]  # staging folders of writes that died before publishing
+    dropped_tables: list[str] = field(default_factory=list)  # kept previous versions past their expiry
 
 
 class TableFormat(Protocol):
@@ -256,6 +260,8 @@ class StagingFormat(TableFormat, Protocol):
                 nothing was committed and the staging is kept.
             BackfillStateError: The backfill staged nothing for the table and has not published to it.
             TableSchemaError: The staged schema no longer fits the table's.
+            SchemaChangeError: The staged schema drops, retypes, renames or splits a column and a
+                partition of the table was not staged; nothing was committed, the staging is kept.
             CommitError: A staged file is missing or the commit kept losing to concurrent writers (the
                 table is unchanged), or the table holds the publish but its log no longer names its version.
             BackfillIdError: `backfill_id` cannot name a folder.
@@ -264,10 +270,12 @@ class StagingFormat(TableFormat, Protocol):
     def check_publish(
         self, table_uri: str, backfill_id: str, expected: Mapping[tuple[str, ...], frozenset[str]]
     ) -> None:
-        """Raises ForeignCommitError when `publish_staged` with `expected` would refuse; commits nothing.
+        """Raises ForeignCommitError or SchemaChangeError when `publish_staged` with `expected`
+        would refuse; commits nothing.
 
         Raises:
             ForeignCommitError: A staged partition's published files are no longer `expected`.
+            SchemaChangeError: The staged schema change needs a partition the backfill did not stage.
             CommitError: The table holds the backfill's publish but its log no longer names its version.
             BackfillIdError: `backfill_id` cannot name a folder.
         """

@@ -119,6 +119,16 @@ def plan(
     """
     selected = resolve_selection(asset_graph, spec.selection)
     check_static_filters(asset_graph, selected, spec.static, wording)
+    keys = spec.keys
+    if spec.all_partitions:  # each asset takes its own keys of these: all of them
+        keys = sorted(
+            {
+                k
+                for key in selected
+                if (partitions_def := asset_graph.get(key).partitions_def) is not None
+                for k in partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store)
+            }
+        )
     graph = build_graph(
         asset_graph,
         selected,
@@ -128,7 +138,7 @@ def plan(
         lookback=spec.lookback,
         exact=spec.exact,
         downstream=spec.downstream,
-        explicit_keys=spec.keys,
+        explicit_keys=keys,
         wording=wording,
     )
     in_backfill = [key.to_user_string() for key in graph.slices]

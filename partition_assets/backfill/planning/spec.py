@@ -114,8 +114,10 @@ class BackfillSpec:
         BackfillPlanError: A field holds a bad value (an empty selection; a range that is incomplete,
             not ISO 8601 or inverted; a count that is no whole number or below its minimum; an empty
             static filter or key; a reserved tag; an unknown publish mode or way to run; an
-            `inputs_as_of` that is neither 'original' nor an ISO time), or two fields contradict
-            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`).
+            `inputs_as_of` that is neither 'original' nor an ISO time; a `keep_previous` that is no
+            duration), or two fields contradict
+            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`; `all_partitions`
+            with a range or `keys`).
         GateConfigError: A `gate` override is invalid.
     """
 
@@ -140,6 +142,11 @@ class BackfillSpec:
         "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
         parse=_partition_keys,
         config_type=list[str],
+    )
+    all_partitions: bool = option(
+        False,
+        help="every partition of each selected asset instead of a range (what a schema change that drops, "
+        "retypes, renames or splits a column needs)",
     )
     max_parallel: int = option(DEFAULT_MAX_PARALLEL, help="node runs at once")
     asset_limits: Mapping[str, int] = option(
@@ -187,6 +194,14 @@ class BackfillSpec:
         config_type=list[str],
     )
 
+    keep_previous: str | None = option(
+        None,
+        metavar="DURATION",
+        help="keep each published table's previous version readable as <table>__previous for this long "
+        "(e.g. 30d, 12h): a Delta table sharing the old files, listed in `backfill status`, spared by vacuum "
+        "until it expires and dropped by vacuum after",
+    )
+
     runs_via: str = option(
         RUNS_LOCAL,
         metavar="|".join(RUNS_VIA),
@@ -220,10 +235,17 @@ class BackfillSpec:
             )
         if self.inputs_as_of not in (None, INPUTS_AS_OF_ORIGINAL):
             self.pinned_time()  # raises naming the value and the two forms
+        if self.keep_previous is not None:
+            self.keep_previous_for()  # raises naming the value and the form
         for text in self.gate:
             parse_override(text)  # raises GateConfigError naming the text and the grammar
         if self.keys:
             self._check_keys()
+        if self.all_partitions and (self.keys or self.start is not None or self.end is not None):
+            raise BackfillPlanError(
+                "--all-partitions and --start/--end or --keys contradict: --all-partitions names every "
+                "partition of each selected asset; drop one of them"
+            )
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "
@@ -284,6 +306,23 @@ class BackfillSpec:
                 f"--inputs-as-of {self.inputs_as_of!r} is neither {INPUTS_AS_OF_ORIGINAL!r} nor an ISO time: "
                 f"give {INPUTS_AS_OF_ORIGINAL} or e.g. 2024-03-01T12:00:00+00:00"
             ) from None
+
+    def keep_previous_for(self) -> timedelta | None:
+        """How long `--keep-previous` keeps each table's previous version; None when not asked.
+
+        Raises:
+            BackfillPlanError: `keep_previous` is not a whole number > 0 followed by d, h or m.
+        """
+        if self.keep_previous is None:
+            return None
+        text = str(self.keep_previous).strip()
+        unit = {"d": "days", "h": "hours", "m": "minutes"}.get(text[-1:])
+        if unit is None or not text[:-1].isdigit() or int(text[:-1]) < 1:
+            raise BackfillPlanError(
+                f"--keep-previous {self.keep_previous!r} is not a duration: give a whole number > 0 followed "
+                "by d, h or m, e.g. 30d"
+            )
+        return timedelta(**{unit: int(text[:-1])})
 
     def describe(self) -> str:
         """One line: the selection and the range."""

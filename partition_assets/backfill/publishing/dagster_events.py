@@ -1,6 +1,8 @@
 """What Dagster records of a staged backfill, once readers can see it: one publish
 run holding a materialization of every node it ran, and after a rollback, the old
 content's materializations and the created partitions wiped (or observed removed).
+A publish or rollback that changed a table's schema adds the schema readers now see
+(`dagster/column_schema`) and the change to its materializations.
 """
 
 from __future__ import annotations
@@ -12,14 +14,22 @@ import dagster as dg
 
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.publishing.ledger_rows import latest
-from partition_assets.backfill.publishing.tables import unstaged_assets
+from partition_assets.backfill.publishing.tables import BackfillTable, unstaged_assets
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import node_states
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
+from partition_assets.storage.schema_change import (
+    COLUMN_SCHEMA_METADATA,
+    SCHEMA_CHANGE_METADATA,
+    ColumnMapping,
+    delta_type_name,
+    diff_schemas,
+)
 
 if TYPE_CHECKING:
     from partition_assets.backfill.publishing.publication import Publication
@@ -39,6 +49,7 @@ def record_materializations(publication: Publication, instance: dg.DagsterInstan
     ledger_rows = {(entry.asset, entry.partition): entry for entry in latest(publication)}
     foreign = set(unstaged_assets(publication.definitions, publication.graph))
     events = []
+    schema_metadata = _schema_metadata_by_asset(publication, rolled_back=False)
     for node in ran_nodes(publication, instance):
         asset = node.asset.to_user_string()
         metadata: dict[str, dg.RawMetadataValue] = {"backfill_id": publication.record.id}
@@ -48,6 +59,7 @@ def record_materializations(publication: Publication, instance: dg.DagsterInstan
         if entry is not None:
             table = publication.tables[node.asset]
             metadata.update(_entry_metadata(entry, table.uri, publication.record.published_versions.get(asset)))
+            metadata.update(schema_metadata.get(node.asset, {}))
         code_version = asset_graph.get(node.asset).code_version
         events.append(
             dg.AssetMaterialization(
@@ -77,9 +89,12 @@ def reflect_rollback(publication: Publication, instance: dg.DagsterInstance) -> 
     created = {
         (asset, partition) for asset, partitions in publication.record.created.items() for partition in partitions
     }
+    schema_metadata = _schema_metadata_by_asset(publication, rolled_back=True)
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
         dg.AssetMaterialization(
-            node.asset, partition=node.partition or None, metadata={"rolled_back_backfill_id": publication.record.id}
+            node.asset,
+            partition=node.partition or None,
+            metadata={"rolled_back_backfill_id": publication.record.id, **schema_metadata.get(node.asset, {})},
         )
         for node in ran_nodes(publication, instance)
         if (node.asset.to_user_string(), node.partition) not in created
@@ -132,6 +147,35 @@ def _entry_metadata(entry: LedgerEntry, table_uri: str, version: int | None) -> 
     if version is not None:
         metadata["delta_version"] = version
     return metadata
+
+
+def _schema_metadata(table: BackfillTable, published: int | None, rolled_back: bool) -> dict[str, dg.RawMetadataValue]:
+    """When the publish commit at version `published` changed the table's schema: the schema
+    readers now see as `dagster/column_schema` (so the UI shows its columns) and the change,
+    column by column; after a rollback, the restored schema and the change back to it."""
+    if not published or not isinstance(table.table_format, DeltaFormat):
+        return {}
+    before, after = table.table_format.schema(table.uri, published - 1), table.table_format.schema(table.uri, published)
+    if rolled_back:
+        before, after = after, before
+    if before is None or after is None:
+        return {}
+    change = diff_schemas(before, after, ColumnMapping.from_metadata(table.metadata))
+    if not change:
+        return {}
+    columns = [dg.TableColumn(f.name, delta_type_name(f.type)) for f in after]
+    return {
+        COLUMN_SCHEMA_METADATA: dg.MetadataValue.table_schema(dg.TableSchema(columns=columns)),
+        SCHEMA_CHANGE_METADATA: dg.MetadataValue.json(change.to_json()),
+    }
+
+
+def _schema_metadata_by_asset(publication: Publication, rolled_back: bool) -> dict[dg.AssetKey, dict]:
+    versions = publication.record.published_versions
+    return {
+        key: _schema_metadata(table, versions.get(key.to_user_string()), rolled_back)
+        for key, table in publication.tables.items()
+    }
 
 
 def _handled_output_metadata(instance: dg.DagsterInstance, run_id: str, asset: dg.AssetKey) -> dict:

@@ -334,7 +334,9 @@ def diff_rows(
     new: Mapping[tuple[str, ...], PartitionStats],
 ) -> list[dict[str, Any]]:
     """Per partition of `old` or `new` (sorted), JSON-able: rows and measure sums before
-    and after (None where the partition had no rows) and whether the content is equal."""
+    and after (None where the partition had no rows), whether the content is equal and,
+    for stats taken by column (a schema change, compared through its declared mapping),
+    the columns that changed."""
     diffs = []
     for partition in sorted(set(new) | set(old)):
         before, after = old.get(partition), new.get(partition)
@@ -353,6 +355,7 @@ def diff_rows(
                     for m in measures
                 },
                 "content": _content_change(before, after),
+                "changed_columns": _changed_columns(before, after),
             }
         )
     return diffs
@@ -366,7 +369,7 @@ def format_diff(diffs: Sequence[Mapping[str, Any]]) -> str:
             d["asset"],
             _partition(d["partition"]),
             f"{_number(d['old_rows'])} -> {_number(d['new_rows'])}",
-            d["content"],
+            d["content"] + (f": {','.join(d['changed_columns'])}" if d.get("changed_columns") else ""),
             "  ".join(f"{m}: {_number(v['old'])} -> {_number(v['new'])}" for m, v in d["measures"].items()),
         ]
         for d in diffs
@@ -381,6 +384,14 @@ def _content_change(before: PartitionStats | None, after: PartitionStats | None)
     if after is None:
         return "deleted"
     return "equal" if before.checksum == after.checksum else "changed"
+
+
+def _changed_columns(before: PartitionStats | None, after: PartitionStats | None) -> list[str]:
+    """The columns whose checksums differ, when both sides have them (a schema change's stats)."""
+    if before is None or after is None or not (before.column_checksums and after.column_checksums):
+        return []
+    columns = before.column_checksums.keys() | after.column_checksums.keys()
+    return sorted(c for c in columns if before.column_checksums.get(c) != after.column_checksums.get(c))
 
 
 def _partition(values: Sequence[str]) -> str:

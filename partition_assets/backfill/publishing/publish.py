@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -23,6 +24,8 @@ from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.errors import ForeignCommitError, PartiallyPublishedError, PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.delta import DeltaFormat
+from partition_assets.storage.delta.previous import keep_previous
 from partition_assets.storage.failpoints import failpoint
 
 if TYPE_CHECKING:
@@ -40,7 +43,8 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     PartiallyPublishedError names the tables published and those not (status stays
     `publishing`; `rollback` undoes the published ones, `publish --force` finishes).
     A backfill canceled meanwhile is refused (IllegalTransitionError) before any commit.
-    Idempotent: tables already committed are not committed again."""
+    Idempotent: tables already committed are not committed again. With --keep-previous,
+    each table's version before its commit stays readable as `<table>__previous`."""
     pending = unpublished_tables(publication)
     if not force:
         _check_unchanged(publication, pending)
@@ -55,6 +59,7 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
             raise _partially_published(publication, table, error) from None
         publication.record.published_versions[table.asset.to_user_string()] = result.version
         publication.record.save()
+        _keep_previous(publication, table, result.version)
         failpoint("between_table_commits")
     record_materializations(publication, instance)
     append_status(publication, LedgerStatus.PUBLISHED)
@@ -62,6 +67,16 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     publication.record.move_to(BackfillStatus.PUBLISHED, "publish")
     publication.notify("published", f"{len(publication.tables)} tables")
     return dict(publication.record.published_versions)
+
+
+def _keep_previous(publication: Publication, table: BackfillTable, version: int | None) -> None:
+    """With --keep-previous, the table's version before the publish kept as `<table>__previous`
+    until the expiry (storage/delta/previous.py); nothing when the publish created the table."""
+    keep_for = publication.record.spec.keep_previous_for()
+    if keep_for is None or not version or not isinstance(table.table_format, DeltaFormat):
+        return
+    expires_at = datetime.now(UTC) + keep_for  # bookkeeping time of the copy, not asset logic
+    keep_previous(table.uri, version - 1, publication.record.id, expires_at)
 
 
 def unpublished_tables(publication: Publication) -> list[BackfillTable]:

@@ -9,18 +9,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import dagster as dg
+from pyspark.sql import DataFrame
+from pyspark.sql.types import DataType
 
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.publishing.gate import Gate, apply_overrides, gate_of
-from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
+from partition_assets.backfill.publishing.stats import PartitionStats, mapped_to_old, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.running.scheduling import NodeResult
 from partition_assets.storage.backfill_staging import StagedTable
 from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.schema_change import ColumnMapping
 
 if TYPE_CHECKING:
     from partition_assets.backfill.publishing.publication import Publication
@@ -106,16 +109,34 @@ def _stats_of_staged(publication: Publication, table: BackfillTable, staged: Sta
     scope = None if table.partitions_def is None else PartitionScope(table.columns, partitions)
     spark = table.spark.spark_session
     new_frame = table.staging_format.read_overlay(spark, table.uri, scope, publication.record.id)
-    new = partition_stats(new_frame, table.columns, measures, keys) if new_frame is not None else {}
-    old = {}
-    if with_old or gate is not None:
-        old_frame = table.table_format.read(spark, table.uri, scope)
-        old = partition_stats(old_frame, table.columns, measures, keys) if old_frame is not None else {}
+    old_frame = table.table_format.read(spark, table.uri, scope) if with_old or gate is not None else None
+    # A schema change compares through the declared mapping, column by column.
+    by_column = False
+    if new_frame is not None and old_frame is not None and _types(new_frame) != _types(old_frame):
+        by_column = True
+        new_frame = mapped_to_old(new_frame, old_frame.schema, ColumnMapping.from_metadata(table.metadata))
+    new = partition_stats(new_frame, table.columns, measures, keys, by_column) if new_frame is not None else {}
+    old = partition_stats(old_frame, table.columns, measures, keys, by_column) if old_frame is not None else {}
     return TableStats(table, partitions, old, new, staged.metadata_by_partition)
 
 
+def _types(frame: DataFrame) -> dict[str, DataType]:
+    return {f.name: f.dataType for f in frame.schema.fields}
+
+
 def gate_of_table(publication: Publication, table: BackfillTable) -> Gate | None:
-    return apply_overrides(gate_of(table.metadata), table.asset.to_user_string(), publication.record.spec.gate)
+    """The table's gate (declared, with the backfill's overrides), its columns named as in
+    the published schema: a measure or key on a column the asset declares renamed compares
+    under the old name (split columns are compared as the old one, their sum)."""
+    gate = apply_overrides(gate_of(table.metadata), table.asset.to_user_string(), publication.record.spec.gate)
+    mapping = ColumnMapping.from_metadata(table.metadata)
+    if gate is None or not mapping.renamed:
+        return gate
+    return replace(
+        gate,
+        measures={mapping.old_column_of(column): budget for column, budget in gate.measures.items()},
+        keys=tuple(mapping.old_column_of(column) for column in gate.keys),
+    )
 
 
 _STATS_THREADS = 4

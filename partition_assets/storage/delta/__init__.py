@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.storage.backfill_staging import PartitionRow, StagedTable, delete_backfill
@@ -99,6 +100,12 @@ class DeltaFormat:
 
     def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
         return read.staging_of(log.open_table(table_uri), table_uri, backfill_id)
+
+    def schema(self, table_uri: str, version: int | None = None) -> pa.Schema | None:
+        """The table's schema (partition columns included), latest or as of `version`; None
+        when there is no table."""
+        table = log.open_table(table_uri, version=version)
+        return None if table is None else log.table_schema(table)[0]
 
     def version(self, table_uri: str) -> int | None:
         return log.table_version(table_uri)

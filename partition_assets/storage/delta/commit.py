@@ -5,7 +5,8 @@ the old partitions or the new ones, never a mix.
 Commits are serialized: on a concurrent commit the table is brought up to date and the
 commit retried on top of it, so writers of disjoint partitions all land and, of two
 writers of the same partition, the later one wins whole. A missing table is created
-by the commit, with the write's schema and partitioning.
+by the commit, with the write's schema and partitioning. A commit given a new schema
+(a backfill's schema change) writes it in the same commit as its files.
 
 Not guaranteed: a commit that loses to concurrent writers 50 times gives up
 (CommitError), its files left in the layout as orphans until vacuum. A commit that adds
@@ -31,7 +32,7 @@ from deltalake.transaction import (
     create_table_with_add_actions,
 )
 
-from partition_assets.errors import CommitError
+from partition_assets.errors import CommitError, SchemaChangeError
 from partition_assets.storage.delta.log import LoggedFile, files_by_partition, open_table, table_schema
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
@@ -94,6 +95,7 @@ def commit(
     allow_new_columns: bool,
     check: Callable[[DeltaTable | None], None],
     app_transaction: Transaction | None = None,
+    new_schema: pa.Schema | None = None,
 ) -> tuple[int, int]:
     """Commits `adds` (files already in the table's layout) and removes every file of
     `scope`, creating the table (with `template`'s schema and partitioning) when it does
@@ -107,9 +109,12 @@ def commit(
         template: A staged write standing for the commit's table, schema and partitioning.
         check: Raises to refuse the snapshot it is given; it propagates and nothing is committed.
         app_transaction: An application transaction the commit carries (a backfill's publish).
+        new_schema: The table's schema after the commit, written by the same commit (its metaData
+            action) instead of checking `template` against the table's: a backfill's schema change.
 
     Raises:
         TableSchemaError: The write does not fit the schema of the snapshot an attempt commits on.
+        SchemaChangeError: `new_schema` is given for a scope no overwrite filter can name.
         CommitError: The commit lost to concurrent writers 50 times; the table is unchanged.
     """
     partition_by = list(template.partition_columns) or None
@@ -130,6 +135,11 @@ def commit(
                 ),
             )
             return 0, 0
+        properties = CommitProperties(
+            custom_metadata=dict(custom_metadata), max_commit_retries=0, app_transactions=transactions
+        )
+        if new_schema is not None:
+            return replace_with_schema(current, adds, scope, new_schema, properties)
         added = new_columns(*table_schema(current), template, allow_new_columns)
         if added:
             current.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
@@ -141,14 +151,68 @@ def commit(
             mode="append",
             schema=current.schema(),
             partition_by=partition_by,
-            commit_properties=CommitProperties(
-                custom_metadata=dict(custom_metadata), max_commit_retries=0, app_transactions=transactions
-            ),
+            commit_properties=properties,
         )
         failpoint("committed")
         return read_version + 1, len(removes)
 
     return with_commit_retries(template.table_uri, table, attempt)
+
+
+def replace_with_schema(
+    current: DeltaTable,
+    adds: list[AddAction],
+    scope: PartitionScope | None,
+    schema: pa.Schema,
+    properties: CommitProperties,
+) -> tuple[int, int]:
+    """ONE commit on top of `current` that sets the table's schema to `schema` (a metaData
+    action), removes every file of `scope`'s partitions (all when None) and adds `adds`;
+    returns the new version and the number of files removed. delta-rs writes a schema only
+    with an overwrite, whose removes it derives from a partition filter (`overwrite_filter`).
+
+    Raises:
+        SchemaChangeError: No overwrite filter names exactly `scope`; nothing was committed.
+        CommitFailedError: A concurrent commit took the version `current` is at (the caller retries).
+    """
+    partition_filter = overwrite_filter(scope)
+    removed = len(remove_actions(current, scope))
+    read_version = current.version()
+    failpoint("committing")
+    current.create_write_transaction(
+        list(adds),
+        mode="overwrite",
+        schema=Schema.from_arrow(schema),
+        partition_by=list(current.metadata().partition_columns) or None,
+        partition_filters=partition_filter,
+        commit_properties=properties,
+    )
+    failpoint("committed")
+    return read_version + 1, removed
+
+
+def has_overwrite_filter(scope: PartitionScope | None) -> bool:
+    """Whether `overwrite_filter` names `scope`."""
+    return scope is None or len(scope.delta_filter()) == 1
+
+
+def overwrite_filter(scope: PartitionScope | None) -> list[tuple[str, str, object]] | None:
+    """The conjunctive partition filter naming exactly `scope`'s partitions (None: the whole
+    table), as an overwrite takes it.
+
+    Raises:
+        SchemaChangeError: `scope` is several values of a first partition column each with its
+            own second-column values (no one conjunction names it); nothing was committed.
+    """
+    if scope is None:
+        return None
+    if not has_overwrite_filter(scope):
+        raise SchemaChangeError(
+            f"partitions {scope.describe()} span several values of the table's first partition "
+            "column, which no one overwrite filter names: change the schema over every partition "
+            "(--all-partitions) instead. Nothing was committed."
+        )
+    return scope.delta_filter()[0]
 
 
 def with_commit_retries(table_uri: str, table: DeltaTable | None, attempt: Callable[[DeltaTable | None], _T]) -> _T:

@@ -5,8 +5,7 @@ commits nothing and a publish killed part-way is finished by the next.
 
 Not guaranteed: the staged files are moved into the table's layout before the commit;
 a publish that dies in between leaves them there, unreferenced, until it is run again
-(vacuum spares them while the backfill's manifest lists them). A publish that adds
-columns makes two commits (the schema first).
+(vacuum spares them while the backfill's manifest lists them).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Mapping
 from deltalake import DeltaTable
 from deltalake.transaction import Transaction
 
-from partition_assets.errors import BackfillStateError, ForeignCommitError
+from partition_assets.errors import BackfillStateError, ForeignCommitError, SchemaChangeError
 from partition_assets.storage.backfill_staging import (
     BACKFILLS_DIR,
     PartitionRow,
@@ -24,19 +23,23 @@ from partition_assets.storage.backfill_staging import (
     delete_backfill,
     move_into_table_layout,
 )
-from partition_assets.storage.delta.commit import add_action, check_schema, commit
+from partition_assets.storage.delta.commit import add_action, check_schema, commit, has_overwrite_filter
 from partition_assets.storage.delta.log import (
     PUBLISH,
     backfill_commit_metadata,
     commit_effect,
+    files_by_partition,
     open_table,
     partition_files,
     publish_app_id,
     published_version,
+    table_schema,
 )
 from partition_assets.storage.delta.read import staging_of
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.schema import check_partitioning
+from partition_assets.storage.schema_change import SchemaChange, diff_schemas
 from partition_assets.storage.table_format import PublishResult
 
 
@@ -52,7 +55,11 @@ def publish_staged(
 
     Idempotent and resumable: when the table already holds the transaction, nothing
     is committed and the result is that commit's; a call killed part-way is finished
-    by the next. New columns are added first, in a commit of their own. With
+    by the next. When the staged schema differs from the table's (new columns, or a
+    backfill's declared schema change), the same commit writes it (a metaData action);
+    a change other than added columns needs every partition of the table staged (columns
+    added to partitions of a two-dimensional table that no one filter names are added by
+    a commit of their own first). With
     `expected` (partition -> published files, as `partition_files` took them), any
     difference is a ForeignCommitError and nothing is committed; the staging is kept.
     The backfill's folder is deleted once published (the log keeps what rollback needs).
@@ -65,6 +72,8 @@ def publish_staged(
         BackfillStateError: The backfill staged nothing for the table and has not published to it;
             nothing was committed.
         TableSchemaError: The staged schema no longer fits the table's; nothing was committed.
+        SchemaChangeError: The staged schema drops, retypes, renames or splits a column and a partition
+            of the table was not staged; nothing was committed, the staging is kept.
         CommitError: A staged file is missing or the commit kept losing to concurrent writers (the
             table is unchanged), or the table holds the publish but its log no longer names its version.
         BackfillIdError: `backfill_id` cannot name a folder; nothing was committed.
@@ -82,23 +91,32 @@ def publish_staged(
             "Leave this table out of the publish, or run the backfill's nodes for it first."
         )
     write = staged.as_write()
+    change = _schema_change(table, staged)
 
     def check(current: DeltaTable | None) -> None:
-        _check_unchanged(current, staged, expected)
+        _check_publishable(current, staged, expected, change)
 
     check(table)
-    check_schema(table, write, allow_new_columns=True)
+    if table is not None and change:
+        check_partitioning(table_schema(table)[1], write)
+    else:
+        check_schema(table, write, allow_new_columns=True)
+    # A change rewriting every partition replaces the whole table (checked on each attempt);
+    # added columns over a range whose partitions no overwrite filter names take two commits.
+    one_commit = bool(change) and (change.rewrites_every_partition or has_overwrite_filter(staged.scope))
+    scope = None if change.rewrites_every_partition else staged.scope
     move_into_table_layout(staged)
     failpoint("publish_committing")
     version, removed = commit(
         table,
         write,
         [add_action(file) for file in write.files],
-        staged.scope,
+        scope,
         backfill_commit_metadata(metadata, backfill_id, PUBLISH),
         True,
         check,
         Transaction(app_id=publish_app_id(backfill_id), version=1),
+        new_schema=staged.schema if one_commit else None,
     )
     failpoint("publish_committed")
     delete_backfill(table_uri, backfill_id)
@@ -106,12 +124,13 @@ def publish_staged(
 
 
 def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
-    """Raises ForeignCommitError, committing nothing, when `publish_staged` with
-    `expected` would refuse now; nothing when the backfill staged nothing here or has
+    """Raises ForeignCommitError or SchemaChangeError, committing nothing, when `publish_staged`
+    with `expected` would refuse now; nothing when the backfill staged nothing here or has
     published already. Lets a multi-table publish refuse before committing any table.
 
     Raises:
         ForeignCommitError: A staged partition's published files are no longer `expected`.
+        SchemaChangeError: The staged schema change needs a partition the backfill did not stage.
         CommitError: The table holds the publish but its log no longer names its version.
         BackfillIdError: `backfill_id` cannot name a folder.
     """
@@ -120,7 +139,40 @@ def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionR
     table = open_table(table_uri)
     staged = staging_of(table, table_uri, backfill_id)
     if staged is not None:
-        _check_unchanged(table, staged, expected)
+        _check_publishable(table, staged, expected, _schema_change(table, staged))
+
+
+def _schema_change(table: DeltaTable | None, staged: StagedTable) -> SchemaChange:
+    """What publishing `staged` changes in the table's schema (nothing when there is no table yet)."""
+    return SchemaChange() if table is None else diff_schemas(table_schema(table)[0], staged.schema)
+
+
+def _check_publishable(
+    current: DeltaTable | None,
+    staged: StagedTable,
+    expected: Mapping[PartitionRow, frozenset[str]] | None,
+    change: SchemaChange,
+) -> None:
+    """The refusals a publish checks on each snapshot it commits on: a foreign commit to a staged
+    partition, and a schema change that leaves a partition of the table out."""
+    _check_unchanged(current, staged, expected)
+    if change.rewrites_every_partition:
+        _check_every_partition(current, staged, change)
+
+
+def _check_every_partition(current: DeltaTable | None, staged: StagedTable, change: SchemaChange) -> None:
+    """SchemaChangeError when the table holds a partition `staged` does not rewrite: a Delta
+    table has one schema, so a drop, retype, rename or split must rewrite all of them."""
+    left = sorted(set(files_by_partition(current)) - set(staged.files_by_partition))
+    if left:
+        shown = PartitionScope(staged.partition_columns, frozenset(left)).describe()
+        raise SchemaChangeError(
+            f"backfill {staged.backfill_id} changes the schema of table {staged.table_uri} "
+            f"({'; '.join(change.describe())}) but did not rewrite partitions {shown}: a Delta table has "
+            "one schema, so a dropped, retyped, renamed or split column needs every partition rewritten. "
+            "Nothing was published and the staged data is kept: discard it and backfill the whole "
+            "range, or pass --all-partitions."
+        )
 
 
 def _check_unchanged(

@@ -1,7 +1,8 @@
 """Rolling back a backfill's publish commit: one commit that restores the partitions it
 changed to their files before it, read from the log (the backfill's manifests are gone
-by then), carrying the application transaction `rollback_app_id(backfill_id)` so that
-a repeated rollback commits nothing. Partitions the backfill created are removed.
+by then), and the schema before it when the publish changed the schema, carrying the
+application transaction `rollback_app_id(backfill_id)` so that a repeated rollback
+commits nothing. Partitions the backfill created are removed.
 
 A rollback refuses (RollbackError, nothing committed) when the version given is not the
 backfill's publish commit, when a later commit changed those partitions (unless
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties, Transaction
 
 from partition_assets.errors import RollbackError
 from partition_assets.storage.backfill_staging import PartitionRow
-from partition_assets.storage.delta.commit import add_action, remove_actions, with_commit_retries
+from partition_assets.storage.delta.commit import add_action, remove_actions, replace_with_schema, with_commit_retries
 from partition_assets.storage.delta.log import (
     PUBLISH,
     ROLLBACK,
@@ -36,8 +38,10 @@ from partition_assets.storage.delta.log import (
     open_table,
     paths,
     rollback_app_id,
+    table_schema,
 )
 from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.schema_change import diff_schemas
 from partition_assets.storage.table_format import PublishResult
 from partition_assets.storage.write_staging import table_filesystem
 
@@ -61,18 +65,24 @@ def rollback_publish(table_uri: str, backfill_id: str, published_version: int, f
     def attempt(current: DeltaTable | None) -> int:
         assert current is not None  # a table never disappears from under a rollback
         plan.check_unchanged(current, force)
+        adds = [add_action(file, file.modification_time) for file in plan.restored]
+        properties = CommitProperties(
+            custom_metadata=backfill_commit_metadata({}, backfill_id, ROLLBACK),
+            max_commit_retries=0,
+            app_transactions=[Transaction(app_id=rollback_app_id(backfill_id), version=1)],
+        )
+        if plan.schema_before is not None:  # the publish changed the schema: restore it in the same commit
+            # When the publish rewrote every partition there is, the whole table goes back.
+            whole = set(files_by_partition(current)) <= set(plan.partitions)
+            return replace_with_schema(current, adds, None if whole else plan.scope, plan.schema_before, properties)[0]
         removes = remove_actions(current, plan.scope)
         read_version = current.version()
         current.create_write_transaction(
-            [*(add_action(file, file.modification_time) for file in plan.restored), *removes],
+            [*adds, *removes],
             mode="append",
             schema=current.schema(),
             partition_by=list(plan.columns) or None,
-            commit_properties=CommitProperties(
-                custom_metadata=backfill_commit_metadata({}, backfill_id, ROLLBACK),
-                max_commit_retries=0,
-                app_transactions=[Transaction(app_id=rollback_app_id(backfill_id), version=1)],
-            ),
+            commit_properties=properties,
         )
         return read_version + 1
 
@@ -109,6 +119,7 @@ class _RollbackPlan:
     restored: list[LoggedFile] = field(default_factory=list)
     after: dict[PartitionRow, list[LoggedFile]] = field(default_factory=dict)
     columns: tuple[str, ...] = ()
+    schema_before: pa.Schema | None = None  # the schema to restore, when the publish changed it
 
     @property
     def scope(self) -> PartitionScope | None:
@@ -129,8 +140,9 @@ class _RollbackPlan:
                 "publish commit: pass the version its publish returned (see the backfill's "
                 "ledger). Nothing was committed."
             )
-        before = files_by_partition(open_table(table_uri, version=published_version - 1) if published_version else None)
-        after = files_by_partition(open_table(table_uri, version=published_version))
+        previous = open_table(table_uri, version=published_version - 1) if published_version else None
+        published = open_table(table_uri, version=published_version)
+        before, after = files_by_partition(previous), files_by_partition(published)
         partitions = sorted(changed_partitions(before, after))
         restored = [file for row in partitions for file in before.get(row, ())]
         fs, root = table_filesystem(table_uri)
@@ -143,7 +155,13 @@ class _RollbackPlan:
                 "within which backfills may be rolled back."
             )
         columns = tuple(table.metadata().partition_columns)
-        return cls(table_uri, backfill_id, published_version, table, None, partitions, restored, after, columns)
+        schema_before = None
+        if previous is not None and published is not None:
+            old_schema = table_schema(previous)[0]
+            schema_before = old_schema if diff_schemas(old_schema, table_schema(published)[0]) else None
+        return cls(
+            table_uri, backfill_id, published_version, table, None, partitions, restored, after, columns, schema_before
+        )
 
     def check_unchanged(self, current: DeltaTable, force: bool) -> None:
         """RollbackError unless `force` when a commit after the publish changed its partitions."""

@@ -15,11 +15,11 @@ from pyspark.sql import DataFrame
 
 from partition_assets.storage.backfill_staging import incoming_folder, record_staging
 from partition_assets.storage.delta.commit import check_schema
-from partition_assets.storage.delta.log import open_table
+from partition_assets.storage.delta.log import open_table, table_schema
 from partition_assets.storage.delta.read import read_overlay, staging_of
 from partition_assets.storage.delta.write import merge_rows
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.schema import new_columns
+from partition_assets.storage.schema import check_partitioning, new_columns
 from partition_assets.storage.table_format import PublishResult, WriteOptions, stage_validated
 from partition_assets.storage.write_staging import StagedWrite, discard
 
@@ -35,7 +35,10 @@ def stage_frame(
     (the whole table when None, which must then be unpartitioned), committing nothing.
 
     Validated as `write` is (rows outside the scope, an empty frame unless allowed,
-    the schema against the published table and the backfill's earlier stagings);
+    the schema against the published table and the backfill's earlier stagings), but
+    with `options.allow_schema_change` only the partitioning is checked: the frame may
+    drop, retype or add columns, and its publish refuses unless every partition the
+    change needs was staged (publish.publish_staged);
     with `options.merge_keys`, upserts into the overlay's rows of the scope. The
     files land under the table's `_backfills/<backfill_id>/`, unreferenced by the log
     and out of reach of vacuum; a manifest records them with `options.commit_metadata`
@@ -46,7 +49,7 @@ def stage_frame(
         PartitionScopeError: The frame does not fit `scope` (see `write`), or a merge key is no
             column of the frame.
         TableSchemaError: The frame breaks the published table's schema (without a table, the
-            backfill's earlier staging's).
+            backfill's earlier staging's); with `allow_schema_change`, only its partitioning.
         BackfillIdError: `backfill_id` cannot name a folder; nothing was staged.
     """
     table = open_table(table_uri)
@@ -56,6 +59,12 @@ def stage_frame(
         frame = merge_rows(frame, stored, scope, list(options.merge_keys))
 
     def validate(write: StagedWrite) -> None:
+        if options.allow_schema_change:  # any column may change; its publish checks the partitions it covers
+            if table is not None:
+                check_partitioning(table_schema(table)[1], write)
+            elif earlier is not None:
+                check_partitioning(earlier.partition_columns, write)
+            return
         check_schema(table, write, options.allow_new_columns)
         if table is None and earlier is not None:  # the first staging stands for the table
             new_columns(earlier.schema, earlier.partition_columns, write, options.allow_new_columns)

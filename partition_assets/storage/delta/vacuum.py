@@ -11,6 +11,7 @@ hours (see storage/maintenance.py).
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pyarrow.fs as pafs
 
@@ -22,11 +23,12 @@ from partition_assets.storage.backfill_staging import (
     stale_backfill_folders,
 )
 from partition_assets.storage.delta.log import files_by_partition, open_table, publish_app_id
+from partition_assets.storage.delta.previous import drop_previous, previous_copy
 from partition_assets.storage.table_format import VacuumResult, checked_retention_hours
 from partition_assets.storage.write_staging import delete_dir, sweep_staging, table_filesystem
 
 
-def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool) -> VacuumResult:
+def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: datetime | None = None) -> VacuumResult:
     """Deletes data files the log no longer references (replaced, or never
     committed) and staging folders, older than `retention_hours`.
 
@@ -36,6 +38,9 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool) -> Vacuu
     may have moved them into the layout and not committed yet. The folders of
     published backfills go, and those of backfills killed before any manifest.
     delta-rs ages data files in whole hours: a retention is rounded up for them.
+    The table's kept previous version (`<table>__previous`, previous.py) keeps the
+    files it shares until it expires (`now`, the clock unless given, is past its
+    expiry); then the vacuum drops it, and those files age like any other.
 
     Raises:
         VacuumRetentionError: `checked_retention_hours` refuses `retention_hours`; nothing was deleted.
@@ -57,6 +62,13 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool) -> Vacuu
     kept = listed_layout_paths(table_uri)
     table.update_incremental()
     kept.update(file.path for files in files_by_partition(table).values() for file in files)
+    previous = previous_copy(table_uri)
+    expired = []  # the kept previous version, once past its expiry
+    if previous is not None:
+        if previous.expired(now or datetime.now(UTC)):
+            expired.append(previous)
+        else:
+            kept.update(previous.shared_paths)
     fs, root = table_filesystem(table_uri)
     # The dry run also lists tombstoned files an earlier vacuum already deleted.
     data_files = [
@@ -68,8 +80,11 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool) -> Vacuu
     folders = [backfill_folder(table_uri, b)[1] for b in published]
     folders += [f for f in stale_backfill_folders(table_uri, retention_hours) if f not in folders]
     if not dry_run:
+        for copy in expired:
+            drop_previous(copy)  # before its files go: no reader of it finds them missing
         for path in data_files:
             fs.delete_file(f"{root}/{path}")
         for folder in folders:
             delete_dir(fs, folder)
-    return VacuumResult(data_files, sweep_staging(table_uri, retention_hours, dry_run) + folders)
+    staging = sweep_staging(table_uri, retention_hours, dry_run) + folders
+    return VacuumResult(data_files, staging, [copy.uri for copy in expired])
