@@ -22,6 +22,7 @@ import dagster as dg
 from partition_assets.automation.job import spec_run_config
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.launcher import check_loaded, load_target
+from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import WorkspaceProcessContext
 from partition_assets.errors import CodeLocationError
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -36,18 +37,19 @@ def submit_coordinator_run(instance: dg.DagsterInstance, spec: BackfillSpec) -> 
     Raises:
         CodeLocationError: The code location does not load, or defines no `ENGINE_JOB`; no run was created.
     """
+    # Checked in this process, before a code server is started for the location.
+    if ENGINE_JOB not in {job.name for job in load_definitions(spec.module).resolve_all_job_defs()}:
+        raise CodeLocationError(
+            f"{spec.module} defines no job {ENGINE_JOB!r}: add `sparse_backfill_job({spec.module!r})` to its "
+            "Definitions' jobs to hand backfills to the run launcher (--detach), or run without --detach. "
+            "Nothing was recorded or launched."
+        )
     backfill_id = uuid.uuid4().hex[:12]
     with WorkspaceProcessContext(instance, load_target(spec.module), version=dg.__version__) as workspace:
         check_loaded(workspace, spec.module)
         context = workspace.create_request_context()
         location = context.get_code_location(next(iter(context.code_location_names)))
         repository = next(iter(location.get_repositories().values()))
-        if not repository.has_job(ENGINE_JOB):
-            raise CodeLocationError(
-                f"{spec.module} defines no job {ENGINE_JOB!r}: add `sparse_backfill_job({spec.module!r})` to its "
-                "Definitions' jobs to hand backfills to the run launcher (--detach), or run without --detach. "
-                "Nothing was recorded or launched."
-            )
         remote_job = repository.get_full_job(ENGINE_JOB)
         run_config = spec_run_config(spec)
         plan = location.get_execution_plan(
