@@ -130,8 +130,11 @@ def commit(
                 adds,
                 mode="error",
                 partition_by=partition_by,
+                # No retry inside delta-rs: a create that lost to a concurrent first write
+                # would land as version 1 or later while this returns 0; it fails instead,
+                # and the retry below appends on top of the table the other write created.
                 commit_properties=CommitProperties(
-                    custom_metadata=dict(custom_metadata), app_transactions=transactions
+                    custom_metadata=dict(custom_metadata), max_commit_retries=0, app_transactions=transactions
                 ),
             )
             return 0, 0
