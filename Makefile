@@ -37,12 +37,13 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 # Everything: lint, the strict docs build and every tier of tests (tests/conftest.py says
 # what each holds), side by side; each target's output is printed whole when it ends. The
 # tests run on two pytest-xdist workers, file by file: most of a test's time is a process
-# it waits for, so the second worker fills the second core.
+# it waits for, so the second worker fills the second core. The slowest tier goes first, so
+# that the quick files fill the end of the run rather than one long file on one worker.
 test: install browser postgres
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
 
 test-all: install
-	$(VENV)/bin/pytest -n 2 --dist loadfile
+	$(VENV)/bin/pytest -n 2 --dist loadfile tests/e2e tests/integration tests/unit
 
 test-unit: install
 	$(VENV)/bin/pytest tests/unit

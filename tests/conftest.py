@@ -13,6 +13,12 @@ servers, writers killed at a failpoint, racing processes) and tests/e2e (what a 
 starts: `partition-assets` and `dagster` commands, `dagster dev` with Chromium, servers run
 by their own commands (PostgreSQL, moto's S3, a Spark standalone cluster), the run
 launcher, deploys). tests/support holds the code locations and helpers.
+Every temporary folder (tmp_path, the DAGSTER_HOMEs, lakes, the PostgreSQL data folder) is
+on /dev/shm when it is a writable tmpfs with room to spare (PARTITION_ASSETS_TEST_TMP names
+another root; set it to /tmp to test on disk): Dagster's SQLite storages commit with fsync,
+which takes 3-20 ms a commit on this machine's disk against well under 1 ms in memory, and
+a backfill writes thousands of events. Nothing here tests durability across a power loss:
+the crash tests kill processes, whose writes the kernel keeps either way.
 Not guaranteed: isolation beyond a test's own folders and instances: every test shares the
 session's Spark server and state folder, and the PostgreSQL server.
 """
@@ -25,6 +31,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from tests.support.temp_root import session_temp_dir
+
+os.environ["TMPDIR"] = session_temp_dir()
 # Set before the example code location is imported, and inherited by every
 # subprocess a test starts (the dagster CLI, dagster dev), so that all of them
 # attach to the test session's Spark server rather than a developer's.

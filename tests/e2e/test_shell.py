@@ -19,26 +19,27 @@ from tests.support.webserver import DAGSTER, free_port, graphql, stop
 
 pytestmark = pytest.mark.slow
 
-# Every example asset, upstream first, with the partition (or range) a user would pick.
-# `--partition-range` needs BackfillPolicy.single_run(): the range is one run.
+# Every example asset, upstream first, with the partition (or range) a user would pick; the
+# assets of one command share a partitions definition (a command loads the code location,
+# seconds of the test's time). `--partition-range` needs BackfillPolicy.single_run(): the
+# range is one run.
 CLI_RUNS = [
-    ("events", "--partition-range", "2024-01-01-00:00...2024-01-03-23:00"),
-    ("events_6h", "--partition", "2024-01-01-06:00"),
-    ("countries", "--partition-range", "br...us"),
-    ("regions", "--partition-range", "amer...emea"),
-    ("daily_orders", "--partition-range", "2024-01-01...2024-01-03"),
-    ("daily_region_revenue", "--partition-range", "2024-01-01|amer...2024-01-03|emea"),
-    ("region_revenue_7d", "--partition-range", "2024-01-02|apac...2024-01-03|emea"),
-    ("daily_revenue", "--partition-range", "2024-01-01...2024-01-03"),
-    ("revenue_7d", "--partition-range", "2024-01-02...2024-01-03"),
-    ("revenue_running_total", "--partition", "2024-01-01"),
-    ("weekly_revenue", "--partition", "2024-01-01"),
-    ("monthly_revenue", "--partition", "2024-01-01"),
-    ("monthly_targets", "--partition-range", "2024-01-01...2024-03-01"),
-    ("daily_target_attainment", "--partition", "2024-01-01"),
-    ("fx_rates", "--partition-range", "2024-01-01...2024-01-03"),
-    ("daily_revenue_eur", "--partition", "2024-01-02"),
-    ("campaign_report", "--partition-range", "spring_sale...summer_sale"),
+    (("events",), "--partition-range", "2024-01-01-00:00...2024-01-03-23:00"),
+    (("events_6h",), "--partition", "2024-01-01-06:00"),
+    (("countries",), "--partition-range", "br...us"),
+    (("regions",), "--partition-range", "amer...emea"),
+    (("monthly_targets",), "--partition-range", "2024-01-01...2024-03-01"),
+    (
+        ("daily_orders", "daily_revenue", "revenue_7d", "daily_target_attainment", "fx_rates", "daily_revenue_eur"),
+        "--partition-range",
+        "2024-01-01...2024-01-03",
+    ),
+    # Its own run: it reads its previous day.
+    (("revenue_running_total",), "--partition", "2024-01-01"),
+    (("daily_region_revenue", "region_revenue_7d"), "--partition-range", "2024-01-01|amer...2024-01-03|emea"),
+    (("weekly_revenue",), "--partition", "2024-01-01"),
+    (("monthly_revenue",), "--partition", "2024-01-01"),
+    (("campaign_report",), "--partition-range", "spring_sale...summer_sale"),
 ]
 
 
@@ -56,7 +57,9 @@ def dagster_cli(env, *args) -> subprocess.CompletedProcess:
 
 
 def test_every_example_asset_has_a_cli_run():
-    assert sorted(run[0] for run in CLI_RUNS) == sorted(a.key.to_user_string() for a in EXAMPLE_ASSETS)
+    assert sorted(asset for run in CLI_RUNS for asset in run[0]) == sorted(
+        a.key.to_user_string() for a in EXAMPLE_ASSETS
+    )
 
 
 def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
@@ -64,7 +67,7 @@ def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
     with dg.DagsterInstance.from_config(shell_env["DAGSTER_HOME"]) as instance:
         instance.add_dynamic_partitions("campaigns", ["spring_sale", "summer_sale"])
 
-    for asset, flag, keys in CLI_RUNS:
+    for assets, flag, keys in CLI_RUNS:
         done = dagster_cli(
             shell_env,
             "asset",
@@ -72,18 +75,19 @@ def test_dagster_asset_materialize_from_the_shell(shell_env, spark):
             "-m",
             "partition_assets.example",
             "--select",
-            asset,
+            ",".join(assets),
             flag,
             keys,
         )
-        assert done.returncode == 0, f"{asset}: {done.stderr[-3000:]}"
+        assert done.returncode == 0, f"{assets}: {done.stderr[-3000:]}"
 
-        with dg.DagsterInstance.from_config(shell_env["DAGSTER_HOME"]) as instance:
-            expected = _expected_keys(asset, flag, keys, instance)
-            assert instance.get_materialized_partitions(dg.AssetKey(asset)) == expected, asset
-        # The table holds exactly these partitions, written by one run in one commit.
-        assert _stored_partitions(lake, asset) == _scope(asset, expected), asset
-        assert DeltaTable(str(lake / asset)).version() == 0, asset
+        for asset in assets:
+            with dg.DagsterInstance.from_config(shell_env["DAGSTER_HOME"]) as instance:
+                expected = _expected_keys(asset, flag, keys, instance)
+                assert instance.get_materialized_partitions(dg.AssetKey(asset)) == expected, asset
+            # The table holds exactly these partitions, written by one run in one commit.
+            assert _stored_partitions(lake, asset) == _scope(asset, expected), asset
+            assert DeltaTable(str(lake / asset)).version() == 0, asset
 
     # The source rows are the generator's, and the range fan-in aggregates them.
     generated = sources.hourly_events(spark, datetime(2024, 1, 1, tzinfo=UTC), 72).toPandas()
