@@ -26,6 +26,7 @@ import argparse
 import io
 from collections.abc import Callable
 from contextlib import redirect_stdout
+from typing import Any, cast
 
 import dagster as dg
 from pydantic import Field
@@ -50,7 +51,7 @@ class ApproveConfig(ForceConfig):
 
 
 # job name -> (the command, its config class, the command's options from the config)
-_OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Callable[[dg.Config], dict[str, object]]]] = {
+_OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Callable[[Any], dict[str, object]]]] = {
     "backfill_approve": ("approve", ApproveConfig, lambda c: {"by": c.approver, "force": c.force}),
     "backfill_publish": ("publish", ForceConfig, lambda c: {"force": c.force}),
     "backfill_discard": ("discard", BackfillIdConfig, lambda c: {}),
@@ -68,12 +69,13 @@ def backfill_operation_jobs() -> list[dg.JobDefinition]:
 
 
 def _operation_job(
-    name: str, action: str, config_class: type[BackfillIdConfig], options: Callable[[dg.Config], dict[str, object]]
+    name: str, action: str, config_class: type[BackfillIdConfig], options: Callable[[Any], dict[str, object]]
 ) -> dg.JobDefinition:
     @dg.op(name=f"{name}_op")
     # Dagster reads the config schema from the annotation; mypy cannot see a class chosen at run time.
     def operation(context: dg.OpExecutionContext, config: config_class) -> None:  # type: ignore[valid-type]
-        run_command(context, action, config.backfill_id, options(config))
+        given = cast(BackfillIdConfig, config)
+        run_command(context, action, given.backfill_id, options(given))
 
     @dg.job(
         name=name,

@@ -42,9 +42,14 @@ DIFF_ROWS_SHOWN = 50
 _FAILED_SHOWN = 50
 
 
-def gate_checks(assets: Iterable[Any]) -> list[dg.AssetChecksDefinition]:
+def gate_checks(assets: Iterable[Any], name: str = GATE_CHECK) -> list[dg.AssetChecksDefinition]:
     """The `backfill_gate` check of every asset of `assets` (AssetsDefinitions; others are
-    skipped) whose metadata declares a gate (`backfill_gate(...)`); [] when none does."""
+    skipped) whose metadata declares a gate (`backfill_gate(...)`); [] when none does.
+
+    Args:
+        name: The name of the op that declares them: give each call merged into one code
+            location its own.
+    """
     keys = [
         key
         for definition in assets
@@ -64,7 +69,7 @@ def gate_checks(assets: Iterable[Any]) -> list[dg.AssetChecksDefinition]:
         for key in keys
     ]
 
-    @dg.multi_asset_check(specs=specs, can_subset=True, name=GATE_CHECK)
+    @dg.multi_asset_check(specs=specs, can_subset=True, name=name)
     def backfill_gate(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
         # Optional outputs (can_subset): a run that is not a backfill's gate reports nothing.
         context.log.info(f"{GATE_CHECK} is evaluated by staged backfills' gates, not by runs")
