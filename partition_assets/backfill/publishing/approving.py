@@ -1,7 +1,7 @@
 """The steps of approval before publish (backfill/state/approval.py says when it is needed):
-a backfill starts waiting (`start_waiting`), is approved and published (`approve`),
-discarded (`discard`), or expires (`expire_overdue`: discarded). Every surface calls
-these: the command line, the Launchpad's jobs, the coordinator and the expiry sensor.
+a backfill starts waiting (`start_waiting`), is approved and published (`approve`), or
+discarded (`discard`, also what an expired approval comes to). Every surface calls these:
+the command line, the Launchpad's jobs and the coordinator.
 
 Each goes through the status table (backfill/state/status.py), so an approval of a
 backfill not awaiting one (or approved already) is refused, naming what fits, with
@@ -26,7 +26,6 @@ from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus, check_command
-from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import ApprovalError
 from partition_assets.storage.leases import release
@@ -97,18 +96,6 @@ def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
 def discard_approval_freeze(instance: dg.DagsterInstance, backfill_id: str) -> None:
     """Lifts the freeze that the backfill's wait for approval kept (nothing when none)."""
     unfreeze(instance, approval.freeze_id(backfill_id))
-
-
-def expire_overdue(instance: dg.DagsterInstance, now: datetime) -> list[str]:
-    """Discards every backfill whose approval expired at or before `now`; their ids."""
-    store = BackfillStore(instance)
-    expired = []
-    for backfill_id in store.versions_in([BackfillStatus.AWAITING_APPROVAL]):
-        record = store.load(backfill_id)
-        if record.status == BackfillStatus.AWAITING_APPROVAL and approval.expired(record.approval, now):
-            discard(publication_of(record, instance), instance)
-            expired.append(backfill_id)
-    return expired
 
 
 def publication_of(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:

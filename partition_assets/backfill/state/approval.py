@@ -1,7 +1,8 @@
 """Approval before publish: a staged backfill that requires it waits, once its gate passed,
 in `awaiting_approval` (its leases parked, its assets frozen) until someone approves it
 (`partition-assets backfill approve <id> --by NAME`, or the Launchpad's `backfill_approve`
-job), it is discarded, or its approval expires (`--approval-expires 24h`: then discarded).
+job), it is discarded, or its approval expires (`--approval-expires 24h`: then discarded
+instead of published).
 After a failed gate, only an approval with `--force` publishes it.
 
 Whether a backfill requires approval: its spec's `approval` (`--approval required|none`,
@@ -12,9 +13,9 @@ The approval's state lives in the backfill's record (`BackfillRecord.approval`):
 started waiting, when that expires, who approved it and when; the ledger's `approved`
 rows (one per partition, `approved_by`) keep who and when beside the data they approved.
 
-Not guaranteed: an expired approval is discarded when someone next approves it, or by
-the `approval_expiry_sensor` when it runs (automation/approval_expiry.py); until then it
-keeps waiting. The approver is the name given: Dagster's open-source webserver has no
+Not guaranteed: an expired approval is discarded when someone next tries to approve it
+(the approval is refused, naming the expiry); until then it keeps waiting, its leases
+parked, and `backfill discard <id>` ends it. The approver is the name given: Dagster's open-source webserver has no
 user identity to check it against.
 """
 
