@@ -57,5 +57,6 @@ def adjusted(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFra
 
 
 defs = dg.Definitions.merge(
-    example.defs, dg.Definitions(assets=[held, quick, adjusted], asset_checks=gate_checks([adjusted], name="adjusted_gate"))
+    example.defs,
+    dg.Definitions(assets=[held, quick, adjusted], asset_checks=gate_checks([adjusted], name="adjusted_gate")),
 )
