@@ -162,3 +162,7 @@ class WallClockError(PartitionAssetsError, ValueError):
     def __init__(self, message: str, findings: tuple = ()) -> None:
         super().__init__(message)
         self.findings = findings
+
+
+class ApprovalError(BackfillStateError):
+    """A backfill's approval was refused (no approver, expired, needs --force); nothing was published."""

@@ -1,4 +1,8 @@
-"""`partition-assets backfill plan|run|status|resume|retry|cancel|diff|publish|discard|ledger|rollback`."""
+"""`partition-assets backfill plan|run|status|resume|retry|cancel|diff|publish|approve|discard|ledger|rollback`.
+
+`act_on_record` is what each command on a recorded backfill runs, whoever asks: this command
+line, or the Launchpad's operation jobs (automation/operations.py), so both write the same
+records and ledger rows and refuse the same inputs with the same messages."""
 
 import argparse
 import json
@@ -25,6 +29,7 @@ from partition_assets.backfill.planning.spec import (
     add_spec_arguments,
     spec_from_arguments,
 )
+from partition_assets.backfill.publishing.approving import approval_required, approve, discard, publication_of
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.gate import diff_rows, format_diff
 from partition_assets.backfill.publishing.publication import Publication
@@ -35,6 +40,7 @@ from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.liveness import silent_coordinator
 from partition_assets.backfill.state.presence import refuse_if_live
@@ -51,6 +57,7 @@ from partition_assets.cli.heatmap import Heatmap
 from partition_assets.code_location import configured_module, load_definitions
 from partition_assets.deploy.code_root import add_code_root_options
 from partition_assets.errors import (
+    ApprovalError,
     BackfillPlanError,
     BackfillStateError,
     CommitError,
@@ -94,6 +101,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("adopt", "run a backfill launched from the webserver on the engine (the instance starts it)"),
         ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
         ("publish", "publish a staged backfill whose gate failed, after review"),
+        ("approve", "approve a backfill awaiting approval (or, with --force, one whose gate failed) and publish it"),
         ("discard", "delete a staged backfill's staged data"),
         ("ledger", "what a backfill read and wrote, per (asset, partition)"),
         ("rollback", "restore the partitions a published backfill rewrote"),
@@ -108,6 +116,9 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             parser.add_argument(
                 "--force", action="store_true", help="publish despite a failed gate or commits made since it started"
             )
+        if name == "approve":
+            parser.add_argument("--by", required=True, help="who approves (the ledger records the name)")
+            parser.add_argument("--force", action="store_true", help="approve despite a failed gate")
         if name == "rollback":
             parser.add_argument(
                 "--force", action="store_true", help="roll back despite later commits to its partitions"
@@ -139,7 +150,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
                 raise BackfillPlanError(
                     f"cannot write {path}: its folder does not exist; create it or pick another path"
                 )
-        return _act_on_record(args, record, instance)
+        return act_on_record(args, record, instance)
 
 
 def _instance() -> dg.DagsterInstance:
@@ -186,8 +197,14 @@ def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.Dags
     return _execute(instance, BackfillRecord(spec, store=BackfillStore(instance)), graph, done)
 
 
-def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg.DagsterInstance) -> int:
-    """status | resume | retry | cancel | diff | publish | discard | ledger | rollback of a recorded backfill."""
+def act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg.DagsterInstance) -> int:
+    """status | resume | retry | cancel | diff | publish | approve | discard | ledger | rollback of a
+    recorded backfill, as `args` (the command line's parsed arguments) say; prints what it did.
+
+    Raises:
+        PartitionAssetsError: The command does not fit the backfill (its status, a live
+            coordinator, a failed gate without --force, ...); the message says what fits.
+    """
     if args.action == "status":
         graph = graph_of(record.spec, instance)
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
@@ -197,7 +214,7 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         if silent is not None:
             print(silent)
         if record.spec.keep_previous is not None:
-            print("\n".join(_previous_versions(_publication(record, instance))))
+            print("\n".join(_previous_versions(publication_of(record, instance))))
         if args.html:
             Path(args.html).write_text(heatmap.html())
         if args.png:
@@ -208,10 +225,10 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
     if args.action in COMMANDS:  # refused by its status, too, before anything is read or written
         check_command(record.id, record.status, args.action)
     if args.action in _PUBLICATION_ACTIONS:
-        return _PUBLICATION_ACTIONS[args.action](_publication(record, instance), instance, args)
+        return _PUBLICATION_ACTIONS[args.action](publication_of(record, instance), instance, args)
     if args.action == "resume" and record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         args.force = False
-        return _rollback(_publication(record, instance), instance, args)
+        return _rollback(publication_of(record, instance), instance, args)
     if args.action == "cancel":
         return _cancel(record, instance)
     graph = graph_of(record.spec, instance)
@@ -315,10 +332,6 @@ def _adopt(instance: dg.DagsterInstance, backfill_id: str, warm: DagsterNodeRunn
         raise
 
 
-def _publication(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:
-    return Publication(record, load_definitions(record.spec.module), graph_of(record.spec, instance))
-
-
 def _diff(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
     stats = publication.stats(old_of_every_table=True)
     if not stats:
@@ -335,6 +348,11 @@ def _publish(publication: Publication, instance: dg.DagsterInstance, args: argpa
         raise BackfillStateError(
             f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
         )
+    if record.status == BackfillStatus.GATE_FAILED and approval_required(publication):
+        raise ApprovalError(
+            f"backfill {record.id} failed its gate and requires approval: review `backfill diff {record.id}`, then "
+            f"`partition-assets backfill approve {record.id} --by NAME --force`. Nothing was written."
+        )
     with publication.held(instance, "publish") as leases:
         versions = publication.publish(instance, force=args.force)
         release(leases)
@@ -342,8 +360,14 @@ def _publish(publication: Publication, instance: dg.DagsterInstance, args: argpa
     return 0
 
 
+def _approve(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    versions = approve(publication, instance, args.by, args.force, utc_now())
+    print(f"backfill {publication.record.id} approved by {args.by} and published: {describe_versions(versions)}")
+    return 0
+
+
 def _discard(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
-    files = publication.discard(instance)
+    files = discard(publication, instance)
     print(f"backfill {publication.record.id} discarded: {files} staged files deleted; the tables are unchanged")
     return 0
 
@@ -381,11 +405,12 @@ def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argp
 
 
 # Refused while the backfill's coordinator is live (backfill/state/presence.py).
-_COORDINATING_ACTIONS = ("resume", "retry", "publish", "discard", "rollback")
+_COORDINATING_ACTIONS = ("resume", "retry", "publish", "approve", "discard", "rollback")
 
 _PUBLICATION_ACTIONS = {
     "diff": _diff,
     "publish": _publish,
+    "approve": _approve,
     "discard": _discard,
     "ledger": _ledger,
     "rollback": _rollback,

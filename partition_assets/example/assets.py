@@ -21,6 +21,8 @@ import dagster as dg
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from partition_assets.backfill.publishing.gate import Budget, backfill_gate
+from partition_assets.backfill.state.approval import backfill_approval
 from partition_assets.example import sources
 from partition_assets.partitions import (
     cron,
@@ -122,6 +124,8 @@ def regions(countries: DataFrame) -> DataFrame:
     backfill_policy=RANGE_RUN,
     ins={"events": dg.AssetIn(partition_mapping=mappings.fan_in())},
     group_name="orders",
+    # A backfill's day may move its orders by 5 % and its revenue by 1 %; one row per region.
+    metadata=backfill_gate(row_change=0.05, measures={"revenue": Budget(relative=0.01)}, keys=["region"]),
 )
 def daily_orders(events: DataFrame) -> DataFrame:
     """Orders and revenue per day and region (hourly -> daily fan-in)."""
@@ -182,6 +186,8 @@ def region_revenue_7d(context: dg.AssetExecutionContext, daily_region_revenue: D
         "regions": dg.AssetIn(partition_mapping=mappings.all_partitions()),
     },
     group_name="revenue",
+    # The finance table: a backfill may not change a day's USD revenue by more than 1 %.
+    metadata=backfill_gate(row_change=0.0, measures={"revenue_usd": Budget(relative=0.01)}, keys=["ds"]),
 )
 def daily_revenue(daily_orders: DataFrame, regions: DataFrame) -> DataFrame:
     """Revenue in USD per day over all regions (the region table is read whole)."""
@@ -318,7 +324,8 @@ def daily_revenue_eur(daily_revenue: DataFrame, fx_rates: DataFrame) -> DataFram
 @dg.asset(
     partitions_def=CAMPAIGNS,
     backfill_policy=RANGE_RUN,
-    metadata={"partition_column": "campaign"},
+    # Spend reports go to the marketing budget: a second person approves a backfill of them.
+    metadata={"partition_column": "campaign", **backfill_approval()},
     group_name="marketing",
 )
 def campaign_report(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:

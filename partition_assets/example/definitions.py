@@ -16,6 +16,8 @@ from partition_assets.automation import (
     partitioned_schedule,
     sparse_backfill_job,
 )
+from partition_assets.automation.operations import backfill_operation_jobs
+from partition_assets.backfill.dagster_ui.gate_checks import gate_checks
 from partition_assets.code_location import resolved
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.deploy import with_git_versions
@@ -36,9 +38,13 @@ def lake_root() -> str:
 def build_definitions() -> dg.Definitions:
     spark = SparkResource.from_env()
     engine = sparse_backfill_job(module="partition_assets.example")
+    example_assets = dg.load_assets_from_modules([assets])
     definitions = dg.Definitions(
-        assets=dg.load_assets_from_modules([assets]),
-        jobs=[engine],
+        assets=example_assets,
+        # The gates as asset checks (each backfill records its evaluation on the asset's Checks tab).
+        asset_checks=gate_checks(example_assets),
+        # The engine, and the commands on a recorded backfill, launchable from the Launchpad.
+        jobs=[engine, *backfill_operation_jobs()],
         # Steps run in the run's own process: their work runs on the Spark server, and a step
         # subprocess (Dagster's default) would import Dagster, pyspark and this code location
         # again, about 4 s of CPU per step, more than most of these steps' own Spark work.

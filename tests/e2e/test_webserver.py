@@ -4,25 +4,33 @@ it), and the Delta tables hold exactly the generated rows of the chosen days. A 
 tagged `partition_assets/engine=dagster` runs on Dagster's daemon; one started from the
 command line is listed on the same page."""
 
+import json
 import os
 import re
 import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlencode
 
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 from playwright.sync_api import sync_playwright
 
+from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
+from partition_assets.backfill.state.approval import APPROVAL_TAG
+from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from tests.support import REPO
 from tests.support.cli_runs import run_cli
 from tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of
 from tests.support.instances import ON_SQLITE, URL_ENV, also_on_postgres, postgres_url_for
 from tests.support.polling import wait_for
 from tests.support.processes import session_members
-from tests.support.ui_engine_defs import RELEASE_DIR_ENV
+from tests.support.ui_engine_defs import FACTOR_FILE, RELEASE_DIR_ENV
 from tests.support.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -42,6 +50,7 @@ CHROMIUM_ARGS = [
 ]
 BACKFILL_TIMEOUT = 420
 UI_ENGINE_DEFS = "tests.support.ui_engine_defs"
+DOCS_ASSETS = REPO / "docs" / "assets"  # the screenshots the docs show
 
 
 @pytest.fixture(scope="module")
@@ -409,3 +418,103 @@ def test_the_webserver_hands_a_launch_to_its_warm_standby_coordinator(dagster_de
     adopter = int(re.search(rf"standby (\d+) adopts backfill {backfill_id}", log).group(1))
     assert adopter in waiting
     assert wait_for(lambda: standby_coordinators(dagster_dev.home) - {adopter}, timeout=60)
+
+
+def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_dev, browser, release_dir, tmp_path):
+    """A range from the Materialize dialog whose gate fails; its `backfill_gate` check and diff
+    on the asset page; publish --force from the Launchpad, then rollback, each seen in the
+    table; and a backfill that requires approval, approved from the Launchpad."""
+    days = ["2024-04-01", "2024-04-02"]
+    first = launch(dagster_dev, {"assetSelection": [{"path": ["adjusted"]}], "partitionNames": days})
+    wait_for_status(dagster_dev, first, BackfillStatus.PUBLISHED)
+    table = str(dagster_dev.lake / "adjusted")
+    original = amounts(table)
+    assert original == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+
+    (release_dir / FACTOR_FILE).write_text("3")  # amounts x3: past the gate's 10 % budget
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(90_000)
+    with screenshot_on_failure(page, tmp_path / "gate.png"):
+        page.goto(f"{dagster_dev.url}/assets/adjusted")
+        page.get_by_role("button", name=re.compile(r"Materialize…")).first.click()
+        dialog = page.get_by_role("dialog")
+        dialog.get_by_text("Show all partitions").click()
+        range_input = dialog.get_by_role("textbox")
+        range_input.fill(f"[{days[0]}...{days[1]}]")
+        range_input.press("Enter")
+        dialog.get_by_role("button", name="Launch backfill").click()
+        gated = page.get_by_text(re.compile(r"^Created backfill \w+$")).inner_text().split()[-1]
+        wait_for_status(dagster_dev, gated, BackfillStatus.GATE_FAILED)
+
+        page.goto(f"{dagster_dev.url}/assets/adjusted?view=checks")
+        page.get_by_text(GATE_CHECK).first.click()
+        page.get_by_text(re.compile(r"^Failed$")).first.wait_for()
+        page.get_by_text(gated).first.wait_for()  # the evaluation names its backfill
+        page.screenshot(path=DOCS_ASSETS / "ui-gate-check.png", full_page=True)
+        page.get_by_text("[Show Markdown]").first.click()  # the diff, as `backfill diff` prints it
+        page.get_by_role("dialog").get_by_text(re.compile(r"amount: 6 -> 18")).first.wait_for()
+        page.screenshot(path=DOCS_ASSETS / "ui-gate-diff.png")
+    assert amounts(table) == original  # nothing published
+
+    launch_operation(page, dagster_dev, tmp_path, "backfill_publish", backfill_id=gated, force=True)
+    assert amounts(table) == [3.0, 3.0, 6.0, 6.0, 9.0, 9.0]
+    launch_operation(page, dagster_dev, tmp_path, "backfill_rollback", backfill_id=gated)
+    assert amounts(table) == original
+
+    (release_dir / FACTOR_FILE).write_text("1.05")  # within the budget: the gate passes
+    waiting = launch(
+        dagster_dev,
+        {
+            "assetSelection": [{"path": ["adjusted"]}],
+            "partitionNames": days,
+            "tags": [{"key": APPROVAL_TAG, "value": "required"}],  # as the dialog's tags set it
+        },
+    )
+    wait_for_status(dagster_dev, waiting, BackfillStatus.AWAITING_APPROVAL)
+    assert amounts(table) == original
+    launch_operation(page, dagster_dev, tmp_path, "backfill_approve", backfill_id=waiting, approver="ana")
+    with screenshot_on_failure(page, tmp_path / "approve.png"):
+        page.get_by_text(f"backfill {waiting} approved by ana and published").first.wait_for()
+        page.screenshot(path=DOCS_ASSETS / "ui-approval.png", full_page=True)
+    assert amounts(table) == [1.05, 1.05, 2.1, 2.1, 3.15, 3.15]
+    with dagster_dev.open_instance() as instance:
+        assert BackfillStore(instance).load(waiting).approval["approved_by"] == "ana"
+    page.close()
+
+
+def wait_for_status(dagster_dev, backfill_id: str, status: BackfillStatus) -> None:
+    """Waits until the engine's record of `backfill_id` has `status`."""
+
+    def reached():
+        """the backfill's status"""
+        with dagster_dev.open_instance() as instance:
+            store = BackfillStore(instance)
+            return store.exists(backfill_id) and store.status(backfill_id) == status
+
+    wait_for(reached, BACKFILL_TIMEOUT, step=1)
+
+
+def amounts(table: str) -> list[float]:
+    return sorted(round(amount, 6) for amount in DeltaTable(table).to_pandas().amount)
+
+
+def launch_operation(page, dagster_dev, shots: Path, job: str, **config) -> None:
+    """Opens `job`'s Launchpad with `config` (what "Open in Launchpad" does), clicks Launch Run
+    and waits for the run to succeed; the page then shows the run."""
+    lines = "".join(f"      {key}: {json.dumps(value)}\n" for key, value in config.items())
+    yaml = f"ops:\n  {job}_op:\n    config:\n{lines}"
+    location = f"__repository__@{dagster_dev.location}"
+    with screenshot_on_failure(page, shots / f"{job}.png"):
+        page.goto(f"{dagster_dev.url}/locations/{location}/jobs/{job}/playground/setup?{urlencode({'config': yaml})}")
+        page.get_by_role("button", name="Launch Run").click()
+        page.wait_for_url(re.compile(r"/runs/[0-9a-f-]+"))
+    run_id = page.url.rsplit("/runs/", 1)[1].split("?")[0]
+
+    def finished():
+        """the operation's run to finish"""
+        with dagster_dev.open_instance() as instance:
+            run = instance.get_run_by_id(run_id)
+            return run if run is not None and run.is_finished else None
+
+    run = wait_for(finished, BACKFILL_TIMEOUT, step=1)
+    assert run.status == dg.DagsterRunStatus.SUCCESS, (job, run.status)

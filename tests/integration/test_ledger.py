@@ -97,6 +97,7 @@ def test_entries_oldest_first_and_latest_per_partition(ledger, lake):
         "status": "staged",
         "gate": [{"rule": "rows", "passed": True}],
         "recorded_at": "2026-01-05T09:30:00+00:00",
+        "approved_by": None,
     }
     assert json.loads(json.dumps(history[2].to_json()))["published_version"] == 3
 

@@ -2,7 +2,8 @@
 the engine (`partition-assets backfill adopt|standby`) or handed back to Dagster's daemon.
 
 - `spec_of_dagster_backfill` turns such a backfill into the `BackfillSpec` whose plan is its
-  target partitions, or refuses (BackfillPlanError) when no spec states it.
+  target partitions (its tag `partition_assets/approval` as the spec's `approval`), or
+  refuses (BackfillPlanError) when no spec states it.
 - `adopted_plan` is that spec and its graph, from the first engine code location holding
   the backfill's assets, only when the graph is exactly the backfill's target; else
   BackfillPlanError, and the caller runs nothing and hands the backfill back
@@ -29,6 +30,7 @@ import dagster as dg
 from partition_assets.backfill.dagster_ui.conversion import nodes_of
 from partition_assets.backfill.planning.graph import BackfillGraph, plan
 from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
+from partition_assets.backfill.state.approval import APPROVAL_TAG
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill, SerializableErrorInfo
 from partition_assets.errors import BackfillPlanError
@@ -80,6 +82,7 @@ def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAsset
         end=(max(ends) - timedelta(microseconds=1)).isoformat() if ends else None,
         static={name: sorted(keys) for name, keys in static.items()},
         tags=user_tags,
+        approval=backfill.tags.get(APPROVAL_TAG),
     )
 
 

@@ -23,6 +23,7 @@ import dagster as dg
 from pydantic import Field, create_model
 
 from partition_assets.backfill.publishing.gate import parse_override
+from partition_assets.backfill.state.approval import APPROVAL_CHOICES
 from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
@@ -202,6 +203,19 @@ class BackfillSpec:
         "until it expires and dropped by vacuum after",
     )
 
+    approval: str | None = option(
+        None,
+        metavar="|".join(APPROVAL_CHOICES),
+        help="required: a staged backfill whose gate passes waits (awaiting_approval) until `backfill approve <id> "
+        "--by NAME` publishes it; none: it publishes at once; default: required when an asset it writes declares "
+        "backfill_approval() in its metadata",
+    )
+    approval_expires: str | None = option(
+        None,
+        metavar="DURATION",
+        help="discard a backfill still awaiting approval this long after its gate passed (e.g. 24h, 7d)",
+    )
+
     runs_via: str = option(
         RUNS_LOCAL,
         metavar="|".join(RUNS_VIA),
@@ -237,6 +251,12 @@ class BackfillSpec:
             self.pinned_time()  # raises naming the value and the two forms
         if self.keep_previous is not None:
             self.keep_previous_for()  # raises naming the value and the form
+        if self.approval not in (None, *APPROVAL_CHOICES):
+            raise BackfillPlanError(
+                f"--approval {self.approval!r} is not a choice: give one of {', '.join(APPROVAL_CHOICES)}"
+            )
+        if self.approval_expires is not None:
+            self.approval_expires_after()  # raises naming the value and the form
         for text in self.gate:
             parse_override(text)  # raises GateConfigError naming the text and the grammar
         if self.keys:
@@ -313,16 +333,15 @@ class BackfillSpec:
         Raises:
             BackfillPlanError: `keep_previous` is not a whole number > 0 followed by d, h or m.
         """
-        if self.keep_previous is None:
-            return None
-        text = str(self.keep_previous).strip()
-        unit = {"d": "days", "h": "hours", "m": "minutes"}.get(text[-1:])
-        if unit is None or not text[:-1].isdigit() or int(text[:-1]) < 1:
-            raise BackfillPlanError(
-                f"--keep-previous {self.keep_previous!r} is not a duration: give a whole number > 0 followed "
-                "by d, h or m, e.g. 30d"
-            )
-        return timedelta(**{unit: int(text[:-1])})
+        return _duration("keep_previous", self.keep_previous)
+
+    def approval_expires_after(self) -> timedelta | None:
+        """How long the backfill may await approval (`--approval-expires`); None when forever.
+
+        Raises:
+            BackfillPlanError: `approval_expires` is not a whole number > 0 followed by d, h or m.
+        """
+        return _duration("approval_expires", self.approval_expires)
 
     def describe(self) -> str:
         """One line: the selection and the range."""
@@ -345,6 +364,19 @@ class BackfillSpec:
         """
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{name: value for name, value in values.items() if name in known})
+
+
+def _duration(name: str, value: str | None) -> timedelta | None:
+    """The spec field `name`'s duration `value` (e.g. 30d, 12h, 90m); None when not given."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    unit = {"d": "days", "h": "hours", "m": "minutes"}.get(text[-1:])
+    if unit is None or not text[:-1].isdigit() or int(text[:-1]) < 1:
+        raise BackfillPlanError(
+            f"{flag_of(name)} {value!r} is not a duration: give a whole number > 0 followed by d, h or m, e.g. 30d"
+        )
+    return timedelta(**{unit: int(text[:-1])})
 
 
 def _parse_time(value: str) -> datetime:

@@ -71,7 +71,7 @@ def record_materializations(publication: Publication, instance: dg.DagsterInstan
         )
     if sha:
         tags[GIT_SHA_TAG] = sha
-    _run_reporting(instance, events, tags, "partition_assets_publish")
+    run_reporting(instance, events, tags, "partition_assets_publish")
 
 
 def publish_recorded(publication: Publication, instance: dg.DagsterInstance) -> bool:
@@ -108,7 +108,7 @@ def reflect_rollback(publication: Publication, instance: dg.DagsterInstance) -> 
                 dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": publication.record.id})
                 for p in partitions
             ]
-    _run_reporting(instance, events, {BACKFILL_ID_TAG: publication.record.id}, "partition_assets_rollback")
+    run_reporting(instance, events, {BACKFILL_ID_TAG: publication.record.id}, "partition_assets_rollback")
 
 
 def ran_nodes(publication: Publication, instance: dg.DagsterInstance) -> list[Node]:
@@ -188,9 +188,9 @@ def _handled_output_metadata(instance: dg.DagsterInstance, run_id: str, asset: d
     return metadata
 
 
-def _run_reporting(
+def run_reporting(
     instance: dg.DagsterInstance,
-    events: Sequence[dg.AssetMaterialization | dg.AssetObservation],
+    events: Sequence[dg.AssetMaterialization | dg.AssetObservation | dg.AssetCheckEvaluation],
     tags: dict[str, str],
     name: str,
 ) -> None:

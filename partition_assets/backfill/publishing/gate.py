@@ -361,19 +361,24 @@ def diff_rows(
     return diffs
 
 
+DIFF_HEADER = ("asset", "partition", "rows old -> new", "content", "measures old -> new")
+
+
+def diff_cells(diff: Mapping[str, Any]) -> list[str]:
+    """One `diff_rows` result as the cells under DIFF_HEADER (the terminal's and the UI's tables)."""
+    return [
+        diff["asset"],
+        _partition(diff["partition"]),
+        f"{_number(diff['old_rows'])} -> {_number(diff['new_rows'])}",
+        diff["content"] + (f": {','.join(diff['changed_columns'])}" if diff.get("changed_columns") else ""),
+        "  ".join(f"{m}: {_number(v['old'])} -> {_number(v['new'])}" for m, v in diff["measures"].items()),
+    ]
+
+
 def format_diff(diffs: Sequence[Mapping[str, Any]]) -> str:
     """`diff_rows` results as an aligned table for the terminal."""
-    header = ["asset", "partition", "rows old -> new", "content", "measures old -> new"]
-    table = [header] + [
-        [
-            d["asset"],
-            _partition(d["partition"]),
-            f"{_number(d['old_rows'])} -> {_number(d['new_rows'])}",
-            d["content"] + (f": {','.join(d['changed_columns'])}" if d.get("changed_columns") else ""),
-            "  ".join(f"{m}: {_number(v['old'])} -> {_number(v['new'])}" for m, v in d["measures"].items()),
-        ]
-        for d in diffs
-    ]
+    header = list(DIFF_HEADER)
+    table = [header] + [diff_cells(d) for d in diffs]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
 

@@ -1,6 +1,7 @@
 """The validation gate of a staged backfill: every table's declared (or overridden)
-checks evaluated on its statistics, the ledger's `staged` or `gate_failed` rows
-recorded, and the partitions the backfill creates noted for rollback.
+checks evaluated on its statistics, the ledger's `staged` or `gate_failed` rows and
+Dagster's `backfill_gate` check evaluations (backfill/dagster_ui/gate_checks.py) recorded,
+and the partitions the backfill creates noted for rollback.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.dagster_ui.gate_checks import record_gate_evaluations
 from partition_assets.backfill.publishing.gate import GateCheck, evaluate
 from partition_assets.backfill.publishing.ledger_rows import record_staged
 from partition_assets.backfill.publishing.publish import as_files
@@ -41,6 +43,7 @@ def gate(
     }
     publication.record.save()
     record_staged(publication, instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
+    record_gate_evaluations(publication, instance, all_stats, checks)
     return checks
 
 

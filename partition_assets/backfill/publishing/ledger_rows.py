@@ -69,8 +69,9 @@ def latest(publication: Publication) -> list[LedgerEntry]:
     return publication.ledger.latest(publication.record.id) if publication.ledger else []
 
 
-def append_status(publication: Publication, status: LedgerStatus) -> None:
-    """The latest ledger rows again, with `status` and the table version now published."""
+def append_status(publication: Publication, status: LedgerStatus, approved_by: str | None = None) -> None:
+    """The latest ledger rows again, with `status` and the table version now published (and
+    `approved_by`, when given: later rows keep it)."""
     if publication.ledger is None:
         return
     now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
@@ -82,6 +83,7 @@ def append_status(publication: Publication, status: LedgerStatus) -> None:
             published_version=publication.record.published_versions.get(entry.asset)
             if status == LedgerStatus.PUBLISHED
             else entry.published_version,
+            approved_by=approved_by or entry.approved_by,
         )
         for entry in latest(publication)
     ]

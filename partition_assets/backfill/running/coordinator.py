@@ -17,6 +17,7 @@ import dagster as dg
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import STAGED
+from partition_assets.backfill.publishing.approving import approval_required, discard_approval_freeze, start_waiting
 from partition_assets.backfill.publishing.gate import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
@@ -35,6 +36,7 @@ from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
+from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.code_location import load_definitions
@@ -59,9 +61,11 @@ class BackfillRun:
 
     A staged backfill (the default) then evaluates its gate and publishes every table in
     one commit each (backfill/publishing/publication.py); a failed gate raises
-    GateFailedError with nothing published. One that was publishing when its coordinator
-    died only finishes publishing. With `--inputs-as-of`, each node reads the input
-    versions pinned on the first start (backfill/publishing/originals.py).
+    GateFailedError with nothing published; one whose spec or assets require approval waits
+    in `awaiting_approval` instead of publishing (backfill/publishing/approving.py). One
+    that was publishing when its coordinator died only finishes publishing. With
+    `--inputs-as-of`, each node reads the input versions pinned on the first start
+    (backfill/publishing/originals.py).
     """
 
     def __init__(
@@ -176,7 +180,25 @@ class BackfillRun:
             self._stop(publication, leases, "canceled", "")
             return
         self._check_held(publication, leases)
+        if approval_required(publication):
+            self._await_approval(publication, leases)
+            return
         self._publish(publication, leases)
+
+    def _await_approval(self, publication: Publication, leases: list[Lease]) -> None:
+        """Parks a gated backfill that requires approval in `awaiting_approval`, its leases
+        parked and its assets frozen, for `backfill approve` (or discard, or expiry) to end."""
+        start_waiting(publication, self.instance, utc_now())
+        if not self._moved_to(BackfillStatus.AWAITING_APPROVAL):
+            discard_approval_freeze(self.instance, self.record.id)
+            self._stop(publication, leases, "canceled", "")
+            return
+        park(leases)
+        self._on_phase(
+            f"gate passed; awaiting approval: `partition-assets backfill approve {self.record.id} --by NAME` "
+            f"publishes it (the Launchpad's backfill_approve job too), `partition-assets backfill discard "
+            f"{self.record.id}` drops it"
+        )
 
     def _publish(self, publication: Publication, leases: list[Lease]) -> None:
         """Publishes, then lets the leases go; a publish refused or stopped by a foreign commit

@@ -51,6 +51,7 @@ SCHEMA = pa.schema(
         pa.field("gate", pa.string()),  # JSON: the gate's checks or configuration
         pa.field("status", pa.string(), nullable=False),
         pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("approved_by", pa.string()),  # who approved the publish (backfill/state/approval.py), or null
     ]
 )
 
@@ -68,6 +69,7 @@ class LedgerStatus(str, Enum):
     PUBLISHED = "published"
     DISCARDED = "discarded"
     ROLLED_BACK = "rolled_back"
+    APPROVED = "approved"  # its publish approved, by `approved_by` at `recorded_at`
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +79,8 @@ class LedgerEntry:
     input was this backfill's staged data; `inputs_as_of` says how they were pinned
     (`--inputs-as-of`: "original" or an ISO time; None when not pinned); `runtime` holds the
     versions the staging run ran on (deploy/runtime.py); `published_version` is the table version that
-    published the partition (None until published); `recorded_at` is UTC (naive = UTC)."""
+    published the partition (None until published); `recorded_at` is UTC (naive = UTC); `approved_by`
+    names who approved its publish (None when it needed no approval)."""
 
     backfill_id: str
     asset: str
@@ -93,6 +96,7 @@ class LedgerEntry:
     published_version: int | None = None
     gate: Any = None  # JSON-able: the gate checks (list of dicts) or the gate (dict)
     recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    approved_by: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", LedgerStatus(self.status))
@@ -115,6 +119,7 @@ class LedgerEntry:
             "status": self.status.value,
             "gate": self.gate,
             "recorded_at": self.recorded_at.isoformat(),
+            "approved_by": self.approved_by,
         }
 
 
@@ -197,6 +202,7 @@ def _to_arrow(entries: list[LedgerEntry]) -> pa.Table:
                 "gate": None if e.gate is None else json.dumps(e.gate, sort_keys=True),
                 "status": e.status.value,
                 "recorded_at": e.recorded_at,
+                "approved_by": e.approved_by,
             }
             for e in entries
         ],

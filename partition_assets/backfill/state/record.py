@@ -59,6 +59,8 @@ class BackfillRecord:
     created: dict[str, list[str]] = field(default_factory=dict)
     # asset -> partition -> input asset -> the version pinned (--inputs-as-of); None until pinned
     pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
+    # awaiting_since, expires_at, approved_by, approved_at (backfill/state/approval.py); {} until it waits
+    approval: dict[str, str | None] = field(default_factory=dict)
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +93,7 @@ class BackfillRecord:
             "published_versions": self.published_versions,
             "created": self.created,
             "pinned_inputs": self.pinned_inputs,
+            "approval": self.approval,
         }
 
     @classmethod
@@ -106,6 +109,7 @@ class BackfillRecord:
             saved.get("published_versions", {}),
             saved.get("created", {}),
             saved.get("pinned_inputs"),
+            saved.get("approval", {}),
             store=store,
         )
 

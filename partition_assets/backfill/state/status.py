@@ -32,6 +32,8 @@ class BackfillStatus(StrEnum):
     DISCARDED = "discarded"  # its staged data deleted: final
     ROLLING_BACK = "rolling_back"  # restoring its tables: resume finishes
     ROLLED_BACK = "rolled_back"  # final
+    # Gate passed, leases parked, freeze kept: `backfill approve` publishes, discard or expiry ends it.
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 S = BackfillStatus
@@ -55,6 +57,10 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.DISCARDED: frozenset(),
     S.ROLLED_BACK: frozenset(),
 }
+# Approval before publish (backfill/state/approval.py): a staged backfill whose spec or
+# assets require it waits after its gate until approved (published), discarded or expired.
+TRANSITIONS[S.RUNNING] = TRANSITIONS[S.RUNNING] | {S.AWAITING_APPROVAL}
+TRANSITIONS[S.AWAITING_APPROVAL] = frozenset({S.PUBLISHING, S.DISCARDED})
 
 # What each status-changing command does, per status it accepts: the status it moves the
 # backfill to first. A status absent from a command's row refuses the command. Every move
@@ -68,6 +74,9 @@ COMMANDS: dict[str, dict[BackfillStatus, BackfillStatus]] = {
     "discard": dict.fromkeys(_STOPPABLE, S.DISCARDED),
     "rollback": dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
 }
+# Approval: approving publishes (after a failed gate only with --force); discard ends it too.
+COMMANDS["approve"] = dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING)
+COMMANDS["discard"][S.AWAITING_APPROVAL] = S.DISCARDED
 
 # What fits a backfill in each status, as the refusal's advice (`{id}` is the backfill's id).
 _FITTING = {
@@ -87,6 +96,8 @@ _FITTING = {
     S.DISCARDED: "it is final: start a new backfill with `partition-assets backfill run`",
     S.ROLLING_BACK: "`partition-assets backfill resume {id}` finishes its rollback",
     S.ROLLED_BACK: "it is final: start a new backfill with `partition-assets backfill run`",
+    S.AWAITING_APPROVAL: "review `partition-assets backfill diff {id}`, then `partition-assets backfill approve "
+    "{id} --by NAME` publishes it, `partition-assets backfill discard {id}` deletes its staged data",
 }
 
 
@@ -98,6 +109,7 @@ _REFUSED_BECAUSE = {
     "publish": "only a backfill whose gate failed (or whose publish was refused or cut short) is published by hand",
     "discard": "its staged data is gone or part of the tables",
     "rollback": "it is not published: there is nothing to roll back",
+    "approve": "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
 }
 
 

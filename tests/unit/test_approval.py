@@ -1,0 +1,71 @@
+"""Approval before publish, as logic: the status table's rows for it, who requires it, the
+approval's record (approver, expiry), and the spec's fields on every surface."""
+
+import argparse
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, spec_config_class
+from partition_assets.backfill.state import approval
+from partition_assets.backfill.state.status import COMMANDS, TRANSITIONS, BackfillStatus, check_command, is_allowed
+from partition_assets.errors import ApprovalError, BackfillPlanError, IllegalTransitionError
+
+S = BackfillStatus
+NOW = datetime(2024, 3, 1, 12, tzinfo=UTC)
+
+
+def test_a_backfill_awaits_approval_only_after_running_and_leaves_only_by_publishing_or_discard():
+    assert {status for status in S if is_allowed(status, S.AWAITING_APPROVAL)} == {S.RUNNING}
+    assert TRANSITIONS[S.AWAITING_APPROVAL] == {S.PUBLISHING, S.DISCARDED}
+    assert COMMANDS["approve"] == {S.AWAITING_APPROVAL: S.PUBLISHING, S.GATE_FAILED: S.PUBLISHING}
+    assert COMMANDS["discard"][S.AWAITING_APPROVAL] == S.DISCARDED
+    for command in ("publish", "cancel", "resume", "retry", "rollback"):
+        assert S.AWAITING_APPROVAL not in COMMANDS[command], command
+
+
+def test_publish_without_approval_and_a_second_approval_are_refused_naming_what_fits():
+    with pytest.raises(IllegalTransitionError) as refused:
+        check_command("b1", S.AWAITING_APPROVAL, "publish")
+    assert "backfill b1 is awaiting_approval: cannot publish it" in str(refused.value)
+    assert "`partition-assets backfill approve b1 --by NAME` publishes it" in str(refused.value)
+    with pytest.raises(IllegalTransitionError, match="is published: cannot approve it, only a backfill awaiting"):
+        check_command("b1", S.PUBLISHED, "approve")
+
+
+def test_the_spec_decides_and_else_any_assets_metadata_requires_approval():
+    asks = approval.backfill_approval()
+    assert approval.requires_approval(None, [None, {}, asks])
+    assert approval.requires_approval(None, [{approval.APPROVAL_METADATA_KEY: dg.TextMetadataValue("required")}])
+    assert not approval.requires_approval(None, [None, {"owner": "finance"}])
+    assert not approval.requires_approval("none", [asks])
+    assert approval.requires_approval("required", [None])
+
+
+def test_an_approval_names_its_approver_and_expires_after_its_duration():
+    waiting = approval.awaiting(NOW, timedelta(hours=24))
+    assert waiting == {"awaiting_since": NOW.isoformat(), "expires_at": (NOW + timedelta(hours=24)).isoformat()}
+    assert not approval.expired(waiting, NOW + timedelta(hours=23))
+    assert approval.expired(waiting, NOW + timedelta(hours=24))
+    assert not approval.expired(approval.awaiting(NOW, None), NOW + timedelta(days=999))
+    approved = approval.approved(waiting, " ana ", NOW)
+    assert approved["approved_by"] == "ana" and approved["approved_at"] == NOW.isoformat()
+    with pytest.raises(ApprovalError, match="the approver '  ' is empty.*Nothing was written"):
+        approval.approved(waiting, "  ", NOW)
+
+
+def test_approval_is_a_spec_field_on_the_command_line_and_in_the_jobs_config():
+    parser = argparse.ArgumentParser()
+    add_spec_arguments(parser)
+    args = parser.parse_args(["--select", "key:a", "--approval", "required", "--approval-expires", "24h"])
+    assert (args.approval, args.approval_expires) == ("required", "24h")
+    fields = spec_config_class().model_fields
+    assert fields["approval"].default is None and fields["approval_expires"].default is None
+    spec = BackfillSpec(module="m", selection="key:a", approval="required", approval_expires="7d")
+    assert spec.approval_expires_after() == timedelta(days=7)
+    assert BackfillSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(BackfillPlanError, match="--approval 'maybe' is not a choice: give one of required, none"):
+        BackfillSpec(module="m", selection="key:a", approval="maybe")
+    with pytest.raises(BackfillPlanError, match="--approval-expires '1 day' is not a duration"):
+        BackfillSpec(module="m", selection="key:a", approval_expires="1 day")
