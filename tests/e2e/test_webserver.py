@@ -50,7 +50,10 @@ CHROMIUM_ARGS = [
 ]
 BACKFILL_TIMEOUT = 420
 UI_ENGINE_DEFS = "tests.support.ui_engine_defs"
-DOCS_ASSETS = REPO / "docs" / "assets"  # the screenshots the docs show
+# The docs' screenshots of the workflow (docs/assets/ui-*.png) are this walk-through's, taken
+# anew with PARTITION_ASSETS_DOCS_SCREENSHOTS=1; otherwise they go to the test's temp folder,
+# so that `make test` leaves the work tree as it found it.
+DOCS_SCREENSHOTS_ENV = "PARTITION_ASSETS_DOCS_SCREENSHOTS"
 
 
 @pytest.fixture(scope="module")
@@ -424,6 +427,7 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
     """A range from the Materialize dialog whose gate fails; its `backfill_gate` check and diff
     on the asset page; publish --force from the Launchpad, then rollback, each seen in the
     table; and a backfill that requires approval, approved from the Launchpad."""
+    shots = REPO / "docs" / "assets" if os.environ.get(DOCS_SCREENSHOTS_ENV) == "1" else tmp_path
     days = ["2024-04-01", "2024-04-02"]
     first = launch(dagster_dev, {"assetSelection": [{"path": ["adjusted"]}], "partitionNames": days})
     wait_for_status(dagster_dev, first, BackfillStatus.PUBLISHED)
@@ -450,10 +454,10 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
         page.get_by_text(GATE_CHECK).first.click()
         page.get_by_text(re.compile(r"^Failed$")).first.wait_for()
         page.get_by_text(gated).first.wait_for()  # the evaluation names its backfill
-        page.screenshot(path=DOCS_ASSETS / "ui-gate-check.png", full_page=True)
+        page.screenshot(path=shots / "ui-gate-check.png", full_page=True)
         page.get_by_text("[Show Markdown]").first.click()  # the diff, as `backfill diff` prints it
         page.get_by_role("dialog").get_by_text(re.compile(r"amount: 6 -> 18")).first.wait_for()
-        page.screenshot(path=DOCS_ASSETS / "ui-gate-diff.png")
+        page.screenshot(path=shots / "ui-gate-diff.png")
     assert amounts(table) == original  # nothing published
 
     launch_operation(page, dagster_dev, tmp_path, "backfill_publish", backfill_id=gated, force=True)
@@ -475,7 +479,7 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
     launch_operation(page, dagster_dev, tmp_path, "backfill_approve", backfill_id=waiting, approver="ana")
     with screenshot_on_failure(page, tmp_path / "approve.png"):
         page.get_by_text(f"backfill {waiting} approved by ana and published").first.wait_for()
-        page.screenshot(path=DOCS_ASSETS / "ui-approval.png", full_page=True)
+        page.screenshot(path=shots / "ui-approval.png", full_page=True)
     assert amounts(table) == [1.05, 1.05, 2.1, 2.1, 3.15, 3.15]
     with dagster_dev.open_instance() as instance:
         assert BackfillStore(instance).load(waiting).approval["approved_by"] == "ana"
