@@ -162,3 +162,11 @@ class WallClockError(PartitionAssetsError, ValueError):
     def __init__(self, message: str, findings: tuple = ()) -> None:
         super().__init__(message)
         self.findings = findings
+
+
+class CapacityConfigError(PartitionAssetsError, ValueError):
+    """The backfill capacity in dagster.yaml (`partition_assets: backfills:`) is invalid; nothing was launched."""
+
+
+class LaunchWindowError(BackfillPlanError):
+    """A backfill's `--window` is malformed or names an unknown time zone; nothing was recorded."""

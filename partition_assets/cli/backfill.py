@@ -1,4 +1,4 @@
-"""`partition-assets backfill plan|run|status|resume|retry|cancel|diff|publish|discard|ledger|rollback`."""
+"""`partition-assets backfill plan|run|status|resume|retry|cancel|pause|unpause|diff|publish|discard|...`."""
 
 import argparse
 import json
@@ -37,6 +37,7 @@ from partition_assets.backfill.running.runners import RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.liveness import silent_coordinator
+from partition_assets.backfill.state.pausing import pause, unpause
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     BackfillRecord,
@@ -91,6 +92,8 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("resume", "finish a backfill: run every node that has not succeeded"),
         ("retry", "re-run failed nodes and their descendants"),
         ("cancel", "stop launching and cancel runs in flight"),
+        ("pause", "stop launching new node runs; runs in flight finish"),
+        ("unpause", "launch a paused backfill's node runs again"),
         ("adopt", "run a backfill launched from the webserver on the engine (the instance starts it)"),
         ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
         ("publish", "publish a staged backfill whose gate failed, after review"),
@@ -214,6 +217,10 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         return _rollback(_publication(record, instance), instance, args)
     if args.action == "cancel":
         return _cancel(record, instance)
+    if args.action in _PAUSING:
+        _PAUSING[args.action](record.store, record.id)
+        print(f"backfill {record.id} {args.action}d: {_PAUSED_NEXT[args.action]}")
+        return 0
     graph = graph_of(record.spec, instance)
     if args.action == "retry" and not any(
         state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
@@ -381,6 +388,12 @@ def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argp
 
 
 # Refused while the backfill's coordinator is live (backfill/state/presence.py).
+_PAUSING = {"pause": pause, "unpause": unpause}
+_PAUSED_NEXT = {
+    "pause": "it launches nothing new, its runs in flight finish",
+    "unpause": "it launches its nodes again",
+}
+
 _COORDINATING_ACTIONS = ("resume", "retry", "publish", "discard", "rollback")
 
 _PUBLICATION_ACTIONS = {

@@ -32,6 +32,7 @@ class BackfillStatus(StrEnum):
     DISCARDED = "discarded"  # its staged data deleted: final
     ROLLING_BACK = "rolling_back"  # restoring its tables: resume finishes
     ROLLED_BACK = "rolled_back"  # final
+    PAUSED = "paused"  # launches nothing new, its runs in flight finishing: unpause runs it on
 
 
 S = BackfillStatus
@@ -99,6 +100,24 @@ _REFUSED_BECAUSE = {
     "discard": "its staged data is gone or part of the tables",
     "rollback": "it is not published: there is nothing to roll back",
 }
+
+# Pausing (issue 24: backfills never starve production). A paused backfill's coordinator
+# keeps it, launching nothing; its runs in flight finish. What may follow a pause is what
+# may follow running, the coordinator's own steps included: nodes in flight may all finish
+# (done, gate, publish) or fail while it is paused.
+TRANSITIONS[S.RUNNING] |= {S.PAUSED}
+TRANSITIONS[S.PAUSED] = TRANSITIONS[S.RUNNING] | {S.PAUSED}
+COMMANDS["pause"] = {S.RUNNING: S.PAUSED, S.PAUSED: S.PAUSED}
+COMMANDS["unpause"] = {S.PAUSED: S.RUNNING}
+for _command in ("cancel", "discard"):
+    COMMANDS[_command][S.PAUSED] = COMMANDS[_command][S.RUNNING]
+COMMANDS["resume"][S.PAUSED] = S.RUNNING  # its coordinator died while paused: resume runs it on, unpaused
+_FITTING[S.PAUSED] = (
+    "`partition-assets backfill unpause {id}` launches its nodes again, `partition-assets backfill cancel {id}` "
+    "stops it"
+)
+_REFUSED_BECAUSE["pause"] = "only a running backfill is paused: it has nothing left to launch"
+_REFUSED_BECAUSE["unpause"] = "it is not paused"
 
 
 def is_allowed(current: BackfillStatus, target: BackfillStatus) -> bool:
