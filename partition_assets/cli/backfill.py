@@ -7,6 +7,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -31,6 +32,7 @@ from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
+from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
@@ -117,6 +119,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    actions.add_parser("list", help="every backfill: status, priority, share of the capacity, queue position, window")
     actions.add_parser(
         "standby", help="wait, warm, for the webserver's next backfill on stdin, then adopt it (the instance starts it)"
     )
@@ -131,6 +134,12 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
         with _instance() as instance:
             return _plan_or_run(args, spec, instance)
+    if args.action == "list":
+        with _instance() as instance:
+            now = datetime.now(UTC)
+            for standing in standings(instance, BackfillStore(instance)):
+                print(standing.line(now))
+            return 0
     if args.action in ("adopt", "standby"):
         with _instance() as instance:
             return _adopt(instance, args.backfill_id) if args.action == "adopt" else _standby(instance)
@@ -196,6 +205,7 @@ def _act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: d
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
         heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
         print(heatmap.text())
+        print(launch_line(record, datetime.now(UTC)))
         silent = silent_coordinator(instance, record.id, record.status)
         if silent is not None:
             print(silent)

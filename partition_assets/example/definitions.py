@@ -14,6 +14,7 @@ from partition_assets.automation import (
     default_status,
     eager_partitions_sensor,
     partitioned_schedule,
+    pause_backfill_job,
     sparse_backfill_job,
 )
 from partition_assets.code_location import resolved
@@ -38,7 +39,7 @@ def build_definitions() -> dg.Definitions:
     engine = sparse_backfill_job(module="partition_assets.example")
     definitions = dg.Definitions(
         assets=dg.load_assets_from_modules([assets]),
-        jobs=[engine],
+        jobs=[engine, pause_backfill_job()],
         # Steps run in the run's own process: their work runs on the Spark server, and a step
         # subprocess (Dagster's default) would import Dagster, pyspark and this code location
         # again, about 4 s of CPU per step, more than most of these steps' own Spark work.

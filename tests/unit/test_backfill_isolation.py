@@ -2,6 +2,7 @@
 launch windows (launch_window.py), the scheduling core within an allowance, the launch gate
 on a real instance's runs and pools (claims.py), and pause/unpause (backfill/state/pausing.py)."""
 
+import threading
 import uuid
 from concurrent.futures import Future
 from datetime import UTC, datetime, time
@@ -9,8 +10,11 @@ from datetime import UTC, datetime, time
 import dagster as dg
 import pytest
 
+from partition_assets.automation import pause_backfill_job, pause_run_config
 from partition_assets.backfill import Schedule, Throttle, execute
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing import lease_queue
+from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.running import loop
 from partition_assets.backfill.running.capacity import (
     STOPPED,
@@ -25,11 +29,21 @@ from partition_assets.backfill.running.capacity import (
 )
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.launch_window import LaunchWindow
+from partition_assets.backfill.running.lineup import standings
 from partition_assets.backfill.state.pausing import pause, unpause
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.errors import CapacityConfigError, IllegalTransitionError, LaunchWindowError
+from partition_assets.errors import (
+    BackfillPlanError,
+    CapacityConfigError,
+    IllegalTransitionError,
+    LaunchWindowError,
+    PartitionLeasedError,
+)
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
+from partition_assets.storage.leases import acquire, release
+from partition_assets.storage.partition_scope import PartitionScope
+from tests.support.polling import wait_for
 from tests.support.records import SPEC, record_at, version_of
 from tests.unit.test_scheduling_core import graph_of, results
 
@@ -228,3 +242,58 @@ def test_pause_and_unpause_are_guarded_transitions_and_a_refusal_writes_nothing(
 
 def test_an_instance_without_a_capacity_declares_no_caps(instance):
     assert capacity_of(instance) == BackfillCapacity()
+
+
+def test_the_launchpad_job_pauses_and_unpauses_and_fails_a_refused_change_writing_nothing(instance):
+    store = BackfillStore(instance)
+    record_at(store, "b1", S.RUNNING, SPEC)
+    job = pause_backfill_job()
+    assert job.execute_in_process(run_config=pause_run_config("b1"), instance=instance).success
+    assert store.status("b1") == S.PAUSED
+    assert job.execute_in_process(run_config=pause_run_config("b1", "unpause"), instance=instance).success
+    assert store.status("b1") == S.RUNNING
+    record_at(store, "b2", S.PUBLISHED, SPEC)
+    before = version_of(store, "b2")
+    refused = job.execute_in_process(run_config=pause_run_config("b2"), instance=instance, raise_on_error=False)
+    assert not refused.success
+    assert store.status("b2") == S.PUBLISHED and version_of(store, "b2") == before
+
+
+def test_on_lease_fail_is_the_default_and_wait_queues_behind_the_holder_until_it_lets_go(tmp_path, monkeypatch):
+    assert SPEC.on_lease == "fail"
+    with pytest.raises(BackfillPlanError, match="--on-lease 'later' is not a choice"):
+        BackfillSpec(module="m", selection="key:a", on_lease="later")
+    monkeypatch.setattr(lease_queue, "LEASE_POLL_SECONDS", 0.05)
+    table = str(tmp_path / "lake" / "orders")
+    scope = PartitionScope(("ds",), frozenset({("2024-01-01",)}))
+    holder = acquire(table, "first", "backfill", scope)
+    with pytest.raises(PartitionLeasedError, match="first"):  # what --on-lease fail does: fail at once
+        acquire(table, "second", "backfill", scope)
+    refusals: list[PartitionLeasedError] = []
+    taken: list = []
+    waiter = threading.Thread(
+        target=lambda: taken.extend(
+            leases_when_free(lambda: [acquire(table, "second", "backfill", scope)], refusals.append)
+        )
+    )
+    waiter.start()
+    wait_for(lambda: refusals, timeout=10, step=0.02)
+    assert waiter.is_alive() and not taken  # queued behind "first"
+    release(holder)
+    waiter.join(timeout=10)
+    assert [lease.holder for lease in taken] == ["second"] and "first" in str(refusals[0])
+
+
+def test_backfill_list_shows_share_queue_position_and_window(instance):
+    store = BackfillStore(instance)
+    night = BackfillSpec(module=SPEC.module, selection=SPEC.selection, window="20:00-06:00", priority=1)
+    record_at(store, "old", S.RUNNING, SPEC)
+    record_at(store, "urgent", S.RUNNING, night)
+    record_at(store, "held", S.PAUSED, SPEC)
+    noon = datetime(2024, 1, 1, 12, tzinfo=UTC)
+    lines = {standing.record.id: standing.line(noon) for standing in standings(instance, store)}
+    # The test instance's run queue allows 10 runs: 9 for backfills, the reserve kept; urgent first.
+    assert "share 4 runs  queue #1" in lines["urgent"] and "next launch at 2024-01-01 20:00 UTC" in lines["urgent"]
+    assert "share 4 runs  queue #2" in lines["old"] and "window: any time" in lines["old"]
+    assert "paused: launches nothing until `partition-assets backfill unpause held`" in lines["held"]
+    assert "queue" not in lines["held"]

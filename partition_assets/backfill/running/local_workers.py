@@ -8,6 +8,9 @@ webserver, in the event log and in Dagster's partition status.
 Workers start the moment the runner is created, all at once, forked from one fresh
 process (multiprocessing's forkserver) that imported Dagster and the code location
 once: the coordinator plans meanwhile, and 4 workers cost one import, not four.
+Workers run at a lower OS priority (`WORKER_NICENESS` added to their niceness), so that
+production processes on the same host (a schedule's runs, the webserver, the daemon) get
+the CPU first while a backfill runs (issue 24: backfills never starve production).
 Workers die with the process that created the runner, however it ends (SIGKILL included):
 no run in flight of a killed coordinator finishes and writes later (processes/process_death.py, for
 what that holds on which OS).
@@ -36,6 +39,8 @@ from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
 
 _worker: dict = {}
+# What a worker adds to its niceness: backfill runs yield the CPU to production processes.
+WORKER_NICENESS = 10
 
 
 class _WorkerRecordingContext(ForkServerContext):
@@ -145,6 +150,7 @@ def _load_worker(
     target: str, instance_ref: InstanceRef, environment: dict[str, str], cwd: str, fork_server_pid: int
 ) -> None:
     die_with_coordinator(fork_server_pid)
+    os.nice(WORKER_NICENESS)
     # The fork server keeps the environment and directory it started with (a test session
     # or bench may have changed them since): a worker takes the runner's.
     os.environ.clear()
