@@ -40,7 +40,7 @@ class SparkResource(LazyPySparkResource):
     master: str = Field(default="local[2]", description="Driver master: local[N], spark://host:7077, k8s://...")
     in_process: bool = Field(default=False, description="Run a classic driver in this process.")
     connect_port: int = Field(default=DEFAULT_PORT, description="Port of the shared local server.")
-    _pool: str = PrivateAttr(default=PRODUCTION_POOL)
+    _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
 
     @classmethod
     def from_env(cls) -> "SparkResource":
@@ -83,7 +83,7 @@ class SparkResource(LazyPySparkResource):
             if key.startswith("spark.sql."):
                 session.conf.set(key, str(value))
         if not self.in_process:  # its jobs join their kind's FAIR pool on the server
-            session.conf.set(POOL_CONF, self._pool)
+            session.conf.set(POOL_CONF, self._pool or _pool_of_process())
         self._spark_session = session
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
@@ -97,6 +97,11 @@ class SparkResource(LazyPySparkResource):
 
     def _static_conf(self) -> dict[str, str]:
         return {key: str(value) for key, value in self.spark_config.items() if not key.startswith("spark.sql.")}
+
+
+def _pool_of_process() -> str:
+    """The FAIR pool of this process's runs: a backfill's local worker sets POOL_ENV."""
+    return BACKFILL_POOL if os.environ.get(POOL_ENV) == BACKFILL_POOL else PRODUCTION_POOL
 
 
 def spark_conf_from_env() -> dict[str, str]:

@@ -76,8 +76,8 @@ def test_a_pool_keeps_its_last_slot_and_production_s_slots_from_backfills():
     load = Load(pool_limits={"spark": 8, "warehouse": 4, "tiny": 1}, production_pool_runs={"spark": 5})
     allowed = allowance(capacity, load, [Claimant("b", 0, 4)], "b", ["spark", "warehouse", "tiny", "free"])
     # spark: half of 8, but production holds 5 of its 8 slots and keeps one free; warehouse: its own cap (3 < 4);
-    # tiny: its only slot stays production's; free: no Dagster limit, no cap.
-    assert allowed.pool_runs == {"spark": 2, "warehouse": 3, "tiny": 0}
+    # tiny: its one slot is shared; free: no Dagster limit, no cap.
+    assert allowed.pool_runs == {"spark": 2, "warehouse": 3, "tiny": 1}
     assert allowed.runs == 4
     # Other backfills' runs in a pool count against its cap.
     others = Load(pool_limits={"warehouse": 4}, other_backfill_pool_runs={"warehouse": 2})

@@ -13,8 +13,9 @@ for one backfill comes out. Its rules:
 3. under the instance's `max_concurrent_runs`, backfill runs leave `reserve_runs` slots
    and every production run's slot free;
 4. in a Dagster pool of limit L, backfill runs take at most the pool's cap in `pools`, else
-   `share_of_pools` x L (rounded down), and never a slot a production run holds, nor the
-   last free one (the next production run's);
+   `share_of_pools` x L (rounded down, at least 1), and never a slot a production run holds, nor the
+   last free one (the next production run's) unless the pool has a single slot (then a
+   production run waits for at most the one backfill run in it);
 5. the backfill cap is dealt to running backfills by priority (higher first), each up to
    what it asks (its `--max-parallel`); backfills of equal priority share what is left
    evenly, the older taking the odd slot.
@@ -117,10 +118,17 @@ class BackfillCapacity:
         never its last slot (rule 4)."""
         cap = self.pools.get(pool)
         if cap is None and self.share_of_pools is not None and limit is not None:
-            cap = math.floor(self.share_of_pools * limit)
+            cap = max(1, math.floor(self.share_of_pools * limit))  # every pool's assets can be backfilled
         if limit is not None:
-            cap = min(cap if cap is not None else limit, limit - 1)
+            cap = min(cap if cap is not None else limit, _kept_free(limit))
         return cap
+
+
+def _kept_free(limit: int) -> int:
+    """The slots of a pool of `limit` that backfills may take at most: all but one, so that
+    a production run always finds one; a one-slot pool is shared (else its assets could
+    never be backfilled)."""
+    return limit - 1 if limit > 1 else limit
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,6 @@ def allowance(
         if cap is None:
             continue
         if limit is not None:  # production keeps the slots it holds, and one free for its next run
-            cap = min(cap, limit - 1 - load.production_pool_runs.get(pool, 0))
+            cap = min(cap, _kept_free(limit) - load.production_pool_runs.get(pool, 0))
         room[pool] = max(0, cap - load.other_backfill_pool_runs.get(pool, 0))
     return Allowance(share, room)
