@@ -118,20 +118,22 @@ def measure(mode: str, days: int, alone: int, port: int, log) -> ModeResult:
         last = START + timedelta(days=days - 1)
         backfill = ["--select", "*", "--start", str(START), "--end", str(last), "--max-parallel", "4"]
         started = time.monotonic()
-        process = subprocess.Popen(
-            [str(BIN / "partition-assets"), "backfill", "run", "-m", MODULE, *backfill],
-            env=env,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        during = []
-        while process.poll() is None:
-            during.append(run(production_command(newest), env, log))
+        # Its output to a file: a pipe nobody reads while it runs fills, and blocks its workers' logging.
+        output = workdir / "backfill.log"
+        with output.open("w") as sink:
+            process = subprocess.Popen(
+                [str(BIN / "partition-assets"), "backfill", "run", "-m", MODULE, *backfill],
+                env=env,
+                cwd=REPO,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+            during = []
+            while process.poll() is None:
+                during.append(run(production_command(newest), env, log))
         makespan = time.monotonic() - started
         if process.returncode != 0:
-            log(f"{mode}: the backfill failed: {process.stderr.read()[-2000:] if process.stderr else ''}")
+            log(f"{mode}: the backfill failed: {output.read_text()[-2000:]}")
         return ModeResult(alone_seconds, during, makespan, process.returncode == 0, (load_before, os.getloadavg()[0]))
     finally:
         server.stop()
