@@ -94,3 +94,4 @@ bench: install postgres
 	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py
 	$(PY) bench/webserver_bench.py
+	$(PY) bench/isolation_bench.py

@@ -166,3 +166,11 @@ class WallClockError(PartitionAssetsError, ValueError):
 
 class ApprovalError(BackfillStateError):
     """A backfill's approval was refused (no approver, expired, needs --force); nothing was published."""
+
+
+class CapacityConfigError(PartitionAssetsError, ValueError):
+    """The backfill capacity in dagster.yaml (`partition_assets: backfills:`) is invalid; nothing was launched."""
+
+
+class LaunchWindowError(BackfillPlanError):
+    """A backfill's `--window` is malformed or names an unknown time zone; nothing was recorded."""

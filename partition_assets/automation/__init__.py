@@ -11,6 +11,7 @@ from partition_assets.automation.job import (
     backfill_run_config,
     sparse_backfill_job,
 )
+from partition_assets.automation.pause_job import pause_backfill_job, pause_run_config
 from partition_assets.automation.schedule import (
     SCHEDULE_TAG,
     SKIPPED_TICKS_TAG,
@@ -37,5 +38,7 @@ __all__ = [
     "eager_partitions_sensor",
     "historical_gaps",
     "partitioned_schedule",
+    "pause_backfill_job",
+    "pause_run_config",
     "sparse_backfill_job",
 ]

@@ -1,4 +1,5 @@
-"""`partition-assets backfill plan|run|status|resume|retry|cancel|diff|publish|approve|discard|ledger|rollback`.
+"""`partition-assets backfill` and its commands: plan, run, status, list, resume, retry, cancel, pause,
+unpause, diff, publish, approve, discard, ledger, rollback.
 
 `act_on_record` is what each command on a recorded backfill runs, whoever asks: this command
 line, or the Launchpad's operation jobs (automation/operations.py), so both write the same
@@ -11,6 +12,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -36,6 +38,7 @@ from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
+from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
@@ -43,6 +46,7 @@ from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.liveness import silent_coordinator
+from partition_assets.backfill.state.pausing import pause, unpause
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     BackfillRecord,
@@ -98,6 +102,8 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("resume", "finish a backfill: run every node that has not succeeded"),
         ("retry", "re-run failed nodes and their descendants"),
         ("cancel", "stop launching and cancel runs in flight"),
+        ("pause", "stop launching new node runs; runs in flight finish"),
+        ("unpause", "launch a paused backfill's node runs again"),
         ("adopt", "run a backfill launched from the webserver on the engine (the instance starts it)"),
         ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
         ("publish", "publish a staged backfill whose gate failed, after review"),
@@ -125,6 +131,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    actions.add_parser("list", help="every backfill: status, priority, share of the capacity, queue position, window")
     actions.add_parser(
         "standby", help="wait, warm, for the webserver's next backfill on stdin, then adopt it (the instance starts it)"
     )
@@ -139,6 +146,12 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
         with _instance() as instance:
             return _plan_or_run(args, spec, instance)
+    if args.action == "list":
+        with _instance() as instance:
+            now = datetime.now(UTC)
+            for standing in standings(instance, BackfillStore(instance)):
+                print(standing.line(now))
+            return 0
     if args.action in ("adopt", "standby"):
         with _instance() as instance:
             return _adopt(instance, args.backfill_id) if args.action == "adopt" else _standby(instance)
@@ -210,6 +223,7 @@ def act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
         heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
         print(heatmap.text())
+        print(launch_line(record, datetime.now(UTC)))
         silent = silent_coordinator(instance, record.id, record.status)
         if silent is not None:
             print(silent)
@@ -231,6 +245,10 @@ def act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg
         return _rollback(publication_of(record, instance), instance, args)
     if args.action == "cancel":
         return _cancel(record, instance)
+    if args.action in _PAUSING:
+        _PAUSING[args.action](record.store, record.id)
+        print(f"backfill {record.id} {args.action}d: {_PAUSED_NEXT[args.action]}")
+        return 0
     graph = graph_of(record.spec, instance)
     if args.action == "retry" and not any(
         state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()
@@ -405,6 +423,12 @@ def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argp
 
 
 # Refused while the backfill's coordinator is live (backfill/state/presence.py).
+_PAUSING = {"pause": pause, "unpause": unpause}
+_PAUSED_NEXT = {
+    "pause": "it launches nothing new, its runs in flight finish",
+    "unpause": "it launches its nodes again",
+}
+
 _COORDINATING_ACTIONS = ("resume", "retry", "publish", "approve", "discard", "rollback")
 
 _PUBLICATION_ACTIONS = {

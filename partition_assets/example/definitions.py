@@ -14,6 +14,7 @@ from partition_assets.automation import (
     default_status,
     eager_partitions_sensor,
     partitioned_schedule,
+    pause_backfill_job,
     sparse_backfill_job,
 )
 from partition_assets.automation.operations import backfill_operation_jobs
@@ -43,8 +44,8 @@ def build_definitions() -> dg.Definitions:
         assets=example_assets,
         # The gates as asset checks (each backfill records its evaluation on the asset's Checks tab).
         asset_checks=gate_checks(example_assets),
-        # The engine, and the commands on a recorded backfill, launchable from the Launchpad.
-        jobs=[engine, *backfill_operation_jobs()],
+        # The engine, and the commands on a recorded backfill (pause included), launchable from the Launchpad.
+        jobs=[engine, pause_backfill_job(), *backfill_operation_jobs()],
         # Steps run in the run's own process: their work runs on the Spark server, and a step
         # subprocess (Dagster's default) would import Dagster, pyspark and this code location
         # again, about 4 s of CPU per step, more than most of these steps' own Spark work.

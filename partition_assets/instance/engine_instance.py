@@ -7,6 +7,8 @@ Set in dagster.yaml (the repo's is the `make dev` setup):
       class: EngineBackfillInstance
     partition_assets:
       engine_modules: [partition_assets.example]   # code locations whose UI backfills the engine runs
+      backfills: {max_runs: 4, max_runs_under_production: 1}   # what backfills may take
+                                                     # (backfill/running/capacity.py)
 
 Contract:
 - `add_backfill` (what the webserver's `launchPartitionBackfill` calls) marks an asset
@@ -50,7 +52,11 @@ class EngineBackfillInstance(dg.DagsterInstance):
 
     def __init__(self, *args: Any, partition_assets: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.engine_modules: list[str] = list((partition_assets or {}).get("engine_modules", []))
+        # The `partition_assets:` section as written; its `backfills:` capacity is checked
+        # where a backfill starts (backfill/running/claims.py), so a bad one refuses backfills
+        # with its own message and leaves the webserver and daemon running.
+        self.partition_assets_settings: Mapping[str, Any] = dict(partition_assets or {})
+        self.engine_modules: list[str] = list(self.partition_assets_settings.get("engine_modules", []))
         if self.engine_modules:
             keep_standby(self.root_directory, self.engine_modules)
 
@@ -58,7 +64,11 @@ class EngineBackfillInstance(dg.DagsterInstance):
     def config_schema(cls) -> dict[str, dg.Field]:
         return {
             "partition_assets": dg.Field(
-                {"engine_modules": dg.Field([str], is_required=False, default_value=[])}, is_required=False
+                {
+                    "engine_modules": dg.Field([str], is_required=False, default_value=[]),
+                    "backfills": dg.Field(dg.Permissive(), is_required=False),
+                },
+                is_required=False,
             )
         }
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from partition_assets.errors import SparkConnectServerError
 from partition_assets.spark.java import JavaRuntime, find_java
+from partition_assets.spark.scheduler_pools import fair_scheduler_conf
 
 DEFAULT_PORT = 15002
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
@@ -164,9 +165,15 @@ class LocalConnectServer:
         # Both are on every command line _launch builds; a process that reused the pid has neither.
         return _SERVER_CLASS in command and _port_setting(self.port) in command
 
+    @property
+    def pools_path(self) -> Path:
+        """The FAIR scheduler's allocation file (spark/scheduler_pools.py)."""
+        return self.state_dir / f"spark-connect-{self.port}-pools.xml"
+
     def _forget(self) -> None:
         self.pid_path.unlink(missing_ok=True)
         self.conf_path.unlink(missing_ok=True)
+        self.pools_path.unlink(missing_ok=True)
 
     def _launch(self) -> subprocess.Popen:
         java = find_java()
@@ -175,6 +182,8 @@ class LocalConnectServer:
             _properties_text(
                 {
                     **DEFAULT_SPARK_CONF,
+                    # Backfill and production jobs in pools of their own (spark/scheduler_pools.py).
+                    **fair_scheduler_conf(self.pools_path),
                     # Before `conf`, so that a configured spark.driver.memory wins.
                     "spark.driver.memory": self.driver_memory,
                     **self.conf,

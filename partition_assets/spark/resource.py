@@ -4,11 +4,13 @@ import json
 import os
 from typing import Any
 
+import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from partition_assets.errors import SparkConfigError
+from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
     DEFAULT_SPARK_CONF,
@@ -16,6 +18,7 @@ from partition_assets.spark.connect_server import (
     spark_env,
 )
 from partition_assets.spark.java import find_java
+from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_CONF, POOL_ENV, PRODUCTION_POOL
 
 
 class SparkResource(LazyPySparkResource):
@@ -37,6 +40,7 @@ class SparkResource(LazyPySparkResource):
     master: str = Field(default="local[2]", description="Driver master: local[N], spark://host:7077, k8s://...")
     in_process: bool = Field(default=False, description="Run a classic driver in this process.")
     connect_port: int = Field(default=DEFAULT_PORT, description="Port of the shared local server.")
+    _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
 
     @classmethod
     def from_env(cls) -> "SparkResource":
@@ -78,10 +82,26 @@ class SparkResource(LazyPySparkResource):
         for key, value in {**DEFAULT_SPARK_CONF, **self.spark_config}.items():
             if key.startswith("spark.sql."):
                 session.conf.set(key, str(value))
+        if not self.in_process:  # its jobs join their kind's FAIR pool on the server
+            session.conf.set(POOL_CONF, self._pool or _pool_of_process())
         self._spark_session = session
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Takes the FAIR pool of the run's kind: a backfill's node run (tagged
+        `dagster/backfill`, or in a backfill's local worker) or production."""
+        run = context.dagster_run
+        in_backfill = os.environ.get(POOL_ENV) == BACKFILL_POOL or (
+            run is not None and DAGSTER_BACKFILL_TAG in run.tags
+        )
+        self._pool = BACKFILL_POOL if in_backfill else PRODUCTION_POOL
 
     def _static_conf(self) -> dict[str, str]:
         return {key: str(value) for key, value in self.spark_config.items() if not key.startswith("spark.sql.")}
+
+
+def _pool_of_process() -> str:
+    """The FAIR pool of this process's runs: a backfill's local worker sets POOL_ENV."""
+    return BACKFILL_POOL if os.environ.get(POOL_ENV) == BACKFILL_POOL else PRODUCTION_POOL
 
 
 def spark_conf_from_env() -> dict[str, str]:

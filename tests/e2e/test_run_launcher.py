@@ -242,3 +242,22 @@ def test_run_detach_hands_the_coordinator_to_the_run_launcher_as_a_run_of_the_en
         node_runs = [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if r.asset_selection]
         assert node_runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in node_runs)
     assert recorded_backfill(home, backfill).status == "published"
+
+
+def test_launched_node_runs_honour_the_deployment_s_backfill_capacity(home):
+    """Two nodes and --max-parallel 2, but the deployment lets backfills run one run at a time."""
+    capacity = (
+        "instance_class:\n  module: partition_assets.instance\n  class: EngineBackfillInstance\n"
+        "partition_assets:\n  engine_modules: []\n  backfills:\n    max_runs: 1\n"
+    )
+    (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML + capacity)
+    args = ["--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-02", "--runs-via", "launcher"]
+    done = backfill_cli(home, "run", *TARGET, *args, "--max-parallel", "2")
+    ok(done)
+    backfill = backfill_id(done.stdout)
+    assert_launched_by_the_launcher(home, backfill)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill}))
+        spans = sorted((record.start_time, record.end_time) for record in records if record.dagster_run.asset_selection)
+    assert len(spans) == 2
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:])), spans  # one at a time

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from partition_assets.automation import backfill_run_config
 from partition_assets.backfill.planning.spec import BackfillSpec
@@ -101,6 +102,12 @@ BAD_INPUTS = [
     (["backfill", "discard", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill", "ledger", "no_such_id"], f"known: {KNOWN_ID}"),
     (["backfill"], "required"),
+    # isolation: launch windows, waiting for leases, pause and unpause
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--window", "25:00-06:00"], "no time of day"),
+    (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--window", "20:00-06:00 Mars/Olympus"], "unknown"),
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--on-lease", "later"], "is not a choice"),
+    (["backfill", "unpause", KNOWN_ID], "it is not paused"),
+    (["backfill", "pause", "no_such_id"], f"known: {KNOWN_ID}"),
     # backfill ids become file names: no '/', no '..', never absolute (audit hole 4)
     (["backfill", "status", "../../escaped/dir/pwn"], "cannot name a backfill"),
     (["backfill", "resume", "/tmp/escaped"], "cannot name a backfill"),
@@ -191,6 +198,24 @@ def test_a_bad_input_exits_2_with_a_short_message_and_writes_nothing(argv, names
     assert 1 <= len(message) <= 2, stderr
     assert names in stderr, stderr
     assert files_under(home, not_a_table, REPO / ".deploys") == before, "a refused command must write nothing"
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_runs() == []
+
+
+@pytest.mark.parametrize(
+    ("capacity", "names"),
+    [({"share_of_pools": 1.5}, "share_of_pools is 1.5"), ({"pools": {"nosuch": 1}}, "names ['nosuch']")],
+)
+def test_a_bad_backfill_capacity_in_dagster_yaml_refuses_the_backfill_and_records_nothing(
+    capacity, names, home, capsys
+):
+    config = yaml.safe_load((home / "dagster.yaml").read_text())
+    config["partition_assets"]["backfills"] = capacity
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    argv = ["backfill", "run", "-m", "tests.support.isolation_defs", "--select", "key:free", *JANUARY]
+    code, stderr = run_in_process(argv, capsys)
+    assert code == 2 and names in stderr and "Nothing was launched" in stderr and "Traceback" not in stderr, stderr
+    assert recorded_ids(home) == [KNOWN_ID]
     with dg.DagsterInstance.get() as instance:
         assert instance.get_runs() == []
 

@@ -61,6 +61,7 @@ _log = logging.getLogger(__name__)
 # The Dagster status of each engine record status (partition_assets/backfill/state/record.py).
 _DAGSTER_STATUS = {
     BackfillStatus.RUNNING: BulkActionStatus.REQUESTED,
+    BackfillStatus.PAUSED: BulkActionStatus.REQUESTED,
     BackfillStatus.PUBLISHING: BulkActionStatus.REQUESTED,
     BackfillStatus.CANCELED: BulkActionStatus.CANCELED,
     BackfillStatus.FAILED: BulkActionStatus.COMPLETED_FAILED,

@@ -23,6 +23,7 @@ import dagster as dg
 from pydantic import Field, create_model
 
 from partition_assets.backfill.publishing.gate import parse_override
+from partition_assets.backfill.running.launch_window import LaunchWindow
 from partition_assets.backfill.state.approval import APPROVAL_CHOICES
 from partition_assets.errors import BackfillPlanError
 
@@ -35,6 +36,10 @@ PUBLISH_MODES = (STAGED, PER_NODE)
 # instance's run coordinator and launcher (partition_assets/backfill/running/launcher.py).
 RUNS_LOCAL, RUNS_LAUNCHER = "local", "launcher"
 RUNS_VIA = (RUNS_LOCAL, RUNS_LAUNCHER)
+# What a backfill does when partitions it writes are leased by another writer: fail at once
+# (the default), or wait until they are free.
+ON_LEASE_FAIL, ON_LEASE_WAIT = "fail", "wait"
+ON_LEASE = (ON_LEASE_FAIL, ON_LEASE_WAIT)
 # --inputs-as-of original: each node reads what the original materialization of its partition read.
 INPUTS_AS_OF_ORIGINAL = "original"
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
@@ -223,6 +228,23 @@ class BackfillSpec:
         "as a Dagster run through the instance's run coordinator and run launcher (Docker, Kubernetes, "
         "ECS ...), the engine still deciding order and throttle",
     )
+    window: str | None = option(
+        None,
+        metavar="HH:MM-HH:MM [ZONE]",
+        help="launch node runs only inside this daily window, in a time zone (default UTC), e.g. "
+        "'20:00-06:00 Europe/Paris'; runs started inside it finish past its end",
+    )
+    priority: int = option(
+        0,
+        help="its claim on the deployment's backfill capacity (dagster.yaml partition_assets.backfills): "
+        "running backfills of higher priority are served first, equal ones share evenly",
+    )
+    on_lease: str = option(
+        ON_LEASE_FAIL,
+        metavar="|".join(ON_LEASE),
+        help="when partitions it writes are leased by another backfill or run: fail at once (the default), "
+        "or wait, queued, until they are free",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.selection, str) or not self.selection.strip():
@@ -247,6 +269,12 @@ class BackfillSpec:
             raise BackfillPlanError(
                 f"--runs-via {self.runs_via!r} is not a way to run: give one of {', '.join(RUNS_VIA)}"
             )
+        if self.on_lease not in ON_LEASE:
+            raise BackfillPlanError(f"--on-lease {self.on_lease!r} is not a choice: give one of {', '.join(ON_LEASE)}")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise BackfillPlanError(f"--priority is {self.priority!r}: give a whole number (higher runs first)")
+        if self.window is not None:
+            self.launch_window()  # raises LaunchWindowError naming the text and the form
         if self.inputs_as_of not in (None, INPUTS_AS_OF_ORIGINAL):
             self.pinned_time()  # raises naming the value and the two forms
         if self.keep_previous is not None:
@@ -326,6 +354,14 @@ class BackfillSpec:
                 f"--inputs-as-of {self.inputs_as_of!r} is neither {INPUTS_AS_OF_ORIGINAL!r} nor an ISO time: "
                 f"give {INPUTS_AS_OF_ORIGINAL} or e.g. 2024-03-01T12:00:00+00:00"
             ) from None
+
+    def launch_window(self) -> LaunchWindow | None:
+        """The daily window its nodes launch in; None when it launches at any time.
+
+        Raises:
+            LaunchWindowError: `window` is malformed or names an unknown time zone.
+        """
+        return LaunchWindow.parse(self.window) if self.window is not None else None
 
     def keep_previous_for(self) -> timedelta | None:
         """How long `--keep-previous` keeps each table's previous version; None when not asked.

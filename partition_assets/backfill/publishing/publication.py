@@ -18,15 +18,18 @@ between appends it again on resume (`Ledger.latest` shows the newest row).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.spec import ON_LEASE_WAIT
 from partition_assets.backfill.publishing import gating, publish, rollback, table_stats
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.gate import GateCheck
+from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.publishing.ledger_rows import latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
 from partition_assets.backfill.publishing.publish import published_files
@@ -35,8 +38,10 @@ from partition_assets.backfill.publishing.tables import BackfillTable, lake_root
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.errors import LeaseLapsedError
+from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
 from partition_assets.storage.leases import Heartbeat, Lease, acquire
+
+_log = logging.getLogger(__name__)
 
 
 class Publication:
@@ -70,7 +75,7 @@ class Publication:
         lifted however the block ends. The caller releases or parks the leases; if it
         dies, they expire with their heartbeat. `check_held` says whether they lapsed."""
         with coordinating(instance, self.record.id, action) as announcement:
-            taken = self.take_leases()
+            taken = self._leases_for(action)
             freeze(instance, self.graph.assets, self.record.id)
             try:
                 with Heartbeat(taken) as heartbeat:
@@ -79,6 +84,17 @@ class Publication:
             finally:
                 self._held = None
                 unfreeze(instance, self.record.id)
+
+    def _leases_for(self, action: str) -> list[Lease]:
+        """The leases `take_leases` takes; a run of a backfill that waits for leases
+        (`--on-lease wait`) queues until they are free (lease_queue.py)."""
+        if action != "run" or self.record.spec.on_lease != ON_LEASE_WAIT:
+            return self.take_leases()
+
+        def waiting(refusal: PartitionLeasedError) -> None:
+            _log.warning("backfill %s waits for its partitions (--on-lease wait): %s", self.record.id, refusal)
+
+        return leases_when_free(self.take_leases, waiting)
 
     def check_held(self) -> None:
         """LeaseLapsedError when, inside `held`, a lease lapsed or another process claimed

@@ -33,6 +33,7 @@ from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.publishing.table_stats import StatsAhead, TableStats
 from partition_assets.backfill.publishing.tables import unstaged_assets
+from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
@@ -53,7 +54,9 @@ class BackfillRun:
     """One run of the backfill `record` over `graph` in `instance`, leaving the `done`
     nodes alone: `run()` runs every other node, holding leases on the partitions it writes
     and its assets frozen, and stops launching once the record is canceled (or its Dagster
-    backfill is canceled in the UI). The Dagster backfill of the same id (created when
+    backfill is canceled in the UI). It launches only what its `LaunchGate` allows: nothing
+    while paused or outside its window, and within the deployment's backfill capacity
+    (backfill/running/claims.py). The Dagster backfill of the same id (created when
     absent: backfill/dagster_ui/mirror.py) shows its status and per-partition progress.
     `on_result` sees each node's result, `on_phase` a line per step after the nodes (the
     gate, the publish); `runner_of` makes what runs the nodes (bench/scale_bench.py passes
@@ -93,6 +96,11 @@ class BackfillRun:
             # Workers start loading the code location now, while the coordinator prepares.
             runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
             definitions = load_definitions(self.record.spec.module)
+            # The deployment's backfill capacity, refused when invalid before anything is recorded.
+            capacity = capacity_of(self.instance)
+            pools = asset_pools(definitions.resolve_asset_graph())
+            capacity.check_pools(set(pools.values()) | set(self.instance.event_log_storage.get_concurrency_keys()))
+            self._launch_gate = LaunchGate(self.instance, self.record, capacity, pools)
             publication = Publication(self.record, definitions, self.graph)
             if self.staged:
                 self._check_staging(publication)
@@ -310,6 +318,8 @@ class BackfillRun:
                 newest_first=spec.reverse,
                 should_stop=self._stopped_by_command,
                 batch_chains=spec.batch,
+                allowance=self._launch_gate.allowance,
+                pools=self._launch_gate.pools,
             )
         finally:  # the workers' memory is free before the gate and the publish
             self._stop_runner(runner)

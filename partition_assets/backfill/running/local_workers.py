@@ -8,6 +8,10 @@ webserver, in the event log and in Dagster's partition status.
 Workers start the moment the runner is created, all at once, forked from one fresh
 process (multiprocessing's forkserver) that imported Dagster and the code location
 once: the coordinator plans meanwhile, and 4 workers cost one import, not four.
+Workers run at a lower OS priority (`worker_niceness()` added to their niceness), so that
+production processes on the same host (a schedule's runs, the webserver, the daemon) get
+the CPU first while a backfill runs (issue 24: backfills never starve production); their
+Spark jobs join the Spark server's low-weight FAIR pool (spark/scheduler_pools.py).
 Workers die with the process that created the runner, however it ends (SIGKILL included):
 no run in flight of a killed coordinator finishes and writes later (processes/process_death.py, for
 what that holds on which OS).
@@ -34,8 +38,19 @@ from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.processes.fork_server import preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
+from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_ENV
 
 _worker: dict = {}
+# What a worker adds to its niceness (PARTITION_ASSETS_BACKFILL_NICENESS overrides it; 0
+# turns it off): backfill runs yield the CPU to production processes.
+WORKER_NICENESS = 10
+NICENESS_ENV = "PARTITION_ASSETS_BACKFILL_NICENESS"
+
+
+def worker_niceness() -> int:
+    """What a worker adds to its niceness: NICENESS_ENV when it is a whole number, else WORKER_NICENESS."""
+    configured = os.environ.get(NICENESS_ENV, "")
+    return int(configured) if configured.isdigit() else WORKER_NICENESS
 
 
 class _WorkerRecordingContext(ForkServerContext):
@@ -149,6 +164,8 @@ def _load_worker(
     # or bench may have changed them since): a worker takes the runner's.
     os.environ.clear()
     os.environ.update(environment)
+    os.environ[POOL_ENV] = BACKFILL_POOL  # its Spark jobs join the server's low-weight backfill pool
+    os.nice(worker_niceness())
     os.chdir(cwd)
     definitions = load_definitions(target)
     _worker["job"] = definitions.resolve_implicit_global_asset_job_def()

@@ -3,14 +3,19 @@
 The loop launches the run units the scheduling core hands out (`Schedule.next_units`),
 waits for the first to finish and feeds its results back (`Schedule.finish`), until
 nothing is ready or running, or `should_stop()`. What to run when is the core's
-decision (partition_assets/backfill/running/scheduling.py); this module only runs it.
+decision (partition_assets/backfill/running/scheduling.py), within what `allowance()`
+lets the backfill run now (capacity, pause, window: backfill/running/claims.py), asked
+again at least every second; this module only runs it.
 """
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
+import dagster as dg
+
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
 from partition_assets.backfill.running.scheduling import (
     NodeResult,
     NodeStatus,
@@ -36,6 +41,8 @@ def execute(
     newest_first: bool = False,
     should_stop: Callable[[], bool] = lambda: False,
     batch_chains: bool = True,
+    allowance: Callable[[], Allowance] = lambda: UNLIMITED,
+    pools: Mapping[dg.AssetKey, str] | None = None,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`; returns each node's final status.
 
@@ -45,12 +52,17 @@ def execute(
     (`AssetSlice.max_batch`) takes along the partitions that would wait anyway.
     `on_result` sees every node's result as its unit finishes. When `should_stop()`
     turns true, nothing more is launched and running units are left to the caller.
+    Units launch only within `allowance()` (its pool caps apply to the assets' `pools`):
+    while it allows nothing, the loop waits, its runs in flight finishing.
     """
-    schedule = Schedule(graph, throttle, done, newest_first, batch_chains)
+    schedule = Schedule(graph, throttle, done, newest_first, batch_chains, pools)
     running: dict[Future, RunUnit] = {}
     while not schedule.is_done and not should_stop():
-        for unit in schedule.next_units():
+        for unit in schedule.next_units(allowance()):
             running[launch(unit)] = unit
+        if not running:  # held back (paused, outside its window, no capacity): ask again in a while
+            time.sleep(STOP_POLL_SECONDS)
+            continue
         finished, _ = wait(running, timeout=STOP_POLL_SECONDS, return_when=FIRST_COMPLETED)
         for future in finished:
             unit = running.pop(future)

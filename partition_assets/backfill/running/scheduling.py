@@ -4,7 +4,8 @@ A pure state machine, without runs, futures or clock: `Schedule` hands out run u
 (`next_units`) and takes back their results (`finish`); `engine.execute` is the loop
 that launches the units and waits for them. Its rules:
 1. nodes whose upstream nodes all succeeded are *ready*;
-2. ready nodes are handed out while slots are free (overall and per asset), those
+2. ready nodes are handed out while slots are free (overall, per asset, and in what the
+   deployment's capacity allows the backfill now: backfill/running/capacity.py), those
    heading the longest chains of work first; a node takes along later partitions of
    its asset as one run unit (see `unit_starting_at`): ready ones that would wait for
    a slot anyway, as many as its slack allows (see `Schedule.ready_allowance`);
@@ -23,6 +24,7 @@ from enum import Enum
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
 from partition_assets.errors import BackfillPlanError, SchedulingError
 
 
@@ -120,8 +122,10 @@ class Schedule:
         done: Iterable[Node] = (),
         newest_first: bool = False,
         batch_chains: bool = True,
+        pools: Mapping[dg.AssetKey, str] | None = None,
     ) -> None:
         self._graph = graph
+        self._pools = dict(pools or {})  # each asset's Dagster pool, for those in one
         self._throttle = throttle
         self._batch_chains = batch_chains
         self._status = {node: NodeStatus.PENDING for node in graph.nodes()}
@@ -146,6 +150,7 @@ class Schedule:
         self._ready_count = len(self._ready)
         self._running: set[RunUnit] = set()
         self._running_per_asset: Counter[dg.AssetKey] = Counter()
+        self._running_per_pool: Counter[str] = Counter()
 
     @property
     def is_done(self) -> bool:
@@ -163,22 +168,27 @@ class Schedule:
         """Every node's status (a copy)."""
         return dict(self._status)
 
-    def next_units(self) -> list[RunUnit]:
+    def next_units(self, allowance: Allowance = UNLIMITED) -> list[RunUnit]:
         """The units to launch now, highest priority first, marked running.
 
-        As many as the free slots allow, skipping nodes of assets at their limit.
-        With free slots left, an empty list means every ready node's asset is at
-        its limit; with nothing running either, the backfill is done.
+        As many as the free slots allow (the throttle's, and `allowance`: what the
+        deployment's capacity lets the backfill run now), skipping nodes of assets at
+        their limit or in a pool at its cap. With free slots left, an empty list means
+        every ready node waits on such a limit; with nothing running either, the
+        backfill is done.
         """
         units, deferred = [], []
-        while self._ready and len(self._running) < self._throttle.max_parallel:
+        while self._ready and len(self._running) < self._throttle.max_parallel and allowance.allows(len(self._running)):
             entry = heapq.heappop(self._ready)
             node = entry[1]
             if self._status[node] != NodeStatus.PENDING:  # taken along by an earlier unit
                 continue
             self._ready_count -= 1
             limit = self._throttle.per_asset.get(node.asset)
-            if limit is not None and self._running_per_asset[node.asset] >= limit:
+            pool = self._pools.get(node.asset)
+            if (limit is not None and self._running_per_asset[node.asset] >= limit) or not allowance.pool_allows(
+                pool, self._running_per_pool[pool] if pool is not None else 0
+            ):
                 deferred.append(entry)
                 continue
             if self._batch_chains:
@@ -246,6 +256,8 @@ class Schedule:
             raise SchedulingError(f"the results of {unit} are for {[result.node for result in results]}")
         self._running.remove(unit)
         self._running_per_asset[unit.asset] -= 1
+        if unit.asset in self._pools:
+            self._running_per_pool[self._pools[unit.asset]] -= 1
         if all(result.succeeded for result in results):
             seconds = max(result.ended for result in results) - min(result.started for result in results)
             self._timings[unit.asset].add(len(unit.nodes), seconds)
@@ -264,6 +276,8 @@ class Schedule:
             self._status[member] = NodeStatus.RUNNING
         self._running.add(unit)
         self._running_per_asset[unit.asset] += 1
+        if unit.asset in self._pools:
+            self._running_per_pool[self._pools[unit.asset]] += 1
 
     def _succeeded(self, node: Node) -> None:
         self._status[node] = NodeStatus.SUCCEEDED

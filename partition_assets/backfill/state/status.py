@@ -34,21 +34,40 @@ class BackfillStatus(StrEnum):
     ROLLED_BACK = "rolled_back"  # final
     # Gate passed, leases parked, freeze kept: `backfill approve` publishes, discard or expiry ends it.
     AWAITING_APPROVAL = "awaiting_approval"
+    PAUSED = "paused"  # launches nothing new, its runs in flight finishing: unpause runs it on
 
 
 S = BackfillStatus
 # A backfill in one of these has nothing left to run or publish.
 FINAL_STATUSES = frozenset({S.DONE, S.PUBLISHED, S.DISCARDED, S.ROLLED_BACK})
 
+# What may follow running: its own steps (a node run, the gate, approval, the publish) and
+# the commands that stop it. A paused backfill's coordinator keeps it, launching nothing, and
+# its runs in flight may all finish or fail while it is paused: the same may follow it.
+_AFTER_RUNNING = frozenset(
+    {
+        S.RUNNING,
+        S.PAUSED,
+        S.CANCELED,
+        S.FAILED,
+        S.DONE,
+        S.GATE_FAILED,
+        S.AWAITING_APPROVAL,
+        S.PUBLISH_REFUSED,
+        S.PUBLISHING,
+        S.DISCARDED,
+    }
+)
 # The statuses each status may become. A status may follow itself where a step is resumed
-# (running, publishing, rolling back) or repeated harmlessly (a second cancel).
+# (running, publishing, rolling back) or repeated harmlessly (a second cancel or pause).
 TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
-    S.RUNNING: frozenset(
-        {S.RUNNING, S.CANCELED, S.FAILED, S.DONE, S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING, S.DISCARDED}
-    ),
+    S.RUNNING: _AFTER_RUNNING,
+    S.PAUSED: _AFTER_RUNNING,
     S.CANCELED: frozenset({S.CANCELED, S.RUNNING, S.DISCARDED}),
     S.FAILED: frozenset({S.FAILED, S.RUNNING, S.CANCELED, S.DISCARDED}),
     S.GATE_FAILED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
+    # Approval before publish (backfill/state/approval.py): approved (published) or discarded.
+    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.DISCARDED}),
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK}),
     S.PUBLISHED: frozenset({S.ROLLING_BACK}),
@@ -57,31 +76,31 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.DISCARDED: frozenset(),
     S.ROLLED_BACK: frozenset(),
 }
-# Approval before publish (backfill/state/approval.py): a staged backfill whose spec or
-# assets require it waits after its gate until approved (published), discarded or expired.
-TRANSITIONS[S.RUNNING] = TRANSITIONS[S.RUNNING] | {S.AWAITING_APPROVAL}
-TRANSITIONS[S.AWAITING_APPROVAL] = frozenset({S.PUBLISHING, S.DISCARDED})
 
 # What each status-changing command does, per status it accepts: the status it moves the
 # backfill to first. A status absent from a command's row refuses the command. Every move
 # here is also in TRANSITIONS; the rest of TRANSITIONS is the coordinator's own steps.
-_STOPPABLE = (S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED)
+_STOPPABLE = (S.RUNNING, S.PAUSED, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED)
 COMMANDS: dict[str, dict[BackfillStatus, BackfillStatus]] = {
     "cancel": dict.fromkeys(_STOPPABLE, S.CANCELED),
+    # A paused backfill whose coordinator died: resume runs it on, unpaused.
     "resume": {**dict.fromkeys(_STOPPABLE, S.RUNNING), S.PUBLISHING: S.PUBLISHING, S.ROLLING_BACK: S.ROLLING_BACK},
-    "retry": dict.fromkeys(_STOPPABLE, S.RUNNING),
+    "retry": dict.fromkeys((S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED), S.RUNNING),
     "publish": dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
-    "discard": dict.fromkeys(_STOPPABLE, S.DISCARDED),
+    "discard": dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL), S.DISCARDED),
     "rollback": dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
+    # Approving publishes (after a failed gate only with --force).
+    "approve": dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING),
+    "pause": {S.RUNNING: S.PAUSED, S.PAUSED: S.PAUSED},
+    "unpause": {S.PAUSED: S.RUNNING},
 }
-# Approval: approving publishes (after a failed gate only with --force); discard ends it too.
-COMMANDS["approve"] = dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING)
-COMMANDS["discard"][S.AWAITING_APPROVAL] = S.DISCARDED
 
 # What fits a backfill in each status, as the refusal's advice (`{id}` is the backfill's id).
 _FITTING = {
     S.RUNNING: "watch it with `partition-assets backfill status {id}` or stop it with `partition-assets backfill "
     "cancel {id}`",
+    S.PAUSED: "`partition-assets backfill unpause {id}` launches its nodes again, `partition-assets backfill "
+    "cancel {id}` stops it",
     S.CANCELED: "`partition-assets backfill resume {id}` runs it on, `partition-assets backfill discard {id}` "
     "deletes its staged data",
     S.FAILED: "`partition-assets backfill retry {id}` re-runs its failed nodes, `partition-assets backfill "
@@ -89,6 +108,8 @@ _FITTING = {
     S.DONE: "it is final (published per node): start a new backfill with `partition-assets backfill run`",
     S.GATE_FAILED: "review `partition-assets backfill diff {id}`, then `partition-assets backfill publish {id} "
     "--force` or `partition-assets backfill discard {id}`",
+    S.AWAITING_APPROVAL: "review `partition-assets backfill diff {id}`, then `partition-assets backfill approve "
+    "{id} --by NAME` publishes it, `partition-assets backfill discard {id}` deletes its staged data",
     S.PUBLISH_REFUSED: "`partition-assets backfill publish {id} --force` or `partition-assets backfill discard {id}`",
     S.PUBLISHING: "`partition-assets backfill resume {id}` finishes its publish, `partition-assets backfill "
     "rollback {id}` undoes it",
@@ -96,10 +117,7 @@ _FITTING = {
     S.DISCARDED: "it is final: start a new backfill with `partition-assets backfill run`",
     S.ROLLING_BACK: "`partition-assets backfill resume {id}` finishes its rollback",
     S.ROLLED_BACK: "it is final: start a new backfill with `partition-assets backfill run`",
-    S.AWAITING_APPROVAL: "review `partition-assets backfill diff {id}`, then `partition-assets backfill approve "
-    "{id} --by NAME` publishes it, `partition-assets backfill discard {id}` deletes its staged data",
 }
-
 
 # Why each command is refused wherever the table refuses it.
 _REFUSED_BECAUSE = {
@@ -110,6 +128,8 @@ _REFUSED_BECAUSE = {
     "discard": "its staged data is gone or part of the tables",
     "rollback": "it is not published: there is nothing to roll back",
     "approve": "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
+    "pause": "only a running backfill is paused: it has nothing left to launch",
+    "unpause": "it is not paused",
 }
 
 

@@ -1,0 +1,173 @@
+"""What one backfill's coordinator may launch now: the capacity core (capacity.py) fed from
+the instance, with the backfill's pause and launch window.
+
+`LaunchGate.allowance()` is what the loop (loop.py) asks before launching: nothing while
+the backfill is paused (its stored status) or outside its window; else what the
+deployment's capacity (dagster.yaml `partition_assets: backfills:`) leaves it, counted
+from the instance's runs queued or in progress:
+- a run tagged `dagster/backfill` is a backfill's (the engine's node runs, and Dagster's
+  own backfills); any other run but an engine coordinator run is production's;
+- a run's pools are those of the assets it materializes (`pool=` on the asset);
+- the running backfills claiming capacity are the records in the running status.
+Local and launched node runs alike are counted, as both are runs in the instance.
+
+Not guaranteed: the allowance is decided again at most once a second (`REFRESH_SECONDS`),
+not before every launch; see capacity.py for what a snapshot allows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+from partition_assets.backfill.running.capacity import (
+    STOPPED,
+    UNLIMITED,
+    Allowance,
+    BackfillCapacity,
+    Claimant,
+    Load,
+    allowance,
+)
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.dagster_internals import BaseAssetGraph
+from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, IN_FLIGHT_STATUSES
+
+# How long an allowance is reused before the instance is read again.
+REFRESH_SECONDS = 1.0
+# The dagster.yaml section of the capacity, under `partition_assets:`.
+SETTINGS_KEY = "backfills"
+
+
+def capacity_of(instance: dg.DagsterInstance) -> BackfillCapacity:
+    """The backfill capacity `instance`'s dagster.yaml declares (no caps when it declares none).
+
+    Raises:
+        CapacityConfigError: The declaration is invalid; nothing was launched.
+    """
+    settings: Mapping[str, Any] = getattr(instance, "partition_assets_settings", {}) or {}
+    return BackfillCapacity.from_settings(settings.get(SETTINGS_KEY))
+
+
+def asset_pools(asset_graph: BaseAssetGraph) -> dict[dg.AssetKey, str]:
+    """The Dagster pool of each asset of `asset_graph` whose op names one (`pool=`); an
+    asset whose ops name several counts in the first by name."""
+    return {node.key: min(node.pools) for node in asset_graph.asset_nodes if node.pools}
+
+
+def is_production(run: dg.DagsterRun) -> bool:
+    """Whether `run` is production's: neither a backfill's run nor an engine coordinator run."""
+    return DAGSTER_BACKFILL_TAG not in run.tags and BACKFILL_ID_TAG not in run.tags
+
+
+def instance_load(
+    instance: dg.DagsterInstance, pools: Mapping[dg.AssetKey, str], backfill_id: str, pool_names: set[str]
+) -> Load:
+    """What runs in `instance` now (see the module docstring), `backfill_id`'s own runs not
+    counted in the pools (its coordinator counts those as it launches them)."""
+    production = 0
+    production_pools: dict[str, int] = {}
+    other_pools: dict[str, int] = {}
+    for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES)):
+        run_pools = {pools[key] for key in run.asset_selection or () if key in pools}
+        if is_production(run):
+            production += 1
+            counted = production_pools
+        elif DAGSTER_BACKFILL_TAG in run.tags and run.tags.get(BACKFILL_ID_TAG) != backfill_id:
+            counted = other_pools
+        else:
+            continue
+        for pool in run_pools:
+            counted[pool] = counted.get(pool, 0) + 1
+    return Load(
+        production_runs=production,
+        production_pool_runs=production_pools,
+        other_backfill_pool_runs=other_pools,
+        pool_limits=pool_limits(instance, pool_names),
+        max_concurrent_runs=max_concurrent_runs(instance),
+    )
+
+
+def pool_limits(instance: dg.DagsterInstance, names: set[str]) -> dict[str, int]:
+    """The slot limit of each pool of `names` that has one in `instance` (set with
+    `dagster instance concurrency set`, or the instance's default pool limit)."""
+    limits = {}
+    for name in names:
+        limit = instance.event_log_storage.get_concurrency_info(name).limit
+        if limit is not None:
+            limits[name] = limit
+    return limits
+
+
+def max_concurrent_runs(instance: dg.DagsterInstance) -> int | None:
+    """The instance's run queue limit (a QueuedRunCoordinator's `max_concurrent_runs`); None without one."""
+    if not isinstance(instance.run_coordinator, dg.QueuedRunCoordinator):
+        return None
+    queue = instance.get_concurrency_config().run_queue_config
+    limit = queue.max_concurrent_runs if queue is not None else None
+    return limit if limit is not None and limit >= 0 else None
+
+
+def claimants(record: BackfillRecord) -> list[Claimant]:
+    """The backfills claiming capacity: those running, oldest first, `record`'s own included."""
+    store = record.store
+    running = store.versions_in({BackfillStatus.RUNNING})
+    found = []
+    for backfill_id in store.ids():
+        if backfill_id == record.id:
+            found.append(Claimant(record.id, record.spec.priority, record.spec.max_parallel))
+        elif backfill_id in running:
+            spec = store.load(backfill_id).spec
+            found.append(Claimant(backfill_id, spec.priority, spec.max_parallel))
+    return found
+
+
+class LaunchGate:
+    """What the backfill `record` may launch now (see the module docstring), decided again
+    at most every REFRESH_SECONDS; `now` is the clock windows are read on."""
+
+    def __init__(
+        self,
+        instance: dg.DagsterInstance,
+        record: BackfillRecord,
+        capacity: BackfillCapacity,
+        pools: Mapping[dg.AssetKey, str],
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._instance = instance
+        self._record = record
+        self._capacity = capacity
+        self._pools = dict(pools)
+        self._window = record.spec.launch_window()
+        self._now = now
+        self._decided: Allowance = UNLIMITED
+        self._decided_at: float | None = None
+
+    @property
+    def pools(self) -> dict[dg.AssetKey, str]:
+        """The Dagster pool of each asset that names one."""
+        return self._pools
+
+    def allowance(self) -> Allowance:
+        """What the backfill may run now."""
+        if self._decided_at is not None and time.monotonic() - self._decided_at < REFRESH_SECONDS:
+            return self._decided
+        self._decided = self._decide()
+        self._decided_at = time.monotonic()
+        return self._decided
+
+    def _decide(self) -> Allowance:
+        if self._record.stored_status() == BackfillStatus.PAUSED:
+            return STOPPED
+        if self._window is not None and not self._window.is_open(self._now()):
+            return STOPPED
+        names = set(self._pools.values())
+        if not (self._capacity.caps_runs() or names or max_concurrent_runs(self._instance) is not None):
+            return UNLIMITED  # nothing could limit it: the instance's runs need not be read
+        load = instance_load(self._instance, self._pools, self._record.id, names)
+        return allowance(self._capacity, load, claimants(self._record), self._record.id, sorted(names))

@@ -1,0 +1,65 @@
+"""Where each backfill stands in the deployment's backfill capacity, as `backfill list` and
+`backfill status` show it: its share of the capacity now, its place in the queue, its
+launch window and when it next launches.
+
+Read from the instance as the launch gate reads it (claims.py), at the instant `now`
+the caller passes; nothing is written.
+
+Not guaranteed: a snapshot; each coordinator decides again every second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import dagster as dg
+
+from partition_assets.backfill.running.capacity import backfill_cap, shares
+from partition_assets.backfill.running.claims import capacity_of, claimants, instance_load
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.store import BackfillStore
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One backfill's place: the runs it may have now (`share`, its --max-parallel when the
+    deployment caps nothing) and its `position` among the running backfills (1 is served
+    first); both None when it is not running."""
+
+    record: BackfillRecord
+    share: int | None
+    position: int | None
+
+    def line(self, now: datetime) -> str:
+        """`<id> <status> priority P share N queue #Q window W (next launch ...)`."""
+        spec = self.record.spec
+        parts = [f"{self.record.id:<12} {self.record.status.value:<15} priority {spec.priority}"]
+        if self.position is not None:
+            parts.append(f"share {self.share} runs  queue #{self.position}")
+        parts.append(launch_line(self.record, now))
+        return "  ".join(parts)
+
+
+def launch_line(record: BackfillRecord, now: datetime) -> str:
+    """When `record` launches its nodes next, seen at `now`: its window and pause."""
+    window = record.spec.launch_window()
+    if record.status == BackfillStatus.PAUSED:
+        return "paused: launches nothing until `partition-assets backfill unpause " + record.id + "`"
+    if window is None:
+        return "window: any time"
+    opens = window.next_open(now)
+    when = "now (open)" if opens <= now else f"next launch at {opens:%Y-%m-%d %H:%M} UTC"
+    return f"window {window}: {when}"
+
+
+def standings(instance: dg.DagsterInstance, store: BackfillStore) -> list[Standing]:
+    """Every recorded backfill's standing, oldest first."""
+    records = [store.load(backfill_id) for backfill_id in store.ids()]
+    running = [record for record in records if record.status == BackfillStatus.RUNNING]
+    lined_up = claimants(running[0]) if running else []
+    order = sorted(lined_up, key=lambda claimant: -claimant.priority)  # stable: oldest first within a priority
+    position = {claimant.backfill_id: index + 1 for index, claimant in enumerate(order)}
+    dealt = shares(backfill_cap(capacity_of(instance), instance_load(instance, {}, "", set())), lined_up)
+    return [Standing(record, dealt.get(record.id), position.get(record.id)) for record in records]
