@@ -324,13 +324,16 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         f"{_at(lineage, key, PLATFORM_ASSETS):.1f} {unit} ({_met(_at(lineage, key, PLATFORM_ASSETS), goal)})"
         for what, key, goal, unit in goals
     ]
-    missed = [(what, key, goal) for what, key, goal, _ in goals if _at(lineage, key, PLATFORM_ASSETS) > goal]
+    already = [what for what, key, goal, _ in goals if largest[key] > goal]
+    missed = [
+        (what, key, goal) for what, key, goal, _ in goals if largest[key] <= goal < _at(lineage, key, PLATFORM_ASSETS)
+    ]
     first = min(missed, key=lambda m: _assets_reaching(lineage, m[1], m[2]), default=None)
-    verdict = (
-        f"The first limit {PLATFORM_ASSETS:,} assets would break, on these figures: **{first[0]}**, which reaches "
-        f"its goal at about {_assets_reaching(lineage, first[1], first[2]):,.0f} assets."
+    verdict = (f"Missed already at {largest['assets']:,} assets: **{', '.join(already)}**. " if already else "") + (
+        f"The first limit that {PLATFORM_ASSETS:,} assets would break besides, on these figures: **{first[0]}**, "
+        f"which reaches its goal at about {_assets_reaching(lineage, first[1], first[2]):,.0f} assets."
         if first
-        else f"No goal would break at {PLATFORM_ASSETS:,} assets on a linear extrapolation of these figures."
+        else f"No other goal would break at {PLATFORM_ASSETS:,} assets on a linear extrapolation of these figures."
     )
     return [
         "",
