@@ -15,8 +15,16 @@ b) --real: `partition-assets backfill run -m partition_assets.example --select '
    process and summed over its descendants (the run workers). Takes many minutes: run it
    on a quiet machine only.
 
+c) The publish at 1,000 / 3,000 / 9,125 nodes (--publish-days 40 120 365), with the whole
+   backfill in the same call: bench/publish_at_scale.py.
+d) A cascade over a generated lineage of 500 / 1,000 / 2,000 assets (--lineage): load,
+   impact list, plan, freeze, coordinator CPU per node, peak memory, mirror tick:
+   bench/lineage_bench.py (its shape: bench/lineage_defs.py). The closing note extrapolates
+   each figure linearly to 12,000 assets and names the first goal it would miss.
+
 Usage: python bench/scale_bench.py [--days 365] [--profile] [--real] [--spark-port 15301]
-           [--max-load 2] [--out bench/results/scale.md]
+           [--max-load 2] [--publish-days 40 120 365] [--lineage 500 1000 2000]
+           [--lineage-days 30] [--out bench/results/scale.md]
 """
 
 from __future__ import annotations
@@ -35,11 +43,19 @@ from pathlib import Path
 # This checkout's package and test helpers, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
+import lineage_bench
+import publish_at_scale
+
 from tests.support.scale import EXAMPLE, FIRST_DAY, SELECTION, fresh_environment, schedule_in_fresh_process
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_MS_PER_NODE = 1.0
 GOAL_COORDINATOR_MB = 1024
+GOAL_PUBLISH_SECONDS = 5.0  # at 9,125 nodes: 0.5 ms a node
+GOAL_PLAN_SECONDS = 30.0  # plan + impact list of the lineage's cascade
+GOAL_LINEAGE_MB = 2048
+GOAL_MIRROR_TICK_MS = 100.0
+PLATFORM_ASSETS = 12_000  # reference 002's platform, for the extrapolation
 POLL_SECONDS = 0.5
 
 
@@ -147,7 +163,15 @@ def _per_node(seconds: float, nodes: int) -> str:
 
 
 def report(
-    days: int, measured: list[dict], profiled: dict | None, real: dict | None, real_note: str, uptime: str, command: str
+    days: int,
+    measured: list[dict],
+    profiled: dict | None,
+    real: dict | None,
+    real_note: str,
+    uptime: str,
+    command: str,
+    published: list[dict],
+    lineage: list[dict],
 ) -> str:
     rows = [
         f"| {'default batching' if m['batch'] else '`--no-batch` (one run per node)'} | {m['nodes']:,} | "
@@ -203,6 +227,7 @@ def report(
             f"together (each one's VmHWM, polled every {POLL_SECONDS} s)",
             f"- load {_load(real['load_before'])} -> {_load(real['load_after'])}",
         ]
+    lines += publish_section(published) + lineage_section(lineage)
     if profiled:
         lines += [
             "",
@@ -213,6 +238,134 @@ def report(
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _met(value: float, goal: float) -> str:
+    return "met" if value <= goal else "NOT met"
+
+
+def _not_run(title: str, flag: str) -> list[str]:
+    return ["", f"## {title}", "", f"Not run (`{flag}` empty)."]
+
+
+def publish_section(published: list[dict]) -> list[str]:
+    """Part c): the publish at each size, with the whole backfill in the same call."""
+    if not published:
+        return _not_run("Publish at scale", "--publish-days")
+    rows = [
+        f"| {p['days']} | {p['nodes']:,} | {p['runs']:,} | {p['materialized_partitions']:,} | {p['plan_seconds']:.2f} "
+        f"| {p['backfill_seconds']:.2f} | **{p['publish_seconds']:.2f}** | {p['publish_cpu_seconds']:.2f} | "
+        f"{_per_node(p['publish_seconds'], p['nodes'])} | {p['publish_statements']:,} |"
+        for p in published
+    ]
+    largest = published[-1]
+    return [
+        "",
+        "## Publish at scale (bench/publish_at_scale.py)",
+        "",
+        "The example's `events` + `daily_orders`, staged, in a fresh process each: plan, then the real coordinator "
+        "(engine loop, record, leases, mirror, gate, publish) with runs that succeed as they are launched and are "
+        "stored in the instance as the engine's runs are, so that the publish reads every node's state and run "
+        "and records a materialization per node in its publish run. *Backfill* is the whole coordinator call, the "
+        "publish inside it; *statements* are the SQL statements the publish sent to the instance. No table holds "
+        "staged files (no Spark): Delta commits and file moves are not in these figures.",
+        "",
+        "| days | nodes | runs | partitions materialized | plan s | backfill s | publish s | publish CPU s | "
+        "publish ms/node | publish statements |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+        f"Goal: publish of {largest['nodes']:,} nodes <= {GOAL_PUBLISH_SECONDS:.0f} s: "
+        f"{largest['publish_seconds']:.2f} s ({_met(largest['publish_seconds'], GOAL_PUBLISH_SECONDS)}); "
+        "before this change the publish wrote one event per node "
+        "(~2 ms a node: 19.6 s at 9,125 nodes on a quiet machine, issue 27).",
+    ]
+
+
+def _slope(rows: list[dict], key: str) -> float:
+    """How `key` grows per asset between the two largest sizes measured."""
+    low, high = rows[-2], rows[-1]
+    return (high[key] - low[key]) / (high["assets"] - low["assets"])
+
+
+def _at(rows: list[dict], key: str, assets: int) -> float:
+    """`key` extrapolated linearly to `assets` from the two largest sizes measured."""
+    return rows[-1][key] + _slope(rows, key) * (assets - rows[-1]["assets"])
+
+
+def _plan_and_impact(row: dict) -> float:
+    return row["plan_seconds"] + row["impact_seconds"]
+
+
+def lineage_section(lineage: list[dict]) -> list[str]:
+    """Part d): the lineage's cascade at each size, its goals and the extrapolation."""
+    if not lineage:
+        return _not_run("A large lineage", "--lineage")
+    rows = [
+        f"| {m['assets']:,} | {m['planned_assets']:,} | {m['nodes']:,} | {m['runs']:,} | {m['load_seconds']:.2f} | "
+        f"{m['impact_seconds']:.2f} ({m['impact_assets']:,} assets) | {m['plan_seconds']:.2f} | "
+        f"{m['freeze_seconds']:.2f} | {m['coordinator_seconds']:.2f} | {m['coordinator_cpu_seconds']:.2f} | "
+        f"**{m['cpu_ms_per_node']:.3f}** | **{m['peak_rss_mb']:.0f}** | {m['mirror_ticks']} | "
+        f"{m['mirror_tick_median_ms']:.0f} / **{m['mirror_tick_max_ms']:.0f}** |"
+        for m in lineage
+    ]
+    largest = lineage[-1]
+    for m in lineage:
+        m["plan_and_impact_seconds"] = _plan_and_impact(m)
+    goals = [  # (what, key, goal, unit)
+        ("plan + impact", "plan_and_impact_seconds", GOAL_PLAN_SECONDS, "s"),
+        ("scheduling CPU per node", "cpu_ms_per_node", GOAL_MS_PER_NODE, "ms"),
+        ("coordinator peak RSS", "peak_rss_mb", GOAL_LINEAGE_MB, "MB"),
+        ("mirror tick (largest)", "mirror_tick_max_ms", GOAL_MIRROR_TICK_MS, "ms"),
+    ]
+    quoted = [
+        f"- {what} <= {goal:g} {unit}: {largest[key]:.2f} {unit} at {largest['assets']:,} assets "
+        f"({_met(largest[key], goal)}); at {PLATFORM_ASSETS:,} assets, extrapolated: "
+        f"{_at(lineage, key, PLATFORM_ASSETS):.1f} {unit} ({_met(_at(lineage, key, PLATFORM_ASSETS), goal)})"
+        for what, key, goal, unit in goals
+    ]
+    already = [what for what, key, goal, _ in goals if largest[key] > goal]
+    missed = [
+        (what, key, goal) for what, key, goal, _ in goals if largest[key] <= goal < _at(lineage, key, PLATFORM_ASSETS)
+    ]
+    first = min(missed, key=lambda m: _assets_reaching(lineage, m[1], m[2]), default=None)
+    verdict = (f"Missed already at {largest['assets']:,} assets: **{', '.join(already)}**. " if already else "") + (
+        f"The first limit that {PLATFORM_ASSETS:,} assets would break besides, on these figures: **{first[0]}**, "
+        f"which reaches its goal at about {_assets_reaching(lineage, first[1], first[2]):,.0f} assets."
+        if first
+        else f"No other goal would break at {PLATFORM_ASSETS:,} assets on a linear extrapolation of these figures."
+    )
+    return [
+        "",
+        "## A large lineage (bench/lineage_bench.py, shape in bench/lineage_defs.py)",
+        "",
+        "A 30-day backfill of 20 roots with `--downstream` over a generated lineage (10 layers, 3 parents "
+        "an asset, hourly roots, static x daily and static assets), in a fresh process per size: load (import "
+        "and asset graph), impact list (the roots planned alone, then the assets outside that read them), plan "
+        "(the cascade), freeze and unfreeze of every planned asset, and the real coordinator with runs that "
+        "succeed as they are launched (CPU is the process's, the mirror's thread included). *Mirror tick*: "
+        "each write of the Dagster backfill by the mirror, median / largest.",
+        "",
+        "| assets | planned assets | nodes | runs | load s | impact s | plan s | freeze s | coordinator wall s | "
+        "CPU s | CPU ms/node | peak RSS MB | mirror ticks | mirror tick ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+        "Goals, at the largest size and extrapolated linearly (from the two largest sizes) to the "
+        f"{PLATFORM_ASSETS:,} assets of reference 002's platform:",
+        "",
+        *quoted,
+        "",
+        verdict,
+    ]
+
+
+def _assets_reaching(rows: list[dict], key: str, goal: float) -> float:
+    """The asset count at which `key`, extrapolated linearly from the two largest sizes, reaches `goal`."""
+    high, slope = rows[-1], _slope(rows, key)
+    if slope <= 0:
+        return float("inf") if high[key] <= goal else high["assets"]
+    return high["assets"] + (goal - high[key]) / slope
 
 
 def main() -> None:
@@ -227,6 +380,9 @@ def main() -> None:
         default=2.0,
         help="skip --real when the 1-minute load average at the start is this or more",
     )
+    parser.add_argument("--publish-days", type=int, nargs="*", default=[40, 120, 365])
+    parser.add_argument("--lineage", type=int, nargs="*", default=[500, 1000, 2000], help="lineage sizes (assets)")
+    parser.add_argument("--lineage-days", type=int, default=30)
     parser.add_argument("--out", default=str(REPO / "bench/results/scale.md"))
     args = parser.parse_args()
 
@@ -243,8 +399,19 @@ def main() -> None:
         note = f"Not run: the machine was busy (1-minute load {load:.1f} >= --max-load {args.max_load:.1f})."
     elif args.real:
         real = measure_real_run(args.days, args.spark_port, log)
+    published = []
+    for days in args.publish_days:
+        published.append(publish_at_scale.measure_in_fresh_process(days))
+        log(f"  publish {days}d: {published[-1]['nodes']} nodes, publish {published[-1]['publish_seconds']:.2f} s")
+    lineage = []
+    for assets in args.lineage:
+        lineage.append(lineage_bench.measure_in_fresh_process(assets, args.lineage_days))
+        log(f"  lineage {assets}: {lineage[-1]['nodes']} nodes, {lineage[-1]['cpu_ms_per_node']:.3f} CPU ms/node")
+    uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     command = " ".join(["python bench/scale_bench.py", *sys.argv[1:]])
-    text = report(args.days, measured, profiled, real, note, uptime, command)
+    text = report(
+        args.days, measured, profiled, real, note, f"{uptime}`; after: `{uptime_after}", command, published, lineage
+    )
     Path(args.out).write_text(text)
     print(text)
 

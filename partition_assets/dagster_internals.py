@@ -5,8 +5,9 @@ types and subsets, backfill records and statuses, the run-launching internals (w
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
 instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
 (backfill/state/store.py keeps its tables there), the gRPC client of a code server,
-serialized errors, cron arithmetic, `replace` on a record. Every private name the library imports is imported here
-and nowhere else. Two private modules are named as strings instead, where a module name is
+serialized errors, cron arithmetic, `replace` on a record, the SQL event log's batch write
+and asset event data (backfill/publishing/event_batches.py). Every private name the library
+imports is imported here and nowhere else. Two private modules are named as strings instead, where a module name is
 what counts: `dagster._daemon.backfill` (instance/engine_instance.py compares its callers'
 module with it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster
 load its composite storage from it). tests/integration/test_dagster_internals.py pins
@@ -25,16 +26,21 @@ from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGra
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
 from dagster._core.errors import DagsterUserCodeUnreachableError
+from dagster._core.events import AssetObservationData, StepMaterializationData
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 from dagster._core.execution.compute_logs import redirect_to_file
 from dagster._core.execution.submit_asset_runs import submit_asset_run
 from dagster._core.instance.ref import InstanceRef, compute_logs_directory
 from dagster._core.instance.types import DynamicPartitionsStore
 from dagster._core.storage.compute_log_manager import CapturedLogContext, ComputeIOType
+from dagster._core.storage.event_log.base import EventLogStorage
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     ConsolidatedSqliteEventLogStorage,
 )
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.legacy_storage import LegacyRunStorage
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
@@ -52,6 +58,7 @@ __all__ = [
     "AssetGraph",
     "AssetGraphSubset",
     "AssetKeyPartitionKey",
+    "AssetObservationData",
     "BaseAssetGraph",
     "BaseAssetNode",
     "BulkActionStatus",
@@ -63,6 +70,7 @@ __all__ = [
     "DagsterGrpcClient",
     "DagsterUserCodeUnreachableError",
     "DynamicPartitionsStore",
+    "EventLogStorage",
     "IO_TYPE_EXTENSION",
     "InstanceRef",
     "LegacyRunStorage",
@@ -73,8 +81,12 @@ __all__ = [
     "PythonFileTarget",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "SerializableErrorInfo",
+    "SqlEventLogStorage",
+    "SqlEventLogStorageTable",
     "SqlRunStorage",
+    "SqliteEventLogStorage",
     "SqliteRunStorage",
+    "StepMaterializationData",
     "WorkspaceLoadTarget",
     "WorkspaceProcessContext",
     "compute_logs_directory",

@@ -31,12 +31,14 @@ from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
 
 from partition_assets import dagster_internals
+from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
     SQLITE_BUSY_TIMEOUT_SECONDS,
     AssetGraph,
     AssetGraphSubset,
     AssetKeyPartitionKey,
+    AssetObservationData,
     BaseAssetGraph,
     BaseAssetNode,
     BulkActionsFilter,
@@ -48,6 +50,7 @@ from partition_assets.dagster_internals import (
     DagsterGrpcClient,
     DagsterUserCodeUnreachableError,
     DynamicPartitionsStore,
+    EventLogStorage,
     InstanceRef,
     LegacyRunStorage,
     LocalComputeLogManager,
@@ -56,8 +59,12 @@ from partition_assets.dagster_internals import (
     PartitionDimensionDefinition,
     PythonFileTarget,
     SerializableErrorInfo,
+    SqlEventLogStorage,
+    SqlEventLogStorageTable,
+    SqliteEventLogStorage,
     SqliteRunStorage,
     SqlRunStorage,
+    StepMaterializationData,
     WorkspaceLoadTarget,
     WorkspaceProcessContext,
     compute_logs_directory,
@@ -217,6 +224,54 @@ def test_the_consolidated_event_log_goes_through_connect_and_tells_watchers_on_m
     assert seen == ["hello"]
     assert opened, "writes and reads go through _connect"
     storage.dispose()
+
+
+@pins("EventLogStorage", "SqlEventLogStorage", "SqlEventLogStorageTable", "SqliteEventLogStorage")
+@pins("StepMaterializationData", "AssetObservationData")
+def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, instance):
+    """backfill/publishing/event_batches.py: on both SQLite event logs (the repo's consolidated
+    one, Dagster's default run-sharded one) a batch reads back as events the op yielded would:
+    in its run, with partition and metadata, the last as the asset's latest; Postgres's
+    event log has a batch write of its own, the base class's writes one event at a time."""
+    from dagster_postgres.event_log import PostgresEventLogStorage
+
+    assert PostgresEventLogStorage.store_event_batch is not EventLogStorage.store_event_batch
+    for name in ("prepare_insert_event_batch", "_store_asset_event_tags", "_store_asset_event", "index_transaction"):
+        assert callable(getattr(SqlEventLogStorage, name)), name
+    assert "id" in SqlEventLogStorageTable.c
+    days = ["2024-01-01", "2024-01-02", "2024-01-03"]
+    events = [dg.AssetMaterialization("a", partition=day, metadata={"n": i}) for i, day in enumerate(days)]
+    events.append(dg.AssetObservation("a", partition=days[0], metadata={"seen": True}))
+
+    @dg.op
+    def report():
+        store_asset_events(dg.OpExecutionContext.get(), events)
+
+    @dg.job
+    def reporting():
+        report()
+
+    with dg.DagsterInstance.get() as consolidated:
+        assert isinstance(instance.event_log_storage, SqliteEventLogStorage)  # run-sharded
+        for target in (consolidated, instance):
+            assert isinstance(target.event_log_storage, SqlEventLogStorage)
+            run_id = reporting.execute_in_process(instance=target).run_id
+            records = [
+                record
+                for record in target.fetch_materializations(dg.AssetKey("a"), limit=10, ascending=True).records
+                if record.run_id == run_id
+            ]
+            assert [(r.run_id, r.partition_key, r.asset_materialization.metadata["n"].value) for r in records] == [
+                (run_id, day, i) for i, day in enumerate(days)
+            ]
+            assert isinstance(records[0].event_log_entry.dagster_event.event_specific_data, StepMaterializationData)
+            assert target.get_latest_materialization_event(dg.AssetKey("a")).dagster_event.partition == days[-1]
+            assert target.get_materialized_partitions(dg.AssetKey("a")) == set(days)
+            [observed] = [
+                r for r in target.fetch_observations(dg.AssetKey("a"), limit=10).records if r.run_id == run_id
+            ]
+            assert isinstance(observed.event_log_entry.dagster_event.event_specific_data, AssetObservationData)
+            assert observed.event_log_entry.dagster_event.step_key == "report"
 
 
 @pins("SqliteRunStorage")

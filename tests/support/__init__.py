@@ -1,5 +1,5 @@
 """What the tests share besides fixtures, for every tier and the benchmarks: code locations
-(safe_defs, engine_defs, automation_defs, probe_assets, ui_engine_defs, wall_clock_assets) and
+(safe_defs, engine_defs, automation_defs, publish_defs, probe_assets, ui_engine_defs, wall_clock_assets) and
 helpers: the CLI (cli_runs), instances and DAGSTER_HOMEs (instances), the backfill records
 an instance holds (records), PostgreSQL (postgres),
 `dagster dev` (webserver), the staged-backfill lakehouse (lakehouse), the example's tables

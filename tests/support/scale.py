@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import dagster as dg
 
@@ -204,10 +205,16 @@ def schedule_in_fresh_process(
     """`schedule_without_runs` of each of `days` in turn, in one new process on a new
     DAGSTER_HOME, lake and state folder (deleted after); with `profile`, each cost holds
     the top of a cProfile of its call."""
-    root = Path(tempfile.mkdtemp(prefix="scale-"))
     command = [sys.executable, "-m", __name__, "--days", *map(str, days), "--publish", publish]
     command += [] if batch else ["--no-batch"]
     command += ["--profile"] if profile else []
+    return [SchedulingCost(**cost) for cost in json_of_fresh_process(command)]
+
+
+def json_of_fresh_process(command: list[str]) -> Any:
+    """The JSON value `command` prints as its last line, run from REPO in a new process on a
+    new DAGSTER_HOME, lake and state folder (deleted after); RuntimeError when it fails."""
+    root = Path(tempfile.mkdtemp(prefix="scale-"))
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, env={**os.environ, **fresh_environment(root)}, cwd=REPO
@@ -216,7 +223,7 @@ def schedule_in_fresh_process(
         shutil.rmtree(root, ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return [SchedulingCost(**cost) for cost in json.loads(done.stdout.strip().splitlines()[-1])]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -142,7 +142,18 @@ def _first_key(partitions_def: dg.PartitionsDefinition | None, store: DynamicPar
 def in_partition_order(
     partitions_def: dg.PartitionsDefinition | None, keys: set[str], store: DynamicPartitionsStore | None
 ) -> list[str]:
-    """`keys` in the definition's order (sorted for an unpartitioned asset)."""
+    """`keys` in the definition's order (sorted for an unpartitioned asset); keys the
+    definition does not hold are left out. Time partitions are sorted by their start
+    rather than by listing the definition (a year of hours is 8,760 keys, listed by cron
+    arithmetic, for each asset of a plan)."""
     if partitions_def is None:
         return sorted(keys)
+    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        first, last = partitions_def.get_first_partition_window(), partitions_def.get_last_partition_window()
+        if first is None or last is None:
+            return []
+        starts = {key: partitions_def.time_window_for_partition_key(key).start for key in keys}
+        return sorted(
+            (key for key, start in starts.items() if first.start <= start <= last.start), key=starts.__getitem__
+        )
     return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]

@@ -7,17 +7,19 @@ A publish or rollback that changed a table's schema adds the schema readers now 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.ledger_rows import latest
 from partition_assets.backfill.publishing.tables import BackfillTable, unstaged_assets
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import node_states
+from partition_assets.dagster_internals import AssetGraph
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -37,9 +39,15 @@ if TYPE_CHECKING:
 
 def record_materializations(publication: Publication, instance: dg.DagsterInstance) -> None:
     """One run in the instance recording a materialization of every node the backfill
-    ran, now that readers can see them: the metadata its IO manager gave the staged
-    output, the table version published, the asset's code version. Skipped when an
-    earlier publish run of the backfill succeeded."""
+    ran, now that readers can see them: the metadata the node's body gave its output
+    (`Output`/`MaterializeResult` metadata, `add_output_metadata`), what another IO manager
+    said of it, then this library's (the ledger row's, the table version published), the
+    asset's code version. The library's keys win where the body used the same name.
+    Skipped when an earlier publish run of the backfill succeeded.
+
+    Costs a few instance round trips per node run and per asset, none per node: the node
+    states are read once, each run's outputs once, and the events written in batches
+    (event_batches.py)."""
     if publish_recorded(publication, instance):
         return
     tags = {BACKFILL_ID_TAG: publication.record.id, PUBLISH_RUN_TAG: "true"}
@@ -48,13 +56,14 @@ def record_materializations(publication: Publication, instance: dg.DagsterInstan
     states = node_states(instance, publication.record.id, publication.graph)
     ledger_rows = {(entry.asset, entry.partition): entry for entry in latest(publication)}
     foreign = set(unstaged_assets(publication.definitions, publication.graph))
+    ran = _succeeded(publication, states)
+    outputs = _output_metadata(instance, asset_graph, {states[node][1].run_id for node in ran}, foreign)
     events = []
     schema_metadata = _schema_metadata_by_asset(publication, rolled_back=False)
-    for node in ran_nodes(publication, instance):
+    for node in ran:
         asset = node.asset.to_user_string()
-        metadata: dict[str, dg.RawMetadataValue] = {"backfill_id": publication.record.id}
-        if node.asset in foreign:  # what its own IO manager said of the output
-            metadata.update(_handled_output_metadata(instance, states[node][1].run_id, node.asset))
+        metadata: dict[str, dg.RawMetadataValue] = dict(outputs.get((states[node][1].run_id, node.asset), {}))
+        metadata["backfill_id"] = publication.record.id
         entry = ledger_rows.get((asset, node.partition))
         if entry is not None:
             table = publication.tables[node.asset]
@@ -114,12 +123,11 @@ def reflect_rollback(publication: Publication, instance: dg.DagsterInstance) -> 
 def ran_nodes(publication: Publication, instance: dg.DagsterInstance) -> list[Node]:
     """The nodes a run of this backfill succeeded on, in graph order: not those a
     catch-up left alone because they were current."""
-    succeeded = {
-        node
-        for node, (state, _) in node_states(instance, publication.record.id, publication.graph).items()
-        if state == NodeStatus.SUCCEEDED
-    }
-    return [node for node in publication.graph.nodes() if node in succeeded]
+    return _succeeded(publication, node_states(instance, publication.record.id, publication.graph))
+
+
+def _succeeded(publication: Publication, states: Mapping[Node, tuple[NodeStatus, dg.DagsterRun]]) -> list[Node]:
+    return [node for node in publication.graph.nodes() if node in states and states[node][0] == NodeStatus.SUCCEEDED]
 
 
 def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
@@ -178,27 +186,53 @@ def _schema_metadata_by_asset(publication: Publication, rolled_back: bool) -> di
     }
 
 
-def _handled_output_metadata(instance: dg.DagsterInstance, run_id: str, asset: dg.AssetKey) -> dict:
-    """The metadata another IO manager gave `asset`'s output in run `run_id`."""
-    metadata: dict = {}
-    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
-        event = record.dagster_event
-        if event is not None and event.asset_key in (None, asset):
-            metadata.update(getattr(event.event_specific_data, "metadata", None) or {})
-    return metadata
+def _output_metadata(
+    instance: dg.DagsterInstance, asset_graph: AssetGraph, run_ids: set[str], foreign: set[dg.AssetKey]
+) -> dict[tuple[str, dg.AssetKey], dict]:
+    """Per (run, asset): the metadata the asset's body gave its output in the run and, for
+    an asset another IO manager stores (`foreign`), the metadata that IO manager added. One
+    event-log query per run."""
+    asset_of = {}  # (step key, output name) -> asset
+    for key in asset_graph.get_all_asset_keys():
+        assets_def = asset_graph.assets_def_for_key(key)
+        if assets_def.is_executable:
+            asset_of[(assets_def.node_def.name, assets_def.get_output_name_for_asset_key(key))] = key
+    found: dict[tuple[str, dg.AssetKey], dict] = {}
+    for run_id in sorted(run_ids):
+        for record in instance.all_logs(run_id, of_type={STEP_OUTPUT, HANDLED_OUTPUT}):
+            event = record.dagster_event
+            if event is None:
+                continue
+            output, metadata = _output_and_metadata(event)
+            asset = asset_of.get((record.step_key or "", output))
+            if asset is not None and (event.event_type == STEP_OUTPUT or asset in foreign):
+                found.setdefault((run_id, asset), {}).update(metadata or {})
+    return found
+
+
+def _output_and_metadata(event: dg.DagsterEvent) -> tuple[str, Mapping]:
+    """The output a STEP_OUTPUT or HANDLED_OUTPUT event is about, and its metadata."""
+    if event.event_type == STEP_OUTPUT:
+        return event.step_output_data.step_output_handle.output_name, event.step_output_data.metadata
+    data = event.event_specific_data  # HandledOutputData, whose type the public API does not name
+    return getattr(data, "output_name", ""), getattr(data, "metadata", None) or {}
 
 
 def run_reporting(
     instance: dg.DagsterInstance,
-    events: Sequence[dg.AssetMaterialization | dg.AssetObservation | dg.AssetCheckEvaluation],
+    events: Sequence[AssetEvent | dg.AssetCheckEvaluation],
     tags: dict[str, str],
     name: str,
 ) -> None:
-    """Records `events` from one in-process run named `name` in `instance`."""
+    """Records `events` from one in-process run named `name` in `instance`: asset events in
+    batches (event_batches.py), check evaluations (one per gated table) as the op's own."""
+    asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
+    evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
 
     @dg.op(name=f"{name}_op")
     def report():
-        yield from events
+        store_asset_events(dg.OpExecutionContext.get(), asset_events)
+        yield from evaluations
         yield dg.Output(None)
 
     @dg.job(name=name, executor_def=dg.in_process_executor)
@@ -208,5 +242,7 @@ def run_reporting(
     reporting_job.execute_in_process(instance=instance, tags=tags)
 
 
+STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT
+HANDLED_OUTPUT = dg.DagsterEventType.HANDLED_OUTPUT
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
 CODE_VERSION_TAG = "dagster/code_version"
