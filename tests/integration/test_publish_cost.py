@@ -115,7 +115,7 @@ def test_publish_costs_writes_per_table_asset_and_run_not_per_node(published):
     # Readers see one commit of the table (it created it); the ledger gains one commit.
     assert cost.table_versions == [0]
     assert cost.ledger_commits == 1
-    # Each asset's 31 materializations are written in one insert (a batch), not one each.
+    # Each asset's 90 materializations are written in one insert (a batch), not one each.
     assert cost.materialization_inserts == dict.fromkeys(ASSETS, 1)
     # Every instance round trip of the publish: a few per table, asset and run (here 2 runs),
     # fewer than the days of one asset (a write per node would be 180 alone).
