@@ -150,3 +150,23 @@ def run_assets(spark_resource, lake, instance):
         )
 
     return run
+
+
+# The files whose tests take longest (minutes each under two workers, module fixtures
+# included), run first: pytest-xdist hands files out in collection order, so a long file
+# collected late runs alone at the end while the other worker idles.
+LONGEST_FIRST = (
+    "tests/e2e/test_webserver.py",
+    "tests/e2e/test_run_launcher.py",
+    "tests/integration/test_example_pipeline.py",
+    "tests/e2e/test_safe_backfill.py",
+    "tests/e2e/test_shell.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the other files keep their order
