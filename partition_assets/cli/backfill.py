@@ -223,7 +223,8 @@ def act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg
         states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
         heatmap = Heatmap(graph, states, f"backfill {record.id} ({record.status}): {record.spec.describe()}")
         print(heatmap.text())
-        print(launch_line(record, datetime.now(UTC)))
+        if record.status == BackfillStatus.PAUSED or record.spec.launch_window() is not None:
+            print(launch_line(record, datetime.now(UTC)))  # when it launches next; else it launches at once
         silent = silent_coordinator(instance, record.id, record.status)
         if silent is not None:
             print(silent)
