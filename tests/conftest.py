@@ -25,6 +25,7 @@ session's Spark server and state folder, and the PostgreSQL server.
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,13 @@ import pytest
 from tests.support.temp_root import session_temp_dir
 
 os.environ["TMPDIR"] = session_temp_dir()
+# A `make test` started in the background of a non-interactive shell (`&` in a script) runs
+# with SIGINT ignored, and each in-process Dagster execution then sets SIGTERM to SIGINT's
+# disposition (partition_assets/processes/detached.py): every process a test starts itself
+# (dagster dev, a Spark cluster) would ignore the SIGTERM its fixture stops it with, and
+# wait out the fixture's timeout. Ctrl-C and SIGTERM keep working as in a foreground run.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Set before the example code location is imported, and inherited by every
 # subprocess a test starts (the dagster CLI, dagster dev), so that all of them
 # attach to the test session's Spark server rather than a developer's.

@@ -23,6 +23,7 @@ import yaml
 from partition_assets.code_location import dagster_config
 from partition_assets.deploy.git import GIT_SHA_ENV, git
 from partition_assets.errors import DeployError
+from partition_assets.processes.detached import start_detached
 
 DEPLOYS_DIR = ".deploys"
 _HOST = "127.0.0.1"
@@ -124,7 +125,7 @@ def _start_server(
         GIT_SHA_ENV: full_sha,  # the stamp, should the worktree's .git be unreadable
     }
     with open(log, "ab") as out:
-        server = subprocess.Popen(
+        server = start_detached(
             # -P: no current directory on sys.path (it is the repo at another commit).
             [
                 sys.executable,
@@ -149,8 +150,6 @@ def _start_server(
             cwd=Path.cwd(),
             env=env,
             stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
     deployment = Deployment(
         full_sha,

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from partition_assets.ids import checked_backfill_id
+from partition_assets.processes.detached import start_detached
 
 # The standby coordinator of this (webserver) process, per (DAGSTER_HOME, engine modules).
 _standbys: dict[tuple[str, tuple[str, ...]], subprocess.Popen] = {}
@@ -106,11 +107,9 @@ def _coordinator_process(home: str, arguments: list[str], log_name: str, stdin: 
     log = coordinator_log(home, log_name)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as output:
-        return subprocess.Popen(
+        return start_detached(
             [sys.executable, "-m", "partition_assets", "backfill", *arguments],
             env={**os.environ, "DAGSTER_HOME": home},
             stdin=stdin,
             stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
         )

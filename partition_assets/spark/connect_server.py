@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from partition_assets.errors import SparkConnectServerError
+from partition_assets.processes.detached import start_detached
 from partition_assets.spark.java import JavaRuntime, find_java
 from partition_assets.spark.scheduler_pools import fair_scheduler_conf
 
@@ -212,14 +213,11 @@ class LocalConnectServer:
             ],
         )
         log = open(self.log_path, "ab")
-        process = subprocess.Popen(
+        process = start_detached(  # outlives the run that started it
             command,
             stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
             # The UI, if a conf turns it on, binds to SPARK_LOCAL_IP, else to every address.
             env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, **spark_env(java)},
-            start_new_session=True,  # outlives the run that started it
         )
         self.pid_path.write_text(str(process.pid))
         return process
