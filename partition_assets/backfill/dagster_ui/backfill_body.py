@@ -7,7 +7,8 @@ its requested, materialized and failed partitions, each an `AssetGraphSubset` ho
 Serializing all of it takes seconds at thousands of assets (bench/results/scale.md).
 `BackfillBody` keeps each asset's subset of each of those four fields as its serialized
 JSON fragment, redone only when `replace` changes it, and `text` splices the fragments
-into the rest of the record, serialized anew each time (small: no subset in it).
+(and the record's list of assets, serialized once) into the rest of the record, serialized
+anew each time (small: no subset and no list of assets in it).
 
 Contract: `deserialize_value(body.text(backfill), PartitionBackfill)` equals `backfill`
 with its four subsets as `BackfillBody` holds them (its `asset_backfill_data` form, the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -41,6 +42,7 @@ TARGET, REQUESTED, MATERIALIZED, FAILED = (
 )
 SUBSET_FIELDS = (TARGET, REQUESTED, MATERIALIZED, FAILED)
 _ITEMS = "__mapping_items__"  # how Dagster's serdes packs a mapping keyed by AssetKey
+_SELECTION = "asset_selection"  # the PartitionBackfill field listing every asset of the target
 
 
 class BackfillBody:
@@ -58,6 +60,8 @@ class BackfillBody:
         self._marker = f"partition-assets:{uuid.uuid4().hex}:"
         self._fragments: dict[str, dict[dg.AssetKey, str]] = {field: {} for field in SUBSET_FIELDS}
         self._unpartitioned: dict[str, frozenset[dg.AssetKey]] = {}
+        self._selection: Sequence[dg.AssetKey] | None = None
+        self._selection_json = "null"
         for field in SUBSET_FIELDS:
             subset: AssetGraphSubset = getattr(data, field)
             self.replace(field, subset.partitions_subsets_by_asset_key)
@@ -78,20 +82,31 @@ class BackfillBody:
         data = backfill.asset_backfill_data
         if data is None:
             raise ValueError(f"backfill {backfill.backfill_id} holds no asset backfill data")
+        if backfill.asset_selection != self._selection:  # a list of every asset: serialized once
+            self._selection = backfill.asset_selection
+            self._selection_json = json.dumps(pack_value(self._selection))
         skeleton = data._replace(
             target_subset=self._unpartitioned_only(TARGET),
             requested_subset=self._unpartitioned_only(REQUESTED),
             materialized_subset=self._unpartitioned_only(MATERIALIZED),
             failed_and_downstream_subset=self._unpartitioned_only(FAILED),
         )
-        packed: Any = pack_value(backfill._replace(asset_backfill_data=skeleton, serialized_asset_backfill_data=None))
+        packed: Any = pack_value(
+            backfill._replace(asset_selection=None, asset_backfill_data=skeleton, serialized_asset_backfill_data=None)
+        )
+        packed[_SELECTION] = self._marker + _SELECTION
         for field in SUBSET_FIELDS:
             packed["asset_backfill_data"][field]["partitions_subsets_by_asset_key"][_ITEMS] = self._marker + field
         pieces = re.split(f'"{re.escape(self._marker)}([a-z_]+)"', json.dumps(packed))
-        # pieces: text, field, text, field, ..., text
+        # pieces: text, name, text, name, ..., text
         for index in range(1, len(pieces), 2):
-            pieces[index] = "[" + ",".join(self._fragments[pieces[index]].values()) + "]"
+            name = pieces[index]
+            pieces[index] = self._selection_json if name == _SELECTION else self._items(name)
         return "".join(pieces)
+
+    def _items(self, field: str) -> str:
+        """The JSON list of `field`'s partitioned assets and their subsets."""
+        return "[" + ",".join(self._fragments[field].values()) + "]"
 
     def _unpartitioned_only(self, field: str) -> AssetGraphSubset:
         unpartitioned = self._unpartitioned[field]
