@@ -29,6 +29,7 @@ nothing: this is the coordination's cost, not the runs'.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -52,10 +53,8 @@ def measure(assets: int, days: int) -> dict:
     """The steps above for `assets` assets (this process's environment must be fresh)."""
     import dagster as dg
 
-    from partition_assets.backfill.dagster_ui import mirror
     from partition_assets.backfill.planning.instance_state import graph_of
     from partition_assets.backfill.planning.lineage import impact
-    from partition_assets.backfill.planning.spec import BackfillSpec
     from partition_assets.backfill.publishing.freeze import freeze, unfreeze
     from partition_assets.backfill.running.coordinator import BackfillRun
     from partition_assets.backfill.state.record import BackfillRecord
@@ -66,27 +65,14 @@ def measure(assets: int, days: int) -> dict:
     started = time.perf_counter()
     asset_graph = load_definitions(LINEAGE).resolve_asset_graph()
     load_seconds = time.perf_counter() - started
-    width = assets // 10
-    roots = [f"l0_{index}" for index in range(0, width, max(1, width // ROOTS))][:ROOTS]
-    first = date(2024, 1, 1)
-    window = {"start": first.isoformat(), "end": (first + timedelta(days=days - 1)).isoformat()}
-    selection = " or ".join(f"key:{root}" for root in roots)
-    flushes: list[float] = []
-    poll = mirror.DagsterBackfillMirror._poll_once
-
-    def timed_poll(self) -> None:
-        began = time.perf_counter()
-        poll(self)
-        flushes.append(time.perf_counter() - began)
-
-    mirror.DagsterBackfillMirror._poll_once = timed_poll  # type: ignore[method-assign]
+    spec = cascade_spec(assets, days)
+    flushes = timed_mirror_polls()
     with dg.DagsterInstance.get() as instance:
         began = time.perf_counter()
-        roots_only = graph_of(BackfillSpec(module=LINEAGE, selection=selection, **window), instance)
+        roots_only = graph_of(dataclasses.replace(spec, downstream=False), instance)
         readers = impact(asset_graph, roots_only, instance)
         impact_seconds = time.perf_counter() - began
         began = time.perf_counter()
-        spec = BackfillSpec(module=LINEAGE, selection=selection, downstream=True, **window)
         graph = graph_of(spec, instance)
         plan_seconds = time.perf_counter() - began
         record = BackfillRecord(spec, store=BackfillStore(instance))
@@ -118,6 +104,40 @@ def measure(assets: int, days: int) -> dict:
         "mirror_tick_max_ms": 1000 * max(flushes, default=0.0),
         "mirror_tick_median_ms": 1000 * statistics.median(flushes) if flushes else 0.0,
     }
+
+
+def cascade_spec(assets: int, days: int):
+    """The bench's cascade: `days` days from 2024-01-01 of ROOTS roots (every W / ROOTS-th
+    asset of layer 0, hourly ones included) with --downstream, over the `assets`-asset lineage."""
+    from partition_assets.backfill.planning.spec import BackfillSpec
+
+    width = assets // 10
+    roots = [f"l0_{index}" for index in range(0, width, max(1, width // ROOTS))][:ROOTS]
+    first = date(2024, 1, 1)
+    return BackfillSpec(
+        module=LINEAGE,
+        selection=" or ".join(f"key:{root}" for root in roots),
+        downstream=True,
+        start=first.isoformat(),
+        end=(first + timedelta(days=days - 1)).isoformat(),
+    )
+
+
+def timed_mirror_polls() -> list[float]:
+    """A list to which each poll of a Dagster backfill mirror of this process appends its
+    seconds, from now on (the mirror thread's `_poll_once`, wrapped)."""
+    from partition_assets.backfill.dagster_ui import mirror
+
+    polls: list[float] = []
+    poll = mirror.DagsterBackfillMirror._poll_once
+
+    def timed_poll(self) -> None:
+        began = time.perf_counter()
+        poll(self)
+        polls.append(time.perf_counter() - began)
+
+    mirror.DagsterBackfillMirror._poll_once = timed_poll  # type: ignore[method-assign]
+    return polls
 
 
 def measure_in_fresh_process(assets: int, days: int) -> dict:

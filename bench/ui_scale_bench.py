@@ -37,20 +37,18 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import date, timedelta
 from pathlib import Path
 
 # This checkout's package, bench modules and test helpers, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 
+from lineage_bench import LINEAGE, cascade_spec, timed_mirror_polls
 from lineage_defs import ASSETS_ENV
 
 from tests.support.scale import json_of_fresh_process
 from tests.support.webserver import DagsterDev
 
 REPO = Path(__file__).resolve().parents[1]
-LINEAGE = str(REPO / "bench/lineage_defs.py")
-ROOTS = 20
 UNIT = 10  # partitions a fake run unit holds
 POLL = 0.5  # seconds between two page queries
 
@@ -157,31 +155,13 @@ def measure(assets: int, days: int, rate: float, seconds: float) -> dict:
 def _measure_with(dev: DagsterDev, assets: int, days: int, rate: float, seconds: float) -> dict:
     from partition_assets.backfill.dagster_ui import mirror
     from partition_assets.backfill.planning.instance_state import graph_of
-    from partition_assets.backfill.planning.spec import BackfillSpec
     from partition_assets.backfill.state.record import BackfillRecord
     from partition_assets.backfill.state.store import BackfillStore
     from partition_assets.code_location import load_definitions
 
-    ticks: list[float] = []
-    poll = mirror.DagsterBackfillMirror._poll_once
-
-    def timed_poll(self) -> None:
-        began = time.perf_counter()
-        poll(self)
-        ticks.append(time.perf_counter() - began)
-
-    mirror.DagsterBackfillMirror._poll_once = timed_poll  # type: ignore[method-assign]
+    ticks = timed_mirror_polls()
     asset_graph = load_definitions(LINEAGE).resolve_asset_graph()
-    width = assets // 10
-    roots = [f"l0_{index}" for index in range(0, width, max(1, width // ROOTS))][:ROOTS]
-    first = date(2024, 1, 1)
-    spec = BackfillSpec(
-        module=LINEAGE,
-        selection=" or ".join(f"key:{root}" for root in roots),
-        downstream=True,
-        start=first.isoformat(),
-        end=(first + timedelta(days=days - 1)).isoformat(),
-    )
+    spec = cascade_spec(assets, days)
     with dev.open_instance() as instance:
         began = time.perf_counter()
         graph = graph_of(spec, instance)
