@@ -1,6 +1,7 @@
 """A Dagster backfill serialized asset by asset (backfill/dagster_ui/backfill_body.py): what it
 writes reads back, through Dagster's own deserializer, as the backfill Dagster would have
-stored; and changing some assets serializes those assets' subsets and no others."""
+stored; changing some assets serializes those assets' subsets and no others; and the
+mirror's per-asset conversion of nodes (conversion.py) holds what Dagster's does."""
 
 import time
 
@@ -8,6 +9,9 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
+from partition_assets.backfill.dagster_ui.conversion import subset_of, subsets_by_asset
+from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     AssetKeyPartitionKey,
@@ -127,3 +131,14 @@ def test_a_backfill_without_asset_backfill_data_is_refused(backfill):
     job_backfill = backfill._replace(asset_backfill_data=None)
     with pytest.raises(ValueError, match="holds no asset backfill data"):
         BackfillBody(job_backfill)
+
+
+def test_the_mirror_s_per_asset_conversion_holds_what_dagster_s_does():
+    nodes = [Node(key, partition or UNPARTITIONED) for key, partitions in KEYS.items() for partition in partitions]
+
+    partitioned, unpartitioned = subsets_by_asset(nodes, GRAPH)
+    again, _ = subsets_by_asset(nodes, GRAPH)  # remembered: the same values
+
+    expected = subset_of(nodes, GRAPH)
+    assert partitioned == expected.partitions_subsets_by_asset_key == again
+    assert unpartitioned == expected.non_partitioned_asset_keys == {report.key}

@@ -37,7 +37,7 @@ from sqlalchemy.exc import OperationalError
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
-from partition_assets.backfill.dagster_ui.conversion import subset_of
+from partition_assets.backfill.dagster_ui.conversion import subset_of, subsets_by_asset
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord, cancel
@@ -226,12 +226,12 @@ class DagsterBackfillMirror:
         for kind, nodes in pending.items():
             if not nodes:
                 continue
-            added = subset_of(nodes, self._asset_graph)
+            added, unpartitioned = subsets_by_asset(nodes, self._asset_graph)
             subsets = self._partitioned[kind]
-            for key, subset in added.partitions_subsets_by_asset_key.items():
+            for key, subset in added.items():
                 subsets[key] = subset if key not in subsets else subsets[key] | subset
                 touched[kind].add(key)
-            self._unpartitioned[kind] |= added.non_partitioned_asset_keys
+            self._unpartitioned[kind] |= unpartitioned
         requested, materialized, failed = (self._partitioned[kind] for kind in (_REQUESTED, _MATERIALIZED, _FAILED))
         self.body.replace(REQUESTED, {key: requested[key] for key in touched[_REQUESTED]})
         self.body.replace(MATERIALIZED, {key: materialized[key] for key in touched[_MATERIALIZED]})
