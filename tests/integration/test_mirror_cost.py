@@ -104,8 +104,9 @@ def test_a_tick_serializes_and_writes_what_changed_not_the_whole_backfill(mirror
         ticks = statements["status"]
         wait_for(lambda: statements["status"] >= ticks + 2, 10)  # two more ticks, with nothing new
 
-    # table_7's requested and materialized partitions; none of the 39 other assets', nor the target.
-    assert mirror.body.serialized_subsets - serialized == 2
+    # table_7's requested and materialized partitions (the same 4 days: one subset, serialized once
+    # or twice); none of the 39 other assets', nor the target.
+    assert 1 <= mirror.body.serialized_subsets - serialized <= 2
     assert statements["update"] == 1 and statements["body"] == 0, statements
     progress = shown(instance, backfill_id)
     assert progress.pop("table_7") == (len(DAYS), 4)

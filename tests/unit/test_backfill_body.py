@@ -9,9 +9,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
-from partition_assets.backfill.dagster_ui.conversion import subset_of, subsets_by_asset
+from partition_assets.backfill.dagster_ui.conversion import partitions_subset, subset_of
 from partition_assets.backfill.planning.graph import Node
-from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     AssetKeyPartitionKey,
@@ -133,12 +132,12 @@ def test_a_backfill_without_asset_backfill_data_is_refused(backfill):
         BackfillBody(job_backfill)
 
 
-def test_the_mirror_s_per_asset_conversion_holds_what_dagster_s_does():
-    nodes = [Node(key, partition or UNPARTITIONED) for key, partitions in KEYS.items() for partition in partitions]
+def test_the_mirror_s_conversion_holds_what_dagster_s_does_one_object_for_equal_keys():
+    nodes = [Node(key, partition) for key, partitions in KEYS.items() if key != report.key for partition in partitions]
+    expected = subset_of(nodes, GRAPH).partitions_subsets_by_asset_key
 
-    partitioned, unpartitioned = subsets_by_asset(nodes, GRAPH)
-    again, _ = subsets_by_asset(nodes, GRAPH)  # remembered: the same values
-
-    expected = subset_of(nodes, GRAPH)
-    assert partitioned == expected.partitions_subsets_by_asset_key == again
-    assert unpartitioned == expected.non_partitioned_asset_keys == {report.key}
+    for key, partitions in KEYS.items():
+        if key != report.key:
+            converted = partitions_subset(GRAPH.get(key).partitions_def, frozenset(partitions))
+            assert converted == expected[key]
+            assert partitions_subset(GRAPH.get(key).partitions_def, frozenset(reversed(partitions))) is converted

@@ -6,7 +6,9 @@ its requested, materialized and failed partitions, each an `AssetGraphSubset` ho
 `PartitionsSubset` per asset (a time-window subset also carries its partitions definition).
 Serializing all of it takes seconds at thousands of assets (bench/results/scale.md).
 `BackfillBody` keeps each asset's subset of each of those four fields as its serialized
-JSON fragment, redone only when `replace` changes it, and `text` splices the fragments
+JSON fragment, redone only when `replace` changes it (and not even then for a subset object
+serialized for another asset: conversion.py hands equal keys out as one object), and
+`text` splices the fragments
 (and the record's list of assets, serialized once) into the rest of the record, serialized
 anew each time (small: no subset and no list of assets in it).
 
@@ -43,6 +45,7 @@ TARGET, REQUESTED, MATERIALIZED, FAILED = (
 SUBSET_FIELDS = (TARGET, REQUESTED, MATERIALIZED, FAILED)
 _ITEMS = "__mapping_items__"  # how Dagster's serdes packs a mapping keyed by AssetKey
 _SELECTION = "asset_selection"  # the PartitionBackfill field listing every asset of the target
+_REMEMBERED_SUBSETS = 4096  # serialized subsets kept for reuse (conversion.py keeps as many objects)
 
 
 class BackfillBody:
@@ -61,6 +64,8 @@ class BackfillBody:
         self._fragments: dict[str, dict[dg.AssetKey, str]] = {field: {} for field in SUBSET_FIELDS}
         self._unpartitioned: dict[str, frozenset[dg.AssetKey]] = {}
         self._selection: Sequence[dg.AssetKey] | None = None
+        self._key_json: dict[dg.AssetKey, str] = {}
+        self._subset_json: dict[int, tuple[PartitionsSubset, str]] = {}
         self._selection_json = "null"
         for field in SUBSET_FIELDS:
             subset: AssetGraphSubset = getattr(data, field)
@@ -113,10 +118,17 @@ class BackfillBody:
         return AssetGraphSubset.create_empty_subset()._replace(non_partitioned_asset_keys=unpartitioned)
 
     def _serialized(self, key: dg.AssetKey, subset: PartitionsSubset) -> str:
-        """The JSON of `key`'s item in an AssetGraphSubset, as Dagster's serializer packs it."""
-        self.serialized_subsets += 1
-        packed: Any = pack_value(
-            AssetGraphSubset.create_empty_subset()._replace(partitions_subsets_by_asset_key={key: subset})
-        )
-        (item,) = packed["partitions_subsets_by_asset_key"][_ITEMS]
-        return json.dumps(item)
+        """The JSON of `key`'s item in an AssetGraphSubset, as Dagster's serializer packs it;
+        a subset object serialized before (one serving several assets) is not again."""
+        if key not in self._key_json or self._subset_json.get(id(subset), (None,))[0] is not subset:
+            self.serialized_subsets += 1
+            packed: Any = pack_value(
+                AssetGraphSubset.create_empty_subset()._replace(partitions_subsets_by_asset_key={key: subset})
+            )
+            ((packed_key, packed_subset),) = packed["partitions_subsets_by_asset_key"][_ITEMS]
+            self._key_json[key] = json.dumps(packed_key)
+            if len(self._subset_json) >= _REMEMBERED_SUBSETS:
+                self._subset_json.clear()
+            # Kept with its subset: the id is not reused while the subset is held here.
+            self._subset_json[id(subset)] = (subset, json.dumps(packed_subset))
+        return f"[{self._key_json[key]}, {self._subset_json[id(subset)][1]}]"

@@ -1,14 +1,14 @@
 """The engine's (asset, partition) nodes as Dagster's `AssetGraphSubset`, and back: the form
 in which a Dagster backfill holds its target and its requested, materialized and failed
-partitions. `subsets_by_asset` gives the same per asset, remembering the subsets of the
-last few thousand (definition, keys) it converted: the mirror converts every node it is
-told of, and assets sharing a definition report the same keys (a run unit's range), so
-most keys are not parsed again.
+partitions. `partitions_subset` converts one asset's keys, remembering the last few
+thousand (definition, keys) it converted: the mirror converts each asset's keys whenever
+they grow, and assets sharing a definition hold the same keys (the backfill's range), so
+most are not parsed again, and their equal subsets are one object (serialized once).
 
 Contract: `nodes_of(subset_of(nodes, asset_graph)) == set(nodes)` for nodes of
 `asset_graph`'s assets and partitions; an unpartitioned asset's node is its one
-`UNPARTITIONED` node on both sides; `subsets_by_asset` holds the same subsets as
-`subset_of`.
+`UNPARTITIONED` node on both sides; `partitions_subset` holds what `subset_of` holds for
+those keys of an asset of that definition.
 
 Not guaranteed: a node of an asset or partition `asset_graph` does not hold is refused by
 Dagster (its error, not one of partition_assets/errors.py). `AssetGraphSubset` and
@@ -18,7 +18,6 @@ Dagster (its error, not one of partition_assets/errors.py). `AssetGraphSubset` a
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -39,26 +38,11 @@ def subset_of(nodes: Iterable[Node], asset_graph: BaseAssetGraph) -> AssetGraphS
     )
 
 
-def subsets_by_asset(
-    nodes: Iterable[Node], asset_graph: BaseAssetGraph
-) -> tuple[dict[dg.AssetKey, PartitionsSubset], set[dg.AssetKey]]:
-    """The nodes as each partitioned asset's PartitionsSubset, and the unpartitioned assets among them."""
-    keys_by_asset: dict[dg.AssetKey, set[str]] = defaultdict(set)
-    for node in nodes:
-        keys_by_asset[node.asset].add(node.partition)
-    subsets, unpartitioned = {}, set()
-    for asset, keys in keys_by_asset.items():
-        partitions_def = asset_graph.get(asset).partitions_def
-        if partitions_def is None:
-            unpartitioned.add(asset)
-        else:
-            subsets[asset] = _subset(partitions_def, frozenset(keys))
-    return subsets, unpartitioned
-
-
 @functools.lru_cache(maxsize=4096)
-def _subset(partitions_def: dg.PartitionsDefinition, keys: frozenset[str]) -> PartitionsSubset:
-    # Dagster's subsets are values (an operation returns a new one): one may serve many assets.
+def partitions_subset(partitions_def: dg.PartitionsDefinition, keys: frozenset[str]) -> PartitionsSubset:
+    """`keys` of `partitions_def` as Dagster's PartitionsSubset; the same object again for
+    equal keys, while it is among the last 4,096 converted (a subset is a value: operations
+    return new ones, so one serves every asset that holds these keys)."""
     return partitions_def.empty_subset().with_partition_keys(sorted(keys))
 
 

@@ -28,6 +28,7 @@ import logging
 import sys
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ from sqlalchemy.exc import OperationalError
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
-from partition_assets.backfill.dagster_ui.conversion import subset_of, subsets_by_asset
+from partition_assets.backfill.dagster_ui.conversion import partitions_subset, subset_of
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord, cancel
@@ -112,8 +113,8 @@ class DagsterBackfillMirror:
         self._lock = threading.Lock()
         # Nodes reported since the last tick, per kind.
         self._pending: dict[str, set[Node]] = {_REQUESTED: set(done), _MATERIALIZED: set(done), _FAILED: set()}
-        # Every node reported so far, per kind: each asset's partitions, and the unpartitioned assets.
-        self._partitioned: dict[str, dict[dg.AssetKey, PartitionsSubset]] = {kind: {} for kind in self._pending}
+        # Every node reported so far, per kind: each asset's partition keys, and the unpartitioned assets.
+        self._keys: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in self._pending}
         self._unpartitioned: dict[str, set[dg.AssetKey]] = {kind: set() for kind in self._pending}
         self._unwritten = False  # progress merged that the last write attempt did not store
         self._cancel_seen = False
@@ -219,33 +220,40 @@ class DagsterBackfillMirror:
         return True
 
     def _merge(self, pending: Mapping[str, set[Node]]) -> bool:
-        """Adds the pending nodes to what was reported, and re-serializes the subsets of the
-        assets they changed (failed nodes that later succeeded are failed no more); whether
+        """Adds the pending nodes to what was reported, and hands the subsets of the assets they
+        changed to the body (failed nodes that later succeeded are failed no more); whether
         any changed."""
         touched: dict[str, set[dg.AssetKey]] = {kind: set() for kind in pending}
         for kind, nodes in pending.items():
-            if not nodes:
-                continue
-            added, unpartitioned = subsets_by_asset(nodes, self._asset_graph)
-            subsets = self._partitioned[kind]
-            for key, subset in added.items():
-                subsets[key] = subset if key not in subsets else subsets[key] | subset
-                touched[kind].add(key)
-            self._unpartitioned[kind] |= unpartitioned
-        requested, materialized, failed = (self._partitioned[kind] for kind in (_REQUESTED, _MATERIALIZED, _FAILED))
-        self.body.replace(REQUESTED, {key: requested[key] for key in touched[_REQUESTED]})
-        self.body.replace(MATERIALIZED, {key: materialized[key] for key in touched[_MATERIALIZED]})
+            by_asset: dict[dg.AssetKey, set[str]] = defaultdict(set)
+            for node in nodes:
+                by_asset[node.asset].add(node.partition)
+            known = self._keys[kind]
+            for asset, keys in by_asset.items():
+                if self._asset_graph.get(asset).partitions_def is None:
+                    self._unpartitioned[kind].add(asset)
+                else:
+                    known[asset] = known.get(asset, frozenset()) | keys
+                    touched[kind].add(asset)
+        requested, materialized, failed = (self._keys[kind] for kind in (_REQUESTED, _MATERIALIZED, _FAILED))
+        self.body.replace(REQUESTED, {asset: self._subset(asset, requested[asset]) for asset in touched[_REQUESTED]})
         self.body.replace(
-            FAILED,
-            {
-                key: failed[key] - materialized[key] if key in materialized else failed[key]
-                for key in (touched[_FAILED] | touched[_MATERIALIZED]) & failed.keys()
-            },
+            MATERIALIZED, {asset: self._subset(asset, materialized[asset]) for asset in touched[_MATERIALIZED]}
         )
+        still_failed = {
+            asset: failed[asset] - materialized.get(asset, frozenset())
+            for asset in (touched[_FAILED] | touched[_MATERIALIZED]) & failed.keys()
+        }
+        self.body.replace(FAILED, {asset: self._subset(asset, keys) for asset, keys in still_failed.items()})
         self.body.replace_unpartitioned(REQUESTED, self._unpartitioned[_REQUESTED])
         self.body.replace_unpartitioned(MATERIALIZED, self._unpartitioned[_MATERIALIZED])
         self.body.replace_unpartitioned(FAILED, self._unpartitioned[_FAILED] - self._unpartitioned[_MATERIALIZED])
         return any(pending.values())
+
+    def _subset(self, asset: dg.AssetKey, keys: frozenset[str]) -> PartitionsSubset:
+        partitions_def = self._asset_graph.get(asset).partitions_def
+        assert partitions_def is not None  # only partitioned assets' keys are kept
+        return partitions_subset(partitions_def, keys)
 
     def _adopt(self) -> bool:
         """Takes the fields another process wrote (a cancel from the UI or the CLI: status,
