@@ -343,7 +343,8 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         f"{m['impact_seconds']:.2f} ({m['impact_assets']:,} assets) | {m['plan_seconds']:.2f} | "
         f"{m['freeze_seconds']:.2f} | {m['coordinator_seconds']:.2f} | {m['coordinator_cpu_seconds']:.2f} | "
         f"**{m['cpu_ms_per_node']:.3f}** | **{m['peak_rss_mb']:.0f}** | {m['mirror_ticks']} | "
-        f"{m['mirror_tick_median_ms']:.0f} / **{m['mirror_tick_max_ms']:.0f}** |"
+        f"{m['mirror_tick_cpu_median_ms']:.0f} / **{m['mirror_tick_cpu_max_ms']:.0f}** | "
+        f"{m['mirror_tick_median_ms']:.0f} / {m['mirror_tick_max_ms']:.0f} |"
         for m in lineage
     ]
     largest = lineage[-1]
@@ -353,7 +354,7 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         ("plan + impact", "plan_and_impact_seconds", GOAL_PLAN_SECONDS, "s"),
         ("scheduling CPU per node", "cpu_ms_per_node", GOAL_MS_PER_NODE, "ms"),
         ("coordinator peak RSS", "peak_rss_mb", GOAL_LINEAGE_MB, "MB"),
-        ("mirror tick (largest)", "mirror_tick_max_ms", GOAL_MIRROR_TICK_MS, "ms"),
+        ("mirror tick (largest, its CPU)", "mirror_tick_cpu_max_ms", GOAL_MIRROR_TICK_MS, "ms"),
     ]
     quoted = [
         f"- {what} <= {goal:g} {unit}: {largest[key]:.2f} {unit} at {largest['assets']:,} assets "
@@ -382,12 +383,14 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         "(the cascade), freeze and unfreeze of every planned asset, and the real coordinator with runs that "
         "succeed as they are launched (CPU is the process's, the mirror's thread included). *Mirror tick*: "
         "each poll of the mirror's thread (the stored status read; the progress reported since the last poll "
-        "serialized, per asset, and written), median / largest. The code location is executed once (load); "
-        "impact and plan read it from the process's cache, as one backfill command does.",
+        "serialized, per asset, and written), median / largest, in the thread's CPU time (what a tick costs) "
+        "and in wall time, which also holds the tick's waits for the GIL: with runs that succeed at once the "
+        "coordinator's loop never waits, and takes the GIL back every few milliseconds. The code location is "
+        "executed once (load); impact and plan read it from the process's cache, as one backfill command does.",
         "",
         "| assets | planned assets | nodes | runs | load s | impact s | plan s | freeze s | coordinator wall s | "
-        "CPU s | CPU ms/node | peak RSS MB | mirror ticks | mirror tick ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "CPU s | CPU ms/node | peak RSS MB | mirror ticks | mirror tick CPU ms | mirror tick wall ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
         "Goals, at the largest size and extrapolated linearly (from the two largest sizes) to the "
