@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
-from partition_assets.backfill.dagster_ui.conversion import partitions_subset, subset_of
+from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
@@ -135,9 +135,15 @@ def test_a_backfill_without_asset_backfill_data_is_refused(backfill):
 def test_the_mirror_s_conversion_holds_what_dagster_s_does_one_object_for_equal_keys():
     nodes = [Node(key, partition) for key, partitions in KEYS.items() if key != report.key for partition in partitions]
     expected = subset_of(nodes, GRAPH).partitions_subsets_by_asset_key
+    subsets = PartitionSubsets()
 
     for key, partitions in KEYS.items():
         if key != report.key:
-            converted = partitions_subset(GRAPH.get(key).partitions_def, frozenset(partitions))
+            partitions_def = GRAPH.get(key).partitions_def
+            converted = subsets.of(partitions_def, frozenset(partitions))
             assert converted == expected[key]
-            assert partitions_subset(GRAPH.get(key).partitions_def, frozenset(reversed(partitions))) is converted
+            assert subsets.of(partitions_def, frozenset(reversed(partitions))) is converted
+            first = frozenset(partitions[:1])
+            grown = PartitionSubsets()
+            grown.of(partitions_def, first)
+            assert grown.of(partitions_def, frozenset(partitions), grown_from=first) == converted

@@ -38,7 +38,7 @@ from sqlalchemy.exc import OperationalError
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
-from partition_assets.backfill.dagster_ui.conversion import partitions_subset, subset_of
+from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord, cancel
@@ -116,6 +116,7 @@ class DagsterBackfillMirror:
         # Every node reported so far, per kind: each asset's partition keys, and the unpartitioned assets.
         self._keys: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in self._pending}
         self._unpartitioned: dict[str, set[dg.AssetKey]] = {kind: set() for kind in self._pending}
+        self._subsets = PartitionSubsets()
         self._unwritten = False  # progress merged that the last write attempt did not store
         self._cancel_seen = False
         self._stop = threading.Event()
@@ -223,7 +224,7 @@ class DagsterBackfillMirror:
         """Adds the pending nodes to what was reported, and hands the subsets of the assets they
         changed to the body (failed nodes that later succeeded are failed no more); whether
         any changed."""
-        touched: dict[str, set[dg.AssetKey]] = {kind: set() for kind in pending}
+        grown: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in pending}  # asset: keys before
         for kind, nodes in pending.items():
             by_asset: dict[dg.AssetKey, set[str]] = defaultdict(set)
             for node in nodes:
@@ -233,16 +234,16 @@ class DagsterBackfillMirror:
                 if self._asset_graph.get(asset).partitions_def is None:
                     self._unpartitioned[kind].add(asset)
                 else:
-                    known[asset] = known.get(asset, frozenset()) | keys
-                    touched[kind].add(asset)
-        requested, materialized, failed = (self._keys[kind] for kind in (_REQUESTED, _MATERIALIZED, _FAILED))
-        self.body.replace(REQUESTED, {asset: self._subset(asset, requested[asset]) for asset in touched[_REQUESTED]})
-        self.body.replace(
-            MATERIALIZED, {asset: self._subset(asset, materialized[asset]) for asset in touched[_MATERIALIZED]}
-        )
+                    grown[kind][asset] = known.get(asset, frozenset())
+                    known[asset] = grown[kind][asset] | keys
+        materialized, failed = self._keys[_MATERIALIZED], self._keys[_FAILED]
+        for field, kind in ((REQUESTED, _REQUESTED), (MATERIALIZED, _MATERIALIZED)):
+            now = self._keys[kind]
+            subsets = {asset: self._subset(asset, now[asset], before) for asset, before in grown[kind].items()}
+            self.body.replace(field, subsets)
         still_failed = {
             asset: failed[asset] - materialized.get(asset, frozenset())
-            for asset in (touched[_FAILED] | touched[_MATERIALIZED]) & failed.keys()
+            for asset in (grown[_FAILED].keys() | grown[_MATERIALIZED].keys()) & failed.keys()
         }
         self.body.replace(FAILED, {asset: self._subset(asset, keys) for asset, keys in still_failed.items()})
         self.body.replace_unpartitioned(REQUESTED, self._unpartitioned[_REQUESTED])
@@ -250,10 +251,12 @@ class DagsterBackfillMirror:
         self.body.replace_unpartitioned(FAILED, self._unpartitioned[_FAILED] - self._unpartitioned[_MATERIALIZED])
         return any(pending.values())
 
-    def _subset(self, asset: dg.AssetKey, keys: frozenset[str]) -> PartitionsSubset:
+    def _subset(
+        self, asset: dg.AssetKey, keys: frozenset[str], grown_from: frozenset[str] = frozenset()
+    ) -> PartitionsSubset:
         partitions_def = self._asset_graph.get(asset).partitions_def
         assert partitions_def is not None  # only partitioned assets' keys are kept
-        return partitions_subset(partitions_def, keys)
+        return self._subsets.of(partitions_def, keys, grown_from)
 
     def _adopt(self) -> bool:
         """Takes the fields another process wrote (a cancel from the UI or the CLI: status,
