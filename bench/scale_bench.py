@@ -367,7 +367,8 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         (what, key, goal) for what, key, goal, _ in goals if largest[key] <= goal < _at(lineage, key, PLATFORM_ASSETS)
     ]
     first = min(missed, key=lambda m: _assets_reaching(lineage, m[1], m[2]), default=None)
-    closest = max(((what, _at(lineage, key, PLATFORM_ASSETS) / goal) for what, key, goal, _ in goals), key=lambda c: c[1])
+    at_platform = [(what, _at(lineage, key, PLATFORM_ASSETS) / goal) for what, key, goal, _ in goals]
+    closest = max(at_platform, key=lambda share: share[1])
     verdict = (f"Missed already at {largest['assets']:,} assets: **{', '.join(already)}**. " if already else "") + (
         f"The first limit that {PLATFORM_ASSETS:,} assets would break besides, on these figures: **{first[0]}**, "
         f"which reaches its goal at about {_assets_reaching(lineage, first[1], first[2]):,.0f} assets."
