@@ -95,7 +95,8 @@ class DagsterBackfillMirror:
     A tick costs what changed since the last, not the backfill's size: one read of the
     stored status (backfill_row.py), the subsets of the assets that progressed serialized
     (backfill_body.py), and, when something did, one write of the body spliced from the
-    serialized subsets of every asset. A tick with nothing new writes nothing.
+    serialized subsets of every asset. A tick with nothing new writes nothing. `body` is the
+    record's serialized form (its `serialized_subsets` counts what the ticks serialized).
     """
 
     def __init__(
