@@ -430,6 +430,7 @@ def ui_section(ui: dict | None) -> list[str]:
     """Part e): the backfill page of a 100,000-node backfill while its mirror writes progress."""
     if ui is None:
         return ["", "## The backfill page at 100,000 nodes", "", "Not run (`--ui-days 0`)."]
+    slowest = max(ui["first_load_seconds"], ui["load_max_seconds"])
     return [
         "",
         "## The backfill page at 100,000 nodes (bench/ui_scale_bench.py)",
@@ -449,12 +450,19 @@ def ui_section(ui: dict | None) -> list[str]:
         f"{ui['stale_median_seconds']:.2f} / **{ui['stale_max_seconds']:.2f}** | {ui['ticks']} | "
         f"{ui['tick_median_ms']:.0f} / {ui['tick_max_ms']:.0f} |",
         "",
-        f"Goals: the page loads in <= {GOAL_PAGE_SECONDS:.0f} s: largest "
-        f"{max(ui['first_load_seconds'], ui['load_max_seconds']):.2f} s "
-        f"({_met(max(ui['first_load_seconds'], ui['load_max_seconds']), GOAL_PAGE_SECONDS)}); progress current "
+        f"Goals: the page loads in <= {GOAL_PAGE_SECONDS:.0f} s: largest {slowest:.2f} s "
+        f"({_met(slowest, GOAL_PAGE_SECONDS)}); progress current "
         f"within {GOAL_STALE_SECONDS:.0f} s: largest staleness {ui['stale_max_seconds']:.2f} s "
         f"({_met(ui['stale_max_seconds'], GOAL_STALE_SECONDS)}). The page itself re-sends the query every 10 s "
         "while a backfill runs (Dagster's interval): what it shows is at most that much older.",
+        "",
+        f"At {PLATFORM_ASSETS:,} assets: Dagster reads the whole backfill record and counts every asset's "
+        "partitions for each page query, so its cost grows with the assets, whatever the nodes; linearly from "
+        f"this size ({1000 * slowest / ui['planned_assets']:.2f} ms an asset), the page would take "
+        f"{slowest / ui['planned_assets'] * PLATFORM_ASSETS:.0f} s "
+        f"({_met(slowest / ui['planned_assets'] * PLATFORM_ASSETS, GOAL_PAGE_SECONDS)}); it reaches its goal at "
+        f"about {GOAL_PAGE_SECONDS / slowest * ui['planned_assets']:,.0f} assets (planned, at this many nodes an "
+        "asset), before any goal of the lineage above.",
     ]
 
 
