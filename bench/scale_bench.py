@@ -21,10 +21,15 @@ d) A cascade over a generated lineage of 500 / 1,000 / 2,000 assets (--lineage):
    impact list, plan, freeze, coordinator CPU per node, peak memory, mirror tick:
    bench/lineage_bench.py (its shape: bench/lineage_defs.py). The closing note extrapolates
    each figure linearly to 12,000 assets and names the first goal it would miss.
+   --lineage-real 200: the same cascade run for real on a 200-asset lineage (the CLI, real
+   Dagster runs on warm local workers; its assets store nothing, so no Spark).
+e) The backfill page of a 100,000-node backfill of that lineage (--ui-assets 2000 --ui-days
+   46) through a real webserver's GraphQL while the mirror writes progress:
+   bench/ui_scale_bench.py.
 
 Usage: python bench/scale_bench.py [--days 365] [--profile] [--real] [--spark-port 15301]
            [--max-load 2] [--publish-days 40 120 365] [--lineage 500 1000 2000]
-           [--lineage-days 30] [--out bench/results/scale.md]
+           [--lineage-days 30] [--lineage-real 200] [--ui-assets 2000] [--ui-days 46] [--out bench/results/scale.md]
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 import lineage_bench
 import publish_at_scale
+import ui_scale_bench
 
 from tests.support.scale import EXAMPLE, FIRST_DAY, SELECTION, fresh_environment, schedule_in_fresh_process
 
@@ -55,6 +61,8 @@ GOAL_PUBLISH_SECONDS = 5.0  # at 9,125 nodes: 0.5 ms a node
 GOAL_PLAN_SECONDS = 30.0  # plan + impact list of the lineage's cascade
 GOAL_LINEAGE_MB = 2048
 GOAL_MIRROR_TICK_MS = 100.0
+GOAL_PAGE_SECONDS = 3.0  # the backfill page of a 100,000-node backfill, through GraphQL
+GOAL_STALE_SECONDS = 2.0  # its progress current within
 PLATFORM_ASSETS = 12_000  # reference 002's platform, for the extrapolation
 POLL_SECONDS = 0.5
 
@@ -99,6 +107,37 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _run_watched(command: list[str], env: dict[str, str], root: Path) -> dict:
+    """Runs `command` from REPO (its output under `root`): wall seconds, exit code, stdout
+    lines, stderr's tail, and the peak RSS (VmHWM, polled) of the process and, summed over
+    those alive together, of its descendants."""
+    coordinator_mb, descendants_mb, seen = 0.0, 0.0, set()
+    load_before = os.getloadavg()
+    began = time.perf_counter()
+    with open(root / "stdout", "w") as out, open(root / "stderr", "w") as err:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err)
+        while process.poll() is None:
+            coordinator_mb = max(coordinator_mb, _peak_rss_mb(process.pid) or 0.0)
+            alive = _descendants(process.pid)
+            seen |= alive
+            # Those alive together: the run workers, and short-lived helpers beside them.
+            descendants_mb = max(descendants_mb, sum(_peak_rss_mb(child) or 0.0 for child in alive))
+            time.sleep(POLL_SECONDS)
+    lines = (root / "stdout").read_text().splitlines()
+    return {
+        "seconds": time.perf_counter() - began,
+        "returncode": process.returncode,
+        "summary": next((line for line in reversed(lines) if line.startswith("backfill ")), ""),
+        "phases": [line for line in lines if line.startswith(("gate:", "published:"))],
+        "coordinator_peak_mb": coordinator_mb,
+        "descendants_peak_mb": descendants_mb,
+        "descendants": len(seen),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "stderr_tail": (root / "stderr").read_text().splitlines()[-15:] if process.returncode else [],
+    }
+
+
 def measure_real_run(days: int, spark_port: int, log) -> dict:
     """Part b): the CLI backfill on real Spark, with the coordinator's and its workers' peak RSS."""
     from partition_assets.spark import SparkResource
@@ -116,42 +155,38 @@ def measure_real_run(days: int, spark_port: int, log) -> dict:
     ]
     os.environ.update({k: env[k] for k in ("PARTITION_ASSETS_STATE_DIR", "PARTITION_ASSETS_SPARK_CONNECT_PORT")})
     server = SparkResource.from_env().local_server()
-    coordinator_mb, descendants_mb, seen = 0.0, 0.0, set()
     try:
         server.ensure_running()  # before the clock: the JVM's start is not the backfill's
         log(f"  real {days}d: {' '.join(command[1:])}")
-        load_before = os.getloadavg()
-        began = time.perf_counter()
-        with open(root / "stdout", "w") as out, open(root / "stderr", "w") as err:
-            process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err)
-            while process.poll() is None:
-                coordinator_mb = max(coordinator_mb, _peak_rss_mb(process.pid) or 0.0)
-                alive = _descendants(process.pid)
-                seen |= alive
-                # Those alive together: the run workers, and short-lived helpers beside them.
-                descendants_mb = max(descendants_mb, sum(_peak_rss_mb(child) or 0.0 for child in alive))
-                time.sleep(POLL_SECONDS)
-        seconds = time.perf_counter() - began
-        lines = (root / "stdout").read_text().splitlines()
-        stderr_tail = (root / "stderr").read_text().splitlines()[-15:]
+        result = _run_watched(command, env, root)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    summary = next((line for line in reversed(lines) if line.startswith("backfill ")), "")
-    result = {
-        "seconds": seconds,
-        "returncode": process.returncode,
-        "summary": summary,
-        "phases": [line for line in lines if line.startswith(("gate:", "published:"))],
-        "coordinator_peak_mb": coordinator_mb,
-        "descendants_peak_mb": descendants_mb,
-        "descendants": len(seen),
-        "load_before": load_before,
-        "load_after": os.getloadavg(),
-        "stderr_tail": stderr_tail if process.returncode else [],
-    }
-    log(f"  real {days}d: {seconds:.0f} s, exit {process.returncode}, coordinator {coordinator_mb:.0f} MB")
+    log(
+        f"  real {days}d: {result['seconds']:.0f} s, exit {result['returncode']}, "
+        f"coordinator {result['coordinator_peak_mb']:.0f} MB"
+    )
     return result
+
+
+def measure_lineage_real_run(assets: int, days: int, log) -> dict:
+    """Part d), for real: `partition-assets backfill run` of the lineage bench's cascade on an
+    `assets`-asset lineage (no Spark: its assets store nothing), on a fresh lake and instance."""
+    spec = lineage_bench.cascade_spec(assets, days)
+    root = Path(tempfile.mkdtemp(prefix="scale-bench-lineage-"))
+    env = {**os.environ, **fresh_environment(root), "PARTITION_ASSETS_BENCH_ASSETS": str(assets)}
+    command = [
+        *(sys.executable, "-m", "partition_assets", "backfill", "run", "-f", lineage_bench.LINEAGE),
+        *("--select", spec.selection, "--downstream", "--start", spec.start, "--end", spec.end),
+        *("--max-parallel", "4"),
+    ]
+    try:
+        log(f"  lineage real {assets} assets, {days}d")
+        result = _run_watched(command, env, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    log(f"  lineage real: {result['seconds']:.0f} s, exit {result['returncode']}, {result['summary']}")
+    return {**result, "assets": assets, "days": days}
 
 
 def _load(loads) -> str:
@@ -172,6 +207,8 @@ def report(
     command: str,
     published: list[dict],
     lineage: list[dict],
+    lineage_real: dict | None,
+    ui: dict | None,
 ) -> str:
     rows = [
         f"| {'default batching' if m['batch'] else '`--no-batch` (one run per node)'} | {m['nodes']:,} | "
@@ -227,7 +264,7 @@ def report(
             f"together (each one's VmHWM, polled every {POLL_SECONDS} s)",
             f"- load {_load(real['load_before'])} -> {_load(real['load_after'])}",
         ]
-    lines += publish_section(published) + lineage_section(lineage)
+    lines += publish_section(published) + lineage_section(lineage) + lineage_real_section(lineage_real) + ui_section(ui)
     if profiled:
         lines += [
             "",
@@ -306,7 +343,8 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         f"{m['impact_seconds']:.2f} ({m['impact_assets']:,} assets) | {m['plan_seconds']:.2f} | "
         f"{m['freeze_seconds']:.2f} | {m['coordinator_seconds']:.2f} | {m['coordinator_cpu_seconds']:.2f} | "
         f"**{m['cpu_ms_per_node']:.3f}** | **{m['peak_rss_mb']:.0f}** | {m['mirror_ticks']} | "
-        f"{m['mirror_tick_median_ms']:.0f} / **{m['mirror_tick_max_ms']:.0f}** |"
+        f"{m['mirror_tick_cpu_median_ms']:.0f} / **{m['mirror_tick_cpu_max_ms']:.0f}** | "
+        f"{m['mirror_tick_median_ms']:.0f} / {m['mirror_tick_max_ms']:.0f} |"
         for m in lineage
     ]
     largest = lineage[-1]
@@ -316,7 +354,7 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         ("plan + impact", "plan_and_impact_seconds", GOAL_PLAN_SECONDS, "s"),
         ("scheduling CPU per node", "cpu_ms_per_node", GOAL_MS_PER_NODE, "ms"),
         ("coordinator peak RSS", "peak_rss_mb", GOAL_LINEAGE_MB, "MB"),
-        ("mirror tick (largest)", "mirror_tick_max_ms", GOAL_MIRROR_TICK_MS, "ms"),
+        ("mirror tick (largest, its CPU)", "mirror_tick_cpu_max_ms", GOAL_MIRROR_TICK_MS, "ms"),
     ]
     quoted = [
         f"- {what} <= {goal:g} {unit}: {largest[key]:.2f} {unit} at {largest['assets']:,} assets "
@@ -329,11 +367,14 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         (what, key, goal) for what, key, goal, _ in goals if largest[key] <= goal < _at(lineage, key, PLATFORM_ASSETS)
     ]
     first = min(missed, key=lambda m: _assets_reaching(lineage, m[1], m[2]), default=None)
+    at_platform = [(what, _at(lineage, key, PLATFORM_ASSETS) / goal) for what, key, goal, _ in goals]
+    closest = max(at_platform, key=lambda share: share[1])
     verdict = (f"Missed already at {largest['assets']:,} assets: **{', '.join(already)}**. " if already else "") + (
         f"The first limit that {PLATFORM_ASSETS:,} assets would break besides, on these figures: **{first[0]}**, "
         f"which reaches its goal at about {_assets_reaching(lineage, first[1], first[2]):,.0f} assets."
         if first
-        else f"No other goal would break at {PLATFORM_ASSETS:,} assets on a linear extrapolation of these figures."
+        else f"No other goal would break at {PLATFORM_ASSETS:,} assets on a linear extrapolation of these figures; "
+        f"the closest to its goal there: **{closest[0]}** ({closest[1]:.0%} of it)."
     )
     return [
         "",
@@ -344,11 +385,15 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         "and asset graph), impact list (the roots planned alone, then the assets outside that read them), plan "
         "(the cascade), freeze and unfreeze of every planned asset, and the real coordinator with runs that "
         "succeed as they are launched (CPU is the process's, the mirror's thread included). *Mirror tick*: "
-        "each write of the Dagster backfill by the mirror, median / largest.",
+        "each poll of the mirror's thread (the stored status read; the progress reported since the last poll "
+        "serialized, per asset, and written), median / largest, in the thread's CPU time (what a tick costs) "
+        "and in wall time, which also holds the tick's waits for the GIL: with runs that succeed at once the "
+        "coordinator's loop never waits, and takes the GIL back every few milliseconds. The code location is "
+        "executed once (load); impact and plan read it from the process's cache, as one backfill command does.",
         "",
         "| assets | planned assets | nodes | runs | load s | impact s | plan s | freeze s | coordinator wall s | "
-        "CPU s | CPU ms/node | peak RSS MB | mirror ticks | mirror tick ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "CPU s | CPU ms/node | peak RSS MB | mirror ticks | mirror tick CPU ms | mirror tick wall ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
         "Goals, at the largest size and extrapolated linearly (from the two largest sizes) to the "
@@ -357,6 +402,67 @@ def lineage_section(lineage: list[dict]) -> list[str]:
         *quoted,
         "",
         verdict,
+    ]
+
+
+def lineage_real_section(real: dict | None) -> list[str]:
+    """Part d), for real: the cascade run on a slice of the lineage."""
+    if real is None:
+        return ["", "## The lineage's cascade, run for real", "", "Not run (`--lineage-real 0`)."]
+    ok = "" if real["returncode"] == 0 else f" (exit {real['returncode']}: {' / '.join(real['stderr_tail'])})"
+    return [
+        "",
+        f"## The lineage's cascade, run for real on {real['assets']:,} assets",
+        "",
+        f"`partition-assets backfill run -f bench/lineage_defs.py --downstream` of the same {real['days']}-day "
+        f"cascade on the {real['assets']:,}-asset lineage, `--max-parallel 4`, real Dagster runs on the "
+        f"engine's warm local workers (no Spark: the assets store nothing), fresh lake and DAGSTER_HOME{ok}:",
+        "",
+        f"- wall time: {real['seconds']:.0f} s; {real['summary']}; {'; '.join(real['phases'])}",
+        f"- coordinator peak RSS: **{real['coordinator_peak_mb']:.0f} MB**; its descendants (the run "
+        f"workers; {real['descendants']} seen): at most {real['descendants_peak_mb']:.0f} MB summed over those "
+        "alive together",
+        f"- load {_load(real['load_before'])} -> {_load(real['load_after'])}",
+    ]
+
+
+def ui_section(ui: dict | None) -> list[str]:
+    """Part e): the backfill page of a 100,000-node backfill while its mirror writes progress."""
+    if ui is None:
+        return ["", "## The backfill page at 100,000 nodes", "", "Not run (`--ui-days 0`)."]
+    slowest = max(ui["first_load_seconds"], ui["load_max_seconds"])
+    return [
+        "",
+        "## The backfill page at 100,000 nodes (bench/ui_scale_bench.py)",
+        "",
+        f"The lineage at {ui['assets']:,} assets, a {ui['nodes']:,}-node cascade ({ui['planned_assets']:,} assets), "
+        "mirrored into a fresh `dagster dev`'s instance by the real `DagsterBackfillMirror`, fed by a fake "
+        f"progress source reporting {ui['rate']:.0f} node successes a second ({ui['reported']:,} reported while "
+        "measured); meanwhile the page's own GraphQL query (`BackfillDetailsQuery`, with its fragments, as "
+        f"Dagster's UI sends it) every {ui_scale_bench.POLL} s ({ui['queries']} queries). *Staleness*: how long "
+        "before a query the source had reported the first success its answer does not count.",
+        "",
+        "| nodes | mirror created s | first page load s | page load median / largest s | "
+        "staleness median / largest s | mirror ticks | tick median / largest ms |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        f"| {ui['nodes']:,} | {ui['create_seconds']:.2f} | **{ui['first_load_seconds']:.2f}** | "
+        f"{ui['load_median_seconds']:.2f} / **{ui['load_max_seconds']:.2f}** | "
+        f"{ui['stale_median_seconds']:.2f} / **{ui['stale_max_seconds']:.2f}** | {ui['ticks']} | "
+        f"{ui['tick_median_ms']:.0f} / {ui['tick_max_ms']:.0f} |",
+        "",
+        f"Goals: the page loads in <= {GOAL_PAGE_SECONDS:.0f} s: largest {slowest:.2f} s "
+        f"({_met(slowest, GOAL_PAGE_SECONDS)}); progress current "
+        f"within {GOAL_STALE_SECONDS:.0f} s: largest staleness {ui['stale_max_seconds']:.2f} s "
+        f"({_met(ui['stale_max_seconds'], GOAL_STALE_SECONDS)}). The page itself re-sends the query every 10 s "
+        "while a backfill runs (Dagster's interval): what it shows is at most that much older.",
+        "",
+        f"At {PLATFORM_ASSETS:,} assets: Dagster reads the whole backfill record and counts every asset's "
+        "partitions for each page query, so its cost grows with the assets, whatever the nodes; linearly from "
+        f"this size ({1000 * slowest / ui['planned_assets']:.2f} ms an asset), the page would take "
+        f"{slowest / ui['planned_assets'] * PLATFORM_ASSETS:.0f} s "
+        f"({_met(slowest / ui['planned_assets'] * PLATFORM_ASSETS, GOAL_PAGE_SECONDS)}); it reaches its goal at "
+        f"about {GOAL_PAGE_SECONDS / slowest * ui['planned_assets']:,.0f} assets (planned, at this many nodes an "
+        "asset), before any goal of the lineage above.",
     ]
 
 
@@ -383,6 +489,9 @@ def main() -> None:
     parser.add_argument("--publish-days", type=int, nargs="*", default=[40, 120, 365])
     parser.add_argument("--lineage", type=int, nargs="*", default=[500, 1000, 2000], help="lineage sizes (assets)")
     parser.add_argument("--lineage-days", type=int, default=30)
+    parser.add_argument("--lineage-real", type=int, default=200, help="assets of the real lineage run; 0: skip")
+    parser.add_argument("--ui-assets", type=int, default=2000, help="lineage size of the UI bench")
+    parser.add_argument("--ui-days", type=int, default=46, help="its days (46 x 2,000 assets: 102k nodes); 0: skip")
     parser.add_argument("--out", default=str(REPO / "bench/results/scale.md"))
     args = parser.parse_args()
 
@@ -407,11 +516,14 @@ def main() -> None:
     for assets in args.lineage:
         lineage.append(lineage_bench.measure_in_fresh_process(assets, args.lineage_days))
         log(f"  lineage {assets}: {lineage[-1]['nodes']} nodes, {lineage[-1]['cpu_ms_per_node']:.3f} CPU ms/node")
+    lineage_real = measure_lineage_real_run(args.lineage_real, args.lineage_days, log) if args.lineage_real else None
+    ui = ui_scale_bench.measure_in_fresh_process(args.ui_assets, args.ui_days) if args.ui_days else None
+    if ui:
+        log(f"  ui {ui['nodes']} nodes: page {ui['load_max_seconds']:.2f} s, stale {ui['stale_max_seconds']:.2f} s")
     uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     command = " ".join(["python bench/scale_bench.py", *sys.argv[1:]])
-    text = report(
-        args.days, measured, profiled, real, note, f"{uptime}`; after: `{uptime_after}", command, published, lineage
-    )
+    uptimes = f"{uptime}`; after: `{uptime_after}"
+    text = report(args.days, measured, profiled, real, note, uptimes, command, published, lineage, lineage_real, ui)
     Path(args.out).write_text(text)
     print(text)
 

@@ -1,7 +1,8 @@
 """The one seam between partition_assets and Dagster's private modules (`dagster._*`).
 
 Dagster's public API does not reach everything this library needs: the asset graph's node
-types and subsets, backfill records and statuses, the run-launching internals (workspace
+types and subsets, backfill records and statuses (and their table and serialized form,
+written per asset by backfill/dagster_ui/), the run-launching internals (workspace
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
 instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
 (backfill/state/store.py keeps its tables there), the gRPC client of a code server,
@@ -24,6 +25,7 @@ from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
 from dagster._core.definitions.events import AssetKeyPartitionKey
+from dagster._core.definitions.partitions.subset import PartitionsSubset
 from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
 from dagster._core.errors import DagsterUserCodeUnreachableError
 from dagster._core.events import AssetObservationData, StepMaterializationData
@@ -43,13 +45,14 @@ from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.legacy_storage import LegacyRunStorage
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
+from dagster._core.storage.runs.schema import BulkActionsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget, PythonFileTarget, WorkspaceLoadTarget
 from dagster._grpc.client import DagsterGrpcClient
 from dagster._record import replace
-from dagster._serdes import ConfigurableClassData, deserialize_value
+from dagster._serdes import ConfigurableClassData, deserialize_value, pack_value
 from dagster._utils import ensure_file, touch_file
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
 from dagster._utils.schedules import is_valid_cron_string, reverse_cron_string_iterator
@@ -62,6 +65,7 @@ __all__ = [
     "BaseAssetGraph",
     "BaseAssetNode",
     "BulkActionStatus",
+    "BulkActionsTable",
     "BulkActionsFilter",
     "CapturedLogContext",
     "ComputeIOType",
@@ -78,6 +82,7 @@ __all__ = [
     "ModuleTarget",
     "PartitionBackfill",
     "PartitionDimensionDefinition",
+    "PartitionsSubset",
     "PythonFileTarget",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "SerializableErrorInfo",
@@ -93,6 +98,7 @@ __all__ = [
     "deserialize_value",
     "ensure_file",
     "is_valid_cron_string",
+    "pack_value",
     "redirect_to_file",
     "replace",
     "reverse_cron_string_iterator",

@@ -31,6 +31,7 @@ from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
 
 from partition_assets import dagster_internals
+from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
@@ -42,6 +43,7 @@ from partition_assets.dagster_internals import (
     BaseAssetGraph,
     BaseAssetNode,
     BulkActionsFilter,
+    BulkActionsTable,
     BulkActionStatus,
     CapturedLogContext,
     ComputeIOType,
@@ -57,6 +59,7 @@ from partition_assets.dagster_internals import (
     ModuleTarget,
     PartitionBackfill,
     PartitionDimensionDefinition,
+    PartitionsSubset,
     PythonFileTarget,
     SerializableErrorInfo,
     SqlEventLogStorage,
@@ -71,6 +74,7 @@ from partition_assets.dagster_internals import (
     deserialize_value,
     ensure_file,
     is_valid_cron_string,
+    pack_value,
     redirect_to_file,
     replace,
     reverse_cron_string_iterator,
@@ -469,6 +473,47 @@ def test_a_backfill_written_as_the_mirror_writes_it_reads_back_as_written():
     assert {"REQUESTED", "CANCELING", "CANCELED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED"} <= {
         status.name for status in BulkActionStatus
     }
+
+
+@pins("BulkActionsTable", "pack_value", "PartitionsSubset")
+def test_the_mirror_s_row_and_per_asset_serialization_read_back_through_the_instance():
+    """backfill_row.py reads the status column of `bulk_actions` and writes status and body;
+    backfill_body.py splices per-asset items of a packed AssetGraphSubset (`__mapping_items__`
+    pairs of packed key and subset) into a packed PartitionBackfill (`asset_backfill_data`)."""
+    graph = DEFINITIONS.resolve_asset_graph()
+    target = AssetGraphSubset.from_asset_partition_set(
+        {AssetKeyPartitionKey(raw.key, day) for day in ("2024-01-01", "2024-01-02")}, graph
+    )
+    (subset,) = target.partitions_subsets_by_asset_key.values()
+    assert isinstance(subset, PartitionsSubset)
+    packed = pack_value(target)
+    assert set(packed) == {"__class__", "partitions_subsets_by_asset_key", "non_partitioned_asset_keys"}
+    [(key, item)] = packed["partitions_subsets_by_asset_key"]["__mapping_items__"]
+    assert key == pack_value(raw.key) and item == pack_value(subset.to_serializable_subset())
+    assert set(BulkActionsTable.c.keys()) >= {"key", "status", "body"}
+    with dg.instance_for_test() as instance:
+        backfill = PartitionBackfill.from_asset_graph_subset(
+            backfill_id="row",
+            backfill_timestamp=time.time(),
+            tags={},
+            dynamic_partitions_store=instance,
+            asset_graph_subset=target,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+        instance.add_backfill(backfill)
+        assert set(pack_value(backfill)["asset_backfill_data"]) >= {"target_subset", "materialized_subset"}
+        assert stored_status(instance, "row") == BulkActionStatus.REQUESTED
+        assert stored_status(instance, "gone") is None
+        done = backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS)
+
+        assert not write_if_status(instance, "row", BulkActionStatus.CANCELING, done.status, serialize_value(done))
+        assert instance.get_backfill("row") == backfill
+        assert write_if_status(instance, "row", BulkActionStatus.REQUESTED, done.status, serialize_value(done))
+        assert instance.get_backfill("row") == done
+        listed = instance.get_backfills(filters=BulkActionsFilter(statuses=[BulkActionStatus.COMPLETED_SUCCESS]))
+        assert [b.backfill_id for b in listed] == ["row"]
 
 
 # -- backfill/running/launcher.py: workspace load targets and submitting a run --------------

@@ -15,9 +15,11 @@ Not guaranteed: a node is "materialized" on the Backfills page once its run succ
 staged backfill's partitions become materialized in Dagster's asset status only when it
 publishes. A coordinator killed without running its exit leaves its Dagster backfill in
 progress until `partition-assets backfill resume <id>` (or `cancel <id>`) is run.
-Writes go through `DagsterInstance.get_backfill/add_backfill/update_backfill` and
-`PartitionBackfill`/`AssetBackfillData` fields; tests/integration/test_dagster_internals.py
-pins them against the installed Dagster.
+The record is created (or taken over) through `DagsterInstance.add_backfill/update_backfill`;
+progress is then written per asset (backfill_body.py) into its row (backfill_row.py), and
+the whole record read again only when another process changed its status. The
+`PartitionBackfill`/`AssetBackfillData` fields and the serialized form it writes are pinned
+in tests/integration/test_dagster_internals.py against the installed Dagster.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import logging
 import sys
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -33,7 +36,9 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from sqlalchemy.exc import OperationalError
 
-from partition_assets.backfill.dagster_ui.conversion import subset_of
+from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
+from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
+from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord, cancel
@@ -42,6 +47,7 @@ from partition_assets.dagster_internals import (
     AssetGraphSubset,
     BulkActionStatus,
     PartitionBackfill,
+    PartitionsSubset,
     serializable_error_info_from_exc_info,
 )
 from partition_assets.errors import BackfillStateError
@@ -52,10 +58,13 @@ if TYPE_CHECKING:
 
 # How often the mirror writes progress and looks for a cancel clicked in the UI, at most.
 POLL_SECONDS = 0.5
-# A poll reads and writes the whole Dagster backfill (its size grows with the backfill's):
-# the mirror waits this many times a poll's duration before the next, so that it takes a
-# bounded share of a CPU however large the backfill, not one growing with it.
+# A poll that writes still copies the whole body into the database (its size grows with the
+# backfill's assets): the mirror waits this many times a poll's duration before the next, so
+# that it takes a bounded share of a CPU however large the backfill.
 POLL_IDLE_FACTOR = 9
+# The final write is retried when another process changed the status between its read and
+# the write (a cancel clicked at that moment); each retry reads the new status first.
+_FINAL_WRITE_ATTEMPTS = 3
 _log = logging.getLogger(__name__)
 
 # The Dagster status of each engine record status (partition_assets/backfill/state/record.py).
@@ -82,6 +91,12 @@ class DagsterBackfillMirror:
     leaves it alone); `done` nodes count as materialized from the start. Use as a context
     manager: on exit it writes the final status from the record (FAILED with the error
     when the coordinator raised before deciding one, CANCELED when it was interrupted).
+
+    A tick costs what changed since the last, not the backfill's size: one read of the
+    stored status (backfill_row.py), the subsets of the assets that progressed serialized
+    (backfill_body.py), and, when something did, one write of the body spliced from the
+    serialized subsets of every asset. A tick with nothing new writes nothing. `body` is the
+    record's serialized form (its `serialized_subsets` counts what the ticks serialized).
     """
 
     def __init__(
@@ -97,35 +112,46 @@ class DagsterBackfillMirror:
         self._asset_graph = asset_graph
         self._instance = instance
         self._lock = threading.Lock()
-        # Nodes reported since the last write, per kind; written ones are kept as Dagster
-        # subsets, so that a write costs what changed, not the whole backfill.
+        # Nodes reported since the last tick, per kind.
         self._pending: dict[str, set[Node]] = {_REQUESTED: set(done), _MATERIALIZED: set(done), _FAILED: set()}
-        self._written = {kind: AssetGraphSubset.create_empty_subset() for kind in self._pending}
+        # Every node reported so far, per kind: each asset's partition keys, and the unpartitioned assets.
+        self._keys: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in self._pending}
+        self._unpartitioned: dict[str, set[dg.AssetKey]] = {kind: set() for kind in self._pending}
+        self._subsets = PartitionSubsets()
+        self._unwritten = False  # progress merged that the last write attempt did not store
         self._cancel_seen = False
         self._stop = threading.Event()
         existing = instance.get_backfill(record.id)
         if existing is None:
-            instance.add_backfill(
-                PartitionBackfill.from_asset_graph_subset(
-                    backfill_id=record.id,
-                    backfill_timestamp=time.time(),
-                    tags={**record.spec.tags, ENGINE_TAG: SPARSE},
-                    dynamic_partitions_store=instance,
-                    asset_graph_subset=subset_of(graph.nodes(), asset_graph),
-                    title=None,
-                    description=f"partition-assets backfill {record.id}: {record.spec.describe()}",
-                    run_config=None,
-                )
+            written = PartitionBackfill.from_asset_graph_subset(
+                backfill_id=record.id,
+                backfill_timestamp=time.time(),
+                tags={**record.spec.tags, ENGINE_TAG: SPARSE},
+                dynamic_partitions_store=instance,
+                asset_graph_subset=subset_of(graph.nodes(), asset_graph),
+                title=None,
+                description=f"partition-assets backfill {record.id}: {record.spec.describe()}",
+                run_config=None,
             )
+            instance.add_backfill(written)
         else:  # launched from the UI, or resumed: in progress again, whatever it was
-            instance.update_backfill(
-                existing._replace(
-                    status=BulkActionStatus.REQUESTED,
-                    tags={**existing.tags, ENGINE_TAG: SPARSE},
-                    backfill_end_timestamp=None,
-                    error=None,
-                )
+            written = existing._replace(
+                status=BulkActionStatus.REQUESTED,
+                tags={**existing.tags, ENGINE_TAG: SPARSE},
+                backfill_end_timestamp=None,
+                error=None,
             )
+            instance.update_backfill(written)
+        # The record as written, its progress replaced: the frame each write fills in.
+        data = written.get_asset_backfill_data(asset_graph)._replace(
+            requested_subset=AssetGraphSubset.create_empty_subset(),
+            materialized_subset=AssetGraphSubset.create_empty_subset(),
+            failed_and_downstream_subset=AssetGraphSubset.create_empty_subset(),
+            requested_runs_for_target_roots=True,
+        )
+        self._frame = written._replace(serialized_asset_backfill_data=None, asset_backfill_data=data)
+        self._written_status = written.status
+        self.body = BackfillBody(self._frame)
         self._flush()
         self._thread = threading.Thread(target=self._poll, name=f"dagster-backfill-{record.id}", daemon=True)
         self._thread.start()
@@ -154,42 +180,95 @@ class DagsterBackfillMirror:
             wait = max(POLL_SECONDS, POLL_IDLE_FACTOR * (time.monotonic() - started))
 
     def _poll_once(self) -> None:
-        stored = self._instance.get_backfill(self._record_id)
-        if stored is not None and stored.status == BulkActionStatus.CANCELING and not self._cancel_seen:
+        stored = stored_status(self._instance, self._record_id)
+        if stored == BulkActionStatus.CANCELING and not self._cancel_seen:
             # Cancel in the UI: the coordinator stops launching and cancels its runs in flight.
             self._cancel_seen = True
             try:
                 cancel(self._store, self._record_id)
             except BackfillStateError as error:  # publishing already: the cancel comes too late
                 _log.warning("backfill %s: the cancel in the UI is ignored: %s", self._record_id, error)
-        self._flush()
+        self._flush(stored=stored)
 
-    def _flush(self, status: BulkActionStatus | None = None, error: object = None) -> None:
+    def _flush(
+        self, status: BulkActionStatus | None = None, error: object = None, stored: BulkActionStatus | None = None
+    ) -> bool:
+        """Writes the progress reported since the last write, and `status` (final, with the
+        end time and `error`) when given; whether nothing is left to write (False: the
+        stored status changed between its read and the write, to be written again)."""
         with self._lock:
             pending, self._pending = self._pending, {kind: set() for kind in self._pending}
-        if status is None and not any(pending.values()):
-            return
-        for kind, nodes in pending.items():
-            if nodes:
-                self._written[kind] = self._written[kind] | subset_of(nodes, self._asset_graph)
-        stored = self._instance.get_backfill(self._record_id)
+        self._unwritten |= self._merge(pending)
+        if status is None and not self._unwritten:
+            return True
+        if stored is None:
+            stored = stored_status(self._instance, self._record_id)
         if stored is None:  # deleted from the UI meanwhile
-            return
-        materialized = self._written[_MATERIALIZED]
-        data = stored.get_asset_backfill_data(self._asset_graph)._replace(
-            requested_subset=self._written[_REQUESTED],
-            materialized_subset=materialized,
-            failed_and_downstream_subset=self._written[_FAILED] - materialized,
-            requested_runs_for_target_roots=True,
-        )
-        updated = stored.with_asset_backfill_data(data, self._instance, self._asset_graph)
+            return True
+        if stored != self._written_status and not self._adopt():
+            return True
+        frame = self._frame
         if status is not None:
-            updated = updated.with_status(status).with_end_timestamp(time.time())
+            frame = frame.with_status(status).with_end_timestamp(time.time())
             if error is not None:
-                updated = updated.with_error(error)
-        elif stored.status not in _STOPPED:  # a cancel clicked meanwhile is kept
-            updated = updated.with_status(BulkActionStatus.REQUESTED)
-        self._instance.update_backfill(updated)
+                frame = frame.with_error(error)
+        elif stored in _STOPPED:  # a cancel clicked meanwhile is kept
+            frame = frame.with_status(stored)
+        else:
+            frame = frame.with_status(BulkActionStatus.REQUESTED)
+        if not write_if_status(self._instance, self._record_id, stored, frame.status, self.body.text(frame)):
+            return False
+        self._frame, self._written_status, self._unwritten = frame, frame.status, False
+        return True
+
+    def _merge(self, pending: Mapping[str, set[Node]]) -> bool:
+        """Adds the pending nodes to what was reported, and hands the subsets of the assets they
+        changed to the body (failed nodes that later succeeded are failed no more); whether
+        any changed."""
+        grown: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in pending}  # asset: keys before
+        for kind, nodes in pending.items():
+            by_asset: dict[dg.AssetKey, set[str]] = defaultdict(set)
+            for node in nodes:
+                by_asset[node.asset].add(node.partition)
+            known = self._keys[kind]
+            for asset, keys in by_asset.items():
+                if self._asset_graph.get(asset).partitions_def is None:
+                    self._unpartitioned[kind].add(asset)
+                else:
+                    grown[kind][asset] = known.get(asset, frozenset())
+                    known[asset] = grown[kind][asset] | keys
+        materialized, failed = self._keys[_MATERIALIZED], self._keys[_FAILED]
+        for field, kind in ((REQUESTED, _REQUESTED), (MATERIALIZED, _MATERIALIZED)):
+            now = self._keys[kind]
+            subsets = {asset: self._subset(asset, now[asset], before) for asset, before in grown[kind].items()}
+            self.body.replace(field, subsets)
+        still_failed = {
+            asset: failed[asset] - materialized.get(asset, frozenset())
+            for asset in (grown[_FAILED].keys() | grown[_MATERIALIZED].keys()) & failed.keys()
+        }
+        self.body.replace(FAILED, {asset: self._subset(asset, keys) for asset, keys in still_failed.items()})
+        self.body.replace_unpartitioned(REQUESTED, self._unpartitioned[_REQUESTED])
+        self.body.replace_unpartitioned(MATERIALIZED, self._unpartitioned[_MATERIALIZED])
+        self.body.replace_unpartitioned(FAILED, self._unpartitioned[_FAILED] - self._unpartitioned[_MATERIALIZED])
+        return any(pending.values())
+
+    def _subset(
+        self, asset: dg.AssetKey, keys: frozenset[str], grown_from: frozenset[str] = frozenset()
+    ) -> PartitionsSubset:
+        partitions_def = self._asset_graph.get(asset).partitions_def
+        assert partitions_def is not None  # only partitioned assets' keys are kept
+        return self._subsets.of(partitions_def, keys, grown_from)
+
+    def _adopt(self) -> bool:
+        """Takes the fields another process wrote (a cancel from the UI or the CLI: status,
+        end time, error) into the frame, its progress kept; False when it is gone."""
+        stored = self._instance.get_backfill(self._record_id)
+        if stored is None:
+            return False
+        progress = self._frame.asset_backfill_data
+        self._frame = stored._replace(serialized_asset_backfill_data=None, asset_backfill_data=progress)
+        self._written_status = stored.status
+        return True
 
     def __enter__(self) -> DagsterBackfillMirror:
         return self
@@ -209,7 +288,9 @@ class DagsterBackfillMirror:
             status = BulkActionStatus.FAILED  # the coordinator stopped before deciding: `backfill resume`
         if status == BulkActionStatus.REQUESTED:  # still publishing elsewhere: leave it in progress
             status = None
-        self._flush(status, error)
+        for _ in range(_FINAL_WRITE_ATTEMPTS):
+            if self._flush(status, error):
+                break
 
 
 def mark_canceled(instance: dg.DagsterInstance, backfill_id: str) -> None:

@@ -2,13 +2,14 @@
 
 A time-window mapping between time partitions is computed with interval arithmetic
 over window boundaries (the same rules as Dagster's TimeWindowPartitionMapping): one
-(start, stop) pair of upstream indexes per downstream partition. An identity mapping
+(start, stop) pair of upstream indexes per downstream partition it has not seen before in the plan. An identity mapping
 between equal definitions is a lookup. Every other mapping goes through Dagster's own
-mapping, key by key, into explicit index lists.
+mapping, key by key, into explicit index lists (each distinct question asked once per plan:
+mapping_memo.py).
 
 Not guaranteed: an edge to a partition outside the backfill is dropped (the graph holds
 only the backfill's nodes); a custom PartitionMapping costs one Dagster call per
-downstream partition.
+downstream partition it has not seen before in the plan.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from typing import TYPE_CHECKING, cast
 import dagster as dg
 import numpy as np
 
-from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.windows import WindowCache, full_window
 
 if TYPE_CHECKING:
     from partition_assets.backfill.planning.graph import AssetSlice
-    from partition_assets.dagster_internals import DynamicPartitionsStore
+    from partition_assets.backfill.planning.mapping_memo import MappingMemo
 
 
 @dataclass
@@ -59,7 +59,7 @@ def edges_between(
     upstream: AssetSlice,
     mapping: dg.PartitionMapping,
     windows: WindowCache,
-    dynamic_partitions_store: DynamicPartitionsStore | None,
+    memo: MappingMemo,
 ) -> Dependency:
     """The edges `mapping` draws from `downstream`'s partitions to `upstream`'s."""
     if (
@@ -78,31 +78,13 @@ def edges_between(
             np.array(
                 sorted(
                     upstream.index_of[k]
-                    for k in _mapped_keys(mapping, downstream, upstream, key, dynamic_partitions_store)
+                    for k in memo.upstream_keys(mapping, downstream.partitions_def, key, upstream.partitions_def)
                     if k in upstream.index_of
                 ),
                 dtype=np.int64,
             )
         )
     return Dependency(downstream.key, upstream.key, explicit=explicit)
-
-
-def _mapped_keys(
-    mapping: dg.PartitionMapping,
-    downstream: AssetSlice,
-    upstream: AssetSlice,
-    key: str,
-    store: DynamicPartitionsStore | None,
-) -> list[str]:
-    if upstream.partitions_def is None:
-        return [UNPARTITIONED]
-    subset = None
-    if downstream.partitions_def is not None:
-        subset = downstream.partitions_def.empty_subset().with_partition_keys([key])
-    result = mapping.get_upstream_mapped_partitions_result_for_partitions(
-        subset, downstream.partitions_def, upstream.partitions_def, dynamic_partitions_store=store
-    )
-    return list(result.partitions_subset.get_partition_keys())
 
 
 def _time_window_dependency(

@@ -25,6 +25,7 @@ import numpy as np
 from partition_assets.backfill.planning.edges import Dependency, edges_between
 from partition_assets.backfill.planning.keys import explicit_keys_of, keys_of
 from partition_assets.backfill.planning.lineage import cascade, descendants, mappings_among
+from partition_assets.backfill.planning.mapping_memo import MappingMemo
 from partition_assets.backfill.planning.selection import check_static_filters, resolve_selection, why_empty
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange, Wording, flag_of
 from partition_assets.backfill.planning.windows import WindowCache
@@ -207,6 +208,7 @@ def build_graph(
         default=0,
     )
     windows = WindowCache(padding, lookback, exact)
+    memo = MappingMemo(dynamic_partitions_store)
     if explicit_keys:
         keys_by_asset = explicit_keys_of(
             asset_graph, order, set(selection), explicit_keys, dynamic_partitions_store, wording
@@ -226,11 +228,11 @@ def build_graph(
             if key in set(selection)
         }
     if downstream:
-        keys_by_asset = cascade(asset_graph, order, keys_by_asset, mappings_by_edge, dynamic_partitions_store)
+        keys_by_asset = cascade(asset_graph, order, keys_by_asset, mappings_by_edge, memo)
     slices = {key: _slice(key, asset_graph.get(key), keys_by_asset[key], windows) for key in order}
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():
-        dependencies[key].append(edges_between(slices[key], slices[parent], mapping, windows, dynamic_partitions_store))
+        dependencies[key].append(edges_between(slices[key], slices[parent], mapping, windows, memo))
     return BackfillGraph(slices, dependencies)
 
 

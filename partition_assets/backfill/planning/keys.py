@@ -16,7 +16,8 @@ when the plan is made.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -106,6 +107,7 @@ def explicit_keys_of(
 ) -> dict[dg.AssetKey, list[str]]:
     """Each selected asset's share of `keys` (those that are its partition keys), in partition order."""
     found: dict[dg.AssetKey, list[str]] = {}
+    partition_order = PartitionOrder(store)
     for key in order:
         if key not in selected:
             continue
@@ -117,7 +119,7 @@ def explicit_keys_of(
             own = {k for k in keys if partitions_def.has_partition_key(k)}
         else:
             own = set(keys) & set(partitions_def.get_partition_keys(dynamic_partitions_store=store))
-        found[key] = in_partition_order(partitions_def, own, store)
+        found[key] = partition_order.sorted(partitions_def, own)
     unused = [k for k in keys if not any(k in asset_keys for asset_keys in found.values())]
     if unused:
         examples = {
@@ -139,21 +141,41 @@ def _first_key(partitions_def: dg.PartitionsDefinition | None, store: DynamicPar
     return keys[0] if keys else None
 
 
-def in_partition_order(
-    partitions_def: dg.PartitionsDefinition | None, keys: set[str], store: DynamicPartitionsStore | None
-) -> list[str]:
-    """`keys` in the definition's order (sorted for an unpartitioned asset); keys the
-    definition does not hold are left out. Time partitions are sorted by their start
-    rather than by listing the definition (a year of hours is 8,760 keys, listed by cron
-    arithmetic, for each asset of a plan)."""
-    if partitions_def is None:
-        return sorted(keys)
-    if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
-        first, last = partitions_def.get_first_partition_window(), partitions_def.get_last_partition_window()
-        if first is None or last is None:
-            return []
-        starts = {key: partitions_def.time_window_for_partition_key(key).start for key in keys}
-        return sorted(
-            (key for key, start in starts.items() if first.start <= start <= last.start), key=starts.__getitem__
-        )
-    return [k for k in partitions_def.get_partition_keys(dynamic_partitions_store=store) if k in keys]
+class PartitionOrder:
+    """Sorts keys in their definition's order (sorted for an unpartitioned asset), leaving out
+    keys the definition does not hold. Time partitions are sorted by their start rather than
+    by listing the definition (a year of hours is 8,760 keys, listed by cron arithmetic);
+    each time key is parsed, and each other definition listed, once per `PartitionOrder`:
+    a plan keeps one, as its assets share definitions and keys."""
+
+    def __init__(self, store: DynamicPartitionsStore | None) -> None:
+        self._store = store
+        # Per definition (hashing one costs microseconds: once per call), each key's window start.
+        self._starts: dict[dg.TimeWindowPartitionsDefinition, dict[str, datetime | None]] = {}
+        self._positions: dict[dg.PartitionsDefinition, dict[str, int]] = {}
+
+    def sorted(self, partitions_def: dg.PartitionsDefinition | None, keys: Iterable[str]) -> list[str]:
+        if partitions_def is None:
+            return sorted(keys)
+        if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+            known = self._starts.setdefault(partitions_def, {})
+            starts = {key: start for key in keys if (start := self._start(partitions_def, known, key)) is not None}
+            return sorted(starts, key=starts.__getitem__)
+        if partitions_def not in self._positions:
+            listed = partitions_def.get_partition_keys(dynamic_partitions_store=self._store)
+            self._positions[partitions_def] = {key: index for index, key in enumerate(listed)}
+        positions = self._positions[partitions_def]
+        return sorted((key for key in keys if key in positions), key=positions.__getitem__)
+
+    @staticmethod
+    def _start(
+        partitions_def: dg.TimeWindowPartitionsDefinition, known: dict[str, datetime | None], key: str
+    ) -> datetime | None:
+        """The start of `key`'s window (remembered in `known`); None when it lies outside the
+        definition's partitions."""
+        if key not in known:
+            first, last = partitions_def.get_first_partition_window(), partitions_def.get_last_partition_window()
+            start = partitions_def.time_window_for_partition_key(key).start
+            inside = first is not None and last is not None and first.start <= start <= last.start
+            known[key] = start if inside else None
+        return known[key]

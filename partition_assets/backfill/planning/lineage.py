@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.planning.keys import UNPARTITIONED, in_partition_order
+from partition_assets.backfill.planning.mapping_memo import MappingMemo
 
 if TYPE_CHECKING:
     from partition_assets.backfill.planning.graph import BackfillGraph
@@ -48,7 +48,7 @@ def impact(
         order,
         {key: asset_slice.partition_keys for key, asset_slice in graph.slices.items()},
         mappings_among(asset_graph, order),
-        dynamic_partitions_store,
+        MappingMemo(dynamic_partitions_store),
     )
     return {key: len(reached[key]) for key in order if key in outside and reached[key]}
 
@@ -81,58 +81,38 @@ def cascade(
     order: list[dg.AssetKey],
     keys_by_asset: dict[dg.AssetKey, list[str]],
     mappings_by_edge: EdgeMappings,
-    store: DynamicPartitionsStore | None,
+    memo: MappingMemo,
 ) -> dict[dg.AssetKey, list[str]]:
     """Each asset's partitions plus every partition that its upstream partitions reach."""
+    parents: dict[dg.AssetKey, list[tuple[dg.AssetKey, dg.PartitionMapping]]] = {key: [] for key in order}
+    for (child, parent), mapping in mappings_by_edge.items():
+        if parent != child:
+            parents[child].append((parent, mapping))
     reached: dict[dg.AssetKey, list[str]] = {}
     for key in order:  # topological: an asset's parents are final before it
         partitions_def = asset_graph.get(key).partitions_def
         keys = set(keys_by_asset.get(key, ()))
-        for (child, parent), mapping in mappings_by_edge.items():
-            if child == key and parent != key and reached[parent]:
-                keys |= _downstream_keys(
-                    mapping, asset_graph.get(parent).partitions_def, reached[parent], partitions_def, store
-                )
+        for parent, mapping in parents[key]:
+            if reached[parent]:
+                parent_def = asset_graph.get(parent).partitions_def
+                keys |= memo.downstream_keys(mapping, parent_def, reached[parent], partitions_def)
         if keys and (key, key) in mappings_by_edge:
-            keys |= _self_reached(mappings_by_edge[(key, key)], partitions_def, keys, store)
-        reached[key] = in_partition_order(partitions_def, keys, store)
+            keys |= _self_reached(mappings_by_edge[(key, key)], partitions_def, keys, memo)
+        reached[key] = memo.order.sorted(partitions_def, keys)
     return reached
 
 
-def _downstream_keys(
-    mapping: dg.PartitionMapping,
-    upstream_def: dg.PartitionsDefinition | None,
-    upstream_keys: list[str],
-    downstream_def: dg.PartitionsDefinition | None,
-    store: DynamicPartitionsStore | None,
-) -> set[str]:
-    if downstream_def is None:
-        return {UNPARTITIONED}
-    if upstream_def is None:  # an unpartitioned input feeds every partition
-        return set(downstream_def.get_partition_keys(dynamic_partitions_store=store))
-    subset = mapping.get_downstream_partitions_for_partitions(
-        upstream_def.subset_with_partition_keys(upstream_keys),
-        upstream_def,
-        downstream_def,
-        dynamic_partitions_store=store,
-    )
-    return set(subset.get_partition_keys())
-
-
 def _self_reached(
-    mapping: dg.PartitionMapping,
-    partitions_def: dg.PartitionsDefinition,
-    keys: set[str],
-    store: DynamicPartitionsStore | None,
+    mapping: dg.PartitionMapping, partitions_def: dg.PartitionsDefinition, keys: set[str], memo: MappingMemo
 ) -> set[str]:
     """Partitions of a self-dependent asset that depend on `keys` through itself, transitively."""
     if isinstance(mapping, dg.TimeWindowPartitionMapping) and mapping.end_offset < 0:
         # Each partition reads earlier ones: a change reaches every later partition.
-        every = list(partitions_def.get_partition_keys(dynamic_partitions_store=store))
+        every = list(partitions_def.get_partition_keys(dynamic_partitions_store=memo.store))
         position = {k: i for i, k in enumerate(every)}
         return set(every[min(position[k] for k in keys) :])
-    reached, frontier = set(keys), set(keys)
+    reached, frontier = set(keys), frozenset(keys)
     while frontier:
-        frontier = _downstream_keys(mapping, partitions_def, sorted(frontier), partitions_def, store) - reached
+        frontier = memo.downstream_keys(mapping, partitions_def, sorted(frontier), partitions_def) - reached
         reached |= frontier
     return reached
