@@ -41,6 +41,8 @@ from partition_assets.backfill import BackfillGraph, Node, TimeRange, build_grap
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.partitions import daily, mappings, monthly, multi, static, weekly
 
+# The environment variable naming the seed of the shape bench/shape_location.py loads.
+SEED_ENV = "DAG_SHAPE_SEED"
 START = "2024-01-01"  # a Monday: weeks (Monday to Sunday) and the range start together
 DAYS = daily(START)
 WEEKS = weekly(START, day_offset=1)

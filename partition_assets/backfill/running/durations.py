@@ -65,51 +65,62 @@ class RunTimings:
 class Durations:
     """The seconds a node of each asset takes: measured in this backfill once one of the
     asset's runs finished, else `recorded` (earlier runs in the instance), else the median
-    of the other estimates."""
+    of the other estimates (`typical`, taken again when an asset is first measured).
+
+    The caller orders its nodes by `ordered()`; `add` says when an estimate has moved too
+    far from those for the order to stand. Each call costs O(1), but for an asset's first
+    measure (O(assets)) and `ordered()` (O(assets))."""
 
     def __init__(self, assets: Iterable[dg.AssetKey], recorded: Mapping[dg.AssetKey, float] | None = None) -> None:
         self._assets = list(assets)
-        self._recorded = {key: seconds for key, seconds in (recorded or {}).items() if seconds > 0}
         self.timings: dict[dg.AssetKey, RunTimings] = {key: RunTimings() for key in self._assets}
-        self._ordered_by = self.snapshot()
+        self._recorded = {
+            key: seconds for key, seconds in (recorded or {}).items() if key in self.timings and seconds > 0
+        }
+        self._measured: dict[dg.AssetKey, float] = {}
+        self._typical = self._median()
+        self._ordered_by = self.ordered()
 
     def known(self, asset: dg.AssetKey) -> bool:
         """Whether `asset`'s estimate comes from runs of it (earlier ones, or this backfill's)."""
         return asset in self._recorded or self.timings[asset].runs > 0
 
     def of(self, asset: dg.AssetKey) -> float:
-        measured = self.timings[asset].seconds_per_partition() if asset in self.timings else None
-        if measured:
-            return measured
-        if asset in self._recorded:
-            return self._recorded[asset]
-        return self._typical()
-
-    def _typical(self) -> float:
-        known = [s for key in self._assets if (s := self.timings[key].seconds_per_partition())]
-        known += [s for key, s in self._recorded.items() if not self.timings.get(key, RunTimings()).runs]
-        return statistics.median(known) if known else DEFAULT_SECONDS
+        return self._measured.get(asset) or self._recorded.get(asset) or self._typical
 
     def member_seconds(self, asset: dg.AssetKey) -> float:
         """What one more partition adds to a run of `asset`: the work per partition fitted
         through its runs of different sizes (their overhead apart), else `of(asset)`."""
-        timings = self.timings[asset]
-        work = timings.work()
+        work = self.timings[asset].work()
         return work if work > 0 else self.of(asset)
 
-    def snapshot(self) -> dict[dg.AssetKey, float]:
-        return {key: self.of(key) for key in self._assets}
+    def ordered(self) -> dict[dg.AssetKey, float]:
+        """Every asset's estimate now, remembered as those the caller orders its nodes by."""
+        self._ordered_by = {key: self.of(key) for key in self._assets}
+        return dict(self._ordered_by)
 
     def add(self, asset: dg.AssetKey, partitions: int, seconds: float) -> bool:
         """Notes a successful run of `partitions` partitions of `asset` that took `seconds`;
-        True when an estimate moved by more than REORDER_CHANGE since the last reorder, which
-        the caller then makes (the estimates it ordered by are remembered as of now)."""
-        self.timings[asset].add(partitions, seconds)
-        now = self.snapshot()
-        moved = any(abs(now[key] - before) > REORDER_CHANGE * before for key, before in self._ordered_by.items())
-        if moved:
-            self._ordered_by = now
-        return moved
+        True when an estimate moved by more than REORDER_CHANGE from `ordered()`'s: `asset`'s
+        own, or the typical one that the assets not measured yet take. A run that took no
+        time (a fake one) tells nothing of the seconds and changes no estimate."""
+        timings = self.timings[asset]
+        timings.add(partitions, seconds)
+        per_partition = timings.seconds_per_partition()
+        if not per_partition:
+            return False
+        first = asset not in self._measured
+        self._measured[asset] = per_partition
+        if first:
+            self._typical = self._median()
+        return any(
+            abs(self.of(key) - self._ordered_by[key]) > REORDER_CHANGE * self._ordered_by[key]
+            for key in ([asset] if not first else self._assets)
+        )
+
+    def _median(self) -> float:
+        known = list(self._measured.values()) + [s for key, s in self._recorded.items() if key not in self._measured]
+        return statistics.median(known) if known else DEFAULT_SECONDS
 
 
 def recorded_seconds(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:

@@ -124,6 +124,10 @@ class Schedule:
             if state == NodeStatus.PENDING
         }
         self.durations = Durations(graph.slices, durations)
+        # Reordering costs a pass over the graph: at most about MAX_REORDERS of them per backfill.
+        self._reorder_every = max(1, len(self._waiting_on) // MAX_REORDERS)
+        self._finished_since_reorder = 0
+        self._reorder_due = False
         self._order_by_estimates()
         # Nodes still to launch, per asset: the work left besides what runs.
         self._unlaunched = Counter(node.asset for node in self._waiting_on)
@@ -132,19 +136,27 @@ class Schedule:
         self._ready = [(self._priority[node], node) for node, count in self._waiting_on.items() if count == 0]
         heapq.heapify(self._ready)
         self._ready_per_asset = Counter(node.asset for _, node in self._ready)
+        self._ready_count = len(self._ready)
+        # The seconds of those two counts, by the estimates the nodes are ordered by (`_seconds`).
+        self._ready_seconds = self._seconds_of(self._ready_per_asset)
+        self._unlaunched_seconds = self._seconds_of(self._unlaunched)
         self._running: dict[RunUnit, float | None] = {}  # each running unit's launch time, when told
         self._running_per_asset: Counter[dg.AssetKey] = Counter()
         self._running_per_pool: Counter[str] = Counter()
 
     def _order_by_estimates(self) -> None:
         """Each node's chain of work (seconds, by the current estimates) and launch priority."""
-        seconds = self.durations.snapshot()
-        self._chain = chain_seconds(self._graph, self._children, seconds)
+        self._seconds = self.durations.ordered()
+        self._chain = chain_seconds(self._graph, self._children, self._seconds)
         self._priority = priorities(self._graph, self._chain, self._newest_first)
 
-    @property
-    def _ready_count(self) -> int:
-        return self._ready_per_asset.total()
+    def _seconds_of(self, counts: Counter[dg.AssetKey]) -> float:
+        return sum(self._seconds[asset] * count for asset, count in counts.items())
+
+    def _ready_changed(self, asset: dg.AssetKey, count: int) -> None:
+        self._ready_per_asset[asset] += count
+        self._ready_count += count
+        self._ready_seconds += count * self._seconds[asset]
 
     @property
     def is_done(self) -> bool:
@@ -179,7 +191,7 @@ class Schedule:
             node = entry[1]
             if self._status[node] != NodeStatus.PENDING:  # taken along by an earlier unit
                 continue
-            self._ready_per_asset[node.asset] -= 1
+            self._ready_changed(node.asset, -1)
             limit = self._throttle.per_asset.get(node.asset)
             pool = self._pools.get(node.asset)
             if (limit is not None and self._running_per_asset[node.asset] >= limit) or not allowance.pool_allows(
@@ -197,7 +209,7 @@ class Schedule:
             units.append(unit)
         for entry in deferred:
             heapq.heappush(self._ready, entry)
-            self._ready_per_asset[entry[1].asset] += 1
+            self._ready_changed(entry[1].asset, 1)
         return units
 
     def ready_allowance(self, node: Node, now: float | None = None) -> int:
@@ -222,15 +234,14 @@ class Schedule:
             return 0
         if not self.durations.known(node.asset):  # its first runs tell how long its nodes take
             return 0
-        seconds = self.durations.of(node.asset)
-        backlog = seconds + sum(self.durations.of(asset) * count for asset, count in self._ready_per_asset.items())
+        seconds = self._seconds[node.asset]
+        backlog = seconds + self._ready_seconds
         remaining = {unit: self._remaining(unit, now) for unit in self._running}
         share = backlog / self._backlog_sharers(backlog, free, remaining.values())
-        left = sum(self.durations.of(asset) * count for asset, count in self._unlaunched.items())
         horizon = max(
-            [self._chain[node], (left + sum(remaining.values())) / self._throttle.max_parallel]
+            [self._chain[node], (self._unlaunched_seconds + sum(remaining.values())) / self._throttle.max_parallel]
             + [
-                left_of_unit + max(self._chain[member] for member in unit.nodes) - self.durations.of(unit.asset)
+                left_of_unit + max(self._chain[member] for member in unit.nodes) - self._seconds[unit.asset]
                 for unit, left_of_unit in remaining.items()
             ]
         )
@@ -243,7 +254,7 @@ class Schedule:
     def _remaining(self, unit: RunUnit, now: float | None) -> float:
         """The estimated seconds a running `unit` has left at `now` (all of them when either is unknown)."""
         launched = self._running[unit]
-        whole = len(unit.nodes) * self.durations.of(unit.asset)
+        whole = len(unit.nodes) * self._seconds[unit.asset]
         return whole if launched is None or now is None else max(0.0, whole - (now - launched))
 
     def _backlog_sharers(self, backlog: float, free: int, remaining: Iterable[float]) -> int:
@@ -272,8 +283,10 @@ class Schedule:
             self._running_per_pool[self._pools[unit.asset]] -= 1
         if all(result.succeeded for result in results):
             seconds = max(result.ended for result in results) - min(result.started for result in results)
-            if self.durations.add(unit.asset, len(unit.nodes), seconds):
-                self._reorder()
+            self._reorder_due |= self.durations.add(unit.asset, len(unit.nodes), seconds)
+        self._finished_since_reorder += len(unit.nodes)
+        if self._reorder_due and self._finished_since_reorder >= self._reorder_every:
+            self._reorder()
         for result in results:
             if result.succeeded:
                 self._succeeded(result.node)
@@ -285,15 +298,20 @@ class Schedule:
         self._order_by_estimates()
         self._ready = [(self._priority[node], node) for _, node in self._ready]
         heapq.heapify(self._ready)
+        self._ready_seconds = self._seconds_of(self._ready_per_asset)
+        self._unlaunched_seconds = self._seconds_of(self._unlaunched)
+        self._finished_since_reorder = 0
+        self._reorder_due = False
 
     def _start(self, unit: RunUnit, now: float | None) -> None:
         for member in unit.nodes[1:]:
             if self._waiting_on[member] == 0:  # a ready member: its heap entry is now stale
-                self._ready_per_asset[member.asset] -= 1
+                self._ready_changed(member.asset, -1)
         for member in unit.nodes:
             self._status[member] = NodeStatus.RUNNING
         self._running[unit] = now
         self._unlaunched[unit.asset] -= len(unit.nodes)
+        self._unlaunched_seconds -= len(unit.nodes) * self._seconds[unit.asset]
         self._running_per_asset[unit.asset] += 1
         if unit.asset in self._pools:
             self._running_per_pool[self._pools[unit.asset]] += 1
@@ -306,7 +324,7 @@ class Schedule:
             self._waiting_on[child] -= 1
             if self._waiting_on[child] == 0:
                 heapq.heappush(self._ready, (self._priority[child], child))
-                self._ready_per_asset[child.asset] += 1
+                self._ready_changed(child.asset, 1)
 
     def _failed(self, node: Node) -> None:
         self._status[node] = NodeStatus.FAILED
@@ -316,11 +334,13 @@ class Schedule:
             if self._status[child] == NodeStatus.PENDING:
                 self._status[child] = NodeStatus.BLOCKED
                 self._unlaunched[child.asset] -= 1
+                self._unlaunched_seconds -= self._seconds[child.asset]
                 stack.extend(self._children.get(child, ()))
 
 
 # Estimates are averages: a share or slack within this fraction of one more member's work still takes it.
 _ROUNDING = 1e-6
+MAX_REORDERS = 50
 
 
 def downstream_index(graph: BackfillGraph) -> dict[Node, list[Node]]:
