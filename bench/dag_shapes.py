@@ -34,12 +34,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill import BackfillGraph, Node, TimeRange, build_graph
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.partitions import daily, mappings, monthly, multi, static, weekly
+
+if TYPE_CHECKING:  # the planning package imports Spark's client: seconds a process, not for a code location
+    from partition_assets.backfill import BackfillGraph, Node
 
 # The environment variable naming the seed of the shape bench/shape_location.py loads.
 SEED_ENV = "DAG_SHAPE_SEED"
@@ -128,15 +131,17 @@ class Shape:
         """`--start/--end` of the shape's days, both ends inclusive."""
         return ["--start", START, "--end", f"2024-01-{self.days:02d}"]
 
-    def graph(self) -> BackfillGraph:
+    def graph(self) -> "BackfillGraph":
         """The backfill graph of every asset over the shape's days, as `backfill run --select '*'` plans it."""
+        from partition_assets.backfill import TimeRange, build_graph  # see the TYPE_CHECKING import
+
         asset_graph = definitions(self).resolve_asset_graph()
         first = datetime.fromisoformat(START).replace(tzinfo=UTC)
         return build_graph(
             asset_graph, asset_graph.get_all_asset_keys(), TimeRange(first, first + timedelta(days=self.days))
         )
 
-    def work(self, node: Node) -> float:
+    def work(self, node: "Node") -> float:
         """The seconds `node` sleeps (its asset's work per partition)."""
         return self.seconds_of(node.asset.to_user_string())
 
