@@ -48,7 +48,7 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents
 import dagster as dg
 import dagster_backfill
 import engine_dag
-from engine_command import CommandResult, range_args, run_backfill_command
+from engine_command import CommandResult, backfill_only_instance_env, range_args, run_backfill_command
 
 from partition_assets.backfill import RunUnit, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
@@ -157,13 +157,13 @@ def measure_engine(days: int, slots: int, postgres_url: str | None = None) -> di
 
 def measure_command(days: int, slots: int, policy: str, log) -> dict:
     """The whole `backfill run` command over `days` days with ENGINE_DAG_BACKFILL_POLICY=`policy`,
-    on a fresh SQLite instance."""
+    on a fresh SQLite instance that runs nothing else (all `slots` free for the backfill)."""
     home = Path(tempfile.mkdtemp(prefix="engine-bench-command-"))
     try:
         result = run_backfill_command(
             ["-f", DAG_FILE],
             ["--select", "*", *range_args(days), "--max-parallel", str(slots)],
-            {**instance_env(home / "dagster_home"), "ENGINE_DAG_BACKFILL_POLICY": policy},
+            {**backfill_only_instance_env(home / "dagster_home"), "ENGINE_DAG_BACKFILL_POLICY": policy},
             dagster_backfill.planned_keys(engine_dag.defs, days),
             log,
         )

@@ -28,10 +28,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import yaml
 from dagster_backfill import START, DaemonResult, materialized_count
 
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from tests.support.instances import open_instance
+from tests.support.instances import instance_env, open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,6 +91,20 @@ class Split:
     def cells(self) -> str:
         """`start-up / nodes / gate+publish / exit` in seconds, for a results table."""
         return f"{self.start_up:.1f} / {self.nodes:.1f} / {self.gate_and_publish:.1f} / {self.exit:.1f}"
+
+
+def backfill_only_instance_env(home: Path) -> dict[str, str]:
+    """`instance_env(home)` (a fresh SQLite instance with the repo's dagster.yaml) for an
+    instance that runs nothing but the benched backfill: no production run to keep a slot
+    free for (`partition_assets.backfills.reserve_runs: 0`). With the default reserve of 1
+    under the repo's `max_concurrent_runs: 4`, a backfill run with `--max-parallel 4` would
+    run 3 nodes at a time, and be measured against a bound for 4."""
+    env = instance_env(home)
+    config_path = home / "dagster.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["partition_assets"]["backfills"] = {"reserve_runs": 0}
+    config_path.write_text(yaml.safe_dump(config))
+    return env
 
 
 def range_args(days: int) -> list[str]:

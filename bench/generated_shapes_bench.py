@@ -11,7 +11,8 @@ with each of its two policies. For each:
 - core: the scheduling core's makespan on simulated runs that take exactly their work, as
   on a first run (no durations recorded): the scheduler alone, no process;
 - whole command: `partition-assets backfill run -f <location> --select '*' --start ...
-  --end ... --max-parallel <slots>` as a fresh process on a fresh SQLite instance, process
+  --end ... --max-parallel <slots>` as a fresh process on a fresh SQLite instance that
+  runs nothing else (no slot kept for production runs: `backfill_only_instance_env`), process
   start -> exit (bench/engine_command.py), and its split: start-up (-> first node run
   started), nodes (-> last node run ended), gate and publish (-> `published:` printed),
   exit;
@@ -39,11 +40,10 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 import dagster_backfill
 import engine_bench
-from engine_command import CommandResult, run_backfill_command
+from engine_command import CommandResult, backfill_only_instance_env, run_backfill_command
 
 from bench.dag_shapes import SEED_ENV, definitions, generate
 from partition_assets.backfill import Throttle
-from tests.support.instances import instance_env
 from tests.support.simulated_runs import Bound, makespan_bound, simulate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def measure_shape(seed: int, slots: int, log) -> Measured:
         command = run_backfill_command(
             ["-f", LOCATION],
             ["--select", "*", *shape.range_args(), "--max-parallel", str(slots)],
-            {**instance_env(home / "dagster_home"), SEED_ENV: str(seed)},
+            {**backfill_only_instance_env(home / "dagster_home"), SEED_ENV: str(seed)},
             dagster_backfill.planned_keys(definitions(shape), shape.days),
             log,
         )
@@ -121,7 +121,8 @@ def report(shapes: list[Measured], bench_dag: list[Measured], args, uptime: tupl
         "",
         "Each shape: `partition-assets backfill run -f bench/shape_location.py --select '*' --start 2024-01-01 "
         f"--end <its last day> --max-parallel {args.slots}` with DAG_SHAPE_SEED=<seed>, a fresh process on a fresh "
-        "SQLite instance, process start -> exit; every node sleeps its asset's work per partition and stores "
+        "SQLite instance that runs nothing else (`reserve_runs: 0`: every slot for the backfill), "
+        "process start -> exit; every node sleeps its asset's work per partition and stores "
         "nothing (a staged backfill with no table to publish). Bound: max(critical path, total work / slots); "
         "in brackets its tight form, which also counts the work every node's ancestors and descendants need "
         "(no schedule is shorter than either). Core simulated: the scheduling core alone on runs that take "
