@@ -100,6 +100,20 @@ def measure_bench_dag(days: int, slots: int, policy: str, log) -> Measured:
     return Measured(name, graph.node_count(), makespan_bound(graph, slots, engine_bench.work), core, command)
 
 
+def why_above(measured: Measured) -> str:
+    """A sentence on a shape above the goal: where its seconds beyond the bound went, by its split."""
+    split = measured.command.split()
+    if split is None:
+        return f"- {measured.name}: {measured.ratio:.2f}x; no split (the command did not publish)."
+    fixed = split.start_up + split.gate_and_publish + split.exit
+    return (
+        f"- {measured.name}: {measured.ratio:.2f}x. Its node phase took {split.nodes:.1f} s "
+        f"({split.nodes / measured.bound.classic:.2f}x the bound; the core alone, simulated, "
+        f"{measured.core / measured.bound.classic:.2f}x), the phases around it {fixed:.1f} s "
+        f"(start-up {split.start_up:.1f}, gate and publish {split.gate_and_publish:.1f}, exit {split.exit:.1f})."
+    )
+
+
 def report(shapes: list[Measured], bench_dag: list[Measured], args, uptime: tuple[str, str]) -> list[str]:
     header = [
         "| shape | nodes / runs | bound s (tight) | core simulated s | whole command s | "
@@ -139,6 +153,9 @@ def report(shapes: list[Measured], bench_dag: list[Measured], args, uptime: tupl
         f"{median:.2f}x (goal <= {GOALS['median']}x: {'met' if median <= GOALS['median'] else 'not met'}).**",
         "",
     ]
+    lines += [why_above(m) for m in above]
+    if above:
+        lines.append("")
     if failed:
         lines += [f"Commands that did not succeed: {', '.join(failed)}.", ""]
     if bench_dag:
