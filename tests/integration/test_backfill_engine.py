@@ -132,10 +132,14 @@ def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(home):
     runs = defaultdict(list)
     for node, result in results.items():
         runs[(result.started, result.run_id)].append(node.partition)
-    # 8 ready nodes without downstream nodes, 2 slots: the backlog spread over both slots.
-    assert [sorted(members) for _, members in sorted(runs.items())] == [
-        [f"2024-01-0{d}" for d in days] for days in ((1, 2, 3, 4), (5, 6, 7, 8))
-    ]
+    # 8 ready nodes without downstream nodes, 2 slots, an asset never run in the instance:
+    # its first two runs are one node each (how long a node takes is unknown until one
+    # ends), then the other six share runs over both slots (their split depends on how far
+    # the other run got when one ends).
+    ordered = [sorted(members) for _, members in sorted(runs.items())]
+    assert ordered[:2] == [["2024-01-01"], ["2024-01-02"]]
+    assert sorted(day for members in ordered[2:] for day in members) == [f"2024-01-0{d}" for d in range(3, 9)]
+    assert len(ordered) <= 5
 
 
 @pytest.mark.slow
