@@ -89,6 +89,7 @@ bench: install postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/scale_bench.py
 	$(PY) bench/engine_bench.py
+	$(PY) bench/generated_shapes_bench.py
 	$(PY) bench/example_bench.py --days 3
 	$(PY) bench/shapes_bench.py
 	$(PY) bench/storage_bench.py

@@ -48,12 +48,13 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents
 import dagster as dg
 import dagster_backfill
 import engine_dag
-from engine_command import CommandResult, range_args, run_backfill_command
+from engine_command import CommandResult, backfill_only_instance_env, range_args, run_backfill_command
 
 from partition_assets.backfill import RunUnit, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from tests.support.instances import instance_env
 from tests.support.postgres import PostgresServer
+from tests.support.simulated_runs import makespan_bound
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_FILE = str(Path(engine_dag.__file__).resolve())
@@ -69,13 +70,16 @@ ENGINE_KEYS = {"sqlite": "engine", "postgres": "engine_postgres"}
 INSTANCE_LABELS = {"sqlite": "", "postgres": ", Postgres instance"}
 
 
-def bound(graph, slots: int) -> tuple[float, float]:
-    work = {n: engine_dag.work_seconds(n.asset.to_user_string(), n.partition) for n in graph.nodes()}
-    finish = {}
-    for node in graph.nodes():
-        finish[node] = max((finish[p] for p in graph.upstream(node)), default=0.0) + work[node]
-    critical = max(finish.values())
-    return max(critical, sum(work.values()) / slots), critical
+def work(node) -> float:
+    """The simulated work of a node of the bench DAG."""
+    return engine_dag.work_seconds(node.asset.to_user_string(), node.partition)
+
+
+def dag_graph(days: int):
+    """The bench DAG's backfill graph: every asset over `days` days from 2024-01-01."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    asset_graph = engine_dag.defs.resolve_asset_graph()
+    return build_graph(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, start + timedelta(days=days)))
 
 
 def run(graph, runner, slots, results, batch_chains=True) -> None:
@@ -86,17 +90,20 @@ def run_overheads(results) -> list[float]:
     """Each run's wall time minus the simulated work of the partitions it covered."""
     runs = {}
     for r in results:
-        wall, work = runs.get(r.run_id, (r.ended - r.started, 0.0))
-        runs[r.run_id] = (wall, work + engine_dag.work_seconds(r.node.asset.to_user_string(), r.node.partition))
-    return [wall - work for wall, work in runs.values()]
+        wall, simulated = runs.get(r.run_id, (r.ended - r.started, 0.0))
+        runs[r.run_id] = (wall, simulated + work(r.node))
+    return [wall - simulated for wall, simulated in runs.values()]
 
 
 def planned(days: int, slots: int) -> dict:
-    start = datetime(2024, 1, 1, tzinfo=UTC)
-    asset_graph = engine_dag.defs.resolve_asset_graph()
-    graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), TimeRange(start, start + timedelta(days=days)))
-    best, critical = bound(graph, slots)
-    return {"nodes": graph.node_count(), "edges": graph.edge_count(), "bound": best, "critical": critical}
+    graph = dag_graph(days)
+    bound = makespan_bound(graph, slots, work)
+    return {
+        "nodes": graph.node_count(),
+        "edges": graph.edge_count(),
+        "bound": bound.classic,
+        "critical": bound.critical,
+    }
 
 
 def measure_engine(days: int, slots: int, postgres_url: str | None = None) -> dict:
@@ -108,7 +115,7 @@ def measure_engine(days: int, slots: int, postgres_url: str | None = None) -> di
     start = datetime(2024, 1, 1, tzinfo=UTC)
     window = TimeRange(start, start + timedelta(days=days))
     asset_graph = engine_dag.defs.resolve_asset_graph()
-    graph = build_graph(asset_graph, asset_graph.get_all_asset_keys(), window)
+    graph = dag_graph(days)
 
     sparse_results = []
     with (
@@ -150,13 +157,13 @@ def measure_engine(days: int, slots: int, postgres_url: str | None = None) -> di
 
 def measure_command(days: int, slots: int, policy: str, log) -> dict:
     """The whole `backfill run` command over `days` days with ENGINE_DAG_BACKFILL_POLICY=`policy`,
-    on a fresh SQLite instance."""
+    on a fresh SQLite instance that runs nothing else (all `slots` free for the backfill)."""
     home = Path(tempfile.mkdtemp(prefix="engine-bench-command-"))
     try:
         result = run_backfill_command(
             ["-f", DAG_FILE],
             ["--select", "*", *range_args(days), "--max-parallel", str(slots)],
-            {**instance_env(home / "dagster_home"), "ENGINE_DAG_BACKFILL_POLICY": policy},
+            {**backfill_only_instance_env(home / "dagster_home"), "ENGINE_DAG_BACKFILL_POLICY": policy},
             dagster_backfill.planned_keys(engine_dag.defs, days),
             log,
         )

@@ -3,9 +3,11 @@
 `run_backfill_command` starts the CLI as a fresh process on a prepared DAGSTER_HOME (a new one
 from `instance_env`, or a copy of a seeded instance), waits for it to exit and reads back from
 the instance what it did: its runs (those created after the command started), their statuses,
-how long after the process started the first node run started, and how many of the targeted
-(asset, partition) pairs are materialized. Shared by engine_bench.py (the bench DAG),
-example_bench.py and shapes_bench.py (the example with real Spark).
+how long after the process started the first node run started and the last node run ended,
+and how many of the targeted (asset, partition) pairs are materialized; the time of its
+`published:` line is read from its output as it prints it. Together they split the command
+(`CommandResult.split`). Shared by engine_bench.py (the bench DAG), example_bench.py and
+shapes_bench.py (the example with real Spark) and generated_shapes_bench.py.
 
 Not guaranteed: runs other processes create in the same instance while the command runs are
 counted as its own (every bench gives each command its own instance); the first-run figure is
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,9 +28,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import yaml
 from dagster_backfill import START, DaemonResult, materialized_count
 
-from tests.support.instances import open_instance
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
+from tests.support.instances import instance_env, open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,10 +52,20 @@ class CommandResult:
     load_after: tuple[float, float, float]
     stderr_tail: str = ""
     args: list[str] = field(default_factory=list)
+    last_node_run_ended_after: float | None = None  # process start -> last node run's end (run records)
+    published_after: float | None = None  # process start -> its `published:` line printed
 
     @property
     def all_succeeded(self) -> bool:
         return self.returncode == 0 and self.materialized == self.targeted
+
+    def split(self) -> Split | None:
+        """The command's seconds by phase; None when a phase's end was not seen (no node run,
+        or nothing published: the command failed, or its backfill publishes per node)."""
+        first, last, published = self.first_run_after, self.last_node_run_ended_after, self.published_after
+        if first is None or last is None or published is None:
+            return None
+        return Split(first, last - first, published - last, self.seconds - published)
 
     def details(self) -> str:
         """Runs, first run, completeness and load, for a results table's details column."""
@@ -62,6 +77,41 @@ class CommandResult:
             f"first node run started {first} after the command; {self.runs} runs ({runs}); "
             f"{self.materialized} of {self.targeted} materialized; {verdict}; ended {self.measured_at}, load {load}"
         )
+
+
+@dataclass(frozen=True)
+class Split:
+    """A whole command's seconds by phase; they add up to its makespan."""
+
+    start_up: float  # process start -> first node run started: imports, planning, workers
+    nodes: float  # first node run started -> last node run ended
+    gate_and_publish: float  # last node run ended -> `published:` printed (workers stopped, gate, publish)
+    exit: float  # `published:` printed -> process exited
+
+    def cells(self) -> str:
+        """`start-up / nodes / gate+publish / exit` in seconds, for a results table."""
+        return f"{self.start_up:.1f} / {self.nodes:.1f} / {self.gate_and_publish:.1f} / {self.exit:.1f}"
+
+
+def backfill_only_instance_env(home: Path) -> dict[str, str]:
+    """`instance_env(home)` (a new SQLite instance with the repo's dagster.yaml) for an
+    instance that runs nothing but the benched backfill: no production run to keep a slot
+    free for (`partition_assets.backfills.reserve_runs: 0`). With the default reserve of 1
+    under the repo's `max_concurrent_runs: 4`, a backfill run with `--max-parallel 4` would
+    run 3 nodes at a time, and be measured against a bound for 4. Its storage is created
+    here, before any command is timed, as a deployment's instance exists before its
+    backfills: creating its SQLite schema takes 2-3 s on this machine's disk (0.5 s in
+    memory), once per instance, and a command on a new instance spent it before its first
+    node run."""
+    env = instance_env(home)
+    config_path = home / "dagster.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["partition_assets"]["backfills"] = {"reserve_runs": 0}
+    config_path.write_text(yaml.safe_dump(config))
+    with open_instance(env) as instance:
+        instance.get_runs(limit=1)  # the run and event-log storages are created on first use
+        instance.event_log_storage.get_maximum_record_id()
+    return env
 
 
 def range_args(days: int) -> list[str]:
@@ -90,21 +140,36 @@ def run_backfill_command(
     load_before = os.getloadavg()
     launched = time.time()
     began = time.perf_counter()
-    done = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": pythonpath, **env}
-    )
-    seconds = time.perf_counter() - began
+    lines: list[tuple[float, str]] = []  # (seconds since the start, line), as the command printed them
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONPATH": pythonpath, **env},
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append((time.perf_counter() - began, line.rstrip("\n")))
+        returncode = process.wait()
+        seconds = time.perf_counter() - began
+        stderr.seek(0)
+        stderr_text = stderr.read()
     # Opened with `env` in the environment too: the repo's instance storage finds its files
     # under $DAGSTER_HOME, not under the folder the instance is loaded from.
     with open_instance(env) as instance:
         records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
         materialized = materialized_count(instance, keys)
     starts = [r.start_time for r in records if r.start_time]
-    summary = [line for line in done.stdout.splitlines() if line.startswith("backfill ")]
+    node_ends = [r.end_time for r in records if r.end_time and PUBLISH_RUN_TAG not in r.dagster_run.tags]
+    summary = [line for _, line in lines if line.startswith("backfill ")]
+    published = [at for at, line in lines if line.startswith("published:")]
     result = CommandResult(
         seconds=seconds,
         first_run_after=min(starts) - launched if starts else None,
-        returncode=done.returncode,
+        returncode=returncode,
         summary=" / ".join(summary),
         runs=len(records),
         run_statuses=dict(Counter(r.dagster_run.status.value for r in records)),
@@ -113,10 +178,12 @@ def run_backfill_command(
         measured_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         load_before=load_before,
         load_after=os.getloadavg(),
-        stderr_tail="" if done.returncode == 0 else "\n".join(done.stderr.splitlines()[-20:]),
+        stderr_tail="" if returncode == 0 else "\n".join(stderr_text.splitlines()[-20:]),
         args=command[3:],
+        last_node_run_ended_after=max(node_ends) - launched if node_ends else None,
+        published_after=published[0] if published else None,
     )
-    log(f"  engine command: {seconds:.1f} s, exit {done.returncode}; {result.details()}")
+    log(f"  engine command: {seconds:.1f} s, exit {returncode}; {result.details()}")
     return result
 
 

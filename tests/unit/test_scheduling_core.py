@@ -12,7 +12,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunTimings
+from partition_assets.backfill.running.durations import RunTimings
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
 from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags
@@ -77,6 +78,11 @@ def d_tail() -> None: ...
 ASSET_GRAPH = dg.Definitions(
     assets=[src, clean, rolling, ledger, reader, wide, pairs, a_lone, b_head, c_middle, d_tail]
 ).resolve_asset_graph()
+
+
+def every_second(graph) -> dict[dg.AssetKey, float]:
+    """1 s per node of every asset of `graph`, as if earlier runs had measured them."""
+    return dict.fromkeys(graph.slices, 1.0)
 
 
 def graph_of(*names: str):
@@ -150,15 +156,28 @@ def test_without_batch_chains_every_unit_is_one_node():
 
 def test_ready_nodes_share_units_only_while_they_would_wait_for_a_slot():
     graph = graph_of("wide")
-    # 8 independent ready nodes, 2 slots: the backlog spread over the slots, one run each.
-    assert Schedule(graph, Throttle(2)).next_units() == [unit("wide", 1, 2, 3, 4), unit("wide", 5, 6, 7, 8)]
-    # 3 slots: ceil(8 / 3) = 3 each while the rest waits, then the last two together.
-    schedule = Schedule(graph, Throttle(3))
-    first, second, third = schedule.next_units()
-    assert (first, second, third) == (unit("wide", 1, 2, 3), unit("wide", 4, 5, 6), unit("wide", 7, 8))
+    # 8 independent ready nodes of 1 s (as earlier runs measured them), 2 slots: the
+    # backlog spread over the slots, one run each, both ending at the bound (4 s).
+    assert Schedule(graph, Throttle(2), durations=every_second(graph)).next_units() == [
+        unit("wide", 1, 2, 3, 4),
+        unit("wide", 5, 6, 7, 8),
+    ]
+    # 3 slots: the bound is 8 / 3 s; a unit of three would end past it, so two each while
+    # the rest waits.
+    schedule = Schedule(graph, Throttle(3), durations=every_second(graph))
+    assert schedule.next_units() == [unit("wide", 1, 2), unit("wide", 3, 4), unit("wide", 5, 6)]
 
-    roomy = Schedule(graph, Throttle(8))  # a slot for every node: nothing would wait
+    roomy = Schedule(graph, Throttle(8), durations=every_second(graph))  # a slot for every node: nothing would wait
     assert roomy.next_units() == [unit("wide", day) for day in range(1, 9)]
+
+
+def test_an_asset_never_run_takes_no_ready_partition_along_until_a_run_of_it_ends():
+    graph = graph_of("wide")
+    schedule = Schedule(graph, Throttle(2))  # nothing recorded: how long a node takes is unknown
+    assert schedule.next_units() == [unit("wide", 1), unit("wide", 2)]
+    schedule.finish(unit("wide", 1), results(unit("wide", 1), seconds=1.0))
+    # Measured: 6 ready nodes of 1 s, and 01-02 running: 01-03 takes its share.
+    assert schedule.next_units() == [unit("wide", 3, 4, 5)]
 
 
 @dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
@@ -205,23 +224,27 @@ def _run_chain_start(schedule: Schedule, one_partition_seconds: float, two_parti
 def test_ready_nodes_join_a_unit_only_within_the_slack_of_its_first_member():
     schedule = _chain_schedule()
     _run_chain_start(schedule, 0.0, 0.0)
-    # 01-06: slack 4 nodes, half spent: 2 more, though its share of the 11 ready days
-    # (over the free slot and total 01-01's, a one-node run) is 6.
+    # Runs measured at 0 s say nothing of a node's seconds: 1 s each. 01-06: slack 4 s,
+    # half spent: 2 more, though its share of the 11 ready days (over the free slot and
+    # total 01-01's, a one-node run) is 6.
     assert schedule.ready_allowance(node("ranged_src", 6)) == 2
 
 
 def test_measured_run_overhead_lets_more_partitions_share_a_run():
     timings = RunTimings()
-    assert timings.overhead_ratio() == 0.0  # nothing measured: a node of slack is one partition
+    assert (timings.work(), timings.overhead(), timings.seconds_per_partition()) == (0.0, 0.0, None)
     timings.add(1, 3.0)
-    assert timings.overhead_ratio() == 0.0  # one size: overhead and work cannot be told apart
+    assert (timings.work(), timings.overhead()) == (0.0, 0.0)  # one size: overhead and work cannot be told apart
+    assert timings.seconds_per_partition() == 3.0
     timings.add(3, 5.0)  # 2 s of overhead + 1 s per partition
-    assert timings.overhead_ratio() == pytest.approx(2.0)
+    assert (timings.work(), timings.overhead()) == (pytest.approx(1.0), pytest.approx(2.0))
+    assert timings.seconds_per_partition() == 2.0
 
     # The same schedule, its ranged_src runs measured at 3 s for one partition and 4 s for
-    # two: 2 s of overhead, 1 s of work each. A node of slack (a run) is then worth 3
-    # partitions: 01-06's 2 nodes of spent slack allow 6 members, not 2, and its share
-    # of the backlog (6, itself included) caps them at 5.
+    # two: 2 s of overhead, 1 s of work each. The nodes were ordered at 3 s each (the first
+    # measure; 2.6 s on average now is too close to reorder them): 01-06's slack is 4
+    # nodes, 12 s, half of it spent: 6 s, which 6 members of 1 s of work fit, not 2 of
+    # 3 s; its share of the backlog (6 nodes, itself included) caps them at 5.
     schedule = _chain_schedule()
     _run_chain_start(schedule, 3.0, 4.0)
     assert schedule.ready_allowance(node("ranged_src", 6)) == 5
@@ -239,7 +262,8 @@ def test_a_ready_backlog_is_shared_with_the_slots_of_shorter_runs():
 
 
 def test_a_unit_covers_at_most_the_assets_max_batch():
-    schedule = Schedule(graph_of("pairs"), Throttle(2))  # BackfillPolicy.multi_run(2)
+    graph = graph_of("pairs")
+    schedule = Schedule(graph, Throttle(2), durations=every_second(graph))  # BackfillPolicy.multi_run(2)
     assert schedule.next_units() == [unit("pairs", 1, 2), unit("pairs", 3, 4)]
     schedule.finish(unit("pairs", 1, 2), results(unit("pairs", 1, 2)))
     assert schedule.next_units() == [unit("pairs", 5, 6)]
@@ -249,7 +273,7 @@ def test_a_unit_never_spans_a_gap_between_explicit_keys():
     keys = ["2024-01-01", "2024-01-02", "2024-01-05", "2024-01-06", "2024-01-07"]
     graph = build_graph(ASSET_GRAPH, [dg.AssetKey("wide")], explicit_keys=keys)
     assert graph.slices[dg.AssetKey("wide")].breaks == {2}  # 01-02 -> 01-05 skips two days
-    schedule = Schedule(graph, Throttle(1))
+    schedule = Schedule(graph, Throttle(1), durations=every_second(graph))
     assert schedule.next_units() == [unit("wide", 1, 2)]  # a range run of 01-01..01-02 only
     schedule.finish(unit("wide", 1, 2), results(unit("wide", 1, 2)))
     assert schedule.next_units() == [unit("wide", 5, 6, 7)]
@@ -363,7 +387,7 @@ def test_a_launch_that_raises_fails_every_node_of_its_unit():
             return completed(error=RuntimeError("worker died"))
         return completed(results(run_unit))
 
-    status = execute(graph, launch, Throttle(2), on_result=reported.append)
+    status = execute(graph, launch, Throttle(2), on_result=reported.append, durations=every_second(graph))
     # 8 ready nodes, 2 slots: units 01-01..04 and 01-05..08.
     assert {n for n, s in status.items() if s == NodeStatus.FAILED} == {node("wide", day) for day in (5, 6, 7, 8)}
     assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == {node("wide", d) for d in (1, 2, 3, 4)}

@@ -7,7 +7,7 @@ A publish or rollback that changed a table's schema adds the schema readers now 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -190,24 +190,50 @@ def _output_metadata(
     instance: dg.DagsterInstance, asset_graph: AssetGraph, run_ids: set[str], foreign: set[dg.AssetKey]
 ) -> dict[tuple[str, dg.AssetKey], dict]:
     """Per (run, asset): the metadata the asset's body gave its output in the run and, for
-    an asset another IO manager stores (`foreign`), the metadata that IO manager added. One
-    event-log query per run."""
+    an asset another IO manager stores (`foreign`), the metadata that IO manager added. A
+    few event-log queries however many runs (`_output_events`)."""
     asset_of = {}  # (step key, output name) -> asset
     for key in asset_graph.get_all_asset_keys():
         assets_def = asset_graph.assets_def_for_key(key)
         if assets_def.is_executable:
             asset_of[(assets_def.node_def.name, assets_def.get_output_name_for_asset_key(key))] = key
     found: dict[tuple[str, dg.AssetKey], dict] = {}
-    for run_id in sorted(run_ids):
-        for record in instance.all_logs(run_id, of_type={STEP_OUTPUT, HANDLED_OUTPUT}):
-            event = record.dagster_event
-            if event is None:
-                continue
-            output, metadata = _output_and_metadata(event)
-            asset = asset_of.get((record.step_key or "", output))
-            if asset is not None and (event.event_type == STEP_OUTPUT or asset in foreign):
-                found.setdefault((run_id, asset), {}).update(metadata or {})
+    for record in _output_events(instance, run_ids):
+        event = record.dagster_event
+        if event is None:
+            continue
+        output, metadata = _output_and_metadata(event)
+        asset = asset_of.get((record.step_key or "", output))
+        if asset is not None and (event.event_type == STEP_OUTPUT or asset in foreign):
+            found.setdefault((record.run_id, asset), {}).update(metadata or {})
     return found
+
+
+def _output_events(instance: dg.DagsterInstance, run_ids: set[str]) -> Iterable[dg.EventLogEntry]:
+    """The STEP_OUTPUT and HANDLED_OUTPUT events of `run_ids` in three queries, from an event
+    log of every run (the consolidated SQLite one, Postgres): the runs' earliest creation,
+    the first run start from a second before it (every run of `run_ids` starts after it),
+    then those two kinds of events of every run since (other runs' are dropped here).
+    Dagster's SQLite event log keeps a database per run: one query per run there. A query
+    per run was a third of a publish with nothing to publish (bench DAG, 31 days: 125 runs,
+    0.35 of 1.2 s profiled), and grew with the runs."""
+    if not run_ids:
+        return []
+    types = {STEP_OUTPUT, HANDLED_OUTPUT}
+    earliest = instance.get_run_records(
+        dg.RunsFilter(run_ids=sorted(run_ids)), limit=1, order_by="create_timestamp", ascending=True
+    )
+    after = earliest[0].create_timestamp.timestamp() - 1 if earliest else 0.0
+    starts = instance.fetch_run_status_changes(
+        dg.RunStatusChangeRecordsFilter(dg.DagsterEventType.RUN_START, after_timestamp=after), limit=1, ascending=True
+    ).records
+    try:
+        since = instance.event_log_storage.get_logs_for_all_runs_by_log_id(
+            after_cursor=starts[0].storage_id - 1 if starts else -1, dagster_event_type=types
+        )
+    except NotImplementedError:  # an event log database per run
+        return [record for run_id in sorted(run_ids) for record in instance.all_logs(run_id, of_type=types)]
+    return [record for record in since.values() if record.run_id in run_ids]
 
 
 def _output_and_metadata(event: dg.DagsterEvent) -> tuple[str, Mapping]:

@@ -34,6 +34,7 @@ from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.publishing.table_stats import StatsAhead, TableStats
 from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
+from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
@@ -320,6 +321,7 @@ class BackfillRun:
                 batch_chains=spec.batch,
                 allowance=self._launch_gate.allowance,
                 pools=self._launch_gate.pools,
+                durations=recorded_seconds(self.instance, self.graph),
             )
         finally:  # the workers' memory is free before the gate and the publish
             self._stop_runner(runner)

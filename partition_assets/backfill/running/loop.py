@@ -43,6 +43,7 @@ def execute(
     batch_chains: bool = True,
     allowance: Callable[[], Allowance] = lambda: UNLIMITED,
     pools: Mapping[dg.AssetKey, str] | None = None,
+    durations: Mapping[dg.AssetKey, float] | None = None,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`; returns each node's final status.
 
@@ -53,12 +54,13 @@ def execute(
     `on_result` sees every node's result as its unit finishes. When `should_stop()`
     turns true, nothing more is launched and running units are left to the caller.
     Units launch only within `allowance()` (its pool caps apply to the assets' `pools`):
-    while it allows nothing, the loop waits, its runs in flight finishing.
+    while it allows nothing, the loop waits, its runs in flight finishing. `durations`:
+    seconds per node of the assets earlier runs measured (durations.recorded_seconds).
     """
-    schedule = Schedule(graph, throttle, done, newest_first, batch_chains, pools)
+    schedule = Schedule(graph, throttle, done, newest_first, batch_chains, pools, durations)
     running: dict[Future, RunUnit] = {}
     while not schedule.is_done and not should_stop():
-        for unit in schedule.next_units(allowance()):
+        for unit in schedule.next_units(allowance(), time.monotonic()):
             running[launch(unit)] = unit
         if not running:  # held back (paused, outside its window, no capacity): ask again in a while
             time.sleep(STOP_POLL_SECONDS)

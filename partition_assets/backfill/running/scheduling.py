@@ -6,12 +6,20 @@ that launches the units and waits for them. Its rules:
 1. nodes whose upstream nodes all succeeded are *ready*;
 2. ready nodes are handed out while slots are free (overall, per asset, and in what the
    deployment's capacity allows the backfill now: backfill/running/capacity.py), those
-   heading the longest chains of work first; a node takes along later partitions of
-   its asset as one run unit (see `unit_starting_at`): ready ones that would wait for
-   a slot anyway, as many as its slack allows (see `Schedule.ready_allowance`);
+   heading the longest chains of work first, in seconds: each asset's seconds per node
+   are estimated from earlier runs in the instance and from the backfill's own runs as
+   they finish (backfill/running/durations.py), and the order follows the estimates as
+   they change; a node takes along later partitions of its asset as one run unit (see
+   `unit_starting_at`): ready ones that would wait for a slot anyway, as many as its
+   slack allows, so that no member's chain ends past the longest chain left (see
+   `Schedule.ready_allowance`);
 3. when a node succeeds, its downstream nodes count one fewer pending upstream; those
    reaching zero become ready; a failure blocks every descendant instead;
 4. the backfill is done when no node is ready or running.
+
+Not guaranteed: the shortest makespan. The order is a list schedule by longest chain
+(within the bound's reach on the generated shapes of bench/dag_shapes.py, simulated:
+tests/unit/test_scheduling_shapes.py), and estimates are averages per asset.
 """
 
 import heapq
@@ -25,6 +33,7 @@ import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
+from partition_assets.backfill.running.durations import Durations
 from partition_assets.errors import BackfillPlanError, SchedulingError
 
 
@@ -76,35 +85,7 @@ class RunUnit:
         return tuple(Node(self.asset, partition) for partition in self.partitions)
 
 
-Priority = tuple[int, int, int]
-
-# Bounds of a run's overhead measured in partitions' work (`RunTimings.overhead_ratio`).
-MAX_OVERHEAD_RATIO = 20.0
-
-
-class RunTimings:
-    """What runs of one asset took, as a line fitted through (partitions, seconds):
-    seconds = overhead + partitions x work. Fed with finished units' results."""
-
-    def __init__(self) -> None:
-        self._sums = [0.0] * 5  # n, sum k, sum t, sum k*k, sum k*t
-
-    def add(self, partitions: int, seconds: float) -> None:
-        for index, value in enumerate((1, partitions, seconds, partitions * partitions, partitions * seconds)):
-            self._sums[index] += value
-
-    def overhead_ratio(self) -> float:
-        """A run's overhead in partitions of work (overhead / work per partition), 0 until
-        runs of two sizes were seen (or when their line has no positive slope)."""
-        n, k, t, kk, kt = self._sums
-        spread = n * kk - k * k
-        if spread <= 0:
-            return 0.0
-        work = (n * kt - k * t) / spread
-        overhead = (t - work * k) / n
-        if work <= 0:
-            return 0.0
-        return min(max(overhead / work, 0.0), MAX_OVERHEAD_RATIO)
+Priority = tuple[float, int, int]
 
 
 class Schedule:
@@ -112,7 +93,9 @@ class Schedule:
 
     Every node of `graph` not in `done` is to run (nodes of `done` outside the graph
     are ignored). The caller launches what `next_units` hands out and reports each
-    unit's results to `finish`; nothing else changes the state.
+    unit's results to `finish`; nothing else changes the state. `durations` are the
+    seconds per node of assets measured by earlier runs (durations.recorded_seconds);
+    the others are estimated, and every estimate follows this backfill's runs.
     """
 
     def __init__(
@@ -123,11 +106,13 @@ class Schedule:
         newest_first: bool = False,
         batch_chains: bool = True,
         pools: Mapping[dg.AssetKey, str] | None = None,
+        durations: Mapping[dg.AssetKey, float] | None = None,
     ) -> None:
         self._graph = graph
         self._pools = dict(pools or {})  # each asset's Dagster pool, for those in one
         self._throttle = throttle
         self._batch_chains = batch_chains
+        self._newest_first = newest_first
         self._status = {node: NodeStatus.PENDING for node in graph.nodes()}
         for node in done:
             if node in self._status:
@@ -138,19 +123,40 @@ class Schedule:
             for node, state in self._status.items()
             if state == NodeStatus.PENDING
         }
-        self._chain = chain_lengths(graph, self._children)
-        self._priority = priorities(graph, self._chain, newest_first)
-        self._timings: defaultdict[dg.AssetKey, RunTimings] = defaultdict(RunTimings)
-        # Nodes still to run or running: the work left, in nodes.
-        self._left = len(self._waiting_on)
+        self.durations = Durations(graph.slices, durations)
+        # Reordering costs a pass over the graph: at most about MAX_REORDERS of them per backfill.
+        self._reorder_every = max(1, len(self._waiting_on) // MAX_REORDERS)
+        self._finished_since_reorder = 0
+        self._reorder_due = False
+        self._order_by_estimates()
+        # Nodes still to launch, per asset: the work left besides what runs.
+        self._unlaunched = Counter(node.asset for node in self._waiting_on)
         # A heap of ready nodes; a node a unit took along stays in it until popped, so
-        # `_ready_count` counts the ready nodes still pending.
+        # `_ready_count` (and `_ready_per_asset`) count the ready nodes still pending.
         self._ready = [(self._priority[node], node) for node, count in self._waiting_on.items() if count == 0]
         heapq.heapify(self._ready)
+        self._ready_per_asset = Counter(node.asset for _, node in self._ready)
         self._ready_count = len(self._ready)
-        self._running: set[RunUnit] = set()
+        # The seconds of those two counts, by the estimates the nodes are ordered by (`_seconds`).
+        self._ready_seconds = self._seconds_of(self._ready_per_asset)
+        self._unlaunched_seconds = self._seconds_of(self._unlaunched)
+        self._running: dict[RunUnit, float | None] = {}  # each running unit's launch time, when told
         self._running_per_asset: Counter[dg.AssetKey] = Counter()
         self._running_per_pool: Counter[str] = Counter()
+
+    def _order_by_estimates(self) -> None:
+        """Each node's chain of work (seconds, by the current estimates) and launch priority."""
+        self._seconds = self.durations.ordered()
+        self._chain = chain_seconds(self._graph, self._children, self._seconds)
+        self._priority = priorities(self._graph, self._chain, self._newest_first)
+
+    def _seconds_of(self, counts: Counter[dg.AssetKey]) -> float:
+        return sum(self._seconds[asset] * count for asset, count in counts.items())
+
+    def _ready_changed(self, asset: dg.AssetKey, count: int) -> None:
+        self._ready_per_asset[asset] += count
+        self._ready_count += count
+        self._ready_seconds += count * self._seconds[asset]
 
     @property
     def is_done(self) -> bool:
@@ -168,14 +174,16 @@ class Schedule:
         """Every node's status (a copy)."""
         return dict(self._status)
 
-    def next_units(self, allowance: Allowance = UNLIMITED) -> list[RunUnit]:
+    def next_units(self, allowance: Allowance = UNLIMITED, now: float | None = None) -> list[RunUnit]:
         """The units to launch now, highest priority first, marked running.
 
         As many as the free slots allow (the throttle's, and `allowance`: what the
         deployment's capacity lets the backfill run now), skipping nodes of assets at
         their limit or in a pool at its cap. With free slots left, an empty list means
         every ready node waits on such a limit; with nothing running either, the
-        backfill is done.
+        backfill is done. `now` (seconds on any clock that only moves forward, the same
+        at every call) tells how long the running units have run, so that their work
+        left counts, not their whole; without it, a running unit counts as just launched.
         """
         units, deferred = [], []
         while self._ready and len(self._running) < self._throttle.max_parallel and allowance.allows(len(self._running)):
@@ -183,7 +191,7 @@ class Schedule:
             node = entry[1]
             if self._status[node] != NodeStatus.PENDING:  # taken along by an earlier unit
                 continue
-            self._ready_count -= 1
+            self._ready_changed(node.asset, -1)
             limit = self._throttle.per_asset.get(node.asset)
             pool = self._pools.get(node.asset)
             if (limit is not None and self._running_per_asset[node.asset] >= limit) or not allowance.pool_allows(
@@ -193,57 +201,72 @@ class Schedule:
                 continue
             if self._batch_chains:
                 unit = unit_starting_at(
-                    self._graph, node, self._status, self._children, self._waiting_on, self.ready_allowance(node)
+                    self._graph, node, self._status, self._children, self._waiting_on, self.ready_allowance(node, now)
                 )
             else:
                 unit = RunUnit(node.asset, (node.partition,))
-            self._start(unit)
+            self._start(unit, now)
             units.append(unit)
         for entry in deferred:
             heapq.heappush(self._ready, entry)
-        self._ready_count += len(deferred)
+            self._ready_changed(entry[1].asset, 1)
         return units
 
-    def ready_allowance(self, node: Node) -> int:
+    def ready_allowance(self, node: Node, now: float | None = None) -> int:
         """How many more ready partitions the unit of `node` (just taken off the ready
-        heap) may take along: none while every ready node gets a slot; else its share
-        of the ready backlog (`_backlog_sharers`), as long as they add no more work
-        than `node`'s slack.
+        heap) may take along: none while every ready node gets a slot, nor before a run
+        of its asset (earlier, or in this backfill) told how long its nodes take; else its share
+        of the ready backlog's work (`_backlog_sharers`), as long as the members' work
+        fits in `node`'s slack.
 
-        Slack is counted in nodes: the longest chain still to run (the makespan's
-        lower bound, or the nodes left per slot when slots are the bound) minus
-        `node`'s own chain. A node of slack is one run (overhead + one partition's
-        work), and a member adds one partition's work: measured runs of the asset
-        (`RunTimings`) turn a node of slack into 1 + overhead/work members. A unit
-        of a node with downstream nodes spends half the slack: the rest is left to
+        Slack is in seconds, by the estimates: the longest chain of work left (the
+        makespan's lower bound: the longest chain of a ready node, or of a running unit
+        from its end on, or the work left spread over the slots) minus `node`'s own
+        chain; running units have run since their launch, as `now` tells. A member delays
+        `node`'s downstream nodes by its work, and its own by the members after it; a
+        unit of a node with downstream nodes spends half the slack: the rest is left to
         them, as they batch in turn (spending all of it at every level delays the
-        critical path: on the bench DAG, simulated, 1.31x the bound at 31 days
-        against 1.06x).
+        critical path: on the bench DAG, simulated, 1.31x the bound at 31 days against
+        1.06x).
         """
         free = self._throttle.max_parallel - len(self._running)
         if self._ready_count < free:  # every other ready node has a slot: nothing would wait
             return 0
-        backlog = self._ready_count + 1
-        share = math.ceil(backlog / self._backlog_sharers(backlog, free))
+        if not self.durations.known(node.asset):  # its first runs tell how long its nodes take
+            return 0
+        seconds = self._seconds[node.asset]
+        backlog = seconds + self._ready_seconds
+        remaining = {unit: self._remaining(unit, now) for unit in self._running}
+        share = backlog / self._backlog_sharers(backlog, free, remaining.values())
         horizon = max(
-            [self._chain[node], math.ceil(self._left / self._throttle.max_parallel)]
-            + [self._chain[unit.nodes[0]] for unit in self._running]
+            [self._chain[node], (self._unlaunched_seconds + sum(remaining.values())) / self._throttle.max_parallel]
+            + [
+                left_of_unit + max(self._chain[member] for member in unit.nodes) - self._seconds[unit.asset]
+                for unit, left_of_unit in remaining.items()
+            ]
         )
         slack = horizon - self._chain[node]
-        members_per_slack_node = 1 + self._timings[node.asset].overhead_ratio()
-        spent = slack if self._chain[node] == 1 else slack / 2
-        return max(0, min(share - 1, math.floor(spent * members_per_slack_node)))
+        spent = slack if node not in self._children else slack / 2
+        by_share = math.ceil(share / seconds - _ROUNDING) - 1
+        by_slack = math.floor(spent / self.durations.member_seconds(node.asset) + _ROUNDING)
+        return max(0, min(by_share, by_slack))
 
-    def _backlog_sharers(self, backlog: int, free: int) -> int:
-        """The slots a ready `backlog` of nodes is spread over: the `free` ones, and those
-        of running units smaller than the share each would take (counted in nodes, they
-        free up before a unit of that share would end, and take their part then).
-        Spreading over the free slots alone, one free slot among short runs took a whole
-        backlog into one long run that ended after the critical path (bench DAG, 31 days,
+    def _remaining(self, unit: RunUnit, now: float | None) -> float:
+        """The estimated seconds a running `unit` has left at `now` (all of them when either is unknown)."""
+        launched = self._running[unit]
+        whole = len(unit.nodes) * self._seconds[unit.asset]
+        return whole if launched is None or now is None else max(0.0, whole - (now - launched))
+
+    def _backlog_sharers(self, backlog: float, free: int, remaining: Iterable[float]) -> int:
+        """The slots a ready `backlog` of work (seconds) is spread over: the `free` ones,
+        and those of running units shorter than the share each would take (they free up
+        before a unit of that share would end, and take their part then). Spreading over
+        the free slots alone, one free slot among short runs took a whole backlog into
+        one long run that ended after the critical path (bench DAG, 31 days,
         range-capable: rolling_7d's 19 partitions in one 14 s run, 2 s past the rest)."""
         sharers = free
-        for size in sorted(len(unit.nodes) for unit in self._running):
-            if size >= math.ceil(backlog / sharers):
+        for unit_seconds in sorted(remaining):
+            if unit_seconds >= backlog / sharers:
                 break
             sharers += 1
         return sharers
@@ -254,27 +277,41 @@ class Schedule:
             raise SchedulingError(f"{unit} is not running")
         if Counter(result.node for result in results) != Counter(unit.nodes):
             raise SchedulingError(f"the results of {unit} are for {[result.node for result in results]}")
-        self._running.remove(unit)
+        del self._running[unit]
         self._running_per_asset[unit.asset] -= 1
         if unit.asset in self._pools:
             self._running_per_pool[self._pools[unit.asset]] -= 1
         if all(result.succeeded for result in results):
             seconds = max(result.ended for result in results) - min(result.started for result in results)
-            self._timings[unit.asset].add(len(unit.nodes), seconds)
-        self._left -= len(unit.nodes)
+            self._reorder_due |= self.durations.add(unit.asset, len(unit.nodes), seconds)
+        self._finished_since_reorder += len(unit.nodes)
+        if self._reorder_due and self._finished_since_reorder >= self._reorder_every:
+            self._reorder()
         for result in results:
             if result.succeeded:
                 self._succeeded(result.node)
             else:
                 self._failed(result.node)
 
-    def _start(self, unit: RunUnit) -> None:
+    def _reorder(self) -> None:
+        """The chains and priorities again, by estimates that moved, and the ready heap in that order."""
+        self._order_by_estimates()
+        self._ready = [(self._priority[node], node) for _, node in self._ready]
+        heapq.heapify(self._ready)
+        self._ready_seconds = self._seconds_of(self._ready_per_asset)
+        self._unlaunched_seconds = self._seconds_of(self._unlaunched)
+        self._finished_since_reorder = 0
+        self._reorder_due = False
+
+    def _start(self, unit: RunUnit, now: float | None) -> None:
         for member in unit.nodes[1:]:
             if self._waiting_on[member] == 0:  # a ready member: its heap entry is now stale
-                self._ready_count -= 1
+                self._ready_changed(member.asset, -1)
         for member in unit.nodes:
             self._status[member] = NodeStatus.RUNNING
-        self._running.add(unit)
+        self._running[unit] = now
+        self._unlaunched[unit.asset] -= len(unit.nodes)
+        self._unlaunched_seconds -= len(unit.nodes) * self._seconds[unit.asset]
         self._running_per_asset[unit.asset] += 1
         if unit.asset in self._pools:
             self._running_per_pool[self._pools[unit.asset]] += 1
@@ -287,7 +324,7 @@ class Schedule:
             self._waiting_on[child] -= 1
             if self._waiting_on[child] == 0:
                 heapq.heappush(self._ready, (self._priority[child], child))
-                self._ready_count += 1
+                self._ready_changed(child.asset, 1)
 
     def _failed(self, node: Node) -> None:
         self._status[node] = NodeStatus.FAILED
@@ -296,8 +333,14 @@ class Schedule:
             child = stack.pop()
             if self._status[child] == NodeStatus.PENDING:
                 self._status[child] = NodeStatus.BLOCKED
-                self._left -= 1
+                self._unlaunched[child.asset] -= 1
+                self._unlaunched_seconds -= self._seconds[child.asset]
                 stack.extend(self._children.get(child, ()))
+
+
+# Estimates are averages: a share or slack within this fraction of one more member's work still takes it.
+_ROUNDING = 1e-6
+MAX_REORDERS = 50
 
 
 def downstream_index(graph: BackfillGraph) -> dict[Node, list[Node]]:
@@ -310,21 +353,24 @@ def downstream_index(graph: BackfillGraph) -> dict[Node, list[Node]]:
     return children
 
 
-def chain_lengths(graph: BackfillGraph, children: Mapping[Node, list[Node]]) -> dict[Node, int]:
-    """Each node's longest chain of downstream nodes, itself included (1 for a leaf)."""
-    chain: dict[Node, int] = {}
+def chain_seconds(
+    graph: BackfillGraph, children: Mapping[Node, list[Node]], seconds: Mapping[dg.AssetKey, float]
+) -> dict[Node, float]:
+    """Each node's longest chain of downstream work, itself included, with each node of an
+    asset taking `seconds[asset]`."""
+    chain: dict[Node, float] = {}
     for node in reversed(list(graph.nodes())):  # children come after their parents
-        chain[node] = 1 + max((chain[c] for c in children.get(node, ())), default=0)
+        chain[node] = seconds[node.asset] + max((chain[c] for c in children.get(node, ())), default=0.0)
     return chain
 
 
-def priorities(graph: BackfillGraph, chain: Mapping[Node, int], newest_first: bool) -> dict[Node, Priority]:
+def priorities(graph: BackfillGraph, chain: Mapping[Node, float], newest_first: bool) -> dict[Node, Priority]:
     """Each node's launch priority, lowest first: nodes heading the longest `chain`s of
-    downstream nodes (the critical path) first, then oldest partitions, then upstream
+    downstream work (the critical path) first, then oldest partitions, then upstream
     assets; with `newest_first`, newest partitions first, then upstream assets."""
     sign = -1 if newest_first else 1
     return {
-        Node(key, partition): (0 if newest_first else -chain[Node(key, partition)], sign * index, asset_position)
+        Node(key, partition): (0.0 if newest_first else -chain[Node(key, partition)], sign * index, asset_position)
         for asset_position, (key, asset_slice) in enumerate(graph.slices.items())
         for index, partition in enumerate(asset_slice.partition_keys)
     }

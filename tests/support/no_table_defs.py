@@ -1,0 +1,22 @@
+"""A code location with nothing for a staged backfill to publish: two daily assets (a run per
+partition) that do no work and store nothing; their materializations are all a publish
+records."""
+
+import dagster as dg
+
+from partition_assets.partitions import daily, mappings
+
+DAYS = daily("2024-01-01")
+
+
+@dg.asset(partitions_def=DAYS)
+def source() -> None:
+    """Nothing to compute."""
+
+
+@dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(source, partition_mapping=mappings.identity())])
+def report() -> None:
+    """Nothing to compute."""
+
+
+defs = dg.Definitions(assets=[source, report])
