@@ -15,7 +15,7 @@ import pytest
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import node_states
-from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_START_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_END_TAG, RANGE_START_TAG
 from tests.support import REPO
 from tests.support.cli_runs import (
     LAUNCHING_INSTANCE_YAML,
@@ -92,7 +92,7 @@ def assert_launched_by_the_launcher(home, backfill: str) -> None:
 
 @also_on_postgres("home")
 def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns_the_failed_one(home):
-    args = ["--select", "key:raw or key:flaky or key:wide", "--start", "2024-01-03", "--end", "2024-01-05"]
+    args = ["--select", "key:raw or key:flaky or key:balance", "--start", "2024-01-03", "--end", "2024-01-05"]
     first = backfill_cli(home, "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "3")
     assert first.returncode == 1, first.stdout + first.stderr  # flaky fails on 2024-01-04
     assert FLAKY_FAILED.search(first.stdout), first.stdout
@@ -107,12 +107,12 @@ def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns
             for node, (s, _) in node_states(instance, backfill, graph).items()
         }
     days = ("2024-01-03", "2024-01-04", "2024-01-05")
-    expected = {(asset, day): NodeStatus.SUCCEEDED for asset in ("raw", "flaky", "wide") for day in days}
+    expected = {(asset, day): NodeStatus.SUCCEEDED for asset in ("raw", "flaky", "balance") for day in days}
     expected["flaky", "2024-01-04"] = NodeStatus.FAILED
     assert states == expected
-    # wide (its policy takes ranges) waited for a slot: its partitions shared a range run
-    wide_runs = [run for run in node_runs(home, backfill) if run.asset_selection == {dg.AssetKey("wide")}]
-    assert len(wide_runs) < 3 and any(RANGE_START_TAG in run.tags for run in wide_runs)
+    # balance (its policy takes ranges, each day needs the day before): one launched range run
+    (balance_run,) = [run for run in node_runs(home, backfill) if run.asset_selection == {dg.AssetKey("balance")}]
+    assert (balance_run.tags[RANGE_START_TAG], balance_run.tags[RANGE_END_TAG]) == ("2024-01-03", "2024-01-05")
     assert_launched_by_the_launcher(home, backfill)
 
     before = Counter(run.run_id for run in node_runs(home, backfill))

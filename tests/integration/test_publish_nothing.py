@@ -1,6 +1,8 @@
 """A staged backfill with nothing to publish (no asset stored by this library) still records
 its nodes' materializations in one publish run, in a few instance round trips however many
-runs it ran: the runs' outputs are read in a few queries, not one per run.
+runs it ran: the runs' outputs are read in a few queries, not one per run; and on Dagster's
+default SQLite event log (a database per run), it reads them run by run and keeps the
+metadata each body gave.
 
 Each backfill runs through the real coordinator, workers and instance; the SQL statements
 of its publish are counted as they happen (every engine's, the coordinator's other threads
@@ -28,9 +30,14 @@ CODE_LOCATION = "tests.support.no_table_defs"
 ASSETS = 2
 
 
-def _publish(days: int, home_template, tmp_path) -> tuple[int, int, Counter]:
+# Dagster's instance defaults: its run-sharded SQLite event log, not the repo's consolidated one.
+DAGSTER_DEFAULT_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+
+
+def _publish(days: int, home_template, tmp_path, dagster_yaml: str | None = None) -> tuple[int, int, Counter, dict]:
     """Runs a staged backfill of every asset over `days` days (a run per node) on a fresh
-    instance: (SQL statements of its publish, node runs, materializations the publish run recorded)."""
+    instance (the repo's dagster.yaml, or `dagster_yaml`): (SQL statements of its publish,
+    node runs, materializations the publish run recorded, `report`'s metadata per day there)."""
     home = tmp_path / f"home_{days}"
     shutil.copytree(home_template, home)
     statements = 0
@@ -51,6 +58,8 @@ def _publish(days: int, home_template, tmp_path) -> tuple[int, int, Counter]:
     with pytest.MonkeyPatch.context() as patch:
         for name, value in instance_env(home).items():
             patch.setenv(name, value)
+        if dagster_yaml is not None:
+            (home / "dagster.yaml").write_text(dagster_yaml)
         patch.setattr(publish_module, "publish", counted_publish)
         spec = BackfillSpec(
             module=CODE_LOCATION, selection="*", start="2024-01-01", end=f"2024-01-{days:02d}", max_parallel=4
@@ -63,20 +72,32 @@ def _publish(days: int, home_template, tmp_path) -> tuple[int, int, Counter]:
             tags = {BACKFILL_ID_TAG: record.id}
             node_runs = [run for run in instance.get_runs(dg.RunsFilter(tags=tags)) if PUBLISH_RUN_TAG not in run.tags]
             [publish_run] = instance.get_runs(dg.RunsFilter(tags={**tags, PUBLISH_RUN_TAG: "true"}))
-            recorded = Counter(
-                record.asset_key.to_user_string()
+            materializations = [
+                record.asset_materialization
                 for record in instance.get_records_for_run(
                     publish_run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
                 ).records
-            )
-    return statements, len(node_runs), recorded
+            ]
+    recorded = Counter(m.asset_key.to_user_string() for m in materializations)
+    reported = {
+        m.partition: m.metadata["reported_day"].value for m in materializations if m.asset_key.path == ["report"]
+    }
+    return statements, len(node_runs), recorded, reported
 
 
 def test_a_publish_with_nothing_to_publish_reads_the_runs_outputs_in_a_few_queries(home_template, tmp_path):
-    few, few_runs, few_recorded = _publish(3, home_template, tmp_path)
-    many, many_runs, many_recorded = _publish(12, home_template, tmp_path)
+    few, few_runs, few_recorded, _ = _publish(3, home_template, tmp_path)
+    many, many_runs, many_recorded, _ = _publish(12, home_template, tmp_path)
     assert (few_runs, many_runs) == (3 * ASSETS, 12 * ASSETS)
     assert few_recorded == {"source": 3, "report": 3}
     assert many_recorded == {"source": 12, "report": 12}
     # A query per run would add one statement per extra run (18 here); reading them together adds none.
     assert many - few < (many_runs - few_runs) // 2, (few, many)
+
+
+def test_on_dagster_s_run_sharded_event_log_the_publish_keeps_each_body_s_metadata(home_template, tmp_path):
+    _, runs, recorded, reported = _publish(3, home_template, tmp_path, DAGSTER_DEFAULT_INSTANCE_YAML)
+    with dg.DagsterInstance.from_config(str(tmp_path / "home_3")) as instance:
+        assert instance.event_log_storage.is_run_sharded  # the storage this test is about
+    assert runs == 3 * ASSETS and recorded == {"source": 3, "report": 3}
+    assert reported == {day: day for day in ("2024-01-01", "2024-01-02", "2024-01-03")}

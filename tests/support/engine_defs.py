@@ -58,6 +58,16 @@ def wide(context: dg.AssetExecutionContext) -> None:
     time.sleep(0.05 * len(context.partition_keys))
 
 
+@dg.asset(
+    partitions_def=DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[dg.AssetDep("balance", partition_mapping=mappings.previous_period())],
+)
+def balance(context: dg.AssetExecutionContext) -> None:
+    """Each day needs the day before: the engine runs a range of it as one run, whatever it knows of its duration."""
+    time.sleep(0.05 * len(context.partition_keys))
+
+
 @dg.asset(partitions_def=monthly("2024-01-01"), deps=[dg.AssetDep("clean", partition_mapping=mappings.fan_in())])
 def month(context: dg.AssetExecutionContext) -> None:
     time.sleep(0.05)
@@ -74,4 +84,4 @@ def after_flaky(context: dg.AssetExecutionContext) -> None:
     pass
 
 
-defs = dg.Definitions(assets=[raw, clean, rolling, total, ledger, wide, month, flaky, after_flaky])
+defs = dg.Definitions(assets=[raw, clean, rolling, total, ledger, wide, balance, month, flaky, after_flaky])

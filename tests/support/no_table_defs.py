@@ -1,6 +1,6 @@
 """A code location with nothing for a staged backfill to publish: two daily assets (a run per
-partition) that do no work and store nothing; their materializations are all a publish
-records."""
+partition) that do no work and store nothing; their materializations, with the metadata
+`report` gives its own, are all a publish records."""
 
 import dagster as dg
 
@@ -15,8 +15,9 @@ def source() -> None:
 
 
 @dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(source, partition_mapping=mappings.identity())])
-def report() -> None:
-    """Nothing to compute."""
+def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """Nothing to compute; its metadata names its day."""
+    return dg.MaterializeResult(metadata={"reported_day": context.partition_key})
 
 
 defs = dg.Definitions(assets=[source, report])
