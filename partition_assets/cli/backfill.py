@@ -141,10 +141,16 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     PartitionAssetsError before anything is recorded."""
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
-        if args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach:
-            fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
-        with _instance() as instance:
-            return _plan_or_run(args, spec, instance)
+        on_workers = args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach
+        if on_workers:
+            fork_server.start([spec.module])  # its workers' imports run while this process imports (if not yet)
+        # Its workers load the code location while this process plans; a backfill its plan
+        # refuses (or leased partitions, or a bad capacity) kills them before they run anything.
+        with (
+            _instance() as instance,
+            _warm_runner(spec.module if on_workers else None, spec.max_parallel, instance) as warm,
+        ):
+            return _plan_or_run(args, spec, instance, node_runner_reusing(warm))
     if args.action == "list":
         with _instance() as instance:
             now = datetime.now(UTC)
@@ -179,7 +185,9 @@ def _instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.DagsterInstance) -> int:
+def _plan_or_run(
+    args: argparse.Namespace, spec: BackfillSpec, instance: dg.DagsterInstance, runner_of: RunnerFactory
+) -> int:
     graph = graph_of(spec, instance)
     done = nodes_to_skip(spec, graph, instance)
     definitions = load_definitions(spec.module)
@@ -206,7 +214,7 @@ def _plan_or_run(args: argparse.Namespace, spec: BackfillSpec, instance: dg.Dags
         )
         return 0
     # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
-    return _execute(instance, BackfillRecord(spec, store=BackfillStore(instance)), graph, done)
+    return _execute(instance, BackfillRecord(spec, store=BackfillStore(instance)), graph, done, runner_of)
 
 
 def act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg.DagsterInstance) -> int:
@@ -307,7 +315,7 @@ def _standby(instance: dg.DagsterInstance) -> int:
     for module in modules:
         load_definitions(module)
     fork_server.start(modules)
-    with _warm_runner(modules, instance) as warm:
+    with _warm_runner(modules[0] if modules else None, DEFAULT_MAX_PARALLEL, instance) as warm:
         if warm is not None:
             warm.wait_until_loaded()
         backfill_id = await_backfill(instance.root_directory)
@@ -315,9 +323,10 @@ def _standby(instance: dg.DagsterInstance) -> int:
 
 
 @contextmanager
-def _warm_runner(modules: list[str], instance: dg.DagsterInstance) -> Iterator[DagsterNodeRunner | None]:
-    """Workers for the first of `modules`, loading while nothing is asked of them; terminated on exit."""
-    runner = DagsterNodeRunner(modules[0], DEFAULT_MAX_PARALLEL, {}, instance) if modules else None
+def _warm_runner(target: str | None, workers: int, instance: dg.DagsterInstance) -> Iterator[DagsterNodeRunner | None]:
+    """`workers` workers for code location `target` (None: no workers), loading while
+    nothing is asked of them; terminated on exit."""
+    runner = DagsterNodeRunner(target, workers, {}, instance) if target is not None else None
     try:
         yield runner
     finally:

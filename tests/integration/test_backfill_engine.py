@@ -1,6 +1,8 @@
 """The engine against real Dagster runs: order, early starts, failure isolation."""
 
 import multiprocessing
+import os
+import textwrap
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -16,6 +18,9 @@ from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
 from partition_assets.backfill.running.runners import node_runner_reusing
 from partition_assets.backfill.running.scheduling import RunUnit
 from partition_assets.backfill.state.record import node_states
+from partition_assets.cli import backfill as backfill_cli
+from partition_assets.cli.main import main
+from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from tests.support import engine_defs
 from tests.support.instances import also_on_postgres
@@ -217,3 +222,54 @@ def test_a_warm_runner_that_does_not_fit_is_terminated_for_a_new_one(home):
             assert not worker.is_alive()
     finally:
         runner.terminate()
+
+
+def test_workers_load_one_at_a_time_when_the_coordinator_leaves_one_core(home, tmp_path, monkeypatch):
+    # A code location file (each worker executes it: a file is never preloaded) that notes when it loads.
+    loads = tmp_path / "loads"
+    location = tmp_path / "noting_location.py"
+    location.write_text(
+        textwrap.dedent(
+            f"""
+            import time
+            from pathlib import Path
+            from tests.support.engine_defs import defs
+            started = time.time()
+            time.sleep(0.3)
+            with Path({str(loads)!r}).open("a") as noted:
+                noted.write(f"{{started}} {{time.time()}}\\n")
+            """
+        )
+    )
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # one core left to the workers
+    with dg.DagsterInstance.get() as instance:
+        runner = DagsterNodeRunner(str(location), 3, {}, instance)
+    try:
+        runner.wait_until_loaded()
+    finally:
+        runner.terminate()
+    spans = sorted(tuple(map(float, line.split())) for line in loads.read_text().splitlines())
+    assert len(spans) == 3
+    for (_, ended), (started, _) in zip(spans, spans[1:], strict=False):
+        assert started >= ended  # the next load began once the previous one was done
+
+
+def test_backfill_run_starts_its_workers_before_planning_and_kills_them_when_the_plan_is_refused(home, monkeypatch):
+    runners: list[DagsterNodeRunner] = []
+
+    class NotedRunner(DagsterNodeRunner):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            runners.append(self)
+
+    def refused_plan(spec, instance):
+        assert runners, "no workers were loading while the backfill was planned"
+        raise BackfillPlanError("refused for the test")
+
+    monkeypatch.setattr(backfill_cli, "DagsterNodeRunner", NotedRunner)
+    monkeypatch.setattr(backfill_cli, "graph_of", refused_plan)
+    children_before = set(multiprocessing.active_children())
+    argv = ["-m", "tests.support.engine_defs", "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-02"]
+    assert main(["backfill", "run", *argv]) == 2
+    assert len(runners) == 1
+    assert set(multiprocessing.active_children()) <= children_before  # its workers are gone

@@ -7,7 +7,12 @@ webserver, in the event log and in Dagster's partition status.
 
 Workers start the moment the runner is created, all at once, forked from one fresh
 process (multiprocessing's forkserver) that imported Dagster and the code location
-once: the coordinator plans meanwhile, and 4 workers cost one import, not four.
+once: the coordinator plans meanwhile, and 4 workers cost one import, not four. What is
+left to each worker (executing a `-f` file, resolving its job, opening the instance) takes
+CPU too: at most `loading_at_once` workers load together, one per core the coordinator
+(planning meanwhile) leaves free, so that the first worker is ready after one load rather
+than all of them after every load shared the cores: the first node run starts that much
+sooner.
 Workers run at a lower OS priority (`worker_niceness()` added to their niceness), so that
 production processes on the same host (a schedule's runs, the webserver, the daemon) get
 the CPU first while a backfill runs (issue 24: backfills never starve production); their
@@ -16,15 +21,17 @@ Workers die with the process that created the runner, however it ends (SIGKILL i
 no run in flight of a killed coordinator finishes and writes later (processes/process_death.py, for
 what that holds on which OS).
 Not guaranteed: a code location module that starts threads or sessions when imported
-does so in that process too (import it lazily, as resources do).
+does so in that process too (import it lazily, as resources do); on an idle host, the
+last worker may be ready later than if every worker had loaded at once.
 """
 
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import ForkServerContext, ForkServerProcess
+from multiprocessing.synchronize import Semaphore as SemaphoreType
 from types import MappingProxyType
 from typing import Any
 
@@ -45,6 +52,14 @@ _worker: dict = {}
 # turns it off): backfill runs yield the CPU to production processes.
 WORKER_NICENESS = 10
 NICENESS_ENV = "PARTITION_ASSETS_BACKFILL_NICENESS"
+# How often `wait_until_loaded` looks for a worker that died loading.
+_DEATH_POLL_SECONDS = 0.1
+
+
+def loading_at_once(workers: int, cores: int) -> int:
+    """How many of `workers` workers load at the same time on a host of `cores` cores: one
+    per core but the coordinator's (it plans while they load), at least one."""
+    return max(1, min(workers, cores - 1))
 
 
 def worker_niceness() -> int:
@@ -86,18 +101,27 @@ class DagsterNodeRunner:
         self._target = target
         self._workers = workers
         self._context = _WorkerRecordingContext(preload_of([target]))
+        self._loaded = self._context.Semaphore(0)  # released by each worker once it has loaded
+        self._loaded_count = 0  # of those releases, taken by wait_until_loaded
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=self._context,
             initializer=_load_worker,
-            initargs=(target, instance.get_ref(), dict(os.environ), os.getcwd(), running_pid()),
+            initargs=(
+                target,
+                instance.get_ref(),
+                dict(os.environ),
+                os.getcwd(),
+                running_pid(),
+                self._context.Semaphore(loading_at_once(workers, os.cpu_count() or 1)),
+                self._loaded,
+            ),
         )
         # One task per worker starts them all now (the pool starts a worker per task while
         # none is idle), so they load while the caller prepares its first launch; from a
         # thread, as the first start waits for the fork server's imports.
-        self._loading: list[Future] = []
         self._starter = threading.Thread(
-            target=lambda: self._loading.extend(self._pool.submit(_loaded) for _ in range(workers)),
+            target=lambda: [self._pool.submit(_started) for _ in range(workers)],
             name="start-workers",
             daemon=True,
         )
@@ -123,9 +147,14 @@ class DagsterNodeRunner:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def wait_until_loaded(self) -> None:
-        """Returns once every worker has loaded the code location (or the pool broke)."""
+        """Returns once every worker has loaded the code location, or once one of them died
+        (the pool is then broken: its launches fail)."""
         self._starter.join()
-        wait(self._loading)
+        while self._loaded_count < self._workers:
+            if self._loaded.acquire(timeout=_DEATH_POLL_SECONDS):
+                self._loaded_count += 1
+            elif not all(worker.is_alive() for worker in self._context.workers):
+                return
 
     def serves(self, target: str, workers: int) -> bool:
         """True when this runner can run a backfill of code location `target` on `workers` workers."""
@@ -157,7 +186,13 @@ class TaggedRunner:
 
 
 def _load_worker(
-    target: str, instance_ref: InstanceRef, environment: dict[str, str], cwd: str, fork_server_pid: int
+    target: str,
+    instance_ref: InstanceRef,
+    environment: dict[str, str],
+    cwd: str,
+    fork_server_pid: int,
+    loading: SemaphoreType,
+    loaded: SemaphoreType,
 ) -> None:
     die_with_coordinator(fork_server_pid)
     # The fork server keeps the environment and directory it started with (a test session
@@ -167,15 +202,17 @@ def _load_worker(
     os.environ[POOL_ENV] = BACKFILL_POOL  # its Spark jobs join the server's low-weight backfill pool
     os.nice(worker_niceness())
     os.chdir(cwd)
-    definitions = load_definitions(target)
-    _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
-    sha = definitions_git_sha(definitions)
-    _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
-    _worker["instance"] = dg.DagsterInstance.from_ref(instance_ref)
+    with loading:  # its share of the cores (loading_at_once)
+        definitions = load_definitions(target)
+        _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
+        sha = definitions_git_sha(definitions)
+        _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
+        _worker["instance"] = dg.DagsterInstance.from_ref(instance_ref)
+    loaded.release()
 
 
-def _loaded() -> None:
-    """Nothing: a worker runs it once its initializer has loaded the code location."""
+def _started() -> None:
+    """Nothing: one such task per worker makes the pool start them all."""
 
 
 def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[NodeResult]:
