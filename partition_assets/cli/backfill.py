@@ -38,7 +38,7 @@ from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.lineup import launch_line, standings
-from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner, start_fork_server
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
@@ -142,7 +142,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
         if args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach:
-            fork_server.start([spec.module])  # its workers' imports run while this process plans (if not yet)
+            start_fork_server(spec.module)  # its workers load while this process plans
         with _instance() as instance:
             return _plan_or_run(args, spec, instance)
     if args.action == "list":
