@@ -48,7 +48,11 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 test: install browser postgres
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
 
+# The project's own modules compiled first: installed editable, they are not in the venv's
+# compiled bytecode, and where PYTHONDONTWRITEBYTECODE is set every process of the run (each
+# command, fork server, code server) would compile them again.
 test-all: install
+	@$(PY) -m compileall -q -j 0 partition_assets tests bench
 	$(VENV)/bin/pytest -n 2 --dist loadfile tests/e2e tests/integration tests/unit
 
 test-unit: install

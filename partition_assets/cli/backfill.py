@@ -38,7 +38,7 @@ from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.lineup import launch_line, standings
-from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.local_workers import DagsterNodeRunner, start_fork_server
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
@@ -143,9 +143,9 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         spec = spec_from_arguments(args, _target(args))
         on_workers = args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach
         if on_workers:
-            fork_server.start([spec.module])  # its workers' imports run while this process imports (if not yet)
-        # Its workers load the code location while this process plans; a backfill its plan
-        # refuses (or leased partitions, or a bad capacity) kills them before they run anything.
+            start_fork_server(spec.module)  # before any thread: the server is a fork of this process
+        # Its workers load while this process plans; a backfill its plan refuses (or leased
+        # partitions, or a bad capacity) kills them before they run anything.
         with (
             _instance() as instance,
             _warm_runner(spec.module if on_workers else None, spec.max_parallel, instance) as warm,

@@ -1,20 +1,32 @@
-"""The fork server backfill workers are forked from (multiprocessing's forkserver,
-backfill/running/local_workers.py), startable before anything heavy is imported.
+"""The fork server backfill workers are forked from (multiprocessing's forkserver protocol,
+backfill/running/local_workers.py).
 
-Importing Dagster and a code location takes ~1.2 s on 2 cores. A fork server started by
-`partition-assets backfill run` as its first step (`start_for_command`) does that while
-the command's own process imports the same for its planning: its first worker is ready
-~1 s sooner than with a fork server started after planning.
+`backfill run` makes a fork of its own process the fork server (`fork_here`), once it has
+imported Dagster and loaded the code location: the server starts with everything the
+workers need and imports nothing. multiprocessing's own fork server is a fresh interpreter
+that imports Dagster, this library and the code location again: ~3 s of CPU per backfill
+command (bench/results/engine.md), competing on a small machine with the command's own
+imports. A process running other threads (a Launchpad job's run process, the webserver's
+standby coordinator) starts multiprocessing's server instead (`start`): a fork of it would
+hold locks its other threads held.
 
-Not guaranteed: only `-m/--module-name` on the command line names the code location
-early; a `-f` file or `[tool.dagster] module_name` is loaded by each worker instead (a
-file never is preloaded: it is not importable by name).
+Not guaranteed: the forked server keeps what the command held when it forked (its modules,
+open files, and what the code location did on import), as the workers do; only the "alive"
+pipe's write end, which would keep the server running after the command died, is closed.
+Relies on multiprocessing's private `forkserver._forkserver` (its `_forkserver_address`,
+`_forkserver_alive_fd`, `_forkserver_pid`) and `forkserver.main`, pinned by
+tests/integration/test_fork_server.py.
 """
 
-import argparse
 import multiprocessing
 import multiprocessing.forkserver
+import os
+import socket
+import sys
+import threading
 from collections.abc import Sequence
+from multiprocessing import connection, resource_tracker
+from typing import Any
 
 RUNNER_MODULE = "partition_assets.backfill.running.local_workers"
 
@@ -39,16 +51,36 @@ def running_pid() -> int:
     return multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
 
 
-def start_for_command(argv: Sequence[str]) -> None:
-    """Starts the fork server when `argv` (the command line's arguments) runs a backfill on
-    local workers: `backfill run`, not `--runs-via launcher`; with the code location of
-    `-m/--module-name`, when given."""
-    if list(argv[:2]) != ["backfill", "run"]:
+def fork_here(targets: Sequence[str]) -> None:
+    """Makes a fork of this process its fork server, now, unless one is running: the
+    workers it forks start with what this process imported (load the code location
+    `targets` first). With other threads running here, starts multiprocessing's server
+    instead (`start`)."""
+    server: Any = multiprocessing.forkserver._forkserver  # private: typeshed does not declare it
+    if server._forkserver_pid is not None:
         return
-    early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("-m", "--module-name")
-    early.add_argument("--runs-via")
-    known, _ = early.parse_known_args(argv[2:])
-    if known.runs_via == "launcher":
+    if threading.active_count() > 1:
+        start(targets)
         return
-    start([known.module_name] if known.module_name else [])
+    resource_tracker.ensure_running()  # as multiprocessing's server does: its workers share the tracker
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # else each worker would write this process's buffered output again when it ends
+    with socket.socket(socket.AF_UNIX) as listener:
+        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+        listener.bind(address)
+        if not address.startswith("\0"):  # a file, not Linux's abstract namespace
+            os.chmod(address, 0o600)
+        listener.listen()
+        # The server ends when the last holder of alive_w (this process, the workers) is gone.
+        alive_r, alive_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(alive_w)
+            try:
+                multiprocessing.forkserver.main(listener.fileno(), alive_r, [])
+            finally:
+                os._exit(0)  # never back into the command's code, nor its exit handlers
+        os.close(alive_r)
+    server._forkserver_address = address
+    server._forkserver_alive_fd = alive_w
+    server._forkserver_pid = pid

@@ -56,8 +56,8 @@ def test_a_coordinator_killed_with_sigkill_takes_its_fork_server_and_workers_wit
             lambda: [r for r in runs_of_held(home) if r.status == dg.DagsterRunStatus.STARTED], timeout=180
         )
         processes = session_descendants(coordinator.pid)
-        # Its fork server and the 2 workers it forked, at least (and multiprocessing's resource tracker).
-        assert any("multiprocessing.forkserver" in line for line in alive(processes).values()), alive(processes)
+        # Its fork server (a fork of it) and the 2 workers it forked, at least (and multiprocessing's
+        # resource tracker).
         assert len(processes) >= 3, alive(processes)
 
         coordinator.send_signal(signal.SIGKILL)

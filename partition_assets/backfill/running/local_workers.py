@@ -5,11 +5,12 @@ code location, the instance and its Spark session loaded pays only the run's own
 bookkeeping. Every node is still a real run in the instance: visible in the
 webserver, in the event log and in Dagster's partition status.
 
-Workers start the moment the runner is created, all at once, forked from one fresh
-process (multiprocessing's forkserver) that imported Dagster and the code location
-once: the coordinator plans meanwhile, and 4 workers cost one import, not four. What is
-left to each worker (executing a `-f` file, resolving its job, opening the instance) takes
-CPU too: at most `loading_at_once` workers load together, one per core the coordinator
+Workers start the moment the runner is created, all at once, forked from one fork server
+that has Dagster and the code location loaded: `backfill run` makes a fork of itself that
+server once it loaded the location (`start_fork_server`), so nothing is imported twice;
+the coordinator plans meanwhile, and 4 workers cost no import. What is left to each worker
+(opening the instance; from multiprocessing's own server, loading the code location too)
+takes CPU: at most `loading_at_once` workers load together, one per core the coordinator
 (planning meanwhile) leaves free, so that the first worker is ready after one load rather
 than all of them after every load shared the cores: the first node run starts that much
 sooner.
@@ -42,7 +43,7 @@ from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import InstanceRef
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
-from partition_assets.processes.fork_server import preload_of, running_pid
+from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
 from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_ENV
@@ -183,6 +184,14 @@ class TaggedRunner:
 
     def terminate(self) -> None:
         self._runner.terminate()
+
+
+def start_fork_server(target: str) -> None:
+    """Starts this process's fork server for workers of code location `target`, first loaded
+    here as a worker loads it (its definitions and their asset job, which Dagster caches on
+    them): workers forked from a fork of this process find both loaded (fork_server.fork_here)."""
+    load_definitions(target).resolve_implicit_global_asset_job_def()
+    fork_here([target])
 
 
 def _load_worker(

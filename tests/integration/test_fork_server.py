@@ -1,0 +1,74 @@
+"""The workers' fork server (partition_assets/processes/fork_server.py): `backfill run` makes
+a fork of itself the server once it loaded the code location, so the workers start with
+what it loaded and nothing is imported again; a process running other threads starts
+multiprocessing's own server instead.
+
+Runs real processes: a script loads a code location, starts the fork server, and has a
+worker of a forkserver pool report what it found. Pins multiprocessing's private
+`forkserver._forkserver` fields and `forkserver.main`, which `fork_here` drives."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from tests.support import REPO
+
+# Loads the code location, marks this process (after its imports: only a fork of it can
+# see the mark), optionally starts a thread, starts the fork server; then a pool worker
+# reports what it sees, and the script what it knows of the server.
+SCRIPT = textwrap.dedent(
+    """
+    import json, multiprocessing, os, sys, threading, time
+    from concurrent.futures import ProcessPoolExecutor
+    from partition_assets.backfill.running import local_workers
+
+    # Evaluated in the worker: a function of this script would not unpickle in a worker of a
+    # fresh interpreter (a `-c` script has no module to import it from).
+    SEEN = (
+        "{'mark': getattr(__import__('sys'), 'fork_server_test_mark', None),"
+        " 'fork_server': __import__('os').getppid(),"
+        " 'location_loaded': 'tests.support.engine_defs' in __import__('sys').modules}"
+    )
+
+    def command_of(pid):
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().decode().replace("\\0", " ")
+
+    if __name__ == "__main__":
+        sys.fork_server_test_mark = "set after the imports"
+        if sys.argv[1] == "with_a_thread":
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+        local_workers.start_fork_server("tests.support.engine_defs")
+        server = multiprocessing.forkserver._forkserver._forkserver_pid
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
+            worker = pool.submit(eval, SEEN).result()
+        report = {"server": server, "server_command": command_of(server), "own_command": command_of(os.getpid())}
+        print(json.dumps({**report, "worker": worker}))
+    """
+)
+
+
+def _report(mode: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, mode], cwd=REPO, capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_fork_server_is_a_fork_of_the_command_and_its_workers_start_with_the_location_loaded():
+    report = _report("alone")
+    assert report["server_command"] == report["own_command"]  # a fork, not a fresh interpreter
+    assert report["worker"] == {
+        "mark": "set after the imports",  # the command's own state, as it was when it forked
+        "fork_server": report["server"],
+        "location_loaded": True,
+    }
+
+
+def test_a_process_running_other_threads_starts_multiprocessing_s_fork_server_instead():
+    report = _report("with_a_thread")
+    assert report["server_command"] != report["own_command"]
+    assert "from multiprocessing.forkserver import main" in report["server_command"]
+    assert "tests.support.engine_defs" in report["server_command"]  # preloaded there instead
+    assert report["worker"] == {"mark": None, "fork_server": report["server"], "location_loaded": True}
