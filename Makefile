@@ -11,7 +11,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
+.PHONY: install compile dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
 
 install: $(VENV)/.installed
 
@@ -48,11 +48,13 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 test: install browser postgres
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
 
-# The project's own modules compiled first: installed editable, they are not in the venv's
-# compiled bytecode, and where PYTHONDONTWRITEBYTECODE is set every process of the run (each
-# command, fork server, code server) would compile them again.
-test-all: install
+# The project's own modules compiled before the tests and benches: installed editable, they
+# are not in the venv's compiled bytecode, and where PYTHONDONTWRITEBYTECODE is set every
+# process of a run (each command, fork server, code server) would compile them again.
+compile: install
 	@$(PY) -m compileall -q -j 0 partition_assets tests bench
+
+test-all: compile
 	$(VENV)/bin/pytest -n 2 --dist loadfile tests/e2e tests/integration tests/unit
 
 test-unit: install
@@ -91,7 +93,7 @@ postgres:
 clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
 
-bench: install postgres
+bench: compile postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/scale_bench.py
 	$(PY) bench/engine_bench.py
