@@ -216,8 +216,17 @@ def _load_worker(
         _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
         sha = definitions_git_sha(definitions)
         _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
-        _worker["instance"] = dg.DagsterInstance.from_ref(instance_ref)
+    _worker["instance_ref"] = instance_ref
     loaded.release()
+
+
+def _instance() -> dg.DagsterInstance:
+    """The worker's instance, opened by its first run, not while it loads: workers load
+    while their backfill is planned, and a backfill refused meanwhile (a bad input, leased
+    partitions) must leave the instance's files as they were."""
+    if "instance" not in _worker:
+        _worker["instance"] = dg.DagsterInstance.from_ref(_worker["instance_ref"])
+    return _worker["instance"]
 
 
 def _started() -> None:
@@ -230,7 +239,7 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[N
         tags = {**tags, **range_tags(partitions[0], partitions[-1])}
     started = time.time()
     result = _worker["job"].execute_in_process(
-        instance=_worker["instance"],
+        instance=_instance(),
         asset_selection=[key],
         partition_key=(partitions[0] or None) if len(partitions) == 1 else None,
         tags={**tags, **_worker["tags"]},
