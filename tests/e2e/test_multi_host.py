@@ -89,7 +89,12 @@ def test_host_b_sees_cancels_rolls_back_and_takes_over_the_backfills_host_a_star
 
 
 # As the daemon would on host B: evaluate the takeover sensor, then execute each run it requests.
+# A run stuck past 6 minutes prints where each of its threads waits, and exits: the test fails
+# with that in its message rather than at pytest's timeout with nothing from the process.
 TAKE_OVER = """
+import faulthandler, os
+# To this process's standard error as it starts: a run's steps send fd 2 to its compute log.
+faulthandler.dump_traceback_later(360, exit=True, file=open(os.dup(2), "w"))
 import dagster as dg
 from partition_assets.automation import coordinator_takeover_sensor
 from partition_assets.run_tags import BACKFILL_ID_TAG

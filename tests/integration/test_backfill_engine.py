@@ -3,6 +3,7 @@
 import multiprocessing
 import os
 import textwrap
+import threading
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pytest
 from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.durations import recorded_seconds
+from partition_assets.backfill.running import local_workers
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
 from partition_assets.backfill.running.runners import node_runner_reusing
@@ -252,6 +254,30 @@ def test_workers_load_one_at_a_time_when_the_coordinator_leaves_one_core(home, t
     assert len(spans) == 3
     for (_, ended), (started, _) in zip(spans, spans[1:], strict=False):
         assert started >= ended  # the next load began once the previous one was done
+
+
+def test_a_runner_starts_every_worker_even_when_each_loads_before_the_next_is_started(home, monkeypatch):
+    # Workers forked from a server that preloaded the code location load in a blink; slow
+    # starts make each one idle before the pool is asked for the next.
+    create = local_workers._WorkerRecordingContext.Process
+
+    def slow_to_start(context, *args, **kwargs):
+        if context.workers:
+            time.sleep(1.5)
+        return create(context, *args, **kwargs)
+
+    monkeypatch.setattr(local_workers._WorkerRecordingContext, "Process", slow_to_start)
+    with dg.DagsterInstance.get() as instance:
+        runner = DagsterNodeRunner("tests.support.engine_defs", 3, {}, instance)
+    waiting = threading.Thread(target=runner.wait_until_loaded, daemon=True)
+    try:
+        waiting.start()
+        waiting.join(timeout=60)
+        assert not waiting.is_alive(), "a worker the runner waits for was never started"
+        assert len(runner._context.workers) == 3
+        assert all(worker.is_alive() for worker in runner._context.workers)
+    finally:
+        runner.terminate()
 
 
 def test_backfill_run_starts_its_workers_before_planning_and_kills_them_when_the_plan_is_refused(home, monkeypatch):

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import ForkServerContext, ForkServerProcess
+from multiprocessing.synchronize import Event as EventType
 from multiprocessing.synchronize import Semaphore as SemaphoreType
 from types import MappingProxyType
 from typing import Any
@@ -104,6 +105,7 @@ class DagsterNodeRunner:
         self._context = _WorkerRecordingContext(preload_of([target]))
         self._loaded = self._context.Semaphore(0)  # released by each worker once it has loaded
         self._loaded_count = 0  # of those releases, taken by wait_until_loaded
+        self._all_started = self._context.Event()  # set once the pool has started every worker
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=self._context,
@@ -116,17 +118,24 @@ class DagsterNodeRunner:
                 running_pid(),
                 self._context.Semaphore(loading_at_once(workers, os.cpu_count() or 1)),
                 self._loaded,
+                self._all_started,
             ),
         )
-        # One task per worker starts them all now (the pool starts a worker per task while
-        # none is idle), so they load while the caller prepares its first launch; from a
-        # thread, as the first start waits for the fork server's imports.
-        self._starter = threading.Thread(
-            target=lambda: [self._pool.submit(_started) for _ in range(workers)],
-            name="start-workers",
-            daemon=True,
-        )
+        # From a thread, as the first start waits for the fork server's imports.
+        self._starter = threading.Thread(target=self._start_workers, name="start-workers", daemon=True)
         self._starter.start()
+
+    def _start_workers(self) -> None:
+        """Starts every worker now, so that they load while the caller prepares its first
+        launch: the pool starts a worker per task submitted while none is idle, and each
+        task (`_started`) keeps its worker busy until the last worker is started. Else a
+        worker that loads fast (from a fork server that preloaded the code location) would
+        be idle by the next task, take it, and the pool would stay short of `workers`."""
+        try:
+            for _ in range(self._workers):
+                self._pool.submit(_started)
+        finally:  # a pool broken meanwhile (a worker died loading) lets the others go too
+            self._all_started.set()
 
     def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
         """Runs `unit` as one run (a partition range when several), also tagged `unit_tags`;
@@ -202,6 +211,7 @@ def _load_worker(
     fork_server_pid: int,
     loading: SemaphoreType,
     loaded: SemaphoreType,
+    all_started: EventType,
 ) -> None:
     die_with_coordinator(fork_server_pid)
     # The fork server keeps the environment and directory it started with (a test session
@@ -217,6 +227,7 @@ def _load_worker(
         sha = definitions_git_sha(definitions)
         _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
     _worker["instance_ref"] = instance_ref
+    _worker["all_started"] = all_started
     loaded.release()
 
 
@@ -230,7 +241,9 @@ def _instance() -> dg.DagsterInstance:
 
 
 def _started() -> None:
-    """Nothing: one such task per worker makes the pool start them all."""
+    """Waits until the pool has started all its workers: one such task per worker makes
+    the pool start them all (DagsterNodeRunner._start_workers)."""
+    _worker["all_started"].wait()
 
 
 def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[NodeResult]:
