@@ -13,8 +13,8 @@ import pytest
 
 from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running import local_workers
+from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
 from partition_assets.backfill.running.runners import node_runner_reusing
