@@ -71,7 +71,6 @@ from partition_assets.errors import (
 )
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
-from partition_assets.processes import fork_server
 from partition_assets.processes.coordinators import await_backfill
 from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
@@ -143,7 +142,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         spec = spec_from_arguments(args, _target(args))
         on_workers = args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach
         if on_workers:
-            start_fork_server(spec.module)  # before any thread: the server is a fork of this process
+            start_fork_server([spec.module])  # before any thread: the server is a fork of this process
         # Its workers load while this process plans; a backfill its plan refuses (or leased
         # partitions, or a bad capacity) kills them before they run anything.
         with (
@@ -307,14 +306,14 @@ def _execute(
 
 
 def _standby(instance: dg.DagsterInstance) -> int:
-    """Imports the instance's engine code locations, starts the workers' fork server and
-    workers for the first code location (as many as a backfill runs by default), then
+    """Imports the instance's engine code locations, makes a fork of this process the
+    workers' fork server, starts the workers for the first code location (as many as a
+    backfill runs by default), then
     adopts the one Dagster backfill its webserver hands it (processes/coordinators.py);
     exits when it hands none (the webserver is gone)."""
     modules = list(getattr(instance, "engine_modules", []))
-    for module in modules:
-        load_definitions(module)
-    fork_server.start(modules)
+    if modules:
+        start_fork_server(modules)  # its workers are forks of this process: nothing imported twice
     with _warm_runner(modules[0] if modules else None, DEFAULT_MAX_PARALLEL, instance) as warm:
         if warm is not None:
             warm.wait_until_loaded()

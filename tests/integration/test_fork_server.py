@@ -1,18 +1,23 @@
 """The workers' fork server (partition_assets/processes/fork_server.py): `backfill run` makes
 a fork of itself the server once it loaded the code location, so the workers start with
 what it loaded and nothing is imported again; a process running other threads starts
-multiprocessing's own server instead.
+multiprocessing's own server instead; so does the webserver's standby coordinator.
 
 Runs real processes: a script loads a code location, starts the fork server, and has a
 worker of a forkserver pool report what it found. Pins multiprocessing's private
 `forkserver._forkserver` fields and `forkserver.main`, which `fork_here` drives."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL
 from tests.support import REPO
+from tests.support.cli_runs import CLI
+from tests.support.instances import add_to_config, instance_env
 
 # Loads the code location, marks this process (after its imports: only a fork of it can
 # see the mark), optionally starts a thread, starts the fork server; then a pool worker
@@ -39,7 +44,7 @@ SCRIPT = textwrap.dedent(
         sys.fork_server_test_mark = "set after the imports"
         if sys.argv[1] == "with_a_thread":
             threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
-        local_workers.start_fork_server("tests.support.engine_defs")
+        local_workers.start_fork_server(["tests.support.engine_defs"])
         server = multiprocessing.forkserver._forkserver._forkserver_pid
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
             worker = pool.submit(eval, SEEN).result()
@@ -72,3 +77,34 @@ def test_a_process_running_other_threads_starts_multiprocessing_s_fork_server_in
     assert "from multiprocessing.forkserver import main" in report["server_command"]
     assert "tests.support.engine_defs" in report["server_command"]  # preloaded there instead
     assert report["worker"] == {"mark": None, "fork_server": report["server"], "location_loaded": True}
+
+
+def test_the_webservers_standby_forks_its_workers_from_a_fork_of_itself(tmp_path):
+    home = tmp_path / "home"
+    env = {**os.environ, **instance_env(home)}
+    add_to_config(home, partition_assets={"engine_modules": ["tests.support.engine_defs"]})
+    standby = subprocess.Popen(
+        [*CLI, "backfill", "standby"], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert standby.stdout.readline().startswith(f"standby {standby.pid} ready")  # its workers loaded
+        (server,) = _children(standby.pid)
+        assert _command(server) == _command(standby.pid)  # a fork, not a fresh interpreter
+        assert len(_children(server)) == DEFAULT_MAX_PARALLEL
+    finally:
+        standby.stdin.close()  # as when its webserver is gone: it exits
+        assert standby.wait(timeout=60) == 0
+
+
+def _command(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def _children(pid: int) -> list[int]:
+    """`pid`'s child processes but multiprocessing's resource tracker."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"resource_tracker" not in _command(int(child)):
+                found.append(int(child))
+    return found

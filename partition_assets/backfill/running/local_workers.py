@@ -29,7 +29,7 @@ last worker may be ready later than if every worker had loaded at once.
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from multiprocessing.synchronize import Event as EventType
@@ -195,12 +195,14 @@ class TaggedRunner:
         self._runner.terminate()
 
 
-def start_fork_server(target: str) -> None:
-    """Starts this process's fork server for workers of code location `target`, first loaded
-    here as a worker loads it (its definitions and their asset job, which Dagster caches on
-    them): workers forked from a fork of this process find both loaded (fork_server.fork_here)."""
-    load_definitions(target).resolve_implicit_global_asset_job_def()
-    fork_here([target])
+def start_fork_server(targets: Sequence[str]) -> None:
+    """Starts this process's fork server for workers of the code locations `targets`, first
+    loaded here as a worker loads them (their definitions and asset jobs, which Dagster
+    caches on them): workers forked from a fork of this process find them loaded
+    (fork_server.fork_here)."""
+    for target in targets:
+        load_definitions(target).resolve_implicit_global_asset_job_def()
+    fork_here(targets)
 
 
 def _load_worker(
