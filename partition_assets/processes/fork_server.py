@@ -6,9 +6,10 @@ imported Dagster and loaded the code location: the server starts with everything
 workers need and imports nothing. multiprocessing's own fork server is a fresh interpreter
 that imports Dagster, this library and the code location again: ~2.3 of the 6.6 CPU-s an
 8-node `backfill run` took (process accounting of its process tree), competing on a small
-machine with the command's own imports. A process running other threads (a Launchpad job's run process, the webserver's
-standby coordinator) starts multiprocessing's server instead (`start`): a fork of it would
-hold locks its other threads held.
+machine with the command's own imports. The webserver's standby coordinator does the same
+(`backfill standby`). A process running other threads (a Launchpad job's run process)
+starts multiprocessing's server instead (`start`): a fork of it would hold locks its other
+threads held.
 
 Not guaranteed: the forked server keeps what the command held when it forked (its modules,
 open files, and what the code location did on import), as the workers do; only the "alive"
