@@ -308,9 +308,8 @@ def _execute(
 def _standby(instance: dg.DagsterInstance) -> int:
     """Imports the instance's engine code locations, makes a fork of this process the
     workers' fork server, starts the workers for the first code location (as many as a
-    backfill runs by default), then
-    adopts the one Dagster backfill its webserver hands it (processes/coordinators.py);
-    exits when it hands none (the webserver is gone)."""
+    backfill runs by default), then adopts the one Dagster backfill its webserver hands it
+    (processes/coordinators.py); exits when it hands none (the webserver is gone)."""
     modules = list(getattr(instance, "engine_modules", []))
     if modules:
         start_fork_server(modules)  # its workers are forks of this process: nothing imported twice
