@@ -6,15 +6,17 @@ written per asset by backfill/dagster_ui/), the run-launching internals (workspa
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
 instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
 (backfill/state/store.py keeps its tables there), the gRPC client of a code server,
-serialized errors, cron arithmetic, `replace` on a record, the SQL event log's batch write
-and asset event data (backfill/publishing/event_batches.py). Every private name the library
-imports is imported here and nowhere else. Two private modules are named as strings instead, where a module name is
-what counts: `dagster._daemon.backfill` (instance/engine_instance.py compares its callers'
-module with it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster
-load its composite storage from it). tests/integration/test_dagster_internals.py pins
-each name and both modules with the behaviour the library relies on, and fails when a name
-is added here without a pin or a private import appears elsewhere: a Dagster upgrade that
-moves or changes one fails there, naming it.
+serialized errors, cron arithmetic, the body of `execute_in_process` (a worker runs each
+asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
+the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py).
+Every private name the library imports is imported here and nowhere else. Two private
+modules are named as strings instead, where a module name is what counts:
+`dagster._daemon.backfill` (instance/engine_instance.py compares its callers' module with
+it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster load its
+composite storage from it). tests/integration/test_dagster_internals.py pins each name and
+both modules with the behaviour the library relies on, and fails when a name is added here
+without a pin or a private import appears elsewhere: a Dagster upgrade that moves or
+changes one fails there, naming it.
 
 Not guaranteed: these names follow Dagster's private modules, which may change in any
 Dagster release; pyproject.toml allows one minor series of Dagster for that reason, and
@@ -25,12 +27,14 @@ from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
 from dagster._core.definitions.events import AssetKeyPartitionKey
+from dagster._core.definitions.job_base import InMemoryJob
 from dagster._core.definitions.partitions.subset import PartitionsSubset
 from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
 from dagster._core.errors import DagsterUserCodeUnreachableError
 from dagster._core.events import AssetObservationData, StepMaterializationData
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 from dagster._core.execution.compute_logs import redirect_to_file
+from dagster._core.execution.execute_in_process import core_execute_in_process, merge_run_tags
 from dagster._core.execution.submit_asset_runs import submit_asset_run
 from dagster._core.instance.ref import InstanceRef, compute_logs_directory
 from dagster._core.instance.types import DynamicPartitionsStore
@@ -76,6 +80,7 @@ __all__ = [
     "DynamicPartitionsStore",
     "EventLogStorage",
     "IO_TYPE_EXTENSION",
+    "InMemoryJob",
     "InstanceRef",
     "LegacyRunStorage",
     "LocalComputeLogManager",
@@ -95,9 +100,11 @@ __all__ = [
     "WorkspaceLoadTarget",
     "WorkspaceProcessContext",
     "compute_logs_directory",
+    "core_execute_in_process",
     "deserialize_value",
     "ensure_file",
     "is_valid_cron_string",
+    "merge_run_tags",
     "pack_value",
     "redirect_to_file",
     "replace",

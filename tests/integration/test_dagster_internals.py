@@ -33,6 +33,8 @@ from dagster_graphql.implementation.execution import backfill as graphql_backfil
 from partition_assets import dagster_internals
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
 from partition_assets.backfill.publishing.event_batches import store_asset_events
+from partition_assets.backfill.running.asset_runs import AssetRuns
+from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
     SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -53,6 +55,7 @@ from partition_assets.dagster_internals import (
     DagsterUserCodeUnreachableError,
     DynamicPartitionsStore,
     EventLogStorage,
+    InMemoryJob,
     InstanceRef,
     LegacyRunStorage,
     LocalComputeLogManager,
@@ -71,9 +74,11 @@ from partition_assets.dagster_internals import (
     WorkspaceLoadTarget,
     WorkspaceProcessContext,
     compute_logs_directory,
+    core_execute_in_process,
     deserialize_value,
     ensure_file,
     is_valid_cron_string,
+    merge_run_tags,
     pack_value,
     redirect_to_file,
     replace,
@@ -232,7 +237,7 @@ def test_the_consolidated_event_log_goes_through_connect_and_tells_watchers_on_m
 
 @pins("EventLogStorage", "SqlEventLogStorage", "SqlEventLogStorageTable", "SqliteEventLogStorage")
 @pins("StepMaterializationData", "AssetObservationData")
-def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, instance):
+def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_path):
     """backfill/publishing/event_batches.py: on both SQLite event logs (the repo's consolidated
     one, Dagster's default run-sharded one) a batch reads back as events the op yielded would:
     in its run, with partition and metadata, the last as the asset's latest; Postgres's
@@ -255,9 +260,9 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, instanc
     def reporting():
         report()
 
-    with dg.DagsterInstance.get() as consolidated:
-        assert isinstance(instance.event_log_storage, SqliteEventLogStorage)  # run-sharded
-        for target in (consolidated, instance):
+    with dg.DagsterInstance.get() as consolidated, dg.instance_for_test(temp_dir=str(tmp_path)) as run_sharded:
+        assert isinstance(run_sharded.event_log_storage, SqliteEventLogStorage)  # Dagster's default
+        for target in (consolidated, run_sharded):
             assert isinstance(target.event_log_storage, SqlEventLogStorage)
             run_id = reporting.execute_in_process(instance=target).run_id
             records = [
@@ -593,6 +598,81 @@ def test_the_cron_helpers_check_a_cron_and_list_its_fires_newest_first():
     assert fires == [monday, datetime(2024, 1, 5, 6, tzinfo=UTC), datetime(2024, 1, 4, 6, tzinfo=UTC)]
     [berlin] = itertools.islice(reverse_cron_string_iterator(monday.timestamp(), "0 6 * * *", "Europe/Berlin"), 1)
     assert (berlin.hour, str(berlin.tzinfo)) == (6, "Europe/Berlin") and berlin < monday
+
+
+# -- a worker's runs ------------------------------------------------------------------------
+
+_PINNED_DAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-10")
+
+
+def _asset_job() -> dg.JobDefinition:
+    """A daily asset that runs partition ranges, and an unpartitioned one downstream of it."""
+    with quiet_dagster_betas():  # backfill_policy is a beta parameter
+
+        @dg.asset(partitions_def=_PINNED_DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+        def days(context: dg.AssetExecutionContext) -> None:
+            context.log.info(f"days {context.partition_keys}")
+
+        @dg.asset(deps=[days])
+        def total() -> None:
+            pass
+
+        return dg.Definitions(assets=[days, total]).resolve_implicit_global_asset_job_def()
+
+
+def _recorded(instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> tuple:
+    """What a run recorded, but its id: tags, asset selection, snapshots, events, materializations."""
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    return (
+        result.success,
+        run.tags,
+        run.asset_selection,
+        run.job_snapshot_id,
+        run.execution_plan_snapshot_id,
+        [event.event_type_value for event in result.all_events],
+        [(event.asset_key, event.partition) for event in result.get_asset_materialization_events()],
+    )
+
+
+@pins("InMemoryJob", "core_execute_in_process", "merge_run_tags")
+def test_an_asset_s_in_process_job_built_once_records_each_run_as_execute_in_process_does(instance):
+    """backfill/running/asset_runs.py: a worker's runs of an asset through its in-process job built
+    once (Dagster's execute_in_process body) record what execute_in_process records, each time."""
+    job = _asset_job()
+    # The parameters AssetRuns passes, by name, and the job wrapper it builds once.
+    assert {"run_config", "job", "instance", "output_capturing_enabled", "raise_on_error", "run_tags"} | {
+        "asset_selection"
+    } <= set(inspect.signature(core_execute_in_process).parameters)
+    assert {"job_def", "partition_key", "tags", "asset_selection", "instance", "run_config"} <= set(
+        inspect.signature(merge_run_tags).parameters
+    )
+    assert InMemoryJob(job_def=job).get_definition() is job
+    days, total = dg.AssetKey("days"), dg.AssetKey("total")
+    runs = AssetRuns(job)
+    range_tags = {
+        "dagster/asset_partition_range_start": "2024-01-03",
+        "dagster/asset_partition_range_end": "2024-01-05",
+    }
+    for key, partition, tags in [
+        (days, "2024-01-02", {"team": "a"}),
+        (days, "2024-01-06", {}),  # the same asset again: its job is reused
+        (days, None, range_tags),
+        (total, None, {"team": "b"}),
+    ]:
+        ours = runs.execute(instance, key, partition, tags)
+        dagsters = job.execute_in_process(
+            instance=instance, asset_selection=[key], partition_key=partition, tags=tags, raise_on_error=False
+        )
+        assert _recorded(instance, ours) == _recorded(instance, dagsters)
+        assert ours.success and ours.run_id != dagsters.run_id
+    # Bad input fails as execute_in_process fails, with no run recorded.
+    before = len(instance.get_run_records())
+    with pytest.raises(dg.DagsterUnknownPartitionError, match="1999-01-01"):
+        runs.execute(instance, days, "1999-01-01", {})
+    with pytest.raises(dg.DagsterInvalidSubsetError, match="nope"):
+        runs.execute(instance, dg.AssetKey("nope"), None, {})
+    assert len(instance.get_run_records()) == before
 
 
 # -- the webserver's and the daemon's handling of backfills ------------------------------

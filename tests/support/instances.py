@@ -45,16 +45,28 @@ def add_to_config(home: Path, **sections: object) -> None:
 
 
 def temporary_instance(root: Path) -> AbstractContextManager[dg.DagsterInstance]:
-    """Dagster's test instance (SQLite) at `root`, its runs' output captured without helper
-    processes (Dagster's default starts `tail -F` and orphan watchers per run; the repo's
-    dagster.yaml uses partition_assets.instance.storage.DirectComputeLogManager too). `root`
-    may hold a copy of another such instance: its storage, schema included, is kept."""
-    compute_logs = {
-        "module": "partition_assets.instance.storage",
-        "class": "DirectComputeLogManager",
-        "config": {"base_dir": str(root / "storage")},
+    """Dagster's test instance (SQLite) at `root`, on the storages the repo's dagster.yaml
+    gives an instance (partition_assets.instance.storage): every run's events in one
+    consolidated database and runs in one, each through one SQLAlchemy engine, and a run's
+    output captured without helper processes. Dagster's test defaults create a database per
+    run and an engine per transaction: for a run that materializes a month of hourly
+    partitions, most of its seconds. `root` may hold a copy of another such instance: its
+    storage, schema included, is kept."""
+    storage = "partition_assets.instance.storage"
+    overrides = {
+        "run_storage": {"module": storage, "class": "RunStorage", "config": {"base_dir": str(root / "history")}},
+        "event_log_storage": {
+            "module": storage,
+            "class": "ConsolidatedEventLogStorage",
+            "config": {"base_dir": str(root / "history" / "consolidated")},
+        },
+        "compute_logs": {
+            "module": storage,
+            "class": "DirectComputeLogManager",
+            "config": {"base_dir": str(root / "storage")},
+        },
     }
-    return dg.instance_for_test(temp_dir=str(root), overrides={"compute_logs": compute_logs})
+    return dg.instance_for_test(temp_dir=str(root), overrides=overrides)
 
 
 @contextmanager

@@ -26,6 +26,7 @@ does so in that process too (import it lazily, as resources do); on an idle host
 last worker may be ready later than if every worker had loaded at once.
 """
 
+import gc
 import os
 import threading
 import time
@@ -40,6 +41,7 @@ from typing import Any
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import InstanceRef
@@ -225,11 +227,15 @@ def _load_worker(
     os.chdir(cwd)
     with loading:  # its share of the cores (loading_at_once)
         definitions = load_definitions(target)
-        _worker["job"] = definitions.resolve_implicit_global_asset_job_def()
+        _worker["runs"] = AssetRuns(definitions.resolve_implicit_global_asset_job_def())
         sha = definitions_git_sha(definitions)
         _worker["tags"] = {GIT_SHA_TAG: sha} if sha else {}
     _worker["instance_ref"] = instance_ref
     _worker["all_started"] = all_started
+    # What is loaded now (Dagster, the code location: ~200,000 objects) stays for the
+    # worker's life: out of the collector's sight, a full collection no longer walks it
+    # (0.1-0.5 s each, every few dozen runs, on some node's run).
+    gc.freeze()
     loaded.release()
 
 
@@ -253,12 +259,11 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[N
     if len(partitions) > 1:
         tags = {**tags, **range_tags(partitions[0], partitions[-1])}
     started = time.time()
-    result = _worker["job"].execute_in_process(
-        instance=_instance(),
-        asset_selection=[key],
-        partition_key=(partitions[0] or None) if len(partitions) == 1 else None,
-        tags={**tags, **_worker["tags"]},
-        raise_on_error=False,
+    result = _worker["runs"].execute(
+        _instance(),
+        key,
+        (partitions[0] or None) if len(partitions) == 1 else None,
+        {**tags, **_worker["tags"]},
     )
     error = None if result.success else failure_message(result.all_events)
     ended = time.time()
