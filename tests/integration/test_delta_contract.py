@@ -22,7 +22,7 @@ from partition_assets.storage import (
 )
 from partition_assets.storage.delta import write as delta_write
 from partition_assets.storage.delta.commit import commit
-from partition_assets.storage.write_staging import StagedWrite, stage_dataframe
+from partition_assets.storage.write_staging import StagedWrite, partitioned_frame, stage_dataframe
 from tests.support.results import failure_message
 
 DAYS = daily("2024-01-01")
@@ -358,6 +358,26 @@ def test_a_write_of_several_multi_partition_keys_replaces_exactly_them(spark, la
         ("2024-01-02", "amer"): "new",
         ("2024-01-02", "emea"): "old",
     }
+
+
+@pytest.mark.parametrize(
+    ("columns", "keys"),
+    [
+        ("region string, ds string, tag string", ["2024-01-01|emea", "2024-01-02|amer"]),  # both there, reordered
+        ("tag string, id bigint", ["2024-01-01|emea"]),  # both added, one partition
+        ("region string, tag string", ["2024-01-02|amer"]),  # one added
+        ("ds date, region string, tag string", ["2024-01-01|amer"]),  # a date partition column
+        (None, None),  # no scope: the frame as it is
+    ],
+)
+def test_the_schema_derived_for_a_partitioned_frame_is_the_one_spark_analyzes(spark, columns, keys):
+    """stage_dataframe writes with the schema partitioned_frame derives without asking Spark
+    again: column for column it is what Spark analyzes for the frame (types and nullability)."""
+    scope = PartitionScope.for_keys(BY_REGION, keys, ("ds", "region")) if keys else None
+    frame = spark.createDataFrame([], columns or "id bigint, tag string")
+    partitioned, schema = partitioned_frame(frame, scope)
+    assert schema == partitioned.schema
+    assert schema.names[-2:] == (["ds", "region"] if scope else ["id", "tag"])
 
 
 @dg.asset(ins={"counter": dg.AssetIn()})
