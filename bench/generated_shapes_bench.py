@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,7 @@ class Measured:
     bound: Bound
     core: float  # simulated seconds
     command: CommandResult
+    probe: float  # host_probe() just before the command
 
     @property
     def ratio(self) -> float:
@@ -68,8 +70,22 @@ class Measured:
         return (
             f"| {self.name} | {self.nodes} / {self.command.runs} | {self.bound.classic:.1f} "
             f"({self.bound.tight:.1f}) | {self.core:.1f} | {self.command.seconds:.1f} | "
-            f"{split.cells() if split else 'n/a'} | {self.ratio:.2f}x | {self.command.details()} |"
+            f"{split.cells() if split else 'n/a'} | {self.ratio:.2f}x | {self.command.details()}; "
+            f"host probe {self.probe:.2f} s |"
         )
+
+
+def host_probe() -> float:
+    """Seconds a fresh `python -c "import dagster"` takes, the best of 3: how fast this host
+    runs Python at the moment. A command's start-up is mostly such an import, and a shared
+    host's speed moves from minute to minute: a row's probe tells a slow start-up from a
+    slow host."""
+    seconds = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import dagster"], check=True)
+        seconds.append(time.perf_counter() - started)
+    return min(seconds)
 
 
 def measure_shape(seed: int, slots: int, log) -> Measured:
@@ -77,6 +93,7 @@ def measure_shape(seed: int, slots: int, log) -> Measured:
     graph = shape.graph()
     log(f"{shape.describe()}: {graph.node_count()} nodes")
     home = Path(tempfile.mkdtemp(prefix="generated-shapes-bench-"))
+    probe = host_probe()
     try:
         command = run_backfill_command(
             ["-f", LOCATION],
@@ -88,16 +105,18 @@ def measure_shape(seed: int, slots: int, log) -> Measured:
     finally:
         shutil.rmtree(home, ignore_errors=True)
     core = simulate(graph, Throttle(slots), shape.work).makespan
-    return Measured(shape.describe(), graph.node_count(), makespan_bound(graph, slots, shape.work), core, command)
+    bound = makespan_bound(graph, slots, shape.work)
+    return Measured(shape.describe(), graph.node_count(), bound, core, command, probe)
 
 
 def measure_bench_dag(days: int, slots: int, policy: str, log) -> Measured:
     graph = engine_bench.dag_graph(days)
     log(f"bench DAG, {days} days, {engine_bench.POLICIES[policy]}: {graph.node_count()} nodes")
+    probe = host_probe()
     command = CommandResult(**engine_bench.measure_command(days, slots, policy, log))
     core = simulate(graph, Throttle(slots), engine_bench.work).makespan
     name = f"bench DAG (bench/engine_dag.py), {days} days, {engine_bench.POLICIES[policy]}"
-    return Measured(name, graph.node_count(), makespan_bound(graph, slots, engine_bench.work), core, command)
+    return Measured(name, graph.node_count(), makespan_bound(graph, slots, engine_bench.work), core, command, probe)
 
 
 def why_above(measured: Measured) -> str:
@@ -110,7 +129,8 @@ def why_above(measured: Measured) -> str:
         f"- {measured.name}: {measured.ratio:.2f}x. Its node phase took {split.nodes:.1f} s "
         f"({split.nodes / measured.bound.classic:.2f}x the bound; the core alone, simulated, "
         f"{measured.core / measured.bound.classic:.2f}x), the phases around it {fixed:.1f} s "
-        f"(start-up {split.start_up:.1f}, gate and publish {split.gate_and_publish:.1f}, exit {split.exit:.1f})."
+        f"(start-up {split.start_up:.1f}, gate and publish {split.gate_and_publish:.1f}, exit {split.exit:.1f}); "
+        f"the host probe before it took {measured.probe:.2f} s."
     )
 
 
@@ -142,7 +162,9 @@ def report(shapes: list[Measured], bench_dag: list[Measured], args, uptime: tupl
         "(no schedule is shorter than either). Core simulated: the scheduling core alone on runs that take "
         "exactly their work, no durations recorded (tests/unit/test_scheduling_shapes.py holds it within "
         "1.05x of the bound). Split: start-up (-> first node run started), nodes (-> last node run ended), "
-        "gate and publish (-> `published:` printed), exit. Ratio: whole command / bound.",
+        "gate and publish (-> `published:` printed), exit. Ratio: whole command / bound. Host probe: a "
+        'fresh `python -c "import dagster"` just before the command, best of 3 (a command\'s start-up is '
+        "mostly such an import, and this shared host's speed moves from minute to minute).",
         "",
         "## Generated shapes",
         "",

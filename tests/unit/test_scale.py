@@ -1,9 +1,10 @@
 """Progress lines at scale: a fast backfill's thousands of lines are logged in a few events, in
-order, and none waits longer than a group interval (the coordinator's own cost at scale:
-tests/integration/test_scale.py)."""
+order, a line after a quiet interval at once, and always from the thread that adds them (the
+coordinator's own cost at scale: tests/integration/test_scale.py)."""
+
+import threading
 
 from partition_assets.backfill.running.progress import GROUP_SECONDS, GroupedLines
-from tests.support.polling import wait_for
 
 
 def test_progress_lines_of_a_fast_backfill_are_logged_in_a_few_events_in_order():
@@ -17,11 +18,30 @@ def test_progress_lines_of_a_fast_backfill_are_logged_in_a_few_events_in_order()
     assert "\n".join(emitted).split("\n") == lines
 
 
-def test_a_progress_line_waits_at_most_a_group_interval():
+def test_a_line_after_a_quiet_interval_goes_out_at_once_and_a_burst_with_the_next_line():
     emitted: list[str] = []
-    with GroupedLines(emitted.append) as grouped:
+    now = [100.0]
+    with GroupedLines(emitted.append, clock=lambda: now[0]) as grouped:
+        grouped.add("[1/4] events ok")
+        assert emitted == ["[1/4] events ok"]  # emitted while the backfill still runs
+        now[0] += GROUP_SECONDS / 2
+        grouped.add("[2/4] events ok")
+        assert emitted == ["[1/4] events ok"]  # held: within the interval
+        now[0] += GROUP_SECONDS
+        grouped.add("[3/4] daily_orders ok")
+        assert emitted == ["[1/4] events ok", "[2/4] events ok\n[3/4] daily_orders ok"]
+        grouped.add("[4/4] daily_orders ok")
+    assert emitted[-1] == "[4/4] daily_orders ok"  # the exit emits what is left
+
+
+def test_lines_are_emitted_only_by_the_thread_that_adds_them():
+    """A Dagster log must not be written from a thread of the group's own while the
+    coordinator starts a Dagster run: both would wait for the other's logging lock."""
+    emitters: list[str] = []
+    threads_before = set(threading.enumerate())
+    with GroupedLines(lambda text: emitters.append(threading.current_thread().name)) as grouped:
+        assert set(threading.enumerate()) == threads_before  # no thread of its own
         grouped.add("[1/2] events ok")
-        wait_for(lambda: emitted, timeout=3 * GROUP_SECONDS)
-        assert emitted == ["[1/2] events ok"]  # emitted while the backfill still runs
         grouped.add("[2/2] daily_orders ok")
-    assert emitted == ["[1/2] events ok", "[2/2] daily_orders ok"]
+        grouped.add("gate: 3 of 3 checks passed")
+    assert emitters and set(emitters) == {threading.current_thread().name}

@@ -1,7 +1,7 @@
 """Progress lines and the outcome of a backfill run, worded the same on every surface
 (the command line prints them, the Launchpad job logs them)."""
 
-import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 
@@ -55,40 +55,47 @@ class Progress:
 
 
 class GroupedLines:
-    """Hands the lines `add`ed to `emit` joined, one call per GROUP_SECONDS at most, from a
-    thread of its own; on exit, what is left. For a Dagster log: an event costs ~4 ms of
+    """Hands the lines `add`ed to `emit` joined, one call per GROUP_SECONDS at most, from the
+    thread that adds them; on exit, what is left. For a Dagster log: an event costs ~4 ms of
     CPU (bench/scale_bench.py), so a line per node would cost more than scheduling it.
 
-    Not guaranteed: a line reaches `emit` up to GROUP_SECONDS after it was added (lines
-    keep their order); `emit` must accept calls from another thread.
+    A line after a quiet GROUP_SECONDS goes out at once, with any held before it; lines that
+    follow it within GROUP_SECONDS wait for the next line after that, or for the exit.
+
+    Why no thread of its own: a Dagster log writes each event inside its logging handler's
+    lock, and a Dagster run started meanwhile in the same process (the publish records its
+    materializations in one) reconfigures Python logging while holding logging's module
+    lock, which the event write may need (SQLAlchemy's loggers check their level while
+    connecting to Postgres). A thread emitting at that moment and the coordinator starting
+    that run each waited for the other's lock, forever (a `--detach` coordinator on Postgres
+    did, in CI). Emitting from the adding thread, which is the one that starts such runs,
+    keeps the two apart.
+
+    Not guaranteed: the last lines of a burst reach `emit` only with the next line or on exit
+    (a backfill's coordinator adds one per finished node and per step after the nodes);
+    `add` is not safe to call from several threads at once.
     """
 
-    def __init__(self, emit: Callable[[str], None]) -> None:
+    def __init__(self, emit: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
         self._emit = emit
+        self._clock = clock
         self._held: list[str] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._emit_every_group, name="grouped-lines", daemon=True)
-        self._thread.start()
+        self._last_emit: float | None = None
 
     def add(self, line: str) -> None:
-        with self._lock:
-            self._held.append(line)
+        self._held.append(line)
+        now = self._clock()
+        if self._last_emit is None or now - self._last_emit >= GROUP_SECONDS:
+            self._emit_held(now)
 
-    def _emit_every_group(self) -> None:
-        while not self._stop.wait(GROUP_SECONDS):
-            self._emit_held()
-
-    def _emit_held(self) -> None:
-        with self._lock:
+    def _emit_held(self, now: float) -> None:
+        if self._held:
             held, self._held = self._held, []
-        if held:
             self._emit("\n".join(held))
+            self._last_emit = now
 
     def __enter__(self) -> "GroupedLines":
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._emit_held()
+        self._emit_held(self._clock())
