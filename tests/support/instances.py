@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from partition_assets.instance.storage import instance_storage_defaults
 from tests.support import REPO
 
 URL_ENV = "DAGSTER_PG_URL"
@@ -52,20 +53,16 @@ def temporary_instance(root: Path) -> AbstractContextManager[dg.DagsterInstance]
     run and an engine per transaction: for a run that materializes a month of hourly
     partitions, most of its seconds. `root` may hold a copy of another such instance: its
     storage, schema included, is kept."""
-    storage = "partition_assets.instance.storage"
-    overrides = {
-        "run_storage": {"module": storage, "class": "RunStorage", "config": {"base_dir": str(root / "history")}},
-        "event_log_storage": {
-            "module": storage,
-            "class": "ConsolidatedEventLogStorage",
-            "config": {"base_dir": str(root / "history" / "consolidated")},
-        },
-        "compute_logs": {
-            "module": storage,
-            "class": "DirectComputeLogManager",
-            "config": {"base_dir": str(root / "storage")},
-        },
-    }
+    defaults = instance_storage_defaults(str(root))
+    overrides = {}
+    for name in ("run_storage", "event_log_storage", "compute_logs"):
+        data = defaults[name]
+        assert data is not None  # the repo's defaults name each of them
+        overrides[name] = {
+            "module": data.module_name,
+            "class": data.class_name,
+            "config": yaml.safe_load(data.config_yaml),
+        }
     return dg.instance_for_test(temp_dir=str(root), overrides=overrides)
 
 
