@@ -5,7 +5,8 @@ types and subsets, backfill records and statuses (and their table and serialized
 written per asset by backfill/dagster_ui/), the run-launching internals (workspace
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
 instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
-(backfill/state/store.py keeps its tables there), the gRPC client of a code server,
+(backfill/state/store.py keeps its tables there) and its key-value table (compare-and-set:
+backfill/state/key_values.py), the gRPC client of a code server,
 serialized errors, cron arithmetic, the body of `execute_in_process` (a worker runs each
 asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
 the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py).
@@ -49,7 +50,7 @@ from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.legacy_storage import LegacyRunStorage
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
-from dagster._core.storage.runs.schema import BulkActionsTable
+from dagster._core.storage.runs.schema import BulkActionsTable, KeyValueStoreTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.workspace.context import WorkspaceProcessContext
@@ -82,6 +83,7 @@ __all__ = [
     "IO_TYPE_EXTENSION",
     "InMemoryJob",
     "InstanceRef",
+    "KeyValueStoreTable",
     "LegacyRunStorage",
     "LocalComputeLogManager",
     "ModuleTarget",

@@ -29,11 +29,14 @@ from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG
 from dagster._daemon import backfill as daemon_backfill
 from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from partition_assets import dagster_internals
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.backfill.running.asset_runs import AssetRuns
+from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
@@ -57,6 +60,7 @@ from partition_assets.dagster_internals import (
     EventLogStorage,
     InMemoryJob,
     InstanceRef,
+    KeyValueStoreTable,
     LegacyRunStorage,
     LocalComputeLogManager,
     ModuleTarget,
@@ -322,6 +326,25 @@ def test_an_instance_run_storage_is_a_sql_storage_or_wraps_one_and_connect_execu
     assert isinstance(inner, SqlRunStorage)
     with inner.connect() as connection:
         assert connection.exec_driver_sql("SELECT 1").scalar() == 1
+
+
+@pins("KeyValueStoreTable")
+def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
+    """backfill/state/key_values.py swaps values in Dagster's `kvs` table directly: what it
+    inserts `get_cursor_values` reads, what `set_cursor_values` writes it updates, and a
+    second row of one key is refused (its compare-and-set of an absent key relies on that)."""
+    with dg.DagsterInstance.get() as instance:
+        storage = sql_run_storage(instance)
+        with storage.connect() as connection:
+            connection.execute(KeyValueStoreTable.insert().values(key="k", value="inserted"))
+        assert instance.run_storage.get_cursor_values({"k"}) == {"k": "inserted"}
+        instance.run_storage.set_cursor_values({"k": "set"})
+        with storage.connect() as connection:
+            assert connection.execute(
+                select(KeyValueStoreTable.c.value).where(KeyValueStoreTable.c.key == "k")
+            ).scalar_one() == "set"
+        with pytest.raises(IntegrityError), storage.connect() as connection:
+            connection.execute(KeyValueStoreTable.insert().values(key="k", value="again"))
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")

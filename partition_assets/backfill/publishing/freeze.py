@@ -17,24 +17,22 @@ before lifting it freezes nothing once its heartbeat is older than the lease TTL
 cancel and discard lift it at once. A freeze set by a direct call of `freeze`, outside
 any coordinator, counts until `unfreeze`.
 
-Not guaranteed: the store has no transactions, so the list of backfills is
-updated by read, write and re-read until the change holds; two processes
-changing it within the same instant could still lose one change (the re-read
-narrows, not closes, that window). A freeze is a signal to automation, not a
-lock: leases guard the data.
+The list of backfills changes by compare-and-set (backfill/state/key_values.py): a
+change replaces only the list it read, else reads the list again and applies itself to
+that, so two processes changing it at once both land.
+
+Not guaranteed: a freeze is a signal to automation, not a lock: leases guard the data.
 """
 
 import json
-import time
 from collections.abc import Callable, Iterable
 
 import dagster as dg
 
+from partition_assets.backfill.state.key_values import swap, value_of
 from partition_assets.backfill.state.presence import stopped_coordinators
 
 INDEX_KEY = "partition_assets/frozen"
-_VERIFY_SECONDS = 0.05
-_ATTEMPTS = 20
 
 
 def _backfill_key(backfill_id: str) -> str:
@@ -45,13 +43,13 @@ def freeze(instance: dg.DagsterInstance, assets: Iterable[dg.AssetKey], backfill
     """Marks `assets` as being rewritten by `backfill_id` (again: replaces its frozen assets)."""
     names = sorted({key.to_user_string() for key in assets})
     instance.run_storage.set_cursor_values({_backfill_key(backfill_id): json.dumps(names)})
-    _update_index(instance, lambda ids: ids | {backfill_id}, lambda ids: backfill_id in ids)
+    _update_index(instance, lambda ids: ids | {backfill_id})
 
 
 def unfreeze(instance: dg.DagsterInstance, backfill_id: str) -> None:
     """Lifts `backfill_id`'s freeze; other backfills' frozen assets stay frozen."""
     instance.run_storage.set_cursor_values({_backfill_key(backfill_id): "[]"})
-    _update_index(instance, lambda ids: ids - {backfill_id}, lambda ids: backfill_id not in ids)
+    _update_index(instance, lambda ids: ids - {backfill_id})
 
 
 def frozen_assets(instance: dg.DagsterInstance) -> dict[dg.AssetKey, str]:
@@ -76,19 +74,19 @@ def is_frozen(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> str | Non
 
 
 def _index(instance: dg.DagsterInstance) -> set[str]:
-    text = instance.run_storage.get_cursor_values({INDEX_KEY}).get(INDEX_KEY)
+    return _ids(value_of(instance, INDEX_KEY))
+
+
+def _ids(text: str | None) -> set[str]:
     return set(json.loads(text)) if text else set()
 
 
-def _update_index(
-    instance: dg.DagsterInstance, change: Callable[[set[str]], set[str]], holds: Callable[[set[str]], bool]
-) -> None:
-    """Applies `change` to the list of freezing backfills until a later read shows it holds."""
-    for _ in range(_ATTEMPTS):
-        ids = _index(instance)
-        if holds(ids):
-            time.sleep(_VERIFY_SECONDS)  # a concurrent writer's stale list would land by now
-            if holds(_index(instance)):
-                return
-            continue
-        instance.run_storage.set_cursor_values({INDEX_KEY: json.dumps(sorted(change(ids)))})
+def _update_index(instance: dg.DagsterInstance, change: Callable[[set[str]], set[str]]) -> None:
+    """Applies `change` to the list of freezing backfills, to the list another writer left
+    when it changed meanwhile."""
+    while True:
+        text = value_of(instance, INDEX_KEY)
+        ids = _ids(text)
+        changed = sorted(change(ids))
+        if changed == sorted(ids) or swap(instance, INDEX_KEY, text, json.dumps(changed)):
+            return

@@ -14,11 +14,14 @@ rollback, re-executing a coordinator run) are refused while one is live
 for one process. The freeze of a backfill whose coordinator is not live is ignored
 (backfill/publishing/freeze.py), so a killed coordinator never freezes its assets for good.
 
-Not guaranteed: the key-value store has no compare-and-set, so the claim is a write
-followed by a re-read after a short wait: two processes claiming the same backfill
-within that wait on two hosts could both succeed (one process can only claim once).
-A coordinator paused for longer than the TTL is taken for dead; its beats stop once
-it sees another claim in place (`lost`).
+Claims, beats and the release are compare-and-sets on the announcement
+(backfill/state/key_values.py): a claim replaces only the announcement it read (absent,
+let go, or dead), a beat or the release only this process's own last one. Of two
+processes claiming the same backfill at once, on any hosts, exactly one wins; the other
+reads the winner's announcement and is refused.
+
+Not guaranteed: a coordinator paused for longer than the TTL is taken for dead; its
+beats stop once they find another claim in place (`lost`).
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ from dataclasses import asdict, dataclass
 
 import dagster as dg
 
+from partition_assets.backfill.state.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
 from partition_assets.storage.leases import lease_ttl
 
 KEY_PREFIX = "partition_assets/coordinator"
-_CLAIM_VERIFY_SECONDS = 0.05
+# A claim reads and swaps again when another claimant changed the announcement meanwhile;
+# each round someone won, so more rounds than this mean a store that is not changing.
+_CLAIM_ROUNDS = 20
 
 
 def _key(backfill_id: str) -> str:
@@ -151,13 +157,17 @@ def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) 
     """
     presence = live_coordinator(instance, backfill_id)
     if presence is not None:
-        raise CoordinatorLiveError(
-            f"backfill {backfill_id} has a live coordinator ({presence.describe(time.time())}): cannot {action} it, "
-            f"{_REFUSALS[action]}. Watch it with `partition-assets backfill status {backfill_id}`, or stop it with "
-            f"`partition-assets backfill cancel {backfill_id}` and {action} once it has stopped (a killed "
-            f"coordinator on another host counts as stopped {lease_ttl():.0f} s after its last heartbeat). "
-            "Nothing was changed."
-        )
+        raise _refusal(backfill_id, presence, action)
+
+
+def _refusal(backfill_id: str, presence: Presence, action: str) -> CoordinatorLiveError:
+    return CoordinatorLiveError(
+        f"backfill {backfill_id} has a live coordinator ({presence.describe(time.time())}): cannot {action} it, "
+        f"{_REFUSALS[action]}. Watch it with `partition-assets backfill status {backfill_id}`, or stop it with "
+        f"`partition-assets backfill cancel {backfill_id}` and {action} once it has stopped (a killed "
+        f"coordinator on another host counts as stopped {lease_ttl():.0f} s after its last heartbeat). "
+        "Nothing was changed."
+    )
 
 
 class Announcement:
@@ -170,14 +180,17 @@ class Announcement:
     def __init__(self, instance: dg.DagsterInstance, backfill_id: str) -> None:
         self._instance = instance
         self._backfill_id = backfill_id
+        self._key = _key(backfill_id)
         self._token = uuid.uuid4().hex
         self._interval = lease_ttl() / 4
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="coordinator-heartbeat", daemon=True)
+        self._announced: str | None = None  # the announcement this process last wrote
         self.lost = False  # another process claimed the backfill: this one must stop
 
     def claim(self, action: str) -> None:
-        """Announces this process; CoordinatorLiveError when another live one holds the backfill.
+        """Announces this process, replacing an announcement that is absent, let go or
+        dead; CoordinatorLiveError when another live one holds the backfill.
 
         Args:
             action: The command that must wait: run, resume, retry, publish, discard, rollback or re-execute.
@@ -186,36 +199,43 @@ class Announcement:
             CoordinatorLiveError: Another live coordinator holds the backfill.
             EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
         """
-        refuse_if_live(self._instance, self._backfill_id, action)
-        self._beat()
-        time.sleep(_CLAIM_VERIFY_SECONDS)  # a concurrent claimant's write lands by now
-        if not self._still_ours():
-            refuse_if_live(self._instance, self._backfill_id, action)
-        self._thread.start()
+        ttl = lease_ttl()
+        for _ in range(_CLAIM_ROUNDS):
+            current = value_of(self._instance, self._key)
+            presence = _parse(current)
+            if presence is not None and presence.is_live(time.time(), ttl):
+                raise _refusal(self._backfill_id, presence, action)
+            if self._swap_from(current):
+                self._thread.start()
+                return
+        raise CoordinatorLiveError(
+            f"backfill {self._backfill_id}: other processes kept claiming it ({_CLAIM_ROUNDS} rounds): cannot "
+            f"{action} it now; see who holds it with `partition-assets backfill status {self._backfill_id}`. "
+            "Nothing was changed."
+        )
 
     def release(self) -> None:
         """Stops the beats (waiting for one under way), then clears the announcement if still ours."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        if self._still_ours():
-            self._instance.run_storage.set_cursor_values({_key(self._backfill_id): ""})
+        if self._announced is not None:  # a swap: another claim in place stays
+            swap(self._instance, self._key, self._announced, "")
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            if not self._still_ours():
+            if not self._swap_from(self._announced):  # another process claimed it meanwhile
                 self.lost = True
                 return
-            self._beat()
 
-    def _beat(self) -> None:
+    def _swap_from(self, expected: str | None) -> bool:
+        """A fresh beat in place of `expected`, if the store still holds it."""
         presence = Presence(socket.gethostname(), os.getpid(), self._token, time.time())
-        self._instance.run_storage.set_cursor_values({_key(self._backfill_id): json.dumps(asdict(presence))})
-
-    def _still_ours(self) -> bool:
-        key = _key(self._backfill_id)
-        current = _parse(self._instance.run_storage.get_cursor_values({key}).get(key))
-        return current is not None and current.token == self._token
+        text = json.dumps(asdict(presence))
+        if not swap(self._instance, self._key, expected, text):
+            return False
+        self._announced = text
+        return True
 
 
 @contextmanager

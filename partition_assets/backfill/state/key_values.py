@@ -1,0 +1,50 @@
+"""Compare-and-set on the Dagster instance's key-value store (the `kvs` table of its run
+storage), for the keys several processes change: a backfill's coordinator announcement
+(backfill/state/presence.py) and the list of freezing backfills (backfill/publishing/freeze.py).
+
+`swap(instance, key, expected, new)` writes `new` only while `key` still holds `expected`
+(None: the key is absent) and says whether it did: one `UPDATE kvs SET value = new WHERE
+key = key AND value = expected`, or, for an absent key, one INSERT that the table's unique
+index on `key` refuses when another writer inserted it first. Each statement is atomic on
+its own (SQLite and Postgres), so of two writers swapping from the same value exactly one
+wins, without a lock or a wait; the loser has written nothing, reads again and decides anew.
+
+Not guaranteed: Dagster's `set_cursor_values` (an unconditional upsert) still overwrites a
+key; only writers that all change it through `swap` exclude one another.
+"""
+
+import dagster as dg
+from sqlalchemy import insert, update
+from sqlalchemy.exc import IntegrityError
+
+from partition_assets.backfill.state.store import sql_run_storage
+from partition_assets.dagster_internals import KeyValueStoreTable
+
+
+def value_of(instance: dg.DagsterInstance, key: str) -> str | None:
+    """The value of `key` in `instance`'s key-value store, None when absent."""
+    return instance.run_storage.get_cursor_values({key}).get(key)
+
+
+def swap(instance: dg.DagsterInstance, key: str, expected: str | None, new: str) -> bool:
+    """Sets `key` to `new` if it still holds `expected` (None: absent); True when it did,
+    False (nothing written) when another writer changed it since it was read.
+
+    Raises:
+        EnvironmentSetupError: The instance's run storage is not a SQL storage.
+    """
+    storage = sql_run_storage(instance)
+    if expected is None:
+        try:
+            with storage.connect() as connection:
+                connection.execute(insert(KeyValueStoreTable).values(key=key, value=new))
+        except IntegrityError:  # another writer inserted it first
+            return False
+        return True
+    with storage.connect() as connection:
+        changed = connection.execute(
+            update(KeyValueStoreTable)
+            .where(KeyValueStoreTable.c.key == key, KeyValueStoreTable.c.value == expected)
+            .values(value=new)
+        )
+    return changed.rowcount == 1
