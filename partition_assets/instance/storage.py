@@ -9,6 +9,9 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   one SQLAlchemy engine per process where Dagster's build one per transaction (~30 per
   run, ~1 ms of CPU each), and keep its connections open between transactions in WAL
   `synchronous=NORMAL` (`_pooled_engine`);
+- both answer Dagster's schema checks (does the runs table have a column, the event log a
+  table?) from memory once a check found what it looks for (`_found_once`): Dagster makes
+  ~9 such checks per run, each reflecting a table's columns, ~5 % of a run's CPU;
 - compute logs: `DirectComputeLogManager`, a run's stdout and stderr written straight into
   the files Dagster's `LocalComputeLogManager` uses (`<home>/storage`). Dagster's mirrors each
   captured stream back to the terminal through a `tail -F` process plus a Python orphan
@@ -27,13 +30,15 @@ resumed backfill runs those nodes again; staged writes and publishing are idempo
 Relies on Dagster's `InstanceRef.config_defaults`, its composite storage, the two SQLite
 storages' `_connect`/`connect` seams, the consolidated storage's `watch` state (`_obs`,
 `_watchers`, `on_modified`), `redirect_to_file` and the file layout of
-`LocalComputeLogManager` (pinned by the tests).
+`LocalComputeLogManager`, and the names of the schema checks Dagster calls per run (pinned
+by the tests).
 """
 
+import functools
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
@@ -115,8 +120,31 @@ def _pooled_engine(conn_string: str, connect_args: Mapping[str, Any]) -> Engine:
     return engine
 
 
+def _found_once(check: Callable[..., bool]) -> Callable[..., bool]:
+    """`check`, a storage's schema check (is a column or a table there?), answered True from
+    memory for the same names once it found them: migrations add columns and tables, never
+    drop them. One that found nothing asks the database again next time (a migration may
+    run meanwhile). The connection some checks take is not part of the question."""
+
+    @functools.wraps(check)
+    def remembered(storage: object, *args: Any) -> bool:
+        question = (check.__name__, *(arg for arg in args if isinstance(arg, str)))
+        found: set[tuple[str, ...]] = storage.__dict__.setdefault("_schema_found", set())
+        if question in found:
+            return True
+        if check(storage, *args):
+            found.add(question)
+            return True
+        return False
+
+    return remembered
+
+
 class ConsolidatedEventLogStorage(_OneEngine, ConsolidatedSqliteEventLogStorage):
     """Dagster's consolidated SQLite event log, one engine for its transactions."""
+
+    has_table = _found_once(ConsolidatedSqliteEventLogStorage.has_table)
+    _has_asset_key_col_on_connection = _found_once(ConsolidatedSqliteEventLogStorage._has_asset_key_col_on_connection)
 
     _connect_args: ClassVar[dict[str, Any]] = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
 
@@ -156,6 +184,12 @@ class _WriteWatchdog(PatternMatchingEventHandler):
 
 class RunStorage(_OneEngine, SqliteRunStorage):
     """Dagster's SQLite run storage, one engine for its transactions."""
+
+    has_run_stats_index_cols = _found_once(SqliteRunStorage.has_run_stats_index_cols)
+    has_backfill_id_column = _found_once(SqliteRunStorage.has_backfill_id_column)
+    has_bulk_actions_selector_cols = _found_once(SqliteRunStorage.has_bulk_actions_selector_cols)
+    has_bulk_action_job_name_column = _found_once(SqliteRunStorage.has_bulk_action_job_name_column)
+    has_backfill_tags_table = _found_once(SqliteRunStorage.has_backfill_tags_table)
 
     @classmethod
     def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]) -> Self:

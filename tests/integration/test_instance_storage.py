@@ -1,6 +1,7 @@
 """The engine instance's storage defaults (the repo's dagster.yaml): one event log for every
 run, followed live across processes as the webserver does; runs' output captured without
-helper processes; a `storage:` block still takes precedence."""
+helper processes; Dagster's per-run schema checks answered from memory once they found
+what they look for; a `storage:` block still takes precedence."""
 
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from sqlalchemy.engine.reflection import Inspector
 
 from partition_assets.instance.storage import DirectComputeLogManager, RunStorage
 from tests.support.instances import instance_env, open_instance
@@ -112,3 +114,29 @@ def test_the_defaults_live_under_the_instances_own_home_and_yield_to_dagster_yam
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.event_log_storage) is SqliteEventLogStorage
         assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
+
+
+@dg.asset(partitions_def=dg.DailyPartitionsDefinition("2024-01-01"))
+def daily_quiet() -> None:
+    pass
+
+
+def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monkeypatch):
+    # Dagster checks its schema on every run (columns of the runs table, of the asset keys
+    # table, tables of the event log); once a check found what it looks for, it is not
+    # asked of the database again in this process.
+    reflected: list[str] = []
+    for method in ("get_columns", "get_table_names", "has_table"):
+        original = getattr(Inspector, method)
+
+        def counting(inspector: Inspector, *args: object, _method=method, _original=original, **kwargs: object):
+            reflected.append(_method)
+            return _original(inspector, *args, **kwargs)
+
+        monkeypatch.setattr(Inspector, method, counting)
+    with open_instance(instance_env(tmp_path / "home")) as instance:
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+        assert reflected  # the first run's checks ask the database
+        reflected.clear()
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
+        assert reflected == []
