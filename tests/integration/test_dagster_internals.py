@@ -340,9 +340,12 @@ def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
         assert instance.run_storage.get_cursor_values({"k"}) == {"k": "inserted"}
         instance.run_storage.set_cursor_values({"k": "set"})
         with storage.connect() as connection:
-            assert connection.execute(
-                select(KeyValueStoreTable.c.value).where(KeyValueStoreTable.c.key == "k")
-            ).scalar_one() == "set"
+            assert (
+                connection.execute(
+                    select(KeyValueStoreTable.c.value).where(KeyValueStoreTable.c.key == "k")
+                ).scalar_one()
+                == "set"
+            )
         with pytest.raises(IntegrityError), storage.connect() as connection:
             connection.execute(KeyValueStoreTable.insert().values(key="k", value="again"))
 
