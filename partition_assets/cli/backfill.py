@@ -141,15 +141,13 @@ def run_backfill_command(args: argparse.Namespace) -> int:
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
         on_workers = args.action == "run" and spec.runs_via != RUNS_LAUNCHER and not args.detach
-        if on_workers:
-            start_fork_server([spec.module])  # before any thread: the server is a fork of this process
-        # Its workers load while this process plans; a backfill its plan refuses (or leased
-        # partitions, or a bad capacity) kills them before they run anything.
-        with (
-            _instance() as instance,
-            _warm_runner(spec.module if on_workers else None, spec.max_parallel, instance) as warm,
-        ):
-            return _plan_or_run(args, spec, instance, node_runner_reusing(warm))
+        with _instance() as instance:
+            if on_workers:  # before any thread: the server is a fork of this process
+                start_fork_server([spec.module], instance)
+            # Its workers load while this process plans; a backfill its plan refuses (or leased
+            # partitions, or a bad capacity) kills them before they run anything.
+            with _warm_runner(spec.module if on_workers else None, spec.max_parallel, instance) as warm:
+                return _plan_or_run(args, spec, instance, node_runner_reusing(warm))
     if args.action == "list":
         with _instance() as instance:
             now = datetime.now(UTC)
@@ -312,7 +310,7 @@ def _standby(instance: dg.DagsterInstance) -> int:
     (processes/coordinators.py); exits when it hands none (the webserver is gone)."""
     modules = list(getattr(instance, "engine_modules", []))
     if modules:
-        start_fork_server(modules)  # its workers are forks of this process: nothing imported twice
+        start_fork_server(modules, instance)  # its workers are forks of this process: nothing imported twice
     with _warm_runner(modules[0] if modules else None, DEFAULT_MAX_PARALLEL, instance) as warm:
         if warm is not None:
             warm.wait_until_loaded()

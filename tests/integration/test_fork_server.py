@@ -108,3 +108,39 @@ def _children(pid: int) -> list[int]:
             if b"resource_tracker" not in _command(int(child)):
                 found.append(int(child))
     return found
+
+
+# Opens the instance, starts the fork server with it, then a pool worker takes its instance
+# as a backfill worker does and reads runs through it in its own process.
+INHERITING_SCRIPT = textwrap.dedent(
+    """
+    import json, multiprocessing, sys
+    from concurrent.futures import ProcessPoolExecutor
+    import dagster as dg
+    from partition_assets.backfill.running import local_workers
+
+    TAKE = (
+        "(lambda lw: (lw._worker.__setitem__('instance_ref', lw._worker['inherited_instance'].get_ref()),"
+        " {'inherited': lw._instance() is lw._worker['inherited_instance'],"
+        "  'runs': len(lw._instance().get_runs())})[1])"
+        "(__import__('partition_assets.backfill.running.local_workers', fromlist=['_worker']))"
+    )
+
+    if __name__ == "__main__":
+        with dg.DagsterInstance.get() as instance:
+            instance.add_run(dg.DagsterRun(job_name="before_the_fork", run_id="r1"))
+            local_workers.start_fork_server(["tests.support.engine_defs"], instance)
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
+                print(json.dumps(pool.submit(eval, TAKE).result()))
+    """
+)
+
+
+def test_workers_take_the_instance_the_fork_server_was_started_with_and_read_it_in_their_own_process(tmp_path):
+    # Opening an instance costs a worker ~40 ms of CPU, all workers at once when the first runs start.
+    env = {**os.environ, **instance_env(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-c", INHERITING_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"inherited": True, "runs": 1}
