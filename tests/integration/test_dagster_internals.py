@@ -701,6 +701,25 @@ def test_an_asset_s_in_process_job_built_once_records_each_run_as_execute_in_pro
     assert len(instance.get_run_records()) == before
 
 
+def test_a_worker_s_runs_of_an_asset_build_its_subset_job_once(instance, monkeypatch):
+    """create_run_for_job asks the run's job for its subset of the asset selection on every
+    run (Dagster builds a new job, and its snapshot, each time); AssetRuns' jobs build it once."""
+    built = []
+    build = dg.JobDefinition._get_job_def_for_asset_selection
+
+    def counting(job: dg.JobDefinition, selection_data: object) -> dg.JobDefinition:
+        built.append(job.name)
+        return build(job, selection_data)
+
+    monkeypatch.setattr(dg.JobDefinition, "_get_job_def_for_asset_selection", counting)
+    runs = AssetRuns(_asset_job())
+    assert runs.execute(instance, dg.AssetKey("days"), "2024-01-02", {}).success
+    after_the_first_run = len(built)  # the asset's job, and its subset for the run
+    for partition in ("2024-01-03", "2024-01-04"):
+        assert runs.execute(instance, dg.AssetKey("days"), partition, {}).success
+    assert len(built) == after_the_first_run, built
+
+
 # -- the webserver's and the daemon's handling of backfills ------------------------------
 
 ENGINE_DEFS = "tests.support.engine_defs"
