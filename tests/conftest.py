@@ -186,3 +186,11 @@ def pytest_collection_modifyitems(config, items):
         return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the other files keep their order
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stops this process's Spark server, whoever started it (the fixture, or a CLI run a
+    test started, which attaches to the same port and state folder), and removes the state
+    folder (the server's pid file and log): under /dev/shm both outlived every session."""
+    SparkResource.from_env().local_server().stop()  # signals only the server its pid file names
+    shutil.rmtree(os.environ["PARTITION_ASSETS_STATE_DIR"], ignore_errors=True)
