@@ -49,6 +49,9 @@ def test_a_coordinator_killed_with_sigkill_takes_its_fork_server_and_workers_wit
     # `held` waits for a file in `release`, created only once the coordinator is dead: a
     # worker that outlived it would then finish its run.
     env = {**os.environ, **instance_env(home), RELEASE_DIR_ENV: str(release)}
+    # Its storage created before the command starts: this test's polls and the command
+    # creating the same SQLite storage at once stamp its schema version twice (alembic).
+    runs_of_held(home)
     coordinator = start_cli("backfill", *HELD_BACKFILL, env=env)
     processes: dict[int, str] = {}
     try:

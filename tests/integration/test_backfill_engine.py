@@ -142,12 +142,14 @@ def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(home):
         runs[(result.started, result.run_id)].append(node.partition)
     # 8 ready nodes without downstream nodes, 2 slots, an asset never run in the instance:
     # its first two runs are one node each (how long a node takes is unknown until one
-    # ends), then the other six share runs over both slots (their split depends on how far
-    # the other run got when one ends).
+    # ends), then the other six share runs over both slots. Their split depends on how far
+    # the other run got when one ends, and on the durations measured meanwhile: 3+2+1 here
+    # on a quiet machine, one run more under a loaded suite's timing (the exact rule, on a
+    # simulated clock: tests/unit/test_scheduling_core.py).
     ordered = [sorted(members) for _, members in sorted(runs.items())]
     assert ordered[:2] == [["2024-01-01"], ["2024-01-02"]]
     assert sorted(day for members in ordered[2:] for day in members) == [f"2024-01-0{d}" for d in range(3, 9)]
-    assert len(ordered) <= 5
+    assert len(ordered) <= 6 and max(len(members) for members in ordered[2:]) >= 2, ordered
 
 
 def test_earlier_backfill_runs_tell_each_assets_seconds_per_partition(home):
