@@ -87,6 +87,6 @@ def _update_index(instance: dg.DagsterInstance, change: Callable[[set[str]], set
     while True:
         text = value_of(instance, INDEX_KEY)
         ids = _ids(text)
-        changed = sorted(change(ids))
-        if changed == sorted(ids) or swap(instance, INDEX_KEY, text, json.dumps(changed)):
+        changed = change(ids)
+        if changed == ids or swap(instance, INDEX_KEY, text, json.dumps(sorted(changed))):
             return

@@ -10,12 +10,12 @@ that has Dagster and the code location loaded: `backfill run` makes a fork of it
 server once it loaded the location (`start_fork_server`), so nothing is imported twice;
 the coordinator plans meanwhile, and 4 workers cost no import. The server is started
 with the command's instance open, and workers take their copy of it as theirs (its
-storages connect anew in each process), rather than each opening it at its first run. What
-is left to each worker (from multiprocessing's own server: loading the code location and
-opening the instance) takes CPU: at most `loading_at_once` workers load together, one per
-core the coordinator (planning meanwhile) leaves free, so that the first worker is ready after one load rather
-than all of them after every load shared the cores: the first node run starts that much
-sooner.
+storages connect anew in each process), rather than each opening it at its first run.
+What is left to each worker (from multiprocessing's own server: loading the code location
+and opening the instance) takes CPU: at most `loading_at_once` workers load together, one
+per core the coordinator (planning meanwhile) leaves free, so that the first worker is
+ready after one load rather than all of them after every load shared the cores: the first
+node run starts that much sooner.
 Workers run at a lower OS priority (`worker_niceness()` added to their niceness), so that
 production processes on the same host (a schedule's runs, the webserver, the daemon) get
 the CPU first while a backfill runs (issue 24: backfills never starve production); their
