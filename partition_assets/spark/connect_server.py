@@ -41,6 +41,7 @@ from pathlib import Path
 from partition_assets.errors import SparkConnectServerError
 from partition_assets.processes.detached import start_detached
 from partition_assets.spark.java import JavaRuntime, find_java
+from partition_assets.spark.local_filesystem import local_filesystem_conf
 from partition_assets.spark.scheduler_pools import fair_scheduler_conf
 
 DEFAULT_PORT = 15002
@@ -188,6 +189,8 @@ class LocalConnectServer:
                     # Before `conf`, so that a configured spark.driver.memory wins.
                     "spark.driver.memory": self.driver_memory,
                     **self.conf,
+                    # After it: its jar joins a configured driver classpath.
+                    **local_filesystem_conf(self.master, self.conf),
                 }
             ),
         )

@@ -1,0 +1,47 @@
+"""The local Spark server writes files without a process per file (spark/local_filesystem.py),
+and its committed jar is what its source compiles to."""
+
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pyspark
+
+from partition_assets.spark.local_filesystem import LOCAL_FILESYSTEM_CLASS, LOCAL_FILESYSTEM_JAR
+
+SOURCE = LOCAL_FILESYSTEM_JAR.parent / "NioLocalFileSystem.java"
+
+
+def test_the_committed_jar_holds_what_its_source_compiles_to(tmp_path):
+    javac = shutil.which("javac")
+    assert javac, "javac (a JDK 17) is needed to check the jar against its source"
+    jars = Path(pyspark.__file__).parent / "jars"
+    subprocess.run([javac, "--release", "17", "-cp", f"{jars}/*", "-d", str(tmp_path), str(SOURCE)], check=True)
+    class_path = LOCAL_FILESYSTEM_CLASS.replace(".", "/") + ".class"
+    with zipfile.ZipFile(LOCAL_FILESYSTEM_JAR) as jar:
+        assert jar.read(class_path) == (tmp_path / class_path).read_bytes(), "run `make jvm-jar`"
+
+
+def _children_minor_faults(pid: int) -> int:
+    """The minor page faults of `pid`'s children it has waited for: each process the JVM
+    starts and reaps (Hadoop's chmod) adds a hundred or more; nothing else does."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[8])  # cminflt: field 11 of stat(5), the 9th after the command name
+
+
+def test_a_partitioned_write_starts_no_process_and_leaves_no_checksum_files(spark, spark_resource, tmp_path):
+    server_pid = int(spark_resource.local_server().pid_path.read_text())
+    frame = spark.range(60).selectExpr("id", "cast(id % 3 as string) as region", "cast(id % 4 as string) as day")
+    before = _children_minor_faults(server_pid)
+    frame.write.partitionBy("day", "region").parquet(str(tmp_path / "table"))
+    assert _children_minor_faults(server_pid) == before, "the server started processes (Hadoop's chmod) to write"
+    written = [Path(root) / name for root, _, names in os.walk(tmp_path / "table") for name in names]
+    assert sorted(
+        {path.parent.relative_to(tmp_path / "table").as_posix() for path in written if path.suffix == ".parquet"}
+    ) == [f"day={day}/region={region}" for day in "0123" for region in "012"]
+    assert not [path for path in written if path.suffix == ".crc"]
+    # Hadoop's default umask (022) on its default file mode (0666), as its chmod set them.
+    assert {path.stat().st_mode & 0o777 for path in written} == {0o644}
+    assert spark.read.parquet(str(tmp_path / "table")).count() == 60
