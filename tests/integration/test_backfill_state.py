@@ -4,7 +4,6 @@ written); writers in separate processes racing to change one status lose no upda
 `backfill status` and the UI's backfill page show a coordinator that fell silent; and hosts noticing it at once take
 its backfill over exactly once (the opt-in takeover sensor)."""
 
-import multiprocessing
 import re
 
 import dagster as dg
@@ -25,6 +24,7 @@ from partition_assets.storage.leases import TTL_ENV
 from tests.integration.test_bad_inputs import files_under, run_in_process
 from tests.support import REPO
 from tests.support.instances import also_on_postgres
+from tests.support.racing import racing_context, racing_process
 from tests.support.records import (
     SPEC,
     announce,
@@ -102,9 +102,9 @@ RACING = [(S.CANCELED.value, "cancel"), (S.PUBLISHING.value, "coordinate")]
 def run_racers(home, plans: list[list[tuple[str, str, str]]]) -> list[tuple[str, str, str]]:
     """Starts one process per plan of `plans` (its steps: backfill id, target, action), all
     taking each step at once (a barrier); returns every outcome."""
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter, as another host's process
+    context = racing_context(__name__)  # a process of its own, as another host's
     barrier, outcomes = context.Barrier(len(plans)), context.Queue()
-    racers = [context.Process(target=race_transitions, args=(str(home), steps, barrier, outcomes)) for steps in plans]
+    racers = [racing_process(context, race_transitions, str(home), steps, barrier, outcomes) for steps in plans]
     for racer in racers:
         racer.start()
     results = [outcomes.get(timeout=120) for steps in plans for _ in steps]
@@ -191,9 +191,9 @@ def test_hosts_noticing_a_dead_coordinator_at_once_take_its_backfill_over_exactl
             if seconds_ago is not None:
                 announce(instance, backfill_id, seconds_ago)
 
-    context = multiprocessing.get_context("spawn")
+    context = racing_context(__name__)
     barrier, outcomes = context.Barrier(RACERS), context.Queue()
-    hosts = [context.Process(target=race_takeovers, args=(str(home), barrier, outcomes)) for _ in range(RACERS)]
+    hosts = [racing_process(context, race_takeovers, str(home), barrier, outcomes) for _ in range(RACERS)]
     for host in hosts:
         host.start()
     won = [outcomes.get(timeout=120) for _ in hosts]

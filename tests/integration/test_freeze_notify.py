@@ -1,14 +1,13 @@
 """Freezing assets from several processes at once, on one Dagster instance: every freeze
 stays (tests/unit/test_freeze_notify.py freezes from this process)."""
 
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import dagster as dg
 
 from partition_assets.backfill.publishing.freeze import freeze, frozen_assets
+from tests.support.racing import racing_pool
 
 
 def _freeze_in_another_process(home: str, backfill_id: str, start_at: float) -> None:
@@ -23,7 +22,7 @@ def test_backfills_freezing_at_once_from_processes_all_stay_frozen(tmp_path):
     home.mkdir()
     ids = [f"bf{i}" for i in range(4)]
     with dg.instance_for_test(temp_dir=str(home)) as instance:  # creates the storage once
-        with ProcessPoolExecutor(len(ids), mp_context=multiprocessing.get_context("spawn")) as pool:
+        with racing_pool(len(ids), __name__) as pool:
             list(pool.map(time.sleep, [0.0] * len(ids)))  # workers up before the start signal
             start_at = time.time() + 1.0
             list(pool.map(_freeze_in_another_process, [str(home)] * len(ids), ids, [start_at] * len(ids)))
