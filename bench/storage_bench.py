@@ -5,15 +5,21 @@
 2. Publish time (staged files moved into the layout, then one commit) against
    the number of files committed.
 3. Files opened by a partition-pruned read against all files of the table.
+4. Node-sized writes (a week of daily partitions) on a local server writing through this
+   library's Hadoop filesystem (spark/local_filesystem.py) against one writing through
+   Hadoop's own, which starts a chmod process per file and folder.
 
 Usage: python bench/storage_bench.py [--rows N] [--repeats K] [--out bench/results/storage.md]
 """
 
 import argparse
+import os
 import shutil
+import socket
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,6 +27,8 @@ from pyspark.sql import functions as F
 
 from partition_assets.partitions import daily
 from partition_assets.spark import SparkResource
+from partition_assets.spark.connect_server import LocalConnectServer
+from partition_assets.spark.local_filesystem import FILE_IMPL_KEY
 from partition_assets.storage import DeltaFormat, PartitionScope, replace_partitions
 from partition_assets.storage.write_staging import stage_dataframe
 
@@ -93,10 +101,62 @@ def pruned_read(spark: SparkSession, work: Path) -> tuple[int, int]:
     return len(opened), len(everything)
 
 
+def _server_seconds(pid: int) -> float:
+    """CPU seconds of the server process and of the children it reaped (Hadoop's chmod)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _write_week(data: DataFrame, folder: Path, scope: PartitionScope, writes: int) -> None:
+    for table in range(writes):
+        DeltaFormat().write(data, str(folder / str(table)), scope)
+
+
+def node_sized_writes(writes: int, repeats: int, work: Path) -> dict[str, dict[str, list[float]]]:
+    """`writes` Delta writes of a week of daily partitions (2 files each), per repeat, on two
+    fresh local servers: Hadoop's local filesystem (the baseline) and this library's; the
+    repeats interleaved, so that drift hits both alike. Wall seconds and server CPU seconds."""
+    week = DAYS[:7]
+    scope = PartitionScope.for_keys(DAILY, week, ("ds",))
+    servers = {
+        "hadoop": LocalConnectServer(port=_free_port(), conf={FILE_IMPL_KEY: "org.apache.hadoop.fs.LocalFileSystem"}),
+        "ours": LocalConnectServer(port=_free_port()),
+    }
+    results: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in servers}
+    try:
+        sessions = {
+            name: SparkSession.builder.remote(server.ensure_running()).create() for name, server in servers.items()
+        }
+        pids = {name: int(server.pid_path.read_text()) for name, server in servers.items()}
+        for name, session in sessions.items():  # warm-up: JIT, caches
+            _write_week(frame(session, 7_000, week), work / f"warm_{name}", scope, 1)
+        for repeat in range(repeats):
+            for name, session in sessions.items():
+                data = frame(session, 7_000, week)
+                cpu_before = _server_seconds(pids[name])
+                results[name]["wall"].append(
+                    timed(partial(_write_week, data, work / f"{name}_{repeat}", scope, writes))
+                )
+                results[name]["cpu"].append(_server_seconds(pids[name]) - cpu_before)
+        for session in sessions.values():
+            session.stop()
+    finally:
+        for server in servers.values():
+            server.stop()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--writes", type=int, default=10, help="node-sized writes per repeat and server")
     parser.add_argument("--out", default=str(REPO / "bench/results/storage.md"))
     args = parser.parse_args()
 
@@ -106,6 +166,7 @@ def main() -> None:
         throughput = write_throughput(spark, args.rows, args.repeats, work)
         commits = commit_times(spark, work)
         opened, total = pruned_read(spark, work)
+        node_writes = node_sized_writes(args.writes, args.repeats, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -113,7 +174,7 @@ def main() -> None:
     lines = [
         "# Storage benchmark",
         "",
-        f"Command: `python bench/storage_bench.py --rows {args.rows} --repeats {args.repeats}` "
+        f"Command: `python bench/storage_bench.py --rows {args.rows} --repeats {args.repeats} --writes {args.writes}` "
         "(2 cores, Spark local[2] behind the shared Spark Connect server)",
         "",
         f"## Write throughput: {args.rows:,} rows in 10 daily partitions",
@@ -137,6 +198,25 @@ def main() -> None:
         "## Partition-pruned read",
         "",
         f"Reading 1 of 30 daily partitions opened {opened} of the table's {total} files.",
+        "",
+        f"## Node-sized writes: {args.writes} Delta writes of 7 daily partitions (7,000 rows, 2 files a day) per run",
+        "",
+        "Two fresh local[2] servers, the runs interleaved: one on Hadoop's local filesystem (baseline: a chmod "
+        "process per file and folder it creates), one on this library's (permissions through java.nio).",
+        "",
+        "| server's filesystem | median s | runs (s) | median server CPU s | runs (CPU s) |",
+        "| --- | --- | --- | --- | --- |",
+        *(
+            f"| {label} | {statistics.median(node_writes[name]['wall']):.2f} | {seconds(node_writes[name]['wall'])} "
+            f"| {statistics.median(node_writes[name]['cpu']):.2f} | {seconds(node_writes[name]['cpu'])} |"
+            for name, label in (("hadoop", "Hadoop's LocalFileSystem (baseline)"), ("ours", "NioLocalFileSystem"))
+        ),
+        "",
+        "Speed-up (baseline / ours): **"
+        f"{statistics.median(node_writes['hadoop']['wall']) / statistics.median(node_writes['ours']['wall']):.2f}x** "
+        "wall, **"
+        f"{statistics.median(node_writes['hadoop']['cpu']) / statistics.median(node_writes['ours']['cpu']):.2f}x** "
+        "server CPU",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

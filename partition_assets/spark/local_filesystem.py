@@ -4,8 +4,9 @@ Without Hadoop's native library, which pyspark does not ship, Hadoop's local fil
 a `chmod` process for every file and folder it creates: 88 processes for a write of 12
 partitions, 14,771 over the test suite. `NioLocalFileSystem` is Hadoop's local filesystem
 (checksum files included; `FileSystem.getLocal` casts to it) whose raw filesystem sets the
-same permission bits through java.nio. Fifteen such writes on a local[2] server took it
-9.4-10.4 CPU-s and 5.9-6.6 s with Hadoop's, 2.9-4.3 CPU-s and 1.9-2.8 s with this one.
+same permission bits through java.nio. Node-sized Delta writes (a week of daily partitions)
+on a local[2] server: 1.20x faster, with 1.13x less server CPU (bench/results/storage.md);
+the tests' many tiny writes gain more.
 
 The jar is committed, built from its source by `make jvm-jar`: the server runs it with a
 Java runtime alone.
