@@ -147,7 +147,8 @@ def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(home):
     # on a quiet machine, one run more under a loaded suite's timing (the exact rule, on a
     # simulated clock: tests/unit/test_scheduling_core.py).
     ordered = [sorted(members) for _, members in sorted(runs.items())]
-    assert ordered[:2] == [["2024-01-01"], ["2024-01-02"]]
+    # Launched together on two workers: which of them starts its run first is a race.
+    assert sorted(ordered[:2]) == [["2024-01-01"], ["2024-01-02"]]
     assert sorted(day for members in ordered[2:] for day in members) == [f"2024-01-0{d}" for d in range(3, 9)]
     assert len(ordered) <= 6 and max(len(members) for members in ordered[2:]) >= 2, ordered
 
