@@ -15,13 +15,13 @@ Usage: python bench/storage_bench.py [--rows N] [--repeats K] [--out bench/resul
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import tempfile
 import time
 from functools import partial
 from pathlib import Path
 
+from dagster_backfill import free_port
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -107,12 +107,6 @@ def _server_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _write_week(data: DataFrame, folder: Path, scope: PartitionScope, writes: int) -> None:
     for table in range(writes):
         DeltaFormat().write(data, str(folder / str(table)), scope)
@@ -125,8 +119,8 @@ def node_sized_writes(writes: int, repeats: int, work: Path) -> dict[str, dict[s
     week = DAYS[:7]
     scope = PartitionScope.for_keys(DAILY, week, ("ds",))
     servers = {
-        "hadoop": LocalConnectServer(port=_free_port(), conf={FILE_IMPL_KEY: "org.apache.hadoop.fs.LocalFileSystem"}),
-        "ours": LocalConnectServer(port=_free_port()),
+        "hadoop": LocalConnectServer(port=free_port(), conf={FILE_IMPL_KEY: "org.apache.hadoop.fs.LocalFileSystem"}),
+        "ours": LocalConnectServer(port=free_port()),
     }
     results: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in servers}
     try:
