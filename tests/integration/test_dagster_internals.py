@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 from dagster._core.execution.asset_backfill import AssetBackfillData
+from dagster._core.snap import JobSnap
 from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG
 from dagster._daemon import backfill as daemon_backfill
 from dagster._serdes import serialize_value
@@ -718,6 +719,25 @@ def test_a_worker_s_runs_of_an_asset_build_its_subset_job_once(instance, monkeyp
     for partition in ("2024-01-03", "2024-01-04"):
         assert runs.execute(instance, dg.AssetKey("days"), partition, {}).success
     assert len(built) == after_the_first_run, built
+
+
+def test_a_worker_s_runs_of_several_assets_build_the_whole_job_s_snapshot_once(instance, monkeypatch):
+    """Each asset's run stores the snapshot of the whole job its job is a subset of (Dagster's
+    parent snapshot); AssetRuns builds it once for every asset, where as_ephemeral_job per asset
+    built the whole job, and its snapshot, again for each."""
+    whole_job_snapshots = []
+    from_job_def = JobSnap.from_job_def
+
+    def counting(job: dg.JobDefinition) -> JobSnap:
+        if not job.is_subset:
+            whole_job_snapshots.append(job.name)
+        return from_job_def(job)
+
+    monkeypatch.setattr(JobSnap, "from_job_def", counting)
+    runs = AssetRuns(_asset_job())
+    assert runs.execute(instance, dg.AssetKey("days"), "2024-01-02", {}).success
+    assert runs.execute(instance, dg.AssetKey("total"), None, {}).success
+    assert whole_job_snapshots == ["__ASSET_JOB"]
 
 
 # -- the webserver's and the daemon's handling of backfills ------------------------------
