@@ -54,6 +54,7 @@ class CommandResult:
     args: list[str] = field(default_factory=list)
     last_node_run_ended_after: float | None = None  # process start -> last node run's end (run records)
     published_after: float | None = None  # process start -> its `published:` line printed
+    node_runs: int = 0  # its runs but the publish run
 
     @property
     def all_succeeded(self) -> bool:
@@ -163,7 +164,8 @@ def run_backfill_command(
         records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
         materialized = materialized_count(instance, keys)
     starts = [r.start_time for r in records if r.start_time]
-    node_ends = [r.end_time for r in records if r.end_time and PUBLISH_RUN_TAG not in r.dagster_run.tags]
+    node_records = [r for r in records if PUBLISH_RUN_TAG not in r.dagster_run.tags]
+    node_ends = [r.end_time for r in node_records if r.end_time]
     summary = [line for _, line in lines if line.startswith("backfill ")]
     published = [at for at, line in lines if line.startswith("published:")]
     result = CommandResult(
@@ -182,6 +184,7 @@ def run_backfill_command(
         args=command[3:],
         last_node_run_ended_after=max(node_ends) - launched if node_ends else None,
         published_after=published[0] if published else None,
+        node_runs=len(node_records),
     )
     log(f"  engine command: {seconds:.1f} s, exit {returncode}; {result.details()}")
     return result
