@@ -24,6 +24,8 @@ Dagster release; pyproject.toml allows one minor series of Dagster for that reas
 constraints.txt pins the release `make install` installs and the tests pass on.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
@@ -55,12 +57,14 @@ from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget, PythonFileTarget, WorkspaceLoadTarget
-from dagster._grpc.client import DagsterGrpcClient
 from dagster._record import replace
 from dagster._serdes import ConfigurableClassData, deserialize_value, pack_value
 from dagster._utils import ensure_file, touch_file
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
 from dagster._utils.schedules import is_valid_cron_string, reverse_cron_string_iterator
+
+if TYPE_CHECKING:  # for type checkers; at run time `__getattr__` below imports it on first use
+    from dagster._grpc.client import DagsterGrpcClient
 
 __all__ = [
     "AssetGraph",
@@ -115,3 +119,13 @@ __all__ = [
     "submit_asset_run",
     "touch_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`DagsterGrpcClient`, imported on first use: only a deploy talks to a code server, and
+    importing gRPC took ~50 ms of every command's start-up."""
+    if name == "DagsterGrpcClient":
+        from dagster._grpc.client import DagsterGrpcClient
+
+        return DagsterGrpcClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,8 +3,6 @@
 from collections import Counter
 from dataclasses import dataclass
 
-from PIL import Image, ImageDraw
-
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeStatus
 
@@ -61,6 +59,9 @@ class Heatmap:
 
     def png(self, path: str) -> None:
         """One row per asset, one cell per partition (narrower when there are many)."""
+        # Imported here: only a PNG needs Pillow, and its import took ~20 ms of every command's start-up.
+        from PIL import Image, ImageDraw
+
         rows = self.rows()
         widest = max((len(keys) for _, keys, _ in rows), default=1)
         cell = max(1, min(_CELL_WIDTH, (_MAX_IMAGE_WIDTH - _LABEL_WIDTH) // max(widest, 1)))
