@@ -102,13 +102,7 @@ def dagster_run_cost(slots: int, log) -> float:
     """The median seconds a Dagster run costs a warm worker beyond its asset's work, `slots`
     workers side by side on the repo's instance (bench/node_overhead.py, `RUN_COST_NODES`
     single-partition runs), measured now: creating the run, its events, its captured logs."""
-    saved = dict(os.environ)  # node_overhead points DAGSTER_HOME at its own fresh instance
-    os.environ["ENGINE_DAG_BACKFILL_POLICY"] = "none"  # one partition per run
-    try:
-        cost = node_overhead.measure("repo", RUN_COST_NODES, slots)["median"]
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    cost = node_overhead.measure("repo", RUN_COST_NODES, slots)["median"]
     log(f"a Dagster run costs a warm worker {cost * 1000:.0f} ms beyond its work (median of {RUN_COST_NODES})")
     return cost
 

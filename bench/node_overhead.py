@@ -40,23 +40,24 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def measure(config: str, nodes: int, workers: int) -> dict:
-    """Runs `nodes` single-partition runs of `raw` on `workers` warm workers, on a fresh
-    instance with `config` ('repo' or 'stock'); overheads per node and CPU per node."""
+    """Runs `nodes` single-partition runs of `raw` (Dagster's default policy) on `workers` warm
+    workers, on a fresh instance with `config` ('repo' or 'stock'); overheads per node and CPU
+    per node. The caller's environment is as it was afterwards."""
     import dagster as dg
     import engine_dag
 
     from partition_assets.backfill.running.local_workers import DagsterNodeRunner
     from partition_assets.backfill.running.scheduling import RunUnit
-    from tests.support.instances import instance_env
+    from tests.support.instances import instance_env, open_instance
 
     home = Path(tempfile.mkdtemp(prefix=f"node-overhead-{config}-"))
-    os.environ.update(instance_env(home))
+    env = {**instance_env(home), "ENGINE_DAG_BACKFILL_POLICY": "none"}  # one partition per run
     if config == "stock":
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     keys = engine_dag.DAYS.get_partition_keys()[: nodes + workers]
     raw = dg.AssetKey("raw")
     with (
-        dg.DagsterInstance.get() as instance,
+        open_instance(env) as instance,
         DagsterNodeRunner(DAG_FILE, workers, {"bench": "node_overhead"}, instance) as runner,
     ):
         # Warm: every worker has loaded the code and run once.
@@ -85,7 +86,6 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--out", default=str(REPO / "bench/results/node_overhead.md"))
     args = parser.parse_args()
-    os.environ["ENGINE_DAG_BACKFILL_POLICY"] = "none"
     uptime_before = os.popen("uptime").read().strip()
     rows, measured = [], {}
     for workers in args.workers:
