@@ -56,13 +56,16 @@ def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAsset
         if partitions_def is None:
             continue
         keys = list(target.get_partitions_subset(key).get_partition_keys())
-        dimensions = (
-            [(d.name, d.partitions_def) for d in partitions_def.partitions_defs]
-            if isinstance(partitions_def, dg.MultiPartitionsDefinition)
-            else [(key.to_user_string(), partitions_def)]
-        )
-        for name, dimension_def in dimensions:
-            values = [k.keys_by_dimension[name] if isinstance(k, dg.MultiPartitionKey) else k for k in keys]
+        if isinstance(partitions_def, dg.MultiPartitionsDefinition):
+            # A launch from the webserver holds a multi-partitioned asset's keys as their
+            # strings ("2024-01-02|eu"), not as MultiPartitionKeys.
+            by_dimension = [partitions_def.get_partition_key_from_str(k).keys_by_dimension for k in keys]
+            dimensions = [
+                (d.name, d.partitions_def, [k[d.name] for k in by_dimension]) for d in partitions_def.partitions_defs
+            ]
+        else:
+            dimensions = [(key.to_user_string(), partitions_def, keys)]
+        for name, dimension_def, values in dimensions:
             if isinstance(dimension_def, dg.TimeWindowPartitionsDefinition):
                 windows = [dimension_def.time_window_for_partition_key(v) for v in set(values)]
                 starts.append(min(w.start for w in windows))
