@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import dagster as dg
+import yaml
 
 from tests.support import REPO
 from tests.support.instances import add_to_config, instance_env, open_instance
@@ -75,7 +76,8 @@ class DagsterDev:
     `root`: the `make dev` setup, for tests.
 
     Serves the repo's workspace.yaml, or only `module` when given; `engine_modules`
-    replaces the code locations whose UI backfills run on the sparse engine.
+    replaces the code locations whose UI backfills run on the sparse engine, `backfills`
+    what backfills may take (`partition_assets.backfills`, backfill/running/capacity.py).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class DagsterDev:
         env: dict[str, str] | None = None,
         postgres_url: str | None = None,
         engine_modules: list[str] | None = None,
+        backfills: dict[str, int] | None = None,
     ) -> None:
         self.home, self.lake = root / "dagster_home", root / "lake"
         # What a process needs to open the instance this server serves.
@@ -92,8 +95,12 @@ class DagsterDev:
         # No "join the community" dialog over the page under test (it comes and goes with
         # a flag in the user's ~/.dagster).
         add_to_config(self.home, nux={"enabled": False})
+        settings = yaml.safe_load((self.home / "dagster.yaml").read_text()).get("partition_assets", {})
         if engine_modules is not None:
-            add_to_config(self.home, partition_assets={"engine_modules": engine_modules})
+            settings["engine_modules"] = engine_modules
+        if backfills is not None:
+            settings["backfills"] = backfills
+        add_to_config(self.home, partition_assets=settings)
         self.location = module or "example"
         self.port = free_port()
         self.log = root / "dagster_dev.log"
