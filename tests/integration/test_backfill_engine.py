@@ -229,6 +229,22 @@ def test_a_warm_runner_that_does_not_fit_is_terminated_for_a_new_one(home):
         runner.terminate()
 
 
+def test_terminate_kills_every_started_worker_when_one_never_started(home):
+    """A worker the pool made but could not start (its start raised: the fork server gone,
+    no file descriptor left) has no process; the workers after it are killed all the same."""
+    children_before = set(multiprocessing.active_children())
+    with dg.DagsterInstance.get() as instance:
+        runner = DagsterNodeRunner("tests.support.engine_defs", 2, {}, instance)
+        runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
+    started = set(multiprocessing.active_children()) - children_before
+    # What a failed start leaves: a process made by the pool's context, first in its list.
+    runner._context.workers.insert(0, runner._context.Process(target=print))
+    runner.terminate()
+    for worker in started:
+        worker.join(timeout=10)
+        assert not worker.is_alive()
+
+
 def test_workers_load_one_at_a_time_when_the_coordinator_leaves_one_core(home, tmp_path, monkeypatch):
     # A code location file (each worker executes it: a file is never preloaded) that notes when it loads.
     loads = tmp_path / "loads"

@@ -155,9 +155,11 @@ class DagsterNodeRunner:
         """Kills this runner's workers, and with them its runs in flight; other child
         processes (another pool's, a Spark server's) are left alone."""
         self._starter.join()
-        # SIGKILL: a worker inside a Dagster run handles SIGTERM and would finish its run.
+        # SIGKILL: a worker inside a Dagster run handles SIGTERM and would finish its run. A
+        # worker whose start failed (the pool made it, its start raised) has no process.
         for worker in list(self._context.workers):
-            worker.kill()
+            if worker.pid is not None:
+                worker.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def wait_until_loaded(self) -> None:
