@@ -34,6 +34,7 @@ from dagster_backfill import FINISHED, LAUNCH, backfill_params, materialized_cou
 
 from bench.dag_shapes import SEED_ENV, Shape, definitions
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
+from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG
 from tests.support.polling import wait_for
 from tests.support.webserver import DagsterDev
 
@@ -108,6 +109,8 @@ def measure_warm_launch(seed: int, shape: Shape, slots: int, log=print) -> WarmL
             def final():
                 """the launched backfill's final status"""
                 backfill = instance.get_backfill(backfill_id)
+                if backfill is not None and backfill.tags.get(ENGINE_TAG) == DAGSTER:
+                    raise RuntimeError(f"backfill {backfill_id} was handed back to Dagster's daemon; see {dev.home}")
                 return backfill if backfill is not None and backfill.status.value in FINISHED else None
 
             backfill = wait_for(final, TIMEOUT, step=0.5, alive=[dev.process])

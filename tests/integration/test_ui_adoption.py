@@ -1,6 +1,7 @@
-"""A webserver launch of a static x daily asset, as Dagster's GraphQL mutation
-`launchPartitionBackfill` builds it (from the dialog's partition names, or from its ranges),
-is adopted by the engine with exactly its target (backfill/dagster_ui/adoption.py)."""
+"""Webserver launches, as Dagster's GraphQL mutation `launchPartitionBackfill` builds them
+(from the dialog's partition names, or from ranges per asset), adopted by the engine with
+exactly their target (backfill/dagster_ui/adoption.py): a static x daily asset's, and days
+with the weeks they touch."""
 
 import time
 
@@ -9,7 +10,8 @@ import pytest
 from dagster._core.definitions.selector import PartitionRangeSelector, PartitionsByAssetSelector, PartitionsSelector
 
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.planning.graph import Node, plan
+from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.dagster_internals import PartitionBackfill
 
 DAYS = dg.DailyPartitionsDefinition("2024-01-01")
@@ -24,7 +26,11 @@ def orders() -> None: ...
 def orders_by_region() -> None: ...
 
 
-defs = dg.Definitions(assets=[orders, orders_by_region])
+@dg.asset(partitions_def=dg.WeeklyPartitionsDefinition("2024-01-01"), deps=[orders])
+def weekly_orders() -> None: ...
+
+
+defs = dg.Definitions(assets=[orders, orders_by_region, weekly_orders])
 # This module, as an engine code location (`engine_modules`).
 MODULE = __name__
 LAUNCHED = [f"2024-01-0{day}|{region}" for day in (2, 3) for region in ("eu", "us")]
@@ -47,19 +53,22 @@ def from_partition_names(instance: dg.DagsterInstance) -> PartitionBackfill:
     )
 
 
-def from_ranges(instance: dg.DagsterInstance) -> PartitionBackfill:
-    """`partitionsByAssets`: one single-key range per multi-partition key."""
-    selector = PartitionsByAssetSelector(
-        asset_key=orders_by_region.key,
-        partitions=PartitionsSelector(ranges=[PartitionRangeSelector(key, key) for key in LAUNCHED]),
-    )
+def from_ranges(instance: dg.DagsterInstance, keys: dict[dg.AssetKey, list[str]] | None = None) -> PartitionBackfill:
+    """`partitionsByAssets`: one single-key range per partition key of each asset (default:
+    the launched keys of orders_by_region)."""
+    selectors = [
+        PartitionsByAssetSelector(
+            asset_key=asset, partitions=PartitionsSelector(ranges=[PartitionRangeSelector(k, k) for k in asset_keys])
+        )
+        for asset, asset_keys in (keys or {orders_by_region.key: LAUNCHED}).items()
+    ]
     return PartitionBackfill.from_partitions_by_assets(
         backfill_id="ranges",
         asset_graph=defs.resolve_asset_graph(),
         backfill_timestamp=time.time(),
         tags={},
         dynamic_partitions_store=instance,
-        partitions_by_assets=[selector],
+        partitions_by_assets=selectors,
         title=None,
         description=None,
         run_config=None,
@@ -73,3 +82,20 @@ def test_a_ui_launch_of_a_multi_partitioned_asset_is_adopted_with_exactly_its_ta
     assert (spec.start, spec.end) == ("2024-01-02T00:00:00+00:00", "2024-01-03T23:59:59.999999+00:00")
     assert spec.static == {"region": ["eu", "us"]}
     assert set(graph.nodes()) == {Node(orders_by_region.key, key) for key in LAUNCHED}
+
+
+def test_days_with_the_weeks_they_touch_are_adopted_as_the_days_range():
+    """What `backfill run --start 2024-01-01 --end 2024-01-10` plans of a daily asset and a
+    weekly one: the weeks span more days than the range; the days span it."""
+    selection = "key:orders or key:weekly_orders"
+    spec = BackfillSpec(module=MODULE, selection=selection, start="2024-01-01", end="2024-01-10")
+    planned = set(plan(defs.resolve_asset_graph(), spec).nodes())
+    keys: dict[dg.AssetKey, list[str]] = {}
+    for node in planned:
+        keys.setdefault(node.asset, []).append(node.partition)
+    last_week = weekly_orders.partitions_def.time_window_for_partition_key(max(keys[weekly_orders.key]))
+    assert last_week.end.isoformat() == "2024-01-14T00:00:00+00:00"  # after the range's last day
+    with dg.instance_for_test() as instance:
+        adopted, graph = adopted_plan(from_ranges(instance, keys), [MODULE], instance)
+    assert set(graph.nodes()) == planned
+    assert (adopted.start, adopted.end) == ("2024-01-01T00:00:00+00:00", "2024-01-10T23:59:59.999999+00:00")

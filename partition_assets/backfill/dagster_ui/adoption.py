@@ -1,11 +1,11 @@
 """Asset backfills launched from the webserver's "Materialize range" dialog, taken over by
 the engine (`partition-assets backfill adopt|standby`) or handed back to Dagster's daemon.
 
-- `spec_of_dagster_backfill` turns such a backfill into the `BackfillSpec` whose plan is its
-  target partitions (its tag `partition_assets/approval` as the spec's `approval`), or
+- `specs_of_dagster_backfill` turns such a backfill into the `BackfillSpec`s whose plan may
+  be its target partitions (its tag `partition_assets/approval` as their `approval`), or
   refuses (BackfillPlanError) when no spec states it.
-- `adopted_plan` is that spec and its graph, from the first engine code location holding
-  the backfill's assets, only when the graph is exactly the backfill's target; else
+- `adopted_plan` is the first of those specs whose graph is exactly the backfill's target,
+  and that graph, from the first engine code location holding the backfill's assets; else
   BackfillPlanError, and the caller runs nothing and hands the backfill back
   (`hand_back`: tagged `partition_assets/engine=dagster`, the daemon's next tick runs it).
 - `mark_failed` ends a Dagster backfill refused before the engine ran any node (leased
@@ -40,16 +40,19 @@ if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
 
 
-def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAssetGraph, module: str) -> BackfillSpec:
-    """The spec whose plan is `backfill`'s target: its assets, the time span of their
-    targeted windows, the static keys it targets; its own tags. BackfillPlanError says why
-    there is none (dynamic partitions, an asset of another code location)."""
+def specs_of_dagster_backfill(
+    backfill: PartitionBackfill, asset_graph: BaseAssetGraph, module: str
+) -> list[BackfillSpec]:
+    """The specs that may plan `backfill`'s target: its assets, the static keys it targets,
+    its own tags, and a time range: first the span of all its targeted windows, then the
+    span of each time grain's windows, finest first (days 1-13 of a daily asset with the two
+    weeks they touch of a weekly one: the weeks span 14 days, the days 13). BackfillPlanError
+    says why there is none (dynamic partitions, an asset of another code location)."""
     target = backfill.get_asset_backfill_data(asset_graph).target_subset
     missing = sorted(key.to_user_string() for key in target.asset_keys if not asset_graph.has(key))
     if missing:
         raise BackfillPlanError(f"assets {missing} are not in code location {module}")
-    starts: list[datetime] = []
-    ends: list[datetime] = []
+    spans: dict[timedelta, tuple[datetime, datetime]] = {}  # per window length: the span of its windows
     static: dict[str, set[str]] = {}
     for key in target.asset_keys:
         partitions_def = asset_graph.get(key).partitions_def
@@ -68,8 +71,10 @@ def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAsset
         for name, dimension_def, values in dimensions:
             if isinstance(dimension_def, dg.TimeWindowPartitionsDefinition):
                 windows = [dimension_def.time_window_for_partition_key(v) for v in set(values)]
-                starts.append(min(w.start for w in windows))
-                ends.append(max(w.end for w in windows))
+                grain = min(w.end - w.start for w in windows)
+                start, end = min(w.start for w in windows), max(w.end for w in windows)
+                known = spans.get(grain, (start, end))
+                spans[grain] = (min(start, known[0]), max(end, known[1]))
             elif isinstance(dimension_def, dg.StaticPartitionsDefinition):
                 static.setdefault(name, set()).update(values)
             else:
@@ -77,41 +82,53 @@ def spec_of_dagster_backfill(backfill: PartitionBackfill, asset_graph: BaseAsset
                     f"{key.to_user_string()} has {type(dimension_def).__name__} partitions: the engine takes a UI "
                     "backfill of time and static partitions only; Dagster's daemon runs this one"
                 )
+    whole = (min(s for s, _ in spans.values()), max(e for _, e in spans.values())) if spans else None
+    ranges = list(dict.fromkeys([whole, *(spans[grain] for grain in sorted(spans))]))
     user_tags = {k: v for k, v in backfill.tags.items() if not k.startswith(RESERVED_TAG_PREFIXES)}
-    return BackfillSpec(
-        module=module,
-        selection=" or ".join(f'key:"{key.to_user_string()}"' for key in sorted(target.asset_keys)),
-        start=min(starts).isoformat() if starts else None,
-        end=(max(ends) - timedelta(microseconds=1)).isoformat() if ends else None,
-        static={name: sorted(keys) for name, keys in static.items()},
-        tags=user_tags,
-        approval=backfill.tags.get(APPROVAL_TAG),
-    )
+    return [
+        BackfillSpec(
+            module=module,
+            selection=" or ".join(f'key:"{key.to_user_string()}"' for key in sorted(target.asset_keys)),
+            start=span[0].isoformat() if span else None,
+            end=(span[1] - timedelta(microseconds=1)).isoformat() if span else None,
+            static={name: sorted(keys) for name, keys in static.items()},
+            tags=user_tags,
+            approval=backfill.tags.get(APPROVAL_TAG),
+        )
+        for span in ranges
+    ]
 
 
 def adopted_plan(
     backfill: PartitionBackfill, modules: Iterable[str], instance: dg.DagsterInstance
 ) -> tuple[BackfillSpec, BackfillGraph]:
     """The spec and graph of a UI-launched `backfill`, from the first of `modules` (code
-    locations) that holds its assets; BackfillPlanError when none plans exactly its target."""
+    locations) that holds its assets and the first of its specs (specs_of_dagster_backfill)
+    that plans exactly its target; BackfillPlanError when none does."""
     reasons = []
     for module in modules:
         asset_graph = load_definitions(module).resolve_asset_graph()
         try:
-            spec = spec_of_dagster_backfill(backfill, asset_graph, module)
-            # The engine derived the spec: its fields go by their own names, as a recorded spec shows them.
-            graph = plan(asset_graph, spec, dynamic_partitions_store=instance, wording=config_key_of)
+            specs = specs_of_dagster_backfill(backfill, asset_graph, module)
         except BackfillPlanError as error:
             reasons.append(f"{module}: {error}")
             continue
         target = nodes_of(backfill.get_asset_backfill_data(asset_graph).target_subset)
-        planned = set(graph.nodes())
-        if planned == target:
-            return spec, graph
-        reasons.append(
-            f"{module}: the spec {spec.describe()} plans {len(planned - target)} nodes outside the backfill's "
-            f"target and misses {len(target - planned)} of it (a target no time range and static filter states)"
-        )
+        for spec in specs:
+            try:
+                # The engine derived the spec: its fields go by their own names, as a recorded spec shows them.
+                graph = plan(asset_graph, spec, dynamic_partitions_store=instance, wording=config_key_of)
+            except BackfillPlanError as error:
+                reasons.append(f"{module}: {error}")
+                continue
+            planned = set(graph.nodes())
+            if planned == target:
+                return spec, graph
+            reasons.append(
+                f"{module}: the spec {spec.describe()} plans {len(planned - target)} nodes outside the backfill's "
+                f"target and misses {len(target - planned)} of it"
+            )
+        reasons[-1] += " (a target no time range and static filter states)"
     raise BackfillPlanError(
         f"backfill {backfill.backfill_id} is not one the engine can run exactly "
         f"({'; '.join(reasons) or 'no engine_modules'}): handed back to Dagster's daemon"
