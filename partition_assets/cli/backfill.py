@@ -333,7 +333,9 @@ def _warm_runner(target: str | None, workers: int, instance: dg.DagsterInstance)
 def _adopt(instance: dg.DagsterInstance, backfill_id: str, warm: DagsterNodeRunner | None = None) -> int:
     """Runs the webserver-launched Dagster backfill `backfill_id` on the engine, under the
     same id (so `backfill resume <id>` picks it up), on the `warm` workers when they serve
-    it, or hands it back to Dagster's daemon."""
+    it, or hands it back to Dagster's daemon when no spec plans exactly its target. Refused
+    before its first node for another reason (an engine code location that does not load,
+    leased partitions), the Dagster backfill is marked FAILED with the error."""
     checked_backfill_id(backfill_id, "the Dagster backfill id")
     backfill = instance.get_backfill(backfill_id)
     if backfill is None or not runs_on_engine(backfill):
@@ -347,6 +349,9 @@ def _adopt(instance: dg.DagsterInstance, backfill_id: str, warm: DagsterNodeRunn
         hand_back(instance, backfill)
         print(error)
         return 0
+    except Exception as error:  # an engine code location that does not load, say: nothing ran
+        mark_failed(instance, backfill_id, error)
+        raise
     record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance))
     try:
         return _execute(instance, record, graph, set(), node_runner_reusing(warm))

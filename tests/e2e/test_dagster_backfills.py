@@ -194,6 +194,18 @@ def test_a_target_no_spec_states_goes_back_to_dagsters_daemon(home):
         assert not instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
 
 
+def test_a_ui_launch_whose_engine_code_location_does_not_load_fails_with_the_reason(home):
+    """Not handed back (a typo in `engine_modules` would send every backfill to the daemon
+    unseen), not left in progress: failed, with the error the UI shows; nothing ran."""
+    add_to_config(home, partition_assets={"engine_modules": ["tests.support.no_such_location"]})
+    with dg.DagsterInstance.get() as instance:
+        backfill_id = ui_backfill(instance, ["raw"], ["2024-01-01"])
+        backfill = wait_for_status(instance, backfill_id)
+        assert backfill.status == BulkActionStatus.FAILED
+        assert "no module 'tests.support.no_such_location' on the import path" in backfill.error.message
+        assert not instance.get_runs(dg.RunsFilter(tags={DAGSTER_BACKFILL_TAG: backfill_id}))
+
+
 def test_a_cli_backfill_is_a_dagster_backfill_with_its_failures(home):
     """raw and flaky over 5 days: flaky fails on day 4; the Dagster backfill says so."""
     ran = run_cli(
