@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -165,6 +166,16 @@ def backfill_params(keys: dict[str, list[str]], title: str, defs: dg.Definitions
             if partitions
         ],
     }
+
+
+def launch_backfill(query: Callable[[str, dict], dict], params: dict) -> str:
+    """Sends the `launchPartitionBackfill` mutation with `params` through `query` (a GraphQL
+    client's request: text, variables -> data); the launched backfill's id. RuntimeError
+    when the webserver answers anything but a launch."""
+    launch = query(LAUNCH, {"params": params})["launchPartitionBackfill"]
+    if launch["__typename"] != "LaunchBackfillSuccess":
+        raise RuntimeError(f"launchPartitionBackfill: {launch}")
+    return launch["backfillId"]
 
 
 def free_port() -> int:
@@ -345,11 +356,7 @@ def run_daemon_backfill(
         with DagsterDev(target, slots, env, workdir) as dev:
             instance = dg.DagsterInstance.from_config(str(dev.home))
             launched = time.time()
-            answer = dev.query(LAUNCH, {"params": backfill_params(keys, f"bench {days}d {policy}", defs)})
-            launch = answer["launchPartitionBackfill"]
-            if launch["__typename"] != "LaunchBackfillSuccess":
-                raise RuntimeError(f"launchPartitionBackfill: {launch}")
-            backfill_id = launch["backfillId"]
+            backfill_id = launch_backfill(dev.query, backfill_params(keys, f"bench {days}d {policy}", defs))
             progress(
                 f"  dagster daemon {days}d {policy}: backfill {backfill_id} launched "
                 f"({result.targeted} partitions), timeout {timeout:.0f} s"

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-from dagster_backfill import FINISHED, LAUNCH, backfill_params, materialized_count, planned_keys
+from dagster_backfill import FINISHED, backfill_params, launch_backfill, materialized_count, planned_keys
 
 from bench.dag_shapes import SEED_ENV, Shape, definitions
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
@@ -99,11 +99,7 @@ def measure_warm_launch(seed: int, shape: Shape, slots: int, log=print) -> WarmL
         with dev.open_instance() as instance:
             load_before = os.getloadavg()
             launched = time.time()
-            answer = dev.graphql(LAUNCH, {"params": backfill_params(keys, f"warm launch seed {seed}", defs)})
-            launch = answer["launchPartitionBackfill"]
-            if launch["__typename"] != "LaunchBackfillSuccess":
-                raise RuntimeError(f"launchPartitionBackfill: {launch}")
-            backfill_id = launch["backfillId"]
+            backfill_id = launch_backfill(dev.graphql, backfill_params(keys, f"warm launch seed {seed}", defs))
             log(f"  warm launch: backfill {backfill_id} launched from the webserver")
 
             def final():
