@@ -133,6 +133,11 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
     actions.add_parser(
         "standby", help="wait, warm, for the webserver's next backfill on stdin, then adopt it (the instance starts it)"
     )
+    actions.add_parser(
+        "serve",
+        help="keep Dagster and the engine imported and run this instance's `backfill` commands as forks of this "
+        "process, until SIGTERM or Ctrl-C",
+    )
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:
@@ -174,12 +179,23 @@ def _instance() -> dg.DagsterInstance:
     Raises:
         EnvironmentSetupError: DAGSTER_HOME is not set.
     """
-    if not os.environ.get("DAGSTER_HOME"):
+    dagster_home()
+    return dg.DagsterInstance.get()
+
+
+def dagster_home() -> str:
+    """DAGSTER_HOME, the folder of the instance where backfills are recorded.
+
+    Raises:
+        EnvironmentSetupError: DAGSTER_HOME is not set.
+    """
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
         raise EnvironmentSetupError(
             "DAGSTER_HOME is not set: backfills are recorded in the Dagster instance; "
             "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
         )
-    return dg.DagsterInstance.get()
+    return home
 
 
 def _plan_or_run(

@@ -5,17 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 
-from partition_assets.cli.backfill import add_backfill_commands, run_backfill_command
+from partition_assets.cli.backfill import add_backfill_commands, dagster_home, run_backfill_command
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
+from partition_assets.processes.command_server import serve
 from partition_assets.spark import SparkResource, find_java
 from partition_assets.storage.maintenance import vacuum
 from partition_assets.storage.table_format import checked_retention_hours
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args, sys.argv[1:] if argv is None else list(argv))
+    except PartitionAssetsError as error:
+        # A bad input or environment: one line naming it and the fix, no traceback, exit 2.
+        print(f"partition-assets {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="partition-assets")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("java", help="print the Java runtime Spark will use")
@@ -30,13 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     vacuum_cmd.add_argument("table_uri")
     vacuum_cmd.add_argument("--retention-hours", type=retention_hours, default=168)
     vacuum_cmd.add_argument("--dry-run", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        return _run(args, sys.argv[1:] if argv is None else list(argv))
-    except PartitionAssetsError as error:
-        # A bad input or environment: one line naming it and the fix, no traceback, exit 2.
-        print(f"partition-assets {args.command}: {error}", file=sys.stderr)
-        return 2
+    return parser
+
+
+def served_refusal(argv: list[str]) -> str | None:
+    """Why the command server does not run `argv` (its client runs it), if so: a command
+    on another code root imports it in a new interpreter."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "code_root", None) or getattr(args, "location", None):
+        return "a command on another code root runs in an interpreter of its own"
+    return None
 
 
 def retention_hours(text: str) -> float:
@@ -54,6 +68,8 @@ def retention_hours(text: str) -> float:
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "backfill":
         exec_in_code_root(args, argv)  # when asked for
+        if args.action == "serve":
+            return serve(dagster_home(), main, served_refusal)
         return run_backfill_command(args)
     if args.command in ("deploy", "deploys", "undeploy"):
         return run_deploy_command(args)
