@@ -125,6 +125,14 @@ def day(offset: int) -> str:
     return (START + timedelta(days=offset)).strftime("%Y-%m-%d")
 
 
+def command_env(env: dict[str, str]) -> dict[str, str]:
+    """The whole environment of a `partition-assets` command run by `run_backfill_command`:
+    this process's, the repository first on the import path, and `env`. A command server
+    (`backfill serve`) started from the repository's root in it takes those commands."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": pythonpath, **env}
+
+
 def run_backfill_command(
     target: list[str],
     spec_args: list[str],
@@ -136,7 +144,6 @@ def run_backfill_command(
     process's environment; `env` must name the DAGSTER_HOME (prepared by the caller) the
     command and the read-back use. `keys`: the (asset, partition) pairs it should materialize."""
     command = [sys.executable, "-m", "partition_assets", "backfill", "run", *target, *spec_args]
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     log(f"  engine command: partition-assets {' '.join(command[3:])}")
     load_before = os.getloadavg()
     launched = time.time()
@@ -149,7 +156,7 @@ def run_backfill_command(
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            env={**os.environ, "PYTHONPATH": pythonpath, **env},
+            env=command_env(env),
         )
         assert process.stdout is not None
         for line in process.stdout:

@@ -18,13 +18,17 @@ with each of its two policies. For each:
   exit;
 - ratio: whole command / bound. Goals (issue 28): every generated shape at most 1.2x, the
   median at most 1.1x;
+- served: the same command (on another fresh instance) taken by a command server of that
+  instance (`partition-assets backfill serve`, started and listening before the command): the
+  command's process hands it over and a fork of the server, with Dagster and the engine
+  imported, runs it; process start -> exit, its split and its ratio;
 - warm launch: the same shape launched from the webserver (the `launchPartitionBackfill`
   mutation of *Materialize range*) onto its warm standby coordinator, which imported Dagster,
   the engine and the location and started its workers before the launch (bench/warm_launch.py):
   launch -> the backfill's final status written, and its ratio to the bound.
 
 Usage: python bench/generated_shapes_bench.py [--seeds 0 1 ... 11] [--slots 4]
-           [--bench-dag-days 31] [--skip-warm] [--out bench/results/shapes_generated.md]
+           [--bench-dag-days 31] [--skip-served] [--skip-warm] [--out bench/results/shapes_generated.md]
 
 Not guaranteed: the machine is not quiet (the load averages are recorded with each figure);
 a shape's ratio moves by a few hundredths between runs.
@@ -47,11 +51,12 @@ import dagster_backfill
 import engine_bench
 import node_overhead
 import warm_launch
-from engine_command import CommandResult, backfill_only_instance_env, run_backfill_command
+from engine_command import CommandResult, backfill_only_instance_env, command_env, run_backfill_command
 
 from bench.dag_shapes import SEED_ENV, definitions, generate
 from partition_assets.backfill import Throttle
 from partition_assets.backfill.planning.graph import BackfillGraph
+from tests.support.command_servers import command_server
 from tests.support.simulated_runs import Bound, Work, makespan_bound, simulate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,11 +75,16 @@ class Measured:
     command: CommandResult
     probe: float  # host_probe() just before the command
     floor: float  # dagster_floor(): what Dagster's own costs leave as the best whole command
+    served: CommandResult | None = None  # the same command, run by a command server (`backfill serve`)
     warm: warm_launch.WarmLaunch | None = None  # launched from the webserver onto its warm standby
 
     @property
     def ratio(self) -> float:
         return self.command.seconds / self.bound.classic
+
+    @property
+    def served_ratio(self) -> float | None:
+        return self.served.seconds / self.bound.classic if self.served else None
 
     @property
     def warm_ratio(self) -> float | None:
@@ -91,9 +101,18 @@ class Measured:
             f"| {self.name} | {self.nodes} / {self.command.runs} | {self.bound.classic:.1f} "
             f"({self.bound.tight:.1f}) | {self.core:.1f} | {self.command.seconds:.1f} | "
             f"{split.cells() if split else 'n/a'} | {self.ratio:.2f}x | {self.floor:.1f} ({self.floor_ratio:.2f}x) | "
-            f"{self.command.seconds - self.floor:.1f} | {self.warm_cells()} | {self.command.details()}; "
-            f"host probe {self.probe:.2f} s{f'; warm launch: {self.warm.details()}' if self.warm else ''} |"
+            f"{self.command.seconds - self.floor:.1f} | {self.served_cells()} | {self.warm_cells()} | "
+            f"{self.command.details()}; host probe {self.probe:.2f} s"
+            f"{f'; served: {self.served.details()}' if self.served else ''}"
+            f"{f'; warm launch: {self.warm.details()}' if self.warm else ''} |"
         )
+
+    def served_cells(self) -> str:
+        """`seconds (start-up / nodes / gate+publish / exit) | ratio` of the served command."""
+        if self.served is None:
+            return "not measured | n/a"
+        split = self.served.split()
+        return f"{self.served.seconds:.1f} ({split.cells() if split else 'n/a'}) | {self.served_ratio:.2f}x"
 
     def warm_cells(self) -> str:
         """`seconds (start-up / nodes / gate+publish) | ratio` of the warm launch, for a results table."""
@@ -137,27 +156,42 @@ def dagster_floor(graph: BackfillGraph, slots: int, work: Work, runs: int, run_c
     return probe + makespan_bound(graph, slots, lambda node: work(node) + per_node).classic
 
 
-def measure_shape(seed: int, slots: int, run_cost: float, warm: bool, log) -> Measured:
+def measure_shape(seed: int, slots: int, run_cost: float, served: bool, warm: bool, log) -> Measured:
     shape = generate(seed)
     graph = shape.graph()
     log(f"{shape.describe()}: {graph.node_count()} nodes")
-    home = Path(tempfile.mkdtemp(prefix="generated-shapes-bench-"))
     probe = host_probe()
-    try:
-        command = run_backfill_command(
-            ["-f", LOCATION],
-            ["--select", "*", *shape.range_args(), "--max-parallel", str(slots)],
-            {**backfill_only_instance_env(home / "dagster_home"), SEED_ENV: str(seed)},
-            dagster_backfill.planned_keys(definitions(shape), shape.days),
-            log,
-        )
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    command = run_shape_command(seed, shape, slots, served=False, log=log)
+    served_command = run_shape_command(seed, shape, slots, served=True, log=log) if served else None
     core = simulate(graph, Throttle(slots), shape.work).makespan
     bound = makespan_bound(graph, slots, shape.work)
     floor = dagster_floor(graph, slots, shape.work, command.node_runs, run_cost, probe)
     launched = warm_launch.measure_warm_launch(seed, shape, slots, log) if warm else None
-    return Measured(shape.describe(), graph.node_count(), bound, core, command, probe, floor, launched)
+    return Measured(shape.describe(), graph.node_count(), bound, core, command, probe, floor, served_command, launched)
+
+
+def run_shape_command(seed: int, shape, slots: int, served: bool, log) -> CommandResult:
+    """The shape's `backfill run` on a fresh instance, in a process of its own or, `served`,
+    taken by a command server of that instance started (and listening) before it."""
+    home = Path(tempfile.mkdtemp(prefix="generated-shapes-bench-"))
+    try:
+        env = {**backfill_only_instance_env(home / "dagster_home"), SEED_ENV: str(seed)}
+        args = (
+            ["-f", LOCATION],
+            ["--select", "*", *shape.range_args(), "--max-parallel", str(slots)],
+            env,
+            dagster_backfill.planned_keys(definitions(shape), shape.days),
+            log,
+        )
+        if not served:
+            return run_backfill_command(*args)
+        with command_server(command_env(env)) as server:
+            result = run_backfill_command(*args)
+            if len(server.forks()) != 1:
+                raise RuntimeError(f"the command server did not take the command: {server.lines}")
+            return result
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def measure_bench_dag(days: int, slots: int, policy: str, run_cost: float, log) -> Measured:
@@ -188,16 +222,17 @@ def why_above(measured: Measured) -> str:
     )
 
 
-def warm_verdict(shapes: list[Measured]) -> list[str]:
-    """The worst and median warm ratios against the goals, as a results paragraph ([] when not measured)."""
-    ratios = [m.warm_ratio for m in shapes if m.warm_ratio is not None]
+def verdict(what: str, ratios: list[float | None], shapes: int) -> list[str]:
+    """The worst and median of `ratios` (None: not measured) against the goals, as a results
+    paragraph on `what` ([] when none was measured)."""
+    ratios = [ratio for ratio in ratios if ratio is not None]
     if not ratios:
         return []
     worst, median = max(ratios), statistics.median(ratios)
     return [
-        f"**Warm launch from the webserver: worst {worst:.2f}x (goal <= {GOALS['worst']}x: "
+        f"**{what}: worst {worst:.2f}x (goal <= {GOALS['worst']}x: "
         f"{'met' if worst <= GOALS['worst'] else 'not met'}); median {median:.2f}x (goal <= {GOALS['median']}x: "
-        f"{'met' if median <= GOALS['median'] else 'not met'}), {len(ratios)} of {len(shapes)} shapes.**",
+        f"{'met' if median <= GOALS['median'] else 'not met'}), {len(ratios)} of {shapes} shapes.**",
         "",
     ]
 
@@ -208,8 +243,9 @@ def report(
     header = [
         "| shape | nodes / runs | bound s (tight) | core simulated s | whole command s | "
         "start-up / nodes / gate+publish / exit s | ratio | Dagster's floor s (ratio) | engine's own s | "
+        "served s (start-up / nodes / gate+publish / exit) | served ratio | "
         "warm launch s (start-up / nodes / gate+publish) | warm ratio | details |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     ratios = [m.ratio for m in shapes]
     worst, median = max(ratios), statistics.median(ratios)
@@ -217,6 +253,7 @@ def report(
     own_median = statistics.median(m.command.seconds - m.floor for m in shapes)
     above = [m for m in shapes if m.ratio > GOALS["worst"]]
     failed = [m.name for m in shapes + bench_dag if not m.command.all_succeeded]
+    failed += [f"{m.name} (served)" for m in shapes if m.served and not m.served.all_succeeded]
     failed += [f"{m.name} (warm launch)" for m in shapes if m.warm and not m.warm.all_succeeded]
     lines = [
         "# Generated DAG shapes: the whole `backfill run` command against the bound",
@@ -243,6 +280,10 @@ def report(
         f"costs a warm worker beyond its work ({run_cost * 1000:.0f} ms, the median of {RUN_COST_NODES} runs "
         f"on {args.slots} workers measured before the shapes, bench/node_overhead.py) for each run the command "
         "made: the engine ends sooner only with runs cheaper than that median. Engine's own: whole command - floor. "
+        "Served: the same command on another fresh instance, taken by a command server of that instance "
+        "(`partition-assets backfill serve`, listening before the command starts): the command's process hands "
+        "over its arguments, environment and output, and a fork of the server (Dagster and the engine imported) "
+        "runs it; process start -> exit, split as above. "
         "Warm launch: the same shape launched from the webserver, as *Materialize range* launches it (the "
         "`launchPartitionBackfill` mutation), to a `dagster dev` on a fresh SQLite instance whose UI backfills of "
         "the location run on the engine (`reserve_runs: 0`), once its standby coordinator had imported Dagster, "
@@ -259,7 +300,8 @@ def report(
         f"{median:.2f}x (goal <= {GOALS['median']}x: {'met' if median <= GOALS['median'] else 'not met'}). "
         f"Dagster's floor: median {floor_median:.2f}x; the engine's own share: median {own_median:.1f} s.**",
         "",
-        *warm_verdict(shapes),
+        *verdict("Served by a command server", [m.served_ratio for m in shapes], len(shapes)),
+        *verdict("Warm launch from the webserver", [m.warm_ratio for m in shapes], len(shapes)),
     ]
     lines += [why_above(m) for m in above]
     if above:
@@ -276,6 +318,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--bench-dag-days", type=int, default=31, help="0: leave the bench DAG out")
+    parser.add_argument("--skip-served", action="store_true", help="leave out the commands run by a command server")
     parser.add_argument("--skip-warm", action="store_true", help="leave out the warm launches from the webserver")
     parser.add_argument("--out", default=str(REPO / "bench/results/shapes_generated.md"))
     args = parser.parse_args()
@@ -285,7 +328,9 @@ def main() -> None:
 
     before = _uptime()
     run_cost = dagster_run_cost(args.slots, log)
-    shapes = [measure_shape(seed, args.slots, run_cost, not args.skip_warm, log) for seed in args.seeds]
+    shapes = [
+        measure_shape(seed, args.slots, run_cost, not args.skip_served, not args.skip_warm, log) for seed in args.seeds
+    ]
     days = args.bench_dag_days
     bench_dag = (
         [measure_bench_dag(days, args.slots, policy, run_cost, log) for policy in engine_bench.POLICIES] if days else []

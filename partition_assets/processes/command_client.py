@@ -63,8 +63,11 @@ def _await_exit(connection: socket.socket) -> int | None:
         if "refused" in reply:
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
-            print(f"partition-assets: the command server did not take this command ({reply['refused']}): "
-                  "it runs in this process", file=sys.stderr)
+            print(
+                f"partition-assets: the command server did not take this command ({reply['refused']}): "
+                "it runs in this process",
+                file=sys.stderr,
+            )
             return None
         if "pid" in reply:
             pid = reply["pid"]

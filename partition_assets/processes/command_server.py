@@ -167,7 +167,7 @@ def _run_fork(
     fds: list[int],
     run: Callable[[list[str]], int],
     refusal: Callable[[list[str]], str | None],
-    handlers: dict[int, Any],
+    handlers: dict[signal.Signals, Any],
 ) -> NoReturn:
     """In the fork: becomes the command's process, runs it and replies its exit code."""
     try:
@@ -200,7 +200,9 @@ def _run_fork(
     exit_now(code)
 
 
-def _refused_or_run(argv: list[str], run: Callable[[list[str]], int], refusal: Callable[[list[str]], str | None]) -> int:
+def _refused_or_run(
+    argv: list[str], run: Callable[[list[str]], int], refusal: Callable[[list[str]], str | None]
+) -> int:
     reason = refusal(argv)
     if reason is not None:
         raise _Refused(reason)
@@ -223,9 +225,9 @@ def _reopen_standard_streams(env: dict[str, str]) -> None:
     new interpreter would buffer them there (line by line on a terminal, unbuffered with
     PYTHONUNBUFFERED)."""
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
-    sys.stdin = io.TextIOWrapper(io.open(0, "rb", closefd=False), encoding="utf-8")  # noqa: SIM115
+    sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding="utf-8")
     for fd, name in ((1, "stdout"), (2, "stderr")):
-        binary = io.open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)  # noqa: SIM115
+        binary = open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)
         stream = io.TextIOWrapper(
             binary,
             encoding="utf-8",
