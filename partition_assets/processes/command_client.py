@@ -33,7 +33,8 @@ def run_on_server(argv: list[str]) -> int | None:
     """The exit code of `argv` run by the instance's command server; None when no server
     runs it (the caller runs it)."""
     home = os.environ.get("DAGSTER_HOME")
-    if not home or argv[:1] != ["backfill"] or argv[1:2] in ([action] for action in _OWN_PROCESS_ACTIONS):
+    action = argv[1] if len(argv) > 1 else None
+    if not home or argv[:1] != ["backfill"] or action in _OWN_PROCESS_ACTIONS:
         return None
     connection = socket.socket(socket.AF_UNIX)
     try:

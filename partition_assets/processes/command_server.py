@@ -10,10 +10,12 @@ code.
 
 Contract:
 - `serve(home, run, refusal)` listens on `socket_address(home)` until SIGTERM or SIGINT.
-  Per request of a process of its own user (others are ignored) it forks; the fork takes the command's streams,
-  environment and working directory, starts a session of its own (stopping the server
-  never stops a command it runs), says its pid, asks `refusal(argv)`, then runs
-  `run(argv)` and replies its exit code.
+  Per request of a process of its own user (others are dropped) it forks; the fork takes
+  the command's streams, environment and working directory, starts a session of its own
+  (stopping the server never stops a command it runs), says its pid, asks
+  `refusal(argv)`, then runs `run(argv)` and replies its exit code.
+- A request that is not one (malformed, or not sent within 10 s) is dropped; the server
+  serves on.
 - A request is refused (the client runs the command itself, in its own process, as
   without a server) when its interpreter or import path is not the server's, when
   `refusal` names a reason, or when a file of a module the server imported has changed
@@ -22,8 +24,9 @@ Contract:
 
 Not guaranteed: what a module read from the environment when the server imported it keeps
 the server's value (the command's environment is in `os.environ` for everything read
-later). The code location is imported by the fork, per command, as a new process does;
-a module the server imported and that changes is only noticed by its file's mtime. A
+later). A code location the server did not import is imported by the fork, per command,
+as a new process imports it; a module the server imported and that changes is noticed by
+its file's mtime only. A
 command whose client is killed with SIGKILL runs on to its end (like `--detach`), as
 nothing forwards the signal; `backfill status` and `cancel` reach it.
 """
@@ -34,6 +37,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from types import FrameType
@@ -52,6 +56,8 @@ from partition_assets.processes.quick_exit import exit_now
 # The exit code of a command ended by SIGINT (an uncaught KeyboardInterrupt), as subprocess
 # reports a process killed by a signal: its client then ends by SIGINT too, as Python does.
 _INTERRUPTED = -signal.SIGINT
+# How long a client that connected may take to send its request.
+_REQUEST_SECONDS = 10.0
 
 
 class _Stop(Exception):
@@ -69,6 +75,11 @@ def serve(home: str, run: Callable[[list[str]], int], refusal: Callable[[list[st
     Raises:
         EnvironmentSetupError: another server is listening for `home`; nothing was started.
     """
+    if threading.active_count() > 1:  # a fork would hold the locks the other threads held
+        raise EnvironmentSetupError(
+            f"the command server must start with one thread, not {threading.active_count()}: start it as "
+            "`partition-assets backfill serve`. Nothing was started."
+        )
     listener = _listen(home)
     modules = _module_mtimes()
     startup = {"executable": sys.executable, "sys_path": list(sys.path)}
@@ -80,36 +91,52 @@ def serve(home: str, run: Callable[[list[str]], int], refusal: Callable[[list[st
         while True:
             connection, _ = listener.accept()
             with connection:
-                if peer_uid(connection) != os.getuid():
-                    print(f"command server: ignored a request of user {peer_uid(connection)}", flush=True)
-                    continue
                 try:
-                    request, fds = receive_request(connection)
-                except (ProtocolError, OSError) as error:
-                    print(f"command server: ignored a request: {error}", flush=True)
-                    continue
-                try:
-                    mismatch = _mismatch(request, startup)
-                    if mismatch is not None:
-                        send_reply(connection, refused=mismatch)
-                        continue
-                    changed = _changed_module(modules)
-                    if changed is not None:
-                        send_reply(connection, refused=f"{changed} changed since the server started; it stopped")
-                        print(f"command server: {changed} changed since it started: stopping", flush=True)
+                    if not _take(connection, listener, startup, modules, run, refusal, previous):
                         return 0
-                    pid = os.fork()
-                    if pid == 0:
-                        listener.close()
-                        _run_fork(connection, request, fds, run, refusal, previous)
-                    print(f"command server: process {pid} runs {' '.join(request['argv'])}", flush=True)
-                finally:
-                    for fd in fds:
-                        os.close(fd)
+                except (ProtocolError, OSError) as error:  # one request's trouble never stops the server
+                    print(f"command server: dropped a request: {error}", flush=True)
     except _Stop:
         return 0
     finally:
         listener.close()
+
+
+def _take(
+    connection: socket.socket,
+    listener: socket.socket,
+    startup: dict[str, Any],
+    modules: dict[str, int],
+    run: Callable[[list[str]], int],
+    refusal: Callable[[list[str]], str | None],
+    handlers: dict[signal.Signals, Any],
+) -> bool:
+    """Runs the request on `connection` in a fork, or refuses it; False when the server must
+    stop (a module changed)."""
+    uid = peer_uid(connection)
+    if uid != os.getuid():
+        raise ProtocolError(f"user {uid} is not this server's user")
+    connection.settimeout(_REQUEST_SECONDS)  # a client that sends nothing does not hold the server
+    request, fds = receive_request(connection)
+    try:
+        mismatch = _mismatch(request, startup)
+        if mismatch is not None:
+            send_reply(connection, refused=mismatch)
+            return True
+        changed = _changed_module(modules)
+        if changed is not None:
+            print(f"command server: {changed} changed since it started: stopping", flush=True)
+            send_reply(connection, refused=f"{changed} changed since the server started; it stopped")
+            return False
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            _run_fork(connection, request, fds, run, refusal, handlers)
+        print(f"command server: process {pid} runs {' '.join(request['argv'])}", flush=True)
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _listen(home: str) -> socket.socket:
@@ -171,6 +198,7 @@ def _run_fork(
 ) -> NoReturn:
     """In the fork: becomes the command's process, runs it and replies its exit code."""
     try:
+        connection.settimeout(None)
         os.setsid()  # a signal to the server's group (Ctrl-C in its terminal) is not for this command
         for signum, handler in handlers.items():
             signal.signal(signum, handler)

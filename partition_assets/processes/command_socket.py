@@ -72,14 +72,34 @@ def receive_request(connection: socket.socket) -> tuple[dict[str, Any], list[int
             if not more:
                 raise ProtocolError("the request ended early")
             payload += more
-        request = json.loads(payload)
-        if not isinstance(request, dict):
-            raise ProtocolError("a request is a JSON object")
-        return request, fds
+        return _checked(json.loads(payload)), fds
     except (ProtocolError, ValueError) as error:
         for fd in fds:
             os.close(fd)
         raise ProtocolError(str(error)) from error
+
+
+# Each field of a request, and what it holds.
+_FIELDS: dict[str, Any] = {
+    "argv": list,
+    "argv0": str,
+    "cwd": str,
+    "env": dict,
+    "sys_path": list,
+    "executable": str,
+}
+
+
+def _checked(request: Any) -> dict[str, Any]:
+    if not isinstance(request, dict) or set(request) != set(_FIELDS):
+        raise ProtocolError(f"a request is a JSON object of {sorted(_FIELDS)}")
+    for field, kind in _FIELDS.items():
+        if not isinstance(request[field], kind):
+            raise ProtocolError(f"a request's {field} is a {kind.__name__}")
+    strings = [*request["argv"], *request["sys_path"], *request["env"].keys(), *request["env"].values()]
+    if not all(isinstance(item, str) for item in strings):
+        raise ProtocolError("a request's arguments, import path and environment are strings")
+    return request
 
 
 def send_reply(connection: socket.socket, **reply: Any) -> None:

@@ -59,7 +59,7 @@ def test_ctrl_c_interrupts_a_served_backfill_as_it_interrupts_one_in_its_own_pro
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     with command_server(env) as server:
         command = start_cli(
-            "backfill", "run", *TARGET, *RAW_AND_CLEAN, *days("2024-01-01", "2024-01-08"),
+            "backfill", "run", *TARGET, *RAW_AND_CLEAN, *days("2024-01-01", "2024-01-20"),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         wait_for(lambda: any(dg.DagsterRunStatus.SUCCESS in s for s in runs_by_node(home).values()), 120)
@@ -71,7 +71,7 @@ def test_ctrl_c_interrupts_a_served_backfill_as_it_interrupts_one_in_its_own_pro
         assert "KeyboardInterrupt" in stderr
         wait_for(lambda: not session_members(fork), 30)
         assert server.process.poll() is None  # the server serves on
-    assert 0 < sum(s.count(dg.DagsterRunStatus.SUCCESS) for s in runs_by_node(home).values()) < 16
+    assert 0 < sum(s.count(dg.DagsterRunStatus.SUCCESS) for s in runs_by_node(home).values()) < 40
 
 
 def test_a_command_the_server_would_run_otherwise_runs_in_its_own_process(home, tmp_path):

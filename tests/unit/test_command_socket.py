@@ -27,7 +27,7 @@ def same_file(fd: int, other: int) -> bool:
 def test_a_request_arrives_whole_with_the_senders_standard_streams():
     sender, receiver = socket.socketpair(socket.AF_UNIX)
     with sender, receiver:
-        request = {"argv": ["backfill", "run"], "env": {"LARGE": "x" * 200_000}, "cwd": "/"}
+        request = a_request(env={"LARGE": "x" * 200_000})
         send_request(sender, request)  # larger than one socket buffer: the rest follows the first chunk
         received, fds = receive_request(receiver)
     try:
@@ -36,6 +36,37 @@ def test_a_request_arrives_whole_with_the_senders_standard_streams():
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def a_request(**fields) -> dict:
+    request = {
+        "argv": ["backfill", "run"],
+        "argv0": "partition-assets",
+        "cwd": "/",
+        "env": {"DAGSTER_HOME": "/home"},
+        "sys_path": ["/repo"],
+        "executable": "/venv/bin/python",
+    }
+    return {**request, **fields}
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"argv": ["backfill", "list"]},  # fields missing
+        a_request(argv="backfill list"),
+        a_request(env={"DAGSTER_HOME": 1}),
+        {**a_request(), "extra": True},
+    ],
+)
+def test_a_malformed_request_is_refused_and_its_streams_closed(request_):
+    sender, receiver = socket.socketpair(socket.AF_UNIX)
+    with sender, receiver:
+        send_request(sender, request_)
+        before = set(os.listdir("/proc/self/fd"))
+        with pytest.raises(ProtocolError, match="a request"):
+            receive_request(receiver)
+        assert set(os.listdir("/proc/self/fd")) <= before  # the three received descriptors were closed
 
 
 def test_a_message_without_the_streams_is_refused():
