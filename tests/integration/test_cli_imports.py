@@ -11,3 +11,15 @@ def test_the_command_line_loads_without_grpc_or_pillow():
     code = "import sys, partition_assets.cli.main; print(sorted(m for m in ('grpc', 'PIL') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_the_command_server_client_loads_without_dagster():
+    """Every command loads the command server's client before anything else
+    (partition_assets/__main__.py): a served command's process imports the standard library
+    and the client only, ~0.05 s against ~1 s for Dagster."""
+    code = (
+        "import sys, partition_assets.__main__, partition_assets.processes.command_client; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'pyspark', 'pyarrow', 'numpy')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
