@@ -108,3 +108,11 @@ def test_a_command_the_server_would_run_otherwise_runs_in_its_own_process(home, 
     # With no server, a command runs in its own process, and says nothing of it.
     alone = backfill_cli(home, "list")
     assert alone.returncode == 0 and NOT_TAKEN not in alone.stderr
+
+
+def test_a_server_without_an_instance_is_refused_with_the_fix():
+    env = {name: value for name, value in os.environ.items() if name != "DAGSTER_HOME"}
+    refused = run_cli("backfill", "serve", env=env)
+    assert refused.returncode == 2
+    assert "DAGSTER_HOME is not set" in refused.stderr and "export DAGSTER_HOME=" in refused.stderr
+    assert "serving" not in refused.stdout
