@@ -6,7 +6,9 @@ Contract:
   command other than `serve`, `standby` and `adopt`, DAGSTER_HOME is set and a server
   listens on its socket and accepts the command; then the command runs in a fork of the
   server, on this process's standard streams, in its working directory and environment,
-  and `run_on_server` returns its exit code once it ended.
+  and `run_on_server` returns its exit code once it ended. A server that listens but does
+  not take the command (refused, dropped, or unreachable once connected) is named on
+  stderr, and None returned.
 - SIGINT, SIGTERM and SIGHUP that reach this process are sent on to the command's
   process, as if they had reached it: Ctrl-C interrupts the backfill as it would in
   this process.
@@ -39,6 +41,10 @@ def run_on_server(argv: list[str]) -> int | None:
     connection = socket.socket(socket.AF_UNIX)
     try:
         connection.connect(socket_address(home))
+    except OSError:  # no server: run it here
+        connection.close()
+        return None
+    try:
         send_request(
             connection,
             {
@@ -50,8 +56,9 @@ def run_on_server(argv: list[str]) -> int | None:
                 "executable": sys.executable,
             },
         )
-    except OSError:  # no server, or a closed standard stream: run it here
+    except OSError as error:  # a closed standard stream, say
         connection.close()
+        _runs_here(f"it could not be sent: {error}")
         return None
     with connection:
         return _await_exit(connection)
@@ -60,25 +67,32 @@ def run_on_server(argv: list[str]) -> int | None:
 def _await_exit(connection: socket.socket) -> int | None:
     pid = None
     handlers = {signum: signal.getsignal(signum) for signum in _FORWARDED_SIGNALS}
-    for reply in replies(connection):
-        if "refused" in reply:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-            print(
-                f"partition-assets: the command server did not take this command ({reply['refused']}): "
-                "it runs in this process",
-                file=sys.stderr,
-            )
-            return None
-        if "pid" in reply:
-            pid = reply["pid"]
-            _forward_signals_to(pid)
-        if "exit" in reply:
-            return _exit_code(int(reply["exit"]))
-    if pid is None:  # the server went away before taking the command: run it here
+    try:
+        for reply in replies(connection):
+            if "refused" in reply:
+                for signum, handler in handlers.items():
+                    signal.signal(signum, handler)
+                _runs_here(reply["refused"])
+                return None
+            if "pid" in reply:
+                pid = reply["pid"]
+                _forward_signals_to(pid)
+            if "exit" in reply:
+                return _exit_code(int(reply["exit"]))
+    except OSError:  # reset: the same as a close without the exit code
+        pass
+    if pid is None:
+        _runs_here("it closed the connection without an answer")
         return None
     print(f"partition-assets: the command's process {pid} ended without an exit code (killed?)", file=sys.stderr)
     return 1
+
+
+def _runs_here(why: str) -> None:
+    print(
+        f"partition-assets: the command server did not take this command ({why}): it runs in this process",
+        file=sys.stderr,
+    )
 
 
 def _exit_code(code: int) -> int:

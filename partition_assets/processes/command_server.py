@@ -89,7 +89,11 @@ def serve(home: str, run: Callable[[list[str]], int], refusal: Callable[[list[st
     print(f"command server {os.getpid()} serving the instance at {home}", flush=True)
     try:
         while True:
-            connection, _ = listener.accept()
+            try:
+                connection, _ = listener.accept()
+            except OSError as error:  # a client that left before it was accepted, say
+                print(f"command server: accept failed: {error}", flush=True)
+                continue
             with connection:
                 try:
                     if not _take(connection, listener, startup, modules, run, refusal, previous):

@@ -89,7 +89,10 @@ def test_a_command_the_server_would_run_otherwise_runs_in_its_own_process(home, 
             env={**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))},
         )
         assert other_path.returncode == 0, other_path.stderr
-        assert f"{NOT_TAKEN} (the command's sys_path is not the server's)" in other_path.stderr
+        assert f"{NOT_TAKEN} (the command's sys_path is not the server's)" in other_path.stderr, (
+            server.lines,
+            server.process.poll(),
+        )
         # A code root: imported by a new interpreter, which a fork of the server is not.
         code_root = backfill_cli(home, "status", "b1", "--code-root", str(tmp_path / "absent"))
         assert f"{NOT_TAKEN} (a command on another code root runs in an interpreter of its own)" in code_root.stderr

@@ -151,3 +151,11 @@ class listening:
         self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self.accepting.join(5)
+
+
+def test_a_server_that_drops_the_command_is_named_and_the_command_runs_here(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with listening(socket_address(str(tmp_path))) as connected:  # closes each connection unanswered
+        assert run_on_server(["backfill", "list"]) is None
+    assert connected == [True]
+    assert "the command server did not take this command (" in capsys.readouterr().err
