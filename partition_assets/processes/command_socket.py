@@ -55,7 +55,8 @@ def send_request(connection: socket.socket, request: dict[str, Any]) -> None:
     payload = json.dumps(request).encode()
     message = _LENGTH.pack(len(payload)) + payload
     sent = socket.send_fds(connection, [message], list(STANDARD_FDS))
-    connection.sendall(message[sent:])
+    if sent < len(message):  # sendall(b"") would still write, and fail once a quick refusal closed the socket
+        connection.sendall(message[sent:])
 
 
 def receive_request(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:

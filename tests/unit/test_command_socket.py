@@ -159,3 +159,17 @@ def test_a_server_that_drops_the_command_is_named_and_the_command_runs_here(tmp_
         assert run_on_server(["backfill", "list"]) is None
     assert connected == [True]
     assert "the command server did not take this command (" in capsys.readouterr().err
+
+
+def test_a_request_sent_whole_at_once_writes_nothing_after_it(monkeypatch):
+    """A server may answer and close as soon as it read the request: the sender must not
+    write again (an empty write to a closed socket is a broken pipe)."""
+    writes = []
+    monkeypatch.setattr(socket.socket, "sendall", lambda self, data: writes.append(data))
+    sender, receiver = socket.socketpair(socket.AF_UNIX)
+    with sender, receiver:
+        send_request(sender, a_request())
+        _, fds = receive_request(receiver)
+    for fd in fds:
+        os.close(fd)
+    assert writes == []
