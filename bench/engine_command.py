@@ -32,7 +32,7 @@ import yaml
 from dagster_backfill import START, DaemonResult, materialized_count
 
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from tests.support.instances import instance_env, open_instance
+from partition_assets_tests.support.instances import instance_env, open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,7 @@ from engine_command import CommandResult, range_args, run_backfill_command, vers
 
 from partition_assets.code_location import load_definitions
 from partition_assets.spark import SparkResource
-from tests.support.instances import instance_env
+from partition_assets_tests.support.instances import instance_env
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "partition_assets.example"

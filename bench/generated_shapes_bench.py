@@ -6,7 +6,7 @@ weekly and monthly fan-in, fan-out, diamonds, wide layers, static x daily assets
 simulated work per partition; Dagster's default policy, range-capable ones, or a mix), each
 over its 7-14 days, plus the bench DAG (bench/engine_dag.py) over `--bench-dag-days` days
 with each of its two policies. For each:
-- bound: max(critical path, total work / slots) (tests/support/simulated_runs.py); its
+- bound: max(critical path, total work / slots) (partition_assets_tests/support/simulated_runs.py); its
   tighter form (`Bound.tight`, no schedule is shorter either) is shown beside it;
 - core: the scheduling core's makespan on simulated runs that take exactly their work, as
   on a first run (no durations recorded): the scheduler alone, no process;
@@ -56,8 +56,8 @@ from engine_command import CommandResult, backfill_only_instance_env, command_en
 from bench.dag_shapes import SEED_ENV, definitions, generate
 from partition_assets.backfill import Throttle
 from partition_assets.backfill.planning.graph import BackfillGraph
-from tests.support.command_servers import command_server
-from tests.support.simulated_runs import Bound, Work, makespan_bound, simulate
+from partition_assets_tests.support.command_servers import command_server
+from partition_assets_tests.support.simulated_runs import Bound, Work, makespan_bound, simulate
 
 REPO = Path(__file__).resolve().parents[1]
 LOCATION = str(REPO / "bench/shape_location.py")
@@ -271,8 +271,9 @@ def report(
         "nothing (a staged backfill with no table to publish). Bound: max(critical path, total work / slots); "
         "in brackets its tight form, which also counts the work every node's ancestors and descendants need "
         "(no schedule is shorter than either). Core simulated: the scheduling core alone on runs that take "
-        "exactly their work, no durations recorded (tests/unit/test_scheduling_shapes.py holds it within "
-        "1.05x of the bound). Split: start-up (-> first node run started), nodes (-> last node run ended), "
+        "exactly their work, no durations recorded "
+        "(partition_assets_tests/unit/test_scheduling_shapes.py holds it within 1.05x of the bound). "
+        "Split: start-up (-> first node run started), nodes (-> last node run ended), "
         "gate and publish (-> `published:` printed), exit. Ratio: whole command / bound. Host probe: a "
         'fresh `python -c "import dagster"` just before the command, best of 3 (a command\'s start-up is '
         "mostly such an import, and this shared host's speed moves from minute to minute). Dagster's floor: "

@@ -18,7 +18,7 @@ Usage: python bench/isolation_bench.py [--days 31] [--alone 5] [--spark-port 151
            [--out bench/results/isolation.md]
 
 Not measured: production launched through the instance's run queue (a daemon and a code
-server); the capacity counts such runs the same way (tests/unit/test_backfill_isolation.py).
+server); the capacity counts such runs the same way (partition_assets_tests/unit/test_backfill_isolation.py).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import yaml
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 from partition_assets.spark.connect_server import LocalConnectServer
-from tests.support.instances import instance_env
+from partition_assets_tests.support.instances import instance_env
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -21,12 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-# The repository's root, for tests.support (not installed with the package).
+# The repository's root, for partition_assets_tests.support (not installed with the package).
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 import dagster as dg
 
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from tests.support.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id, ok
+from partition_assets_tests.support.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_id, ok
 
 REPO = Path(__file__).resolve().parents[1]
 WORK_SECONDS = 0.05  # engine_defs.wide sleeps this long per partition
@@ -39,7 +39,15 @@ def run_mode(mode: str, nodes: int, workdir: Path) -> dict[str, float]:
     (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML)
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "partition_assets", "backfill", "run", "-m", "tests.support.engine_defs"]
+        [
+            sys.executable,
+            "-m",
+            "partition_assets",
+            "backfill",
+            "run",
+            "-m",
+            "partition_assets_tests.support.engine_defs",
+        ]
         + ["--select", "key:wide", "--start", "2024-01-01", "--end", f"2024-01-{nodes:02d}"]
         + ["--max-parallel", "1", "--no-batch", "--runs-via", mode],
         cwd=REPO,

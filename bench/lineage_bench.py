@@ -2,7 +2,7 @@
 list, the freeze, coordinating and the UI mirror cost with 500 to 2,000 assets.
 
 For each size, in a fresh process on a fresh DAGSTER_HOME, lake and state folder
-(tests/support/scale.py's `fresh_environment`), a 30-day backfill of ROOTS = 20 roots
+(partition_assets_tests/support/scale.py's `fresh_environment`), a 30-day backfill of ROOTS = 20 roots
 (every W / 20th of layer 0, hourly ones included) is timed step by step:
 - load: importing the code location and resolving its asset graph;
 - impact: planning the roots alone and listing the assets outside it that read them (what
@@ -44,7 +44,7 @@ from pathlib import Path
 # This checkout's package and test helpers, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from tests.support.scale import Clocks, ImmediateRunner, json_of_fresh_process
+from partition_assets_tests.support.scale import Clocks, ImmediateRunner, json_of_fresh_process
 
 REPO = Path(__file__).resolve().parents[1]
 LINEAGE = str(REPO / "bench/lineage_defs.py")

@@ -48,7 +48,7 @@ def measure(config: str, nodes: int, workers: int) -> dict:
 
     from partition_assets.backfill.running.local_workers import DagsterNodeRunner
     from partition_assets.backfill.running.scheduling import RunUnit
-    from tests.support.instances import instance_env, open_instance
+    from partition_assets_tests.support.instances import instance_env, open_instance
 
     home = Path(tempfile.mkdtemp(prefix=f"node-overhead-{config}-"))
     env = {**instance_env(home), "ENGINE_DAG_BACKFILL_POLICY": "none"}  # one partition per run

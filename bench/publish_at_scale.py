@@ -39,7 +39,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 from partition_assets.backfill.running.scheduling import RunUnit
 from partition_assets.run_tags import PARTITION_TAG, range_tags
-from tests.support.scale import Clocks, ImmediateRunner, example_spec, json_of_fresh_process
+from partition_assets_tests.support.scale import Clocks, ImmediateRunner, example_spec, json_of_fresh_process
 
 REPO = Path(__file__).resolve().parents[1]
 

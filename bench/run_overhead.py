@@ -4,7 +4,7 @@ and Dagster instance.
 - connect: runs attach to the shared local Spark Connect server (the default);
 - in_process: each run starts its own classic driver JVM;
 - both on the default SQLite instance; connect also on PostgreSQL (a throwaway server,
-  tests/support/postgres.py, with the README's Postgres configuration).
+  partition_assets_tests/support/postgres.py, with the README's Postgres configuration).
 
 Usage: python bench/run_overhead.py [--runs N] [--instance sqlite postgres]
            [--out bench/results/run_overhead.md]
@@ -22,11 +22,11 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-# The repository's root, for tests.support (not installed with the package).
+# The repository's root, for partition_assets_tests.support (not installed with the package).
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 from partition_assets.spark import SparkResource
-from tests.support.instances import instance_env
-from tests.support.postgres import PostgresServer
+from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).parent / "dagster")

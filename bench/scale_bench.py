@@ -2,7 +2,7 @@
 (24 x 365 + 365 = 9,125 nodes), the coordinator's cost apart from the runs and, with
 --real, a real run (issue 12, point 5: coordinator <= 1 GB, scheduling <= 1 ms a node).
 
-a) Without runs (tests/support/scale.py): plans the graph (timed apart), then runs
+a) Without runs (partition_assets_tests/support/scale.py): plans the graph (timed apart), then runs
    the real coordinator (`BackfillRun`: the engine loop, the backfill record, leases, the
    Dagster backfill mirror on a fresh DAGSTER_HOME's instance, a progress line per node as
    the CLI prints it, the gate and a publish of nothing) with runs that succeed as they are
@@ -52,7 +52,13 @@ import lineage_bench
 import publish_at_scale
 import ui_scale_bench
 
-from tests.support.scale import EXAMPLE, FIRST_DAY, SELECTION, fresh_environment, schedule_in_fresh_process
+from partition_assets_tests.support.scale import (
+    EXAMPLE,
+    FIRST_DAY,
+    SELECTION,
+    fresh_environment,
+    schedule_in_fresh_process,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_MS_PER_NODE = 1.0

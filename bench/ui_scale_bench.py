@@ -45,8 +45,8 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents
 from lineage_bench import LINEAGE, cascade_spec, timed_mirror_polls
 from lineage_defs import ASSETS_ENV
 
-from tests.support.scale import json_of_fresh_process
-from tests.support.webserver import DagsterDev
+from partition_assets_tests.support.scale import json_of_fresh_process
+from partition_assets_tests.support.webserver import DagsterDev
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT = 10  # partitions a fake run unit holds

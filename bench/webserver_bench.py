@@ -20,12 +20,12 @@ dagster.yaml (EngineBackfillInstance, engine_modules [partition_assets.example])
   run started.
 The two alternate which goes first from one repeat to the next. Afterwards each lake must
 hold the generator's rows for exactly those days and each instance must list exactly those
-partitions materialized (tests/support/example_tables.py), or the repeat is
+partitions materialized (partition_assets_tests/support/example_tables.py), or the repeat is
 reported as failed. One local Spark Connect server (local[2]) serves the whole bench,
 warmed by an untimed 1-day CLI backfill before the first timed one.
 
 Not measured here: the browser (the dialog's click is this mutation; the browser test in
-tests/e2e/test_webserver.py prints its own click -> complete).
+partition_assets_tests/e2e/test_webserver.py prints its own click -> complete).
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.processes.coordinators import coordinator_log
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.spark import SparkResource
-from tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of
-from tests.support.instances import instance_env, open_instance
-from tests.support.webserver import DagsterDev
+from partition_assets_tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of
+from partition_assets_tests.support.instances import instance_env, open_instance
+from partition_assets_tests.support.webserver import DagsterDev
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "partition_assets.example"

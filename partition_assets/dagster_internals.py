@@ -14,7 +14,7 @@ Every private name the library imports is imported here and nowhere else. Two pr
 modules are named as strings instead, where a module name is what counts:
 `dagster._daemon.backfill` (instance/engine_instance.py compares its callers' module with
 it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster load its
-composite storage from it). tests/integration/test_dagster_internals.py pins each name and
+composite storage from it). partition_assets_tests/integration/test_dagster_internals.py pins each name and
 both modules with the behaviour the library relies on, and fails when a name is added here
 without a pin or a private import appears elsewhere: a Dagster upgrade that moves or
 changes one fails there, naming it.

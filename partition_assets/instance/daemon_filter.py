@@ -11,7 +11,7 @@ Contract:
   or cancels them. Every other caller (the webserver's Backfills page, sensors) sees all.
 
 Not guaranteed: which caller is the daemon is read from the calling module's name;
-`tests/integration/test_dagster_internals.py` pins it against the installed Dagster.
+`partition_assets_tests/integration/test_dagster_internals.py` pins it against the installed Dagster.
 Imports only Dagster: every process of the instance (webserver, daemon, run workers)
 loads it.
 """

@@ -26,7 +26,7 @@ Contract:
   text saying so (backfill/dagster_ui/silence.py): the webserver's backfill page shows it.
 
 Not guaranteed: the UI's *Re-execute* is told from a copied engine backfill by Dagster's
-`dagster/parent_backfill_id` tag; `tests/integration/test_dagster_internals.py` pins it
+`dagster/parent_backfill_id` tag; `partition_assets_tests/integration/test_dagster_internals.py` pins it
 against the installed Dagster. This module imports only Dagster, the instance's storage
 and the light process helpers of processes/coordinators.py: every process of the instance
 (webserver, daemon, run workers) loads it.

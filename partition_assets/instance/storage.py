@@ -17,7 +17,7 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   captured stream back to the terminal through a `tail -F` process plus a Python orphan
   watcher, two per stream: four processes started, and waited for, per run. For a backfill
   node that is most of the CPU a run costs (bench/results/node_overhead.md).
-The webserver shows and follows both as before (tests/integration/test_instance_storage.py).
+The webserver shows and follows both as before (partition_assets_tests/integration/test_instance_storage.py).
 A `storage:` block in dagster.yaml (Postgres) replaces the event log default; a
 `compute_logs:` block the compute log default.
 

@@ -16,7 +16,7 @@ open files, and what the code location did on import), as the workers do; only t
 pipe's write end, which would keep the server running after the command died, is closed.
 Relies on multiprocessing's private `forkserver._forkserver` (its `_forkserver_address`,
 `_forkserver_alive_fd`, `_forkserver_pid`) and `forkserver.main`, pinned by
-tests/integration/test_fork_server.py.
+partition_assets_tests/integration/test_fork_server.py.
 """
 
 import multiprocessing

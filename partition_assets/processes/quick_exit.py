@@ -13,7 +13,7 @@ Not guaranteed: threads still running are not waited for (callers finish their o
 first); finalizers that only module teardown would call (`__del__` of module globals) are
 not called: open SQLite connections are closed by the kernel, their WAL left for the next
 opener to read. Relies on multiprocessing's private `forkserver._forkserver` (its
-`_forkserver_pid` and `_stop`), pinned by tests/integration/test_quick_exit.py.
+`_forkserver_pid` and `_stop`), pinned by partition_assets_tests/integration/test_quick_exit.py.
 """
 
 import atexit

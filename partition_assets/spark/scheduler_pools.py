@@ -5,7 +5,7 @@ production).
 The mechanism Spark Connect supports (Spark 4): `spark.scheduler.pool` set as a session
 conf (`spark.conf.set`, or `SET spark.scheduler.pool=...` in SQL) becomes the local
 property of every job the session's requests start, which is what the FAIR scheduler
-reads to pick a job's pool (tests/integration/test_spark_pools.py reads it back from a
+reads to pick a job's pool (partition_assets_tests/integration/test_spark_pools.py reads it back from a
 task). So:
 - the server starts with `spark.scheduler.mode=FAIR` and an allocation file
   (`ALLOCATION_XML`, written next to its other state files) defining both pools;

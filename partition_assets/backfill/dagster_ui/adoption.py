@@ -14,7 +14,7 @@ the engine (`partition-assets backfill adopt|standby`) or handed back to Dagster
 Not guaranteed: a target of dynamic partitions, or one no time range and static filter
 states (days 1 and 3 without day 2), is never adopted. Reads
 `PartitionBackfill.get_asset_backfill_data(...).target_subset` and writes through
-`DagsterInstance.update_backfill`; tests/integration/test_dagster_internals.py pins them
+`DagsterInstance.update_backfill`; partition_assets_tests/integration/test_dagster_internals.py pins them
 against the installed Dagster.
 """
 

@@ -14,13 +14,13 @@ anew each time (small: no subset and no list of assets in it).
 
 Contract: `deserialize_value(body.text(backfill), PartitionBackfill)` equals `backfill`
 with its four subsets as `BackfillBody` holds them (its `asset_backfill_data` form, the
-one Dagster writes today); tests/unit/test_backfill_body.py checks it with time-window,
+one Dagster writes today); partition_assets_tests/unit/test_backfill_body.py checks it with time-window,
 multi-dimension, static and unpartitioned assets.
 
 Not guaranteed: the text equals `serialize_value`'s character for character (the order of
 the subsets' items differs); the splicing relies on how Dagster's serdes packs an
 `AssetGraphSubset` (a `__mapping_items__` list), pinned in
-tests/integration/test_dagster_internals.py.
+partition_assets_tests/integration/test_dagster_internals.py.
 """
 
 from __future__ import annotations

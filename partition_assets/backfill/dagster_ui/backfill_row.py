@@ -12,7 +12,7 @@ Not guaranteed: the row's other columns and Dagster's `backfill_tags` table are 
 they are (as `DagsterInstance.update_backfill` leaves them); a body that is not a
 `PartitionBackfill` is stored as given. SQL run storages only (SQLite, Postgres), through
 backfill/state/store.py's `sql_run_storage`; `BulkActionsTable` is pinned in
-tests/integration/test_dagster_internals.py.
+partition_assets_tests/integration/test_dagster_internals.py.
 """
 
 from __future__ import annotations

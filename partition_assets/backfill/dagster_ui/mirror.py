@@ -19,7 +19,7 @@ The record is created (or taken over) through `DagsterInstance.add_backfill/upda
 progress is then written per asset (backfill_body.py) into its row (backfill_row.py), and
 the whole record read again only when another process changed its status. The
 `PartitionBackfill`/`AssetBackfillData` fields and the serialized form it writes are pinned
-in tests/integration/test_dagster_internals.py against the installed Dagster.
+in partition_assets_tests/integration/test_dagster_internals.py against the installed Dagster.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ that launches the units and waits for them. Its rules:
 
 Not guaranteed: the shortest makespan. The order is a list schedule by longest chain
 (within the bound's reach on the generated shapes of bench/dag_shapes.py, simulated:
-tests/unit/test_scheduling_shapes.py), and estimates are averages per asset.
+partition_assets_tests/unit/test_scheduling_shapes.py), and estimates are averages per asset.
 """
 
 import heapq

@@ -259,7 +259,7 @@ def sql_run_storage(instance: dg.DagsterInstance) -> SqlRunStorage:
     """
     storage = instance.run_storage
     if isinstance(storage, LegacyRunStorage):
-        storage = storage._storage.run_storage  # pinned in tests/integration/test_dagster_internals.py
+        storage = storage._storage.run_storage  # pinned in partition_assets_tests/integration/test_dagster_internals.py
     if not isinstance(storage, SqlRunStorage):
         raise EnvironmentSetupError(
             f"the Dagster instance at {instance.root_directory} stores runs in {type(storage).__name__}, not in a "

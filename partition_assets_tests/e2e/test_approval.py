@@ -1,0 +1,130 @@
+"""The gate as Dagster asset checks and approval before publish, end to end through
+`partition-assets backfill` on real Spark, Delta tables and a Dagster instance: each gate's
+`backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
+requires approval waits for it (leases parked, assets frozen), publishes once approved (the
+ledger names who approved, and when), needs --force after a failed gate, and leaves by
+discard or expiry with the tables untouched."""
+
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
+from partition_assets.backfill.publishing.freeze import frozen_assets
+from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
+from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.leases import held_by
+from partition_assets_tests.support import safe_defs
+from partition_assets_tests.support.cli_runs import backfill_id, ok
+from partition_assets_tests.support.lakehouse import TABLES, days, expected_orders
+from partition_assets_tests.support.records import recorded_backfill
+
+pytestmark = pytest.mark.slow
+
+REQUIRED = ("--approval", "required")
+
+
+def latest_gate_evaluation(instance: dg.DagsterInstance, asset: str):
+    """The newest `backfill_gate` evaluation of `asset`: its record and its evaluation."""
+    key = dg.AssetCheckKey(dg.AssetKey(asset), GATE_CHECK)
+    (record,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    return record, record.event.dagster_event.event_specific_data
+
+
+def refused(result, *texts: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    for text in texts:
+        assert text in result.stderr, result.stderr
+
+
+def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_force(published_2_days):
+    house = published_2_days
+    before = house.contents()
+    result = house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "3"})
+    assert result.returncode == 1 and "validation gate failed" in result.stdout, result.stdout + result.stderr
+    bid = backfill_id(result.stdout)
+
+    with house.instance() as instance:
+        record, evaluation = latest_gate_evaluation(instance, "revenue")
+        assert not evaluation.passed and record.status.value == "FAILED"
+        assert instance.get_run_by_id(record.run_id).tags[BACKFILL_ID_TAG] == bid  # among the backfill's runs
+        metadata = {name: value.value for name, value in evaluation.metadata.items()}
+        assert metadata["backfill_id"] == bid and metadata["checks_failed"] == 2
+        assert metadata["budgets"]["measures"] == {"revenue": {"absolute": None, "relative": 0.5}}
+        assert {rule["rule"] for rule in metadata["failed_rules"]} == {"sum(revenue)"}
+        day = metadata["partitions"]["2024-01-02"]
+        assert (day["old_rows"], day["new_rows"], day["old_sums"], day["new_sums"]) == (
+            1,
+            1,
+            {"revenue": 21.0},
+            {"revenue": 63.0},
+        )
+        assert day["old_checksum"] != day["new_checksum"]
+        assert "| revenue | 2024-01-02 | 1 -> 1 | changed | revenue: 21 -> 63 |" in metadata["diff"]
+        _, orders = latest_gate_evaluation(instance, "orders")
+        assert orders.passed  # rows and keys unchanged: each table's gate is its own check
+
+    refused(house.cli("publish", bid, "--force"), "requires approval", f"backfill approve {bid} --by NAME --force")
+    refused(house.cli("approve", bid, "--by", "ana"), "failed its gate", "--force", "Nothing was written")
+    assert house.contents() == before
+    ok(house.cli("approve", bid, "--by", "ana", "--force"))
+    assert house.content("orders") == expected_orders(days(1, 2), 3)
+    assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
+
+
+def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approver(published_2_days):
+    house = published_2_days
+    before = house.contents()
+    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"}))
+    bid = backfill_id(output)
+    assert "awaiting approval" in output and house.contents() == before
+    with house.instance() as instance:
+        assert BackfillStore(instance).status(bid) == BackfillStatus.AWAITING_APPROVAL
+        assert set(frozen_assets(instance)) == {dg.AssetKey(table) for table in TABLES}
+        _, evaluation = latest_gate_evaluation(instance, "revenue")
+        assert evaluation.passed and evaluation.metadata["backfill_id"].value == bid
+    assert all(held_by(house.uri(table), bid) for table in TABLES)  # parked for the approval
+
+    approved_at = datetime.now(UTC)
+    ok(house.cli("approve", bid, "--by", "ana"))
+    assert house.content("orders") == expected_orders(days(1, 2), 1.2)
+    entries = Ledger(ledger_uri(str(house.lake))).entries(bid)
+    approvals = [entry for entry in entries if entry.status == LedgerStatus.APPROVED]
+    assert {(entry.asset, entry.partition) for entry in approvals} == {(t, d) for t in TABLES for d in days(1, 2)}
+    assert {entry.approved_by for entry in approvals} == {"ana"}
+    assert all(approved_at - timedelta(seconds=5) <= entry.recorded_at <= datetime.now(UTC) for entry in approvals)
+    published = [entry for entry in entries if entry.status == LedgerStatus.PUBLISHED]
+    assert published and {entry.approved_by for entry in published} == {"ana"}
+    with house.instance() as instance:
+        assert frozen_assets(instance) == {}
+
+
+def test_a_backfill_awaiting_approval_leaves_by_discard_or_expiry_with_the_tables_untouched(published_2_days):
+    house = published_2_days
+    before, versions = house.contents(), house.versions()
+    discarded = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"})))
+    ok(house.cli("discard", discarded))
+    with house.instance() as instance:
+        assert BackfillStore(instance).status(discarded) == BackfillStatus.DISCARDED
+        assert frozen_assets(instance) == {}
+
+    expiring = backfill_id(
+        ok(
+            house.backfill(
+                "2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1m", **{safe_defs.FACTOR_ENV: "1.2"}
+            )
+        )
+    )
+    with house.instance() as instance:  # a minute later, as the record sees it
+        record = BackfillStore(instance).load(expiring)
+        record.approval = {**record.approval, "expires_at": (datetime.now(UTC) - timedelta(seconds=1)).isoformat()}
+        record.save()
+    refused(house.cli("approve", expiring, "--by", "ana"), "approval expired", "discarded now", "nothing was published")
+    with house.instance() as instance:
+        assert BackfillStore(instance).status(expiring) == BackfillStatus.DISCARDED
+        assert frozen_assets(instance) == {}
+    assert house.contents() == before and house.versions() == versions
+    assert not any(held_by(house.uri(table), bid) for table in TABLES for bid in (discarded, expiring))

@@ -1,0 +1,263 @@
+"""`backfill run --runs-via launcher`: node runs submitted through the instance's run
+coordinator and Dagster's DefaultRunLauncher (a run worker process per run, started by
+the code server), followed by status; retry, kill -9 + resume and cancel as with local workers;
+and, with the repo's QueuedRunCoordinator, runs queued for the daemon of `dagster dev`."""
+
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+
+import dagster as dg
+import pytest
+
+from partition_assets.backfill.planning.instance_state import graph_of
+from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.state.record import node_states
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_END_TAG, RANGE_START_TAG
+from partition_assets_tests.support import REPO
+from partition_assets_tests.support.cli_runs import (
+    LAUNCHING_INSTANCE_YAML,
+    backfill_cli,
+    backfill_id,
+    kill_then_resume,
+    ok,
+    runs_by_node,
+    start_cli,
+)
+from partition_assets_tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres
+from partition_assets_tests.support.lakehouse import Lakehouse
+from partition_assets_tests.support.polling import wait_for
+from partition_assets_tests.support.processes import session_members
+from partition_assets_tests.support.records import recorded_backfill, recorded_ids
+from partition_assets_tests.support.webserver import DagsterDev
+
+pytestmark = pytest.mark.slow
+
+# The (hidden) tag the DefaultRunLauncher sets on each run it launches: the code server it asked.
+GRPC_INFO_TAG = ".dagster/grpc_info"
+# The progress line of the node that fails, with the error its launched run recorded.
+FLAKY_FAILED = re.compile(r"flaky \d/3 2024-01-04 [\d.]+s FAILED: .*DagsterExecutionStepExecutionError")
+TARGET = ["-m", "partition_assets_tests.support.engine_defs"]
+EIGHT_NODES = ["--select", "key:raw or key:clean", "--start", "2024-01-01", "--end", "2024-01-04"]
+
+
+@pytest.fixture
+def home(home):
+    """The shared DAGSTER_HOME (also this process's, to read the backfill records; on PostgreSQL
+    for tests marked also_on_postgres("home")), its instance launching each run at once."""
+    storage = POSTGRES_STORAGE_YAML if POSTGRES_STORAGE_YAML in (home / "dagster.yaml").read_text() else ""
+    (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML + storage)
+    with dg.DagsterInstance.from_config(str(home)):
+        pass  # its storage, created before the coordinator and this test's polling race to create it
+    return home
+
+
+def launched_backfill(home, *args: str) -> subprocess.Popen:
+    """`backfill run --runs-via launcher` in its own session; its stderr goes to `home`/stderr.log."""
+    return start_cli(
+        *["backfill", "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "2"],
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stderr=(home / "stderr.log").open("w"),
+    )
+
+
+def recorded_id(home) -> str:
+    return recorded_ids(home)[0]
+
+
+def successes(home) -> int:
+    return sum(statuses.count(dg.DagsterRunStatus.SUCCESS) for statuses in runs_by_node(home).values())
+
+
+def node_runs(home, backfill: str) -> list[dg.DagsterRun]:
+    """The node runs of `backfill` (not its publish run), newest first."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return [
+            run for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if run.asset_selection
+        ]
+
+
+def assert_launched_by_the_launcher(home, backfill: str) -> None:
+    """Every node run of `backfill` went through instance.launch_run to the DefaultRunLauncher."""
+    runs = node_runs(home, backfill)
+    assert runs
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for run in runs:
+            assert run.tags[LAUNCHED_TAG] == "true" and GRPC_INFO_TAG in run.tags, run.tags
+            starting = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_STARTING).records
+            assert len(starting) == 1, run.run_id  # launched, not executed in process
+
+
+@also_on_postgres("home")
+def test_launched_backfill_runs_every_node_through_the_launcher_and_retry_reruns_the_failed_one(home):
+    args = ["--select", "key:raw or key:flaky or key:balance", "--start", "2024-01-03", "--end", "2024-01-05"]
+    first = backfill_cli(home, "run", *TARGET, *args, "--runs-via", "launcher", "--max-parallel", "3")
+    assert first.returncode == 1, first.stdout + first.stderr  # flaky fails on 2024-01-04
+    assert FLAKY_FAILED.search(first.stdout), first.stdout
+    backfill = backfill_id(first.stdout)
+    record = recorded_backfill(home, backfill)
+    assert record.spec.runs_via == "launcher" and record.status == "failed"
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        graph = graph_of(record.spec, instance)
+        states = {
+            (node.asset.to_user_string(), node.partition): s
+            for node, (s, _) in node_states(instance, backfill, graph).items()
+        }
+    days = ("2024-01-03", "2024-01-04", "2024-01-05")
+    expected = {(asset, day): NodeStatus.SUCCEEDED for asset in ("raw", "flaky", "balance") for day in days}
+    expected["flaky", "2024-01-04"] = NodeStatus.FAILED
+    assert states == expected
+    # balance (its policy takes ranges, each day needs the day before): one launched range run
+    (balance_run,) = [run for run in node_runs(home, backfill) if run.asset_selection == {dg.AssetKey("balance")}]
+    assert (balance_run.tags[RANGE_START_TAG], balance_run.tags[RANGE_END_TAG]) == ("2024-01-03", "2024-01-05")
+    assert_launched_by_the_launcher(home, backfill)
+
+    before = Counter(run.run_id for run in node_runs(home, backfill))
+    retried = backfill_cli(home, "retry", backfill)
+    assert retried.returncode == 1 and FLAKY_FAILED.search(retried.stdout), retried.stdout + retried.stderr
+    new_runs = [run for run in node_runs(home, backfill) if run.run_id not in before]
+    assert [(run.asset_selection, run.tags["dagster/partition"], run.status) for run in new_runs] == [
+        ({dg.AssetKey("flaky")}, "2024-01-04", dg.DagsterRunStatus.FAILURE)
+    ]
+    assert_launched_by_the_launcher(home, backfill)
+
+
+def test_kill_minus_9_then_resume_runs_each_remaining_launched_node_once(home):
+    # The kill takes the coordinator's code server and run workers with it.
+    backfill = kill_then_resume(home, launched_backfill(home, *EIGHT_NODES), succeeded_first=2, nodes=8)
+    for node, statuses in runs_by_node(home, backfill).items():  # the runs the kill cut short: canceled
+        assert set(statuses) <= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED}, node
+    assert_launched_by_the_launcher(home, backfill)
+
+
+def test_cancel_terminates_launched_runs_in_flight_and_stops_launching(home):
+    coordinator = launched_backfill(home, *EIGHT_NODES)
+    wait_for(lambda: successes(home) >= 1, timeout=300, step=0.2)
+    backfill = recorded_id(home)
+    canceled = backfill_cli(home, "cancel", backfill)
+    assert canceled.returncode == 0, canceled.stderr
+    coordinator.wait(timeout=180)
+
+    runs = runs_by_node(home, backfill)
+    statuses = Counter(s for node_statuses in runs.values() for s in node_statuses)
+    assert not set(statuses) & set(IN_FLIGHT_STATUSES), statuses  # nothing left in flight
+    assert statuses[dg.DagsterRunStatus.SUCCESS] < 8  # launching stopped
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for run in node_runs(home, backfill):
+            if run.status != dg.DagsterRunStatus.SUCCESS:
+                # Terminated through the launcher. One canceled before its run worker started
+                # ends FAILURE: Dagster fails a worker that starts on a CANCELING run.
+                canceling = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_CANCELING)
+                assert canceling.records, run.run_id
+    # Once no process of the backfill is left (its code server and run workers end after the
+    # coordinator), none can launch a run.
+    wait_for(lambda: not session_members(coordinator.pid), 60)
+    assert runs_by_node(home, backfill) == runs  # and nothing launched after the cancel
+    assert "(canceled)" in backfill_cli(home, "status", backfill).stdout
+
+
+def test_with_the_repos_queued_coordinator_the_daemon_of_dagster_dev_launches_the_queued_runs(tmp_path, monkeypatch):
+    dev = DagsterDev(tmp_path, "partition_assets_tests.support.engine_defs").wait_until_ready()
+    monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
+    try:
+        raw_days = ["--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03"]
+        result = backfill_cli(dev.home, "run", *TARGET, *raw_days, "--runs-via", "launcher")
+        assert result.returncode == 0, result.stdout + result.stderr
+        backfill = backfill_id(result.stdout)
+        runs = node_runs(dev.home, backfill)
+        assert sorted(run.tags["dagster/partition"] for run in runs) == ["2024-01-01", "2024-01-02", "2024-01-03"]
+        assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
+        assert_launched_by_the_launcher(dev.home, backfill)
+        with dg.DagsterInstance.from_config(str(dev.home)) as instance:
+            for run in runs:  # queued by the coordinator, then launched by the daemon
+                assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
+    finally:
+        dev.stop()
+
+
+def test_a_staged_spark_backfill_through_the_launcher_publishes_what_local_workers_publish(
+    tmp_path, spark, home_template
+):
+    local, launched = Lakehouse(tmp_path / "local", home_template), Lakehouse(tmp_path / "launched", home_template)
+    (launched.home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML)
+    ok(local.backfill("2024-01-01", "2024-01-03"))
+    output = ok(launched.backfill("2024-01-01", "2024-01-03", "--runs-via", "launcher"))
+    assert "published: " in output
+    assert all(launched.contents().values())
+    assert launched.contents() == local.contents()
+    assert_launched_by_the_launcher(launched.home, backfill_id(output))
+
+
+def test_without_a_daemon_queued_runs_wait_with_a_warning_and_cancel_dequeues_them(home):
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")  # the QueuedRunCoordinator, and no daemon here
+    coordinator = launched_backfill(home, *EIGHT_NODES)
+    wait_for(lambda: sum(map(len, runs_by_node(home).values())) >= 2, timeout=300, step=0.2)
+    backfill = recorded_id(home)
+    assert backfill_cli(home, "cancel", backfill).returncode == 0
+    coordinator.wait(timeout=180)
+
+    assert "no dagster-daemon has dequeued any lately" in (home / "stderr.log").read_text()
+    runs = node_runs(home, backfill)
+    assert len(runs) == 2  # the throttle's two slots, held by queued runs
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for run in runs:
+            assert run.status == dg.DagsterRunStatus.CANCELED
+            assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
+            assert not instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_STARTING).records
+
+
+@also_on_postgres("home")
+def test_run_detach_hands_the_coordinator_to_the_run_launcher_as_a_run_of_the_engine_job(home):
+    """`backfill run --detach` returns at once, naming the backfill and its coordinator run; the
+    DefaultRunLauncher runs that engine job run in a process of its own, which records, runs
+    and publishes the backfill (its node runs tagged with its id)."""
+    detached = backfill_cli(
+        home,
+        "run",
+        "-m",
+        "partition_assets_tests.support.automation_defs",
+        "--select",
+        "group:jobs",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-02",
+        "--detach",
+    )
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    handed = re.search(r"backfill (\S+) handed to the run launcher: coordinator run (\S+);", detached.stdout)
+    assert handed, detached.stdout
+    backfill, run_id = handed.groups()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        run = wait_for(lambda: (r := instance.get_run_by_id(run_id)) is not None and r.is_finished and r, 300, 0.5)
+        assert (run.status, run.job_name, run.tags[BACKFILL_ID_TAG]) == (
+            dg.DagsterRunStatus.SUCCESS,
+            "sparse_backfill",
+            backfill,
+        )
+        assert GRPC_INFO_TAG in run.tags  # launched by the run launcher, not executed by the command
+        node_runs = [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if r.asset_selection]
+        assert node_runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in node_runs)
+    assert recorded_backfill(home, backfill).status == "published"
+
+
+def test_launched_node_runs_honour_the_deployment_s_backfill_capacity(home):
+    """Two nodes and --max-parallel 2, but the deployment lets backfills run one run at a time."""
+    capacity = (
+        "instance_class:\n  module: partition_assets.instance\n  class: EngineBackfillInstance\n"
+        "partition_assets:\n  engine_modules: []\n  backfills:\n    max_runs: 1\n"
+    )
+    (home / "dagster.yaml").write_text(LAUNCHING_INSTANCE_YAML + capacity)
+    args = ["--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-02", "--runs-via", "launcher"]
+    done = backfill_cli(home, "run", *TARGET, *args, "--max-parallel", "2")
+    ok(done)
+    backfill = backfill_id(done.stdout)
+    assert_launched_by_the_launcher(home, backfill)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill}))
+        spans = sorted((record.start_time, record.end_time) for record in records if record.dagster_run.asset_selection)
+    assert len(spans) == 2
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:])), spans  # one at a time

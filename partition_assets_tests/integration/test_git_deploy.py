@@ -1,0 +1,81 @@
+"""Materializations stamped with the git commit of their code, in this process: this checkout's
+commit and its dirty state, explicit code versions (a deploy per commit, run through the
+CLI and the webserver: partition_assets_tests/e2e/test_git_deploy.py)."""
+
+import dagster as dg
+
+from partition_assets.deploy import (
+    GIT_SHA_ENV,
+    GIT_SHA_METADATA,
+    GIT_SHA_TAG,
+    git_sha,
+    source_version,
+    with_git_versions,
+)
+from partition_assets_tests.support import REPO, probe_assets
+from partition_assets_tests.support.git_repo import git
+
+
+def test_delta_io_manager_records_the_commit_of_this_checkout(run_assets, instance, spark):
+    defs = with_git_versions(dg.Definitions(assets=[probe_assets.numbers]), probe_assets.__file__)
+    result = run_assets(defs.assets, "numbers", partition_key="2024-01-01", raise_on_error=True)
+
+    sha = git_sha(REPO)
+    assert sha.split("-")[0] == git(REPO, "rev-parse", "HEAD")
+    (event,) = result.asset_materializations_for_node("numbers")
+    assert event.metadata[GIT_SHA_METADATA].value == sha
+    assert event.tags["dagster/code_version"] == source_version(probe_assets.numbers.op.compute_fn.decorated_fn)
+    assert instance.get_run_by_id(result.run_id).tags[GIT_SHA_TAG] == sha
+
+
+def test_explicit_code_versions_win_and_graph_backed_assets_are_stamped_too(instance, tmp_path):
+    @dg.asset(code_version="v7")
+    def pinned() -> int:
+        return 1
+
+    @dg.op
+    def double(pinned: int) -> int:
+        return 2 * pinned
+
+    @dg.graph_asset
+    def doubled(pinned: int) -> int:
+        return double(pinned)
+
+    defs = with_git_versions(dg.Definitions(assets=[pinned, doubled]), __file__)
+    graph = defs.resolve_asset_graph()
+    assert graph.get(pinned.key).code_version == "v7"
+    assert graph.get(doubled.key).code_version is None  # no single function to version
+    result = dg.materialize(
+        defs.assets, instance=instance, resources={"io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path))}
+    )
+    assert instance.get_run_by_id(result.run_id).tags[GIT_SHA_TAG] == git_sha(REPO)
+    assert all(graph.get(key).metadata[GIT_SHA_METADATA] == git_sha(REPO) for key in (pinned.key, doubled.key))
+
+
+def test_git_sha_marks_changed_python_files_dirty_and_falls_back_outside_git(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "lib.py").write_text("x = 1\n")
+    (repo / "workspace.yaml").write_text("load_from: []\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    head = git(repo, "rev-parse", "HEAD")
+
+    def sha() -> str:
+        git_sha.cache_clear()  # read once per process; here the tree changes under it
+        return git_sha(repo / "pkg")
+
+    assert sha() == head
+    (repo / "workspace.yaml").write_text("load_from: [x]\n")  # e.g. a deploy registering itself
+    assert sha() == head
+    (repo / "lib.py").write_text("x = 2\n")  # a Python file outside the location's folder
+    assert sha() == f"{head}-dirty"
+
+    outside = tmp_path / "image"
+    outside.mkdir()
+    monkeypatch.delenv(GIT_SHA_ENV, raising=False)
+    assert git_sha(outside) == "unknown"
+    monkeypatch.setenv(GIT_SHA_ENV, head)
+    git_sha.cache_clear()
+    assert git_sha(outside) == head

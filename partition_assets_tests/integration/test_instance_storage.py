@@ -1,0 +1,142 @@
+"""The engine instance's storage defaults (the repo's dagster.yaml): one event log for every
+run, followed live across processes as the webserver does; runs' output captured without
+helper processes; Dagster's per-run schema checks answered from memory once they found
+what they look for; a `storage:` block still takes precedence."""
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from sqlalchemy.engine.reflection import Inspector
+
+from partition_assets.instance.storage import DirectComputeLogManager, RunStorage
+from partition_assets_tests.support.instances import instance_env, open_instance
+from partition_assets_tests.support.polling import wait_for
+
+LOG_HELPERS = ("tail", "watch_orphans")
+
+
+def _log_helper_children() -> list[str]:
+    """Command lines of this process's children that mirror captured logs (Dagster's `tail -F`
+    and its orphan watcher)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):  # the process ended meanwhile
+            continue
+        if parent == os.getpid() and any(helper in command for helper in LOG_HELPERS):
+            found.append(command)
+    return found
+
+
+@dg.asset
+def talkative(context: dg.AssetExecutionContext) -> None:
+    print("to stdout from the step", flush=True)
+    print("to stderr from the step", file=sys.stderr, flush=True)
+    context.add_output_metadata({"log_helpers": len(_log_helper_children())})
+
+
+def test_output_is_captured_into_the_run_logs_without_helper_processes(tmp_path):
+    with open_instance(instance_env(tmp_path / "home")) as instance:
+        assert isinstance(instance.compute_log_manager, DirectComputeLogManager)
+        result = dg.materialize([talkative], instance=instance)
+
+        assert result.success
+        [materialization] = result.asset_materializations_for_node("talkative")
+        assert materialization.metadata["log_helpers"].value == 0
+        [captured] = [
+            event
+            for event in instance.all_logs(result.run_id)
+            if event.dagster_event and event.dagster_event.event_type == dg.DagsterEventType.LOGS_CAPTURED
+        ]
+        log_key = instance.compute_log_manager.build_log_key_for_run(
+            result.run_id, captured.dagster_event.logs_captured_data.file_key
+        )
+        logs = instance.compute_log_manager.get_log_data(log_key)
+        assert b"to stdout from the step" in logs.stdout
+        assert b"to stderr from the step" in logs.stderr
+        # The marker the webserver reads to stop following the files.
+        assert instance.compute_log_manager.is_capture_complete(log_key)
+
+
+RUN_IN_ANOTHER_PROCESS = """
+import sys, dagster as dg
+@dg.asset
+def elsewhere() -> None:
+    pass
+with dg.DagsterInstance.get() as instance:
+    job = dg.Definitions(assets=[elsewhere]).resolve_implicit_global_asset_job_def()
+    job.execute_in_process(instance=instance, run_id=sys.argv[1])
+"""
+
+
+def test_events_of_a_run_in_another_process_reach_a_live_watcher(tmp_path):
+    env = instance_env(tmp_path / "home")
+    with open_instance(env) as instance:
+        assert isinstance(instance.event_log_storage, ConsolidatedSqliteEventLogStorage)
+        run_id = str(uuid.uuid4())
+        seen: list[dg.DagsterEventType] = []
+        # What the webserver's run view subscribes to.
+        instance.watch_event_logs(
+            run_id, None, lambda entry, cursor: seen.append(entry.dagster_event and entry.dagster_event.event_type)
+        )
+        subprocess.run(
+            [sys.executable, "-c", RUN_IN_ANOTHER_PROCESS, run_id], env={**os.environ, **env}, check=True, timeout=120
+        )
+        wait_for(lambda: dg.DagsterEventType.RUN_SUCCESS in seen, timeout=30)
+        assert dg.DagsterEventType.RUN_START in seen
+        assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
+
+
+def test_the_defaults_live_under_the_instances_own_home_and_yield_to_dagster_yaml(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    instance_env(home)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "another"))  # opened by path: its own folders
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.event_log_storage.get_db_path() == str(home / "history" / "consolidated" / "event_log.db")
+        assert instance.compute_log_manager._base_dir == str(home / "storage")
+        assert isinstance(instance.run_storage, RunStorage)
+        assert instance.run_storage._conn_string.endswith(str(home / "history" / "runs.db"))
+    config = (home / "dagster.yaml").read_text()
+    (home / "dagster.yaml").write_text(
+        config + "storage:\n  sqlite:\n    base_dir: " + str(home) + "\n"
+        "compute_logs:\n  module: dagster._core.storage.noop_compute_log_manager\n  class: NoOpComputeLogManager\n"
+    )
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.event_log_storage) is SqliteEventLogStorage
+        assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
+
+
+@dg.asset(partitions_def=dg.DailyPartitionsDefinition("2024-01-01"))
+def daily_quiet() -> None:
+    pass
+
+
+def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monkeypatch):
+    # Dagster checks its schema on every run (columns of the runs table, of the asset keys
+    # table, tables of the event log); once a check found what it looks for, it is not
+    # asked of the database again in this process.
+    reflected: list[str] = []
+    for method in ("get_columns", "get_table_names", "has_table"):
+        original = getattr(Inspector, method)
+
+        def counting(inspector: Inspector, *args: object, _method=method, _original=original, **kwargs: object):
+            reflected.append(_method)
+            return _original(inspector, *args, **kwargs)
+
+        monkeypatch.setattr(Inspector, method, counting)
+    with open_instance(instance_env(tmp_path / "home")) as instance:
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+        assert reflected  # the first run's checks ask the database
+        reflected.clear()
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
+        assert reflected == []

@@ -1,0 +1,17 @@
+"""What the tests share besides fixtures, for every tier and the benchmarks: code locations
+(safe_defs, engine_defs, automation_defs, publish_defs, probe_assets, ui_engine_defs, wall_clock_assets) and
+helpers: the CLI (cli_runs), instances and DAGSTER_HOMEs (instances), the backfill records
+an instance holds (records), PostgreSQL (postgres),
+`dagster dev` (webserver), the staged-backfill lakehouse (lakehouse), the example's tables
+(example_tables), independent readers (readers), polling (polling), processes from /proc
+(processes), vacuum retention (retention), in-process run results (results), git
+repositories (git_repo) and the coordinator at scale (scale).
+
+Processes a test starts run from REPO, so that they import code locations by their dotted names
+(`-m partition_assets_tests.support.safe_defs`), as `dagster dev -m` and the engine's workers do.
+Not guaranteed: that a helper works outside a checkout of this repository.
+"""
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,106 @@
+"""A backfill's status as a state machine (backfill/state/status.py) kept in the instance's
+database (backfill/state/store.py): the transition table, compare-and-set, refusals that
+write nothing, and the migration of the record files earlier releases wrote."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from partition_assets.backfill.state.record import cancel
+from partition_assets.backfill.state.status import (
+    COMMANDS,
+    FINAL_STATUSES,
+    TRANSITIONS,
+    BackfillStatus,
+    is_allowed,
+)
+from partition_assets.backfill.state.store import SCHEMA, SCHEMA_VERSION, BackfillStore
+from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
+from partition_assets_tests.support.records import SPEC, record_at, version_of
+
+S = BackfillStatus
+
+
+def test_every_status_has_a_row_the_ends_lead_nowhere_and_every_command_move_is_a_transition():
+    assert set(TRANSITIONS) == set(BackfillStatus)
+    # nothing leads out of the three ends; a published backfill can still be rolled back
+    assert {status for status in S if not TRANSITIONS[status]} == {S.DONE, S.DISCARDED, S.ROLLED_BACK}
+    assert FINAL_STATUSES == {S.DONE, S.DISCARDED, S.ROLLED_BACK, S.PUBLISHED}
+    for command, moves in COMMANDS.items():
+        for current, target in moves.items():
+            assert is_allowed(current, target), (command, current, target)
+    # the two holes of the string status: a cancel of a published backfill, and the job's overwrite of publishing
+    assert not is_allowed(S.PUBLISHED, S.CANCELED) and not is_allowed(S.PUBLISHING, S.CANCELED)
+
+
+def test_a_transition_is_a_compare_and_set_and_a_refused_one_writes_nothing(instance):
+    store = BackfillStore(instance)
+    record = record_at(store, "b1", S.RUNNING, SPEC)
+    before = version_of(store, "b1")
+    record.move_to(S.PUBLISHING, "coordinate")
+    assert store.status("b1") == S.PUBLISHING and version_of(store, "b1") == before + 1
+    with pytest.raises(IllegalTransitionError, match="is publishing: cannot cancel it"):
+        cancel(store, "b1")
+    assert store.status("b1") == S.PUBLISHING and version_of(store, "b1") == before + 1
+    # `save` never writes the status: a stale object cannot undo a change made elsewhere
+    record.status = S.RUNNING
+    record.save()
+    assert store.status("b1") == S.PUBLISHING
+
+
+def test_a_stale_writer_checks_its_transition_against_the_status_it_replaces(instance):
+    """The coordinator read running, a cancel landed since: its move to publishing is refused."""
+    store = BackfillStore(instance)
+    coordinator = record_at(store, "b1", S.RUNNING, SPEC)
+    cancel(store, "b1")
+    assert coordinator.status == S.RUNNING  # what it last read
+    with pytest.raises(IllegalTransitionError, match="is canceled"):
+        coordinator.move_to(S.PUBLISHING, "coordinate")
+    assert store.status("b1") == S.CANCELED
+
+
+def test_an_unknown_backfill_lists_the_recorded_ones(instance):
+    store = BackfillStore(instance)
+    record_at(store, "known1", S.RUNNING, SPEC)
+    with pytest.raises(UnknownBackfillError, match="known: known1"):
+        cancel(store, "nope")
+
+
+def test_record_files_of_earlier_releases_move_into_the_instance_on_first_use(instance):
+    legacy = Path(instance.root_directory) / "partition_assets" / "backfills"
+    legacy.mkdir(parents=True)
+    saved = {
+        "id": "old1",
+        "status": "published",
+        "spec": SPEC.to_json(),
+        "fingerprints": {"a": {'["2024-01-01"]': ["part-0.parquet"]}},
+        "published_versions": {"a": 7},
+        "created": {"a": ["2024-01-02"]},
+        "pinned_inputs": None,
+    }
+    (legacy / "old1.json").write_text(json.dumps(saved))
+    (legacy / "standby.log").write_text("logs stay where they are")
+
+    store = BackfillStore(instance)
+
+    record = store.load("old1")
+    assert (record.status, record.spec, record.fingerprints, record.published_versions, record.created) == (
+        S.PUBLISHED,
+        SPEC,
+        saved["fingerprints"],
+        {"a": 7},
+        {"a": ["2024-01-02"]},
+    )
+    assert sorted(path.name for path in legacy.iterdir()) == ["old1.json.migrated", "standby.log"]
+    BackfillStore(instance)  # a second first use finds nothing left to move
+    assert store.ids() == ["old1"]
+
+
+def test_tables_of_a_newer_schema_are_refused(instance):
+    BackfillStore(instance)
+    store = BackfillStore(instance)
+    with store._connect() as connection:
+        connection.execute(SCHEMA.update().values(version=SCHEMA_VERSION + 1))
+    with pytest.raises(StoreSchemaError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        BackfillStore(instance)
