@@ -6,11 +6,7 @@ from partition_assets.automation.catch_up import (
     historical_gaps,
 )
 from partition_assets.automation.eager import TRIGGER_TAG, eager_partitions_sensor
-from partition_assets.automation.job import (
-    SparseBackfillConfig,
-    backfill_run_config,
-    sparse_backfill_job,
-)
+from partition_assets.automation.job import sparse_backfill_job
 from partition_assets.automation.pause_job import pause_backfill_job, pause_run_config
 from partition_assets.automation.schedule import (
     SCHEDULE_TAG,
@@ -21,6 +17,7 @@ from partition_assets.automation.schedule import (
 )
 from partition_assets.automation.switch import default_schedule_status, default_status
 from partition_assets.automation.takeover import coordinator_takeover_sensor
+from partition_assets.backfill.planning.run_config import SparseBackfillConfig, backfill_run_config
 
 __all__ = [
     "CATCH_UP_TAG",

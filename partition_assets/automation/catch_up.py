@@ -19,8 +19,8 @@ from typing import cast
 
 import dagster as dg
 
-from partition_assets.automation.job import backfill_run_config
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
+from partition_assets.backfill.planning.run_config import backfill_run_config
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.dagster_betas import asset_selection
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES

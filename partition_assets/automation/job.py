@@ -14,7 +14,8 @@ import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
-from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of, spec_config_class, spec_from_config
+from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
+from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of, spec_from_config
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
 from partition_assets.backfill.state.presence import refuse_if_live
@@ -25,14 +26,8 @@ from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 
-COORDINATOR_OP = "coordinate_backfill"
 
-
-# The job's config schema: every BackfillSpec field but the code location.
-SparseBackfillConfig = spec_config_class()
-
-
-def sparse_backfill_job(module: str, name: str = "sparse_backfill") -> dg.JobDefinition:
+def sparse_backfill_job(module: str, name: str = ENGINE_JOB) -> dg.JobDefinition:
     """A job whose run plans and runs a sparse backfill of the code location `module`.
 
     `module` is what the node runs load (a module name or a .py path), normally the
@@ -127,20 +122,3 @@ def _record_of_run(
     if record.status in FINAL_STATUSES:
         return None, graph, set()
     return record, graph, succeeded_nodes(record, graph, instance)
-
-
-def spec_run_config(spec: BackfillSpec) -> dict:
-    """Run config for the job that runs `spec` (its code location is the job's own)."""
-    fields = spec.to_json()
-    return backfill_run_config(
-        **{name: value for name, value in fields.items() if name in SparseBackfillConfig.model_fields}
-    )
-
-
-def backfill_run_config(**config: object) -> dict:
-    """Run config for the job, e.g. `backfill_run_config(selection="key:a", start=..., end=...)`.
-
-    Args:
-        **config: `BackfillSpec` fields but `module` (the job names its code location), by name.
-    """
-    return {"ops": {COORDINATOR_OP: {"config": SparseBackfillConfig(**config).model_dump(exclude_none=True)}}}

@@ -10,29 +10,36 @@ the backfill id in their config: the safe-backfill workflow without a shell.
 | `backfill_resume` | backfill_id | `backfill resume <id>` |
 | `backfill_retry` | backfill_id | `backfill retry <id>` |
 
-Each op runs the command line's own function (`act_on_record` in cli/backfill.py) in the
-run's process on the run's instance, so it writes the same records, ledger rows and status
-transitions, and refuses the same inputs with the same message: the run fails with it
-(shown in its log and as its failure), nothing written. What the command prints goes to
-the run's log, line by line. A run whose backfill id is valid is tagged with it, so the
-backfill's runs list it.
+Each op calls the command's own function (backfill/commands/) in the run's process on the
+run's instance, so it writes the same records, ledger rows and status transitions, and
+refuses the same inputs with the same message: the run fails with it (shown in its log and
+as its failure), nothing written. What the command reports goes to the run's log, line by
+line. A run whose backfill id is valid is tagged with it, so the backfill's runs list it.
 
 Not guaranteed: the run's process must reach the backfill's lake and Spark, as any run of
 the code location does; `backfill_resume` and `backfill_retry` run the remaining nodes in
 that process's workers (as the command does), for as long as they take.
 """
 
-import argparse
-import io
 from collections.abc import Callable
-from contextlib import redirect_stdout
 from typing import Any, cast
 
 import dagster as dg
 from pydantic import Field
 
+from partition_assets.backfill.commands import (
+    Console,
+    Discarded,
+    Published,
+    RunOutcome,
+    approve_backfill,
+    discard_backfill,
+    publish_backfill,
+    resume_backfill,
+    retry_backfill,
+    rollback_backfill,
+)
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.cli.backfill import act_on_record
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -50,14 +57,43 @@ class ApproveConfig(ForceConfig):
     approver: str = Field(description="who approves: the ledger records the name (the command's --by)")
 
 
-# job name -> (the command, its config class, the command's options from the config)
-_OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Callable[[Any], dict[str, object]]]] = {
-    "backfill_approve": ("approve", ApproveConfig, lambda c: {"by": c.approver, "force": c.force}),
-    "backfill_publish": ("publish", ForceConfig, lambda c: {"force": c.force}),
-    "backfill_discard": ("discard", BackfillIdConfig, lambda c: {}),
-    "backfill_rollback": ("rollback", ForceConfig, lambda c: {"force": c.force}),
-    "backfill_resume": ("resume", BackfillIdConfig, lambda c: {}),
-    "backfill_retry": ("retry", BackfillIdConfig, lambda c: {}),
+# What an operation returns: the result of the command it calls.
+OperationResult = Published | Discarded | RunOutcome
+# A command called with the run's instance, its config and the console of the run's log.
+Operation = Callable[[dg.DagsterInstance, Any, Console], OperationResult]
+
+# job name -> (the command, its config class, the call of its function with the config)
+_OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Operation]] = {
+    "backfill_approve": (
+        "approve",
+        ApproveConfig,
+        lambda instance, c, console: approve_backfill(instance, c.backfill_id, c.approver, c.force),
+    ),
+    "backfill_publish": (
+        "publish",
+        ForceConfig,
+        lambda instance, c, console: publish_backfill(instance, c.backfill_id, c.force),
+    ),
+    "backfill_discard": (
+        "discard",
+        BackfillIdConfig,
+        lambda instance, c, console: discard_backfill(instance, c.backfill_id),
+    ),
+    "backfill_rollback": (
+        "rollback",
+        ForceConfig,
+        lambda instance, c, console: rollback_backfill(instance, c.backfill_id, c.force),
+    ),
+    "backfill_resume": (
+        "resume",
+        BackfillIdConfig,
+        lambda instance, c, console: resume_backfill(instance, c.backfill_id, console),
+    ),
+    "backfill_retry": (
+        "retry",
+        BackfillIdConfig,
+        lambda instance, c, console: retry_backfill(instance, c.backfill_id, console),
+    ),
 }
 OPERATION_JOBS = tuple(_OPERATIONS)
 
@@ -69,13 +105,12 @@ def backfill_operation_jobs() -> list[dg.JobDefinition]:
 
 
 def _operation_job(
-    name: str, action: str, config_class: type[BackfillIdConfig], options: Callable[[Any], dict[str, object]]
+    name: str, action: str, config_class: type[BackfillIdConfig], operation: Operation
 ) -> dg.JobDefinition:
     @dg.op(name=f"{name}_op")
     # Dagster reads the config schema from the annotation; mypy cannot see a class chosen at run time.
-    def operation(context: dg.OpExecutionContext, config: config_class) -> None:  # type: ignore[valid-type]
-        given = cast(BackfillIdConfig, config)
-        run_command(context, action, given.backfill_id, options(given))
+    def operation_op(context: dg.OpExecutionContext, config: config_class) -> None:  # type: ignore[valid-type]
+        run_operation(context, cast(BackfillIdConfig, config), operation)
 
     @dg.job(
         name=name,
@@ -83,58 +118,39 @@ def _operation_job(
         description=f"`partition-assets backfill {action} <id>` from the Launchpad: give the backfill id in config.",
     )
     def operation_job():
-        operation()
+        operation_op()
 
     return operation_job
 
 
-def run_command(context: dg.OpExecutionContext, action: str, backfill_id: str, options: dict[str, object]) -> None:
-    """Runs `partition-assets backfill <action> <backfill_id>` with `options` (the command's
-    flags, by name) on the run's instance; its output goes to the run's log.
+def run_operation(context: dg.OpExecutionContext, config: BackfillIdConfig, operation: Operation) -> None:
+    """Calls `operation` on the backfill `config` names, on the run's instance; what it
+    reports and its result's message go to the run's log.
 
     Raises:
-        dg.Failure: The command refused or failed; its message is the failure's description.
+        dg.Failure: The command refused or did not succeed; its message is the failure's description.
     """
-    lines = _LogLines(context.log.info)
+    backfill_id = config.backfill_id
+    console = RunLogConsole(context.log.info)
     try:
         checked_backfill_id(backfill_id, "the config's backfill_id")
-        record = BackfillStore(context.instance).load(backfill_id)
+        BackfillStore(context.instance).load(backfill_id)  # an unknown id is refused before the run is tagged
         context.instance.add_run_tags(context.run_id, {BACKFILL_ID_TAG: backfill_id})
-        with redirect_stdout(lines):
-            code = act_on_record(
-                argparse.Namespace(action=action, backfill_id=backfill_id, **options), record, context.instance
-            )
+        result = operation(context.instance, config, console)
     except PartitionAssetsError as error:
         raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
-    finally:
-        lines.flush()
-    if code != 0:
-        raise dg.Failure(
-            description=lines.last or f"backfill {action} {backfill_id} failed", metadata={"backfill_id": backfill_id}
-        )
+    console.line(result.message)
+    if isinstance(result, RunOutcome) and not result.succeeded:
+        raise dg.Failure(description=result.message, metadata={"backfill_id": backfill_id})
 
 
-class _LogLines(io.TextIOBase):
-    """A text stream that sends each whole line written to it to `log`; `last` is the last one."""
+class RunLogConsole:
+    """A console that sends each non-blank line of what it is shown to a run's `log`."""
 
     def __init__(self, log: Callable[[str], None]) -> None:
         self._log = log
-        self._pending = ""
-        self.last = ""
 
-    def write(self, text: str) -> int:
-        self._pending += text
-        *complete, self._pending = self._pending.split("\n")
-        for line in complete:
-            self._emit(line)
-        return len(text)
-
-    def flush(self) -> None:
-        if self._pending:
-            self._emit(self._pending)
-            self._pending = ""
-
-    def _emit(self, line: str) -> None:
-        if line.strip():
-            self._log(line)
-            self.last = line
+    def line(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                self._log(line)

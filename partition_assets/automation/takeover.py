@@ -15,7 +15,7 @@ not taken over: `backfill resume` finishes it.
 
 import dagster as dg
 
-from partition_assets.automation.job import spec_run_config
+from partition_assets.backfill.planning.run_config import spec_run_config
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG

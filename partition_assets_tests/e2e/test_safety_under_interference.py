@@ -158,7 +158,7 @@ def test_a_coordinator_paused_past_its_lease_fails_before_the_gate(published_2_d
 RUN_COORDINATOR_JOB = """
 import sys
 import dagster as dg
-from partition_assets.automation.job import backfill_run_config
+from partition_assets.backfill.planning.run_config import backfill_run_config
 from partition_assets_tests.support.safe_defs import backfill_job
 
 parent_id = sys.argv[1] if len(sys.argv) > 1 else None

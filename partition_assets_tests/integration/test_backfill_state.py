@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import coordinator_takeover_sensor, sparse_backfill_job
-from partition_assets.automation.job import COORDINATOR_OP
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import plan
+from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers

@@ -9,8 +9,9 @@ import json
 import dagster as dg
 import pytest
 
-from partition_assets.automation.job import SparseBackfillConfig, sparse_backfill_job
+from partition_assets.automation.job import sparse_backfill_job
 from partition_assets.backfill.planning.graph import plan
+from partition_assets.backfill.planning.run_config import SparseBackfillConfig
 from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, config_key_of, spec_from_arguments
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore

@@ -8,7 +8,7 @@ import logging
 import dagster as dg
 import pytest
 
-from partition_assets.automation.job import COORDINATOR_OP
+from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.publishing.freeze import freeze, frozen_assets, is_frozen, unfreeze
 from partition_assets.backfill.publishing.notify import BackfillEvent, notification_hook, notify
 from partition_assets.errors import NotificationHookError

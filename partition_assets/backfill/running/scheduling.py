@@ -364,6 +364,22 @@ def chain_seconds(
     return chain
 
 
+def critical_path(graph: BackfillGraph, seconds: Mapping[dg.AssetKey, float]) -> tuple[list[Node], float]:
+    """The longest chain of work through `graph` (each node of an asset taking
+    `seconds[asset]`), first node first, and its seconds; ([], 0.0) for an empty graph.
+    Of chains equally long, the one starting with the earliest node in plan order."""
+    children = downstream_index(graph)
+    chain = chain_seconds(graph, children, seconds)
+    if not chain:
+        return [], 0.0
+    node = max(graph.nodes(), key=chain.__getitem__)
+    path = [node]
+    while children.get(node):
+        node = max(children[node], key=chain.__getitem__)
+        path.append(node)
+    return path, chain[path[0]]
+
+
 def priorities(graph: BackfillGraph, chain: Mapping[Node, float], newest_first: bool) -> dict[Node, Priority]:
     """Each node's launch priority, lowest first: nodes heading the longest `chain`s of
     downstream work (the critical path) first, then oldest partitions, then upstream

@@ -1,6 +1,6 @@
 """`partition-assets backfill run --detach`: the backfill's coordinator handed to the
 instance's run coordinator and run launcher, as one run of the code location's engine job
-(`sparse_backfill_job`, named `ENGINE_JOB`), so it runs wherever the deployment runs runs
+(`sparse_backfill_job`, named `ENGINE_JOB`: automation/job.py), so it runs wherever the deployment runs runs
 (a Kubernetes pod, a Docker container, or a subprocess with Dagster's default launcher).
 
 The run is created as `dagster job launch` creates one (against a code server this
@@ -19,15 +19,13 @@ import uuid
 
 import dagster as dg
 
-from partition_assets.automation.job import spec_run_config
+from partition_assets.backfill.planning.run_config import ENGINE_JOB, spec_run_config
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.launcher import check_loaded, load_target
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import WorkspaceProcessContext
 from partition_assets.errors import CodeLocationError
 from partition_assets.run_tags import BACKFILL_ID_TAG
-
-ENGINE_JOB = "sparse_backfill"
 
 
 def submit_coordinator_run(instance: dg.DagsterInstance, spec: BackfillSpec) -> tuple[str, dg.DagsterRun]:

@@ -1,0 +1,90 @@
+"""The engine's commands as typed Python functions: the service layer under every surface.
+
+One function per operation, taking a spec or a backfill id and the Dagster instance, and
+returning a result; those that run nodes report progress to a `Console`. The command line
+(`partition-assets backfill ...`, cli/backfill.py) and the Launchpad's jobs
+(automation/operations.py) only parse their input, call these and render the result.
+
+    from partition_assets.backfill.commands import run_backfill, publish_backfill
+
+Modules: launching.py (plan, run, detach, adopt, stand by), recorded.py (the commands on a
+recorded backfill, and list), detaching.py (the run handed to the run launcher),
+results.py (what each returns), console.py (where progress goes).
+"""
+
+from partition_assets.backfill.commands.console import Console, SilentConsole
+from partition_assets.backfill.commands.launching import (
+    adopt_backfill,
+    detach_backfill,
+    execute_backfill,
+    plan_backfill,
+    run_backfill,
+    stand_by,
+    warm_workers,
+)
+from partition_assets.backfill.commands.recorded import (
+    approve_backfill,
+    backfill_ledger,
+    backfill_status,
+    cancel_backfill,
+    diff_backfill,
+    discard_backfill,
+    list_backfills,
+    pause_backfill,
+    publish_backfill,
+    resume_backfill,
+    retry_backfill,
+    rollback_backfill,
+    unpause_backfill,
+)
+from partition_assets.backfill.commands.results import (
+    BackfillPlan,
+    Canceled,
+    DetachedRun,
+    DiffReport,
+    Discarded,
+    LedgerReport,
+    Lineup,
+    PauseChanged,
+    Published,
+    RunOutcome,
+    StatusReport,
+    TableDiff,
+)
+
+__all__ = [
+    "BackfillPlan",
+    "Canceled",
+    "Console",
+    "DetachedRun",
+    "DiffReport",
+    "Discarded",
+    "LedgerReport",
+    "Lineup",
+    "PauseChanged",
+    "Published",
+    "RunOutcome",
+    "SilentConsole",
+    "StatusReport",
+    "TableDiff",
+    "adopt_backfill",
+    "approve_backfill",
+    "backfill_ledger",
+    "backfill_status",
+    "cancel_backfill",
+    "detach_backfill",
+    "diff_backfill",
+    "discard_backfill",
+    "execute_backfill",
+    "list_backfills",
+    "pause_backfill",
+    "plan_backfill",
+    "publish_backfill",
+    "resume_backfill",
+    "retry_backfill",
+    "rollback_backfill",
+    "run_backfill",
+    "stand_by",
+    "unpause_backfill",
+    "warm_workers",
+]

@@ -1,0 +1,29 @@
+"""Where a command's progress goes while it runs: one output interface for every surface.
+
+A command that takes time (run, resume, retry, adopt) reports each node's result and each
+phase (gate, approval, publish) as a line to the `Console` its caller passes in; what it
+ends with is its return value (commands/results.py), which the caller renders. The command
+line passes a console that prints (cli/backfill.py), the Launchpad's jobs one that logs to
+the run (automation/operations.py); nothing in a command prints or captures stdout.
+
+Not guaranteed: a console is called from the coordinator's thread only, one line at a
+time; a line may hold several lines of text (a plan's schema change), joined by newlines.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Console(Protocol):
+    """Receives the lines a command reports while it runs."""
+
+    def line(self, text: str) -> None:
+        """Shows `text` (one or more lines) now."""
+
+
+class SilentConsole:
+    """A console that shows nothing: for callers that read only a command's result."""
+
+    def line(self, text: str) -> None:
+        """Drops `text`."""

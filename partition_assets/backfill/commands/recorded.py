@@ -1,0 +1,232 @@
+"""The commands on a recorded backfill, one typed function each: status, resume, retry,
+cancel, pause, unpause, diff, publish, approve, discard, ledger, rollback; and the list of
+every backfill.
+
+Each takes the instance and the backfill's id, returns a result (commands/results.py) and
+refuses, before anything is read or written, a command that does not fit: an unknown id, a
+live coordinator (for the commands that coordinate: backfill/state/presence.py), a status
+the command does not accept (backfill/state/status.py). Every surface calls these (the
+command line, the Launchpad's jobs), so all write the same records and ledger rows and
+refuse the same inputs with the same messages.
+
+Not guaranteed: a command checks the status it read; a change between that read and its
+first write is refused by the store's compare-and-set, not by these checks.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from partition_assets.backfill.commands.console import Console
+from partition_assets.backfill.commands.launching import execute_backfill
+from partition_assets.backfill.commands.results import (
+    Canceled,
+    DiffReport,
+    Discarded,
+    LedgerReport,
+    Lineup,
+    PauseChanged,
+    Published,
+    RunOutcome,
+    StatusReport,
+    TableDiff,
+)
+from partition_assets.backfill.dagster_ui.mirror import mark_canceled
+from partition_assets.backfill.planning.instance_state import graph_of
+from partition_assets.backfill.publishing.approving import approval_required, approve, discard, publication_of
+from partition_assets.backfill.publishing.freeze import unfreeze
+from partition_assets.backfill.publishing.gate import diff_rows
+from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.running.lineup import launch_line, standings
+from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.state import pausing
+from partition_assets.backfill.state.approval import utc_now
+from partition_assets.backfill.state.liveness import silent_coordinator
+from partition_assets.backfill.state.presence import refuse_if_live
+from partition_assets.backfill.state.record import (
+    BackfillRecord,
+    cancel,
+    cancel_in_flight,
+    node_states,
+    succeeded_nodes,
+)
+from partition_assets.backfill.state.status import COMMANDS, BackfillStatus, check_command
+from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.errors import ApprovalError, BackfillStateError
+from partition_assets.ids import checked_backfill_id
+from partition_assets.storage.delta.previous import previous_copy
+from partition_assets.storage.leases import release
+
+# The commands that act as the backfill's coordinator: refused while another one is live.
+_COORDINATING = frozenset({"resume", "retry", "publish", "approve", "discard", "rollback"})
+
+
+def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetime | None = None) -> StatusReport:
+    """Each node's state from its latest run, when the backfill launches next (seen at
+    `now`, default the present), whether its coordinator went silent, and the previous
+    versions it keeps. Reads only."""
+    record = _recorded(instance, backfill_id)
+    graph = graph_of(record.spec, instance)
+    states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
+    windowed = record.status == BackfillStatus.PAUSED or record.spec.launch_window() is not None
+    keeps_previous = record.spec.keep_previous is not None
+    return StatusReport(
+        record=record,
+        graph=graph,
+        node_states=states,
+        launch=launch_line(record, now or datetime.now(UTC)) if windowed else None,
+        silence=silent_coordinator(instance, record.id, record.status),
+        previous_versions=_previous_versions(publication_of(record, instance)) if keeps_previous else None,
+    )
+
+
+def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome | Published:
+    """Finishes the backfill: runs every node that has not succeeded, then its gate and
+    publish; a backfill whose coordinator died mid-publish or mid-rollback has that step
+    finished (a rollback's result is `Published`, verb "rolled back")."""
+    record = _recorded(instance, backfill_id, "resume")
+    if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
+        return _rollback(publication_of(record, instance), instance, force=False)
+    graph = graph_of(record.spec, instance)
+    return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
+
+
+def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
+    """Re-runs the backfill's failed nodes and their descendants (nothing when none failed)."""
+    record = _recorded(instance, backfill_id, "retry")
+    graph = graph_of(record.spec, instance)
+    if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
+        return RunOutcome(record.id, f"backfill {record.id} has no failed nodes", succeeded=True)
+    return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
+
+
+def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Canceled:
+    """Stops the backfill: its live coordinator sees the status within a second and kills its
+    workers (a dead one's workers died with it: processes/fork_server.py); runs in flight are
+    canceled and the freeze lifted now, whether its coordinator is alive or not."""
+    record = _recorded(instance, backfill_id, "cancel")
+    cancel(record.store, record.id)
+    in_flight = cancel_in_flight(instance, record.id)
+    unfreeze(instance, record.id)
+    # Its coordinator, if alive, writes the same when it stops; if dead, nobody else would.
+    mark_canceled(instance, record.id)
+    return Canceled(record.id, in_flight)
+
+
+def pause_backfill(instance: dg.DagsterInstance, backfill_id: str) -> PauseChanged:
+    """Stops launching the backfill's new node runs; its runs in flight finish."""
+    record = _recorded(instance, backfill_id, "pause")
+    pausing.pause(record.store, record.id)
+    return PauseChanged(record.id, paused=True)
+
+
+def unpause_backfill(instance: dg.DagsterInstance, backfill_id: str) -> PauseChanged:
+    """Launches a paused backfill's node runs again."""
+    record = _recorded(instance, backfill_id, "unpause")
+    pausing.unpause(record.store, record.id)
+    return PauseChanged(record.id, paused=False)
+
+
+def diff_backfill(instance: dg.DagsterInstance, backfill_id: str) -> DiffReport:
+    """Per (asset, partition) of the staged data: old and new rows, measure sums, checksums. Reads only."""
+    record = _recorded(instance, backfill_id)
+    tables = []
+    for table_stats in publication_of(record, instance).stats(old_of_every_table=True):
+        asset = table_stats.table.asset.to_user_string()
+        tables.append(TableDiff(asset, tuple(diff_rows(asset, table_stats.old, table_stats.new))))
+    return DiffReport(record.id, record.status, tuple(tables))
+
+
+def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool = False) -> Published:
+    """Publishes a staged backfill whose gate failed (with `force`, after review), whose
+    publish was refused by a foreign commit (with `force`) or cut short.
+
+    Raises:
+        BackfillStateError: Its gate failed and `force` is not set; nothing was written.
+        ApprovalError: Its gate failed and it requires approval: `approve_backfill` publishes it.
+    """
+    record = _recorded(instance, backfill_id, "publish")
+    publication = publication_of(record, instance)
+    if record.status == BackfillStatus.GATE_FAILED and not force:
+        raise BackfillStateError(
+            f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
+        )
+    if record.status == BackfillStatus.GATE_FAILED and approval_required(publication):
+        raise ApprovalError(
+            f"backfill {record.id} failed its gate and requires approval: review `backfill diff {record.id}`, then "
+            f"`partition-assets backfill approve {record.id} --by NAME --force`. Nothing was written."
+        )
+    with publication.held(instance, "publish") as leases:
+        versions = publication.publish(instance, force=force)
+        release(leases)
+    return Published(record.id, "published", versions)
+
+
+def approve_backfill(instance: dg.DagsterInstance, backfill_id: str, approver: str, force: bool = False) -> Published:
+    """Approves the backfill in `approver`'s name and publishes it (after a failed gate only
+    with `force`); see backfill/publishing/approving.py for what is refused."""
+    record = _recorded(instance, backfill_id, "approve")
+    versions = approve(publication_of(record, instance), instance, approver, force, utc_now())
+    return Published(record.id, f"approved by {approver} and published", versions)
+
+
+def discard_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Discarded:
+    """Deletes a staged backfill's staged data; its tables are unchanged."""
+    record = _recorded(instance, backfill_id, "discard")
+    return Discarded(record.id, discard(publication_of(record, instance), instance))
+
+
+def backfill_ledger(instance: dg.DagsterInstance, backfill_id: str) -> LedgerReport:
+    """What the backfill read and wrote, per (asset, partition). Reads only."""
+    record = _recorded(instance, backfill_id)
+    publication = publication_of(record, instance)
+    keeps_previous = record.spec.keep_previous is not None
+    return LedgerReport(
+        record.id, tuple(publication.ledger_entries()), _previous_versions(publication) if keeps_previous else None
+    )
+
+
+def rollback_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool = False) -> Published:
+    """Restores the partitions a published backfill rewrote (with `force`, despite later
+    commits to them)."""
+    record = _recorded(instance, backfill_id, "rollback")
+    return _rollback(publication_of(record, instance), instance, force)
+
+
+def list_backfills(instance: dg.DagsterInstance, now: datetime | None = None) -> Lineup:
+    """Every recorded backfill: status, priority, share of the capacity, queue position and
+    window, seen at `now` (default the present). Reads only."""
+    return Lineup(now or datetime.now(UTC), tuple(standings(instance, BackfillStore(instance))))
+
+
+def _recorded(instance: dg.DagsterInstance, backfill_id: str, command: str | None = None) -> BackfillRecord:
+    """The record of `backfill_id`, once `command` (None: one that only reads) fits it: no
+    live coordinator when it coordinates, a status it accepts."""
+    record = BackfillStore(instance).load(checked_backfill_id(backfill_id))
+    if command in _COORDINATING:  # before anything below touches its runs or tables
+        refuse_if_live(instance, record.id, command)
+    if command in COMMANDS:  # refused by its status, too, before anything is read or written
+        check_command(record.id, record.status, command)
+    return record
+
+
+def _rollback(publication: Publication, instance: dg.DagsterInstance, force: bool) -> Published:
+    with publication.held(instance, "rollback") as leases:
+        versions = publication.rollback(instance, force=force)
+        release(leases)
+    return Published(publication.record.id, "rolled back", versions)
+
+
+def _previous_versions(publication: Publication) -> tuple[str, ...]:
+    """A line per table whose version before this backfill is kept (--keep-previous)."""
+    lines = []
+    for table in publication.tables.values():
+        copy = previous_copy(table.uri)
+        if copy is not None and copy.backfill_id == publication.record.id:
+            lines.append(
+                f"previous version of {table.asset.to_user_string()} (v{copy.version}) kept as {copy.uri} "
+                f"until {copy.expires_at.isoformat(timespec='seconds')} (vacuum drops it after)"
+            )
+    return tuple(lines or [f"no previous version kept by backfill {publication.record.id} (yet)"])

@@ -1,0 +1,177 @@
+"""What each command returns: a typed result per operation, which every surface renders.
+
+The command line prints a result (cli/backfill.py), a Launchpad job logs it and fails its
+run when it says the command did not succeed (automation/operations.py), a Python caller
+reads its fields. `message` is the one line both surfaces show, worded once, here.
+
+Not guaranteed: a result is a snapshot taken when the command returned; the backfill's
+record may change right after (another command, its coordinator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import dagster as dg
+
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.schema_plan import TableSchemaPlan
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.running.lineup import Standing
+from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.state.ledger import LedgerEntry
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.status import BackfillStatus
+
+
+@dataclass(frozen=True)
+class BackfillPlan:
+    """A planned backfill (`plan_backfill`): its graph and what it would cost; nothing launched."""
+
+    spec: BackfillSpec
+    graph: BackfillGraph
+    seconds_per_node: Mapping[dg.AssetKey, float]  # as earlier engine runs measured them, 1 s when unknown
+    critical_path: tuple[Node, ...]
+    critical_seconds: float
+    impacted: Mapping[dg.AssetKey, int]  # assets outside the selection reading rewritten partitions: how many
+    schema_changes: tuple[TableSchemaPlan, ...]
+    current_nodes: int  # nodes catch-up would skip (0 without --catch-up)
+
+    @property
+    def work_seconds(self) -> float:
+        return sum(len(s) * self.seconds_per_node[key] for key, s in self.graph.slices.items())
+
+    @property
+    def eta_seconds(self) -> float:
+        """The longer of the critical path and the work spread over the backfill's slots."""
+        return max(self.critical_seconds, self.work_seconds / self.spec.max_parallel)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run of the backfill's nodes ended (run, resume, retry, adopt): `message` is its
+    summary, or why it stopped short of publishing, or why it ran nothing."""
+
+    backfill_id: str
+    message: str
+    succeeded: bool
+
+
+@dataclass(frozen=True)
+class DetachedRun:
+    """A backfill handed to the instance's run launcher (`run --detach`)."""
+
+    backfill_id: str
+    run_id: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id} handed to the run launcher: coordinator run {self.run_id}; follow it with "
+            f"`partition-assets backfill status {self.backfill_id}`"
+        )
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """Where a recorded backfill stands (`backfill_status`), per node and as a whole."""
+
+    record: BackfillRecord
+    graph: BackfillGraph
+    node_states: dict[Node, NodeStatus]  # nodes with no run yet are absent
+    launch: str | None  # when it launches next, for a paused or windowed backfill
+    silence: str | None  # its coordinator has gone silent: what to do
+    previous_versions: tuple[str, ...] | None  # with --keep-previous: the versions kept
+
+    @property
+    def title(self) -> str:
+        return f"backfill {self.record.id} ({self.record.status}): {self.record.spec.describe()}"
+
+
+@dataclass(frozen=True)
+class Published:
+    """A publish, approval or rollback that committed the backfill's tables: {table: version}."""
+
+    backfill_id: str
+    verb: str  # "published", "approved by NAME and published", "rolled back"
+    versions: Mapping[str, int | None]
+
+    @property
+    def message(self) -> str:
+        return f"backfill {self.backfill_id} {self.verb}: {describe_versions(dict(self.versions))}"
+
+
+@dataclass(frozen=True)
+class Discarded:
+    backfill_id: str
+    staged_files_deleted: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id} discarded: {self.staged_files_deleted} staged files deleted; "
+            "the tables are unchanged"
+        )
+
+
+@dataclass(frozen=True)
+class Canceled:
+    backfill_id: str
+    runs_canceled: int
+
+    @property
+    def message(self) -> str:
+        return f"backfill {self.backfill_id} canceled; {self.runs_canceled} runs in flight canceled"
+
+
+@dataclass(frozen=True)
+class PauseChanged:
+    """A backfill paused or unpaused; `paused` says which."""
+
+    backfill_id: str
+    paused: bool
+
+    @property
+    def message(self) -> str:
+        if self.paused:
+            return f"backfill {self.backfill_id} paused: it launches nothing new, its runs in flight finish"
+        return f"backfill {self.backfill_id} unpaused: it launches its nodes again"
+
+
+@dataclass(frozen=True)
+class TableDiff:
+    """One table's staged rows against its published ones, per partition."""
+
+    asset: str
+    rows: tuple[Mapping[str, Any], ...]  # as `diff_rows` gives them
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """A staged backfill's diff; no tables when it has no staged data (its `status` says why)."""
+
+    backfill_id: str
+    status: BackfillStatus
+    tables: tuple[TableDiff, ...]
+
+
+@dataclass(frozen=True)
+class LedgerReport:
+    """What a backfill read and wrote, per (asset, partition); with --keep-previous, the
+    versions it kept."""
+
+    backfill_id: str
+    entries: tuple[LedgerEntry, ...]
+    previous_versions: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Lineup:
+    """Every recorded backfill's standing at `at` (`list_backfills`), oldest first."""
+
+    at: datetime
+    standings: tuple[Standing, ...]
