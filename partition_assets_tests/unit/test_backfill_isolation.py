@@ -12,6 +12,7 @@ import pytest
 
 from partition_assets.automation import pause_backfill_job, pause_run_config
 from partition_assets.backfill import Schedule, Throttle, execute
+from partition_assets.backfill.planning.launch_window import LaunchWindow
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing import lease_queue
 from partition_assets.backfill.publishing.lease_queue import leases_when_free
@@ -28,7 +29,6 @@ from partition_assets.backfill.running.capacity import (
     shares,
 )
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
-from partition_assets.backfill.running.launch_window import LaunchWindow
 from partition_assets.backfill.running.lineup import standings
 from partition_assets.backfill.state.pausing import pause, unpause
 from partition_assets.backfill.state.status import BackfillStatus

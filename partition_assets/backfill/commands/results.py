@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.planning.schema_plan import TableSchemaPlan
+from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.running.lineup import Standing

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, cast
 import dagster as dg
 import numpy as np
 
+from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.edges import Dependency, edges_between
 from partition_assets.backfill.planning.keys import explicit_keys_of, keys_of
 from partition_assets.backfill.planning.lineage import cascade, descendants, mappings_among
@@ -33,14 +34,6 @@ from partition_assets.errors import BackfillPlanError
 
 if TYPE_CHECKING:  # Dagster's internal types, for annotations only
     from partition_assets.dagster_internals import BaseAssetGraph, BaseAssetNode, DynamicPartitionsStore
-
-
-@dataclass(frozen=True, order=True)
-class Node:
-    """One (asset, partition) of a backfill; partition is "" (keys.UNPARTITIONED) for an unpartitioned asset."""
-
-    asset: dg.AssetKey
-    partition: str
 
 
 @dataclass

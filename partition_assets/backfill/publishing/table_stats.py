@@ -16,11 +16,11 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DataType
 
+from partition_assets.backfill.model import NodeResult
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.publishing.gate import Gate, apply_overrides, gate_of
 from partition_assets.backfill.publishing.stats import PartitionStats, mapped_to_old, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable
-from partition_assets.backfill.running.scheduling import NodeResult
 from partition_assets.storage.backfill_staging import StagedTable
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema_change import ColumnMapping

@@ -27,32 +27,14 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
 from partition_assets.backfill.running.durations import Durations
 from partition_assets.errors import BackfillPlanError, SchedulingError
-
-
-class NodeStatus(str, Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    BLOCKED = "blocked"  # an upstream node failed
-
-
-@dataclass(frozen=True)
-class NodeResult:
-    node: Node
-    succeeded: bool
-    run_id: str | None
-    started: float  # epoch seconds: run bookkeeping, not asset logic
-    ended: float
-    error: str | None = None
 
 
 @dataclass
@@ -70,19 +52,6 @@ class Throttle:
                 f"max_parallel {self.max_parallel} and asset limits {too_low or {}}: "
                 "every limit must be at least 1; nothing was launched"
             )
-
-
-@dataclass(frozen=True)
-class RunUnit:
-    """Contiguous partitions of one asset that run together, as one run (a partition
-    range when several); `partitions` are in partition order."""
-
-    asset: dg.AssetKey
-    partitions: tuple[str, ...]
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        return tuple(Node(self.asset, partition) for partition in self.partitions)
 
 
 Priority = tuple[float, int, int]

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
