@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from partition_assets.backfill.commands import BackfillPlan, DiffReport, LedgerReport, Lineup
-from partition_assets.backfill.publishing.gate import format_diff
+from partition_assets.backfill.publishing.diff import format_diff
 from partition_assets.backfill.state.ledger import LedgerEntry
 
 _PATH_SHOWN = 6  # nodes of the critical path named

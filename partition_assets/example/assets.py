@@ -21,8 +21,7 @@ import dagster as dg
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from partition_assets.backfill.publishing.gate import Budget, backfill_gate
-from partition_assets.backfill.state.approval import backfill_approval
+from partition_assets.backfill import Budget, backfill_approval, backfill_gate
 from partition_assets.example import sources
 from partition_assets.partitions import (
     cron,

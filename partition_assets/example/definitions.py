@@ -18,7 +18,7 @@ from partition_assets.automation import (
     sparse_backfill_job,
 )
 from partition_assets.automation.operations import backfill_operation_jobs
-from partition_assets.backfill.dagster_ui.gate_checks import gate_checks
+from partition_assets.backfill import gate_checks
 from partition_assets.code_location import resolved
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.deploy import with_git_versions

@@ -10,7 +10,7 @@ Declare on the asset (stored as JSON in its metadata, under SCHEMA_CHANGE_METADA
     @dg.asset(metadata=declare_schema_change(renamed={"amt": "amount"}, split={"amount": ["net", "tax"]}))
 
 A rename says the new column holds the old one's values; a split says the new columns sum
-to the old one (the gate compares them so, see backfill/publishing/gate.py).
+to the old one (the gate compares them so, see backfill/publishing/diff.py).
 
 Not guaranteed: nothing here reads data; partition columns never change (the write refuses
 that before any of this); nested fields are compared as whole columns.

@@ -16,7 +16,9 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import functions as F
 
-from partition_assets.backfill.publishing.gate import Budget, Gate, diff_rows, evaluate
+from partition_assets.backfill.planning.gate_rules import Budget, Gate
+from partition_assets.backfill.publishing.diff import diff_rows
+from partition_assets.backfill.publishing.gate_evaluation import evaluate
 from partition_assets.backfill.publishing.stats import mapped_to_old, partition_stats
 from partition_assets.errors import SchemaChangeError, TableSchemaError
 from partition_assets.partitions import daily

@@ -5,7 +5,8 @@ evaluated on them (partition_assets_tests/unit/test_gate.py evaluates it on hand
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from partition_assets.backfill.publishing.gate import diff_rows, evaluate
+from partition_assets.backfill.publishing.diff import diff_rows
+from partition_assets.backfill.publishing.gate_evaluation import evaluate
 from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
 from partition_assets_tests.unit.test_gate import DECLARED
 

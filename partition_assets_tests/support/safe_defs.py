@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from partition_assets.automation import sparse_backfill_job
-from partition_assets.backfill.publishing.gate import Budget, backfill_gate
+from partition_assets.backfill.planning.gate_rules import Budget, backfill_gate
 from partition_assets.backfill.publishing.notify import HOOK_RESOURCE_KEY, BackfillEvent
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource

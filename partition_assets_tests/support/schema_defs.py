@@ -16,7 +16,7 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from partition_assets.backfill.publishing.gate import Budget, backfill_gate
+from partition_assets.backfill.planning.gate_rules import Budget, backfill_gate
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager, declare_schema_change

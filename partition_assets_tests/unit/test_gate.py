@@ -7,21 +7,18 @@ import json
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.publishing.gate import (
+from partition_assets.backfill.planning.gate_rules import (
     GATE_METADATA_KEY,
     Budget,
     Gate,
-    GateCheck,
     GateOverride,
     apply_overrides,
     backfill_gate,
-    diff_rows,
-    evaluate,
-    format_checks,
-    format_diff,
     gate_of,
     parse_override,
 )
+from partition_assets.backfill.publishing.diff import diff_rows, format_diff
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate, format_checks
 from partition_assets.backfill.publishing.stats import PartitionStats
 from partition_assets.errors import GateConfigError, PartitionAssetsError
 

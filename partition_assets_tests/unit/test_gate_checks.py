@@ -4,7 +4,8 @@ gated assets only, and the diff in the UI as a Markdown table of `backfill diff`
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK, diff_markdown, gate_checks
-from partition_assets.backfill.publishing.gate import backfill_gate, diff_rows, format_diff
+from partition_assets.backfill.planning.gate_rules import backfill_gate
+from partition_assets.backfill.publishing.diff import diff_rows, format_diff
 from partition_assets.backfill.publishing.stats import PartitionStats
 
 

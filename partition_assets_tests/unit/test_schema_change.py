@@ -8,8 +8,8 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from partition_assets.backfill.publishing.schema_plan import declared_schema, plan_schema_changes
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.schema_plan import declared_schema, plan_schema_changes
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.errors import BackfillPlanError, SchemaChangeError
 from partition_assets.partitions import daily

@@ -24,8 +24,8 @@ from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_bac
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
-from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
 from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, RUNS_LAUNCHER, BackfillSpec
+from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
 from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.durations import recorded_seconds

@@ -36,8 +36,8 @@ from partition_assets.backfill.commands.results import (
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.approving import approval_required, approve, discard, publication_of
+from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
-from partition_assets.backfill.publishing.gate import diff_rows
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.running.scheduling import NodeStatus

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.diff import DiffRow
 from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
@@ -147,7 +147,7 @@ class TableDiff:
     """One table's staged rows against its published ones, per partition."""
 
     asset: str
-    rows: tuple[Mapping[str, Any], ...]  # as `diff_rows` gives them
+    rows: tuple[DiffRow, ...]
 
 
 @dataclass(frozen=True)

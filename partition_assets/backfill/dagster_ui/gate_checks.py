@@ -17,20 +17,15 @@ for a declared check. The evaluation is recorded after the gate's ledger rows: a
 coordinator killed in between records it again when resumed.
 """
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from partition_assets.backfill.planning.gate_rules import gate_of
 from partition_assets.backfill.publishing.dagster_events import run_reporting
-from partition_assets.backfill.publishing.gate import (
-    DIFF_HEADER,
-    GateCheck,
-    diff_cells,
-    diff_rows,
-    format_checks,
-    gate_of,
-)
+from partition_assets.backfill.publishing.diff import DIFF_HEADER, DiffRow, diff_cells, diff_rows
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.table_stats import TableStats, gate_of_table
 from partition_assets.run_tags import BACKFILL_ID_TAG
 
@@ -140,7 +135,7 @@ def _partitions(stats: TableStats) -> dict[str, dict[str, Any]]:
     return shown
 
 
-def diff_markdown(diffs: Sequence[Mapping[str, Any]], backfill_id: str, shown: int = DIFF_ROWS_SHOWN) -> str:
+def diff_markdown(diffs: Sequence[DiffRow], backfill_id: str, shown: int = DIFF_ROWS_SHOWN) -> str:
     """`diff_rows` results as a Markdown table (the cells `backfill diff` prints), its first
     `shown` rows and a line counting the rest."""
     lines = [_markdown_row(DIFF_HEADER), _markdown_row(["---"] * len(DIFF_HEADER))]

@@ -23,8 +23,8 @@ from typing import Any, get_type_hints
 import dagster as dg
 from pydantic import Field, create_model
 
+from partition_assets.backfill.planning.gate_rules import parse_override
 from partition_assets.backfill.planning.launch_window import LaunchWindow
-from partition_assets.backfill.publishing.gate import parse_override
 from partition_assets.backfill.state.approval import APPROVAL_CHOICES
 from partition_assets.errors import BackfillPlanError
 

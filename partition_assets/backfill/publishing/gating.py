@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.gate_checks import record_gate_evaluations
-from partition_assets.backfill.publishing.gate import GateCheck, evaluate
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate
 from partition_assets.backfill.publishing.ledger_rows import record_staged
 from partition_assets.backfill.publishing.publish import as_files
 from partition_assets.backfill.publishing.table_stats import TableStats, gate_of_table, stats_of

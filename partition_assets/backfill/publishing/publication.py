@@ -28,7 +28,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.spec import ON_LEASE_WAIT
 from partition_assets.backfill.publishing import gating, publish, rollback, table_stats
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
-from partition_assets.backfill.publishing.gate import GateCheck
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck
 from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.publishing.ledger_rows import latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify

@@ -18,7 +18,7 @@ from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import STAGED
 from partition_assets.backfill.publishing.approving import approval_required, discard_approval_freeze, start_waiting
-from partition_assets.backfill.publishing.gate import GateCheck, format_checks
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
     Pins,

@@ -1,5 +1,6 @@
-"""A backfill's validation gate: budgets declared on an asset, overridable per backfill,
-checked against the stats of each rewritten partition before anything is published.
+"""A backfill's validation gate, as declared: budgets on an asset, overridable per backfill
+(publishing/gate_evaluation.py checks them against the stats of each rewritten partition
+before anything is published).
 
 Declare on the asset (stored as JSON in its metadata, under GATE_METADATA_KEY):
 
@@ -12,7 +13,7 @@ Override per backfill with texts `<asset>:<rule>` (OVERRIDE_GRAMMAR), later text
 `daily_revenue:keys=order_id,region`, `daily_revenue:keys=off`, `daily_revenue:rows=off`,
 `daily_revenue:off` (no gate for this asset).
 
-Semantics of the checks (evaluate), per rewritten partition:
+Semantics of the checks (gate_evaluation.evaluate), per rewritten partition:
 - rows: |new - old| <= row_change * old. A partition without rows before has no
   baseline and passes; a partition the backfill emptied counts as 0 new rows.
 - a measure's sum: with a Budget of `absolute` a and `relative` r, passes when
@@ -35,7 +36,6 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.publishing.stats import PartitionStats
 from partition_assets.errors import GateConfigError
 
 GATE_METADATA_KEY = "partition_assets/gate"
@@ -250,160 +250,3 @@ def apply_overrides(gate: Gate | None, asset: dg.AssetKey | str, overrides: Sequ
                 measures[override.rule] = override.value
             gate = replace(gate, measures=measures)
     return gate
-
-
-@dataclass(frozen=True)
-class GateCheck:
-    """One rule checked on one partition. `old`/`new` are the rule's numbers (rows, a sum,
-    a count of bad keys); `limit` is the largest |new - old| allowed (for keys: the most
-    bad rows allowed, 0), None when the partition had no baseline."""
-
-    asset: str
-    partition: tuple[str, ...]
-    rule: str  # "rows", "sum(<measure>)", "null_keys" or "duplicate_keys"
-    old: float | None
-    new: float
-    limit: float | None
-    passed: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "asset": self.asset,
-            "partition": list(self.partition),
-            "rule": self.rule,
-            "old": self.old,
-            "new": self.new,
-            "limit": self.limit,
-            "passed": self.passed,
-        }
-
-
-_EMPTY = PartitionStats(rows=0, checksum="", measures={}, null_keys=0, duplicate_keys=0)
-
-
-def evaluate(
-    asset: str,
-    gate: Gate,
-    old: Mapping[tuple[str, ...], PartitionStats],
-    new: Mapping[tuple[str, ...], PartitionStats],
-) -> list[GateCheck]:
-    """Every check of `gate` on every partition the backfill rewrote: each partition of
-    `new`, and each of `old` missing from `new` (the backfill deleted its rows). `old`
-    must hold the published stats of (at least) those partitions."""
-    checks = []
-    for partition in sorted(set(new) | set(old)):
-        before, after = old.get(partition), new.get(partition, _EMPTY)
-        if gate.row_change is not None:
-            old_rows = None if before is None else before.rows
-            limit = None if before is None else gate.row_change * before.rows
-            checks.append(_check(asset, partition, "rows", old_rows, after.rows, limit))
-        for column, budget in sorted(gate.measures.items()):
-            old_sum = None if before is None else before.measures[column]
-            limit = None if old_sum is None else budget.limit(old_sum)
-            new_sum = after.measures[column] if after is not _EMPTY else 0.0
-            checks.append(_check(asset, partition, f"sum({column})", old_sum, new_sum, limit))
-        if gate.keys:
-            checks.append(_check(asset, partition, "null_keys", 0, after.null_keys, 0))
-            checks.append(_check(asset, partition, "duplicate_keys", 0, after.duplicate_keys, 0))
-    return checks
-
-
-def _check(
-    asset: str, partition: tuple[str, ...], rule: str, old: float | None, new: float, limit: float | None
-) -> GateCheck:
-    passed = limit is None or old is None or abs(new - old) <= limit
-    return GateCheck(asset, partition, rule, old, new, limit, passed)
-
-
-def format_checks(checks: Sequence[GateCheck], only_failed: bool = True) -> str:
-    """The checks as terminal lines, e.g. `daily_revenue 2024-01-02 rows: 100 -> 140 (limit ±10) FAILED`."""
-    lines = []
-    for c in checks:
-        if only_failed and c.passed:
-            continue
-        limit = "no baseline" if c.limit is None else f"limit ±{_number(c.limit)}"
-        old = "-" if c.old is None else _number(c.old)
-        verdict = "ok" if c.passed else "FAILED"
-        lines.append(f"{c.asset} {_partition(c.partition)} {c.rule}: {old} -> {_number(c.new)} ({limit}) {verdict}")
-    return "\n".join(lines)
-
-
-def diff_rows(
-    asset: str,
-    old: Mapping[tuple[str, ...], PartitionStats],
-    new: Mapping[tuple[str, ...], PartitionStats],
-) -> list[dict[str, Any]]:
-    """Per partition of `old` or `new` (sorted), JSON-able: rows and measure sums before
-    and after (None where the partition had no rows), whether the content is equal and,
-    for stats taken by column (a schema change, compared through its declared mapping),
-    the columns that changed."""
-    diffs = []
-    for partition in sorted(set(new) | set(old)):
-        before, after = old.get(partition), new.get(partition)
-        measures = sorted({*(before.measures if before else {}), *(after.measures if after else {})})
-        diffs.append(
-            {
-                "asset": asset,
-                "partition": list(partition),
-                "old_rows": None if before is None else before.rows,
-                "new_rows": None if after is None else after.rows,
-                "measures": {
-                    m: {
-                        "old": before.measures.get(m) if before else None,
-                        "new": after.measures.get(m) if after else None,
-                    }
-                    for m in measures
-                },
-                "content": _content_change(before, after),
-                "changed_columns": _changed_columns(before, after),
-            }
-        )
-    return diffs
-
-
-DIFF_HEADER = ("asset", "partition", "rows old -> new", "content", "measures old -> new")
-
-
-def diff_cells(diff: Mapping[str, Any]) -> list[str]:
-    """One `diff_rows` result as the cells under DIFF_HEADER (the terminal's and the UI's tables)."""
-    return [
-        diff["asset"],
-        _partition(diff["partition"]),
-        f"{_number(diff['old_rows'])} -> {_number(diff['new_rows'])}",
-        diff["content"] + (f": {','.join(diff['changed_columns'])}" if diff.get("changed_columns") else ""),
-        "  ".join(f"{m}: {_number(v['old'])} -> {_number(v['new'])}" for m, v in diff["measures"].items()),
-    ]
-
-
-def format_diff(diffs: Sequence[Mapping[str, Any]]) -> str:
-    """`diff_rows` results as an aligned table for the terminal."""
-    header = list(DIFF_HEADER)
-    table = [header] + [diff_cells(d) for d in diffs]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
-
-
-def _content_change(before: PartitionStats | None, after: PartitionStats | None) -> str:
-    if before is None:
-        return "new"
-    if after is None:
-        return "deleted"
-    return "equal" if before.checksum == after.checksum else "changed"
-
-
-def _changed_columns(before: PartitionStats | None, after: PartitionStats | None) -> list[str]:
-    """The columns whose checksums differ, when both sides have them (a schema change's stats)."""
-    if before is None or after is None or not (before.column_checksums and after.column_checksums):
-        return []
-    columns = before.column_checksums.keys() | after.column_checksums.keys()
-    return sorted(c for c in columns if before.column_checksums.get(c) != after.column_checksums.get(c))
-
-
-def _partition(values: Sequence[str]) -> str:
-    return "|".join(values)
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
