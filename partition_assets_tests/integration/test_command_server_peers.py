@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from partition_assets.processes.command_socket import STANDARD_FDS, socket_address
+from partition_assets.processes.command_socket import STANDARD_FDS, replies, send_request, socket_address
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import CLI
 from partition_assets_tests.support.command_servers import command_server
@@ -181,3 +181,25 @@ def test_a_silent_client_holds_no_other_client_back(probe_server, tmp_path):
         silent.setblocking(False)
         with pytest.raises(BlockingIOError):  # still connected: not dropped to serve the other one
             silent.recv(1)
+
+
+def test_a_request_without_the_clients_umask_is_refused_and_runs_nothing(probe_server, tmp_path):
+    """A foreign umask never applies: a request that does not carry its client's (an older
+    client, say) is refused with the reason, and the server's fork runs nothing."""
+    env, server = probe_server
+    written = tmp_path / "written"
+    request = {
+        "argv": ["backfill", "probe", str(written)],
+        "argv0": CLI[-1],
+        "cwd": str(REPO),
+        "env": env,
+        "sys_path": sys.path,
+        "executable": sys.executable,
+    }
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(socket_address(env["DAGSTER_HOME"]))
+        send_request(client, request)
+        (reply,) = replies(client)
+    assert "the server could not read the request: a request is a JSON object of" in reply["refused"]
+    assert "'umask'" in reply["refused"]
+    assert not written.exists()
