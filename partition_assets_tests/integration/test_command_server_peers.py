@@ -66,9 +66,11 @@ class Impostor:
 
     def __exit__(self, *exc) -> None:
         if self.connection is not None:
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self.connection.shutdown(socket.SHUT_RDWR)  # a client still waiting for an answer gets none
         self.listener.close()
         self.serving.join(5)
+        if self.connection is not None:
+            self.connection.close()
         for fd in self.fds:
             os.close(fd)
         if os.path.exists(self.address):
