@@ -215,9 +215,7 @@ def test_a_server_that_drops_the_command_is_named_and_the_command_runs_here(tmp_
     finally:
         recorded.unlink()
     assert connected == [True]
-    assert "the command server did not take this command (it closed the connection without an answer)" in (
-        capsys.readouterr().err
-    )
+    assert "the command server did not take this command (" in capsys.readouterr().err  # closed, or broken pipe
 
 
 def test_a_listener_that_is_not_the_recorded_server_is_sent_nothing(tmp_path, monkeypatch, capsys):
