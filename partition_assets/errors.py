@@ -88,6 +88,11 @@ class EnvironmentSetupError(PartitionAssetsError, RuntimeError):
     """The environment lacks a setting partition_assets needs (e.g. DAGSTER_HOME)."""
 
 
+class CommandSocketFolderError(EnvironmentSetupError):
+    """The command server's socket folder is not private to this user (owner, mode, a link) or
+    its socket path is too long; nothing was served or sent."""
+
+
 class PartitionLeasedError(PartitionAssetsError, RuntimeError):
     """Another backfill or run holds a lease on partitions this write needs; nothing was written."""
 

@@ -1,17 +1,21 @@
 """`partition-assets backfill serve` for tests and benchmarks: started from the repository's
 root as `python -m partition_assets` (the import path of the commands `cli_runs` runs, so
-the server takes them), its output collected line by line, stopped with SIGTERM.
+the server takes them), its output collected line by line, stopped with SIGTERM; or the
+probe server (support/probe_server.py), started likewise.
 
-Not guaranteed: a server's start-up time (it imports Dagster and the engine, 2-4 s here).
+Not guaranteed: a server's start-up time (`backfill serve` imports Dagster and the engine,
+2-4 s here; the probe server ~0.1 s).
 """
 
 import re
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import start_cli
 from partition_assets_tests.support.polling import wait_for
 
@@ -45,10 +49,18 @@ class ServerOutput:
 
 
 @contextmanager
-def command_server(env: Mapping[str, str]) -> Iterator[ServerOutput]:
+def command_server(env: Mapping[str, str], probe: bool = False) -> Iterator[ServerOutput]:
     """A command server for the instance of `env`'s DAGSTER_HOME, listening once the block
-    starts; stopped (SIGTERM) when it ends."""
-    process = start_cli("backfill", "serve", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    starts; stopped (SIGTERM) when it ends. With `probe`, the probe server, whose one command
+    is `backfill probe FILE`."""
+    if probe:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "partition_assets_tests.support.probe_server"],
+            cwd=REPO, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+    else:
+        process = start_cli("backfill", "serve", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = ServerOutput(process)
     try:
         output.wait_for_line(r"command server \d+ serving")

@@ -8,14 +8,17 @@ import threading
 
 import pytest
 
+from partition_assets.errors import CommandSocketFolderError
 from partition_assets.processes import command_server
 from partition_assets.processes.command_client import run_on_server
 from partition_assets.processes.command_socket import (
     STANDARD_FDS,
     ProtocolError,
+    pid_file,
     receive_request,
     send_request,
     socket_address,
+    socket_folder,
 )
 
 
@@ -46,6 +49,11 @@ def a_request(**fields) -> dict:
         "env": {"DAGSTER_HOME": "/home"},
         "sys_path": ["/repo"],
         "executable": "/venv/bin/python",
+        "umask": 0o022,
+        "nice": 0,
+        "gid": 0,
+        "groups": [0],
+        "rlimits": {"RLIMIT_NOFILE": [1024, 4096]},
     }
     return {**request, **fields}
 
@@ -57,6 +65,13 @@ def a_request(**fields) -> dict:
         a_request(argv="backfill list"),
         a_request(env={"DAGSTER_HOME": 1}),
         {**a_request(), "extra": True},
+        # A foreign umask never applies: a request without the client's, or with no mode, is refused.
+        {field: value for field, value in a_request().items() if field != "umask"},
+        a_request(umask=0o1000),
+        a_request(umask=True),
+        a_request(rlimits={"RLIMIT_NOPE": [1, 1]}),
+        a_request(rlimits={"RLIMIT_NOFILE": [1024]}),
+        a_request(groups=["wheel"]),
     ],
 )
 def test_a_malformed_request_is_refused_and_its_streams_closed(request_):
@@ -100,7 +115,43 @@ def test_every_instance_folder_has_its_own_address_however_long(tmp_path):
     assert socket_address(str(deep)) != socket_address(str(tmp_path))
     assert socket_address(str(tmp_path / "x" / "..")) == socket_address(str(tmp_path))
     with listening(socket_address(str(deep))):
-        pass  # bound: no path length limit
+        pass  # bound: the instance's path is hashed, its length does not count
+
+
+def test_the_socket_folder_is_private_to_this_user_or_refused(tmp_path, monkeypatch):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    folder = socket_folder()
+    assert folder == runtime / "partition-assets"
+    assert (folder.stat().st_mode & 0o777, folder.stat().st_uid) == (0o700, os.getuid())
+    folder.chmod(0o755)  # another user could enter it
+    with pytest.raises(CommandSocketFolderError, match="has mode 0755, which lets other users in.*Nothing was"):
+        socket_folder()
+    folder.rmdir()
+    folder.symlink_to(tmp_path)  # a link could lead anywhere
+    with pytest.raises(CommandSocketFolderError, match="is not a folder"):
+        socket_folder()
+    runtime.chmod(0o777)  # the runtime folder itself: the XDG spec's 0700
+    with pytest.raises(CommandSocketFolderError, match="XDG_RUNTIME_DIR .* has mode 0777"):
+        socket_folder()
+
+
+def test_a_socket_path_longer_than_a_socket_may_have_is_refused(tmp_path, monkeypatch):
+    runtime = tmp_path.joinpath("r" * 100)
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    with pytest.raises(CommandSocketFolderError, match=r"longer than a Unix socket path may be \(107 bytes\)"):
+        socket_address(str(tmp_path))
+
+
+def test_a_process_setting_the_server_cannot_take_refuses_the_command():
+    def not_permitted(wanted):
+        raise PermissionError(1, "Operation not permitted")
+
+    command_server._take("nice level", 5, 5, not_permitted)  # the server's already: nothing to take
+    with pytest.raises(command_server._Refused, match=r"the command's nice level -5 is not the server's 0, .*"):
+        command_server._take("nice level", -5, 0, not_permitted)
 
 
 def test_a_request_from_another_interpreter_or_import_path_is_refused():
@@ -151,14 +202,34 @@ class listening:
         self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self.accepting.join(5)
+        os.unlink(self.address)
 
 
 def test_a_server_that_drops_the_command_is_named_and_the_command_runs_here(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    with listening(socket_address(str(tmp_path))) as connected:  # closes each connection unanswered
-        assert run_on_server(["backfill", "list"]) is None
+    recorded = pid_file(str(tmp_path))
+    recorded.write_text(str(os.getpid()))  # this process listens: it is the server the client trusts
+    try:
+        with listening(socket_address(str(tmp_path))) as connected:  # closes each connection unanswered
+            assert run_on_server(["backfill", "list"]) is None
+    finally:
+        recorded.unlink()
     assert connected == [True]
-    assert "the command server did not take this command (" in capsys.readouterr().err
+    assert "the command server did not take this command (" in capsys.readouterr().err  # closed, or broken pipe
+
+
+def test_a_listener_that_is_not_the_recorded_server_is_sent_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    recorded = pid_file(str(tmp_path))
+    recorded.write_text("1")  # the server is another process than this listener
+    try:
+        with listening(socket_address(str(tmp_path))):
+            assert run_on_server(["backfill", "list"]) is None
+    finally:
+        recorded.unlink()
+    assert f"is held by process {os.getpid()}, not by the instance's server 1; nothing was sent" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_request_sent_whole_at_once_writes_nothing_after_it(monkeypatch):
