@@ -188,12 +188,14 @@ def test_a_tag_option_reaches_every_node_run(home):
 
 def test_a_backfill_killed_by_kill_minus_9_gives_its_capacity_share_back_at_once(home, capsys):
     """Issue 39, hole 6: a backfill whose coordinator was killed stayed `running` and kept its share of the
-    deployment's capacity (3 runs: the repo's dagster.yaml runs 4 at once, one kept in reserve), so a new backfill
-    launched no node for 60 s, until the dead one was canceled. Only backfills whose coordinator is live claim a share."""
+    deployment's capacity (all 3 runs: the repo's dagster.yaml runs 4 at once, one kept in reserve; it had the higher
+    priority), so a new backfill launched no node for 60 s, until the dead one was canceled. Only backfills whose
+    coordinator is live claim a share."""
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     isolation = ["-m", "partition_assets_tests.support.isolation_defs"]
     # A quarter of nodes (~15 s of runs): still running when it is killed.
     quarter = ["--select", "key:free", "--start", "2024-01-01", "--end", "2024-03-31", "--max-parallel", "3"]
+    quarter += ["--priority", "1"]
     killed = start_cli("backfill", "run", *isolation, *quarter, env=env)
     wait_for(lambda: runs_by_node(home), 300, step=0.2, alive=[killed])  # its nodes run: it took its share
     os.killpg(killed.pid, signal.SIGKILL)  # the coordinator with its workers
