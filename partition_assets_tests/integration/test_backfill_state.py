@@ -177,9 +177,10 @@ def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_comma
 
 
 def test_a_live_coordinator_in_another_pid_namespace_of_this_host_is_not_taken_for_dead(home, capsys, monkeypatch):
-    """Issue 39, hole 5: a coordinator in a container on this host (host networking: same host name) announced a pid
-    that names no process outside it. `status` called it dead, `resume` was accepted (every node then ran twice) and
-    the takeover sensor claimed it. Its pid cannot be looked up here, so its heartbeat judges it: live while it beats."""
+    """Issue 39, hole 5: a coordinator in a container on this host (host networking: same host name) announced a
+    pid that names no process outside it. `status` called it dead, `resume` was accepted (every node then ran twice)
+    and the takeover sensor claimed it. Its pid cannot be looked up here, so its heartbeat judges it: live while it
+    beats."""
     unusable = usable()
     if unusable is not None:
         pytest.skip(unusable)
