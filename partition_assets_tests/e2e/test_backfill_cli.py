@@ -1,6 +1,7 @@
 """`partition-assets backfill` as a user runs it: plan, run, kill -9, resume, catch-up, tags."""
 
 import os
+import signal
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,7 @@ from PIL import Image
 from partition_assets.backfill.running.loop import NodeStatus
 from partition_assets.cli import heatmap
 from partition_assets.cli.heatmap import COLORS
+from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.cli_runs import backfill_cli, kill_then_resume, runs_by_node, start_cli
 from partition_assets_tests.support.polling import wait_for
@@ -182,3 +184,41 @@ def test_a_tag_option_reaches_every_node_run(home):
         runs = instance.get_runs(dg.RunsFilter(tags={"team": "finance"}))
         assert sorted(run.tags["dagster/partition"] for run in runs) == ["2024-01-01", "2024-01-02"]
         assert all(BACKFILL_ID_TAG in run.tags for run in runs)
+
+
+def test_a_backfill_killed_by_kill_minus_9_gives_its_capacity_share_back_at_once(home, capsys):
+    """Issue 39, hole 6: a backfill whose coordinator was killed stayed `running` and kept its share of the
+    deployment's capacity (all 3 runs: the repo's dagster.yaml runs 4 at once, one kept in reserve; it had the higher
+    priority), so a new backfill launched no node for 60 s, until the dead one was canceled. Only backfills whose
+    coordinator is live claim a share."""
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    isolation = ["-m", "partition_assets_tests.support.isolation_defs"]
+    # A quarter of nodes (~15 s of runs): still running when it is killed.
+    quarter = ["--select", "key:free", "--start", "2024-01-01", "--end", "2024-03-31", "--max-parallel", "3"]
+    quarter += ["--priority", "1"]
+    killed = start_cli("backfill", "run", *isolation, *quarter, env=env)
+    wait_for(lambda: runs_by_node(home), 300, step=0.2, alive=[killed])  # its nodes run: it took its share
+    os.killpg(killed.pid, signal.SIGKILL)  # the coordinator with its workers
+    killed.wait(timeout=60)
+    (killed_id,) = recorded_ids(home)
+
+    other_days = ["--select", "key:pooled", "--start", "2024-01-01", "--end", "2024-01-02", "--max-parallel", "1"]
+    newer = start_cli("backfill", "run", *isolation, *other_days, env=env)
+    try:
+
+        def launched_a_node() -> bool:
+            """the newer backfill launched a node run"""
+            return len(recorded_ids(home)) == 2 and bool(runs_by_node(home, recorded_ids(home)[1]))
+
+        wait_for(launched_a_node, 30, step=0.2, alive=[newer])  # a command's start-up included
+        assert newer.wait(timeout=120) == 0
+    finally:
+        if newer.poll() is None:
+            os.killpg(newer.pid, signal.SIGKILL)
+
+    capsys.readouterr()
+    assert main(["backfill", "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    (killed_line,) = [line for line in listed if line.startswith(killed_id)]
+    assert " running " in killed_line and "no share: no live coordinator" in killed_line, listed
+    assert "share 3 runs" not in killed_line, listed

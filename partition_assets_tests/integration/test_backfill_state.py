@@ -1,10 +1,13 @@
 """A backfill's status in the instance's database: every status-changing command refuses a
 status that does not allow it (exit 2, the status and the command that fits named, nothing
 written); writers in separate processes racing to change one status lose no update;
-`backfill status` and the UI's backfill page show a coordinator that fell silent; and hosts noticing it at once take
-its backfill over exactly once (the opt-in takeover sensor)."""
+`backfill status` and the UI's backfill page show a coordinator that fell silent, never a live one in another pid
+namespace of this host; and hosts noticing it at once take its backfill over exactly once (the opt-in takeover
+sensor)."""
 
 import re
+import socket
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -24,6 +27,7 @@ from partition_assets.storage.leases import TTL_ENV
 from partition_assets_tests.integration.test_bad_inputs import files_under, run_in_process
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.instances import also_on_postgres
+from partition_assets_tests.support.pid_namespaces import NamespacedCoordinator, pid_free_here, usable
 from partition_assets_tests.support.racing import racing_context, racing_process
 from partition_assets_tests.support.records import (
     SPEC,
@@ -170,6 +174,34 @@ def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_comma
     assert re.search(r"pid 4242 on another-host, last heartbeat 3\d s ago; the lease TTL is 30 s", silent[0]), silent
     assert "`partition-assets backfill resume dead1` takes it over" in silent[0], silent
     assert "coordinator:" not in printed["live1"] + printed["done1"]
+
+
+def test_a_live_coordinator_in_another_pid_namespace_of_this_host_is_not_taken_for_dead(home, capsys, monkeypatch):
+    """Issue 39, hole 5: a coordinator in a container on this host (host networking: same host name) announced a
+    pid that names no process outside it. `status` called it dead, `resume` was accepted (every node then ran twice)
+    and the takeover sensor claimed it. Its pid cannot be looked up here, so its heartbeat judges it: live while it
+    beats."""
+    unusable = usable()
+    if unusable is not None:
+        pytest.skip(unusable)
+    monkeypatch.setenv(TTL_ENV, "600")
+    with backfill_store(home) as store:
+        record_at(store, "bf1", S.RUNNING, SPEC)
+    pid = pid_free_here()
+    with NamespacedCoordinator("bf1", pid) as coordinator:
+        assert coordinator.pid_or_error() == pid
+        assert not Path(f"/proc/{pid}").exists()  # no process of this namespace has its pid
+
+        capsys.readouterr()
+        assert main(["backfill", "status", "bf1"]) == 0
+        assert "coordinator:" not in capsys.readouterr().out
+        assert main(["backfill", "resume", "bf1"]) == 2
+        refused = capsys.readouterr().err
+        assert f"backfill bf1 has a live coordinator (pid {pid} on {socket.gethostname()}," in refused, refused
+        assert "Nothing was changed." in refused
+        with dg.DagsterInstance.get() as instance:
+            assert claim_takeovers(instance, BackfillStore(instance)) == []
+            assert BackfillStore(instance).status("bf1") == S.RUNNING
 
 
 @also_on_postgres("home")

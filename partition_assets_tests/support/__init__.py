@@ -4,8 +4,9 @@ helpers: the CLI (cli_runs), instances and DAGSTER_HOMEs (instances), the backfi
 an instance holds (records), PostgreSQL (postgres),
 `dagster dev` (webserver), the staged-backfill lakehouse (lakehouse), the example's tables
 (example_tables), independent readers (readers), polling (polling), processes from /proc
-(processes), vacuum retention (retention), in-process run results (results), git
-repositories (git_repo) and the coordinator at scale (scale).
+(processes), a coordinator in a pid namespace of its own (pid_namespaces), vacuum retention
+(retention), in-process run results (results), git repositories (git_repo) and the
+coordinator at scale (scale).
 
 Processes a test starts run from REPO, so that they import code locations by their dotted names
 (`-m partition_assets_tests.support.safe_defs`), as `dagster dev -m` and the engine's workers do.

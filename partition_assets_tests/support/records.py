@@ -25,6 +25,7 @@ from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.errors import IllegalTransitionError
+from partition_assets.processes.identity import ProcessIdentity
 
 # A backfill of the engine test location's `raw` over two days, for records a test sets up.
 SPEC = BackfillSpec(
@@ -85,7 +86,7 @@ def race_transitions(home: str, steps: list[tuple[str, str, str]], barrier: Barr
 
 def announce(instance: dg.DagsterInstance, backfill_id: str, seconds_ago: float) -> None:
     """A coordinator announcement of `backfill_id` from another host, its last beat `seconds_ago`."""
-    presence = Presence("another-host", 4242, "token", time.time() - seconds_ago)
+    presence = Presence(ProcessIdentity("another-host", 4242), "token", time.time() - seconds_ago)
     instance.run_storage.set_cursor_values({f"{KEY_PREFIX}/{backfill_id}": json.dumps(asdict(presence))})
 
 

@@ -44,7 +44,7 @@ from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from partition_assets.storage.leases import acquire, release
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets_tests.support.polling import wait_for
-from partition_assets_tests.support.records import SPEC, record_at, version_of
+from partition_assets_tests.support.records import SPEC, announce, record_at, version_of
 from partition_assets_tests.unit.test_scheduling_core import graph_of, results
 
 S = BackfillStatus
@@ -190,6 +190,9 @@ def test_the_launch_gate_yields_to_production_runs_of_the_instance_and_grows_bac
     store = BackfillStore(instance)
     record = record_at(store, "b1", S.RUNNING, SPEC)
     record_at(store, "b0", S.RUNNING, SPEC)  # an older running backfill of equal priority: it shares
+    announce(instance, "b0", seconds_ago=0)  # while its coordinator is live
+    record_at(store, "b_dead", S.RUNNING, SPEC)  # one whose coordinator fell silent: it claims no share
+    announce(instance, "b_dead", seconds_ago=3600)
     pools = asset_pools(dg.Definitions(assets=[pooled]).resolve_asset_graph())
     assert pools == {dg.AssetKey("pooled"): "spark"}
     instance.event_log_storage.set_concurrency_slots("spark", 4)
@@ -289,11 +292,16 @@ def test_backfill_list_shows_share_queue_position_and_window(instance):
     night = BackfillSpec(module=SPEC.module, selection=SPEC.selection, window="20:00-06:00", priority=1)
     record_at(store, "old", S.RUNNING, SPEC)
     record_at(store, "urgent", S.RUNNING, night)
+    record_at(store, "dead", S.RUNNING, SPEC)
     record_at(store, "held", S.PAUSED, SPEC)
+    announce(instance, "old", seconds_ago=0)
+    announce(instance, "urgent", seconds_ago=0)
+    announce(instance, "dead", seconds_ago=3600)  # its coordinator fell silent: it claims nothing
     noon = datetime(2024, 1, 1, 12, tzinfo=UTC)
     lines = {standing.record.id: standing.line(noon) for standing in standings(instance, store)}
     # The test instance's run queue allows 10 runs: 9 for backfills, the reserve kept; urgent first.
     assert "share 4 runs  queue #1" in lines["urgent"] and "next launch at 2024-01-01 20:00 UTC" in lines["urgent"]
     assert "share 4 runs  queue #2" in lines["old"] and "window: any time" in lines["old"]
+    assert "no share: no live coordinator" in lines["dead"] and "queue" not in lines["dead"]
     assert "paused: launches nothing until `partition-assets backfill unpause held`" in lines["held"]
     assert "queue" not in lines["held"]

@@ -8,7 +8,9 @@ from the instance's runs queued or in progress:
 - a run tagged `dagster/backfill` is a backfill's (the engine's node runs, and Dagster's
   own backfills); any other run but an engine coordinator run is production's;
 - a run's pools are those of the assets it materializes (`pool=` on the asset);
-- the running backfills claiming capacity are the records in the running status.
+- the running backfills claiming capacity are the records in the running status whose
+  coordinator is live (backfill/state/presence.py), and the asking one: a backfill whose
+  coordinator died (or has not announced itself yet) launches nothing, so it holds no share.
 Local and launched node runs alike are counted, as both are runs in the instance.
 
 Not guaranteed: the allowance is decided again at most once a second (`REFRESH_SECONDS`),
@@ -33,8 +35,10 @@ from partition_assets.backfill.running.capacity import (
     Load,
     allowance,
 )
+from partition_assets.backfill.state.presence import live_coordinators
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_internals import BaseAssetGraph
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, IN_FLIGHT_STATUSES
 
@@ -113,15 +117,19 @@ def max_concurrent_runs(instance: dg.DagsterInstance) -> int | None:
     return limit if limit is not None and limit >= 0 else None
 
 
-def claimants(record: BackfillRecord) -> list[Claimant]:
-    """The backfills claiming capacity: those running, oldest first, `record`'s own included."""
-    store = record.store
-    running = store.versions_in({BackfillStatus.RUNNING})
+def claimants(instance: dg.DagsterInstance, store: BackfillStore, asking: BackfillRecord | None) -> list[Claimant]:
+    """The backfills claiming capacity, oldest first: those running whose coordinator is
+    live, and `asking` (the caller's own backfill, if any) whatever its status.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
+    live = live_coordinators(instance, store.versions_in({BackfillStatus.RUNNING}))
     found = []
     for backfill_id in store.ids():
-        if backfill_id == record.id:
-            found.append(Claimant(record.id, record.spec.priority, record.spec.max_parallel))
-        elif backfill_id in running:
+        if asking is not None and backfill_id == asking.id:
+            found.append(Claimant(asking.id, asking.spec.priority, asking.spec.max_parallel))
+        elif backfill_id in live:
             spec = store.load(backfill_id).spec
             found.append(Claimant(backfill_id, spec.priority, spec.max_parallel))
     return found
@@ -170,4 +178,5 @@ class LaunchGate:
         if not (self._capacity.caps_runs() or names or max_concurrent_runs(self._instance) is not None):
             return UNLIMITED  # nothing could limit it: the instance's runs need not be read
         load = instance_load(self._instance, self._pools, self._record.id, names)
-        return allowance(self._capacity, load, claimants(self._record), self._record.id, sorted(names))
+        claiming = claimants(self._instance, self._record.store, self._record)
+        return allowance(self._capacity, load, claiming, self._record.id, sorted(names))

@@ -3,7 +3,8 @@
 launch window and when it next launches.
 
 Read from the instance as the launch gate reads it (claims.py), at the instant `now`
-the caller passes; nothing is written.
+the caller passes; nothing is written. A running backfill whose coordinator is not live
+(dead, or not announced yet) has no share and no place: it launches nothing.
 
 Not guaranteed: a snapshot; each coordinator decides again every second.
 """
@@ -25,8 +26,9 @@ from partition_assets.backfill.state.store import BackfillStore
 @dataclass(frozen=True)
 class Standing:
     """One backfill's place: the runs it may have now (`share`, its --max-parallel when the
-    deployment caps nothing) and its `position` among the running backfills (1 is served
-    first); both None when it is not running."""
+    deployment caps nothing) and its `position` among the running backfills with a live
+    coordinator (1 is served first); both None when it is not running, or its coordinator
+    is not live."""
 
     record: BackfillRecord
     share: int | None
@@ -38,6 +40,8 @@ class Standing:
         parts = [f"{self.record.id:<12} {self.record.status.value:<15} priority {spec.priority}"]
         if self.position is not None:
             parts.append(f"share {self.share} runs  queue #{self.position}")
+        elif self.record.status == BackfillStatus.RUNNING:
+            parts.append(f"no share: no live coordinator (see `partition-assets backfill status {self.record.id}`)")
         parts.append(launch_line(self.record, now))
         return "  ".join(parts)
 
@@ -55,10 +59,13 @@ def launch_line(record: BackfillRecord, now: datetime) -> str:
 
 
 def standings(instance: dg.DagsterInstance, store: BackfillStore) -> list[Standing]:
-    """Every recorded backfill's standing, oldest first."""
+    """Every recorded backfill's standing, oldest first.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
     records = [store.load(backfill_id) for backfill_id in store.ids()]
-    running = [record for record in records if record.status == BackfillStatus.RUNNING]
-    lined_up = claimants(running[0]) if running else []
+    lined_up = claimants(instance, store, None)
     order = sorted(lined_up, key=lambda claimant: -claimant.priority)  # stable: oldest first within a priority
     position = {claimant.backfill_id: index + 1 for index, claimant in enumerate(order)}
     dealt = shares(backfill_cap(capacity_of(instance), instance_load(instance, {}, "", set())), lined_up)

@@ -3,8 +3,10 @@
 
 A backfill running, publishing or rolling back needs a live coordinator
 (backfill/state/presence.py). One whose coordinator's heartbeat is older than the lease
-TTL (PARTITION_ASSETS_LEASE_TTL), or whose process on this host is gone, is shown as
-silent, with the command that takes it over.
+TTL (PARTITION_ASSETS_LEASE_TTL), or whose process is provably gone (in this host's boot
+and pid namespace: its pid free or another process), is shown as silent, with the command
+that takes it over. A coordinator in another pid namespace (another container on the same
+host) or on another host is judged by its heartbeat alone: never silent while it beats.
 
 Not guaranteed: a coordinator paused (not dead) for longer than the TTL is shown as
 silent too; it stops by itself once another one claims the backfill. A backfill whose
@@ -26,8 +28,8 @@ MOVING_STATUSES = frozenset({BackfillStatus.RUNNING, BackfillStatus.PUBLISHING, 
 
 def silent_coordinator(instance: dg.DagsterInstance, backfill_id: str, status: BackfillStatus) -> str | None:
     """A line saying that the coordinator of `backfill_id` fell silent, when its `status`
-    needs one and the last one announced has not beaten for longer than the TTL (or, on
-    this host, its process is gone), with the command that takes over; else None.
+    needs one and the last one announced has not beaten for longer than the TTL (or its
+    process is provably gone), with the command that takes over; else None.
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.

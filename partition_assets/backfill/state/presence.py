@@ -2,11 +2,19 @@
 
 A coordinator announces itself for as long as it holds its backfill (runs its nodes,
 gates, publishes, rolls back, discards): a heartbeat in the Dagster instance's key-value
-store (`partition_assets/coordinator/<backfill_id>`: host, pid, a token, the time of the
-last beat), refreshed by a thread every quarter of the lease TTL
-(PARTITION_ASSETS_LEASE_TTL, storage/leases.py), and cleared when it lets go. A beat
-older than the TTL is a dead coordinator (killed, or its host gone); on the same host,
-so is one whose process no longer exists, at once.
+store (`partition_assets/coordinator/<backfill_id>`: which process it is, a token, the time
+of the last beat), refreshed by a thread every quarter of the lease TTL
+(PARTITION_ASSETS_LEASE_TTL, storage/leases.py), and cleared when it lets go. The process
+is named by host, kernel boot id, pid and time namespaces, pid and start time
+(processes/identity.py), never by host and pid alone: the same host name and pid can be
+another process in another container (host networking, Kubernetes `hostNetwork`), or
+after a reboot or a pid reuse.
+
+A coordinator is live while its beat is younger than the TTL, unless its process is
+provably gone: one in this host's boot and pid namespace whose pid is free, a zombie, or
+another process (another start time) is dead at once. One this process cannot look up
+(another host, boot or pid namespace) is judged by its beat alone: silent once the beat is
+older than the TTL, never dead before.
 
 Commands that must not run beside a live coordinator (resume, retry, publish, discard,
 rollback, re-executing a coordinator run) are refused while one is live
@@ -21,14 +29,13 @@ processes claiming the same backfill at once, on any hosts, exactly one wins; th
 reads the winner's announcement and is refused.
 
 Not guaranteed: a coordinator paused for longer than the TTL is taken for dead; its
-beats stop once they find another claim in place (`lost`).
+beats stop once they find another claim in place (`lost`). Outside Linux a coordinator
+is never proved dead: it is taken for dead once its beat is older than the TTL.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 import time
 import uuid
@@ -40,6 +47,7 @@ import dagster as dg
 
 from partition_assets.backfill.state.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
+from partition_assets.processes.identity import ProcessIdentity
 from partition_assets.storage.leases import lease_ttl
 
 KEY_PREFIX = "partition_assets/coordinator"
@@ -54,21 +62,19 @@ def _key(backfill_id: str) -> str:
 
 @dataclass(frozen=True)
 class Presence:
-    """One coordinator's announcement (heartbeat_at: epoch seconds)."""
+    """One coordinator's announcement: its `process`, and its last beat (`heartbeat_at`: epoch seconds)."""
 
-    host: str
-    pid: int
+    process: ProcessIdentity
     token: str
     heartbeat_at: float
 
     def is_live(self, now: float, ttl: float) -> bool:
-        """A beat younger than `ttl`, from a process that still exists when it is on this host."""
-        if now - self.heartbeat_at >= ttl:
-            return False
-        return self.host != socket.gethostname() or _process_exists(self.pid)
+        """A beat younger than `ttl`, from a process not provably gone (see the module docstring)."""
+        return now - self.heartbeat_at < ttl and not self.process.is_gone()
 
     def describe(self, now: float) -> str:
-        return f"pid {self.pid} on {self.host}, last heartbeat {max(0.0, now - self.heartbeat_at):.0f} s ago"
+        process = self.process
+        return f"pid {process.pid} on {process.host}, last heartbeat {max(0.0, now - self.heartbeat_at):.0f} s ago"
 
 
 def live_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dict[str, Presence]:
@@ -165,7 +171,8 @@ def _refusal(backfill_id: str, presence: Presence, action: str) -> CoordinatorLi
         f"backfill {backfill_id} has a live coordinator ({presence.describe(time.time())}): cannot {action} it, "
         f"{_REFUSALS[action]}. Watch it with `partition-assets backfill status {backfill_id}`, or stop it with "
         f"`partition-assets backfill cancel {backfill_id}` and {action} once it has stopped (a killed "
-        f"coordinator on another host counts as stopped {lease_ttl():.0f} s after its last heartbeat). "
+        "coordinator on another host, or in another pid namespace such as another container, counts as "
+        f"stopped {lease_ttl():.0f} s after its last heartbeat). "
         "Nothing was changed."
     )
 
@@ -230,7 +237,7 @@ class Announcement:
 
     def _swap_from(self, expected: str | None) -> bool:
         """A fresh beat in place of `expected`, if the store still holds it."""
-        presence = Presence(socket.gethostname(), os.getpid(), self._token, time.time())
+        presence = Presence(ProcessIdentity.of_this_process(), self._token, time.time())
         text = json.dumps(asdict(presence))
         if not swap(self._instance, self._key, expected, text):
             return False
@@ -259,22 +266,11 @@ def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: str) ->
         announcement.release()
 
 
-def _process_exists(pid: int) -> bool:
-    """Whether process `pid` of this host runs (a zombie, killed but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:  # no /proc (not Linux): the signal check stands
-        return True
-
-
 def _parse(text: str | None) -> Presence | None:
     if not text:
         return None
-    return Presence(**json.loads(text))
+    fields = json.loads(text)
+    process = fields.pop("process", None)
+    if process is None:  # written before announcements said which process: host and pid alone
+        process = {"host": fields.pop("host"), "pid": fields.pop("pid")}
+    return Presence(ProcessIdentity(**process), **fields)
