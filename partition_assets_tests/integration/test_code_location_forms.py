@@ -1,0 +1,78 @@
+"""The engine loads every form of code location Dagster loads (partition_assets/code_location.py):
+a `@repository`, a `dg`-scaffolded project's `@dg.definitions` function loading its `defs/`
+folder, one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, and the
+module a `[tool.dg]` project names; `backfill run` runs the first two through its workers,
+which load the location again. A module holding several, none, or a `@dg.definitions`
+function that raises is refused with a message naming them, and nothing is recorded."""
+
+import pickle
+
+import dagster as dg
+import pytest
+
+from partition_assets.cli.main import main
+from partition_assets_tests.support import REPO
+from partition_assets_tests.support.records import recorded_ids
+
+FORMS = "partition_assets_tests.support.code_location_forms"
+FORMS_FOLDER = REPO / "partition_assets_tests" / "support" / "code_location_forms"
+TWO_DAYS = ["--select", "key:visits+", "--start", "2024-01-02", "--end", "2024-01-03"]
+REPOSITORY = f"{FORMS}.repository_location"
+DG_PROJECT = f"{FORMS}.dg_project.definitions"
+
+
+def run_in_process(argv: list[str], capsys) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ["-m", REPOSITORY],
+        ["-m", DG_PROJECT],
+        ["-m", f"{FORMS}.several_locations:all_visits"],
+        ["-f", f"{FORMS_FOLDER / 'several_locations.py'}:all_visits"],
+        [],  # the dg project's pyproject.toml names it, from its folder
+    ],
+    ids=["repository", "dg definitions function", "module:attribute", "file:attribute", "[tool.dg] project"],
+)
+def test_the_engine_plans_each_form_of_code_location_dagster_loads(target, home, monkeypatch, capsys):
+    if not target:
+        monkeypatch.chdir(FORMS_FOLDER / "dg_project")
+    code, out, err = run_in_process(["backfill", "plan", *target, *TWO_DAYS], capsys)
+    assert code == 0, err
+    assert "4 nodes" in out, out
+
+
+@pytest.mark.parametrize("module", [REPOSITORY, DG_PROJECT], ids=["repository", "dg definitions function"])
+def test_a_repository_and_a_definitions_function_backfill_through_workers(module, home, capsys):
+    code, out, err = run_in_process(["backfill", "run", "-m", module, *TWO_DAYS], capsys)
+    assert code == 0, out + err
+    with dg.DagsterInstance.get() as instance:
+        materialized = {key: instance.get_materialized_partitions(dg.AssetKey(key)) for key in ("visits", "doubled_visits")}
+    assert materialized == {"visits": {"2024-01-02", "2024-01-03"}, "doubled_visits": {"2024-01-02", "2024-01-03"}}
+    # Dagster's default IO manager stored each output under the instance's storage folder.
+    assert pickle.loads((home / "storage" / "doubled_visits" / "2024-01-03").read_bytes()) == 6
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        (f"{FORMS}.several_locations", "holds 2 code locations (all_visits, visits_only): name the one to load"),
+        (f"{FORMS}.no_location", "holds no code location (its `defs` is the undecorated function defs)"),
+        (f"{FORMS}.raising_location", f"@dg.definitions function {FORMS}.raising_location.defs raised KeyError"),
+    ],
+    ids=["several", "none", "raising"],
+)
+def test_a_module_with_several_none_or_a_raising_definitions_function_is_refused_and_nothing_recorded(
+    module, names, home, capsys
+):
+    code, _, err = run_in_process(["backfill", "run", "-m", module, *TWO_DAYS], capsys)
+    assert code == 2 and names in err and "nothing was written" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert recorded_ids(home) == []
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_runs() == []
