@@ -19,8 +19,10 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any, cast
 
 import dagster as dg
+import yaml
 
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.errors import CodeLocationError
@@ -66,6 +68,39 @@ def configured_module(root: Path = Path()) -> str:
             f"root_module in {(root / 'pyproject.toml').resolve()}"
         )
     return module
+
+
+def workspace_target(workspace: Path) -> str:
+    """The target (`load_definitions`) of the one `python_module` or `python_file` entry of
+    the workspace file `workspace`, with its `attribute` when it names one; a file relative
+    to the workspace's folder, as Dagster reads it. CodeLocationError when the file is missing
+    or not YAML, or holds none or several such entries (naming them).
+
+    Not guaranteed: its `working_directory` is not added to the import path (run from it).
+    """
+    try:
+        entries = (yaml.safe_load(workspace.read_text()) or {}).get("load_from") or []
+    except (OSError, yaml.YAMLError, AttributeError) as error:
+        raise CodeLocationError(f"workspace file {workspace} cannot be read ({error}): check -w") from None
+    targets: dict[str, str] = {}  # by location name
+    for entry in entries:
+        for kind, location in entry.items():
+            fields = location if isinstance(location, dict) else {"module_name": location, "relative_path": location}
+            if kind == "python_module":
+                place = str(fields.get("module_name"))
+            elif kind == "python_file":
+                place = str(workspace.resolve().parent / fields.get("relative_path", ""))
+            else:
+                continue
+            attribute = fields.get("attribute")
+            targets[str(fields.get("location_name") or place)] = f"{place}:{attribute}" if attribute else place
+    if len(targets) != 1:
+        raise CodeLocationError(
+            f"workspace file {workspace} has {len(targets)} python_module or python_file entries "
+            f"({', '.join(targets) or 'none'}): pass -m MODULE[:ATTRIBUTE] or -f FILE[:ATTRIBUTE] instead; "
+            "nothing was written"
+        )
+    return next(iter(targets.values()))
 
 
 def import_module_named(target: str) -> ModuleType:
@@ -153,11 +188,11 @@ def _definitions_of(module: ModuleType, target: str, attribute: str | None) -> d
             f"{target}: {module.__name__}.{name} is {_described(value)}, not {_LOADABLE_WORDING}: name one "
             f"(MODULE:ATTRIBUTE, e.g. -m {module.__name__}:defs); nothing was written"
         )
-    if isinstance(value, _DefinitionsFunction):
-        value = _called(value, f"{module.__name__}.{name}")
-    if isinstance(value, dg.RepositoryDefinition):
-        value = _definitions_of_repository(value)
-    return resolved(value)
+    loaded = _called(value, f"{module.__name__}.{name}") if isinstance(value, _DefinitionsFunction) else value
+    if isinstance(loaded, dg.RepositoryDefinition):
+        return resolved(_definitions_of_repository(loaded))
+    # Dagster's @dg.definitions refuses a function that returns anything else.
+    return resolved(cast(dg.Definitions, loaded))
 
 
 def _chosen_attribute(module: ModuleType, target: str) -> str:
@@ -187,7 +222,9 @@ def _described(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _called(function: Callable[[], object], name: str) -> object:
+def _called(
+    function: Callable[[], dg.Definitions | dg.RepositoryDefinition], name: str
+) -> dg.Definitions | dg.RepositoryDefinition:
     """What the `@dg.definitions` function `name` returns; CodeLocationError naming its
     exception when it raises (its traceback chained)."""
     try:
@@ -214,7 +251,7 @@ def _definitions_of_repository(repository: dg.RepositoryDefinition) -> dg.Defini
         else None
     )
     # A multi-asset is listed once per key, an asset with checks also among the checks: once here.
-    assets = {
+    assets: dict[int, Any] = {  # AssetsDefinitions and SourceAssets
         id(asset): asset
         for asset in (*repository.assets_defs_by_key.values(), *repository.source_assets_by_key.values())
     }

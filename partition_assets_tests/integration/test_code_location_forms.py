@@ -35,9 +35,17 @@ def run_in_process(argv: list[str], capsys) -> tuple[int, str, str]:
         ["-m", DG_PROJECT],
         ["-m", f"{FORMS}.several_locations:all_visits"],
         ["-f", f"{FORMS_FOLDER / 'several_locations.py'}:all_visits"],
+        ["-w", str(FORMS_FOLDER / "workspace.yaml")],
         [],  # the dg project's pyproject.toml names it, from its folder
     ],
-    ids=["repository", "dg definitions function", "module:attribute", "file:attribute", "[tool.dg] project"],
+    ids=[
+        "repository",
+        "dg definitions function",
+        "module:attribute",
+        "file:attribute",
+        "workspace",
+        "[tool.dg] project",
+    ],
 )
 def test_the_engine_plans_each_form_of_code_location_dagster_loads(target, home, monkeypatch, capsys):
     if not target:
@@ -52,25 +60,37 @@ def test_a_repository_and_a_definitions_function_backfill_through_workers(module
     code, out, err = run_in_process(["backfill", "run", "-m", module, *TWO_DAYS], capsys)
     assert code == 0, out + err
     with dg.DagsterInstance.get() as instance:
-        materialized = {key: instance.get_materialized_partitions(dg.AssetKey(key)) for key in ("visits", "doubled_visits")}
+        materialized = {
+            key: instance.get_materialized_partitions(dg.AssetKey(key)) for key in ("visits", "doubled_visits")
+        }
     assert materialized == {"visits": {"2024-01-02", "2024-01-03"}, "doubled_visits": {"2024-01-02", "2024-01-03"}}
     # Dagster's default IO manager stored each output under the instance's storage folder.
     assert pickle.loads((home / "storage" / "doubled_visits" / "2024-01-03").read_bytes()) == 6
 
 
 @pytest.mark.parametrize(
-    ("module", "names"),
+    ("target", "names"),
     [
-        (f"{FORMS}.several_locations", "holds 2 code locations (all_visits, visits_only): name the one to load"),
-        (f"{FORMS}.no_location", "holds no code location (its `defs` is the undecorated function defs)"),
-        (f"{FORMS}.raising_location", f"@dg.definitions function {FORMS}.raising_location.defs raised KeyError"),
+        (
+            ["-m", f"{FORMS}.several_locations"],
+            "holds 2 code locations (all_visits, visits_only): name the one to load",
+        ),
+        (["-m", f"{FORMS}.no_location"], "holds no code location (its `defs` is the undecorated function defs)"),
+        (
+            ["-m", f"{FORMS}.raising_location"],
+            f"@dg.definitions function {FORMS}.raising_location.defs raised KeyError",
+        ),
+        (
+            ["-w", str(FORMS_FOLDER / "two_locations_workspace.yaml")],
+            "2 python_module or python_file entries (analytics,",
+        ),
     ],
-    ids=["several", "none", "raising"],
+    ids=["several", "none", "raising", "workspace of two"],
 )
 def test_a_module_with_several_none_or_a_raising_definitions_function_is_refused_and_nothing_recorded(
-    module, names, home, capsys
+    target, names, home, capsys
 ):
-    code, _, err = run_in_process(["backfill", "run", "-m", module, *TWO_DAYS], capsys)
+    code, _, err = run_in_process(["backfill", "run", *target, *TWO_DAYS], capsys)
     assert code == 2 and names in err and "nothing was written" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert recorded_ids(home) == []
