@@ -1,16 +1,22 @@
 """The engine loads every form of code location Dagster loads (partition_assets/code_location.py):
 a `@repository`, a `dg`-scaffolded project's `@dg.definitions` function loading its `defs/`
-folder, one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, and the
-module a `[tool.dg]` project names; `backfill run` runs the first two through its workers,
-which load the location again. A module holding several, none, or a `@dg.definitions`
-function that raises is refused with a message naming them, and nothing is recorded."""
+folder, one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, a
+workspace.yaml's entry, and the module a `[tool.dg]` project names. `backfill run` runs the
+first two through its workers, which load the location again, and the webserver's backfills
+of them are adopted. A module holding several, none, or a `@dg.definitions` function that
+raises is refused with a message naming them, and nothing is recorded."""
 
 import pickle
+import time
 
 import dagster as dg
 import pytest
 
+from partition_assets.backfill.dagster_ui.adoption import adopted_plan
+from partition_assets.backfill.planning.graph import Node
 from partition_assets.cli.main import main
+from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import PartitionBackfill
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.records import recorded_ids
 
@@ -66,6 +72,28 @@ def test_a_repository_and_a_definitions_function_backfill_through_workers(module
     assert materialized == {"visits": {"2024-01-02", "2024-01-03"}, "doubled_visits": {"2024-01-02", "2024-01-03"}}
     # Dagster's default IO manager stored each output under the instance's storage folder.
     assert pickle.loads((home / "storage" / "doubled_visits" / "2024-01-03").read_bytes()) == 6
+
+
+@pytest.mark.parametrize("module", [REPOSITORY, DG_PROJECT], ids=["repository", "dg definitions function"])
+def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopted_by_the_engine(module):
+    days = ["2024-01-02", "2024-01-03"]
+    keys = [dg.AssetKey("visits"), dg.AssetKey("doubled_visits")]
+    with dg.instance_for_test() as instance:
+        launched = PartitionBackfill.from_asset_partitions(  # as the webserver's launch dialog builds it
+            backfill_id="launched",
+            asset_graph=load_definitions(module).resolve_asset_graph(),
+            partition_names=days,
+            asset_selection=keys,
+            backfill_timestamp=time.time(),
+            tags={},
+            dynamic_partitions_store=instance,
+            all_partitions=False,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+        _, graph = adopted_plan(launched, [module], instance)
+    assert set(graph.nodes()) == {Node(key, day) for key in keys for day in days}
 
 
 @pytest.mark.parametrize(
