@@ -7,7 +7,6 @@ of them are adopted. A module holding several, none, or a `@dg.definitions` func
 raises is refused with a message naming them, and nothing is recorded."""
 
 import pickle
-import time
 
 import dagster as dg
 import pytest
@@ -16,9 +15,9 @@ from partition_assets.backfill.dagster_ui.adoption import adopted_plan
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
-from partition_assets.dagster_internals import PartitionBackfill
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.records import recorded_ids
+from partition_assets_tests.support.ui_backfills import dialog_backfill
 
 FORMS = "partition_assets_tests.support.code_location_forms"
 FORMS_FOLDER = REPO / "partition_assets_tests" / "support" / "code_location_forms"
@@ -79,19 +78,8 @@ def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopt
     days = ["2024-01-02", "2024-01-03"]
     keys = [dg.AssetKey("visits"), dg.AssetKey("doubled_visits")]
     with dg.instance_for_test() as instance:
-        launched = PartitionBackfill.from_asset_partitions(  # as the webserver's launch dialog builds it
-            backfill_id="launched",
-            asset_graph=load_definitions(module).resolve_asset_graph(),
-            partition_names=days,
-            asset_selection=keys,
-            backfill_timestamp=time.time(),
-            tags={},
-            dynamic_partitions_store=instance,
-            all_partitions=False,
-            title=None,
-            description=None,
-            run_config=None,
-        )
+        # As the webserver's launch dialog builds it.
+        launched = dialog_backfill("launched", load_definitions(module).resolve_asset_graph(), days, keys, instance)
         _, graph = adopted_plan(launched, [module], instance)
     assert set(graph.nodes()) == {Node(key, day) for key in keys for day in days}
 
