@@ -1,4 +1,7 @@
-"""Which code location a backfill loads, and loading it.
+"""Which code location a backfill loads, and loading it, in every form Dagster loads: a
+module or file (optionally `:ATTRIBUTE`) holding a Definitions object, a `@dg.definitions`
+function or a `@repository`; a workspace.yaml's entry; a pyproject.toml's `[tool.dagster]`
+or `[tool.dg]` project.
 
 `load_definitions` returns a location's Definitions resolved (`resolved`): an error in
 them raises there, and every later use reads the result Dagster cached on the object. A
@@ -186,7 +189,7 @@ def _definitions_of(module: ModuleType, target: str, attribute: str | None) -> d
     if not isinstance(value, _LOADABLE):
         raise CodeLocationError(
             f"{target}: {module.__name__}.{name} is {_described(value)}, not {_LOADABLE_WORDING}: name one "
-            f"(MODULE:ATTRIBUTE, e.g. -m {module.__name__}:defs); nothing was written"
+            f"that is ({_named(target, 'NAME')}); nothing was written"
         )
     loaded = _called(value, f"{module.__name__}.{name}") if isinstance(value, _DefinitionsFunction) else value
     if isinstance(loaded, dg.RepositoryDefinition):
@@ -205,13 +208,19 @@ def _chosen_attribute(module: ModuleType, target: str) -> str:
     if names:
         raise CodeLocationError(
             f"{target} holds {len(names)} code locations ({', '.join(names)}): name the one to load, "
-            f"e.g. -m {module.__name__}:{names[0]} (or -f FILE:{names[0]}), or call it `defs`; nothing was written"
+            f"e.g. {_named(target, names[0])}, or call it `defs`; nothing was written"
         )
     found = "its `defs` is " + _described(module.defs) if hasattr(module, "defs") else "it holds none"
     raise CodeLocationError(
         f"{target} holds no code location ({found}): define {_LOADABLE_WORDING} in it, e.g. "
         "`defs = dg.Definitions(assets=[...])`; nothing was written"
     )
+
+
+def _named(target: str, attribute: str) -> str:
+    """The option naming `attribute` of `target`'s module or file, e.g. `-m pkg.defs:analytics`."""
+    location, _ = split_target(target)
+    return f"{'-f' if location.endswith('.py') else '-m'} {location}:{attribute}"
 
 
 def _described(value: object) -> str:

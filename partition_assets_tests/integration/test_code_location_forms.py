@@ -4,7 +4,8 @@ folder, one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, 
 workspace.yaml's entry, and the module a `[tool.dg]` project names. `backfill run` runs the
 first two through its workers, which load the location again, and the webserver's backfills
 of them are adopted. A module holding several, none, or a `@dg.definitions` function that
-raises is refused with a message naming them, and nothing is recorded."""
+raises, an attribute it does not hold, and a workspace of two are refused with a message
+naming them, and nothing is recorded."""
 
 import pickle
 
@@ -97,11 +98,15 @@ def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopt
             f"@dg.definitions function {FORMS}.raising_location.defs raised KeyError",
         ),
         (
+            ["-m", f"{FORMS}.several_locations:visits_al"],
+            "several_locations.visits_al is missing, not a dg.Definitions",
+        ),
+        (
             ["-w", str(FORMS_FOLDER / "two_locations_workspace.yaml")],
             "2 python_module or python_file entries (analytics,",
         ),
     ],
-    ids=["several", "none", "raising", "workspace of two"],
+    ids=["several", "none", "raising", "no such attribute", "workspace of two"],
 )
 def test_a_module_with_several_none_or_a_raising_definitions_function_is_refused_and_nothing_recorded(
     target, names, home, capsys
