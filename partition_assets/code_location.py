@@ -61,7 +61,8 @@ def configured_module(root: Path = Path()) -> str:
         raise CodeLocationError(
             f"{(root / 'pyproject.toml').resolve()} loads its defs folder with [tool.dg.project] autoload_defs, "
             "which the engine does not: add a definitions.py with `@dg.definitions def defs(): return "
-            "dg.load_from_defs_folder(path_within_project=Path(__file__).parent)` and pass -m MODULE"
+            "dg.load_from_defs_folder(path_within_project=Path(__file__).parent)` and pass -m MODULE; "
+            "nothing was written"
         )
     if not module and project.get("root_module"):
         module = project.get("code_location_target_module", f"{project['root_module']}.definitions")

@@ -75,13 +75,12 @@ def test_a_repository_and_a_definitions_function_backfill_through_workers(module
 
 
 @pytest.mark.parametrize("module", [REPOSITORY, DG_PROJECT], ids=["repository", "dg definitions function"])
-def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopted_by_the_engine(module):
+def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopted_by_the_engine(module, instance):
     days = ["2024-01-02", "2024-01-03"]
     keys = [dg.AssetKey("visits"), dg.AssetKey("doubled_visits")]
-    with dg.instance_for_test() as instance:
-        # As the webserver's launch dialog builds it.
-        launched = dialog_backfill("launched", load_definitions(module).resolve_asset_graph(), days, keys, instance)
-        _, graph = adopted_plan(launched, [module], instance)
+    # As the webserver's launch dialog builds it.
+    launched = dialog_backfill("launched", load_definitions(module).resolve_asset_graph(), days, keys, instance)
+    _, graph = adopted_plan(launched, [module], instance)
     assert set(graph.nodes()) == {Node(key, day) for key in keys for day in days}
 
 
@@ -117,3 +116,12 @@ def test_a_module_with_several_none_or_a_raising_definitions_function_is_refused
     assert recorded_ids(home) == []
     with dg.DagsterInstance.get() as instance:
         assert instance.get_runs() == []
+
+
+def test_a_dg_project_loaded_by_autoload_defs_alone_is_refused_naming_the_fix(home, tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.dg.project]\nroot_module = "my_project"\nautoload_defs = true\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_in_process(["backfill", "run", *TWO_DAYS], capsys)
+    assert code == 2 and "autoload_defs, which the engine does not: add a definitions.py" in err, err
+    assert "nothing was written" in err and "Traceback" not in err, err
+    assert recorded_ids(home) == []
