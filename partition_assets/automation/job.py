@@ -30,8 +30,9 @@ from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 def sparse_backfill_job(module: str, name: str = ENGINE_JOB) -> dg.JobDefinition:
     """A job whose run plans and runs a sparse backfill of the code location `module`.
 
-    `module` is what the node runs load (a module name or a .py path), normally the
-    code location that serves this job.
+    `module` is what the node runs load (a module name or a .py path, `:ATTRIBUTE` naming
+    one object of it: any target `code_location.load_definitions` loads, so a `@repository`
+    or a `@dg.definitions` function too), normally the code location that serves this job.
     """
 
     @dg.op(name=COORDINATOR_OP)

@@ -38,7 +38,7 @@ from partition_assets.backfill.commands.results import Published
 from partition_assets.backfill.planning.spec import add_spec_arguments, spec_from_arguments
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.rendering import render_diff, render_ledger, render_lineup, render_plan
-from partition_assets.code_location import configured_module
+from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.deploy.code_root import add_code_root_options
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
@@ -52,6 +52,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         target = parser.add_mutually_exclusive_group()
         target.add_argument("-m", "--module-name", help="code location module (as `dagster -m`)")
         target.add_argument("-f", "--python-file", help="code location file (as `dagster -f`)")
+        target.add_argument("-w", "--workspace", help="workspace.yaml whose one python entry is the code location")
         add_spec_arguments(parser)
         add_code_root_options(parser)
         if name == "run":
@@ -228,4 +229,6 @@ def _shown(text: str) -> int:
 def _target(args: argparse.Namespace) -> str:
     if args.module_name or args.python_file:
         return args.module_name or str(Path(args.python_file).resolve())
+    if args.workspace:
+        return workspace_target(Path(args.workspace))
     return configured_module()

@@ -42,7 +42,8 @@ def exec_in_code_root(args: argparse.Namespace, argv: list[str]) -> None:
     if root is None:
         return
     argv = _without_code_root(argv)
-    if getattr(args, "action", None) in ("plan", "run") and not (args.module_name or args.python_file):
+    takes_location = getattr(args, "action", None) in ("plan", "run")
+    if takes_location and not (args.module_name or args.python_file or args.workspace):
         argv += ["-m", module or configured_module(root)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
     sys.stdout.flush()

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from partition_assets.code_location import dagster_config
+from partition_assets.code_location import configured_module, dagster_config, split_target
 from partition_assets.deploy.git import GIT_SHA_ENV, git
-from partition_assets.errors import DeployError
+from partition_assets.errors import CodeLocationError, DeployError
 from partition_assets.processes.detached import start_detached
 
 DEPLOYS_DIR = ".deploys"
@@ -109,12 +109,12 @@ def _start_server(
     """Starts the code server of `worktree` and waits until its code has loaded."""
     deploys = repo / DEPLOYS_DIR
     configured = dagster_config(worktree)
-    module = module or configured.get("module_name")
-    if not module:
-        raise DeployError(
-            f"name the code location's module (-m): {worktree}/pyproject.toml has no [tool.dagster] module_name"
-        )
-    location = location or f"{configured.get('code_location_name', module)}@{full_sha[:12]}"
+    try:
+        module = module or configured_module(worktree)
+    except CodeLocationError as error:
+        raise DeployError(f"name the code location's module (-m): {error}") from None
+    module_name, attribute = split_target(module)
+    location = location or f"{configured.get('code_location_name', module_name)}@{full_sha[:12]}"
     port = port or _free_port()
     log = deploys / f"{full_sha[:12]}.log"
     env = {
@@ -135,7 +135,8 @@ def _start_server(
                 "api",
                 "grpc",
                 "-m",
-                module,
+                module_name,
+                *(["-a", attribute] if attribute else []),
                 "-d",
                 str(worktree),
                 "-h",

@@ -7,6 +7,7 @@ Set in dagster.yaml (the repo's is the `make dev` setup):
       class: EngineBackfillInstance
     partition_assets:
       engine_modules: [partition_assets.example]   # code locations whose UI backfills the engine runs
+      # (each as -m names it: MODULE[:ATTRIBUTE] or FILE.py[:ATTRIBUTE])
       backfills: {max_runs: 4, max_runs_under_production: 1}   # what backfills may take
                                                      # (backfill/running/capacity.py)
 

@@ -13,6 +13,7 @@ from partition_assets.backfill.dagster_ui.adoption import adopted_plan
 from partition_assets.backfill.planning.graph import Node, plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.dagster_internals import PartitionBackfill
+from partition_assets_tests.support.ui_backfills import dialog_backfill
 
 DAYS = dg.DailyPartitionsDefinition("2024-01-01")
 REGIONS = dg.StaticPartitionsDefinition(["apac", "eu", "us"])
@@ -38,19 +39,7 @@ LAUNCHED = [f"2024-01-0{day}|{region}" for day in (2, 3) for region in ("eu", "u
 
 def from_partition_names(instance: dg.DagsterInstance) -> PartitionBackfill:
     """The dialog's `partitionNames` with an asset selection."""
-    return PartitionBackfill.from_asset_partitions(
-        backfill_id="names",
-        asset_graph=defs.resolve_asset_graph(),
-        partition_names=LAUNCHED,
-        asset_selection=[orders_by_region.key],
-        backfill_timestamp=time.time(),
-        tags={},
-        dynamic_partitions_store=instance,
-        all_partitions=False,
-        title=None,
-        description=None,
-        run_config=None,
-    )
+    return dialog_backfill("names", defs.resolve_asset_graph(), LAUNCHED, [orders_by_region.key], instance)
 
 
 def from_ranges(instance: dg.DagsterInstance, keys: dict[dg.AssetKey, list[str]] | None = None) -> PartitionBackfill:

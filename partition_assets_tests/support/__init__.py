@@ -1,7 +1,8 @@
 """What the tests share besides fixtures, for every tier and the benchmarks: code locations
-(safe_defs, engine_defs, automation_defs, publish_defs, probe_assets, ui_engine_defs, wall_clock_assets) and
+(safe_defs, engine_defs, automation_defs, publish_defs, probe_assets, ui_engine_defs, wall_clock_assets;
+code_location_forms: each form Dagster loads) and
 helpers: the CLI (cli_runs), instances and DAGSTER_HOMEs (instances), the backfill records
-an instance holds (records), PostgreSQL (postgres),
+an instance holds (records), the webserver's launch dialog's backfills (ui_backfills), PostgreSQL (postgres),
 `dagster dev` (webserver), the staged-backfill lakehouse (lakehouse), the example's tables
 (example_tables), independent readers (readers), polling (polling), processes from /proc
 (processes), a coordinator in a pid namespace of its own (pid_namespaces), vacuum retention

@@ -35,7 +35,7 @@ import dagster as dg
 from partition_assets.backfill.running.local_workers import failure_message
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import cancel_launched_run
-from partition_assets.code_location import load_definitions
+from partition_assets.code_location import load_definitions, split_target
 from partition_assets.dagster_internals import (
     ModuleTarget,
     PythonFileTarget,
@@ -209,10 +209,12 @@ class LaunchedNodeRunner:
 
 
 def load_target(target: str) -> WorkspaceLoadTarget:
-    """The code server's view of `target` (a module name or a .py file), as -m/-f name it."""
-    if target.endswith(".py"):
-        return PythonFileTarget(target, attribute=None, working_directory=os.getcwd(), location_name=None)
-    return ModuleTarget(target, attribute=None, working_directory=os.getcwd(), location_name=None)
+    """The code server's view of `target` (a module name or a .py file, and `:ATTRIBUTE`
+    when given), as -m/-f name it."""
+    location, attribute = split_target(target)
+    if location.endswith(".py"):
+        return PythonFileTarget(location, attribute=attribute, working_directory=os.getcwd(), location_name=None)
+    return ModuleTarget(location, attribute=attribute, working_directory=os.getcwd(), location_name=None)
 
 
 def check_loaded(workspace: WorkspaceProcessContext, target: str) -> None:

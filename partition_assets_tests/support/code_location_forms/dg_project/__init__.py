@@ -1,0 +1,1 @@
+"""A `dg`-scaffolded project: `definitions.py` loads the `defs/` folder."""
