@@ -441,6 +441,7 @@ def _previous_versions(publication: Publication) -> list[str]:
 
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
+    publication.check_rollback(force=args.force)  # a refused rollback takes no lease: it writes nothing
     with publication.held(instance, "rollback") as leases:
         versions = publication.rollback(instance, force=args.force)
         release(leases)
