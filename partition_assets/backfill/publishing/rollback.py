@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
 def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
     """Deletes the backfill's staged data and lifts its freeze; returns how many files.
+    Also from `publishing` while no table holds its publish commit (a publish killed before
+    its first commit, whose moved files a standard vacuum may have deleted: then only
+    discard leaves `publishing`; the files it moved are orphans for vacuum).
     Refused (IllegalTransitionError) when its status does not allow it, (BackfillStateError)
-    once any table holds its publish commit, and
+    once any table holds its publish commit (its tables' logs say so, whatever the record), and
     (CoordinatorLiveError) while its coordinator is live: see backfill/state/presence.py."""
     check_command(publication.record.id, publication.record.status, "discard")
     with coordinating(instance, publication.record.id, "discard"):

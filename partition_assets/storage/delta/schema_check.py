@@ -23,6 +23,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -31,6 +32,9 @@ from partition_assets.storage.delta.log import files_by_partition, open_table, t
 from partition_assets.storage.delta.read import read_partitions
 from partition_assets.storage.schema_change import delta_type_name, diff_schemas
 from partition_assets.storage.write_staging import table_filesystem
+
+# Spark's error condition for a file it cannot read (e.g. FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH).
+_FAILED_READ = "FAILED_READ_FILE"
 
 
 def check_one_schema(spark: SparkSession, table_uri: str, version: int) -> None:
@@ -91,6 +95,8 @@ def _spark_problems(spark: SparkSession, table: DeltaTable, columns: list[str]) 
     """Spark's failure to read `columns` from every file of the table (empty when it reads them)."""
     try:
         read_partitions(spark, table, None).agg(*(F.count(F.col(c)) for c in columns)).collect()
-    except Exception as error:  # any reader failure is the finding: Spark's message names the file
+    except PySparkException as error:
+        if not (error.getCondition() or "").startswith(_FAILED_READ):
+            raise  # not a file Spark cannot read (the server is gone, ...): not this check's finding
         return [f"Spark fails to read {', '.join(columns)}: {str(error).splitlines()[0]}"]
     return []
