@@ -102,12 +102,22 @@ class ForeignCommitError(CommitError):
     committed to that table."""
 
 
+class StagingMissingError(CommitError):
+    """A table of a backfill to publish holds neither its staged data nor its publish commit
+    (its staging folder was deleted); nothing was committed to any table."""
+
+
 class GateFailedError(PartitionAssetsError, RuntimeError):
     """A backfill's validation gate failed; nothing was published."""
 
 
 class RollbackError(PartitionAssetsError, RuntimeError):
     """A rollback cannot restore the backfill's partitions; nothing was committed."""
+
+
+class SchemaRollbackError(RollbackError):
+    """Rolling back a schema change would leave files of two schemas in one table (a partition
+    outside the backfill was written since its publish); nothing was committed."""
 
 
 class BackfillStateError(PartitionAssetsError, ValueError):
@@ -117,6 +127,12 @@ class BackfillStateError(PartitionAssetsError, ValueError):
 class IllegalTransitionError(BackfillStateError):
     """The backfill's status may not become the one asked for (backfill/state/status.py); the
     message names its status and the command that fits it; nothing was written."""
+
+
+class MixedSchemaError(TableSchemaError):
+    """A table's data files hold columns its schema lacks or a changed column in another type,
+    found by the check after a commit that changed its schema; the commit stands, the message
+    names the files and how to undo it."""
 
 
 class StoreSchemaError(PartitionAssetsError, RuntimeError):

@@ -222,8 +222,9 @@ def move_into_table_layout(staged: StagedTable) -> None:
         elif fs.get_file_info(target).type != pafs.FileType.File:
             raise CommitError(
                 f"staged file {file.path} of backfill {staged.backfill_id} is missing from "
-                f"{data} and from table {staged.table_uri}; nothing was committed. Discard the "
-                "backfill and run it again."
+                f"{data} and from table {staged.table_uri} (deleted by hand, or by a vacuum after a "
+                "publish killed before its commit); nothing was committed. Discard the backfill "
+                f"(`partition-assets backfill discard {staged.backfill_id}`) and run it again."
             )
 
 

@@ -2,19 +2,26 @@
 tables and a Dagster instance (code location: partition_assets_tests/support/schema_defs.py): the plan's
 per-column report and its refusal of a partial range, a whole-table retype published in one
 commit with the previous version kept and rolled back exactly, and a declared split gated
-through its mapping (a wrong split fails the gate, the diff naming the changed column)."""
+through its mapping (a wrong split fails the gate, the diff naming the changed column) whose
+rollback is refused, writing nothing, once production wrote a newer day in the new schema."""
 
 import re
 
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import functions as F
 
+from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.partitions import daily
+from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.delta.previous import previous_copy
+from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import schema_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import Lakehouse
 from partition_assets_tests.support.readers import delta_row_set, duckdb_connection
+from partition_assets_tests.support.records import recorded_backfill
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +108,7 @@ def test_a_retype_is_planned_refused_over_a_partial_range_then_published_kept_an
     assert column_types(payments_v1)["amount"] == "double"  # the UI's columns follow the rollback
 
 
-def test_a_declared_split_is_gated_through_its_mapping(payments_v1):
+def test_a_declared_split_is_gated_through_its_mapping_and_not_rolled_back_over_a_newer_day(payments_v1, spark):
     totals = delta_row_set(payments_v1.uri("payments_total"))
     version = DeltaTable(payments_v1.uri("payments")).version()
 
@@ -120,3 +127,16 @@ def test_a_declared_split_is_gated_through_its_mapping(payments_v1):
     assert "amount" not in schema(payments_v1, "payments")
     # The total read net + tax from the staged overlay: the same totals, published with it.
     assert delta_row_set(payments_v1.uri("payments_total")) == totals
+
+    # A production write of a newer day in the new schema: the split can no longer be rolled back.
+    uri, newer = payments_v1.uri("payments"), PartitionScope.for_keys(daily("2024-01-01"), ["2024-01-04"], ("ds",))
+    day_3 = DeltaFormat().read(spark, uri, PartitionScope.for_keys(daily("2024-01-01"), ["2024-01-03"], ("ds",)))
+    DeltaFormat().write(day_3.withColumn("ds", F.lit("2024-01-04")), uri, newer)
+    version, rows, bid = DeltaTable(uri).version(), delta_row_set(uri), backfill_id(output)
+    refused = payments_v1.cli("rollback", bid, "--force")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "partitions [ds=2024-01-04] outside it were written since" in refused.stderr
+    assert "Nothing was committed" in refused.stderr and "new backfill over every partition" in refused.stderr
+    assert (DeltaTable(uri).version(), delta_row_set(uri)) == (version, rows)
+    assert recorded_backfill(payments_v1.home, bid).status == BackfillStatus.PUBLISHED
+    assert not held_by(uri, bid)  # refused before taking a lease

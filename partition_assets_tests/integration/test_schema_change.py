@@ -20,9 +20,11 @@ from partition_assets.backfill.planning.gate_rules import Budget, Gate
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import evaluate
 from partition_assets.backfill.publishing.stats import mapped_to_old, partition_stats
-from partition_assets.errors import SchemaChangeError, TableSchemaError
+from partition_assets.errors import MixedSchemaError, SchemaChangeError, SchemaRollbackError, TableSchemaError
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
+from partition_assets.storage.delta import rollback as delta_rollback
+from partition_assets.storage.delta import schema_check
 from partition_assets.storage.delta.previous import keep_previous, previous_copy, previous_uri
 from partition_assets.storage.delta.vacuum import vacuum_table
 from partition_assets.storage.schema_change import ColumnMapping
@@ -30,7 +32,7 @@ from partition_assets_tests.support.readers import duckdb_connection
 from partition_assets_tests.support.retention import backdate, backdate_removes
 
 DAYS = daily("2024-01-01")
-D1, D2, D3 = "2024-01-01", "2024-01-02", "2024-01-03"
+D1, D2, D3, D4 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"
 ALL = [D1, D2, D3]
 BACKFILL = "schema1"
 CHANGE = WriteOptions(allow_schema_change=True)
@@ -178,6 +180,50 @@ def test_a_split_column_publishes_in_one_commit_and_rolls_back(spark, table):
     assert {"net", "tax"} <= delta_rs_schema(table, version).keys()
     assert "amount" not in delta_rs_schema(table, version)
     assert all(row["net"] + row["tax"] == pytest.approx(row["id"] * 1.25) for row in rows)
+
+
+def split_amount(frame):
+    net = F.round(F.col("amount") * 0.8, 6)
+    return frame.withColumn("net", net).withColumn("tax", F.col("amount") - net).drop("amount")
+
+
+def retype_amount(frame):
+    return frame.withColumn("amount", F.col("amount").cast("decimal(18,6)"))
+
+
+@pytest.mark.parametrize(
+    ("change", "spark_fails"), [(split_amount, False), (retype_amount, True)], ids=["split", "retype"]
+)
+def test_a_schema_rollback_after_a_newer_partition_was_written_is_refused_naming_it(
+    spark, table, monkeypatch, change, spark_fails
+):
+    stage(spark, table, ALL, change)
+    published = DeltaFormat().publish_staged(table, BACKFILL, None, {}).version
+    DeltaFormat().check_one_schema(spark, table, published)  # one schema, as read by Spark and delta-rs
+    DeltaFormat().write(change(old_frame(spark, [D4])), table, scope(D4))  # production writes a new day
+    version, schema, rows = DeltaTable(table).version(), delta_rs_schema(table), delta_rs_rows(table)
+
+    for force in (False, True):  # force discards later changes to the backfill's partitions, not this
+        with pytest.raises(SchemaRollbackError, match=r"partitions \[ds=2024-01-04\] outside it") as refused:
+            DeltaFormat().rollback(table, BACKFILL, published, force=force)
+        assert "Nothing was committed" in str(refused.value) and "new backfill over every partition" in str(
+            refused.value
+        )
+    assert (DeltaTable(table).version(), delta_rs_schema(table), delta_rs_rows(table)) == (version, schema, rows)
+
+    # What the refusal prevents, made on purpose: the check after the schema commit finds the mix.
+    monkeypatch.setattr(delta_rollback._RollbackPlan, "_check_no_later_partitions", lambda plan, now: None)
+    rolled = DeltaFormat().rollback(table, BACKFILL, published).version
+    with pytest.raises(MixedSchemaError, match="ds=2024-01-04/"):  # the footer of the day's file
+        DeltaFormat().check_one_schema(spark, table, rolled)
+    # Spark's read alone: the retyped day fails it; the split day reads `amount` as null, silently.
+    monkeypatch.setattr(schema_check, "_file_problems", lambda *args: [])
+    if spark_fails:
+        with pytest.raises(MixedSchemaError, match="PARQUET_COLUMN_DATA_TYPE_MISMATCH"):
+            DeltaFormat().check_one_schema(spark, table, rolled)
+    else:
+        DeltaFormat().check_one_schema(spark, table, rolled)
+        assert {row["ds"] for row in delta_rs_rows(table) if row["amount"] is None} == {D4}
 
 
 def test_without_a_declared_change_staging_and_writing_still_refuse_a_retype(spark, table):

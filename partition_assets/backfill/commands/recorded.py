@@ -213,6 +213,7 @@ def _recorded(instance: dg.DagsterInstance, backfill_id: str, command: str | Non
 
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, force: bool) -> Published:
+    publication.check_rollback(force=force)  # a refused rollback takes no lease: it writes nothing
     with publication.held(instance, "rollback") as leases:
         versions = publication.rollback(instance, force=force)
         release(leases)

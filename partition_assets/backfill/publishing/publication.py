@@ -150,6 +150,10 @@ class Publication:
         """See rollback.rollback."""
         return rollback.rollback(self, instance, force)
 
+    def check_rollback(self, force: bool = False) -> None:
+        """See rollback.check_rollback."""
+        rollback.check_rollback(self, force)
+
     def ledger_entries(self) -> list[LedgerEntry]:
         """The newest ledger row of each (asset, partition) the backfill touched."""
         return latest(self)

@@ -22,7 +22,12 @@ from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.status import BackfillStatus
-from partition_assets.errors import ForeignCommitError, PartiallyPublishedError, PartitionAssetsError
+from partition_assets.errors import (
+    ForeignCommitError,
+    PartiallyPublishedError,
+    PartitionAssetsError,
+    StagingMissingError,
+)
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.delta.previous import keep_previous
@@ -44,8 +49,13 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     `publishing`; `rollback` undoes the published ones, `publish --force` finishes).
     A backfill canceled meanwhile is refused (IllegalTransitionError) before any commit.
     Idempotent: tables already committed are not committed again. With --keep-previous,
-    each table's version before its commit stays readable as `<table>__previous`."""
+    each table's version before its commit stays readable as `<table>__previous`.
+
+    Raises:
+        StagingMissingError: A table holds neither the backfill's staging nor its publish
+            commit (its staging was deleted); nothing was committed to any table."""
     pending = unpublished_tables(publication)
+    _check_staged(publication, pending)
     if not force:
         _check_unchanged(publication, pending)
     publication.record.move_to(BackfillStatus.PUBLISHING, "publish")
@@ -59,6 +69,8 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
             raise _partially_published(publication, table, error) from None
         publication.record.published_versions[table.asset.to_user_string()] = result.version
         publication.record.save()
+        if result.version is not None:
+            table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
         _keep_previous(publication, table, result.version)
         failpoint("between_table_commits")
     record_materializations(publication, instance)
@@ -80,17 +92,39 @@ def _keep_previous(publication: Publication, table: BackfillTable, version: int 
 
 
 def unpublished_tables(publication: Publication) -> list[BackfillTable]:
-    """The tables whose publish commit is not in their log, with staged data; the tables
-    already published get their version into the record (a coordinator may die between
-    a commit and saving the record: the log, not the record, is the truth)."""
+    """The tables whose publish commit is not in their log, with staged data; the record's
+    published versions are set from the tables' logs, those published getting their version
+    and the others none (a coordinator may die between a commit and saving the record, and
+    a record may be saved over by another process: the log, not the record, is the truth)."""
     pending = []
+    versions = publication.record.published_versions
     for table in publication.tables.values():
         version = table.staging_format.published_version(table.uri, publication.record.id)
         if version is not None:
-            publication.record.published_versions[table.asset.to_user_string()] = version
-        elif table.staging_format.staged(table.uri, publication.record.id) is not None:
-            pending.append(table)
+            versions[table.asset.to_user_string()] = version
+        else:
+            versions.pop(table.asset.to_user_string(), None)
+            if table.staging_format.staged(table.uri, publication.record.id) is not None:
+                pending.append(table)
     return pending
+
+
+def _check_staged(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+    """StagingMissingError, before any commit, naming the tables neither published nor staged:
+    leaving one out would publish the others and record it as published, unchanged."""
+    missing = [
+        table
+        for table in publication.tables.values()
+        if table not in pending and table.asset.to_user_string() not in published_versions(publication)
+    ]
+    if missing:
+        bid = publication.record.id
+        raise StagingMissingError(
+            f"backfill {bid}: the staged data of {', '.join(f'{t.asset.to_user_string()} ({t.uri})' for t in missing)} "
+            f"is gone (its folder under _backfills/{bid}/ was deleted) and the backfill has not published it: "
+            "nothing was committed to any table. Discard the backfill "
+            f"(`partition-assets backfill discard {bid}`) and run it again."
+        )
 
 
 def fingerprint_of(publication: Publication, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:

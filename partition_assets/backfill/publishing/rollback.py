@@ -13,6 +13,7 @@ from partition_assets.backfill.publishing.dagster_events import publish_recorded
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.publish import describe_versions, published_versions, unpublished_tables
+from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import coordinating
 from partition_assets.backfill.state.status import BackfillStatus, check_command
@@ -26,8 +27,11 @@ if TYPE_CHECKING:
 
 def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
     """Deletes the backfill's staged data and lifts its freeze; returns how many files.
+    Also from `publishing` while no table holds its publish commit (a publish killed before
+    its first commit, whose moved files a standard vacuum may have deleted: then only
+    discard leaves `publishing`; the files it moved are orphans for vacuum).
     Refused (IllegalTransitionError) when its status does not allow it, (BackfillStateError)
-    once any table holds its publish commit, and
+    once any table holds its publish commit (its tables' logs say so, whatever the record), and
     (CoordinatorLiveError) while its coordinator is live: see backfill/state/presence.py."""
     check_command(publication.record.id, publication.record.status, "discard")
     with coordinating(instance, publication.record.id, "discard"):
@@ -50,25 +54,23 @@ def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
 
 def rollback(publication: Publication, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
     """Restores every table the backfill published to its content before, downstream
-    first, one commit per table; idempotent like publish. A backfill stopped part-way
+    first, one commit per table; idempotent like publish. The tables and versions to
+    restore are read from the tables' logs (the publish commits carry the backfill's
+    application transaction), never from the record alone. A backfill stopped part-way
     through its publish (status `publishing`) is rolled back for the tables it
-    committed, and the rest of its staged data is deleted."""
-    check_command(publication.record.id, publication.record.status, "rollback")
-    if publication.record.status == BackfillStatus.PUBLISHING:
-        unpublished_tables(publication)  # the versions its log holds, also those the record missed
-    published = [
-        (table, version)
-        for table in reversed(list(publication.tables.values()))
-        if (version := publication.record.published_versions.get(table.asset.to_user_string())) is not None
-    ]
-    for table, version in published:  # refuse before committing any table
-        table.staging_format.check_rollback(table.uri, publication.record.id, version, force=force)
+    committed, and the rest of its staged data is deleted. Every table is checked before
+    any is committed: a refusal (RollbackError; SchemaRollbackError for a schema change
+    whose table gained partitions since) commits nothing and leaves the status as it was;
+    after a commit that restored a schema, the table is checked to read in one schema."""
+    published = check_rollback(publication, force)
     publication.record.save()
     publication.record.move_to(BackfillStatus.ROLLING_BACK, "rollback")
     versions = {}
     for table, version in published:
         result = table.staging_format.rollback(table.uri, publication.record.id, version, force=force)
         versions[table.asset.to_user_string()] = result.version
+        if result.version is not None:
+            table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
         failpoint("between_rollback_commits")
     for table in publication.tables.values():  # what a publish stopped part-way left staged
         table.staging_format.discard_staged(table.uri, publication.record.id)
@@ -78,3 +80,25 @@ def rollback(publication: Publication, instance: dg.DagsterInstance, force: bool
     publication.record.move_to(BackfillStatus.ROLLED_BACK, "rollback")
     publication.notify("rolled_back", f"{len(versions)} tables restored")
     return versions
+
+
+def check_rollback(publication: Publication, force: bool = False) -> list[tuple[BackfillTable, int]]:
+    """The tables to restore, downstream first, with their publish versions read from their
+    logs (whatever the record says); raises what `rollback` would refuse, before any table
+    is committed or anything written (the record's versions are set in memory only).
+
+    Raises:
+        IllegalTransitionError: The backfill's status does not allow a rollback.
+        RollbackError: A table refuses (see DeltaFormat.check_rollback); SchemaRollbackError when
+            a schema change's table had a partition outside the backfill written since its publish.
+    """
+    check_command(publication.record.id, publication.record.status, "rollback")
+    unpublished_tables(publication)  # the versions the tables' logs hold, whatever the record says
+    published = [
+        (table, version)
+        for table in reversed(list(publication.tables.values()))
+        if (version := publication.record.published_versions.get(table.asset.to_user_string())) is not None
+    ]
+    for table, version in published:
+        table.staging_format.check_rollback(table.uri, publication.record.id, version, force=force)
+    return published

@@ -69,7 +69,9 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     # Approval before publish (backfill/state/approval.py): approved (published) or discarded.
     S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.DISCARDED}),
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
-    S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK}),
+    # Discarded only while no table holds its publish commit (a publish killed before its first
+    # commit, whose moved files a vacuum may have deleted: rollback.discard checks the logs).
+    S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK, S.DISCARDED}),
     S.PUBLISHED: frozenset({S.ROLLING_BACK}),
     S.ROLLING_BACK: frozenset({S.ROLLING_BACK, S.ROLLED_BACK}),
     S.DONE: frozenset(),
@@ -87,7 +89,7 @@ COMMANDS: dict[str, dict[BackfillStatus, BackfillStatus]] = {
     "resume": {**dict.fromkeys(_STOPPABLE, S.RUNNING), S.PUBLISHING: S.PUBLISHING, S.ROLLING_BACK: S.ROLLING_BACK},
     "retry": dict.fromkeys((S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED), S.RUNNING),
     "publish": dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
-    "discard": dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL), S.DISCARDED),
+    "discard": dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL, S.PUBLISHING), S.DISCARDED),
     "rollback": dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
     # Approving publishes (after a failed gate only with --force).
     "approve": dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING),
@@ -112,7 +114,7 @@ _FITTING = {
     "{id} --by NAME` publishes it, `partition-assets backfill discard {id}` deletes its staged data",
     S.PUBLISH_REFUSED: "`partition-assets backfill publish {id} --force` or `partition-assets backfill discard {id}`",
     S.PUBLISHING: "`partition-assets backfill resume {id}` finishes its publish, `partition-assets backfill "
-    "rollback {id}` undoes it",
+    "rollback {id}` undoes it (`partition-assets backfill discard {id}` before any table is committed)",
     S.PUBLISHED: "use `partition-assets backfill rollback {id}` to undo it",
     S.DISCARDED: "it is final: start a new backfill with `partition-assets backfill run`",
     S.ROLLING_BACK: "`partition-assets backfill resume {id}` finishes its rollback",

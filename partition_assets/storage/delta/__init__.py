@@ -10,6 +10,7 @@ docstrings state the contracts:
 - stage.py: a frame staged for a backfill, committed only when it publishes;
 - publish.py: everything a backfill staged for a table, in one idempotent commit;
 - rollback.py: a backfill's publish commit undone, from the log;
+- schema_check.py: a table proved to read in one schema after a commit that changed it;
 - vacuum.py: unreferenced files and dead staging folders deleted after a retention;
 - log.py: the Delta log read: files by partition, app transactions, commit effects;
 - commit.py: the one commit all of them make, retried against concurrent writers.
@@ -28,7 +29,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.storage.backfill_staging import PartitionRow, StagedTable, delete_backfill
-from partition_assets.storage.delta import log, publish, read, rollback, stage, vacuum, write
+from partition_assets.storage.delta import log, publish, read, rollback, schema_check, stage, vacuum, write
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.table_format import DEFAULT_OPTIONS, PublishResult, VacuumResult, WriteOptions
 
@@ -140,3 +141,6 @@ class DeltaFormat:
 
     def check_rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> None:
         rollback.check_rollback(table_uri, backfill_id, published_version, force)
+
+    def check_one_schema(self, spark: SparkSession, table_uri: str, version: int) -> None:
+        schema_check.check_one_schema(spark, table_uri, version)

@@ -5,7 +5,10 @@ commits nothing and a publish killed part-way is finished by the next.
 
 Not guaranteed: the staged files are moved into the table's layout before the commit;
 a publish that dies in between leaves them there, unreferenced, until it is run again
-(vacuum spares them while the backfill's manifest lists them).
+(partition-assets' vacuum spares them while the backfill's manifest lists them; a standard
+Delta vacuum does not read manifests and deletes them once older than its retention: the
+next publish then refuses, CommitError naming the file and `backfill discard`, which a
+backfill still `publishing` with no table committed accepts).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ commits nothing. Partitions the backfill created are removed.
 
 A rollback refuses (RollbackError, nothing committed) when the version given is not the
 backfill's publish commit, when a later commit changed those partitions (unless
-forced), or when a file to restore is gone.
+forced), or when a file to restore is gone; a rollback of a schema change refuses
+(SchemaRollbackError, even forced) when a partition outside the publish was written
+since, as the old schema would not fit its files.
 
 Not guaranteed: a rollback re-adds files that a vacuum may delete between its check and
 its commit: keep the vacuum retention longer than backfills may be rolled back. Files
@@ -22,7 +24,7 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties, Transaction
 
-from partition_assets.errors import RollbackError
+from partition_assets.errors import RollbackError, SchemaRollbackError
 from partition_assets.storage.backfill_staging import PartitionRow
 from partition_assets.storage.delta.commit import add_action, remove_actions, replace_with_schema, with_commit_retries
 from partition_assets.storage.delta.log import (
@@ -164,8 +166,12 @@ class _RollbackPlan:
         )
 
     def check_unchanged(self, current: DeltaTable, force: bool) -> None:
-        """RollbackError unless `force` when a commit after the publish changed its partitions."""
+        """RollbackError unless `force` when a commit after the publish changed its partitions;
+        SchemaRollbackError, even with `force`, when the publish changed the schema and a commit
+        after it wrote a partition outside the publish (see `_check_no_later_partitions`)."""
         now = files_by_partition(current)
+        if self.schema_before is not None:
+            self._check_no_later_partitions(now)
         changed = sorted(row for row in self.partitions if paths(now.get(row)) != paths(self.after.get(row)))
         if changed and not force:
             raise RollbackError(
@@ -175,3 +181,27 @@ class _RollbackPlan:
                 f"(`partition-assets backfill rollback {self.backfill_id} --force`) to discard those later "
                 "changes too."
             )
+
+    def _check_no_later_partitions(self, now: dict[PartitionRow, list[LoggedFile]]) -> None:
+        """SchemaRollbackError when a partition the publish did not change was written since (its
+        files differ from those at the publish): its files hold the schema written then, and a
+        Delta table has one schema, so restoring the old one would leave them read wrong (a
+        split column read as null, a retyped one failing Spark's read). `force` cannot help:
+        the rollback has no old files of such a partition to restore."""
+        later = sorted(
+            row
+            for row in now.keys() | self.after.keys()
+            if row not in self.partitions and paths(now.get(row)) != paths(self.after.get(row))
+        )
+        if not later:
+            return
+        shown = PartitionScope(self.columns, frozenset(later)).describe() if self.columns else "the table"
+        raise SchemaRollbackError(
+            f"backfill {self.backfill_id} changed the schema of {self.table_uri} at version "
+            f"{self.published_version}, and partitions {shown} outside it were written since, in the new "
+            "schema: restoring the old schema would leave their files read wrong (a changed column "
+            "read as null or failing to read). Nothing was committed, with or without --force. Roll "
+            f"back those writes first (delete a partition the table did not have at version {self.published_version}, "
+            "restore the files it had then to one it had), or change the schema forward with a new "
+            "backfill over every partition."
+        )
