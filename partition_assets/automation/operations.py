@@ -31,6 +31,7 @@ from typing import Any, cast
 import dagster as dg
 from pydantic import Field
 
+from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.backfill import act_on_record
 from partition_assets.errors import PartitionAssetsError
@@ -101,8 +102,12 @@ def run_command(context: dg.OpExecutionContext, action: str, backfill_id: str, o
         record = BackfillStore(context.instance).load(backfill_id)
         context.instance.add_run_tags(context.run_id, {BACKFILL_ID_TAG: backfill_id})
         with redirect_stdout(lines):
+            # The Dagster user the run carries, where the instance knows one: an approval is theirs.
+            user = context.run.tags.get(DAGSTER_USER_TAG)
             code = act_on_record(
-                argparse.Namespace(action=action, backfill_id=backfill_id, **options), record, context.instance
+                argparse.Namespace(action=action, backfill_id=backfill_id, dagster_user=user, **options),
+                record,
+                context.instance,
             )
     except PartitionAssetsError as error:
         raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None

@@ -42,7 +42,7 @@ from partition_assets.backfill.running.local_workers import DagsterNodeRunner, s
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import NodeStatus
-from partition_assets.backfill.state.approval import utc_now
+from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher, utc_now
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.liveness import silent_coordinator
 from partition_assets.backfill.state.pausing import pause, unpause
@@ -95,6 +95,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
                 help="hand the coordinator to the instance's run launcher (a run of the code location's "
                 "sparse_backfill job) and return at once",
             )
+            parser.add_argument("--by", help="who launches it (its record keeps it; default: the OS user)")
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -227,7 +228,8 @@ def _plan_or_run(
         )
         return 0
     # Recorded once its leases are taken: a backfill refused for leased partitions leaves no record.
-    return _execute(instance, BackfillRecord(spec, store=BackfillStore(instance)), graph, done, runner_of)
+    record = BackfillRecord(spec, store=BackfillStore(instance), launched_by=launcher(args.by, None))
+    return _execute(instance, record, graph, done, runner_of)
 
 
 def act_on_record(args: argparse.Namespace, record: BackfillRecord, instance: dg.DagsterInstance) -> int:
@@ -368,7 +370,8 @@ def _adopt(instance: dg.DagsterInstance, backfill_id: str, warm: DagsterNodeRunn
     except Exception as error:  # an engine code location that does not load, say: nothing ran
         mark_failed(instance, backfill_id, error)
         raise
-    record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance))
+    who = launcher(None, backfill.tags.get(DAGSTER_USER_TAG))
+    record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance), launched_by=who)
     try:
         return _execute(instance, record, graph, set(), node_runner_reusing(warm))
     except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions
@@ -392,7 +395,7 @@ def _publish(publication: Publication, instance: dg.DagsterInstance, args: argpa
         raise BackfillStateError(
             f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
         )
-    if record.status == BackfillStatus.GATE_FAILED and approval_required(publication):
+    if record.status == BackfillStatus.GATE_FAILED and approval_required(publication, instance):
         raise ApprovalError(
             f"backfill {record.id} failed its gate and requires approval: review `backfill diff {record.id}`, then "
             f"`partition-assets backfill approve {record.id} --by NAME --force`. Nothing was written."
@@ -405,7 +408,7 @@ def _publish(publication: Publication, instance: dg.DagsterInstance, args: argpa
 
 
 def _approve(publication: Publication, instance: dg.DagsterInstance, args: argparse.Namespace) -> int:
-    versions = approve(publication, instance, args.by, args.force, utc_now())
+    versions = approve(publication, instance, args.by, args.force, utc_now(), getattr(args, "dagster_user", None))
     print(f"backfill {publication.record.id} approved by {args.by} and published: {describe_versions(versions)}")
     return 0
 
