@@ -3,9 +3,13 @@
 `backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
 requires approval waits for it (leases parked, assets frozen), publishes once approved (the
 ledger names who approved, and when), needs --force after a failed gate, and leaves by
-discard or expiry with the tables untouched."""
+discard or expiry with the tables untouched; of two approvals at once exactly one publishes
+and the record keeps what it published."""
 
+import argparse
 from datetime import UTC, datetime, timedelta
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
 
 import dagster as dg
 import pytest
@@ -15,11 +19,14 @@ from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.cli.backfill import act_on_record
+from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import TABLES, days, expected_orders
+from partition_assets_tests.support.racing import racing_context, racing_process
 from partition_assets_tests.support.records import recorded_backfill
 
 pytestmark = pytest.mark.slow
@@ -75,7 +82,9 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
     assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
 
 
-def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approver(published_2_days):
+def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_other_is_refused_keeping_the_record(
+    published_2_days, monkeypatch
+):
     house = published_2_days
     before = house.contents()
     output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"}))
@@ -88,16 +97,36 @@ def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approve
         assert evaluation.passed and evaluation.metadata["backfill_id"].value == bid
     assert all(held_by(house.uri(table), bid) for table in TABLES)  # parked for the approval
 
-    approved_at = datetime.now(UTC)
-    ok(house.cli("approve", bid, "--by", "ana"))
+    # A second approval, started with the first: it has read the record when the first runs.
+    for name, value in house.env().items():
+        monkeypatch.setenv(name, value)
+    context = racing_context(__name__)
+    read, go, outcomes = context.Event(), context.Event(), context.Queue()
+    second = racing_process(context, approve_as_read_before, str(house.home), bid, "bruno", read, go, outcomes)
+    second.start()
+    try:
+        assert read.wait(120)
+        approved_at = datetime.now(UTC)
+        ok(house.cli("approve", bid, "--by", "ana"))
+        published = recorded_backfill(house.home, bid).published_versions
+        assert set(published) == set(TABLES) and all(version is not None for version in published.values())
+    finally:
+        go.set()
+        second.join(120)
+    refusal = outcomes.get(timeout=5)
+    assert refusal.startswith("IllegalTransitionError") and "is published: cannot approve it" in refusal, refusal
+    record = recorded_backfill(house.home, bid)
+    assert record.status == BackfillStatus.PUBLISHED
+    assert record.published_versions == published and record.approval["approved_by"] == "ana"
+
     assert house.content("orders") == expected_orders(days(1, 2), 1.2)
     entries = Ledger(ledger_uri(str(house.lake))).entries(bid)
     approvals = [entry for entry in entries if entry.status == LedgerStatus.APPROVED]
     assert {(entry.asset, entry.partition) for entry in approvals} == {(t, d) for t in TABLES for d in days(1, 2)}
     assert {entry.approved_by for entry in approvals} == {"ana"}
     assert all(approved_at - timedelta(seconds=5) <= entry.recorded_at <= datetime.now(UTC) for entry in approvals)
-    published = [entry for entry in entries if entry.status == LedgerStatus.PUBLISHED]
-    assert published and {entry.approved_by for entry in published} == {"ana"}
+    published_rows = [entry for entry in entries if entry.status == LedgerStatus.PUBLISHED]
+    assert published_rows and {entry.approved_by for entry in published_rows} == {"ana"}
     with house.instance() as instance:
         assert frozen_assets(instance) == {}
 
@@ -128,3 +157,19 @@ def test_a_backfill_awaiting_approval_leaves_by_discard_or_expiry_with_the_table
         assert frozen_assets(instance) == {}
     assert house.contents() == before and house.versions() == versions
     assert not any(held_by(house.uri(table), bid) for table in TABLES for bid in (discarded, expiring))
+
+
+def approve_as_read_before(home: str, backfill_id: str, approver: str, read: Event, go: Event, outcomes: Queue) -> None:
+    """In a process of its own, `backfill approve <backfill_id> --by <approver>` as a command
+    started at the same time as another approval: it reads the record, sets `read`, and goes on
+    once `go` is set (the other approval's turn); puts "approved" or its refusal on `outcomes`."""
+    with dg.DagsterInstance.from_config(home) as instance:
+        record = BackfillStore(instance).load(backfill_id)
+        read.set()
+        go.wait(120)
+        args = argparse.Namespace(action="approve", backfill_id=backfill_id, by=approver, force=False)
+        try:
+            act_on_record(args, record, instance)
+            outcomes.put("approved")
+        except PartitionAssetsError as refused:
+            outcomes.put(f"{type(refused).__name__}: {refused}")
