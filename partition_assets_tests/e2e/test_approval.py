@@ -3,8 +3,10 @@
 `backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
 requires approval waits for it (leases parked, assets frozen), publishes once approved (the
 ledger names who approved, and when), needs --force after a failed gate, and leaves by
-discard or expiry with the tables untouched; of two approvals at once exactly one publishes
-and the record keeps what it published."""
+discard or expiry with the tables untouched (a forced approval after a failed gate expires
+too); of two approvals at once exactly one publishes and the record keeps what it published;
+and a deployment's approval policy: no option skips it, the launcher is recorded and may not
+approve, nor may a name off its list."""
 
 import argparse
 from datetime import UTC, datetime, timedelta
@@ -13,6 +15,7 @@ from multiprocessing.synchronize import Event
 
 import dagster as dg
 import pytest
+import yaml
 
 from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
 from partition_assets.backfill.publishing.freeze import frozen_assets
@@ -25,13 +28,15 @@ from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
-from partition_assets_tests.support.lakehouse import TABLES, days, expected_orders
+from partition_assets_tests.support.instances import add_to_config
+from partition_assets_tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
 from partition_assets_tests.support.racing import racing_context, racing_process
-from partition_assets_tests.support.records import recorded_backfill
+from partition_assets_tests.support.records import recorded_backfill, recorded_ids
 
 pytestmark = pytest.mark.slow
 
 REQUIRED = ("--approval", "required")
+FACTOR = safe_defs.FACTOR_ENV
 
 
 def latest_gate_evaluation(instance: dg.DagsterInstance, asset: str):
@@ -39,6 +44,14 @@ def latest_gate_evaluation(instance: dg.DagsterInstance, asset: str):
     key = dg.AssetCheckKey(dg.AssetKey(asset), GATE_CHECK)
     (record,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
     return record, record.event.dagster_event.event_specific_data
+
+
+def expire_approval(house: Lakehouse, backfill_id: str, after: timedelta) -> None:
+    """Sets the approval of `backfill_id` to expire `after` from now (a test's shortcut through time)."""
+    with house.instance() as instance:
+        record = BackfillStore(instance).load(backfill_id)
+        record.approval = {**record.approval, "expires_at": (datetime.now(UTC) + after).isoformat()}
+        record.save()
 
 
 def refused(result, *texts: str) -> None:
@@ -50,9 +63,12 @@ def refused(result, *texts: str) -> None:
 def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_force(published_2_days):
     house = published_2_days
     before = house.contents()
-    result = house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "3"})
+    gated_at = datetime.now(UTC)
+    result = house.backfill("2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1h", **{FACTOR: "3"})
     assert result.returncode == 1 and "validation gate failed" in result.stdout, result.stdout + result.stderr
     bid = backfill_id(result.stdout)
+    expires_at = datetime.fromisoformat(recorded_backfill(house.home, bid).approval["expires_at"])
+    assert gated_at + timedelta(hours=1) <= expires_at <= datetime.now(UTC) + timedelta(hours=1)  # from the gate
 
     with house.instance() as instance:
         record, evaluation = latest_gate_evaluation(instance, "revenue")
@@ -76,7 +92,12 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
 
     refused(house.cli("publish", bid, "--force"), "requires approval", f"backfill approve {bid} --by NAME --force")
     refused(house.cli("approve", bid, "--by", "ana"), "failed its gate", "--force", "Nothing was written")
+    expire_approval(house, bid, timedelta(seconds=-1))  # an hour later, as the record sees it
+    refused(house.cli("approve", bid, "--by", "ana", "--force"), "approval expired", "Nothing was written")
+    record = recorded_backfill(house.home, bid)
+    assert record.status == BackfillStatus.GATE_FAILED and "approved_by" not in record.approval
     assert house.contents() == before
+    expire_approval(house, bid, timedelta(hours=1))
     ok(house.cli("approve", bid, "--by", "ana", "--force"))
     assert house.content("orders") == expected_orders(days(1, 2), 3)
     assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
@@ -87,7 +108,7 @@ def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_othe
 ):
     house = published_2_days
     before = house.contents()
-    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"}))
+    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"}))
     bid = backfill_id(output)
     assert "awaiting approval" in output and house.contents() == before
     with house.instance() as instance:
@@ -134,29 +155,43 @@ def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_othe
 def test_a_backfill_awaiting_approval_leaves_by_discard_or_expiry_with_the_tables_untouched(published_2_days):
     house = published_2_days
     before, versions = house.contents(), house.versions()
-    discarded = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"})))
+    discarded = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"})))
     ok(house.cli("discard", discarded))
     with house.instance() as instance:
         assert BackfillStore(instance).status(discarded) == BackfillStatus.DISCARDED
         assert frozen_assets(instance) == {}
 
     expiring = backfill_id(
-        ok(
-            house.backfill(
-                "2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1m", **{safe_defs.FACTOR_ENV: "1.2"}
-            )
-        )
+        ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1m", **{FACTOR: "1.2"}))
     )
-    with house.instance() as instance:  # a minute later, as the record sees it
-        record = BackfillStore(instance).load(expiring)
-        record.approval = {**record.approval, "expires_at": (datetime.now(UTC) - timedelta(seconds=1)).isoformat()}
-        record.save()
+    expire_approval(house, expiring, timedelta(seconds=-1))  # a minute later, as the record sees it
     refused(house.cli("approve", expiring, "--by", "ana"), "approval expired", "discarded now", "nothing was published")
     with house.instance() as instance:
         assert BackfillStore(instance).status(expiring) == BackfillStatus.DISCARDED
         assert frozen_assets(instance) == {}
     assert house.contents() == before and house.versions() == versions
     assert not any(held_by(house.uri(table), bid) for table in TABLES for bid in (discarded, expiring))
+
+
+def test_under_a_deployments_policy_only_a_listed_approver_other_than_the_launcher_publishes(published_2_days):
+    house = published_2_days
+    settings = yaml.safe_load((house.home / "dagster.yaml").read_text())["partition_assets"]
+    add_to_config(house.home, partition_assets={**settings, "approval": {"approvers": ["ana", "bruno"]}})
+    before, ids = house.contents(), recorded_ids(house.home)
+    skipping = house.backfill("2024-01-01", "2024-01-02", "--approval", "none", "--by", "ana")
+    refused(skipping, "--approval none", "skips the approval this backfill requires", "Nothing was recorded or run")
+    assert recorded_ids(house.home) == ids
+
+    bid = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", "--by", "ana", **{FACTOR: "1.2"})))
+    assert recorded_backfill(house.home, bid).launched_by == "ana"  # the deployment requires approval
+    refused(house.cli("approve", bid, "--by", "ana"), "the approver 'ana' launched backfill", "Nothing was written")
+    refused(house.cli("approve", bid, "--by", "carol"), "allows only ana, bruno", "Nothing was written")
+    record = recorded_backfill(house.home, bid)
+    assert record.status == BackfillStatus.AWAITING_APPROVAL and "approved_by" not in record.approval
+    assert house.contents() == before
+    ok(house.cli("approve", bid, "--by", "bruno"))
+    assert house.content("orders") == expected_orders(days(1, 2), 1.2)
+    assert recorded_backfill(house.home, bid).approval["approved_by"] == "bruno"
 
 
 def approve_as_read_before(home: str, backfill_id: str, approver: str, read: Event, go: Event, outcomes: Queue) -> None:
