@@ -195,3 +195,11 @@ class CapacityConfigError(PartitionAssetsError, ValueError):
 
 class LaunchWindowError(BackfillPlanError):
     """A backfill's `--window` is malformed or names an unknown time zone; nothing was recorded."""
+
+
+class RecordChangedError(BackfillStateError):
+    """Another process changed a backfill's record since this one read it; nothing was written."""
+
+
+class ApprovalConfigError(PartitionAssetsError, ValueError):
+    """The approval setting in dagster.yaml (`partition_assets: approval:`) is invalid; nothing was written."""

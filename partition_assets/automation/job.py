@@ -16,12 +16,16 @@ from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
 from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of, spec_from_config
+from partition_assets.backfill.publishing.approving import check_launch
+from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
+from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import BackfillRecord, cancel, cancel_in_flight, succeeded_nodes
 from partition_assets.backfill.state.status import FINAL_STATUSES, BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
@@ -105,9 +109,11 @@ def _record_of_run(
     the backfill's coordinator is live."""
     instance = context.instance
     if not store.exists(backfill_id):
-        record = BackfillRecord(spec, id=backfill_id, store=store)
+        who = launcher(None, context.run.tags.get(DAGSTER_USER_TAG))
+        record = BackfillRecord(spec, id=backfill_id, store=store, launched_by=who)
         graph = graph_of(spec, instance, config_key_of)
         done = nodes_to_skip(spec, graph, instance)
+        check_launch(Publication(record, load_definitions(spec.module), graph), instance)  # before it is recorded
         record.save()
         return record, graph, done
     if not context.run.parent_run_id and TAKEOVER_TAG not in context.run.tags:

@@ -39,6 +39,7 @@ from partition_assets.backfill.commands import (
     retry_backfill,
     rollback_backfill,
 )
+from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
@@ -59,40 +60,47 @@ class ApproveConfig(ForceConfig):
 
 # What an operation returns: the result of the command it calls.
 OperationResult = Published | Discarded | RunOutcome
-# A command called with the run's instance, its config and the console of the run's log.
-Operation = Callable[[dg.DagsterInstance, Any, Console], OperationResult]
+# A command called with the run's context, its config and the console of the run's log.
+Operation = Callable[[dg.OpExecutionContext, Any, Console], OperationResult]
 
 # job name -> (the command, its config class, the call of its function with the config)
 _OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Operation]] = {
     "backfill_approve": (
         "approve",
         ApproveConfig,
-        lambda instance, c, console: approve_backfill(instance, c.backfill_id, c.approver, c.force),
+        lambda context, c, console: approve_backfill(
+            # The Dagster user the run carries, where the instance knows one: an approval is theirs.
+            context.instance,
+            c.backfill_id,
+            c.approver,
+            c.force,
+            context.run.tags.get(DAGSTER_USER_TAG),
+        ),
     ),
     "backfill_publish": (
         "publish",
         ForceConfig,
-        lambda instance, c, console: publish_backfill(instance, c.backfill_id, c.force),
+        lambda context, c, console: publish_backfill(context.instance, c.backfill_id, c.force),
     ),
     "backfill_discard": (
         "discard",
         BackfillIdConfig,
-        lambda instance, c, console: discard_backfill(instance, c.backfill_id),
+        lambda context, c, console: discard_backfill(context.instance, c.backfill_id),
     ),
     "backfill_rollback": (
         "rollback",
         ForceConfig,
-        lambda instance, c, console: rollback_backfill(instance, c.backfill_id, c.force),
+        lambda context, c, console: rollback_backfill(context.instance, c.backfill_id, c.force),
     ),
     "backfill_resume": (
         "resume",
         BackfillIdConfig,
-        lambda instance, c, console: resume_backfill(instance, c.backfill_id, console),
+        lambda context, c, console: resume_backfill(context.instance, c.backfill_id, console),
     ),
     "backfill_retry": (
         "retry",
         BackfillIdConfig,
-        lambda instance, c, console: retry_backfill(instance, c.backfill_id, console),
+        lambda context, c, console: retry_backfill(context.instance, c.backfill_id, console),
     ),
 }
 OPERATION_JOBS = tuple(_OPERATIONS)
@@ -136,7 +144,7 @@ def run_operation(context: dg.OpExecutionContext, config: BackfillIdConfig, oper
         checked_backfill_id(backfill_id, "the config's backfill_id")
         BackfillStore(context.instance).load(backfill_id)  # an unknown id is refused before the run is tagged
         context.instance.add_run_tags(context.run_id, {BACKFILL_ID_TAG: backfill_id})
-        result = operation(context.instance, config, console)
+        result = operation(context, config, console)
     except PartitionAssetsError as error:
         raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None
     console.line(result.message)

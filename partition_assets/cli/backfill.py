@@ -62,6 +62,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
                 help="hand the coordinator to the instance's run launcher (a run of the code location's "
                 "sparse_backfill job) and return at once",
             )
+            parser.add_argument("--by", help="who launches it (its record keeps it; default: the OS user)")
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -119,7 +120,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             if args.detach:  # the engine job records and runs it where runs run
                 print(detach_backfill(spec, instance).message)
                 return 0
-            return _ended(run_backfill(spec, instance, TerminalConsole()))
+            return _ended(run_backfill(spec, instance, TerminalConsole(), launched_by=args.by))
     if args.action in _ON_RECORD:
         backfill_id = checked_backfill_id(args.backfill_id, "the backfill id argument")
         with _instance() as instance:

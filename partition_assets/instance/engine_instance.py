@@ -21,6 +21,10 @@ Contract:
   The coordinator hands a backfill it cannot run exactly back to the daemon
   (`partition_assets/engine=dagster`).
 - In the webserver, an instance with `engine_modules` keeps a standby coordinator waiting.
+- Under an approval policy that requires approval (`approval: {required: true}`:
+  backfill/state/approval.py), an asset backfill that Dagster's daemon would run (the tag
+  `partition_assets/engine=dagster`, or no `engine_modules`) is refused: the daemon
+  publishes without a gate or an approval.
 - `get_backfills` hides the engine's backfills from Dagster's backfill daemon, and only
   from it (instance/daemon_filter.py).
 - `get_backfill` of an engine backfill in progress whose coordinator died carries an error
@@ -68,6 +72,8 @@ class EngineBackfillInstance(dg.DagsterInstance):
                 {
                     "engine_modules": dg.Field([str], is_required=False, default_value=[]),
                     "backfills": dg.Field(dg.Permissive(), is_required=False),
+                    # Checked where it is read (backfill/state/approval.py), like `backfills:`.
+                    "approval": dg.Field(dg.Permissive(), is_required=False),
                 },
                 is_required=False,
             )
@@ -80,10 +86,31 @@ class EngineBackfillInstance(dg.DagsterInstance):
 
     def add_backfill(self, partition_backfill: PartitionBackfill) -> None:
         if not self._adopts(partition_backfill):
+            if partition_backfill.is_asset_backfill and partition_backfill.tags.get(ENGINE_TAG) != SPARSE:
+                self._refuse_if_approval_required(partition_backfill)
             super().add_backfill(partition_backfill)
             return
         super().add_backfill(partition_backfill._replace(tags={**partition_backfill.tags, ENGINE_TAG: SPARSE}))
         start_coordinator(self.root_directory, self.engine_modules, partition_backfill.backfill_id)
+
+    def _refuse_if_approval_required(self, backfill: PartitionBackfill) -> None:
+        """ApprovalError (nothing recorded) when this deployment requires approval: Dagster's
+        daemon, which would run `backfill`, writes its partitions without a gate or an approval."""
+        # Imported here: the engine's modules load pyarrow (see get_backfill).
+        from partition_assets.backfill.state.approval import SETTINGS_KEY, approval_policy
+        from partition_assets.errors import ApprovalError
+
+        policy = approval_policy(self)
+        if policy is None or not policy.required:
+            return
+        raise ApprovalError(
+            f"backfill {backfill.backfill_id} would run on Dagster's daemon ({ENGINE_TAG}="
+            f"{backfill.tags.get(ENGINE_TAG, 'unset')}, engine_modules {self.engine_modules or 'none'}), which "
+            "publishes without the approval this deployment requires (dagster.yaml "
+            f"`partition_assets: {SETTINGS_KEY}:`): "
+            f"launch it without the tag {ENGINE_TAG}=dagster from a code location of engine_modules, or with "
+            "`partition-assets backfill run`. Nothing was recorded."
+        )
 
     def _adopts(self, backfill: PartitionBackfill) -> bool:
         """An asset backfill not marked yet, or the UI's re-execution of an engine backfill

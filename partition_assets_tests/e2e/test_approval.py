@@ -3,28 +3,40 @@
 `backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
 requires approval waits for it (leases parked, assets frozen), publishes once approved (the
 ledger names who approved, and when), needs --force after a failed gate, and leaves by
-discard or expiry with the tables untouched."""
+discard or expiry with the tables untouched (a forced approval after a failed gate expires
+too); of two approvals at once exactly one publishes and the record keeps what it published;
+and a deployment's approval policy: no option skips it, the launcher is recorded and may not
+approve, nor may a name off its list."""
 
+import argparse
 from datetime import UTC, datetime, timedelta
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
 
 import dagster as dg
 import pytest
+import yaml
 
 from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.cli.backfill import act_on_record
+from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
-from partition_assets_tests.support.lakehouse import TABLES, days, expected_orders
-from partition_assets_tests.support.records import recorded_backfill
+from partition_assets_tests.support.instances import add_to_config
+from partition_assets_tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
+from partition_assets_tests.support.racing import racing_context, racing_process
+from partition_assets_tests.support.records import recorded_backfill, recorded_ids
 
 pytestmark = pytest.mark.slow
 
 REQUIRED = ("--approval", "required")
+FACTOR = safe_defs.FACTOR_ENV
 
 
 def latest_gate_evaluation(instance: dg.DagsterInstance, asset: str):
@@ -32,6 +44,14 @@ def latest_gate_evaluation(instance: dg.DagsterInstance, asset: str):
     key = dg.AssetCheckKey(dg.AssetKey(asset), GATE_CHECK)
     (record,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
     return record, record.event.dagster_event.event_specific_data
+
+
+def expire_approval(house: Lakehouse, backfill_id: str, after: timedelta) -> None:
+    """Sets the approval of `backfill_id` to expire `after` from now (a test's shortcut through time)."""
+    with house.instance() as instance:
+        record = BackfillStore(instance).load(backfill_id)
+        record.approval = {**record.approval, "expires_at": (datetime.now(UTC) + after).isoformat()}
+        record.save()
 
 
 def refused(result, *texts: str) -> None:
@@ -43,9 +63,12 @@ def refused(result, *texts: str) -> None:
 def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_force(published_2_days):
     house = published_2_days
     before = house.contents()
-    result = house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "3"})
+    gated_at = datetime.now(UTC)
+    result = house.backfill("2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1h", **{FACTOR: "3"})
     assert result.returncode == 1 and "validation gate failed" in result.stdout, result.stdout + result.stderr
     bid = backfill_id(result.stdout)
+    expires_at = datetime.fromisoformat(recorded_backfill(house.home, bid).approval["expires_at"])
+    assert gated_at + timedelta(hours=1) <= expires_at <= datetime.now(UTC) + timedelta(hours=1)  # from the gate
 
     with house.instance() as instance:
         record, evaluation = latest_gate_evaluation(instance, "revenue")
@@ -69,16 +92,23 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
 
     refused(house.cli("publish", bid, "--force"), "requires approval", f"backfill approve {bid} --by NAME --force")
     refused(house.cli("approve", bid, "--by", "ana"), "failed its gate", "--force", "Nothing was written")
+    expire_approval(house, bid, timedelta(seconds=-1))  # an hour later, as the record sees it
+    refused(house.cli("approve", bid, "--by", "ana", "--force"), "approval expired", "Nothing was written")
+    record = recorded_backfill(house.home, bid)
+    assert record.status == BackfillStatus.GATE_FAILED and "approved_by" not in record.approval
     assert house.contents() == before
+    expire_approval(house, bid, timedelta(hours=1))
     ok(house.cli("approve", bid, "--by", "ana", "--force"))
     assert house.content("orders") == expected_orders(days(1, 2), 3)
     assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
 
 
-def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approver(published_2_days):
+def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_other_is_refused_keeping_the_record(
+    published_2_days, monkeypatch
+):
     house = published_2_days
     before = house.contents()
-    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"}))
+    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"}))
     bid = backfill_id(output)
     assert "awaiting approval" in output and house.contents() == before
     with house.instance() as instance:
@@ -88,16 +118,36 @@ def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approve
         assert evaluation.passed and evaluation.metadata["backfill_id"].value == bid
     assert all(held_by(house.uri(table), bid) for table in TABLES)  # parked for the approval
 
-    approved_at = datetime.now(UTC)
-    ok(house.cli("approve", bid, "--by", "ana"))
+    # A second approval, started with the first: it has read the record when the first runs.
+    for name, value in house.env().items():
+        monkeypatch.setenv(name, value)
+    context = racing_context(__name__)
+    read, go, outcomes = context.Event(), context.Event(), context.Queue()
+    second = racing_process(context, approve_as_read_before, str(house.home), bid, "bruno", read, go, outcomes)
+    second.start()
+    try:
+        assert read.wait(120)
+        approved_at = datetime.now(UTC)
+        ok(house.cli("approve", bid, "--by", "ana"))
+        published = recorded_backfill(house.home, bid).published_versions
+        assert set(published) == set(TABLES) and all(version is not None for version in published.values())
+    finally:
+        go.set()
+        second.join(120)
+    record = recorded_backfill(house.home, bid)
+    assert record.status == BackfillStatus.PUBLISHED
+    assert record.published_versions == published and record.approval["approved_by"] == "ana"
+    refusal = outcomes.get(timeout=5)
+    assert refusal.startswith("IllegalTransitionError") and "is published: cannot approve it" in refusal, refusal
+
     assert house.content("orders") == expected_orders(days(1, 2), 1.2)
     entries = Ledger(ledger_uri(str(house.lake))).entries(bid)
     approvals = [entry for entry in entries if entry.status == LedgerStatus.APPROVED]
     assert {(entry.asset, entry.partition) for entry in approvals} == {(t, d) for t in TABLES for d in days(1, 2)}
     assert {entry.approved_by for entry in approvals} == {"ana"}
     assert all(approved_at - timedelta(seconds=5) <= entry.recorded_at <= datetime.now(UTC) for entry in approvals)
-    published = [entry for entry in entries if entry.status == LedgerStatus.PUBLISHED]
-    assert published and {entry.approved_by for entry in published} == {"ana"}
+    published_rows = [entry for entry in entries if entry.status == LedgerStatus.PUBLISHED]
+    assert published_rows and {entry.approved_by for entry in published_rows} == {"ana"}
     with house.instance() as instance:
         assert frozen_assets(instance) == {}
 
@@ -105,26 +155,56 @@ def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approve
 def test_a_backfill_awaiting_approval_leaves_by_discard_or_expiry_with_the_tables_untouched(published_2_days):
     house = published_2_days
     before, versions = house.contents(), house.versions()
-    discarded = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"})))
+    discarded = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"})))
     ok(house.cli("discard", discarded))
     with house.instance() as instance:
         assert BackfillStore(instance).status(discarded) == BackfillStatus.DISCARDED
         assert frozen_assets(instance) == {}
 
     expiring = backfill_id(
-        ok(
-            house.backfill(
-                "2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1m", **{safe_defs.FACTOR_ENV: "1.2"}
-            )
-        )
+        ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1m", **{FACTOR: "1.2"}))
     )
-    with house.instance() as instance:  # a minute later, as the record sees it
-        record = BackfillStore(instance).load(expiring)
-        record.approval = {**record.approval, "expires_at": (datetime.now(UTC) - timedelta(seconds=1)).isoformat()}
-        record.save()
+    expire_approval(house, expiring, timedelta(seconds=-1))  # a minute later, as the record sees it
     refused(house.cli("approve", expiring, "--by", "ana"), "approval expired", "discarded now", "nothing was published")
     with house.instance() as instance:
         assert BackfillStore(instance).status(expiring) == BackfillStatus.DISCARDED
         assert frozen_assets(instance) == {}
     assert house.contents() == before and house.versions() == versions
     assert not any(held_by(house.uri(table), bid) for table in TABLES for bid in (discarded, expiring))
+
+
+def test_under_a_deployments_policy_only_a_listed_approver_other_than_the_launcher_publishes(published_2_days):
+    house = published_2_days
+    settings = yaml.safe_load((house.home / "dagster.yaml").read_text())["partition_assets"]
+    add_to_config(house.home, partition_assets={**settings, "approval": {"approvers": ["ana", "bruno"]}})
+    before, ids = house.contents(), recorded_ids(house.home)
+    skipping = house.backfill("2024-01-01", "2024-01-02", "--approval", "none", "--by", "ana")
+    refused(skipping, "--approval none", "skips the approval this backfill requires", "Nothing was recorded or run")
+    assert recorded_ids(house.home) == ids
+
+    bid = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", "--by", "ana", **{FACTOR: "1.2"})))
+    assert recorded_backfill(house.home, bid).launched_by == "ana"  # the deployment requires approval
+    refused(house.cli("approve", bid, "--by", "ana"), "the approver 'ana' launched backfill", "Nothing was written")
+    refused(house.cli("approve", bid, "--by", "carol"), "allows only ana, bruno", "Nothing was written")
+    record = recorded_backfill(house.home, bid)
+    assert record.status == BackfillStatus.AWAITING_APPROVAL and "approved_by" not in record.approval
+    assert house.contents() == before
+    ok(house.cli("approve", bid, "--by", "bruno"))
+    assert house.content("orders") == expected_orders(days(1, 2), 1.2)
+    assert recorded_backfill(house.home, bid).approval["approved_by"] == "bruno"
+
+
+def approve_as_read_before(home: str, backfill_id: str, approver: str, read: Event, go: Event, outcomes: Queue) -> None:
+    """In a process of its own, `backfill approve <backfill_id> --by <approver>` as a command
+    started at the same time as another approval: it reads the record, sets `read`, and goes on
+    once `go` is set (the other approval's turn); puts "approved" or its refusal on `outcomes`."""
+    with dg.DagsterInstance.from_config(home) as instance:
+        record = BackfillStore(instance).load(backfill_id)
+        read.set()
+        go.wait(120)
+        args = argparse.Namespace(action="approve", backfill_id=backfill_id, by=approver, force=False)
+        try:
+            act_on_record(args, record, instance)
+            outcomes.put("approved")
+        except PartitionAssetsError as refused:
+            outcomes.put(f"{type(refused).__name__}: {refused}")

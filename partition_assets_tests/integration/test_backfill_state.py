@@ -1,6 +1,7 @@
 """A backfill's status in the instance's database: every status-changing command refuses a
 status that does not allow it (exit 2, the status and the command that fits named, nothing
-written); writers in separate processes racing to change one status lose no update;
+written); writers in separate processes racing to change one status lose no update, and
+one writing a record it read before another wrote it is refused;
 `backfill status` and the UI's backfill page show a coordinator that fell silent, never a live one in another pid
 namespace of this host; and hosts noticing it at once take its backfill over exactly once (the opt-in takeover
 sensor)."""
@@ -16,12 +17,14 @@ from partition_assets.automation import coordinator_takeover_sensor, sparse_back
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover import claim_takeovers
 from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BulkActionStatus
+from partition_assets.errors import RecordChangedError
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.leases import TTL_ENV
 from partition_assets_tests.integration.test_bad_inputs import files_under, run_in_process
@@ -148,6 +151,28 @@ def test_processes_racing_to_change_a_status_lose_no_update_and_never_both_win(h
                     assert target != stored.value
         assert version_of(store, "counted") == counted_from + RACERS * COUNTED
         assert store.status("counted") == S.RUNNING
+
+
+@also_on_postgres("home")
+def test_a_record_written_from_a_stale_read_is_refused_and_a_status_change_meanwhile_is_no_conflict(home):
+    """Two processes' views of one record (two instances on its database): the second write of
+    fields read before the first is refused, writing nothing; a status changed by another
+    writer between a read and a write does not refuse it, nor is it overwritten."""
+    with backfill_store(home) as first, backfill_store(home) as second:
+        record_at(first, "cas1", S.AWAITING_APPROVAL, SPEC)
+        publishing, stale = first.load("cas1"), second.load("cas1")
+        publishing.published_versions = {"raw": 3}
+        first.transition("cas1", S.PUBLISHING, "approve")  # another writer's status change: no conflict
+        publishing.save()
+        version = version_of(first, "cas1")
+        stale.approval = {"approved_by": "bruno"}
+        with pytest.raises(RecordChangedError, match="another process changed its record.*Nothing was written"):
+            stale.save()
+        stored = second.load("cas1")
+        assert (stored.published_versions, stored.approval, stored.status) == ({"raw": 3}, {}, S.PUBLISHING)
+        assert version_of(first, "cas1") == version
+        with pytest.raises(RecordChangedError, match="another process recorded a backfill of this id first"):
+            BackfillRecord(SPEC, id="cas1", store=second).save()
 
 
 def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_command_that_takes_over(

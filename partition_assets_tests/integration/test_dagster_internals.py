@@ -26,7 +26,7 @@ import dagster as dg
 import pytest
 from dagster._core.execution.asset_backfill import AssetBackfillData
 from dagster._core.snap import JobSnap
-from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG
+from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG, USER_TAG
 from dagster._daemon import backfill as daemon_backfill
 from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
@@ -37,6 +37,7 @@ from partition_assets import dagster_internals
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.backfill.running.asset_runs import AssetRuns
+from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
@@ -758,6 +759,10 @@ def test_dagster_internals_the_engine_relies_on():
         graphql_backfill.retry_partition_backfill
     )
     assert PARENT_BACKFILL_ID_TAG == PARENT_BACKFILL_TAG
+    # The tag Dagster (Dagster+) puts its creator's user in, on a run or a backfill (its `user`):
+    # the approval policy's launcher and Launchpad approver (backfill/state/approval.py).
+    assert USER_TAG == DAGSTER_USER_TAG
+    assert "self.tags.get(USER_TAG)" in inspect.getsource(PartitionBackfill.user.fget)
     # The daemon lists what it executes, cancels and fails through instance.get_backfills, from this module.
     assert daemon_backfill.__name__ == BACKFILL_DAEMON_MODULE
     iteration = inspect.getsource(daemon_backfill.execute_backfill_iteration)

@@ -1,7 +1,8 @@
 """Webserver launches, as Dagster's GraphQL mutation `launchPartitionBackfill` builds them
 (from the dialog's partition names, or from ranges per asset), adopted by the engine with
 exactly their target (backfill/dagster_ui/adoption.py): a static x daily asset's, and days
-with the weeks they touch."""
+with the weeks they touch; and refused, when the deployment requires approval, where
+Dagster's daemon would run them."""
 
 import time
 
@@ -9,10 +10,13 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.selector import PartitionRangeSelector, PartitionsByAssetSelector, PartitionsSelector
 
-from partition_assets.backfill.dagster_ui.adoption import adopted_plan
+from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back
 from partition_assets.backfill.planning.graph import Node, plan
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.dagster_internals import PartitionBackfill
+from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill
+from partition_assets.errors import ApprovalError
+from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets_tests.support.instances import add_to_config
 from partition_assets_tests.support.ui_backfills import dialog_backfill
 
 DAYS = dg.DailyPartitionsDefinition("2024-01-01")
@@ -88,3 +92,25 @@ def test_days_with_the_weeks_they_touch_are_adopted_as_the_days_range():
         adopted, graph = adopted_plan(from_ranges(instance, keys), [MODULE], instance)
     assert set(graph.nodes()) == planned
     assert (adopted.start, adopted.end) == ("2024-01-01T00:00:00+00:00", "2024-01-10T23:59:59.999999+00:00")
+
+
+def test_a_deployment_requiring_approval_refuses_webserver_backfills_left_to_dagsters_daemon(home):
+    """The tag `partition_assets/engine=dagster` in the dialog, and a backfill the engine hands
+    back: Dagster's daemon would publish them with no gate or approval. Refused, nothing
+    recorded (the handed-back one marked failed); accepted without the setting."""
+    add_to_config(home, partition_assets={"engine_modules": [], "approval": {"required": True}})
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        by_the_daemon = from_partition_names(instance)._replace(tags={ENGINE_TAG: DAGSTER})
+        with pytest.raises(ApprovalError, match="would run on Dagster's daemon.*Nothing was recorded"):
+            instance.add_backfill(by_the_daemon)
+        assert instance.get_backfills() == []
+        engine_run = from_ranges(instance)._replace(tags={ENGINE_TAG: SPARSE})
+        instance.add_backfill(engine_run)
+        with pytest.raises(ApprovalError, match="not handed to Dagster's daemon"):
+            hand_back(instance, engine_run)
+        (stored,) = instance.get_backfills()
+        assert stored.status == BulkActionStatus.FAILED and stored.tags[ENGINE_TAG] == SPARSE
+    add_to_config(home, partition_assets={"engine_modules": []})
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_backfill(by_the_daemon)
+        assert instance.get_backfill(by_the_daemon.backfill_id) is not None

@@ -1,7 +1,9 @@
 """Approval before publish, as logic: the status table's rows for it, who requires it, the
-approval's record (approver, expiry), and the spec's fields on every surface."""
+approval's record (approver, expiry), the spec's fields on every surface, and a deployment's
+policy (who approves, which launch options it refuses, who launched)."""
 
 import argparse
+import re
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -10,7 +12,7 @@ import pytest
 from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, spec_config_class
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.status import COMMANDS, TRANSITIONS, BackfillStatus, check_command, is_allowed
-from partition_assets.errors import ApprovalError, BackfillPlanError, IllegalTransitionError
+from partition_assets.errors import ApprovalConfigError, ApprovalError, BackfillPlanError, IllegalTransitionError
 
 S = BackfillStatus
 NOW = datetime(2024, 3, 1, 12, tzinfo=UTC)
@@ -70,3 +72,55 @@ def test_approval_is_a_spec_field_on_the_command_line_and_in_the_jobs_config():
         BackfillSpec(module="m", selection="key:a", approval="maybe")
     with pytest.raises(BackfillPlanError, match="--approval-expires '1 day' is not a duration"):
         BackfillSpec(module="m", selection="key:a", approval_expires="1 day")
+
+
+def test_a_deployments_policy_is_read_from_its_settings_and_a_malformed_one_is_refused_naming_it():
+    assert approval.ApprovalPolicy.from_settings(None) is None
+    assert approval.ApprovalPolicy.from_settings({}) == approval.ApprovalPolicy(required=True, approvers=())
+    policy = approval.ApprovalPolicy.from_settings({"required": False, "approvers": [" ana ", "bruno"]})
+    assert policy == approval.ApprovalPolicy(required=False, approvers=("ana", "bruno"))
+    for settings, text in [
+        ({"approver": ["ana"]}, "not ['approver']"),
+        ({"required": "yes"}, "required is 'yes': give true or false"),
+        ({"approvers": "ana"}, "approvers is 'ana': give a list of non-empty names"),
+        (["ana"], "give a mapping of `required`"),
+    ]:
+        with pytest.raises(ApprovalConfigError, match=re.escape(text) + ".*Nothing was written"):
+            approval.ApprovalPolicy.from_settings(settings)
+
+
+def test_under_a_policy_neither_the_launcher_nor_a_name_off_the_list_nor_another_than_the_runs_user_approves():
+    listed = approval.ApprovalPolicy(approvers=("ana", "bruno"))
+    listed.check_approver("b1", "bruno", launched_by="ana", dagster_user=None)
+    for policy, approver, dagster_user, text in [
+        (listed, "ana", None, "the approver 'ana' launched backfill b1"),
+        (
+            listed,
+            "carol",
+            None,
+            "may not approve backfill b1: dagster.yaml `partition_assets: approval: approvers:` allows only ana, bruno",
+        ),
+        (approval.ApprovalPolicy(), "bruno", "carol@corp", "is not the Dagster user 'carol@corp'"),
+    ]:
+        with pytest.raises(ApprovalError, match=re.escape(text) + ".*Nothing was written"):
+            policy.check_approver("b1", approver, launched_by="ana", dagster_user=dagster_user)
+
+
+def test_under_a_policy_no_launch_option_skips_a_required_approval_and_the_assets_ask_still_counts():
+    policy = approval.ApprovalPolicy(required=False)
+    asks = approval.backfill_approval()
+    assert approval.requires_approval("none", [asks], policy)  # the spec no longer lifts what the asset asks
+    assert not approval.requires_approval(None, [None], policy)
+    assert approval.requires_approval(None, [None], approval.ApprovalPolicy())
+    policy.check_launch("none", "staged", staged=True, required=False)  # nothing required: nothing skipped
+    policy.check_launch(None, "staged", staged=True, required=True)
+    for spec_approval, mode, text in [("none", "staged", "--approval none"), (None, "per-node", "--publish per-node")]:
+        with pytest.raises(ApprovalError, match=re.escape(text) + ".*Nothing was recorded or run"):
+            policy.check_launch(spec_approval, mode, staged=mode == "staged", required=True)
+
+
+def test_the_launcher_is_the_dagster_user_else_the_name_given_else_the_os_user(monkeypatch):
+    monkeypatch.setenv("LOGNAME", "osuser")
+    assert approval.launcher(" ana ", "carol@corp") == "carol@corp"
+    assert approval.launcher(" ana ", None) == "ana"
+    assert approval.launcher(None, None) == "osuser"

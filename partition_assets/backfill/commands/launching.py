@@ -33,6 +33,7 @@ from partition_assets.backfill.running.local_workers import DagsterNodeRunner, s
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import critical_path
+from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
@@ -75,10 +76,13 @@ def plan_backfill(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillP
     )
 
 
-def run_backfill(spec: BackfillSpec, instance: dg.DagsterInstance, console: Console) -> RunOutcome:
+def run_backfill(
+    spec: BackfillSpec, instance: dg.DagsterInstance, console: Console, launched_by: str | None = None
+) -> RunOutcome:
     """Plans, records and runs `spec` in this process's workers (or through the run launcher,
     as `spec.runs_via` says), then gates and publishes it as its spec says. The record is
     written once its leases are taken: a backfill refused for leased partitions leaves none.
+    `launched_by` names who launches it (default: the OS user); the record keeps it.
 
     Raises:
         PartitionAssetsError: The plan refuses the spec, or its partitions are leased; nothing
@@ -91,7 +95,7 @@ def run_backfill(spec: BackfillSpec, instance: dg.DagsterInstance, console: Cons
     # partitions, or a bad capacity) kills them before they run anything.
     with warm_workers(spec.module if on_workers else None, spec.max_parallel, instance) as warm:
         graph, done, _ = _planned(spec, instance)
-        record = BackfillRecord(spec, store=BackfillStore(instance))
+        record = BackfillRecord(spec, store=BackfillStore(instance), launched_by=launcher(launched_by, None))
         return execute_backfill(instance, record, graph, done, console, node_runner_reusing(warm))
 
 
@@ -165,7 +169,8 @@ def adopt_backfill(
     except Exception as error:  # an engine code location that does not load, say: nothing ran
         mark_failed(instance, backfill_id, error)
         raise
-    record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance))
+    who = launcher(None, backfill.tags.get(DAGSTER_USER_TAG))
+    record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance), launched_by=who)
     try:
         return execute_backfill(instance, record, graph, set(), console, node_runner_reusing(warm))
     except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions

@@ -153,7 +153,7 @@ def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool
         raise BackfillStateError(
             f"backfill {record.id} failed its gate: review `backfill diff {record.id}`, then publish with --force"
         )
-    if record.status == BackfillStatus.GATE_FAILED and approval_required(publication):
+    if record.status == BackfillStatus.GATE_FAILED and approval_required(publication, instance):
         raise ApprovalError(
             f"backfill {record.id} failed its gate and requires approval: review `backfill diff {record.id}`, then "
             f"`partition-assets backfill approve {record.id} --by NAME --force`. Nothing was written."
@@ -164,11 +164,18 @@ def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool
     return Published(record.id, "published", versions)
 
 
-def approve_backfill(instance: dg.DagsterInstance, backfill_id: str, approver: str, force: bool = False) -> Published:
+def approve_backfill(
+    instance: dg.DagsterInstance,
+    backfill_id: str,
+    approver: str,
+    force: bool = False,
+    dagster_user: str | None = None,
+) -> Published:
     """Approves the backfill in `approver`'s name and publishes it (after a failed gate only
-    with `force`); see backfill/publishing/approving.py for what is refused."""
+    with `force`); `dagster_user` is the Dagster user the approval's run carries, where the
+    instance knows one. See backfill/publishing/approving.py for what is refused."""
     record = _recorded(instance, backfill_id, "approve")
-    versions = approve(publication_of(record, instance), instance, approver, force, utc_now())
+    versions = approve(publication_of(record, instance), instance, approver, force, utc_now(), dagster_user)
     return Published(record.id, f"approved by {approver} and published", versions)
 
 

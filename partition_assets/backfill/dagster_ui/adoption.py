@@ -30,10 +30,10 @@ import dagster as dg
 from partition_assets.backfill.dagster_ui.conversion import nodes_of
 from partition_assets.backfill.planning.graph import BackfillGraph, plan
 from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
-from partition_assets.backfill.state.approval import APPROVAL_TAG
+from partition_assets.backfill.state.approval import APPROVAL_TAG, SETTINGS_KEY, approval_policy
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill, SerializableErrorInfo
-from partition_assets.errors import BackfillPlanError
+from partition_assets.errors import ApprovalError, BackfillPlanError
 from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG
 
 if TYPE_CHECKING:
@@ -136,7 +136,23 @@ def adopted_plan(
 
 
 def hand_back(instance: dg.DagsterInstance, backfill: PartitionBackfill) -> None:
-    """Leaves `backfill` to Dagster's daemon (its next tick runs it)."""
+    """Leaves `backfill` to Dagster's daemon (its next tick runs it); under an approval policy
+    that requires approval (backfill/state/approval.py), marks it failed instead, since the
+    daemon publishes without one.
+
+    Raises:
+        ApprovalError: The deployment requires approval; the backfill is marked failed, nothing ran.
+    """
+    policy = approval_policy(instance)
+    if policy is not None and policy.required:
+        refusal = ApprovalError(
+            f"backfill {backfill.backfill_id} is not one the engine can run exactly, and this deployment requires "
+            f"approval (dagster.yaml `partition_assets: {SETTINGS_KEY}:`): it is not handed to Dagster's daemon, "
+            "which publishes without one. Launch a range the engine plans exactly (a time range, static "
+            "filters), or `partition-assets backfill run`. Nothing was run."
+        )
+        mark_failed(instance, backfill.backfill_id, refusal)
+        raise refusal
     instance.update_backfill(backfill._replace(tags={**backfill.tags, ENGINE_TAG: DAGSTER}))
 
 

@@ -5,7 +5,11 @@ the command line, the Launchpad's jobs and the coordinator.
 
 Each goes through the status table (backfill/state/status.py), so an approval of a
 backfill not awaiting one (or approved already) is refused, naming what fits, with
-nothing written. The publish itself is the one `backfill publish` runs.
+nothing written. An approval claims the backfill before it writes anything, and writes
+its record by compare-and-set: of two at once, exactly one publishes. The deployment's
+policy (dagster.yaml `partition_assets: approval:`, backfill/state/approval.py) decides
+who may approve, and refuses launch options that skip a required approval
+(`check_launch`). The publish itself is the one `backfill publish` runs.
 
 Not guaranteed: an approval is recorded (record and ledger) before the publish; a
 publish then refused by a foreign commit leaves it approved and `publish_refused`, to be
@@ -19,11 +23,13 @@ from datetime import datetime
 import dagster as dg
 
 from partition_assets.backfill.planning.instance_state import graph_of
+from partition_assets.backfill.planning.spec import STAGED
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
+from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus, check_command
 from partition_assets.code_location import load_definitions
@@ -31,58 +37,137 @@ from partition_assets.errors import ApprovalError
 from partition_assets.storage.leases import release
 
 
-def approval_required(publication: Publication) -> bool:
-    """Whether the backfill waits for an approval before publishing (its spec, else its assets' metadata)."""
+def approval_required(publication: Publication, instance: dg.DagsterInstance) -> bool:
+    """Whether the backfill waits for an approval before publishing (the deployment's policy,
+    its spec, its assets' metadata: backfill/state/approval.py `requires_approval`).
+
+    Raises:
+        ApprovalConfigError: The deployment's approval setting is malformed; nothing was written.
+    """
     asset_graph = publication.definitions.resolve_asset_graph()
     return approval.requires_approval(
-        publication.record.spec.approval, (asset_graph.get(key).metadata for key in publication.graph.assets)
+        publication.record.spec.approval,
+        (asset_graph.get(key).metadata for key in publication.graph.assets),
+        approval.approval_policy(instance),
     )
+
+
+def check_launch(publication: Publication, instance: dg.DagsterInstance) -> None:
+    """Refuses a backfill whose options skip an approval the deployment's policy, or its
+    assets under that policy, require (ApprovalPolicy.check_launch); nothing without a policy.
+
+    Raises:
+        ApprovalError: Its options skip a required approval; nothing was recorded or run.
+        ApprovalConfigError: The deployment's approval setting is malformed; nothing was written.
+    """
+    policy = approval.approval_policy(instance)
+    if policy is not None:
+        spec = publication.record.spec
+        policy.check_launch(
+            spec.approval, spec.publish, spec.publish == STAGED, approval_required(publication, instance)
+        )
 
 
 def start_waiting(publication: Publication, instance: dg.DagsterInstance, now: datetime) -> None:
     """Records when the backfill started waiting (and when that expires) and freezes its
     assets until it is approved, discarded or expires; the caller moves it to
     `awaiting_approval` and parks its leases."""
-    record = publication.record
+    record_wait(publication.record, now)
+    freeze(instance, publication.graph.assets, approval.freeze_id(publication.record.id))
+
+
+def record_wait(record: BackfillRecord, now: datetime) -> None:
+    """Records that `record`'s backfill waits for an approval from `now` (its gate passed,
+    or failed: then only `approve --force` publishes it), and when that expires."""
     record.approval = approval.awaiting(now, record.spec.approval_expires_after())
     record.save()
-    freeze(instance, publication.graph.assets, approval.freeze_id(record.id))
 
 
 def approve(
-    publication: Publication, instance: dg.DagsterInstance, approver: str, force: bool, now: datetime
+    publication: Publication,
+    instance: dg.DagsterInstance,
+    approver: str,
+    force: bool,
+    now: datetime,
+    dagster_user: str | None = None,
 ) -> dict[str, int | None]:
     """Approves the backfill in `approver`'s name and publishes it (as `backfill publish`);
-    returns the published table versions. A backfill whose approval expired is discarded.
+    returns the published table versions. A backfill whose approval expired while awaiting
+    it is discarded. `dagster_user`: the Dagster user the approval's run carries, where the
+    instance knows one (the deployment's policy checks it).
+
+    The backfill is claimed (backfill/state/presence.py) before anything is written, and its
+    record read again under the claim: of two approvals at once, one publishes and the other
+    is refused by the claim, or by the status the first left; the record is written by
+    compare-and-set (backfill/state/store.py), never over what another process wrote.
 
     Raises:
-        IllegalTransitionError: It neither awaits approval nor failed its gate; nothing was written.
-        ApprovalError: No approver; its gate failed and `force` is not set; or its approval
-            expired (then it was discarded). Nothing was published.
+        IllegalTransitionError: It neither awaits approval nor failed its gate (e.g. another
+            approval published it); nothing was written.
+        CoordinatorLiveError: Another process holds the backfill (another approval); nothing was written.
+        ApprovalError: No approver, or one the deployment's policy refuses; its gate failed and
+            `force` is not set, or its approval expired after the failed gate: nothing was
+            written. Its approval expired while awaiting it: it was discarded. Nothing was published.
     """
     record = publication.record
-    check_command(record.id, record.status, "approve")
-    approved = approval.approved(record.approval, approver, now)  # refuses an empty name first
-    if record.status == BackfillStatus.GATE_FAILED and not force:
-        raise ApprovalError(
-            f"backfill {record.id} failed its gate: review `partition-assets backfill diff {record.id}`, then "
-            f"approve with --force (the job config's force: true). Nothing was written."
-        )
-    if record.status == BackfillStatus.AWAITING_APPROVAL and approval.expired(record.approval, now):
-        files = discard(publication, instance)
-        raise ApprovalError(
-            f"backfill {record.id}'s approval expired at {record.approval['expires_at']}: it was discarded now "
-            f"({files} staged files deleted); nothing was published. Start a new backfill with "
-            "`partition-assets backfill run`."
-        )
-    record.approval = approved
+    approval.approved(record.approval, approver, now)  # refuses an empty name before anything
+    policy = approval.approval_policy(instance)
+    if policy is not None:
+        policy.check_approver(record.id, approver, record.launched_by, dagster_user)
+    with coordinating(instance, record.id, "approve") as announcement:
+        record.reload()  # under the claim: another approval may have published it meanwhile
+        check_command(record.id, record.status, "approve")
+        _check_gate_failure(record, force, now)
+        if not (record.status == BackfillStatus.AWAITING_APPROVAL and approval.expired(record.approval, now)):
+            return _approve_and_publish(publication, instance, announcement, approver, force, now)
+    files = discard(publication, instance)
+    raise ApprovalError(
+        f"backfill {record.id}'s approval expired at {record.approval['expires_at']}: it was discarded now "
+        f"({files} staged files deleted); nothing was published. Start a new backfill with "
+        "`partition-assets backfill run`."
+    )
+
+
+def _approve_and_publish(
+    publication: Publication,
+    instance: dg.DagsterInstance,
+    announcement: Announcement,
+    approver: str,
+    force: bool,
+    now: datetime,
+) -> dict[str, int | None]:
+    """Records the approval (record and ledger) and publishes, under the claim `announcement`."""
+    record = publication.record
+    record.approval = approval.approved(record.approval, approver, now)
     record.save()
-    append_status(publication, LedgerStatus.APPROVED, approved_by=approved["approved_by"])
-    with publication.held(instance, "approve") as leases:
+    append_status(publication, LedgerStatus.APPROVED, approved_by=record.approval["approved_by"])
+    with publication.leased(instance, announcement, "approve") as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
         versions = publication.publish(instance, force=force)
         release(leases)
     return versions
+
+
+def _check_gate_failure(record: BackfillRecord, force: bool, now: datetime) -> None:
+    """Refuses to approve a backfill whose gate failed without `force`, or after its approval expired.
+
+    Raises:
+        ApprovalError: Either; nothing was written.
+    """
+    if record.status != BackfillStatus.GATE_FAILED:
+        return
+    if not force:
+        raise ApprovalError(
+            f"backfill {record.id} failed its gate: review `partition-assets backfill diff {record.id}`, then "
+            f"approve with --force (the job config's force: true). Nothing was written."
+        )
+    if approval.expired(record.approval, now):
+        raise ApprovalError(
+            f"backfill {record.id} failed its gate and its approval expired at {record.approval['expires_at']} "
+            f"(--approval-expires {record.spec.approval_expires}): a forced approval is refused after the expiry. "
+            f"Nothing was written; drop it with `partition-assets backfill discard {record.id}`, or start a new "
+            "backfill with `partition-assets backfill run`."
+        )
 
 
 def discard(publication: Publication, instance: dg.DagsterInstance) -> int:

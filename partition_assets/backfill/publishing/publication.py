@@ -74,16 +74,26 @@ class Publication:
         heartbeat) and its assets frozen, for the duration of `action`; the freeze is
         lifted however the block ends. The caller releases or parks the leases; if it
         dies, they expire with their heartbeat. `check_held` says whether they lapsed."""
-        with coordinating(instance, self.record.id, action) as announcement:
-            taken = self._leases_for(action)
-            freeze(instance, self.graph.assets, self.record.id)
-            try:
-                with Heartbeat(taken) as heartbeat:
-                    self._held = (heartbeat, announcement)
-                    yield taken
-            finally:
-                self._held = None
-                unfreeze(instance, self.record.id)
+        with (
+            coordinating(instance, self.record.id, action) as announcement,
+            self.leased(instance, announcement, action) as taken,
+        ):
+            yield taken
+
+    @contextmanager
+    def leased(self, instance: dg.DagsterInstance, announcement: Announcement, action: str) -> Iterator[list[Lease]]:
+        """`held` for a process that claimed the backfill already (`announcement`, from
+        `coordinating`): a step that must check and write its record under the claim
+        before it takes the leases (backfill/publishing/approving.py)."""
+        taken = self._leases_for(action)
+        freeze(instance, self.graph.assets, self.record.id)
+        try:
+            with Heartbeat(taken) as heartbeat:
+                self._held = (heartbeat, announcement)
+                yield taken
+        finally:
+            self._held = None
+            unfreeze(instance, self.record.id)
 
     def _leases_for(self, action: str) -> list[Lease]:
         """The leases `take_leases` takes; a run of a backfill that waits for leases

@@ -17,7 +17,13 @@ import dagster as dg
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import STAGED
-from partition_assets.backfill.publishing.approving import approval_required, discard_approval_freeze, start_waiting
+from partition_assets.backfill.publishing.approving import (
+    approval_required,
+    check_launch,
+    discard_approval_freeze,
+    record_wait,
+    start_waiting,
+)
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
@@ -103,6 +109,8 @@ class BackfillRun:
             capacity.check_pools(set(pools.values()) | set(self.instance.event_log_storage.get_concurrency_keys()))
             self._launch_gate = LaunchGate(self.instance, self.record, capacity, pools)
             publication = Publication(self.record, definitions, self.graph)
+            if self.record.status != BackfillStatus.PUBLISHING:  # one publishing was approved, or needed none
+                check_launch(publication, self.instance)  # before anything is recorded or run
             if self.staged:
                 self._check_staging(publication)
             return self._run_held(publication, runner)
@@ -183,13 +191,14 @@ class BackfillRun:
             if not self._moved_to(BackfillStatus.GATE_FAILED):
                 self._stop(publication, leases, "canceled", "")
                 return
+            record_wait(self.record, utc_now())  # its --approval-expires runs from now for `approve --force`
             self._stop(publication, leases, "gate_failed", f"{len(failed)} checks failed")
             raise GateFailedError(gate_failure(self.record.id, failed))
         if self._stopped_by_command():
             self._stop(publication, leases, "canceled", "")
             return
         self._check_held(publication, leases)
-        if approval_required(publication):
+        if approval_required(publication, self.instance):
             self._await_approval(publication, leases)
             return
         self._publish(publication, leases)

@@ -144,6 +144,7 @@ _REFUSALS = {
     "resume": "it is running already",
     "retry": "it is running already",
     "publish": "it publishes by itself once its nodes and gate are done",
+    "approve": "another process (an approval, a discard) holds it now",
     "discard": "it is still writing the staged data that discard deletes",
     "rollback": "it is still running",
     "re-execute": "it is running already",
@@ -155,7 +156,7 @@ def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) 
     `backfill_id` has a live coordinator: `action` (a key of _REFUSALS) must wait.
 
     Args:
-        action: The command that must wait: run, resume, retry, publish, discard, rollback or re-execute.
+        action: The command that must wait: run, resume, retry, publish, approve, discard, rollback or re-execute.
 
     Raises:
         CoordinatorLiveError: `backfill_id`'s coordinator is live; nothing was changed.

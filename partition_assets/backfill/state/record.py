@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -61,14 +61,34 @@ class BackfillRecord:
     pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
     # awaiting_since, expires_at, approved_by, approved_at (backfill/state/approval.py); {} until it waits
     approval: dict[str, str | None] = field(default_factory=dict)
+    # who launched it (backfill/state/approval.py `launcher`); None for records of earlier releases
+    launched_by: str | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
+    # The fields as stored when this object read or last wrote them (None: never stored):
+    # `save` writes only over those (BackfillStore.save).
+    stored_body: str | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         checked_backfill_id(self.id)
 
     def save(self) -> None:
-        """Writes every field but the status (inserting the record, with its status, the first time)."""
+        """Writes every field but the status (inserting the record, with its status, the first
+        time), over the fields as this object read them (see BackfillStore.save).
+
+        Raises:
+            RecordChangedError: Another process wrote the record since this object read it; nothing was written.
+        """
         self.store.save(self)
+
+    def reload(self) -> None:
+        """Takes every field, the status included, as stored now (another process may have changed them).
+
+        Raises:
+            UnknownBackfillError: The record was never saved.
+        """
+        stored = self.store.load(self.id)
+        for name in (f.name for f in fields(self) if f.name != "store"):
+            setattr(self, name, getattr(stored, name))
 
     def move_to(self, target: BackfillStatus, action: str) -> None:
         """Changes the stored status to `target` (see BackfillStore.transition), and this object's with it.
@@ -94,6 +114,7 @@ class BackfillRecord:
             "created": self.created,
             "pinned_inputs": self.pinned_inputs,
             "approval": self.approval,
+            "launched_by": self.launched_by,
         }
 
     @classmethod
@@ -110,6 +131,7 @@ class BackfillRecord:
             saved.get("created", {}),
             saved.get("pinned_inputs"),
             saved.get("approval", {}),
+            saved.get("launched_by"),
             store=store,
         )
 

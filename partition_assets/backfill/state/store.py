@@ -9,20 +9,23 @@ Two tables, created on first use through the SQL engine of the instance's run st
 - `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
   written by a newer release is refused (StoreSchemaError) rather than misread.
 
-A status change is a compare-and-set (`transition`): the row's status and version are
-read, the change is checked against the transition table (backfill/state/status.py),
-and written with `UPDATE ... WHERE id = ? AND version = ?`; when another writer got in
-between, it starts over from what that writer left. So two writers (the coordinator,
-the UI mirror thread, `backfill cancel`, the Launchpad job, on any host) never lose one
-another's status, and a refused change writes nothing. Each statement is atomic on its
-own (SQLite in a transaction, Postgres in autocommit), so none needs a lock.
+Every change of a row is a compare-and-set on its version: the row is read, the change
+checked, and written with `UPDATE ... WHERE id = ? AND version = ?`; when another writer
+got in between, it starts over from what that writer left.
+- A status change (`transition`) is checked against the transition table
+  (backfill/state/status.py). So two writers (the coordinator, the UI mirror thread,
+  `backfill cancel`, the Launchpad job, on any host) never lose one another's status,
+  and a refused change writes nothing.
+- A change of the record's other fields (`save`: published versions, approval, ...) is
+  checked against the body the record was read with (`BackfillRecord.stored_body`): a
+  body another process wrote since is RecordChangedError, nothing written, so a writer
+  holding a stale record (a second approval, a coordinator that lost its claim) never
+  overwrites what another wrote. A status change alone does not conflict with it.
+Each statement is atomic on its own (SQLite in a transaction, Postgres in autocommit),
+so none needs a lock.
 
 Records written by earlier releases as `<instance folder>/partition_assets/backfills/<id>.json`
 are copied in on first use (`_migrate_files`), and each file renamed to `<id>.json.migrated`.
-
-Not guaranteed: `save` writes the record's other fields as this object holds them (the
-status excepted): only a backfill's one coordinator (backfill/state/presence.py) writes
-them, so two writers of those fields are not expected and the later one wins.
 """
 
 from __future__ import annotations
@@ -41,7 +44,12 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus, check_transition
 from partition_assets.dagster_internals import LegacyRunStorage, SqlRunStorage
-from partition_assets.errors import EnvironmentSetupError, StoreSchemaError, UnknownBackfillError
+from partition_assets.errors import (
+    EnvironmentSetupError,
+    RecordChangedError,
+    StoreSchemaError,
+    UnknownBackfillError,
+)
 from partition_assets.ids import checked_backfill_id, is_backfill_id
 
 SCHEMA_VERSION = 1
@@ -94,7 +102,9 @@ class BackfillStore:
         row = self._row(checked_backfill_id(backfill_id), BACKFILLS.c.status, BACKFILLS.c.body)
         if row is None:
             raise self._unknown(backfill_id)
-        return BackfillRecord.from_json(json.loads(row.body), BackfillStatus(row.status), backfill_id, store=self)
+        record = BackfillRecord.from_json(json.loads(row.body), BackfillStatus(row.status), backfill_id, store=self)
+        record.stored_body = row.body
+        return record
 
     def status(self, backfill_id: str) -> BackfillStatus:
         """The status of `backfill_id` as stored now (one indexed row: cheap after every node).
@@ -117,20 +127,37 @@ class BackfillStore:
             return [row.id for row in rows]
 
     def save(self, record: BackfillRecord) -> None:
-        """Writes every field of `record` but its status; a record not stored yet is
-        inserted with the status it holds (its first, normally running)."""
+        """Writes every field of `record` but its status, by compare-and-set on the row's
+        version, when the stored fields are still those `record` was read with (its
+        `stored_body`); a record never stored is inserted with the status it holds (its
+        first, normally running). `record.stored_body` then holds what was written.
+
+        Raises:
+            RecordChangedError: Another process wrote the record's fields since `record`
+                was read (or recorded its id first); nothing was written.
+            UnknownBackfillError: The record was stored, and is no longer.
+        """
         body = json.dumps(record.to_json())
-        now = time.time()
-        with self._connect() as connection:
-            updated = connection.execute(
-                update(BACKFILLS)
-                .where(BACKFILLS.c.id == record.id)
-                .values(body=body, version=BACKFILLS.c.version + 1, updated_at=now)
-            )
-            if updated.rowcount:
+        if record.stored_body is None:
+            if not self._insert(record.id, record.status, body):
+                raise self._changed(record.id, "another process recorded a backfill of this id first")
+            record.stored_body = body
+            return
+        while True:
+            row = self._row(record.id, BACKFILLS.c.body, BACKFILLS.c.version)
+            if row is None:
+                raise self._unknown(record.id)
+            if row.body != record.stored_body:
+                raise self._changed(record.id, "another process changed its record since this one read it")
+            with self._connect() as connection:
+                swapped = connection.execute(
+                    update(BACKFILLS)
+                    .where(BACKFILLS.c.id == record.id, BACKFILLS.c.version == row.version)
+                    .values(body=body, version=row.version + 1, updated_at=time.time())
+                )
+            if swapped.rowcount == 1:
+                record.stored_body = body
                 return
-        if not self._insert(record.id, record.status, body):  # inserted by another process meanwhile
-            self.save(record)
 
     def transition(self, backfill_id: str, target: BackfillStatus, action: str) -> BackfillStatus:
         """Sets the status of `backfill_id` to `target` by compare-and-set; returns the
@@ -200,6 +227,13 @@ class BackfillStore:
         except IntegrityError:
             return False
         return True
+
+    def _changed(self, backfill_id: str, what: str) -> RecordChangedError:
+        return RecordChangedError(
+            f"backfill {backfill_id}: {what} (another command or coordinator acted on it meanwhile), so this "
+            f"process's view of it is stale. Nothing was written; see where it stands with "
+            f"`partition-assets backfill status {backfill_id}`, then run the command again if it still fits."
+        )
 
     def _unknown(self, backfill_id: str) -> UnknownBackfillError:
         known = self.ids()
