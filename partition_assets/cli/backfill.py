@@ -68,6 +68,7 @@ from partition_assets.errors import (
     GateFailedError,
     LeaseLapsedError,
     PartitionAssetsError,
+    SparkServerGoneError,
 )
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
@@ -312,7 +313,7 @@ def _execute(
     )
     try:
         status = run.run()
-    except (GateFailedError, CommitError, LeaseLapsedError) as error:  # stopped short of (fully) publishing
+    except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         print(error)
         return 1
     print(progress.summary(status))

@@ -1,7 +1,7 @@
 """Staged backfills end to end, through `partition-assets backfill` on real Spark, Delta
 tables and a Dagster instance: readers see the old content then the new, one commit
-per table, the gate, diff/publish/discard, the ledger, rollback, SIGKILL + resume,
-leases in both directions, the freeze and the notification hook."""
+per table, the gate, diff/publish/discard, the ledger, rollback, SIGKILL + resume, an
+unexpected error, leases in both directions, the freeze and the notification hook."""
 
 import json
 import os
@@ -15,15 +15,16 @@ import pytest
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.publishing.stats import partition_stats
+from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
-from partition_assets.storage.leases import run_lease
+from partition_assets.storage.leases import held_by, run_lease
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
 from partition_assets_tests.support.polling import wait_for
-from partition_assets_tests.support.records import recorded_ids
+from partition_assets_tests.support.records import recorded_backfill, recorded_ids
 from partition_assets_tests.support.results import failure_message
 
 pytestmark = pytest.mark.slow
@@ -211,17 +212,7 @@ def test_leases_refuse_a_run_while_a_backfill_holds_the_partitions_and_the_other
         "2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "2"}
     )
     published_2_days.wait_until_a_node_runs()
-    with published_2_days.instance() as instance:
-        result = dg.materialize(
-            [safe_defs.orders],
-            partition_key="2024-01-02",
-            instance=instance,
-            resources={
-                "spark": safe_defs.spark,
-                "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(published_2_days.lake), spark=safe_defs.spark),
-            },
-            raise_on_error=False,
-        )
+    result = published_2_days.production_write("2024-01-02")
     assert not result.success
     assert "PartitionLeasedError" in failure_message(result) and published_2_days.newest_backfill() in failure_message(
         result
@@ -272,3 +263,23 @@ def _assert_ledger_matches_tables(lakehouse: Lakehouse, bid: str) -> None:
             if row["asset"] == table:
                 assert row["checksum"] == stats[(row["partition"],)].checksum
                 assert row["status"] == "published"
+
+
+def test_an_unexpected_error_in_the_gate_fails_the_backfill_with_its_partitions_still_leased(published_2_days, spark):
+    """Issue 39, hole 8: an error the gate did not expect left the backfill `running` with no
+    coordinator, its leases neither parked nor released (dead a TTL later), so a production
+    write then took its partitions."""
+    house = published_2_days
+    before = house.contents()
+    result = house.backfill("2024-01-01", "2024-01-02", **{safe_defs.FACTOR_ENV: "1.25", FAILPOINT_ENV: "gating:raise"})
+    assert result.returncode == 1 and "InjectedFailure: failpoint gating" in result.stderr, (
+        result.stdout + result.stderr
+    )
+    bid = backfill_id(result.stdout)
+    assert recorded_backfill(house.home, bid).status == BackfillStatus.FAILED
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))
+    assert all(held_by(house.uri(table), bid) for table in TABLES)
+    refused = house.production_write("2024-01-02")
+    assert not refused.success and f"backfill discard {bid}" in failure_message(refused), failure_message(refused)
+    assert house.contents() == before
+    assert house.events()[-2:] == ["started", "failed"]

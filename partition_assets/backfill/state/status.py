@@ -66,8 +66,9 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.CANCELED: frozenset({S.CANCELED, S.RUNNING, S.DISCARDED}),
     S.FAILED: frozenset({S.FAILED, S.RUNNING, S.CANCELED, S.DISCARDED}),
     S.GATE_FAILED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
-    # Approval before publish (backfill/state/approval.py): approved (published) or discarded.
-    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.DISCARDED}),
+    # Approval before publish (backfill/state/approval.py): approved (published), its publish
+    # refused before any commit by a commit made outside the backfill, or discarded.
+    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK}),
     S.PUBLISHED: frozenset({S.ROLLING_BACK}),
