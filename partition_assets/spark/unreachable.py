@@ -16,11 +16,10 @@ no call: its calls wait as long as the server does; a query that runs for long o
 server is never cut short.
 """
 
-import os
 import socket
 import urllib.parse
 
-from partition_assets.errors import EnvironmentSetupError
+from partition_assets.settings import positive_seconds
 
 UNREACHABLE_ENV = "PARTITION_ASSETS_SPARK_UNREACHABLE_SECONDS"
 DEFAULT_UNREACHABLE_SECONDS = 60.0
@@ -36,19 +35,7 @@ def unreachable_seconds() -> float:
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_SPARK_UNREACHABLE_SECONDS is set but not a positive number.
     """
-    text = os.environ.get(UNREACHABLE_ENV)
-    if text is None:
-        return DEFAULT_UNREACHABLE_SECONDS
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = 0.0
-    if seconds <= 0:
-        raise EnvironmentSetupError(
-            f"{UNREACHABLE_ENV}={text!r} is not a positive number of seconds: set e.g. {UNREACHABLE_ENV}=60; "
-            "no Spark session was opened"
-        )
-    return seconds
+    return positive_seconds(UNREACHABLE_ENV, DEFAULT_UNREACHABLE_SECONDS)
 
 
 def listening(url: str) -> bool:
