@@ -131,6 +131,8 @@ _REFUSED_BECAUSE = {
     "approve": "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
     "pause": "only a running backfill is paused: it has nothing left to launch",
     "unpause": "it is not paused",
+    # A coordinator run (a re-executed or taken-over one, say) of a backfill past its node runs.
+    "run": "its nodes ran and it is past running",
 }
 
 
