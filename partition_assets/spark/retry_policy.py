@@ -36,6 +36,6 @@ class _RetriesOfOneCall(RetryPolicyState):
             self._deadline = now + self._seconds
         wait = super().next_attempt(exception)
         left_ms = (self._deadline - now) * 1000
-        if wait is None or left_ms <= 0:
+        if wait is None or left_ms < 1:  # less than a millisecond left: no attempt would fit
             return None
         return int(min(wait, left_ms))

@@ -27,6 +27,7 @@ LOWER = [
     "ids.py",
     "lint.py",
     "run_tags.py",
+    "settings.py",
 ]
 UPPER = ("backfill", "automation", "cli", "instance", "example")
 
