@@ -76,6 +76,11 @@ class SparkConnectServerError(PartitionAssetsError, RuntimeError):
     """The local Spark Connect server could not be started."""
 
 
+class SparkServerGoneError(PartitionAssetsError, RuntimeError):
+    """The Spark Connect server a backfill's coordinator and node runs use stopped listening
+    while it ran: the backfill failed, its leases parked, nothing was published."""
+
+
 class JavaNotFoundError(PartitionAssetsError, RuntimeError):
     """No Java >= 17 was found."""
 

@@ -2,7 +2,7 @@
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
@@ -19,6 +19,10 @@ from partition_assets.spark.connect_server import (
 )
 from partition_assets.spark.java import find_java
 from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_CONF, POOL_ENV, PRODUCTION_POOL
+from partition_assets.spark.unreachable import DEFAULT_UNREACHABLE_SECONDS, listening, unreachable_seconds
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 
 class SparkResource(LazyPySparkResource):
@@ -31,6 +35,10 @@ class SparkResource(LazyPySparkResource):
       jars on the driver's classpath, e.g. Databricks' Delta writer);
     - otherwise: attach to the shared local Spark Connect server on
       `connect_port`, starting it (driver on `master`) if nobody has.
+
+    A Spark Connect session gives up a call whose server it cannot reach (killed, gone
+    from the network) `unreachable_seconds` after the call's first failure, rather than
+    after Spark's own ten minutes and more (spark/unreachable.py).
     """
 
     spark_config: dict[str, Any] = Field(
@@ -40,11 +48,16 @@ class SparkResource(LazyPySparkResource):
     master: str = Field(default="local[2]", description="Driver master: local[N], spark://host:7077, k8s://...")
     in_process: bool = Field(default=False, description="Run a classic driver in this process.")
     connect_port: int = Field(default=DEFAULT_PORT, description="Port of the shared local server.")
+    unreachable_seconds: float = Field(
+        default=DEFAULT_UNREACHABLE_SECONDS,
+        gt=0,
+        description="Seconds a Spark Connect call retries a server it cannot reach before it fails.",
+    )
     _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
 
     @classmethod
     def from_env(cls) -> "SparkResource":
-        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT,CONF}.
+        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT,CONF,UNREACHABLE_SECONDS}.
 
         PARTITION_ASSETS_SPARK_CONF is a JSON object of Spark settings (see
         `spark_conf_from_env`): it becomes `spark_config`.
@@ -53,6 +66,8 @@ class SparkResource(LazyPySparkResource):
             SparkConfigError: PARTITION_ASSETS_SPARK_CONF is not a JSON object, or holds a key not
                 starting with `spark.` or a value that is no string, number or boolean; no Spark
                 server was started.
+            EnvironmentSetupError: PARTITION_ASSETS_SPARK_UNREACHABLE_SECONDS is set but not a
+                positive number.
         """
         return cls(
             spark_config=spark_conf_from_env(),
@@ -60,16 +75,29 @@ class SparkResource(LazyPySparkResource):
             master=os.environ.get("PARTITION_ASSETS_SPARK_MASTER", "local[2]"),
             in_process=os.environ.get("PARTITION_ASSETS_SPARK_IN_PROCESS", "") == "1",
             connect_port=int(os.environ.get("PARTITION_ASSETS_SPARK_CONNECT_PORT", DEFAULT_PORT)),
+            unreachable_seconds=unreachable_seconds(),
         )
 
     def local_server(self) -> LocalConnectServer:
         return LocalConnectServer(port=self.connect_port, master=self.master, conf=self._static_conf())
 
+    def connect_url(self) -> str | None:
+        """The sc:// URL of the Spark Connect server its sessions use; None for a driver in this process."""
+        if self.in_process:
+            return None
+        return self.remote or self.local_server().url
+
+    def gone_server(self) -> str | None:
+        """The URL of its Spark Connect server when nothing listens there any more (killed,
+        or gone from the network); None when one does, or for a driver in this process."""
+        url = self.connect_url()
+        return url if url is not None and not listening(url) else None
+
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
         if self.remote:
-            session = SparkSession.builder.remote(self.remote).getOrCreate()
+            session = self._connected(self.remote)
         elif self.in_process:
             os.environ.update(spark_env(find_java()))
             builder = SparkSession.builder.master(self.master)
@@ -77,14 +105,21 @@ class SparkResource(LazyPySparkResource):
                 builder = builder.config(key, str(value))
             session = builder.getOrCreate()
         else:
-            url = self.local_server().ensure_running()
-            session = SparkSession.builder.remote(url).getOrCreate()
+            session = self._connected(self.local_server().ensure_running())
         for key, value in {**DEFAULT_SPARK_CONF, **self.spark_config}.items():
             if key.startswith("spark.sql."):
                 session.conf.set(key, str(value))
         if not self.in_process:  # its jobs join their kind's FAIR pool on the server
             session.conf.set(POOL_CONF, self._pool or _pool_of_process())
         self._spark_session = session
+
+    def _connected(self, url: str) -> SparkSession:
+        """A Spark Connect session on `url` whose calls give up an unreachable server in time."""
+        from partition_assets.spark.retry_policy import UnreachableFor  # grpc and pandas: only once connecting
+
+        session = SparkSession.builder.remote(url).getOrCreate()
+        cast("ConnectSession", session).client.set_retry_policies([UnreachableFor(self.unreachable_seconds)])
+        return session
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Takes the FAIR pool of the run's kind: a backfill's node run (tagged

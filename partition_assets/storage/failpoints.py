@@ -2,6 +2,8 @@
 
 Setting PARTITION_ASSETS_FAILPOINT=<name> makes the writing process SIGKILL itself
 when it reaches that point: no `finally`, no cleanup, like a lost machine.
+PARTITION_ASSETS_FAILPOINT=<name>:raise raises `InjectedFailure` there instead: an
+unexpected error (a bug, a lost connection) that every `finally` and handler sees.
 """
 
 import os
@@ -32,7 +34,19 @@ COORDINATOR_POINTS = (
 POINTS = WRITE_POINTS + PUBLISH_POINTS + COORDINATOR_POINTS
 
 
+# The suffix of PARTITION_ASSETS_FAILPOINT that raises rather than kills.
+RAISE = ":raise"
+
+
+class InjectedFailure(RuntimeError):
+    """The unexpected error a failpoint set to `<name>:raise` raises: no error the code expects."""
+
+
 def failpoint(name: str) -> None:
-    """SIGKILLs this process when PARTITION_ASSETS_FAILPOINT names `name` (one of POINTS)."""
-    if os.environ.get(ENV) == name:
+    """At the point `name` (one of POINTS): SIGKILLs this process when PARTITION_ASSETS_FAILPOINT
+    names it, raises InjectedFailure when it names it followed by `:raise`; else nothing."""
+    chosen = os.environ.get(ENV)
+    if chosen == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if chosen == f"{name}{RAISE}":
+        raise InjectedFailure(f"failpoint {name}: an error injected by {ENV}={chosen}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -42,7 +41,8 @@ from typing import Literal
 
 import pyarrow.fs as pafs
 
-from partition_assets.errors import EnvironmentSetupError, PartitionLeasedError
+from partition_assets.errors import PartitionLeasedError
+from partition_assets.settings import positive_seconds
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.write_staging import table_filesystem
 
@@ -62,16 +62,7 @@ def lease_ttl() -> float:
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
-    text = os.environ.get(TTL_ENV)
-    if text is None:
-        return DEFAULT_TTL_SECONDS
-    try:
-        ttl = float(text)
-    except ValueError:
-        ttl = 0.0
-    if ttl <= 0:
-        raise EnvironmentSetupError(f"{TTL_ENV}={text!r} is not a positive number of seconds; set e.g. {TTL_ENV}=60")
-    return ttl
+    return positive_seconds(TTL_ENV, DEFAULT_TTL_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """The gate as Dagster asset checks and approval before publish, end to end through
 `partition-assets backfill` on real Spark, Delta tables and a Dagster instance: each gate's
 `backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
-requires approval waits for it (leases parked, assets frozen), publishes once approved (the
-ledger names who approved, and when), needs --force after a failed gate, and leaves by
+requires approval waits for it (leases parked, assets frozen; a coordinator run then refused
+changes none of that), publishes once approved (the ledger names who approved, and when), or
+is refused by a commit made outside it, needs --force after a failed gate, and leaves by
 discard or expiry with the tables untouched (a forced approval after a failed gate expires
 too); of two approvals at once exactly one publishes and the record keeps what it published;
 and a deployment's approval policy: no option skips it, the launcher is recorded and may not
 approve, nor may a name off its list."""
 
-import argparse
 from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
@@ -17,21 +17,29 @@ import dagster as dg
 import pytest
 import yaml
 
+from partition_assets.backfill.commands import approve_record
 from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.cli.backfill import act_on_record
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.instances import add_to_config
-from partition_assets_tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
+from partition_assets_tests.support.lakehouse import (
+    TABLES,
+    Lakehouse,
+    days,
+    expected_orders,
+    foreign_update,
+    run_coordinator_job,
+)
 from partition_assets_tests.support.racing import racing_context, racing_process
 from partition_assets_tests.support.records import recorded_backfill, recorded_ids
+from partition_assets_tests.support.results import failure_message
 
 pytestmark = pytest.mark.slow
 
@@ -202,9 +210,47 @@ def approve_as_read_before(home: str, backfill_id: str, approver: str, read: Eve
         record = BackfillStore(instance).load(backfill_id)
         read.set()
         go.wait(120)
-        args = argparse.Namespace(action="approve", backfill_id=backfill_id, by=approver, force=False)
         try:
-            act_on_record(args, record, instance)
+            approve_record(instance, record, approver)
             outcomes.put("approved")
         except PartitionAssetsError as refused:
             outcomes.put(f"{type(refused).__name__}: {refused}")
+
+
+def test_a_refused_coordinator_run_leaves_a_backfill_awaiting_approval_as_it_was(published_2_days, spark):
+    """Issue 39, hole 9: re-executing the coordinator run of a backfill awaiting approval was
+    refused, but only after it had taken the backfill's parked leases back (live, then dead
+    with its heartbeat): a production write then succeeded, and the backfill could no longer
+    reach `publish_refused`, which the status table did not allow from `awaiting_approval`."""
+    house = published_2_days
+    before = house.contents()
+    first = run_coordinator_job(house, config={"approval": "required"}, **{safe_defs.FACTOR_ENV: "1.2"})
+    run_id = first.stdout.strip().splitlines()[-1]
+    bid = "launchpad0run"
+    assert recorded_backfill(house.home, bid).status == BackfillStatus.AWAITING_APPROVAL, first.stderr
+
+    again = run_coordinator_job(house, run_id, **{safe_defs.FACTOR_ENV: "1.2"})
+    with house.instance() as instance:
+        rerun = instance.get_run_by_id(again.stdout.strip().splitlines()[-1])
+        assert rerun.status == dg.DagsterRunStatus.FAILURE
+        assert "is awaiting_approval: cannot run it" in failure_of(instance, rerun.run_id)
+        assert BackfillStore(instance).status(bid) == BackfillStatus.AWAITING_APPROVAL
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))
+    assert all(held_by(house.uri(table), bid) for table in TABLES)
+    refused = house.production_write("2024-01-02")
+    assert not refused.success and bid in failure_message(refused), failure_message(refused)
+    assert house.contents() == before
+
+    foreign_update(house, "orders", "2024-01-02")  # a commit past the leases: the publish must refuse it
+    refused_publish = house.cli("approve", bid, "--by", "ana")
+    assert refused_publish.returncode == 2 and "changed partitions it rewrites" in refused_publish.stderr
+    assert recorded_backfill(house.home, bid).status == BackfillStatus.PUBLISH_REFUSED
+    assert house.content("revenue") == before["revenue"]
+
+
+def failure_of(instance: dg.DagsterInstance, run_id: str) -> str:
+    """The message of the run's step failure."""
+    return next(
+        record.dagster_event.step_failure_data.error.message
+        for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    )

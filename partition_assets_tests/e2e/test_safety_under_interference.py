@@ -6,20 +6,24 @@ coordinator run re-executed. Each test reproduces one hole the audit found (issu
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import dagster as dg
 import pytest
-from deltalake import DeltaTable
 
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import TTL_ENV, leases
-from partition_assets_tests.support import REPO, safe_defs
+from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
-from partition_assets_tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
+from partition_assets_tests.support.lakehouse import (
+    TABLES,
+    Lakehouse,
+    days,
+    expected_orders,
+    foreign_update,
+    run_coordinator_job,
+)
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.readers import delta_row_set
 from partition_assets_tests.support.records import recorded_backfill
@@ -27,16 +31,6 @@ from partition_assets_tests.support.records import recorded_backfill
 pytestmark = pytest.mark.slow
 
 SLOW = {safe_defs.FACTOR_ENV: "1.25", safe_defs.SLOW_ENV: "2"}
-
-
-# A numeric column of each table, for a commit outside the backfill to change.
-NUMBERS = {"orders": "amount", "revenue": "revenue", "revenue_report": "average_order"}
-
-
-def foreign_update(lakehouse: Lakehouse, table: str, day: str) -> None:
-    """A commit outside the backfill, as the audit made it: a delta-rs update of one partition."""
-    column = NUMBERS[table]
-    DeltaTable(lakehouse.uri(table)).update(updates={column: f"{column} + 1000"}, predicate=f"ds = '{day}'")
 
 
 def status_of(lakehouse: Lakehouse, bid: str) -> str:
@@ -153,43 +147,6 @@ def test_a_coordinator_paused_past_its_lease_fails_before_the_gate(published_2_d
     assert "lapsed" in stdout and "nothing was published" in stdout, stdout
     assert lakehouse.versions() == versions
     assert status_of(lakehouse, bid) == "failed"
-
-
-RUN_COORDINATOR_JOB = """
-import sys
-import dagster as dg
-from partition_assets.backfill.planning.run_config import backfill_run_config
-from partition_assets_tests.support.safe_defs import backfill_job
-
-parent_id = sys.argv[1] if len(sys.argv) > 1 else None
-with dg.DagsterInstance.get() as instance:
-    if parent_id:  # as the webserver re-executes a run: its config and its (user) tags again
-        parent = instance.get_run_by_id(parent_id)
-        run_config, tags = parent.run_config, {k: v for k, v in parent.tags.items() if not k.startswith("dagster/")}
-    else:
-        run_config = backfill_run_config(selection="*", start="2024-01-01", end="2024-01-02")
-        tags = {"partition_assets/backfill_id": "launchpad0run"}
-    result = dg.execute_job(
-        dg.reconstructable(backfill_job),
-        instance,
-        run_config=run_config,
-        tags=tags,
-        reexecution_options=dg.ReexecutionOptions(parent_run_id=parent_id) if parent_id else None,
-    )
-    print(result.run_id)
-"""
-
-
-def run_coordinator_job(lakehouse: Lakehouse, *parent: str, **env: str) -> subprocess.CompletedProcess:
-    """The engine job of safe_defs executed in a fresh process (as a run worker would), or re-executed."""
-    return subprocess.run(
-        [sys.executable, "-c", RUN_COORDINATOR_JOB, *parent],
-        cwd=REPO,
-        env=lakehouse.env(**env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def test_re_executing_a_coordinator_run_resumes_its_backfill_and_keeps_its_fingerprints(published_2_days):

@@ -1,7 +1,9 @@
 """A lakehouse for end-to-end tests of staged backfills: a Dagster home, a lake and the
 notification events of the safe-backfill code location (safe_defs.py), with
-`partition-assets backfill` run against them; and lakehouses with published days (the
-e2e conftest's fixtures copy them for each test).
+`partition-assets backfill` run against them, the engine's coordinator job executed (or
+re-executed) against them, and writes made outside any backfill (a production run, a
+delta-rs commit); and lakehouses with published days (the e2e conftest's fixtures copy
+them for each test).
 
 Not guaranteed: a copy's files keep their times (shutil.copytree copies them, a vacuum test
 backdates its own).
@@ -11,13 +13,15 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 from deltalake import DeltaTable
 
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
-from partition_assets_tests.support import safe_defs
+from partition_assets_tests.support import REPO, safe_defs
 from partition_assets_tests.support.cli_runs import run_cli, start_cli
 from partition_assets_tests.support.instances import instance_env
 from partition_assets_tests.support.polling import wait_for
@@ -26,6 +30,35 @@ from partition_assets_tests.support.records import recorded_ids
 
 TARGET = ["-m", "partition_assets_tests.support.safe_defs"]
 TABLES = ("orders", "revenue", "revenue_report")
+# A numeric column of each table, for a commit outside the backfill to change.
+NUMBERS = {"orders": "amount", "revenue": "revenue", "revenue_report": "average_order"}
+
+# The engine job of safe_defs over January 1-2 (argv[1]: more of its config, as JSON), under
+# the backfill id launchpad0run; or, given a run id (argv[2]), that run re-executed.
+RUN_COORDINATOR_JOB = """
+import json
+import sys
+import dagster as dg
+from partition_assets.backfill.planning.run_config import backfill_run_config
+from partition_assets_tests.support.safe_defs import backfill_job
+
+config, parent_id = json.loads(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None
+with dg.DagsterInstance.get() as instance:
+    if parent_id:  # as the webserver re-executes a run: its config and its (user) tags again
+        parent = instance.get_run_by_id(parent_id)
+        run_config, tags = parent.run_config, {k: v for k, v in parent.tags.items() if not k.startswith("dagster/")}
+    else:
+        run_config = backfill_run_config(selection="*", start="2024-01-01", end="2024-01-02", **config)
+        tags = {"partition_assets/backfill_id": "launchpad0run"}
+    result = dg.execute_job(
+        dg.reconstructable(backfill_job),
+        instance,
+        run_config=run_config,
+        tags=tags,
+        reexecution_options=dg.ReexecutionOptions(parent_run_id=parent_id) if parent_id else None,
+    )
+    print(result.run_id)
+"""
 
 
 class Lakehouse:
@@ -75,6 +108,21 @@ class Lakehouse:
 
     def uri(self, table: str) -> str:
         return str(self.lake / table)
+
+    def production_write(self, day: str) -> dg.ExecuteInProcessResult:
+        """A Dagster run of `orders` for `day` outside any backfill, as a schedule's would be;
+        its failure is in the result (this process needs the test session's Spark server)."""
+        with self.instance() as instance:
+            return dg.materialize(
+                [safe_defs.orders],
+                partition_key=day,
+                instance=instance,
+                resources={
+                    "spark": safe_defs.spark,
+                    "io_manager": safe_defs.SparkDeltaIOManager(root_uri=str(self.lake), spark=safe_defs.spark),
+                },
+                raise_on_error=False,
+            )
 
     def content(self, table: str) -> frozenset:
         if not DeltaTable.is_deltatable(self.uri(table)):
@@ -129,3 +177,24 @@ def expected_orders(days: list[str], factor: float) -> frozenset:
 
 def days(first: int, last: int) -> list[str]:
     return [f"2024-01-{day:02d}" for day in range(first, last + 1)]
+
+
+def foreign_update(lakehouse: Lakehouse, table: str, day: str) -> None:
+    """A commit outside the backfill, as the audit made it: a delta-rs update of one partition."""
+    column = NUMBERS[table]
+    DeltaTable(lakehouse.uri(table)).update(updates={column: f"{column} + 1000"}, predicate=f"ds = '{day}'")
+
+
+def run_coordinator_job(
+    lakehouse: Lakehouse, *parent: str, config: Mapping[str, object] | None = None, **env: str
+) -> subprocess.CompletedProcess:
+    """The engine job of safe_defs executed in a fresh process (as a run worker would), with
+    `config` added to its run config; or, given the id of one of its runs, that run re-executed."""
+    return subprocess.run(
+        [sys.executable, "-c", RUN_COORDINATOR_JOB, json.dumps(dict(config or {})), *parent],
+        cwd=REPO,
+        env=lakehouse.env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )

@@ -21,7 +21,8 @@ NOW = datetime(2024, 3, 1, 12, tzinfo=UTC)
 def test_a_backfill_awaits_approval_only_after_running_and_leaves_only_by_publishing_or_discard():
     # Paused too: its runs in flight may finish, the gate pass, while it launches nothing new.
     assert {status for status in S if is_allowed(status, S.AWAITING_APPROVAL)} == {S.RUNNING, S.PAUSED}
-    assert TRANSITIONS[S.AWAITING_APPROVAL] == {S.PUBLISHING, S.DISCARDED}
+    # Its publish refused by a commit made outside it, before any commit, is publish_refused (issue 39, hole 9).
+    assert TRANSITIONS[S.AWAITING_APPROVAL] == {S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}
     assert COMMANDS["approve"] == {S.AWAITING_APPROVAL: S.PUBLISHING, S.GATE_FAILED: S.PUBLISHING}
     assert COMMANDS["discard"][S.AWAITING_APPROVAL] == S.DISCARDED
     for command in ("publish", "cancel", "resume", "retry", "rollback"):

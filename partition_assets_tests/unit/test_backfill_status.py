@@ -34,6 +34,15 @@ def test_every_status_has_a_row_the_ends_lead_nowhere_and_every_command_move_is_
     assert not is_allowed(S.PUBLISHED, S.CANCELED) and not is_allowed(S.PUBLISHING, S.CANCELED)
 
 
+def test_the_table_has_every_move_the_code_makes():
+    # An approved backfill's publish refused by a foreign commit (issue 39, hole 9).
+    assert is_allowed(S.AWAITING_APPROVAL, S.PUBLISH_REFUSED)
+    # An error or interrupt in any phase of a running (or paused) backfill fails it.
+    assert is_allowed(S.RUNNING, S.FAILED) and is_allowed(S.PAUSED, S.FAILED)
+    # A run of a backfill awaiting approval is refused: it stays parked until approved or discarded.
+    assert not is_allowed(S.AWAITING_APPROVAL, S.RUNNING)
+
+
 def test_a_transition_is_a_compare_and_set_and_a_refused_one_writes_nothing(instance):
     store = BackfillStore(instance)
     record = record_at(store, "b1", S.RUNNING, SPEC)

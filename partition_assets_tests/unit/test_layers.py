@@ -30,6 +30,7 @@ LOWER = [
     "ids.py",
     "lint.py",
     "run_tags.py",
+    "settings.py",
 ]
 UPPER = ("backfill", "automation", "cli", "instance", "example")
 # backfill/'s sub-packages, lowest first; model.py is below them all.

@@ -24,6 +24,7 @@ from partition_assets.backfill.commands.launching import (
 )
 from partition_assets.backfill.commands.recorded import (
     approve_backfill,
+    approve_record,
     backfill_ledger,
     backfill_status,
     cancel_backfill,
@@ -69,6 +70,7 @@ __all__ = [
     "TableDiff",
     "adopt_backfill",
     "approve_backfill",
+    "approve_record",
     "backfill_ledger",
     "backfill_status",
     "cancel_backfill",

@@ -44,6 +44,7 @@ from partition_assets.errors import (
     GateFailedError,
     LeaseLapsedError,
     PartitionAssetsError,
+    SparkServerGoneError,
 )
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
@@ -122,7 +123,8 @@ def execute_backfill(
 ) -> RunOutcome:
     """Runs `record`'s nodes of `graph` but `done` through its coordinator, then its gate and
     publish; a line per node result and phase goes to `console`. A failed gate, a refused
-    commit or lapsed leases end it short of publishing, as a result that did not succeed."""
+    commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
+    did not succeed."""
     progress = Progress(record.id, graph, done)
     console.line(progress.started())
     run = BackfillRun(
@@ -136,7 +138,7 @@ def execute_backfill(
     )
     try:
         status = run.run()
-    except (GateFailedError, CommitError, LeaseLapsedError) as error:  # stopped short of (fully) publishing
+    except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         return RunOutcome(record.id, str(error), succeeded=False)
     return RunOutcome(record.id, progress.summary(status), succeeded=progress.failure(status) is None)
 

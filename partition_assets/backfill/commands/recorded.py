@@ -174,7 +174,20 @@ def approve_backfill(
     """Approves the backfill in `approver`'s name and publishes it (after a failed gate only
     with `force`); `dagster_user` is the Dagster user the approval's run carries, where the
     instance knows one. See backfill/publishing/approving.py for what is refused."""
-    record = _recorded(instance, backfill_id, "approve")
+    return approve_record(instance, _loaded(instance, backfill_id), approver, force, dagster_user)
+
+
+def approve_record(
+    instance: dg.DagsterInstance,
+    record: BackfillRecord,
+    approver: str,
+    force: bool = False,
+    dagster_user: str | None = None,
+) -> Published:
+    """`approve_backfill` of a record as its caller read it, however long ago: the approval
+    claims the backfill and reads its record again before writing anything, so a record
+    another process changed since is approved as it now stands, or refused."""
+    _check_fits(instance, record, "approve")
     versions = approve(publication_of(record, instance), instance, approver, force, utc_now(), dagster_user)
     return Published(record.id, f"approved by {approver} and published", versions)
 
@@ -209,14 +222,23 @@ def list_backfills(instance: dg.DagsterInstance, now: datetime | None = None) ->
 
 
 def _recorded(instance: dg.DagsterInstance, backfill_id: str, command: str | None = None) -> BackfillRecord:
-    """The record of `backfill_id`, once `command` (None: one that only reads) fits it: no
-    live coordinator when it coordinates, a status it accepts."""
-    record = BackfillStore(instance).load(checked_backfill_id(backfill_id))
+    """The record of `backfill_id`, once `command` (None: one that only reads) fits it."""
+    record = _loaded(instance, backfill_id)
+    _check_fits(instance, record, command)
+    return record
+
+
+def _loaded(instance: dg.DagsterInstance, backfill_id: str) -> BackfillRecord:
+    return BackfillStore(instance).load(checked_backfill_id(backfill_id))
+
+
+def _check_fits(instance: dg.DagsterInstance, record: BackfillRecord, command: str | None) -> None:
+    """Refuses `command` on `record` unless it fits: no live coordinator when it coordinates,
+    a status it accepts."""
     if command in _COORDINATING:  # before anything below touches its runs or tables
         refuse_if_live(instance, record.id, command)
     if command in COMMANDS:  # refused by its status, too, before anything is read or written
         check_command(record.id, record.status, command)
-    return record
 
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, force: bool) -> Published:

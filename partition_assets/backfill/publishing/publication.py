@@ -38,6 +38,7 @@ from partition_assets.backfill.publishing.tables import BackfillTable, lake_root
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.status import BackfillStatus, check_transition
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
 from partition_assets.storage.leases import Heartbeat, Lease, acquire
 
@@ -68,17 +69,29 @@ class Publication:
         return leases
 
     @contextmanager
-    def held(self, instance: dg.DagsterInstance, action: str = "run") -> Iterator[list[Lease]]:
+    def held(
+        self, instance: dg.DagsterInstance, action: str = "run", entering: BackfillStatus | None = None
+    ) -> Iterator[list[Lease]]:
         """This process as the backfill's coordinator (refused with CoordinatorLiveError
         while another is live: see backfill/state/presence.py), its leases (kept alive by a
         heartbeat) and its assets frozen, for the duration of `action`; the freeze is
         lifted however the block ends. The caller releases or parks the leases; if it
-        dies, they expire with their heartbeat. `check_held` says whether they lapsed."""
-        with (
-            coordinating(instance, self.record.id, action) as announcement,
-            self.leased(instance, announcement, action) as taken,
-        ):
-            yield taken
+        dies, they expire with their heartbeat. `check_held` says whether they lapsed.
+
+        Args:
+            entering: The status `action` moves a recorded backfill to: once this process is
+                its coordinator, the stored status must allow that move (status.py), else
+                IllegalTransitionError before any lease is taken, so a refused step leaves
+                the leases as they were (parked ones stay parked).
+
+        Raises:
+            IllegalTransitionError: The stored status may not become `entering`; nothing was changed.
+        """
+        with coordinating(instance, self.record.id, action) as announcement:
+            if entering is not None and self.record.store.exists(self.record.id):
+                check_transition(self.record.id, self.record.stored_status(), entering, action)
+            with self.leased(instance, announcement, action) as taken:
+                yield taken
 
     @contextmanager
     def leased(self, instance: dg.DagsterInstance, announcement: Announcement, action: str) -> Iterator[list[Lease]]:
@@ -126,6 +139,12 @@ class Publication:
             f"nothing was published. `partition-assets backfill resume {self.record.id}` takes the leases "
             "again and checks the tables for commits made outside the backfill before publishing."
         )
+
+    def gone_spark_server(self) -> str | None:
+        """The URL of a Spark Connect server its tables are read and written with that no longer
+        listens (see SparkResource.gone_server); None when every one does."""
+        servers = {table.spark.connect_url(): table.spark for table in self.tables.values()}
+        return next((url for spark in servers.values() if (url := spark.gone_server()) is not None), None)
 
     def notify(self, kind: EventKind, detail: str = "") -> None:
         notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets), detail))

@@ -46,10 +46,17 @@ from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory,
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
 from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
-from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.status import FINAL_STATUSES, BackfillStatus, check_transition
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
-from partition_assets.errors import CommitError, GateFailedError, IllegalTransitionError, LeaseLapsedError
+from partition_assets.errors import (
+    CommitError,
+    GateFailedError,
+    IllegalTransitionError,
+    LeaseLapsedError,
+    PartitionAssetsError,
+    SparkServerGoneError,
+)
 from partition_assets.run_tags import node_run_tags, pinned_input_tags
 from partition_assets.storage.leases import Lease, park, release
 
@@ -76,6 +83,19 @@ class BackfillRun:
     that was publishing when its coordinator died only finishes publishing. With
     `--inputs-as-of`, each node reads the input versions pinned on the first start
     (backfill/publishing/originals.py).
+
+    A run the backfill's status refuses (one awaiting approval, published, discarded) is
+    refused with IllegalTransitionError before any worker starts or lease is taken: it
+    changes nothing. Once its leases are taken, every way out leaves a status of the
+    table (status.py) and the leases as that status requires: an error or interrupt in
+    any phase fails a running (or paused) backfill; a staged one's leases are then parked,
+    a per-node one's released (released too once it is published or done). A Spark
+    Connect server that stopped listening meanwhile fails it with SparkServerGoneError,
+    naming the server.
+
+    Not guaranteed: a coordinator killed (SIGKILL, a lost machine) runs none of this: its
+    leases expire with their heartbeat and its backfill shows as silent
+    (backfill/state/liveness.py) until `backfill resume` takes it over.
     """
 
     def __init__(
@@ -98,7 +118,13 @@ class BackfillRun:
         self._on_phase = on_phase
 
     def run(self) -> dict[Node, NodeStatus]:
-        """Runs the backfill (see the class docstring); the status of each node it ran."""
+        """Runs the backfill (see the class docstring); the status of each node it ran.
+
+        Raises:
+            IllegalTransitionError: Its status refuses a run (see the class docstring); nothing was changed.
+            SparkServerGoneError: Its Spark Connect server stopped listening; it failed, its leases parked.
+        """
+        check_transition(self.record.id, self.record.status, self._entering, "run")
         with ExitStack() as stack:
             # Workers start loading the code location now, while the coordinator prepares.
             runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
@@ -129,12 +155,18 @@ class BackfillRun:
                 ", ".join(key.to_user_string() for key in unstaged),
             )
 
+    @property
+    def _entering(self) -> BackfillStatus:
+        """The status this run moves the backfill to: publishing when its coordinator died publishing."""
+        return BackfillStatus.PUBLISHING if self.record.status == BackfillStatus.PUBLISHING else BackfillStatus.RUNNING
+
     def _run_held(self, publication: Publication, runner: NodeRunner | None) -> dict[Node, NodeStatus]:
         record = self.record
         pins = {} if record.status == BackfillStatus.PUBLISHING else self._pins_of_rerun(publication.definitions)
         asset_graph = publication.definitions.resolve_asset_graph()
         with (
-            publication.held(self.instance) as leases,
+            publication.held(self.instance, entering=self._entering) as leases,
+            self._settled_on_any_exit(publication, leases),
             # Once its leases are taken: a backfill refused for leased partitions shows in no list.
             DagsterBackfillMirror(record, self.graph, asset_graph, self.instance, self.done) as mirror,
         ):
@@ -162,6 +194,7 @@ class BackfillRun:
             elif not _all_succeeded(status):
                 if self._moved_to(BackfillStatus.FAILED):
                     self._stop(publication, leases, "failed", "nodes failed: nothing was published")
+                    self._raise_if_spark_gone(publication, "its node runs failed")
                 else:
                     self._stop(publication, leases, "canceled", "")
             elif not self.staged:
@@ -253,6 +286,52 @@ class BackfillRun:
         else:
             release(leases)
         publication.notify(kind, detail)
+
+    @contextmanager
+    def _settled_on_any_exit(self, publication: Publication, leases: list[Lease]) -> Iterator[None]:
+        """However the block ends early (any error, an interrupt), the backfill is left in a
+        status of the table with its leases as that status requires (see the class
+        docstring), then the error goes on; an unexpected one whose cause is a Spark
+        server that stopped listening goes on as SparkServerGoneError."""
+        try:
+            yield
+        except BaseException as error:
+            self._settle(publication, leases, error)
+            if isinstance(error, Exception) and not isinstance(error, PartitionAssetsError):
+                self._raise_if_spark_gone(publication, f"{type(error).__name__}: {error}", error)
+            raise
+
+    def _settle(self, publication: Publication, leases: list[Lease], error: BaseException) -> None:
+        """What `_settled_on_any_exit` leaves after `error`: a running (or paused) backfill
+        failed (a cancel that got there first stands), then its leases released when it is
+        final or published per node, else parked. A status the coordinator set already
+        (gate_failed, publish_refused, publishing, ...) stays, as do leases it parked."""
+        if self.record.stored_status() in (BackfillStatus.RUNNING, BackfillStatus.PAUSED) and self._moved_to(
+            BackfillStatus.FAILED
+        ):
+            _log.error("backfill %s failed: %s: %s", self.record.id, type(error).__name__, error)
+            publication.notify("failed", f"{type(error).__name__}: {error}")
+        if self.record.status in FINAL_STATUSES or not self.staged:
+            release(leases)
+        else:
+            park(leases)
+
+    def _raise_if_spark_gone(self, publication: Publication, what: str, cause: BaseException | None = None) -> None:
+        """SparkServerGoneError when a Spark server of the backfill's tables no longer listens."""
+        url = publication.gone_spark_server()
+        if url is None:
+            return
+        backfill_id = self.record.id
+        left = (
+            "Its partitions stay leased (parked) and nothing was published"
+            if self.staged
+            else "Its leases were released; the nodes that succeeded are published"
+        )
+        raise SparkServerGoneError(
+            f"backfill {backfill_id} {self.record.status.value}: the Spark server at {url} is gone (nothing listens "
+            f"there; {what}). {left}. Start the server again (or point the code location at one that runs), then "
+            f"`partition-assets backfill resume {backfill_id}`."
+        ) from cause
 
     def _stopped_by_command(self) -> bool:
         """Whether `backfill cancel` (or a cancel in the UI) stopped the backfill: read again

@@ -66,8 +66,9 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.CANCELED: frozenset({S.CANCELED, S.RUNNING, S.DISCARDED}),
     S.FAILED: frozenset({S.FAILED, S.RUNNING, S.CANCELED, S.DISCARDED}),
     S.GATE_FAILED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
-    # Approval before publish (backfill/state/approval.py): approved (published) or discarded.
-    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.DISCARDED}),
+    # Approval before publish (backfill/state/approval.py): approved (published), its publish
+    # refused before any commit by a commit made outside the backfill, or discarded.
+    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     # Discarded only while no table holds its publish commit (a publish killed before its first
     # commit, whose moved files a vacuum may have deleted: rollback.discard checks the logs).
@@ -132,6 +133,8 @@ _REFUSED_BECAUSE = {
     "approve": "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
     "pause": "only a running backfill is paused: it has nothing left to launch",
     "unpause": "it is not paused",
+    # A coordinator run (a re-executed or taken-over one, say) of a backfill past its node runs.
+    "run": "its nodes ran and it is past running",
 }
 
 

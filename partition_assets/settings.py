@@ -1,0 +1,23 @@
+"""Settings read from the environment, refused when malformed."""
+
+import os
+
+from partition_assets.errors import EnvironmentSetupError
+
+
+def positive_seconds(name: str, default: float) -> float:
+    """The positive number of seconds the environment variable `name` holds; `default` when unset.
+
+    Raises:
+        EnvironmentSetupError: `name` is set but not a positive number; the message names it and a valid value.
+    """
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise EnvironmentSetupError(f"{name}={text!r} is not a positive number of seconds; set e.g. {name}={default:g}")
+    return seconds
