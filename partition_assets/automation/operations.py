@@ -39,6 +39,7 @@ from partition_assets.backfill.commands import (
     retry_backfill,
     rollback_backfill,
 )
+from partition_assets.backfill.running.progress import Tally
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
@@ -154,3 +155,6 @@ class RunLogConsole:
         for line in text.splitlines():
             if line.strip():
                 self._log(line)
+
+    def node(self, text: str, tally: Tally) -> None:
+        self.line(text)
