@@ -85,7 +85,7 @@ class Progress:
     def failure(self, status: Mapping[Node, NodeStatus]) -> str | None:
         """What failed, grouped by cause, and how to retry it, on one line; None when every node
         succeeded: `backfill <id>: 7 failed: TableSchemaError: <message> (7 nodes: asset[p], ...);
-        0 nodes blocked behind them. Fix and run ...`, the most frequent cause first."""
+        2 nodes blocked behind them. Fix and run ...`, the most frequent cause first."""
         failed = sorted(node for node, state in status.items() if state == NodeStatus.FAILED)
         blocked = sum(1 for state in status.values() if state == NodeStatus.BLOCKED)
         if not failed and not blocked:
@@ -94,9 +94,11 @@ class Progress:
         for node in failed:
             by_cause.setdefault(self._errors.get(node, "failed in an earlier run"), []).append(node)
         causes = sorted(by_cause.items(), key=lambda cause_nodes: (-len(cause_nodes[1]), cause_nodes[0]))
+        parts = [_cause(error, nodes) for error, nodes in causes]
+        if blocked:
+            parts.append(f"{blocked} nodes blocked behind them")
         return (
-            f"{self.summary(status)}: {'; '.join(_cause(error, nodes) for error, nodes in causes)}"
-            f"{'; ' if causes else ''}{blocked} nodes blocked behind them. "
+            f"{self.summary(status)}: {'; '.join(parts)}. "
             f"Fix and run `partition-assets backfill retry {self.backfill_id}`."
         )
 
