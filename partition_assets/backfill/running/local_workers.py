@@ -301,8 +301,8 @@ def user_error_line(error: SerializableErrorInfo) -> str:
     while error.cause is not None and error.cls_name in wrappers:
         error = error.cause
     # The message is the traceback's last line, `module.ErrorClass: text`: keep the text.
-    named, separator, text = error.message.partition(": ")
-    if not (separator and named.split(".")[-1] == error.cls_name):
+    named, _, text = error.message.partition(": ")
+    if named.strip().split(".")[-1] != error.cls_name:
         text = error.message
     return f"{error.cls_name}: {' '.join(text.split())}" if text.strip() else str(error.cls_name)
 
