@@ -2,15 +2,19 @@
 it, the last line grouping failures by cause, and the live progress line of a terminal."""
 
 import io
+import os
 from datetime import UTC, datetime
 
 import dagster as dg
+import pytest
 
 from partition_assets.backfill import Node, RunUnit, TimeRange, build_graph
+from partition_assets.backfill.running.asset_runs import VERBOSE_ENV, quiet_console_config
 from partition_assets.backfill.running.local_workers import user_error_line
 from partition_assets.backfill.running.progress import Progress, Tally
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
 from partition_assets.cli.live import LiveConsole, progress_line
+from partition_assets.cli.main import main
 from partition_assets.dagster_internals import SerializableErrorInfo
 from partition_assets.partitions import daily
 
@@ -113,3 +117,15 @@ def test_the_live_line_is_redrawn_in_place_and_failed_nodes_stay_above_it():
         f"{erase}"  # closed: the command's last line starts on a clean line
     )
     assert progress_line(Tally(8, 8, 0, 0, None)) == "[====================] 8/8 done, 0 running, 0 failed"
+
+
+@pytest.mark.parametrize("command", ["retry", "resume"])
+def test_verbose_reaches_the_environment_node_runs_read(command, monkeypatch):
+    monkeypatch.setenv(VERBOSE_ENV, "")  # restored after the test
+    # A refused id ends the command before any instance is opened; the flag is read first.
+    assert main(["backfill", command, "not an id", "--verbose"]) == 2
+    assert os.environ[VERBOSE_ENV] == "1"
+    job = dg.Definitions(assets=[orders]).resolve_implicit_global_asset_job_def()
+    assert quiet_console_config(job, {}) == {}
+    monkeypatch.setenv(VERBOSE_ENV, "")
+    assert quiet_console_config(job, {}) == {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
