@@ -44,4 +44,3 @@ def test_a_failed_backfill_names_each_users_error_without_debug_lines_and_groups
             # Dagster's DEBUG events stay in the run's own log.
             assert any(entry.level == 10 for entry in instance.all_logs(run_id)), run_id
     assert failed.stdout.splitlines()[-1] == grouped_last_line(backfill)
-

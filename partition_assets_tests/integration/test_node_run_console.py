@@ -16,9 +16,7 @@ def test_debug_event_lines_reach_the_console_only_when_verbose(instance, capfd, 
         monkeypatch.setenv(VERBOSE_ENV, "1")
     else:
         monkeypatch.delenv(VERBOSE_ENV, raising=False)
-    result = AssetRuns(defs.resolve_implicit_global_asset_job_def()).execute(
-        instance, drifting.key, "2024-01-01", {}
-    )
+    result = AssetRuns(defs.resolve_implicit_global_asset_job_def()).execute(instance, drifting.key, "2024-01-01", {})
     assert not result.success
     printed = capfd.readouterr()
     assert (" - DEBUG - " in printed.err) is verbose, printed.err
@@ -26,6 +24,4 @@ def test_debug_event_lines_reach_the_console_only_when_verbose(instance, capfd, 
     assert ("Stack Trace" in printed.err) is verbose, printed.err
     # The run's own log holds every DEBUG event either way.
     assert any(entry.level == logging.DEBUG for entry in instance.all_logs(result.run_id))
-    assert dg.DagsterEventType.STEP_FAILURE in {
-        entry.dagster_event_type for entry in instance.all_logs(result.run_id)
-    }
+    assert dg.DagsterEventType.STEP_FAILURE in {entry.dagster_event_type for entry in instance.all_logs(result.run_id)}
