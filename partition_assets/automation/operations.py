@@ -39,6 +39,7 @@ from partition_assets.backfill.commands import (
     retry_backfill,
     rollback_backfill,
 )
+from partition_assets.backfill.running.progress import Tally
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartitionAssetsError
@@ -162,3 +163,6 @@ class RunLogConsole:
         for line in text.splitlines():
             if line.strip():
                 self._log(line)
+
+    def node(self, text: str, tally: Tally) -> None:
+        self.line(text)

@@ -8,7 +8,9 @@ refusal, live there, shared with the Launchpad's jobs (automation/operations.py)
 import argparse
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -34,9 +36,13 @@ from partition_assets.backfill.commands import (
     stand_by,
     unpause_backfill,
 )
+from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.results import Published
 from partition_assets.backfill.planning.spec import add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.running.asset_runs import VERBOSE_ENV
+from partition_assets.backfill.running.progress import Tally
 from partition_assets.cli.heatmap import Heatmap
+from partition_assets.cli.live import LiveConsole
 from partition_assets.cli.rendering import render_diff, render_ledger, render_lineup, render_plan
 from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.deploy.code_root import add_code_root_options
@@ -63,6 +69,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
                 "sparse_backfill job) and return at once",
             )
             parser.add_argument("--by", help="who launches it (its record keeps it; default: the OS user)")
+            _add_verbose(parser)
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -97,6 +104,8 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+        if name in ("resume", "retry"):
+            _add_verbose(parser)
     actions.add_parser("list", help="every backfill: status, priority, share of the capacity, queue position, window")
     actions.add_parser(
         "standby", help="wait, warm, for the webserver's next backfill on stdin, then adopt it (the instance starts it)"
@@ -108,9 +117,19 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print Dagster's DEBUG event lines of every node run (always in the runs' logs)",
+    )
+
+
 def run_backfill_command(args: argparse.Namespace) -> int:
     """Runs `backfill <action>` in the instance of DAGSTER_HOME and prints its result; a bad
     input raises a PartitionAssetsError before anything is recorded."""
+    if getattr(args, "verbose", False):  # read by whatever runs the nodes: workers copy this environment
+        os.environ[VERBOSE_ENV] = "1"
     if args.action in ("plan", "run"):
         spec = spec_from_arguments(args, _target(args))
         with _instance() as instance:
@@ -120,7 +139,7 @@ def run_backfill_command(args: argparse.Namespace) -> int:
             if args.detach:  # the engine job records and runs it where runs run
                 print(detach_backfill(spec, instance).message)
                 return 0
-            return _ended(run_backfill(spec, instance, TerminalConsole(), launched_by=args.by))
+            return _on_terminal(lambda console: run_backfill(spec, instance, console, launched_by=args.by))
     if args.action in _ON_RECORD:
         backfill_id = checked_backfill_id(args.backfill_id, "the backfill id argument")
         with _instance() as instance:
@@ -138,10 +157,33 @@ def run_backfill_command(args: argparse.Namespace) -> int:
 
 
 class TerminalConsole:
-    """The console of a command run from a terminal: each line printed as it comes."""
+    """The console of a command whose output is piped: each line printed as it comes."""
 
     def line(self, text: str) -> None:
         print(text, flush=True)
+
+    def node(self, text: str, tally: Tally) -> None:
+        self.line(text)
+
+
+@contextmanager
+def _terminal_console() -> Iterator[Console]:
+    """A live progress line when stdout is a terminal (cli/live.py), else a line per node."""
+    if not sys.stdout.isatty():
+        yield TerminalConsole()
+        return
+    live = LiveConsole(sys.stdout)
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+def _on_terminal(command: Callable[[Console], RunOutcome | Published]) -> int:
+    """Runs `command` with the terminal's console, then prints how it ended."""
+    with _terminal_console() as console:
+        outcome = command(console)
+    return _ended(outcome)
 
 
 def _instance() -> dg.DagsterInstance:
@@ -206,8 +248,12 @@ _ON_RECORD: dict[str, Callable[[dg.DagsterInstance, str, argparse.Namespace], in
     "status": _status,
     "ledger": _ledger,
     "diff": lambda instance, backfill_id, args: _shown(render_diff(diff_backfill(instance, backfill_id))),
-    "resume": lambda instance, backfill_id, args: _ended(resume_backfill(instance, backfill_id, TerminalConsole())),
-    "retry": lambda instance, backfill_id, args: _ended(retry_backfill(instance, backfill_id, TerminalConsole())),
+    "resume": lambda instance, backfill_id, args: _on_terminal(
+        lambda console: resume_backfill(instance, backfill_id, console)
+    ),
+    "retry": lambda instance, backfill_id, args: _on_terminal(
+        lambda console: retry_backfill(instance, backfill_id, console)
+    ),
     "cancel": lambda instance, backfill_id, args: _shown(cancel_backfill(instance, backfill_id).message),
     "pause": lambda instance, backfill_id, args: _shown(pause_backfill(instance, backfill_id).message),
     "unpause": lambda instance, backfill_id, args: _shown(unpause_backfill(instance, backfill_id).message),

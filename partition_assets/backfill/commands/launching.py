@@ -133,14 +133,16 @@ def execute_backfill(
         graph,
         done,
         runner_of=runner_of,
-        on_result=lambda result: console.line(progress.line(result)),
+        on_result=lambda result: console.node(progress.line(result), progress.tally()),
         on_phase=console.line,
+        on_launch=progress.launched,
     )
     try:
         status = run.run()
     except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         return RunOutcome(record.id, str(error), succeeded=False)
-    return RunOutcome(record.id, progress.summary(status), succeeded=progress.failure(status) is None)
+    failure = progress.failure(status)
+    return RunOutcome(record.id, failure or progress.summary(status), succeeded=failure is None)
 
 
 def adopt_backfill(

@@ -72,9 +72,10 @@ class BackfillRun:
     while paused or outside its window, and within the deployment's backfill capacity
     (backfill/running/claims.py). The Dagster backfill of the same id (created when
     absent: backfill/dagster_ui/mirror.py) shows its status and per-partition progress.
-    `on_result` sees each node's result, `on_phase` a line per step after the nodes (the
-    gate, the publish); `runner_of` makes what runs the nodes (bench/scale_bench.py passes
-    one whose runs finish at once, to measure everything else).
+    `on_launch` sees each run unit as it launches, `on_result` each node's result, `on_phase`
+    a line per step after the nodes (the gate, the publish); `runner_of` makes what runs the
+    nodes (bench/scale_bench.py passes one whose runs finish at once, to measure everything
+    else).
 
     A staged backfill (the default) then evaluates its gate and publishes every table in
     one commit each (backfill/publishing/publication.py); a failed gate raises
@@ -107,6 +108,7 @@ class BackfillRun:
         runner_of: RunnerFactory = node_runner,
         on_result: Callable[[NodeResult], None] = lambda result: None,
         on_phase: Callable[[str], None] = lambda line: None,
+        on_launch: Callable[[RunUnit], None] = lambda unit: None,
     ) -> None:
         self.instance = instance
         self.record = record
@@ -116,6 +118,7 @@ class BackfillRun:
         self._runner_of = runner_of
         self._on_result = on_result
         self._on_phase = on_phase
+        self._on_launch = on_launch
 
     def run(self) -> dict[Node, NodeStatus]:
         """Runs the backfill (see the class docstring); the status of each node it ran.
@@ -389,6 +392,7 @@ class BackfillRun:
 
         def launch(unit: RunUnit) -> Future:
             on_launch(unit)
+            self._on_launch(unit)
             # Pins differ only between units (break_runs_between_pins): the first member speaks for all.
             as_of = spec.inputs_as_of
             return runner.launch(unit, pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {})

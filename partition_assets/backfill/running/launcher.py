@@ -32,6 +32,7 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.backfill.running.asset_runs import quiet_console_config
 from partition_assets.backfill.running.local_workers import failure_message
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import cancel_launched_run
@@ -80,10 +81,12 @@ class LaunchedNodeRunner:
     ) -> None:
         definitions = load_definitions(target)
         self._asset_graph = definitions.resolve_asset_graph()
-        executor = definitions.resolve_implicit_global_asset_job_def().executor_def
+        job = definitions.resolve_implicit_global_asset_job_def()
         # A unit is one asset's step: Dagster's default executor would spawn a process for it
         # inside the run worker; in process, as local workers run it. Another executor is kept.
-        self._run_config = _IN_PROCESS if executor.name == dg.multi_or_in_process_executor.name else {}
+        self._run_config = quiet_console_config(
+            job, _IN_PROCESS if job.executor_def.name == dg.multi_or_in_process_executor.name else {}
+        )
         sha = definitions_git_sha(definitions)
         self._tags = {**tags, **({GIT_SHA_TAG: sha} if sha else {}), LAUNCHED_TAG: "true"}
         self._instance = instance

@@ -46,7 +46,7 @@ from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
-from partition_assets.dagster_internals import InstanceRef
+from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
@@ -284,8 +284,34 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[N
 
 
 def failure_message(events: Iterable[dg.DagsterEvent]) -> str:
-    """Why a failed run failed: the error of its first failed step, else \"run failed\"."""
+    """Why a failed run failed, on one line: `ErrorClass: message` of its first failed step's
+    error as the asset's code raised it (unwrapped from the Dagster errors that carry it, such
+    as `DagsterExecutionStepExecutionError`), else \"run failed\". The stack trace stays in
+    the run's event log."""
     for event in events:
         if event.is_step_failure and event.step_failure_data.error is not None:
-            return event.step_failure_data.error.message
+            return user_error_line(event.step_failure_data.error)
     return "run failed"
+
+
+def user_error_line(error: SerializableErrorInfo) -> str:
+    """`ErrorClass: message` of the error that `error` wraps (following the causes of Dagster's
+    user-code wrappers, which say only which step raised), its message's lines joined."""
+    wrappers = _user_code_wrappers()
+    while error.cause is not None and error.cls_name in wrappers:
+        error = error.cause
+    # The message is the traceback's last line, `module.ErrorClass: text`: keep the text.
+    named, _, text = error.message.partition(": ")
+    if named.strip().split(".")[-1] != error.cls_name:
+        text = error.message
+    return f"{error.cls_name}: {' '.join(text.split())}" if text.strip() else str(error.cls_name)
+
+
+def _user_code_wrappers() -> set[str]:
+    """The class names of the errors Dagster raises around an error of the user's code."""
+    wrappers, classes = set(), [dg.DagsterUserCodeExecutionError]
+    while classes:
+        cls = classes.pop()
+        wrappers.add(cls.__name__)
+        classes.extend(cls.__subclasses__())
+    return wrappers

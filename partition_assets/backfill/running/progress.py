@@ -4,32 +4,73 @@
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
+from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 
 _FAILED_SHOWN = 10
 # How long a progress line may wait to be logged with those after it.
 GROUP_SECONDS = 1.0
 
 
-class Progress:
-    """Counts finished nodes of one run of backfill `backfill_id`, starting from `done`."""
+@dataclass(frozen=True)
+class Tally:
+    """Where a run of a backfill stands: of its `total` nodes, `done` finished (`failed` of
+    them failed), `running` in runs launched; `eta_seconds` until the last finishes, at the
+    pace of this run so far (None before its first node finished)."""
 
-    def __init__(self, backfill_id: str, graph: BackfillGraph, done: Collection[Node]) -> None:
+    total: int
+    done: int
+    failed: int
+    running: int
+    eta_seconds: float | None
+
+
+class Progress:
+    """Counts finished nodes of one run of backfill `backfill_id`, starting from `done`;
+    `clock` (seconds, monotonic) paces the ETA."""
+
+    def __init__(
+        self,
+        backfill_id: str,
+        graph: BackfillGraph,
+        done: Collection[Node],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.backfill_id = backfill_id
         self._graph = graph
         self._total = graph.node_count()
         self._finished = Counter(node.asset for node in done)
+        self._done_before = len(done)
+        self._running = 0
+        self._clock = clock
+        self._started = clock()
+        self._errors: dict[Node, str] = {}  # why each node that failed in this run failed
 
     def started(self) -> str:
         already = self._finished.total()
         return f"backfill {self.backfill_id}: {self._total} nodes" + (f", {already} already done" if already else "")
 
+    def launched(self, unit: RunUnit) -> None:
+        """Counts `unit`'s nodes as running until their results come (`line`)."""
+        self._running += len(unit.nodes)
+
+    def tally(self) -> Tally:
+        done = self._finished.total()
+        finished_here = done - self._done_before
+        elapsed = self._clock() - self._started
+        eta = elapsed / finished_here * (self._total - done) if finished_here else None
+        return Tally(self._total, done, len(self._errors), self._running, eta)
+
     def line(self, result: NodeResult) -> str:
-        """`[done/total] asset done/asset-total partition seconds ok|FAILED: error (run id)`."""
+        """`[done/total] asset done/asset-total partition seconds ok|FAILED: error (run id)`,
+        the error being the user's `ErrorClass: message` (local_workers.failure_message)."""
         asset = result.node.asset
         self._finished[asset] += 1
+        self._running = max(0, self._running - 1)
+        if not result.succeeded:
+            self._errors[result.node] = result.error or "run failed"
         mark = "ok" if result.succeeded else f"FAILED: {result.error}"
         return (
             f"[{self._finished.total()}/{self._total}] {asset.to_user_string()} "
@@ -42,16 +83,31 @@ class Progress:
         return f"backfill {self.backfill_id}: " + ", ".join(f"{n} {s.value}" for s, n in sorted(outcome.items()))
 
     def failure(self, status: Mapping[Node, NodeStatus]) -> str | None:
-        """What failed and how to retry it; None when every node succeeded."""
+        """What failed, grouped by cause, and how to retry it, on one line; None when every node
+        succeeded: `backfill <id>: 7 failed: TableSchemaError: <message> (7 nodes: asset[p], ...);
+        2 nodes blocked behind them. Fix and run ...`, the most frequent cause first."""
         failed = sorted(node for node, state in status.items() if state == NodeStatus.FAILED)
         blocked = sum(1 for state in status.values() if state == NodeStatus.BLOCKED)
         if not failed and not blocked:
             return None
-        names = ", ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in failed[:_FAILED_SHOWN])
+        by_cause: dict[str, list[Node]] = {}
+        for node in failed:
+            by_cause.setdefault(self._errors.get(node, "failed in an earlier run"), []).append(node)
+        causes = sorted(by_cause.items(), key=lambda cause_nodes: (-len(cause_nodes[1]), cause_nodes[0]))
+        parts = [_cause(error, nodes) for error, nodes in causes]
+        if blocked:
+            parts.append(f"{blocked} nodes blocked behind them")
         return (
-            f"{self.summary(status)}. Failed: {names}{' …' if len(failed) > _FAILED_SHOWN else ''}; "
-            f"{blocked} nodes blocked behind them. Fix and run `partition-assets backfill retry {self.backfill_id}`."
+            f"{self.summary(status)}: {'; '.join(parts)}. "
+            f"Fix and run `partition-assets backfill retry {self.backfill_id}`."
         )
+
+
+def _cause(error: str, nodes: list[Node]) -> str:
+    """`error (n nodes: asset[partition], ...)`, the first _FAILED_SHOWN nodes named."""
+    names = ", ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in nodes[:_FAILED_SHOWN])
+    more = ", …" if len(nodes) > _FAILED_SHOWN else ""
+    return f"{error} ({len(nodes)} node{'s' if len(nodes) > 1 else ''}: {names}{more})"
 
 
 class GroupedLines:
