@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from partition_assets.cli.backfill import add_backfill_commands, dagster_home, run_backfill_command
+from partition_assets.cli.backfill import dagster_home, run_backfill_command
+from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.deploy.code_root import exec_in_code_root
