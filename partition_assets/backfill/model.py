@@ -1,5 +1,6 @@
 """The types every part of the engine shares, at the bottom of backfill/: a node, its
-status and result, and the unit a run covers.
+status and result, the unit a run covers, and the closed sets of choices a backfill's spec
+makes (how it publishes, where its runs run, what it does on a leased partition, approval).
 
 Everything in backfill/ may import this module; it imports nothing of backfill/. The
 sub-packages above it are layers, each importing only what is below it: planning, state,
@@ -12,7 +13,7 @@ state/ (its record, status and store).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 
 import dagster as dg
 
@@ -54,3 +55,41 @@ class RunUnit:
     @property
     def nodes(self) -> tuple[Node, ...]:
         return tuple(Node(self.asset, partition) for partition in self.partitions)
+
+
+# The choices: StrEnums, equal to the words the command line and stored records use. Their
+# members are named as those words (lower case), so that each is usable as it is as a Dagster
+# config type (Dagster's config takes a member's name), as dagster-deltalake's WriteMode is;
+# `per_node` is the one word a Python name cannot spell ("per-node").
+
+
+class PublishMode(StrEnum):
+    """How node runs publish: `staged`, every table in one commit after the validation gate
+    (the default); `per-node`, each run its own partitions as it finishes."""
+
+    staged = "staged"
+    per_node = "per-node"
+
+
+class RunsVia(StrEnum):
+    """Where node runs execute: `local` worker processes of the coordinator (the default), or
+    the instance's run `launcher` (its run coordinator and launcher)."""
+
+    local = "local"
+    launcher = "launcher"
+
+
+class OnLease(StrEnum):
+    """What a backfill does when a partition it writes is leased by another writer: `fail` at
+    once (the default), or `wait`, queued, until it is free."""
+
+    fail = "fail"
+    wait = "wait"
+
+
+class ApprovalChoice(StrEnum):
+    """A backfill's own say on approval: `required` (it waits for `backfill approve`) or
+    `none` (it publishes once its gate passes). Unset, its assets' metadata decides."""
+
+    required = "required"
+    none = "none"

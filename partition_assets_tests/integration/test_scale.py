@@ -4,7 +4,7 @@ the same and a real run). No Spark: runs succeed as they are launched
 (partition_assets_tests/support/scale.py); everything else is the real coordinator on a real
 instance, in a process of its own with a fresh DAGSTER_HOME and lake."""
 
-from partition_assets.backfill.planning.spec import PER_NODE
+from partition_assets.backfill.model import PublishMode
 from partition_assets_tests.support.scale import schedule_in_fresh_process
 
 # CPU per node; generous against the ~0.1-0.3 ms measured (bench/results/scale.md).
@@ -19,7 +19,7 @@ def test_a_year_of_hourly_nodes_is_coordinated_in_linear_time():
     # One run per node: the most launches and loop turns (batching makes a year 24 runs). Publishing
     # per node: no gate or publish after the nodes, whose fixed cost would hide growth. A week
     # first, so that neither measured backfill pays the process's first-time costs.
-    _, year, two_years = schedule_in_fresh_process([7, 365, 730], batch=False, publish=PER_NODE)
+    _, year, two_years = schedule_in_fresh_process([7, 365, 730], batch=False, publish=PublishMode.per_node)
 
     assert year.nodes == 365 * 24 + 365
     assert year.statuses == {"succeeded": year.nodes}

@@ -41,8 +41,9 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.planning.spec import STAGED, BackfillSpec
+from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import NodeRunner
@@ -122,7 +123,7 @@ class SchedulingCost:
         return 1000 * self.coordinate_cpu_seconds / self.nodes
 
 
-def example_spec(days: int, batch: bool = True, publish: str = STAGED) -> BackfillSpec:
+def example_spec(days: int, batch: bool = True, publish: str = PublishMode.staged) -> BackfillSpec:
     """`days` days of `events` + `daily_orders` from FIRST_DAY, as `backfill run` would plan them."""
     last_day = FIRST_DAY + timedelta(days=days - 1)
     return BackfillSpec(
@@ -135,7 +136,7 @@ def example_spec(days: int, batch: bool = True, publish: str = STAGED) -> Backfi
     )
 
 
-def schedule_without_runs(days: int, batch: bool = True, publish: str = STAGED) -> SchedulingCost:
+def schedule_without_runs(days: int, batch: bool = True, publish: str = PublishMode.staged) -> SchedulingCost:
     """Plans and coordinates `example_spec(days, batch)` with `ImmediateRunner`, printing
     each node's progress line to os.devnull as the CLI prints it to its output."""
     spec = example_spec(days, batch, publish)
@@ -200,7 +201,7 @@ def fresh_environment(root: Path) -> dict[str, str]:
 
 
 def schedule_in_fresh_process(
-    days: Sequence[int], batch: bool = True, publish: str = STAGED, profile: bool = False
+    days: Sequence[int], batch: bool = True, publish: str = PublishMode.staged, profile: bool = False
 ) -> list[SchedulingCost]:
     """`schedule_without_runs` of each of `days` in turn, in one new process on a new
     DAGSTER_HOME, lake and state folder (deleted after); with `profile`, each cost holds
@@ -231,7 +232,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, nargs="+", required=True)
     parser.add_argument("--no-batch", action="store_true")
-    parser.add_argument("--publish", default=STAGED)
+    parser.add_argument("--publish", default=PublishMode.staged)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     costs = []

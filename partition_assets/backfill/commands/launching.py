@@ -21,10 +21,11 @@ from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.detaching import submit_coordinator_run
 from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun, RunOutcome
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
+from partition_assets.backfill.model import RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
-from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, RUNS_LAUNCHER, BackfillSpec
+from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, BackfillSpec
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
 from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.running.coordinator import BackfillRun
@@ -89,7 +90,7 @@ def run_backfill(
         PartitionAssetsError: The plan refuses the spec, or its partitions are leased; nothing
             was recorded or written.
     """
-    on_workers = spec.runs_via != RUNS_LAUNCHER
+    on_workers = spec.runs_via != RunsVia.launcher
     if on_workers:  # before any thread: the server is a fork of this process
         start_fork_server([spec.module], instance)
     # Its workers load while this process plans; a backfill its plan refuses (or leased

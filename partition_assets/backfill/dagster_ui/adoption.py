@@ -23,11 +23,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.conversion import nodes_of
+from partition_assets.backfill.model import ApprovalChoice
 from partition_assets.backfill.planning.graph import BackfillGraph, plan
 from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
 from partition_assets.backfill.state.approval import APPROVAL_TAG, SETTINGS_KEY, approval_policy
@@ -93,7 +94,8 @@ def specs_of_dagster_backfill(
             end=(span[1] - timedelta(microseconds=1)).isoformat() if span else None,
             static={name: sorted(keys) for name, keys in static.items()},
             tags=user_tags,
-            approval=backfill.tags.get(APPROVAL_TAG),
+            # The tag's word: the spec takes it as its ApprovalChoice, or refuses it naming it.
+            approval=cast("ApprovalChoice | None", backfill.tags.get(APPROVAL_TAG)),
         )
         for span in ranges
     ]

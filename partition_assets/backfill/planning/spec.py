@@ -18,29 +18,19 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
+from enum import StrEnum
 from typing import Any, get_type_hints
 
 import dagster as dg
 from pydantic import Field, create_model
 
+from partition_assets.backfill.model import ApprovalChoice, OnLease, PublishMode, RunsVia
 from partition_assets.backfill.planning.gate_rules import parse_override
 from partition_assets.backfill.planning.launch_window import LaunchWindow
-from partition_assets.backfill.state.approval import APPROVAL_CHOICES
 from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
 RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
-# How node runs publish: all at once after the gate (the default), or each run its own partitions.
-STAGED, PER_NODE = "staged", "per-node"
-PUBLISH_MODES = (STAGED, PER_NODE)
-# Where node runs execute: in local worker processes (the default), or submitted through the
-# instance's run coordinator and launcher (partition_assets/backfill/running/launcher.py).
-RUNS_LOCAL, RUNS_LAUNCHER = "local", "launcher"
-RUNS_VIA = (RUNS_LOCAL, RUNS_LAUNCHER)
-# What a backfill does when partitions it writes are leased by another writer: fail at once
-# (the default), or wait until they are free.
-ON_LEASE_FAIL, ON_LEASE_WAIT = "fail", "wait"
-ON_LEASE = (ON_LEASE_FAIL, ON_LEASE_WAIT)
 # --inputs-as-of original: each node reads what the original materialization of its partition read.
 INPUTS_AS_OF_ORIGINAL = "original"
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
@@ -180,9 +170,9 @@ class BackfillSpec:
         parse=_parse_pairs("--tag", "KEY=VALUE", "team=finance", lambda value, tag: tag),
         config_type=dict[str, str],
     )
-    publish: str = option(
-        "staged",
-        metavar="|".join(PUBLISH_MODES),
+    publish: PublishMode = option(
+        PublishMode.staged,
+        metavar="|".join(PublishMode),
         help="staged: nodes stage their output and every table is published in one commit after the "
         "validation gate (readers see the old data, then the new); per-node: each run publishes its "
         "own partitions as it finishes (readers see progress, and a mix)",
@@ -209,9 +199,9 @@ class BackfillSpec:
         "until it expires and dropped by vacuum after",
     )
 
-    approval: str | None = option(
+    approval: ApprovalChoice | None = option(
         None,
-        metavar="|".join(APPROVAL_CHOICES),
+        metavar="|".join(ApprovalChoice),
         help="required: a staged backfill whose gate passes waits (awaiting_approval) until `backfill approve <id> "
         "--by NAME` publishes it; none: it publishes at once; default: required when an asset it writes declares "
         "backfill_approval() in its metadata",
@@ -222,9 +212,9 @@ class BackfillSpec:
         help="discard a backfill still awaiting approval this long after its gate passed (e.g. 24h, 7d)",
     )
 
-    runs_via: str = option(
-        RUNS_LOCAL,
-        metavar="|".join(RUNS_VIA),
+    runs_via: RunsVia = option(
+        RunsVia.local,
+        metavar="|".join(RunsVia),
         help="local: node runs execute in worker processes of the coordinator; launcher: each is submitted "
         "as a Dagster run through the instance's run coordinator and run launcher (Docker, Kubernetes, "
         "ECS ...), the engine still deciding order and throttle",
@@ -240,9 +230,9 @@ class BackfillSpec:
         help="its claim on the deployment's backfill capacity (dagster.yaml partition_assets.backfills): "
         "running backfills of higher priority are served first, equal ones share evenly",
     )
-    on_lease: str = option(
-        ON_LEASE_FAIL,
-        metavar="|".join(ON_LEASE),
+    on_lease: OnLease = option(
+        OnLease.fail,
+        metavar="|".join(OnLease),
         help="when partitions it writes are leased by another backfill or run: fail at once (the default), "
         "or wait, queued, until they are free",
     )
@@ -264,14 +254,11 @@ class BackfillSpec:
         reserved = sorted(key for key in self.tags if key.startswith(RESERVED_TAG_PREFIXES))
         if reserved:
             raise BackfillPlanError(f"tags {reserved} use a reserved prefix {RESERVED_TAG_PREFIXES}: rename them")
-        if self.publish not in PUBLISH_MODES:
-            raise BackfillPlanError(f"--publish {self.publish!r} is not a mode: give one of {', '.join(PUBLISH_MODES)}")
-        if self.runs_via not in RUNS_VIA:
-            raise BackfillPlanError(
-                f"--runs-via {self.runs_via!r} is not a way to run: give one of {', '.join(RUNS_VIA)}"
-            )
-        if self.on_lease not in ON_LEASE:
-            raise BackfillPlanError(f"--on-lease {self.on_lease!r} is not a choice: give one of {', '.join(ON_LEASE)}")
+        self._choose("publish", PublishMode, f"--publish {self.publish!r} is not a mode")
+        self._choose("runs_via", RunsVia, f"--runs-via {self.runs_via!r} is not a way to run")
+        self._choose("on_lease", OnLease, f"--on-lease {self.on_lease!r} is not a choice")
+        if self.approval is not None:
+            self._choose("approval", ApprovalChoice, f"--approval {self.approval!r} is not a choice")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             raise BackfillPlanError(f"--priority is {self.priority!r}: give a whole number (higher runs first)")
         if self.window is not None:
@@ -280,10 +267,6 @@ class BackfillSpec:
             self.pinned_time()  # raises naming the value and the two forms
         if self.keep_previous is not None:
             self.keep_previous_for()  # raises naming the value and the form
-        if self.approval not in (None, *APPROVAL_CHOICES):
-            raise BackfillPlanError(
-                f"--approval {self.approval!r} is not a choice: give one of {', '.join(APPROVAL_CHOICES)}"
-            )
         if self.approval_expires is not None:
             self.approval_expires_after()  # raises naming the value and the form
         for text in self.gate:
@@ -387,6 +370,14 @@ class BackfillSpec:
             return f"{self.selection} keys {shown}"
         span = f" {self.start}..{self.end}" if self.start else ""
         return f"{self.selection}{span}"
+
+    def _choose(self, name: str, kind: type[StrEnum], refusal: str) -> None:
+        """Field `name` as a member of `kind` (a word from the command line, a config or a stored
+        record); BackfillPlanError naming the value and the choices when it is none."""
+        try:
+            object.__setattr__(self, name, kind(getattr(self, name)))
+        except ValueError:
+            raise BackfillPlanError(f"{refusal}: give one of {', '.join(kind)}") from None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

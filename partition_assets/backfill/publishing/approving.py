@@ -22,8 +22,8 @@ from datetime import datetime
 
 import dagster as dg
 
+from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.planning.spec import STAGED
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.publication import Publication
@@ -64,7 +64,7 @@ def check_launch(publication: Publication, instance: dg.DagsterInstance) -> None
     if policy is not None:
         spec = publication.record.spec
         policy.check_launch(
-            spec.approval, spec.publish, spec.publish == STAGED, approval_required(publication, instance)
+            spec.approval, spec.publish, spec.publish == PublishMode.staged, approval_required(publication, instance)
         )
 
 

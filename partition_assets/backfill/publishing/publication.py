@@ -24,8 +24,8 @@ from contextlib import contextmanager
 
 import dagster as dg
 
+from partition_assets.backfill.model import OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph
-from partition_assets.backfill.planning.spec import ON_LEASE_WAIT
 from partition_assets.backfill.publishing import gating, publish, rollback, table_stats
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck
@@ -111,7 +111,7 @@ class Publication:
     def _leases_for(self, action: str) -> list[Lease]:
         """The leases `take_leases` takes; a run of a backfill that waits for leases
         (`--on-lease wait`) queues until they are free (lease_queue.py)."""
-        if action != "run" or self.record.spec.on_lease != ON_LEASE_WAIT:
+        if action != "run" or self.record.spec.on_lease != OnLease.wait:
             return self.take_leases()
 
         def waiting(refusal: PartitionLeasedError) -> None:

@@ -15,8 +15,8 @@ from contextlib import ExitStack, contextmanager
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
+from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.planning.spec import STAGED
 from partition_assets.backfill.publishing.approving import (
     approval_required,
     check_launch,
@@ -114,7 +114,7 @@ class BackfillRun:
         self.record = record
         self.graph = graph
         self.done = done
-        self.staged = record.spec.publish == STAGED
+        self.staged = record.spec.publish == PublishMode.staged
         self._runner_of = runner_of
         self._on_result = on_result
         self._on_phase = on_phase

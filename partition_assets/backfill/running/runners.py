@@ -9,7 +9,8 @@ from typing import Protocol
 
 import dagster as dg
 
-from partition_assets.backfill.planning.spec import RUNS_LAUNCHER, BackfillSpec
+from partition_assets.backfill.model import RunsVia
+from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.launcher import LaunchedNodeRunner
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner, TaggedRunner
 from partition_assets.backfill.running.scheduling import RunUnit
@@ -34,7 +35,7 @@ RunnerFactory = Callable[[BackfillSpec, dict[str, str], dg.DagsterInstance], Nod
 
 def node_runner(spec: BackfillSpec, tags: dict[str, str], instance: dg.DagsterInstance) -> NodeRunner:
     """The runner `spec.runs_via` names: local worker processes, or the instance's run launcher."""
-    if spec.runs_via == RUNS_LAUNCHER:
+    if spec.runs_via == RunsVia.launcher:
         return LaunchedNodeRunner(spec.module, tags, instance)
     return DagsterNodeRunner(spec.module, spec.max_parallel, tags, instance)
 
@@ -45,7 +46,7 @@ def node_runner_reusing(warm: DagsterNodeRunner | None) -> RunnerFactory:
     when it cannot serve."""
 
     def runner_of(spec: BackfillSpec, tags: dict[str, str], instance: dg.DagsterInstance) -> NodeRunner:
-        if warm is not None and spec.runs_via != RUNS_LAUNCHER and warm.serves(spec.module, spec.max_parallel):
+        if warm is not None and spec.runs_via != RunsVia.launcher and warm.serves(spec.module, spec.max_parallel):
             return TaggedRunner(warm, tags)
         if warm is not None:
             warm.terminate()

@@ -51,13 +51,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from partition_assets.backfill.model import ApprovalChoice
 from partition_assets.errors import ApprovalConfigError, ApprovalError
 
 APPROVAL_METADATA_KEY = "partition_assets/approval"
 # The tag on a backfill launched from the webserver's dialog that sets its spec's `approval`.
 APPROVAL_TAG = "partition_assets/approval"
-REQUIRED, NOT_REQUIRED = "required", "none"
-APPROVAL_CHOICES = (REQUIRED, NOT_REQUIRED)
 # The dagster.yaml section of the approval policy, under `partition_assets:`.
 SETTINGS_KEY = "approval"
 # The tag Dagster (Dagster+) puts on a run or backfill with its creator's user (dagster._core.storage.tags.USER_TAG).
@@ -68,7 +67,7 @@ def backfill_approval() -> dict[str, str]:
     """Asset metadata making every staged backfill that writes the asset wait for an
     approval (unless the backfill says `--approval none`): `@dg.asset(metadata=backfill_approval())`,
     merged with other metadata as `{**backfill_approval(), **backfill_gate(...)}`."""
-    return {APPROVAL_METADATA_KEY: REQUIRED}
+    return {APPROVAL_METADATA_KEY: ApprovalChoice.required.value}
 
 
 def requires_approval(
@@ -77,11 +76,13 @@ def requires_approval(
     """Whether a backfill requires approval: without a deployment `policy`, its spec's choice
     when given, else whether any of its assets' metadata asks for it; under a policy, also
     when the policy requires it, and a spec's `none` never lifts what the assets ask."""
-    asked = any(_value((metadata or {}).get(APPROVAL_METADATA_KEY)) == REQUIRED for metadata in asset_metadata)
+    asked = any(
+        _value((metadata or {}).get(APPROVAL_METADATA_KEY)) == ApprovalChoice.required for metadata in asset_metadata
+    )
     if policy is not None:
-        return policy.required or spec_approval == REQUIRED or asked
+        return policy.required or spec_approval == ApprovalChoice.required or asked
     if spec_approval is not None:
-        return spec_approval == REQUIRED
+        return spec_approval == ApprovalChoice.required
     return asked
 
 
@@ -161,8 +162,8 @@ class ApprovalPolicy:
         """
         if not required:
             return
-        if spec_approval == NOT_REQUIRED:
-            skipping = f"--approval {NOT_REQUIRED} (the UI tag {APPROVAL_TAG}={NOT_REQUIRED})"
+        if spec_approval == ApprovalChoice.none:
+            skipping = f"--approval {ApprovalChoice.none} (the UI tag {APPROVAL_TAG}={ApprovalChoice.none})"
         elif not staged:
             skipping = f"--publish {publish_mode} (each run publishes its partitions at once)"
         else:
