@@ -22,6 +22,7 @@ from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publish import check_as_gated, unpublished_tables
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.record import BackfillRecord
@@ -59,6 +60,8 @@ def approve(
         IllegalTransitionError: It neither awaits approval nor failed its gate; nothing was written.
         ApprovalError: No approver; its gate failed and `force` is not set; or its approval
             expired (then it was discarded). Nothing was published.
+        StagingChangedError: Its staging is not what its gate evaluated (publish.check_as_gated);
+            nothing was written: it stays as it was, its leases parked.
     """
     record = publication.record
     check_command(record.id, record.status, "approve")
@@ -75,6 +78,7 @@ def approve(
             f"({files} staged files deleted); nothing was published. Start a new backfill with "
             "`partition-assets backfill run`."
         )
+    check_as_gated(publication, unpublished_tables(publication))  # before the approval is recorded
     record.approval = approved
     record.save()
     append_status(publication, LedgerStatus.APPROVED, approved_by=approved["approved_by"])

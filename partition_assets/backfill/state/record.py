@@ -61,6 +61,9 @@ class BackfillRecord:
     pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
     # awaiting_since, expires_at, approved_by, approved_at (backfill/state/approval.py); {} until it waits
     approval: dict[str, str | None] = field(default_factory=dict)
+    # asset -> the fingerprint of its staging that the gate evaluated (storage/backfill_staging.py):
+    # a publish commits that staging or nothing
+    gated_staging: dict[str, dict[str, str]] = field(default_factory=dict)
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -94,6 +97,7 @@ class BackfillRecord:
             "created": self.created,
             "pinned_inputs": self.pinned_inputs,
             "approval": self.approval,
+            "gated_staging": self.gated_staging,
         }
 
     @classmethod
@@ -110,6 +114,7 @@ class BackfillRecord:
             saved.get("created", {}),
             saved.get("pinned_inputs"),
             saved.get("approval", {}),
+            saved.get("gated_staging", {}),
             store=store,
         )
 
