@@ -5,6 +5,7 @@ requires approval waits for it (leases parked, assets frozen), publishes once ap
 ledger names who approved, and when), needs --force after a failed gate, and leaves by
 discard or expiry with the tables untouched."""
 
+import os
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -15,7 +16,8 @@ from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
+from partition_assets.storage import SparkDeltaIOManager
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
@@ -128,3 +130,69 @@ def test_a_backfill_awaiting_approval_leaves_by_discard_or_expiry_with_the_table
         assert frozen_assets(instance) == {}
     assert house.contents() == before and house.versions() == versions
     assert not any(held_by(house.uri(table), bid) for table in TABLES for bid in (discarded, expiring))
+
+
+def production_run(house, spark_resource, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
+    """A run of `orders` for 2024-01-02 in the lakehouse's instance, tagged `tags`, as the audit
+    made them from the Launchpad (or as Dagster re-executes a run: its tags copied)."""
+    io_manager = SparkDeltaIOManager(root_uri=str(house.lake), spark=spark_resource)
+    with house.instance() as instance:
+        return dg.materialize(
+            [safe_defs.orders],
+            instance=instance,
+            partition_key="2024-01-02",
+            tags=tags,
+            resources={"spark": spark_resource, "io_manager": io_manager},
+            raise_on_error=False,
+        )
+
+
+def failure_of(result: dg.ExecuteInProcessResult) -> str:
+    """The message of the error that failed the run's step (Dagster wraps it as the cause)."""
+    error = next(event.step_failure_data.error for event in result.all_events if event.is_step_failure)
+    return error.cause.message if error.cause else error.message
+
+
+def test_runs_tagged_with_a_backfill_write_nothing_of_it_and_approve_publishes_what_the_gate_saw(
+    published_2_days, spark_resource, monkeypatch
+):
+    """Issue 39 hole 3 as the audit reproduced it: a run with a node run's tags copied (the
+    backfill's id, staged=true), made after the gate, wrote into the staging and `approve` published
+    values the gate never saw; a run with only the id tag wrote straight into partitions leased by
+    the backfill awaiting approval. Both are now refused, naming why; and a staging changed after
+    the gate by hand fails the approval, naming the table, with nothing written."""
+    house = published_2_days
+    before, versions = house.contents(), house.versions()
+    bid = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"})))
+    with house.instance() as instance:
+        (node_run,) = [
+            run
+            for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid, "dagster/partition": "2024-01-02"}))
+            if run.asset_selection == {dg.AssetKey("orders")}
+        ]
+    monkeypatch.setenv(safe_defs.FACTOR_ENV, "5")  # values the gate never saw
+
+    copied = {key: value for key, value in node_run.tags.items() if key != "dagster/partition"}
+    assert copied[STAGED_TAG] == "true" and LEASE_PROOF_TAG in copied  # its proof copied too, as re-execution does
+    for tags in (copied, {BACKFILL_ID_TAG: bid}):
+        result = production_run(house, spark_resource, tags)
+        assert not result.success
+        failure = failure_of(result)
+        assert f"is tagged {BACKFILL_ID_TAG}={bid}" in failure and "no valid lease proof" in failure, failure
+        assert f"backfill {bid} holds a lease" in failure and "Nothing was written" in failure, failure
+        assert house.contents() == before  # readers see the old data
+
+    # The staging altered after the gate (a staged file touched): the approval is refused.
+    staged_file = min((house.lake / "orders" / "_backfills" / bid / "data" / "ds=2024-01-02").glob("*.parquet"))
+    gated_time = staged_file.stat().st_mtime_ns
+    os.utime(staged_file, ns=(gated_time, gated_time + 10**9))
+    refused(
+        house.cli("approve", bid, "--by", "ana"), "staged data of orders", house.uri("orders"), "nothing was published"
+    )
+    assert house.contents() == before and house.versions() == versions
+    assert recorded_backfill(house.home, bid).status == BackfillStatus.AWAITING_APPROVAL
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))
+
+    os.utime(staged_file, ns=(gated_time, gated_time))  # back to what the gate saw
+    ok(house.cli("approve", bid, "--by", "ana"))
+    assert house.content("orders") == expected_orders(days(1, 2), 1.2)
