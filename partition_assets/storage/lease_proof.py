@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import weakref
 from collections.abc import Mapping
 
 import dagster as dg
@@ -29,8 +30,8 @@ from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
 
 _SECRET_KEY_PREFIX = "partition_assets/lease_secret/"
 
-# The secrets read by this process, by backfill id: a backfill's secret never changes.
-_known_secrets: dict[str, str] = {}
+# The secrets this process read, by instance, then backfill id: a backfill's secret never changes.
+_known_secrets: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 def lease_secret_key(backfill_id: str) -> str:
@@ -50,12 +51,11 @@ def proven_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str
     backfill_id, proof = tags.get(BACKFILL_ID_TAG), tags.get(LEASE_PROOF_TAG)
     if backfill_id is None or proof is None:
         return None
-    secret = _known_secrets.get(backfill_id)
-    if secret is None:
-        secret = instance.run_storage.get_cursor_values({lease_secret_key(backfill_id)}).get(
-            lease_secret_key(backfill_id)
-        )
+    known = _known_secrets.setdefault(instance, {})
+    if backfill_id not in known:
+        key = lease_secret_key(backfill_id)
+        secret = instance.run_storage.get_cursor_values({key}).get(key)
         if secret is None:
             return None
-        _known_secrets[backfill_id] = secret
-    return backfill_id if hmac.compare_digest(proof, proof_of(secret, run_id)) else None
+        known[backfill_id] = secret
+    return backfill_id if hmac.compare_digest(proof, proof_of(known[backfill_id], run_id)) else None

@@ -1,29 +1,17 @@
 """The lease proof of a backfill's node runs (storage/lease_proof.py) and the staging
 fingerprint a publish compares with its gate's (storage/backfill_staging.py), as pure logic:
-the instance's key-value store is a fake holding the backfills' secrets."""
+the secrets in an ephemeral instance's key-value store."""
+
+import dagster as dg
 
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
 from partition_assets.storage.backfill_staging import StagingFingerprint
 from partition_assets.storage.lease_proof import lease_secret_key, proof_of, proven_backfill
 
 
-class _KeyValues:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def get_cursor_values(self, keys: set[str]) -> dict[str, str]:
-        return {key: self.values[key] for key in keys if key in self.values}
-
-
-class _Instance:
-    """What proven_backfill reads of an instance: its key-value store."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.run_storage = _KeyValues(values)
-
-
 def test_a_proof_holds_for_the_run_id_it_was_made_for_only():
-    instance = _Instance({lease_secret_key("proofa"): "secret-a"})
+    instance = dg.DagsterInstance.ephemeral()
+    instance.run_storage.set_cursor_values({lease_secret_key("proofa"): "secret-a"})
     node_run = {BACKFILL_ID_TAG: "proofa", STAGED_TAG: "true", LEASE_PROOF_TAG: proof_of("secret-a", "run-1")}
     assert proven_backfill(instance, "run-1", node_run) == "proofa"
     assert proven_backfill(instance, "run-2", node_run) is None  # re-executed: its tags copied to a new run id
