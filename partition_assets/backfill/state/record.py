@@ -2,8 +2,9 @@
 (backfill/state/store.py), its nodes' states in the instance's runs.
 
 The plan's parameters are kept (the graph is recomputed from them). Each node's state is
-that of its latest run tagged with the backfill id, so the instance stays the single
-truth: a node whose run succeeded is never run again, whatever happened to the coordinator.
+that of its latest run tagged with the backfill id and proving its coordinator launched it
+(storage/lease_proof.py), so the instance stays the single truth: a node whose run succeeded
+is never run again, whatever happened to the coordinator.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
+from partition_assets.storage.lease_proof import proven_backfill
 
 if TYPE_CHECKING:
     from partition_assets.backfill.state.store import BackfillStore
@@ -152,7 +154,12 @@ def node_states(
 
 
 def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.DagsterRun]:
-    return instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    """The backfill's node runs, newest first: the runs tagged with its id that prove their
+    coordinator launched them (storage/lease_proof.py). A run that only carries its tags (a
+    node run re-executed from the UI, tags typed in the Launchpad) wrote as a production run:
+    it is none of the backfill's nodes, whatever it did."""
+    tagged = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    return [run for run in tagged if proven_backfill(instance, run.run_id, run.tags) == backfill_id]
 
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
