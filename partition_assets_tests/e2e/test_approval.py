@@ -2,7 +2,8 @@
 `partition-assets backfill` on real Spark, Delta tables and a Dagster instance: each gate's
 `backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
 requires approval waits for it (leases parked, assets frozen), publishes once approved (the
-ledger names who approved, and when), needs --force after a failed gate, and leaves by
+ledger names who approved, and when), publishes exactly what its gate saw whatever runs tagged
+with it try meanwhile (issue 39 hole 3), needs --force after a failed gate, and leaves by
 discard or expiry with the tables untouched."""
 
 import os
@@ -77,9 +78,39 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
     assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
 
 
-def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approver(published_2_days):
+def production_run(house, spark_resource, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
+    """A run of `orders` for 2024-01-02 in the lakehouse's instance, tagged `tags`, as the audit
+    made them from the Launchpad (or as Dagster re-executes a run: its tags copied)."""
+    io_manager = SparkDeltaIOManager(root_uri=str(house.lake), spark=spark_resource)
+    with house.instance() as instance:
+        return dg.materialize(
+            [safe_defs.orders],
+            instance=instance,
+            partition_key="2024-01-02",
+            tags=tags,
+            resources={"spark": spark_resource, "io_manager": io_manager},
+            raise_on_error=False,
+        )
+
+
+def failure_of(result: dg.ExecuteInProcessResult) -> str:
+    """The message of the error that failed the run's step (Dagster wraps it as the cause)."""
+    error = next(event.step_failure_data.error for event in result.all_events if event.is_step_failure)
+    return error.cause.message if error.cause else error.message
+
+
+def test_a_backfill_awaiting_approval_publishes_what_its_gate_saw_once_approved_naming_the_approver(
+    published_2_days, spark_resource, monkeypatch
+):
+    """A backfill that requires approval waits for it, its leases parked and assets frozen, and
+    publishes once approved. Meanwhile (issue 39 hole 3, as the audit reproduced it) a run with a
+    node run's tags copied (the backfill's id, staged=true), made after the gate, wrote into the
+    staging and `approve` published values the gate never saw; a run with only the id tag wrote
+    straight into the partitions it leases. Both are now refused, naming why, the old data kept;
+    a staging changed after the gate (by hand) fails the approval, naming the table, with nothing
+    written; and the approval publishes what the gate saw."""
     house = published_2_days
-    before = house.contents()
+    before, versions = house.contents(), house.versions()
     output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"}))
     bid = backfill_id(output)
     assert "awaiting approval" in output and house.contents() == before
@@ -88,11 +119,43 @@ def test_a_backfill_awaiting_approval_publishes_once_approved_naming_the_approve
         assert set(frozen_assets(instance)) == {dg.AssetKey(table) for table in TABLES}
         _, evaluation = latest_gate_evaluation(instance, "revenue")
         assert evaluation.passed and evaluation.metadata["backfill_id"].value == bid
-    assert all(held_by(house.uri(table), bid) for table in TABLES)  # parked for the approval
+        (node_run,) = [
+            run
+            for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid, "dagster/partition": "2024-01-02"}))
+            if run.asset_selection == {dg.AssetKey("orders")}
+        ]
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))  # for the approval
+
+    monkeypatch.setenv(safe_defs.FACTOR_ENV, "5")  # values the gate never saw
+    copied = {key: value for key, value in node_run.tags.items() if key != "dagster/partition"}
+    assert copied[STAGED_TAG] == "true" and LEASE_PROOF_TAG in copied  # its proof copied too, as re-execution does
+    for tags in (copied, {BACKFILL_ID_TAG: bid}):
+        result = production_run(house, spark_resource, tags)
+        assert not result.success
+        failure = failure_of(result)
+        assert f"is tagged {BACKFILL_ID_TAG}={bid}" in failure and "no valid lease proof" in failure, failure
+        assert f"backfill {bid} holds a lease" in failure and "Nothing was written" in failure, failure
+        assert house.contents() == before  # readers see the old data
+
+    # The staging altered after the gate (a staged file touched): the approval is refused.
+    staged_file = min((house.lake / "orders" / "_backfills" / bid / "data" / "ds=2024-01-02").glob("*.parquet"))
+    gated_time = staged_file.stat().st_mtime_ns
+    os.utime(staged_file, ns=(gated_time, gated_time + 10**9))
+    refused(
+        house.cli("approve", bid, "--by", "ana"), "staged data of orders", house.uri("orders"), "nothing was published"
+    )
+    assert house.contents() == before and house.versions() == versions
+    assert recorded_backfill(house.home, bid).status == BackfillStatus.AWAITING_APPROVAL
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))
+    os.utime(staged_file, ns=(gated_time, gated_time))  # back to what the gate saw
 
     approved_at = datetime.now(UTC)
     ok(house.cli("approve", bid, "--by", "ana"))
     assert house.content("orders") == expected_orders(days(1, 2), 1.2)
+    with house.instance() as instance:  # the refused runs are none of its nodes: the node's materialization is recorded
+        day_2 = dg.AssetRecordsFilter(asset_key=dg.AssetKey("orders"), asset_partitions=["2024-01-02"])
+        (latest,) = instance.fetch_materializations(day_2, limit=1).records
+        assert latest.asset_materialization.metadata["backfill_id"].value == bid
     entries = Ledger(ledger_uri(str(house.lake))).entries(bid)
     approvals = [entry for entry in entries if entry.status == LedgerStatus.APPROVED]
     assert {(entry.asset, entry.partition) for entry in approvals} == {(t, d) for t in TABLES for d in days(1, 2)}
@@ -130,73 +193,3 @@ def test_a_backfill_awaiting_approval_leaves_by_discard_or_expiry_with_the_table
         assert frozen_assets(instance) == {}
     assert house.contents() == before and house.versions() == versions
     assert not any(held_by(house.uri(table), bid) for table in TABLES for bid in (discarded, expiring))
-
-
-def production_run(house, spark_resource, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
-    """A run of `orders` for 2024-01-02 in the lakehouse's instance, tagged `tags`, as the audit
-    made them from the Launchpad (or as Dagster re-executes a run: its tags copied)."""
-    io_manager = SparkDeltaIOManager(root_uri=str(house.lake), spark=spark_resource)
-    with house.instance() as instance:
-        return dg.materialize(
-            [safe_defs.orders],
-            instance=instance,
-            partition_key="2024-01-02",
-            tags=tags,
-            resources={"spark": spark_resource, "io_manager": io_manager},
-            raise_on_error=False,
-        )
-
-
-def failure_of(result: dg.ExecuteInProcessResult) -> str:
-    """The message of the error that failed the run's step (Dagster wraps it as the cause)."""
-    error = next(event.step_failure_data.error for event in result.all_events if event.is_step_failure)
-    return error.cause.message if error.cause else error.message
-
-
-def test_runs_tagged_with_a_backfill_write_nothing_of_it_and_approve_publishes_what_the_gate_saw(
-    published_2_days, spark_resource, monkeypatch
-):
-    """Issue 39 hole 3 as the audit reproduced it: a run with a node run's tags copied (the
-    backfill's id, staged=true), made after the gate, wrote into the staging and `approve` published
-    values the gate never saw; a run with only the id tag wrote straight into partitions leased by
-    the backfill awaiting approval. Both are now refused, naming why; and a staging changed after
-    the gate by hand fails the approval, naming the table, with nothing written."""
-    house = published_2_days
-    before, versions = house.contents(), house.versions()
-    bid = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"})))
-    with house.instance() as instance:
-        (node_run,) = [
-            run
-            for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid, "dagster/partition": "2024-01-02"}))
-            if run.asset_selection == {dg.AssetKey("orders")}
-        ]
-    monkeypatch.setenv(safe_defs.FACTOR_ENV, "5")  # values the gate never saw
-
-    copied = {key: value for key, value in node_run.tags.items() if key != "dagster/partition"}
-    assert copied[STAGED_TAG] == "true" and LEASE_PROOF_TAG in copied  # its proof copied too, as re-execution does
-    for tags in (copied, {BACKFILL_ID_TAG: bid}):
-        result = production_run(house, spark_resource, tags)
-        assert not result.success
-        failure = failure_of(result)
-        assert f"is tagged {BACKFILL_ID_TAG}={bid}" in failure and "no valid lease proof" in failure, failure
-        assert f"backfill {bid} holds a lease" in failure and "Nothing was written" in failure, failure
-        assert house.contents() == before  # readers see the old data
-
-    # The staging altered after the gate (a staged file touched): the approval is refused.
-    staged_file = min((house.lake / "orders" / "_backfills" / bid / "data" / "ds=2024-01-02").glob("*.parquet"))
-    gated_time = staged_file.stat().st_mtime_ns
-    os.utime(staged_file, ns=(gated_time, gated_time + 10**9))
-    refused(
-        house.cli("approve", bid, "--by", "ana"), "staged data of orders", house.uri("orders"), "nothing was published"
-    )
-    assert house.contents() == before and house.versions() == versions
-    assert recorded_backfill(house.home, bid).status == BackfillStatus.AWAITING_APPROVAL
-    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))
-
-    os.utime(staged_file, ns=(gated_time, gated_time))  # back to what the gate saw
-    ok(house.cli("approve", bid, "--by", "ana"))
-    assert house.content("orders") == expected_orders(days(1, 2), 1.2)
-    with house.instance() as instance:  # the refused runs are none of its nodes: the node's materialization is recorded
-        day_2 = dg.AssetRecordsFilter(asset_key=dg.AssetKey("orders"), asset_partitions=["2024-01-02"])
-        (latest,) = instance.fetch_materializations(day_2, limit=1).records
-        assert latest.asset_materialization.metadata["backfill_id"].value == bid
