@@ -344,8 +344,9 @@ def _proven_backfill(context: dg.InputContext | dg.OutputContext) -> str | None:
 def _production_lease(
     table_uri: str, scope: PartitionScope | None, run_id: str, tags: Mapping[str, str]
 ) -> Iterator[None]:
-    """A run lease for a production write (leases.run_lease); a run refused one whose tags
-    name a backfill it cannot prove it belongs to is told why its tags did not count."""
+    """A run lease for a production write (leases.run_lease). When it is refused to a run whose
+    tags name a backfill the run cannot prove it belongs to, LeaseProofError says why its tags
+    did not count."""
     claimed = tags.get(BACKFILL_ID_TAG)
     with ExitStack() as held:
         try:
