@@ -102,6 +102,11 @@ class PartitionLeasedError(PartitionAssetsError, RuntimeError):
     """Another backfill or run holds a lease on partitions this write needs; nothing was written."""
 
 
+class LeaseProofError(PartitionLeasedError):
+    """A run claims a backfill by its tags without the proof its coordinator gives its own node
+    runs, and so writes as a production run, which a lease refuses; nothing was written."""
+
+
 class ForeignCommitError(CommitError):
     """A commit outside the backfill changed its partitions since it started; nothing was
     committed to that table."""
@@ -110,6 +115,10 @@ class ForeignCommitError(CommitError):
 class StagingMissingError(CommitError):
     """A table of a backfill to publish holds neither its staged data nor its publish commit
     (its staging folder was deleted); nothing was committed to any table."""
+
+
+class StagingChangedError(CommitError):
+    """A backfill's staged data changed since its gate evaluated it; nothing was committed."""
 
 
 class GateFailedError(PartitionAssetsError, RuntimeError):

@@ -12,6 +12,9 @@ import dagster as dg
 BACKFILL_ID_TAG = "partition_assets/backfill_id"
 # On the node runs of a staged backfill: their IO managers stage outputs and read the overlay.
 STAGED_TAG = "partition_assets/staged"
+# On each node run of a backfill: the proof, bound to the run's id, that its coordinator launched
+# it (storage/lease_proof.py). The tags above only claim a backfill; re-execution copies them.
+LEASE_PROOF_TAG = "partition_assets/lease_proof"
 # On the node runs of a backfill with pinned inputs: how they were pinned ("original" or an
 # ISO time), and the version each input table outside the backfill is read at (JSON).
 INPUTS_AS_OF_TAG = "partition_assets/inputs_as_of"
@@ -41,9 +44,11 @@ IN_FLIGHT_STATUSES = [
 ]
 
 
-def staging_backfill(tags: Mapping[str, str]) -> str | None:
-    """The backfill whose staged data a run with `tags` writes and reads; None for a run that publishes."""
-    return tags.get(BACKFILL_ID_TAG) if tags.get(STAGED_TAG) == "true" else None
+def staging_backfill(tags: Mapping[str, str], proven_backfill: str | None) -> str | None:
+    """The backfill whose staged data a run with `tags` writes and reads: the one the run proves
+    it belongs to (`proven_backfill`, storage/lease_proof.py), when its tags say it stages; None
+    for a run that publishes, and for a run whose tags claim a backfill it cannot prove."""
+    return proven_backfill if tags.get(STAGED_TAG) == "true" else None
 
 
 def node_run_tags(backfill_id: str, staged: bool) -> dict[str, str]:

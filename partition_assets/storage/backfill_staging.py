@@ -23,6 +23,7 @@ atomic only where the filesystem's rename is (local disks; object stores copy).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping
@@ -81,6 +82,66 @@ class StagedTable:
         """The staged data as one staged write, its files in the backfill's data folder."""
         _, data = data_folder(self.table_uri, self.backfill_id)
         return StagedWrite(self.table_uri, data, self.schema, self.partition_columns, self.files)
+
+
+@dataclass(frozen=True)
+class StagingFingerprint:
+    """What a backfill's staging of one table holds, as two digests: `content`, of the files its
+    manifests list now (path, size on disk and in the manifest, records, partition) with the
+    partition columns, schema and each partition's commit metadata; and `times`, of the files'
+    modification times. A publish compares the staging it commits with the fingerprint its gate
+    recorded (backfill/publishing/publish.py).
+
+    Not guaranteed: a file rewritten in place to the same size with its modification time set
+    back is not told apart; once a publish killed part-way moved files into the table's layout
+    (a move on an object store is a copy, with a new time), only `content` is compared.
+    """
+
+    content: str
+    times: str
+    moved: bool = False  # some file is in the table's layout (a publish killed part-way moved it)
+
+    def holds_as(self, gated: StagingFingerprint) -> bool:
+        """Whether the staging holds what it held when `gated` was taken (the times compared
+        only while no file has moved since)."""
+        return self.content == gated.content and (self.moved or self.times == gated.times)
+
+    def to_json(self) -> dict[str, str]:
+        return {"content": self.content, "times": self.times}
+
+    @classmethod
+    def from_json(cls, saved: Mapping[str, str]) -> StagingFingerprint:
+        return cls(saved["content"], saved["times"])
+
+
+def staging_fingerprint(staged: StagedTable) -> StagingFingerprint:
+    """The fingerprint of `staged` as its files are now: one listing of the backfill's data
+    folder, and a look in the table's layout for each file not found there. A file found in
+    neither place counts as empty, so its absence changes the fingerprint.
+
+    Raises:
+        BackfillIdError: The staging's backfill id cannot name a folder.
+    """
+    fs, data = data_folder(staged.table_uri, staged.backfill_id)
+    listed = {
+        info.path: info
+        for info in fs.get_file_info(pafs.FileSelector(data, recursive=True, allow_not_found=True))
+        if info.type == pafs.FileType.File
+    }
+    content, times, moved = hashlib.sha256(), hashlib.sha256(), False
+    schema = base64.b64encode(staged.schema.serialize().to_pybytes()).decode()
+    metadata = sorted([list(row), dict(values)] for row, values in staged.metadata_by_partition.items())
+    content.update(json.dumps([list(staged.partition_columns), schema, metadata], sort_keys=True).encode())
+    for row, files in sorted(staged.files_by_partition.items()):
+        for file in sorted(files, key=lambda file: file.path):
+            info = listed.get(f"{data}/{file.path}")
+            if info is None:
+                location, in_layout = staged_file_location(staged, file)
+                info, moved = fs.get_file_info(location), moved or in_layout
+            size = info.size if info.type == pafs.FileType.File else None
+            content.update(json.dumps([list(row), file.path, file.size, size, file.num_records]).encode())
+            times.update(f"{file.path}:{info.mtime_ns}\n".encode())
+    return StagingFingerprint(content.hexdigest(), times.hexdigest(), moved)
 
 
 def incoming_folder(backfill_id: str) -> str:

@@ -4,14 +4,17 @@ Generic over the table format: everything format-specific (staging, validation,
 commits, merges, retries) is the format's `write` / `read`. What each format does
 not guarantee is in its module docstrings (the delta package, parquet_table).
 
-A node run of a staged backfill (its run tags say so, see partition_assets/run_tags.py) stages
-its output instead of publishing it and reads its inputs as the backfill sees them
-(`StagingFormat.read_overlay`). Every other write holds a lease on its partitions
-while it lasts and fails fast when a backfill holds them (storage/leases.py).
+A node run of a staged backfill (its run tags say so, see partition_assets/run_tags.py, and
+its lease proof shows that the backfill's coordinator launched it: storage/lease_proof.py)
+stages its output instead of publishing it and reads its inputs as the backfill sees them
+(`StagingFormat.read_overlay`). Every other write, a run whose tags claim a backfill it
+cannot prove included, holds a lease on its partitions while it lasts and fails fast when a
+backfill holds them (storage/leases.py).
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from typing import ClassVar, Literal
 
 import dagster as dg
@@ -21,8 +24,10 @@ from pyspark.sql import DataFrame
 from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_versions
 from partition_assets.deploy.versioning import git_sha_metadata
 from partition_assets.errors import (
+    LeaseProofError,
     MissingPredecessorError,
     OutputTypeError,
+    PartitionLeasedError,
     TableNotFoundError,
     UnsupportedByFormatError,
 )
@@ -36,6 +41,7 @@ from partition_assets.run_tags import (
 )
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta import DeltaFormat
+from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
@@ -106,6 +112,9 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         Raises:
             OutputTypeError: `obj` is not a pyspark DataFrame.
             PartitionLeasedError: Another backfill or run holds a lease on the run's partitions.
+            LeaseProofError: The run's tags name a backfill, it carries no proof that the backfill's
+                coordinator launched it (a re-execution, or tags typed in the Launchpad), and a
+                backfill or another run holds a lease on its partitions.
             PartitionScopeError: The frame does not fit the run's partitions, or is empty without `allow_empty`.
             TableSchemaError: The frame breaks the table's schema or partitioning.
             UnsupportedByFormatError: The format cannot do what was asked (merge keys, or a staged
@@ -122,13 +131,14 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             )
         metadata = context.definition_metadata
         input_versions = _input_versions.pop((context.run_id, context.step_key), {})
+        tags, holder = _run_tags(context), _proven_backfill(context)
+        staging_for = staging_backfill(tags, holder)
         options = WriteOptions(
             allow_empty=bool(metadata.get("allow_empty", False)),
             allow_new_columns=bool(metadata.get("allow_new_columns", False)),
             merge_keys=tuple(metadata.get("merge_keys") or ()),
             # Only a staged backfill may change columns, and only of an asset declaring it.
-            allow_schema_change=SCHEMA_CHANGE_METADATA_KEY in metadata
-            and staging_backfill(_run_tags(context)) is not None,
+            allow_schema_change=SCHEMA_CHANGE_METADATA_KEY in metadata and staging_for is not None,
             # Who wrote it, from which inputs, on what: in the Delta log, or a staged write's manifest.
             commit_metadata={
                 RUN_ID_METADATA: context.run_id,
@@ -138,17 +148,15 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             },
         )
         table_uri, scope = self.table_uri(context.asset_key, metadata), _output_scope(context)
-        tags = _run_tags(context)
         inputs_as_of = tags.get(INPUTS_AS_OF_TAG)
-        staging_for = staging_backfill(tags)
         if staging_for is not None:
             check_write(table_uri, scope, holder=staging_for)
             result = _staging_format(self.table_format).stage(obj, table_uri, scope, options, staging_for)
-        elif BACKFILL_ID_TAG in tags:  # a node run of a backfill publishing per node: it holds the lease
-            check_write(table_uri, scope, holder=tags[BACKFILL_ID_TAG])
+        elif holder is not None:  # a node run of a backfill publishing per node: it holds the lease
+            check_write(table_uri, scope, holder=holder)
             result = self.table_format.write(obj, table_uri, scope, options)
         else:
-            with run_lease(table_uri, scope, context.run_id):
+            with _production_lease(table_uri, scope, context.run_id, tags):
                 result = self.table_format.write(obj, table_uri, scope, options)
         context.add_output_metadata(
             {
@@ -201,7 +209,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 keys,
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
-        staging_for = staging_backfill(_run_tags(context))
+        staging_for = staging_backfill(_run_tags(context), _proven_backfill(context))
         if is_self_dependency and scope is not None:
             self._check_predecessors(context, table_uri, scope, staging_for)
         if staging_for is not None and options.version is None and options.timestamp is None:
@@ -320,6 +328,41 @@ def _run_tags(context: dg.InputContext | dg.OutputContext) -> Mapping[str, str]:
         return context.step_context.run_tags
     except dg.DagsterInvariantViolationError:
         return {}
+
+
+def _proven_backfill(context: dg.InputContext | dg.OutputContext) -> str | None:
+    """The backfill the run doing the IO is a node run of, as its lease proof shows
+    (storage/lease_proof.py); None for any other run, and for a context built outside a run."""
+    try:
+        step = context.step_context
+    except dg.DagsterInvariantViolationError:
+        return None
+    return proven_backfill(step.instance, step.run_id, step.run_tags)
+
+
+@contextmanager
+def _production_lease(
+    table_uri: str, scope: PartitionScope | None, run_id: str, tags: Mapping[str, str]
+) -> Iterator[None]:
+    """A run lease for a production write (leases.run_lease). When it is refused to a run whose
+    tags name a backfill the run cannot prove it belongs to, LeaseProofError says why its tags
+    did not count."""
+    claimed = tags.get(BACKFILL_ID_TAG)
+    with ExitStack() as held:
+        try:
+            held.enter_context(run_lease(table_uri, scope, run_id))
+        except PartitionLeasedError as refusal:
+            if claimed is None:
+                raise
+            raise LeaseProofError(
+                f"run {run_id} is tagged {BACKFILL_ID_TAG}={claimed} but is not a node run that backfill's "
+                "coordinator launched (it carries no valid lease proof: a re-execution copies the tags but "
+                "not the proof, and tags typed in the Launchpad have none), so it writes as a production "
+                f"run, which is refused: {refusal} To write these partitions as part of backfill {claimed}, "
+                f"resume it (`partition-assets backfill resume {claimed}`); to write them in production, "
+                "wait until it is published or discarded."
+            ) from None
+        yield
 
 
 def _staging_format(table_format: TableFormat) -> StagingFormat:

@@ -3,12 +3,14 @@
 `backfill_gate` evaluation read back from the instance, passed and failed; a backfill that
 requires approval waits for it (leases parked, assets frozen; a coordinator run then refused
 changes none of that), publishes once approved (the ledger names who approved, and when), or
-is refused by a commit made outside it, needs --force after a failed gate, and leaves by
-discard or expiry with the tables untouched (a forced approval after a failed gate expires
-too); of two approvals at once exactly one publishes and the record keeps what it published;
-and a deployment's approval policy: no option skips it, the launcher is recorded and may not
-approve, nor may a name off its list."""
+is refused by a commit made outside it; it publishes exactly what its gate saw whatever runs
+tagged with it try meanwhile (issue 39 hole 3); it needs --force after a failed gate, and
+leaves by discard or expiry with the tables untouched (a forced approval after a failed gate
+expires too); of two approvals at once exactly one publishes and the record keeps what it
+published; and a deployment's approval policy: no option skips it, the launcher is recorded
+and may not approve, nor may a name off its list."""
 
+import os
 from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
@@ -24,7 +26,8 @@ from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartitionAssetsError
-from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
+from partition_assets.storage import SparkDeltaIOManager
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
@@ -111,12 +114,42 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
     assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
 
 
-def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_other_is_refused_keeping_the_record(
-    published_2_days, monkeypatch
+def production_run(house, spark_resource, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
+    """A run of `orders` for 2024-01-02 in the lakehouse's instance, tagged `tags`, as the audit
+    made them from the Launchpad (or as Dagster re-executes a run: its tags copied)."""
+    io_manager = SparkDeltaIOManager(root_uri=str(house.lake), spark=spark_resource)
+    with house.instance() as instance:
+        return dg.materialize(
+            [safe_defs.orders],
+            instance=instance,
+            partition_key="2024-01-02",
+            tags=tags,
+            resources={"spark": spark_resource, "io_manager": io_manager},
+            raise_on_error=False,
+        )
+
+
+def step_failure_of(result: dg.ExecuteInProcessResult) -> str:
+    """The message of the error that failed the run's step (Dagster wraps it as the cause)."""
+    error = next(event.step_failure_data.error for event in result.all_events if event.is_step_failure)
+    return error.cause.message if error.cause else error.message
+
+
+def test_a_backfill_awaiting_approval_publishes_what_its_gate_saw_once_approved_by_one_of_two_approvers(
+    published_2_days, spark_resource, monkeypatch
 ):
+    """A backfill that requires approval waits for it, its leases parked and assets frozen, and
+    publishes once approved. Meanwhile (issue 39 hole 3, as the audit reproduced it) a run with a
+    node run's tags copied (the backfill's id, staged=true), made after the gate, wrote into the
+    staging and `approve` published values the gate never saw; a run with only the id tag wrote
+    straight into the partitions it leases. Both are now refused, naming why, the old data kept;
+    a staging changed after the gate (by hand) fails the approval, naming the table, with nothing
+    written; and the approval publishes what the gate saw. Of two approvals at once (issue 39
+    hole 4: the second saved a stale record over the first's publish), exactly one publishes,
+    the other is refused, and the record keeps the published versions."""
     house = published_2_days
-    before = house.contents()
-    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"}))
+    before, versions = house.contents(), house.versions()
+    output = ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{safe_defs.FACTOR_ENV: "1.2"}))
     bid = backfill_id(output)
     assert "awaiting approval" in output and house.contents() == before
     with house.instance() as instance:
@@ -124,7 +157,35 @@ def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_othe
         assert set(frozen_assets(instance)) == {dg.AssetKey(table) for table in TABLES}
         _, evaluation = latest_gate_evaluation(instance, "revenue")
         assert evaluation.passed and evaluation.metadata["backfill_id"].value == bid
-    assert all(held_by(house.uri(table), bid) for table in TABLES)  # parked for the approval
+        (node_run,) = [
+            run
+            for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid, "dagster/partition": "2024-01-02"}))
+            if run.asset_selection == {dg.AssetKey("orders")}
+        ]
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))  # for the approval
+
+    monkeypatch.setenv(safe_defs.FACTOR_ENV, "5")  # values the gate never saw
+    copied = {key: value for key, value in node_run.tags.items() if key != "dagster/partition"}
+    assert copied[STAGED_TAG] == "true" and LEASE_PROOF_TAG in copied  # its proof copied too, as re-execution does
+    for tags in (copied, {BACKFILL_ID_TAG: bid}):
+        result = production_run(house, spark_resource, tags)
+        assert not result.success
+        failure = step_failure_of(result)
+        assert f"is tagged {BACKFILL_ID_TAG}={bid}" in failure and "no valid lease proof" in failure, failure
+        assert f"backfill {bid} holds a lease" in failure and "Nothing was written" in failure, failure
+        assert house.contents() == before  # readers see the old data
+
+    # The staging altered after the gate (a staged file touched): the approval is refused.
+    staged_file = min((house.lake / "orders" / "_backfills" / bid / "data" / "ds=2024-01-02").glob("*.parquet"))
+    gated_time = staged_file.stat().st_mtime_ns
+    os.utime(staged_file, ns=(gated_time, gated_time + 10**9))
+    refused(
+        house.cli("approve", bid, "--by", "ana"), "staged data of orders", house.uri("orders"), "nothing was published"
+    )
+    assert house.contents() == before and house.versions() == versions
+    assert recorded_backfill(house.home, bid).status == BackfillStatus.AWAITING_APPROVAL
+    assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))
+    os.utime(staged_file, ns=(gated_time, gated_time))  # back to what the gate saw
 
     # A second approval, started with the first: it has read the record when the first runs.
     for name, value in house.env().items():
@@ -149,6 +210,10 @@ def test_of_two_approvals_at_once_one_publishes_naming_its_approver_and_the_othe
     assert refusal.startswith("IllegalTransitionError") and "is published: cannot approve it" in refusal, refusal
 
     assert house.content("orders") == expected_orders(days(1, 2), 1.2)
+    with house.instance() as instance:  # the refused runs are none of its nodes: the node's materialization is recorded
+        day_2 = dg.AssetRecordsFilter(asset_key=dg.AssetKey("orders"), asset_partitions=["2024-01-02"])
+        (latest,) = instance.fetch_materializations(day_2, limit=1).records
+        assert latest.asset_materialization.metadata["backfill_id"].value == bid
     entries = Ledger(ledger_uri(str(house.lake))).entries(bid)
     approvals = [entry for entry in entries if entry.status == LedgerStatus.APPROVED]
     assert {(entry.asset, entry.partition) for entry in approvals} == {(t, d) for t in TABLES for d in days(1, 2)}

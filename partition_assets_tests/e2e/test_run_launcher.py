@@ -16,6 +16,7 @@ from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import (
     LAUNCHING_INSTANCE_YAML,
@@ -243,6 +244,8 @@ def test_run_detach_hands_the_coordinator_to_the_run_launcher_as_a_run_of_the_en
         assert GRPC_INFO_TAG in run.tags  # launched by the run launcher, not executed by the command
         node_runs = [r for r in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if r.asset_selection]
         assert node_runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in node_runs)
+        # The lease proof reached the launched runs (a tag bound to the id the runner gave each run).
+        assert all(proven_backfill(instance, r.run_id, r.tags) == backfill for r in node_runs)
     assert recorded_backfill(home, backfill).status == "published"
 
 

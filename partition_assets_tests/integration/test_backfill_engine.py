@@ -23,7 +23,8 @@ from partition_assets.backfill.state.record import node_states
 from partition_assets.cli import backfill as backfill_cli
 from partition_assets.cli.main import main
 from partition_assets.errors import BackfillPlanError
-from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import engine_defs
 from partition_assets_tests.support.instances import also_on_postgres
 
@@ -70,6 +71,9 @@ def test_nodes_start_after_their_upstream_and_no_later_than_needed(home):
         assert {(r.asset_selection and next(iter(r.asset_selection)), r.tags["dagster/partition"]) for r in runs} == {
             (n.asset, n.partition) for n in graph.nodes()
         }
+        # Each proves it is a node run of the backfill (storage/lease_proof.py): its proof is bound to its own id.
+        assert all(proven_backfill(instance, r.run_id, r.tags) == "bf-order" for r in runs)
+        assert len({r.tags[LEASE_PROOF_TAG] for r in runs}) == len(runs)
         assert instance.get_materialized_partitions(dg.AssetKey("rolling")) == set(
             graph.slices[dg.AssetKey("rolling")].partition_keys
         )
@@ -208,6 +212,7 @@ def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(home):
         with dg.DagsterInstance.get() as instance:
             run = instance.get_run_by_id(result.run_id)
             assert run.tags[BACKFILL_ID_TAG] == "bf-warm" and run.tags["unit"] == "tag"
+            assert proven_backfill(instance, run.run_id, run.tags) == "bf-warm"
             started = next(iter(instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_START)))
         assert started.dagster_event.pid in warm_workers  # one of the warm workers ran it
     finally:

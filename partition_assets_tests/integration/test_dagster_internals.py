@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -672,7 +673,8 @@ def test_an_asset_s_in_process_job_built_once_records_each_run_as_execute_in_pro
     job = _asset_job()
     # The parameters AssetRuns passes, by name, and the job wrapper it builds once.
     assert {"run_config", "job", "instance", "output_capturing_enabled", "raise_on_error", "run_tags"} | {
-        "asset_selection"
+        "asset_selection",
+        "run_id",
     } <= set(inspect.signature(core_execute_in_process).parameters)
     assert {"job_def", "partition_key", "tags", "asset_selection", "instance", "run_config"} <= set(
         inspect.signature(merge_run_tags).parameters
@@ -696,6 +698,9 @@ def test_an_asset_s_in_process_job_built_once_records_each_run_as_execute_in_pro
         )
         assert _recorded(instance, ours) == _recorded(instance, dagsters)
         assert ours.success and ours.run_id != dagsters.run_id
+    # The run takes the id given: a node run's lease proof is bound to it (storage/lease_proof.py).
+    given = str(uuid.uuid4())
+    assert runs.execute(instance, days, "2024-01-07", {}, given).run_id == given
     # Bad input fails as execute_in_process fails, with no run recorded.
     before = len(instance.get_run_records())
     with pytest.raises(dg.DagsterUnknownPartitionError, match="1999-01-01"):

@@ -27,6 +27,7 @@ from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publish import check_staging, unpublished_tables
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -108,6 +109,9 @@ def approve(
         ApprovalError: No approver, or one the deployment's policy refuses; its gate failed and
             `force` is not set, or its approval expired after the failed gate: nothing was
             written. Its approval expired while awaiting it: it was discarded. Nothing was published.
+        StagingMissingError, StagingChangedError: Its staging is gone, or not what its gate
+            evaluated (publish.check_staging); nothing was written: it stays as it was, its
+            leases parked.
     """
     record = publication.record
     approval.approved(record.approval, approver, now)  # refuses an empty name before anything
@@ -138,6 +142,7 @@ def _approve_and_publish(
 ) -> dict[str, int | None]:
     """Records the approval (record and ledger) and publishes, under the claim `announcement`."""
     record = publication.record
+    check_staging(publication, unpublished_tables(publication))  # before the approval is recorded
     record.approval = approval.approved(record.approval, approver, now)
     record.save()
     append_status(publication, LedgerStatus.APPROVED, approved_by=record.approval["approved_by"])

@@ -1,7 +1,8 @@
 """The validation gate of a staged backfill: every table's declared (or overridden)
 checks evaluated on its statistics, the ledger's `staged` or `gate_failed` rows and
 Dagster's `backfill_gate` check evaluations (backfill/dagster_ui/gate_checks.py) recorded,
-and the partitions the backfill creates noted for rollback.
+the partitions the backfill creates noted for rollback, and the fingerprint of each table's
+staging the statistics were computed on, which the publish checks.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def gate(
     failed = any(not check.passed for check in checks)
     publication.record.created = {
         stats.table.asset.to_user_string(): _created(publication, stats) for stats in all_stats
+    }
+    # What the gate saw: a publish commits exactly this (publish.check_as_gated).
+    publication.record.gated_staging = {
+        stats.table.asset.to_user_string(): stats.staging.to_json() for stats in all_stats
     }
     publication.record.save()
     record_staged(publication, instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)

@@ -1,11 +1,13 @@
 """Publishing a staged backfill: one commit per table, upstream first, after every
-table still to publish was checked for commits made outside the backfill; a publish
-stopped part-way by such a commit says what was and was not published.
+table still to publish was checked to hold the staging its gate evaluated, and for
+commits made outside the backfill; a publish stopped part-way by such a commit says
+what was and was not published.
 
 Not guaranteed: between the first and the last table commit a reader joining two
 tables can see one published and the other not (each table on its own is old or new,
 never a mix); after a foreign commit stops a publish part-way, until it is finished
-or rolled back.
+or rolled back. A staging changed between its check against the gate's fingerprint
+and its table's commit (moments apart, while the backfill holds its leases) is not seen.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from partition_assets.backfill.publishing.dagster_events import record_materiali
 from partition_assets.backfill.publishing.ledger_rows import append_status
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
-from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.state.status import BackfillStatus, is_allowed
 from partition_assets.errors import (
     ForeignCommitError,
     PartiallyPublishedError,
     PartitionAssetsError,
+    StagingChangedError,
     StagingMissingError,
 )
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage.backfill_staging import StagingFingerprint, staging_fingerprint
 from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.delta.previous import keep_previous
 from partition_assets.storage.failpoints import failpoint
@@ -41,7 +45,9 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     """Commits every table's staged partitions, upstream first, each in one commit;
     then records the materializations in one publish run and the ledger's rows.
 
-    Before the first commit, every table still to publish is checked for commits made
+    Before the first commit, every table still to publish is checked to hold the staging its
+    gate evaluated (`check_as_gated`, `force` or not: a StagingChangedError, status
+    `publish_refused` when nothing was published yet and the status allows it), and for commits made
     outside the backfill to its partitions since it started (unless `force`): any is a
     ForeignCommitError naming them all, status `publish_refused`, nothing committed.
     A foreign commit landing after that check stops the publish at its table:
@@ -55,7 +61,13 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
         StagingMissingError: A table holds neither the backfill's staging nor its publish
             commit (its staging was deleted); nothing was committed to any table."""
     pending = unpublished_tables(publication)
-    _check_staged(publication, pending)
+    try:
+        check_staging(publication, pending)
+    except StagingChangedError:
+        record = publication.record
+        if not published_versions(publication) and is_allowed(record.status, BackfillStatus.PUBLISH_REFUSED):
+            record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
+        raise
     if not force:
         _check_unchanged(publication, pending)
     publication.record.move_to(BackfillStatus.PUBLISHING, "publish")
@@ -125,6 +137,53 @@ def _check_staged(publication: Publication, pending: Sequence[BackfillTable]) ->
             "nothing was committed to any table. Discard the backfill "
             f"(`partition-assets backfill discard {bid}`) and run it again."
         )
+
+
+def check_staging(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+    """Refuses, writing nothing, a publish of `pending` (the tables still to publish) whose
+    staging is gone (StagingMissingError) or not the one its gate evaluated (StagingChangedError).
+
+    Raises:
+        StagingMissingError: A table holds neither its staging nor its publish commit.
+        StagingChangedError: A table's staging differs from the one its gate evaluated.
+    """
+    _check_staged(publication, pending)
+    check_as_gated(publication, pending)
+
+
+def check_as_gated(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+    """StagingChangedError, writing nothing, when a table of `pending` (the tables still to
+    publish) holds a staging other than the one the gate evaluated (gating.gate recorded its
+    fingerprint): a file added, replaced, removed or touched since, or a staging of a table the
+    gate saw none of; or when a table the gate saw staged is neither pending nor published.
+
+    Raises:
+        StagingChangedError: A table's staging differs from the one its gate evaluated.
+    """
+    record = publication.record
+    gated = record.gated_staging
+    changed = [table.asset.to_user_string() for table in pending if not _holds_as_gated(publication, table)]
+    to_publish = {table.asset.to_user_string() for table in pending}
+    changed += [asset for asset in gated if asset not in to_publish and record.published_versions.get(asset) is None]
+    if not changed:
+        return
+    uris = [table.uri for asset, table in publication.tables.items() if asset.to_user_string() in changed]
+    raise StagingChangedError(
+        f"backfill {record.id}: the staged data of {', '.join(changed)} ({', '.join(uris)}) is not what its "
+        "validation gate evaluated (files were staged, replaced, removed or touched after the gate, e.g. by a "
+        "run that is not one of the backfill's node runs, or by hand); nothing was published and the staging "
+        "is kept. Find what changed it; then `partition-assets backfill resume "
+        f"{record.id}` gates the staging as it is now (a backfill whose publish was refused), or "
+        f"`partition-assets backfill discard {record.id}` drops it."
+    )
+
+
+def _holds_as_gated(publication: Publication, table: BackfillTable) -> bool:
+    gated = publication.record.gated_staging.get(table.asset.to_user_string())
+    staged = table.staging_format.staged(table.uri, publication.record.id)
+    if gated is None or staged is None:
+        return False
+    return staging_fingerprint(staged).holds_as(StagingFingerprint.from_json(gated))
 
 
 def fingerprint_of(publication: Publication, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:

@@ -21,7 +21,7 @@ from partition_assets.backfill.planning.gate_rules import Gate, apply_overrides,
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.publishing.stats import PartitionStats, mapped_to_old, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable
-from partition_assets.storage.backfill_staging import StagedTable
+from partition_assets.storage.backfill_staging import StagedTable, StagingFingerprint, staging_fingerprint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema_change import ColumnMapping
 
@@ -39,6 +39,8 @@ class TableStats:
     new: dict[tuple[str, ...], PartitionStats]
     # per partition, the commit metadata of its staging: run id, input versions, git SHA
     provenance: Mapping[tuple[str, ...], Mapping[str, str]]
+    # the staging these stats were computed on, taken before it was read
+    staging: StagingFingerprint
 
 
 class StatsAhead:
@@ -102,6 +104,7 @@ def table_stats(publication: Publication, table: BackfillTable, with_old: bool =
 
 
 def _stats_of_staged(publication: Publication, table: BackfillTable, staged: StagedTable, with_old: bool) -> TableStats:
+    fingerprint = staging_fingerprint(staged)  # before reading it: a change from now on fails the publish
     partitions = frozenset(staged.files_by_partition)
     gate = gate_of_table(publication, table)
     measures = tuple(gate.measures) if gate else ()
@@ -117,7 +120,7 @@ def _stats_of_staged(publication: Publication, table: BackfillTable, staged: Sta
         new_frame = mapped_to_old(new_frame, old_frame.schema, ColumnMapping.from_metadata(table.metadata))
     new = partition_stats(new_frame, table.columns, measures, keys, by_column) if new_frame is not None else {}
     old = partition_stats(old_frame, table.columns, measures, keys, by_column) if old_frame is not None else {}
-    return TableStats(table, partitions, old, new, staged.metadata_by_partition)
+    return TableStats(table, partitions, old, new, staged.metadata_by_partition, fingerprint)
 
 
 def _types(frame: DataFrame) -> dict[str, DataType]:

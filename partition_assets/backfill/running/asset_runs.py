@@ -73,10 +73,12 @@ class AssetRuns:
         key: dg.AssetKey,
         partition_key: str | None,
         tags: Mapping[str, str],
+        run_id: str | None = None,
     ) -> dg.ExecuteInProcessResult:
         """One run of asset `key` (of partition `partition_key`, or of the partitions its
         `tags` name as a range, or unpartitioned), as `job.execute_in_process(instance=instance,
-        asset_selection=[key], partition_key=partition_key, tags=tags, raise_on_error=False)`.
+        asset_selection=[key], partition_key=partition_key, tags=tags, raise_on_error=False)`, as
+        the run of id `run_id` (None: a new id).
 
         Raises:
             dagster.DagsterInvalidSubsetError: `key` is not an asset of the job.
@@ -105,6 +107,7 @@ class AssetRuns:
                 instance=instance,
                 run_config=run_config,
             ),
+            run_id=run_id,
             asset_selection=frozenset([key]),
         )
 

@@ -34,6 +34,7 @@ import dagster as dg
 
 from partition_assets.backfill.running.asset_runs import quiet_console_config
 from partition_assets.backfill.running.local_workers import failure_message
+from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import cancel_launched_run
 from partition_assets.code_location import load_definitions, split_target
@@ -71,7 +72,8 @@ class _Submitted:
 class LaunchedNodeRunner:
     """Submits run units through the instance's run coordinator; each unit is one Dagster
     run, tagged `tags` and the tags given with it (and, like local workers' runs, the git sha of
-    the code location). The same `launch`, `close` and `terminate` as `DagsterNodeRunner`."""
+    the code location and the lease proof of the backfill they name: node_run_proofs.py). The
+    same `launch`, `close` and `terminate` as `DagsterNodeRunner`."""
 
     def __init__(
         self,
@@ -90,6 +92,7 @@ class LaunchedNodeRunner:
         sha = definitions_git_sha(definitions)
         self._tags = {**tags, **({GIT_SHA_TAG: sha} if sha else {}), LAUNCHED_TAG: "true"}
         self._instance = instance
+        self._proofs = NodeRunProofs(instance)
         with ExitStack() as stack:  # closed at once should the code server not load the location
             self._workspace = stack.enter_context(
                 WorkspaceProcessContext(self._instance, load_target(target), version=dg.__version__)
@@ -145,11 +148,12 @@ class LaunchedNodeRunner:
         self.close()
 
     def _submit(self, unit: RunUnit, unit_tags: Mapping[str, str]) -> dg.DagsterRun:
-        tags = {**self._tags, **unit_tags, **self._partition_tags(unit)}
+        # The proof is a tag, bound to the run's id: it reaches the run wherever the launcher runs it.
+        run_id, tags = self._proofs.proved({**self._tags, **unit_tags, **self._partition_tags(unit)})
         request = dg.RunRequest(asset_selection=[unit.asset], tags=tags, run_config=self._run_config)
         return asyncio.run(
             submit_asset_run(
-                run_id=None,
+                run_id=run_id,
                 run_request=request,
                 run_request_index=0,
                 instance=self._instance,

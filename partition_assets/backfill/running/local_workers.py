@@ -44,6 +44,7 @@ import dagster as dg
 
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.running.asset_runs import AssetRuns
+from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
@@ -94,7 +95,8 @@ class _WorkerRecordingContext(ForkServerContext):
 class DagsterNodeRunner:
     """Launches run units into `workers` processes; each unit is one Dagster run in
     `instance` (whose storage exists: workers opening it at once must not race on its
-    schema migrations), tagged `tags` and the tags given with it."""
+    schema migrations), tagged `tags` and the tags given with it, and with the lease proof of
+    the backfill they name (node_run_proofs.py)."""
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class DagsterNodeRunner:
         instance: dg.DagsterInstance,
     ) -> None:
         self._tags = tags
+        self._proofs = NodeRunProofs(instance)
         self._target = target
         self._workers = workers
         self._context = _WorkerRecordingContext(preload_of([target]))
@@ -144,8 +147,8 @@ class DagsterNodeRunner:
     def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
         """Runs `unit` as one run (a partition range when several), also tagged `unit_tags`;
         the future gives a result per node of the unit."""
-        tags = {**self._tags, **unit_tags}
-        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), tags)
+        run_id, tags = self._proofs.proved({**self._tags, **unit_tags})
+        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), tags, run_id)
 
     def close(self) -> None:
         self._starter.join()
@@ -267,7 +270,7 @@ def _started() -> None:
     _worker["all_started"].wait()
 
 
-def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[NodeResult]:
+def _run_unit(asset: str, partitions: list[str], tags: dict[str, str], run_id: str) -> list[NodeResult]:
     key = dg.AssetKey.from_user_string(asset)
     if len(partitions) > 1:
         tags = {**tags, **range_tags(partitions[0], partitions[-1])}
@@ -277,6 +280,7 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str]) -> list[N
         key,
         (partitions[0] or None) if len(partitions) == 1 else None,
         {**tags, **_worker["tags"]},
+        run_id,
     )
     error = None if result.success else failure_message(result.all_events)
     ended = time.time()

@@ -2,8 +2,9 @@
 (backfill/state/store.py), its nodes' states in the instance's runs.
 
 The plan's parameters are kept (the graph is recomputed from them). Each node's state is
-that of its latest run tagged with the backfill id, so the instance stays the single
-truth: a node whose run succeeded is never run again, whatever happened to the coordinator.
+that of its latest run tagged with the backfill id and proving its coordinator launched it
+(storage/lease_proof.py), so the instance stays the single truth: a node whose run succeeded
+is never run again, whatever happened to the coordinator.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
+from partition_assets.storage.lease_proof import proven_backfill
 
 if TYPE_CHECKING:
     from partition_assets.backfill.state.store import BackfillStore
@@ -63,6 +65,9 @@ class BackfillRecord:
     approval: dict[str, str | None] = field(default_factory=dict)
     # who launched it (backfill/state/approval.py `launcher`); None for records of earlier releases
     launched_by: str | None = None
+    # asset -> the fingerprint of its staging that the gate evaluated (storage/backfill_staging.py):
+    # a publish commits that staging or nothing
+    gated_staging: dict[str, dict[str, str]] = field(default_factory=dict)
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -115,6 +120,7 @@ class BackfillRecord:
             "pinned_inputs": self.pinned_inputs,
             "approval": self.approval,
             "launched_by": self.launched_by,
+            "gated_staging": self.gated_staging,
         }
 
     @classmethod
@@ -132,6 +138,7 @@ class BackfillRecord:
             saved.get("pinned_inputs"),
             saved.get("approval", {}),
             saved.get("launched_by"),
+            saved.get("gated_staging", {}),
             store=store,
         )
 
@@ -169,7 +176,12 @@ def node_states(
 
 
 def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.DagsterRun]:
-    return instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    """The backfill's node runs, newest first: the runs tagged with its id that prove their
+    coordinator launched them (storage/lease_proof.py). A run that only carries its tags (a
+    node run re-executed from the UI, tags typed in the Launchpad) wrote as a production run:
+    it is none of the backfill's nodes, whatever it did."""
+    tagged = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    return [run for run in tagged if proven_backfill(instance, run.run_id, run.tags) == backfill_id]
 
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
