@@ -12,6 +12,7 @@ import uuid
 
 import dagster as dg
 
+from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
@@ -67,6 +68,7 @@ def sparse_backfill_job(module: str, name: str = ENGINE_JOB) -> dg.JobDefinition
                     done,
                     on_result=lambda result: lines.add(progress.line(result)),
                     on_phase=lines.add,
+                    dagster_view=WEBSERVER,
                 ).run()
         except PartitionAssetsError as error:  # a failed gate, partitions leased by another writer, ...
             raise dg.Failure(description=str(error), metadata={"backfill_id": backfill_id}) from None

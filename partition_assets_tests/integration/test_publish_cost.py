@@ -19,6 +19,7 @@ import pytest
 import sqlalchemy
 from deltalake import DeltaTable
 
+from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing import publish as publish_module
@@ -104,7 +105,7 @@ def published(spark_resource, home_template, tmp_path_factory) -> Iterator[Publi
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(spec, instance)
             record = BackfillRecord(spec, store=BackfillStore(instance))
-            statuses = Counter(BackfillRun(instance, record, graph, set()).run().values())
+            statuses = Counter(BackfillRun(instance, record, graph, set(), dagster_view=WEBSERVER).run().values())
         yield Published(record.id, home, cost, statuses, code_location.ROWS_PER_DAY)
 
 

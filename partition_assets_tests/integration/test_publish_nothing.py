@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 import sqlalchemy
 
+from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing import publish as publish_module
@@ -67,7 +68,7 @@ def _publish(days: int, home_template, tmp_path, dagster_yaml: str | None = None
         with dg.DagsterInstance.get() as instance:
             graph = graph_of(spec, instance)
             record = BackfillRecord(spec, store=BackfillStore(instance))
-            statuses = BackfillRun(instance, record, graph, set()).run()
+            statuses = BackfillRun(instance, record, graph, set(), dagster_view=WEBSERVER).run()
             assert set(statuses.values()) == {NodeStatus.SUCCEEDED}
             tags = {BACKFILL_ID_TAG: record.id}
             node_runs = [run for run in instance.get_runs(dg.RunsFilter(tags=tags)) if PUBLISH_RUN_TAG not in run.tags]

@@ -41,6 +41,7 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
@@ -165,7 +166,9 @@ def schedule_without_runs(days: int, batch: bool = True, publish: str = PublishM
             record = BackfillRecord(spec, store=BackfillStore(instance))
             progress = Progress(record.id, graph, set())
             started = Clocks.now()
-            status = BackfillRun(instance, record, graph, set(), runner_of=runner_of, on_result=on_result).run()
+            status = BackfillRun(
+                instance, record, graph, set(), runner_of=runner_of, on_result=on_result, dagster_view=WEBSERVER
+            ).run()
         ended = Clocks.now()
     first_launch = runner.first_launch or last_result
     return SchedulingCost(

@@ -21,6 +21,7 @@ from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.detaching import submit_coordinator_run
 from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun, RunOutcome
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
+from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
@@ -137,6 +138,7 @@ def execute_backfill(
         on_result=lambda result: console.node(progress.line(result), progress.tally()),
         on_phase=console.line,
         on_launch=progress.launched,
+        dagster_view=WEBSERVER,
     )
     try:
         status = run.run()

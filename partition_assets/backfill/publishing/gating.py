@@ -1,18 +1,19 @@
 """The validation gate of a staged backfill: every table's declared (or overridden)
-checks evaluated on its statistics, the ledger's `staged` or `gate_failed` rows and
-Dagster's `backfill_gate` check evaluations (backfill/dagster_ui/gate_checks.py) recorded,
+checks evaluated on its statistics, the ledger's `staged` or `gate_failed` rows recorded,
 the partitions the backfill creates noted for rollback, and the fingerprint of each table's
-staging the statistics were computed on, which the publish checks.
+staging the statistics were computed on, which the publish checks. It returns its outcome
+(`GateOutcome`): its caller, the coordinator, has it recorded where Dagster shows it
+(running/dagster_view.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui.gate_checks import record_gate_evaluations
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate
 from partition_assets.backfill.publishing.ledger_rows import record_staged
 from partition_assets.backfill.publishing.publish import as_files
@@ -24,11 +25,23 @@ if TYPE_CHECKING:
     from partition_assets.backfill.publishing.publication import Publication
 
 
+@dataclass(frozen=True)
+class GateOutcome:
+    """What a gate evaluated: every table's statistics, and every check (failed ones included)."""
+
+    stats: tuple[TableStats, ...]
+    checks: tuple[GateCheck, ...]
+
+    @property
+    def failed(self) -> tuple[GateCheck, ...]:
+        return tuple(check for check in self.checks if not check.passed)
+
+
 def gate(
     publication: Publication, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
-) -> list[GateCheck]:
+) -> GateOutcome:
     """Evaluates every table's gate on the staged data and records the ledger's
-    `staged` (or `gate_failed`) rows; returns the checks (failed ones included).
+    `staged` (or `gate_failed`) rows; returns what it evaluated.
     Stats already computed `ahead` (while other nodes ran) are used as they are."""
     failpoint("gating")
     all_stats = stats_of(publication, ahead=ahead)
@@ -48,8 +61,7 @@ def gate(
     }
     publication.record.save()
     record_staged(publication, instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
-    record_gate_evaluations(publication, instance, all_stats, checks)
-    return checks
+    return GateOutcome(tuple(all_stats), tuple(checks))
 
 
 def _created(publication: Publication, stats: TableStats) -> list[str]:

@@ -28,7 +28,6 @@ from partition_assets.backfill.model import OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing import gating, publish, rollback, table_stats
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
-from partition_assets.backfill.publishing.gate_evaluation import GateCheck
 from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.publishing.ledger_rows import latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
@@ -163,7 +162,7 @@ class Publication:
 
     def gate(
         self, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
-    ) -> list[GateCheck]:
+    ) -> gating.GateOutcome:
         """See gating.gate."""
         return gating.gate(self, instance, ahead)
 

@@ -14,7 +14,6 @@ from contextlib import ExitStack, contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing.approving import (
@@ -40,6 +39,7 @@ from partition_assets.backfill.publishing.publish import describe_versions
 from partition_assets.backfill.publishing.table_stats import StatsAhead, TableStats
 from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
+from partition_assets.backfill.running.dagster_view import HIDDEN, DagsterView
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
@@ -70,8 +70,9 @@ class BackfillRun:
     and its assets frozen, and stops launching once the record is canceled (or its Dagster
     backfill is canceled in the UI). It launches only what its `LaunchGate` allows: nothing
     while paused or outside its window, and within the deployment's backfill capacity
-    (backfill/running/claims.py). The Dagster backfill of the same id (created when
-    absent: backfill/dagster_ui/mirror.py) shows its status and per-partition progress.
+    (backfill/running/claims.py). Its `dagster_view` (running/dagster_view.py; every surface
+    passes the webserver's, backfill/dagster_ui/view.py) shows its status and per-partition
+    progress as the Dagster backfill of the same id, and its gate's evaluations as asset checks.
     `on_launch` sees each run unit as it launches, `on_result` each node's result, `on_phase`
     a line per step after the nodes (the gate, the publish); `runner_of` makes what runs the
     nodes (bench/scale_bench.py passes one whose runs finish at once, to measure everything
@@ -109,6 +110,7 @@ class BackfillRun:
         on_result: Callable[[NodeResult], None] = lambda result: None,
         on_phase: Callable[[str], None] = lambda line: None,
         on_launch: Callable[[RunUnit], None] = lambda unit: None,
+        dagster_view: DagsterView = HIDDEN,
     ) -> None:
         self.instance = instance
         self.record = record
@@ -119,6 +121,7 @@ class BackfillRun:
         self._on_result = on_result
         self._on_phase = on_phase
         self._on_launch = on_launch
+        self._dagster_view = dagster_view
 
     def run(self) -> dict[Node, NodeStatus]:
         """Runs the backfill (see the class docstring); the status of each node it ran.
@@ -171,7 +174,7 @@ class BackfillRun:
             publication.held(self.instance, entering=self._entering) as leases,
             self._settled_on_any_exit(publication, leases),
             # Once its leases are taken: a backfill refused for leased partitions shows in no list.
-            DagsterBackfillMirror(record, self.graph, asset_graph, self.instance, self.done) as mirror,
+            self._dagster_view.mirror(record, self.graph, asset_graph, self.instance, self.done) as mirror,
         ):
             if runner is None:  # its coordinator died publishing: only the publish is left
                 self._publish(publication, leases)
@@ -219,8 +222,9 @@ class BackfillRun:
         canceled meanwhile or lost its leases (both are checked again before publishing)."""
         self._check_held(publication, leases)
         started = time.monotonic()
-        checks = publication.gate(self.instance, ahead_stats)
-        failed = [check for check in checks if not check.passed]
+        outcome = publication.gate(self.instance, ahead_stats)
+        self._dagster_view.record_gate(publication, self.instance, outcome)
+        checks, failed = outcome.checks, list(outcome.failed)
         passed = len(checks) - len(failed)
         self._on_phase(f"gate: {passed} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")
         if failed:
