@@ -23,7 +23,7 @@ PINNED_INPUTS_TAG = "partition_assets/pinned_inputs"
 # one asks the launcher to terminate it, wherever it executes.
 LAUNCHED_TAG = "partition_assets/launched"
 # On a coordinator run of the engine job that resumes a recorded backfill whose coordinator
-# died (automation/takeover.py), as a re-execution of its coordinator run would.
+# died (automation/takeover_sensor.py), as a re-execution of its coordinator run would.
 TAKEOVER_TAG = "partition_assets/takeover"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"

@@ -16,7 +16,7 @@ from partition_assets.automation.schedule import (
     partitioned_schedule,
 )
 from partition_assets.automation.switch import default_schedule_status, default_status
-from partition_assets.automation.takeover import coordinator_takeover_sensor
+from partition_assets.automation.takeover_sensor import coordinator_takeover_sensor
 from partition_assets.backfill.planning.run_config import SparseBackfillConfig, backfill_run_config
 
 __all__ = [

@@ -17,7 +17,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
 from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of, spec_from_config
-from partition_assets.backfill.publishing.approving import check_launch
+from partition_assets.backfill.publishing.approval_steps import check_launch
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import GroupedLines, Progress
@@ -105,7 +105,7 @@ def _record_of_run(
     context: dg.OpExecutionContext, store: BackfillStore, backfill_id: str, spec: BackfillSpec
 ) -> tuple[BackfillRecord | None, BackfillGraph, set[Node]]:
     """The record the coordinator run works on, its graph and the nodes it leaves alone: a new one for
-    a new id; for a re-executed run or a takeover run (automation/takeover.py), its backfill's record
+    a new id; for a re-executed run or a takeover run (automation/takeover_sensor.py), its backfill's record
     as it stands (its fingerprints, published versions and pins), resumed like `backfill resume`
     (None when final). BackfillStateError when the id is recorded but this run is neither, or when
     the backfill's coordinator is live."""

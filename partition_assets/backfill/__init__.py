@@ -2,7 +2,7 @@
 and what a code location declares for safe backfills: gates (`backfill_gate`, `Budget`,
 `gate_checks`) and approval (`backfill_approval`). The commands are `backfill.commands`."""
 
-from partition_assets.backfill.dagster_ui.gate_checks import gate_checks
+from partition_assets.backfill.dagster_ui.gate_asset_checks import gate_checks
 from partition_assets.backfill.planning.edges import Dependency
 from partition_assets.backfill.planning.gate_rules import Budget, Gate, backfill_gate
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph, Node, build_graph, plan

@@ -90,7 +90,7 @@ class StagingFingerprint:
     manifests list now (path, size on disk and in the manifest, records, partition) with the
     partition columns, schema and each partition's commit metadata; and `times`, of the files'
     modification times. A publish compares the staging it commits with the fingerprint its gate
-    recorded (backfill/publishing/publish.py).
+    recorded (backfill/publishing/publish_step.py).
 
     Not guaranteed: a file rewritten in place to the same size with its modification time set
     back is not told apart; once a publish killed part-way moved files into the table's layout

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from partition_assets.backfill.commands import approve_record
-from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
+from partition_assets.backfill.dagster_ui.gate_asset_checks import GATE_CHECK
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.status import BackfillStatus

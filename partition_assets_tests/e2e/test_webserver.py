@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 from playwright.sync_api import sync_playwright
 
-from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK
+from partition_assets.backfill.dagster_ui.gate_asset_checks import GATE_CHECK
 from partition_assets.backfill.state.approval import APPROVAL_TAG
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore

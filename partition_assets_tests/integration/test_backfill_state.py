@@ -20,7 +20,7 @@ from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.backfill.state.takeover import claim_takeovers
+from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BulkActionStatus

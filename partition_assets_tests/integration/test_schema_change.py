@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from partition_assets.backfill.planning.gate_rules import Budget, Gate
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import evaluate
-from partition_assets.backfill.publishing.stats import mapped_to_old, partition_stats
+from partition_assets.backfill.publishing.partition_stats import mapped_to_old, partition_stats
 from partition_assets.errors import MixedSchemaError, SchemaChangeError, SchemaRollbackError, TableSchemaError
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions

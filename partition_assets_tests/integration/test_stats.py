@@ -7,7 +7,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import evaluate
-from partition_assets.backfill.publishing.stats import PartitionStats, partition_stats
+from partition_assets.backfill.publishing.partition_stats import PartitionStats, partition_stats
 from partition_assets_tests.unit.test_gate import DECLARED
 
 SCHEMA = StructType(

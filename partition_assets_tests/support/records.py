@@ -23,7 +23,7 @@ from partition_assets.backfill.state.presence import KEY_PREFIX, Presence
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
-from partition_assets.backfill.state.takeover import claim_takeovers
+from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.errors import IllegalTransitionError
 from partition_assets.processes.identity import ProcessIdentity
 

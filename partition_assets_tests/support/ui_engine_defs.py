@@ -12,7 +12,7 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from partition_assets.backfill.dagster_ui.gate_checks import gate_checks
+from partition_assets.backfill.dagster_ui.gate_asset_checks import gate_checks
 from partition_assets.backfill.planning.gate_rules import Budget, backfill_gate
 from partition_assets.example import definitions as example
 from partition_assets.partitions import daily

@@ -19,7 +19,7 @@ from partition_assets.backfill.planning.gate_rules import (
 )
 from partition_assets.backfill.publishing.diff import diff_rows, format_diff
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate, format_checks
-from partition_assets.backfill.publishing.stats import PartitionStats
+from partition_assets.backfill.publishing.partition_stats import PartitionStats
 from partition_assets.errors import GateConfigError, PartitionAssetsError
 
 DECLARED = Gate(row_change=0.05, measures={"revenue": Budget(relative=0.01)}, keys=("order_id",))

@@ -1,12 +1,12 @@
-"""The gate as Dagster asset checks (backfill/dagster_ui/gate_checks.py): declared on the
+"""The gate as Dagster asset checks (backfill/dagster_ui/gate_asset_checks.py): declared on the
 gated assets only, and the diff in the UI as a Markdown table of `backfill diff`'s cells."""
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui.gate_checks import GATE_CHECK, diff_markdown, gate_checks
+from partition_assets.backfill.dagster_ui.gate_asset_checks import GATE_CHECK, diff_markdown, gate_checks
 from partition_assets.backfill.planning.gate_rules import backfill_gate
 from partition_assets.backfill.publishing.diff import diff_rows, format_diff
-from partition_assets.backfill.publishing.stats import PartitionStats
+from partition_assets.backfill.publishing.partition_stats import PartitionStats
 
 
 @dg.asset(metadata=backfill_gate(row_change=0.1))

@@ -35,7 +35,7 @@ from partition_assets.backfill.commands.results import (
 )
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.publishing.approving import approval_required, approve, discard, publication_of
+from partition_assets.backfill.publishing.approval_steps import approval_required, approve, discard, publication_of
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.publication import Publication
@@ -173,7 +173,7 @@ def approve_backfill(
 ) -> Published:
     """Approves the backfill in `approver`'s name and publishes it (after a failed gate only
     with `force`); `dagster_user` is the Dagster user the approval's run carries, where the
-    instance knows one. See backfill/publishing/approving.py for what is refused."""
+    instance knows one. See backfill/publishing/approval_steps.py for what is refused."""
     return approve_record(instance, _loaded(instance, backfill_id), approver, force, dagster_user)
 
 

@@ -19,7 +19,7 @@ import dagster as dg
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.diff import DiffRow
-from partition_assets.backfill.publishing.publish import describe_versions
+from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.running.scheduling import NodeStatus

@@ -1,8 +1,8 @@
 """The Dagster webserver's view of a coordinator run (running/dagster_view.py): its Dagster
 backfill mirrored (mirror.py) and its gate's evaluations as `backfill_gate` asset checks
-(gate_checks.py). Every surface that runs a backfill passes `WEBSERVER` to its coordinator.
+(gate_asset_checks.py). Every surface that runs a backfill passes `WEBSERVER` to its coordinator.
 
-Not guaranteed: see mirror.py and gate_checks.py.
+Not guaranteed: see mirror.py and gate_asset_checks.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.dagster_ui.gate_checks import record_gate_evaluations
+from partition_assets.backfill.dagster_ui.gate_asset_checks import record_gate_evaluations
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import BackfillGraph
-from partition_assets.backfill.publishing.gating import GateOutcome
+from partition_assets.backfill.publishing.gate_step import GateOutcome
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.dagster_view import DagsterView
 from partition_assets.backfill.state.record import BackfillRecord

@@ -15,7 +15,7 @@ import dagster as dg
 from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
-from partition_assets.backfill.publishing.ledger_rows import latest
+from partition_assets.backfill.publishing.ledger_writes import latest
 from partition_assets.backfill.publishing.tables import BackfillTable, unstaged_assets
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import node_states

@@ -1,7 +1,7 @@
 """A staged backfill's diff, per (asset, partition): rows and measure sums before and after,
 and whether the content changed (`backfill diff`, the UI's gate check description).
 
-Not guaranteed: "equal" compares checksums of the partitions' content (publishing/stats.py),
+Not guaranteed: "equal" compares checksums of the partitions' content (publishing/partition_stats.py),
 not row order.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
 from partition_assets.backfill.publishing.gate_evaluation import shown_number, shown_partition
-from partition_assets.backfill.publishing.stats import PartitionStats
+from partition_assets.backfill.publishing.partition_stats import PartitionStats
 
 
 class MeasureChange(TypedDict):

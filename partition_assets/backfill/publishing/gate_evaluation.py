@@ -1,6 +1,6 @@
 """The gate's evaluation: every rule of an asset's gate (planning/gate_rules.py) checked on
 every partition the backfill rewrote, from the stats of its old and new content
-(publishing/stats.py), as `GateCheck`s; and those checks as terminal lines.
+(publishing/partition_stats.py), as `GateCheck`s; and those checks as terminal lines.
 
 Not guaranteed: rules are checked per partition; a budget on a whole backfill's total is
 not (see planning/gate_rules.py).
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from partition_assets.backfill.planning.gate_rules import Gate
-from partition_assets.backfill.publishing.stats import PartitionStats
+from partition_assets.backfill.publishing.partition_stats import PartitionStats
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """A staged backfill as its coordinator holds it: the record, its code location and graph,
 the tables it writes and its ledger; its leases, freeze and coordinator claim for the
 duration of a step (`held`); and the steps themselves, each in a module of its own:
-statistics (table_stats.py), the gate (gating.py), publish (publish.py), discard and
-rollback (rollback.py), the ledger's rows (ledger_rows.py) and what Dagster records
+statistics (backfill_stats.py), the gate (gate_step.py), publish (publish_step.py), discard and
+rollback (undo_steps.py), the ledger's rows (ledger_writes.py) and what Dagster records
 (dagster_events.py).
 
 Every step is resumable: its progress is in the backfill's record (status, the
@@ -26,13 +26,13 @@ import dagster as dg
 
 from partition_assets.backfill.model import OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph
-from partition_assets.backfill.publishing import gating, publish, rollback, table_stats
+from partition_assets.backfill.publishing import backfill_stats, gate_step, publish_step, undo_steps
+from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.lease_queue import leases_when_free
-from partition_assets.backfill.publishing.ledger_rows import latest
+from partition_assets.backfill.publishing.ledger_writes import latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
-from partition_assets.backfill.publishing.publish import published_files
-from partition_assets.backfill.publishing.table_stats import TableStats
+from partition_assets.backfill.publishing.publish_step import published_files
 from partition_assets.backfill.publishing.tables import BackfillTable, lake_root, tables_of
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -96,7 +96,7 @@ class Publication:
     def leased(self, instance: dg.DagsterInstance, announcement: Announcement, action: str) -> Iterator[list[Lease]]:
         """`held` for a process that claimed the backfill already (`announcement`, from
         `coordinating`): a step that must check and write its record under the claim
-        before it takes the leases (backfill/publishing/approving.py)."""
+        before it takes the leases (backfill/publishing/approval_steps.py)."""
         taken = self._leases_for(action)
         freeze(instance, self.graph.assets, self.record.id)
         try:
@@ -153,34 +153,34 @@ class Publication:
     def stats(
         self, old_of_every_table: bool = False, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
     ) -> list[TableStats]:
-        """See table_stats.stats_of."""
-        return table_stats.stats_of(self, old_of_every_table, ahead)
+        """See backfill_stats.stats_of."""
+        return backfill_stats.stats_of(self, old_of_every_table, ahead)
 
     def table_stats(self, table: BackfillTable, with_old: bool = False) -> TableStats | None:
-        """See table_stats.table_stats."""
-        return table_stats.table_stats(self, table, with_old)
+        """See backfill_stats.table_stats."""
+        return backfill_stats.table_stats(self, table, with_old)
 
     def gate(
         self, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
-    ) -> gating.GateOutcome:
-        """See gating.gate."""
-        return gating.gate(self, instance, ahead)
+    ) -> gate_step.GateOutcome:
+        """See gate_step.gate."""
+        return gate_step.gate(self, instance, ahead)
 
     def publish(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
-        """See publish.publish."""
-        return publish.publish(self, instance, force)
+        """See publish_step.publish."""
+        return publish_step.publish(self, instance, force)
 
     def discard(self, instance: dg.DagsterInstance) -> int:
-        """See rollback.discard."""
-        return rollback.discard(self, instance)
+        """See undo_steps.discard."""
+        return undo_steps.discard(self, instance)
 
     def rollback(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
-        """See rollback.rollback."""
-        return rollback.rollback(self, instance, force)
+        """See undo_steps.rollback."""
+        return undo_steps.rollback(self, instance, force)
 
     def check_rollback(self, force: bool = False) -> None:
-        """See rollback.check_rollback."""
-        rollback.check_rollback(self, force)
+        """See undo_steps.check_rollback."""
+        undo_steps.check_rollback(self, force)
 
     def ledger_entries(self) -> list[LedgerEntry]:
         """The newest ledger row of each (asset, partition) the backfill touched."""

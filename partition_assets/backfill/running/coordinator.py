@@ -16,13 +16,14 @@ import dagster as dg
 
 from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.publishing.approving import (
+from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
     check_launch,
     discard_approval_freeze,
     record_wait,
     start_waiting,
 )
+from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
@@ -35,8 +36,7 @@ from partition_assets.backfill.publishing.originals import (
     runtime_warnings,
 )
 from partition_assets.backfill.publishing.publication import Publication
-from partition_assets.backfill.publishing.publish import describe_versions
-from partition_assets.backfill.publishing.table_stats import StatsAhead, TableStats
+from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.dagster_view import HIDDEN, DagsterView
@@ -81,7 +81,7 @@ class BackfillRun:
     A staged backfill (the default) then evaluates its gate and publishes every table in
     one commit each (backfill/publishing/publication.py); a failed gate raises
     GateFailedError with nothing published; one whose spec or assets require approval waits
-    in `awaiting_approval` instead of publishing (backfill/publishing/approving.py). One
+    in `awaiting_approval` instead of publishing (backfill/publishing/approval_steps.py). One
     that was publishing when its coordinator died only finishes publishing. With
     `--inputs-as-of`, each node reads the input versions pinned on the first start
     (backfill/publishing/originals.py).

@@ -21,7 +21,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.state.record import BackfillRecord
 
 if TYPE_CHECKING:
-    from partition_assets.backfill.publishing.gating import GateOutcome
+    from partition_assets.backfill.publishing.gate_step import GateOutcome
     from partition_assets.backfill.publishing.publication import Publication
     from partition_assets.dagster_internals import BaseAssetGraph
 

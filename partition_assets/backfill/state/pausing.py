@@ -7,7 +7,7 @@ coordinator keeps running and launches nothing; its runs in flight finish
 (backfill/running/claims.py reads the status at least every second).
 
 Not guaranteed: a paused backfill whose coordinator dies is not taken over
-(automation/takeover.py takes over running ones); `backfill resume` runs it on, unpaused.
+(automation/takeover_sensor.py takes over running ones); `backfill resume` runs it on, unpaused.
 """
 
 from partition_assets.backfill.state.status import BackfillStatus, check_command

@@ -71,7 +71,7 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     # Discarded only while no table holds its publish commit (a publish killed before its first
-    # commit, whose moved files a vacuum may have deleted: rollback.discard checks the logs).
+    # commit, whose moved files a vacuum may have deleted: undo_steps.discard checks the logs).
     S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK, S.DISCARDED}),
     S.PUBLISHED: frozenset({S.ROLLING_BACK}),
     S.ROLLING_BACK: frozenset({S.ROLLING_BACK, S.ROLLED_BACK}),

@@ -5,7 +5,7 @@ Two tables, created on first use through the SQL engine of the instance's run st
 - `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
   every write, its record's other fields as JSON (`body`: spec, fingerprints, published
   versions, created partitions, pins), and when a host last claimed it to take it over
-  (`taken_over_at`: backfill/state/takeover.py);
+  (`taken_over_at`: backfill/state/takeover_claims.py);
 - `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
   written by a newer release is refused (StoreSchemaError) rather than misread.
 
@@ -64,7 +64,7 @@ BACKFILLS = Table(
     Column("body", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
-    # When a host last claimed the backfill to resume it under a new coordinator (takeover.py).
+    # When a host last claimed the backfill to resume it under a new coordinator (takeover_claims.py).
     Column("taken_over_at", Float, nullable=True),
 )
 SCHEMA = Table(

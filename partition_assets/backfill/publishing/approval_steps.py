@@ -25,9 +25,9 @@ import dagster as dg
 from partition_assets.backfill.model import PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
-from partition_assets.backfill.publishing.ledger_rows import append_status
+from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.publication import Publication
-from partition_assets.backfill.publishing.publish import check_staging, unpublished_tables
+from partition_assets.backfill.publishing.publish_step import check_staging, unpublished_tables
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -176,7 +176,7 @@ def _check_gate_failure(record: BackfillRecord, force: bool, now: datetime) -> N
 
 
 def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
-    """Discards the backfill (rollback.discard) and lifts the freeze its wait for approval
+    """Discards the backfill (undo_steps.discard) and lifts the freeze its wait for approval
     kept; returns how many staged files were deleted."""
     files = publication.discard(instance)
     discard_approval_freeze(instance, publication.record.id)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck
-from partition_assets.backfill.publishing.table_stats import TableStats
 from partition_assets.backfill.state.ledger import LedgerEntry, LedgerStatus
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA

@@ -8,7 +8,7 @@ Noticing is not claiming: a host claims a backfill by compare-and-set on the rec
 version in the instance's database (`BackfillStore.claim_takeover`), so of hosts racing,
 one wins; a claim holds for `TAKEOVER_GRACE_TTLS` lease TTLs, the time the new
 coordinator has to announce itself.
-The opt-in surface is the coordinator takeover sensor (automation/takeover.py).
+The opt-in surface is the coordinator takeover sensor (automation/takeover_sensor.py).
 
 Not guaranteed: a new coordinator that has not announced itself within the grace (its
 run still queued) may be joined by a second one; the second is refused by the first's

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.publishing.backfill_stats import TableStats, gate_of_table, stats_of
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate
-from partition_assets.backfill.publishing.ledger_rows import record_staged
-from partition_assets.backfill.publishing.publish import as_files
-from partition_assets.backfill.publishing.table_stats import TableStats, gate_of_table, stats_of
+from partition_assets.backfill.publishing.ledger_writes import record_staged
+from partition_assets.backfill.publishing.publish_step import as_files
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.storage.failpoints import failpoint
 

@@ -11,8 +11,8 @@ import dagster as dg
 
 from partition_assets.backfill.publishing.dagster_events import publish_recorded, reflect_rollback
 from partition_assets.backfill.publishing.freeze import unfreeze
-from partition_assets.backfill.publishing.ledger_rows import append_status
-from partition_assets.backfill.publishing.publish import describe_versions, published_versions, unpublished_tables
+from partition_assets.backfill.publishing.ledger_writes import append_status
+from partition_assets.backfill.publishing.publish_step import describe_versions, published_versions, unpublished_tables
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import coordinating

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from partition_assets.backfill.planning.gate_rules import gate_of
+from partition_assets.backfill.publishing.backfill_stats import TableStats, gate_of_table
 from partition_assets.backfill.publishing.dagster_events import run_reporting
 from partition_assets.backfill.publishing.diff import DIFF_HEADER, DiffRow, diff_cells, diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
-from partition_assets.backfill.publishing.table_stats import TableStats, gate_of_table
 from partition_assets.run_tags import BACKFILL_ID_TAG
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from pyspark.sql.types import DataType
 from partition_assets.backfill.model import NodeResult
 from partition_assets.backfill.planning.gate_rules import Gate, apply_overrides, gate_of
 from partition_assets.backfill.planning.graph import Node
-from partition_assets.backfill.publishing.stats import PartitionStats, mapped_to_old, partition_stats
+from partition_assets.backfill.publishing.partition_stats import PartitionStats, mapped_to_old, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.storage.backfill_staging import StagedTable, StagingFingerprint, staging_fingerprint
 from partition_assets.storage.partition_scope import PartitionScope

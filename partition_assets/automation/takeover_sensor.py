@@ -2,14 +2,14 @@
 launched as a run of the engine job, wherever the deployment's run launcher runs runs.
 
 Each evaluation claims the backfills whose status needs a coordinator and whose
-coordinator fell silent (backfill/state/takeover.py: one claim per backfill, whichever
+coordinator fell silent (backfill/state/takeover_claims.py: one claim per backfill, whichever
 hosts' sensors notice it at the same moment) and requests one run of `job` (a
 `sparse_backfill_job`) per claim, tagged with the backfill's id and TAKEOVER_TAG: the job
 resumes the recorded backfill as `partition-assets backfill resume` would.
 
 Not guaranteed: the run starts only when the deployment's run coordinator starts it (a
 queued run waits for the daemon); a coordinator run that fails to start is claimed again
-once the takeover grace has passed (backfill/state/takeover.py). A rollback cut short is
+once the takeover grace has passed (backfill/state/takeover_claims.py). A rollback cut short is
 not taken over: `backfill resume` finishes it.
 """
 
@@ -17,7 +17,7 @@ import dagster as dg
 
 from partition_assets.backfill.planning.run_config import spec_run_config
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.backfill.state.takeover import claim_takeovers
+from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 
 
