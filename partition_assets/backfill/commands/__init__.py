@@ -7,6 +7,10 @@ returning a result; those that run nodes report progress to a `Console`. The com
 
     from partition_assets.backfill.commands import run_backfill, publish_backfill
 
+Not guaranteed: the commands that run nodes (run, resume, retry, adopt) start worker
+processes, which import the caller's main module again as Python's multiprocessing does: a
+script calling them must do so under `if __name__ == "__main__":`.
+
 Modules: launching.py (plan, run, detach, adopt, stand by), recorded.py (the commands on a
 recorded backfill, and list), detaching.py (the run handed to the run launcher),
 results.py (what each returns), console.py (where progress goes).
