@@ -13,6 +13,7 @@ import uuid
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
@@ -125,7 +126,7 @@ def _record_of_run(
             f"`partition-assets backfill resume {backfill_id}`, or launch without that tag for a new backfill. "
             "Nothing was run."
         )
-    refuse_if_live(instance, backfill_id, "re-execute")
+    refuse_if_live(instance, backfill_id, BackfillCommand.RE_EXECUTE)
     record = store.load(backfill_id)
     graph = graph_of(record.spec, instance, config_key_of)
     if record.status in FINAL_STATUSES:

@@ -1,6 +1,7 @@
 """The types every part of the engine shares, at the bottom of backfill/: a node, its
-status and result, the unit a run covers, and the closed sets of choices a backfill's spec
-makes (how it publishes, where its runs run, what it does on a leased partition, approval).
+status and result, the unit a run covers, the commands on a backfill, and the closed sets of
+choices a backfill's spec makes (how it publishes, where its runs run, what it does on a
+leased partition, approval).
 
 Everything in backfill/ may import this module; it imports nothing of backfill/. The
 sub-packages above it are layers, each importing only what is below it: planning, state,
@@ -55,6 +56,23 @@ class RunUnit:
     @property
     def nodes(self) -> tuple[Node, ...]:
         return tuple(Node(self.asset, partition) for partition in self.partitions)
+
+
+class BackfillCommand(StrEnum):
+    """What is asked of a backfill, as its status table (state/status.py) and the refusals of
+    a live coordinator (state/presence.py) name it. A StrEnum: equal to its word."""
+
+    RUN = "run"
+    RESUME = "resume"
+    RETRY = "retry"
+    CANCEL = "cancel"
+    PAUSE = "pause"
+    UNPAUSE = "unpause"
+    PUBLISH = "publish"
+    APPROVE = "approve"
+    DISCARD = "discard"
+    ROLLBACK = "rollback"
+    RE_EXECUTE = "re-execute"  # a coordinator run of the engine job, re-executed
 
 
 # The choices: StrEnums, equal to the words the command line and stored records use. Their

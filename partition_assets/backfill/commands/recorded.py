@@ -34,6 +34,7 @@ from partition_assets.backfill.commands.results import (
     TableDiff,
 )
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.approval_steps import approval_required, approve, discard, publication_of
 from partition_assets.backfill.publishing.diff import diff_rows
@@ -59,8 +60,9 @@ from partition_assets.ids import checked_backfill_id
 from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
 
+C = BackfillCommand
 # The commands that act as the backfill's coordinator: refused while another one is live.
-_COORDINATING = frozenset({"resume", "retry", "publish", "approve", "discard", "rollback"})
+_COORDINATING = frozenset({C.RESUME, C.RETRY, C.PUBLISH, C.APPROVE, C.DISCARD, C.ROLLBACK})
 
 
 def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetime | None = None) -> StatusReport:
@@ -86,7 +88,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
     """Finishes the backfill: runs every node that has not succeeded, then its gate and
     publish; a backfill whose coordinator died mid-publish or mid-rollback has that step
     finished (a rollback's result is `Published`, verb "rolled back")."""
-    record = _recorded(instance, backfill_id, "resume")
+    record = _recorded(instance, backfill_id, C.RESUME)
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
     graph = graph_of(record.spec, instance)
@@ -95,7 +97,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
 
 def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
     """Re-runs the backfill's failed nodes and their descendants (nothing when none failed)."""
-    record = _recorded(instance, backfill_id, "retry")
+    record = _recorded(instance, backfill_id, C.RETRY)
     graph = graph_of(record.spec, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
         return RunOutcome(record.id, f"backfill {record.id} has no failed nodes", succeeded=True)
@@ -106,7 +108,7 @@ def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Canceled:
     """Stops the backfill: its live coordinator sees the status within a second and kills its
     workers (a dead one's workers died with it: processes/fork_server.py); runs in flight are
     canceled and the freeze lifted now, whether its coordinator is alive or not."""
-    record = _recorded(instance, backfill_id, "cancel")
+    record = _recorded(instance, backfill_id, C.CANCEL)
     cancel(record.store, record.id)
     in_flight = cancel_in_flight(instance, record.id)
     unfreeze(instance, record.id)
@@ -117,14 +119,14 @@ def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Canceled:
 
 def pause_backfill(instance: dg.DagsterInstance, backfill_id: str) -> PauseChanged:
     """Stops launching the backfill's new node runs; its runs in flight finish."""
-    record = _recorded(instance, backfill_id, "pause")
+    record = _recorded(instance, backfill_id, C.PAUSE)
     pausing.pause(record.store, record.id)
     return PauseChanged(record.id, paused=True)
 
 
 def unpause_backfill(instance: dg.DagsterInstance, backfill_id: str) -> PauseChanged:
     """Launches a paused backfill's node runs again."""
-    record = _recorded(instance, backfill_id, "unpause")
+    record = _recorded(instance, backfill_id, C.UNPAUSE)
     pausing.unpause(record.store, record.id)
     return PauseChanged(record.id, paused=False)
 
@@ -147,7 +149,7 @@ def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool
         BackfillStateError: Its gate failed and `force` is not set; nothing was written.
         ApprovalError: Its gate failed and it requires approval: `approve_backfill` publishes it.
     """
-    record = _recorded(instance, backfill_id, "publish")
+    record = _recorded(instance, backfill_id, C.PUBLISH)
     publication = publication_of(record, instance)
     if record.status == BackfillStatus.GATE_FAILED and not force:
         raise BackfillStateError(
@@ -158,7 +160,7 @@ def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool
             f"backfill {record.id} failed its gate and requires approval: review `backfill diff {record.id}`, then "
             f"`partition-assets backfill approve {record.id} --by NAME --force`. Nothing was written."
         )
-    with publication.held(instance, "publish") as leases:
+    with publication.held(instance, C.PUBLISH) as leases:
         versions = publication.publish(instance, force=force)
         release(leases)
     return Published(record.id, "published", versions)
@@ -187,14 +189,14 @@ def approve_record(
     """`approve_backfill` of a record as its caller read it, however long ago: the approval
     claims the backfill and reads its record again before writing anything, so a record
     another process changed since is approved as it now stands, or refused."""
-    _check_fits(instance, record, "approve")
+    _check_fits(instance, record, C.APPROVE)
     versions = approve(publication_of(record, instance), instance, approver, force, utc_now(), dagster_user)
     return Published(record.id, f"approved by {approver} and published", versions)
 
 
 def discard_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Discarded:
     """Deletes a staged backfill's staged data; its tables are unchanged."""
-    record = _recorded(instance, backfill_id, "discard")
+    record = _recorded(instance, backfill_id, C.DISCARD)
     return Discarded(record.id, discard(publication_of(record, instance), instance))
 
 
@@ -211,7 +213,7 @@ def backfill_ledger(instance: dg.DagsterInstance, backfill_id: str) -> LedgerRep
 def rollback_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool = False) -> Published:
     """Restores the partitions a published backfill rewrote (with `force`, despite later
     commits to them)."""
-    record = _recorded(instance, backfill_id, "rollback")
+    record = _recorded(instance, backfill_id, C.ROLLBACK)
     return _rollback(publication_of(record, instance), instance, force)
 
 
@@ -221,7 +223,7 @@ def list_backfills(instance: dg.DagsterInstance, now: datetime | None = None) ->
     return Lineup(now or datetime.now(UTC), tuple(standings(instance, BackfillStore(instance))))
 
 
-def _recorded(instance: dg.DagsterInstance, backfill_id: str, command: str | None = None) -> BackfillRecord:
+def _recorded(instance: dg.DagsterInstance, backfill_id: str, command: BackfillCommand | None = None) -> BackfillRecord:
     """The record of `backfill_id`, once `command` (None: one that only reads) fits it."""
     record = _loaded(instance, backfill_id)
     _check_fits(instance, record, command)
@@ -232,7 +234,7 @@ def _loaded(instance: dg.DagsterInstance, backfill_id: str) -> BackfillRecord:
     return BackfillStore(instance).load(checked_backfill_id(backfill_id))
 
 
-def _check_fits(instance: dg.DagsterInstance, record: BackfillRecord, command: str | None) -> None:
+def _check_fits(instance: dg.DagsterInstance, record: BackfillRecord, command: BackfillCommand | None) -> None:
     """Refuses `command` on `record` unless it fits: no live coordinator when it coordinates,
     a status it accepts."""
     if command in _COORDINATING:  # before anything below touches its runs or tables
@@ -243,7 +245,7 @@ def _check_fits(instance: dg.DagsterInstance, record: BackfillRecord, command: s
 
 def _rollback(publication: Publication, instance: dg.DagsterInstance, force: bool) -> Published:
     publication.check_rollback(force=force)  # a refused rollback takes no lease: it writes nothing
-    with publication.held(instance, "rollback") as leases:
+    with publication.held(instance, C.ROLLBACK) as leases:
         versions = publication.rollback(instance, force=force)
         release(leases)
     return Published(publication.record.id, "rolled back", versions)

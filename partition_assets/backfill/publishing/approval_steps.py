@@ -22,7 +22,7 @@ from datetime import datetime
 
 import dagster as dg
 
-from partition_assets.backfill.model import PublishMode
+from partition_assets.backfill.model import BackfillCommand, PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
@@ -118,9 +118,9 @@ def approve(
     policy = approval.approval_policy(instance)
     if policy is not None:
         policy.check_approver(record.id, approver, record.launched_by, dagster_user)
-    with coordinating(instance, record.id, "approve") as announcement:
+    with coordinating(instance, record.id, BackfillCommand.APPROVE) as announcement:
         record.reload()  # under the claim: another approval may have published it meanwhile
-        check_command(record.id, record.status, "approve")
+        check_command(record.id, record.status, BackfillCommand.APPROVE)
         _check_gate_failure(record, force, now)
         if not (record.status == BackfillStatus.AWAITING_APPROVAL and approval.expired(record.approval, now)):
             return _approve_and_publish(publication, instance, announcement, approver, force, now)
@@ -146,7 +146,7 @@ def _approve_and_publish(
     record.approval = approval.approved(record.approval, approver, now)
     record.save()
     append_status(publication, LedgerStatus.APPROVED, approved_by=record.approval["approved_by"])
-    with publication.leased(instance, announcement, "approve") as leases:
+    with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
         versions = publication.publish(instance, force=force)
         release(leases)

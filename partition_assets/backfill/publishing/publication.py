@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.model import OnLease
+from partition_assets.backfill.model import BackfillCommand, OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing import backfill_stats, gate_step, publish_step, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import TableStats
@@ -69,7 +69,10 @@ class Publication:
 
     @contextmanager
     def held(
-        self, instance: dg.DagsterInstance, action: str = "run", entering: BackfillStatus | None = None
+        self,
+        instance: dg.DagsterInstance,
+        action: BackfillCommand = BackfillCommand.RUN,
+        entering: BackfillStatus | None = None,
     ) -> Iterator[list[Lease]]:
         """This process as the backfill's coordinator (refused with CoordinatorLiveError
         while another is live: see backfill/state/presence.py), its leases (kept alive by a
@@ -93,7 +96,9 @@ class Publication:
                 yield taken
 
     @contextmanager
-    def leased(self, instance: dg.DagsterInstance, announcement: Announcement, action: str) -> Iterator[list[Lease]]:
+    def leased(
+        self, instance: dg.DagsterInstance, announcement: Announcement, action: BackfillCommand
+    ) -> Iterator[list[Lease]]:
         """`held` for a process that claimed the backfill already (`announcement`, from
         `coordinating`): a step that must check and write its record under the claim
         before it takes the leases (backfill/publishing/approval_steps.py)."""
@@ -107,10 +112,10 @@ class Publication:
             self._held = None
             unfreeze(instance, self.record.id)
 
-    def _leases_for(self, action: str) -> list[Lease]:
+    def _leases_for(self, action: BackfillCommand) -> list[Lease]:
         """The leases `take_leases` takes; a run of a backfill that waits for leases
         (`--on-lease wait`) queues until they are free (lease_queue.py)."""
-        if action != "run" or self.record.spec.on_lease != OnLease.wait:
+        if action != BackfillCommand.RUN or self.record.spec.on_lease != OnLease.wait:
             return self.take_leases()
 
         def waiting(refusal: PartitionLeasedError) -> None:

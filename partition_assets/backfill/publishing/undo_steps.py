@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.publishing.dagster_events import publish_recorded, reflect_rollback
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
@@ -33,8 +34,8 @@ def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
     Refused (IllegalTransitionError) when its status does not allow it, (BackfillStateError)
     once any table holds its publish commit (its tables' logs say so, whatever the record), and
     (CoordinatorLiveError) while its coordinator is live: see backfill/state/presence.py."""
-    check_command(publication.record.id, publication.record.status, "discard")
-    with coordinating(instance, publication.record.id, "discard"):
+    check_command(publication.record.id, publication.record.status, BackfillCommand.DISCARD)
+    with coordinating(instance, publication.record.id, BackfillCommand.DISCARD):
         unpublished_tables(publication)  # brings the publish commits in the tables' logs into the record
         published = published_versions(publication)
         if published:
@@ -92,7 +93,7 @@ def check_rollback(publication: Publication, force: bool = False) -> list[tuple[
         RollbackError: A table refuses (see DeltaFormat.check_rollback); SchemaRollbackError when
             a schema change's table had a partition outside the backfill written since its publish.
     """
-    check_command(publication.record.id, publication.record.status, "rollback")
+    check_command(publication.record.id, publication.record.status, BackfillCommand.ROLLBACK)
     unpublished_tables(publication)  # the versions the tables' logs hold, whatever the record says
     published = [
         (table, version)

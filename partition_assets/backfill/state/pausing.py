@@ -10,6 +10,7 @@ Not guaranteed: a paused backfill whose coordinator dies is not taken over
 (automation/takeover_sensor.py takes over running ones); `backfill resume` runs it on, unpaused.
 """
 
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.state.status import BackfillStatus, check_command
 from partition_assets.backfill.state.store import BackfillStore
 
@@ -21,7 +22,7 @@ def pause(store: BackfillStore, backfill_id: str) -> None:
         IllegalTransitionError: It is not running (finished, canceled, publishing, ...); nothing was written.
         UnknownBackfillError: No record of `backfill_id`.
     """
-    _command(store, backfill_id, "pause", BackfillStatus.PAUSED)
+    _command(store, backfill_id, BackfillCommand.PAUSE, BackfillStatus.PAUSED)
 
 
 def unpause(store: BackfillStore, backfill_id: str) -> None:
@@ -31,9 +32,9 @@ def unpause(store: BackfillStore, backfill_id: str) -> None:
         IllegalTransitionError: It is not paused; nothing was written.
         UnknownBackfillError: No record of `backfill_id`.
     """
-    _command(store, backfill_id, "unpause", BackfillStatus.RUNNING)
+    _command(store, backfill_id, BackfillCommand.UNPAUSE, BackfillStatus.RUNNING)
 
 
-def _command(store: BackfillStore, backfill_id: str, command: str, target: BackfillStatus) -> None:
+def _command(store: BackfillStore, backfill_id: str, command: BackfillCommand, target: BackfillStatus) -> None:
     check_command(backfill_id, store.status(backfill_id), command)
     store.transition(backfill_id, target, command)

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.state.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
 from partition_assets.processes.identity import ProcessIdentity
@@ -139,19 +140,19 @@ def live_coordinator(instance: dg.DagsterInstance, backfill_id: str) -> Presence
 
 
 # What each command would break beside a live coordinator, and what to do instead.
-_REFUSALS = {
-    "run": "it is running already",
-    "resume": "it is running already",
-    "retry": "it is running already",
-    "publish": "it publishes by itself once its nodes and gate are done",
-    "approve": "another process (an approval, a discard) holds it now",
-    "discard": "it is still writing the staged data that discard deletes",
-    "rollback": "it is still running",
-    "re-execute": "it is running already",
+_REFUSALS: dict[BackfillCommand, str] = {
+    BackfillCommand.RUN: "it is running already",
+    BackfillCommand.RESUME: "it is running already",
+    BackfillCommand.RETRY: "it is running already",
+    BackfillCommand.PUBLISH: "it publishes by itself once its nodes and gate are done",
+    BackfillCommand.APPROVE: "another process (an approval, a discard) holds it now",
+    BackfillCommand.DISCARD: "it is still writing the staged data that discard deletes",
+    BackfillCommand.ROLLBACK: "it is still running",
+    BackfillCommand.RE_EXECUTE: "it is running already",
 }
 
 
-def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) -> None:
+def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: BackfillCommand) -> None:
     """CoordinatorLiveError, naming the coordinator and the command that fits, when
     `backfill_id` has a live coordinator: `action` (a key of _REFUSALS) must wait.
 
@@ -167,7 +168,7 @@ def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: str) 
         raise _refusal(backfill_id, presence, action)
 
 
-def _refusal(backfill_id: str, presence: Presence, action: str) -> CoordinatorLiveError:
+def _refusal(backfill_id: str, presence: Presence, action: BackfillCommand) -> CoordinatorLiveError:
     return CoordinatorLiveError(
         f"backfill {backfill_id} has a live coordinator ({presence.describe(time.time())}): cannot {action} it, "
         f"{_REFUSALS[action]}. Watch it with `partition-assets backfill status {backfill_id}`, or stop it with "
@@ -196,7 +197,7 @@ class Announcement:
         self._announced: str | None = None  # the announcement this process last wrote
         self.lost = False  # another process claimed the backfill: this one must stop
 
-    def claim(self, action: str) -> None:
+    def claim(self, action: BackfillCommand) -> None:
         """Announces this process, replacing an announcement that is absent, let go or
         dead; CoordinatorLiveError when another live one holds the backfill.
 
@@ -247,7 +248,7 @@ class Announcement:
 
 
 @contextmanager
-def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: str) -> Iterator[Announcement]:
+def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: BackfillCommand) -> Iterator[Announcement]:
     """This process is `backfill_id`'s coordinator for the block: refused
     (CoordinatorLiveError, nothing changed) while another coordinator is live;
     announced until the block ends, however it ends.

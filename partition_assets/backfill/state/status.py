@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.errors import IllegalTransitionError
 
 
@@ -38,6 +39,7 @@ class BackfillStatus(StrEnum):
 
 
 S = BackfillStatus
+C = BackfillCommand
 # A backfill in one of these has nothing left to run or publish.
 FINAL_STATUSES = frozenset({S.DONE, S.PUBLISHED, S.DISCARDED, S.ROLLED_BACK})
 
@@ -84,18 +86,18 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
 # backfill to first. A status absent from a command's row refuses the command. Every move
 # here is also in TRANSITIONS; the rest of TRANSITIONS is the coordinator's own steps.
 _STOPPABLE = (S.RUNNING, S.PAUSED, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED)
-COMMANDS: dict[str, dict[BackfillStatus, BackfillStatus]] = {
-    "cancel": dict.fromkeys(_STOPPABLE, S.CANCELED),
+COMMANDS: dict[BackfillCommand, dict[BackfillStatus, BackfillStatus]] = {
+    C.CANCEL: dict.fromkeys(_STOPPABLE, S.CANCELED),
     # A paused backfill whose coordinator died: resume runs it on, unpaused.
-    "resume": {**dict.fromkeys(_STOPPABLE, S.RUNNING), S.PUBLISHING: S.PUBLISHING, S.ROLLING_BACK: S.ROLLING_BACK},
-    "retry": dict.fromkeys((S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED), S.RUNNING),
-    "publish": dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
-    "discard": dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL, S.PUBLISHING), S.DISCARDED),
-    "rollback": dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
+    C.RESUME: {**dict.fromkeys(_STOPPABLE, S.RUNNING), S.PUBLISHING: S.PUBLISHING, S.ROLLING_BACK: S.ROLLING_BACK},
+    C.RETRY: dict.fromkeys((S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED), S.RUNNING),
+    C.PUBLISH: dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
+    C.DISCARD: dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL, S.PUBLISHING), S.DISCARDED),
+    C.ROLLBACK: dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
     # Approving publishes (after a failed gate only with --force).
-    "approve": dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING),
-    "pause": {S.RUNNING: S.PAUSED, S.PAUSED: S.PAUSED},
-    "unpause": {S.PAUSED: S.RUNNING},
+    C.APPROVE: dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING),
+    C.PAUSE: {S.RUNNING: S.PAUSED, S.PAUSED: S.PAUSED},
+    C.UNPAUSE: {S.PAUSED: S.RUNNING},
 }
 
 # What fits a backfill in each status, as the refusal's advice (`{id}` is the backfill's id).
@@ -123,18 +125,18 @@ _FITTING = {
 }
 
 # Why each command is refused wherever the table refuses it.
-_REFUSED_BECAUSE = {
-    "cancel": "it is past canceling: there is nothing to cancel",
-    "resume": "there is nothing to resume",
-    "retry": "there is nothing to retry",
-    "publish": "only a backfill whose gate failed (or whose publish was refused or cut short) is published by hand",
-    "discard": "its staged data is gone or part of the tables",
-    "rollback": "it is not published: there is nothing to roll back",
-    "approve": "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
-    "pause": "only a running backfill is paused: it has nothing left to launch",
-    "unpause": "it is not paused",
+_REFUSED_BECAUSE: dict[str, str] = {
+    C.CANCEL: "it is past canceling: there is nothing to cancel",
+    C.RESUME: "there is nothing to resume",
+    C.RETRY: "there is nothing to retry",
+    C.PUBLISH: "only a backfill whose gate failed (or whose publish was refused or cut short) is published by hand",
+    C.DISCARD: "its staged data is gone or part of the tables",
+    C.ROLLBACK: "it is not published: there is nothing to roll back",
+    C.APPROVE: "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
+    C.PAUSE: "only a running backfill is paused: it has nothing left to launch",
+    C.UNPAUSE: "it is not paused",
     # A coordinator run (a re-executed or taken-over one, say) of a backfill past its node runs.
-    "run": "its nodes ran and it is past running",
+    C.RUN: "its nodes ran and it is past running",
 }
 
 
@@ -165,7 +167,7 @@ def _refusal(backfill_id: str, current: BackfillStatus, action: str, otherwise: 
     )
 
 
-def check_command(backfill_id: str, current: BackfillStatus, command: str) -> None:
+def check_command(backfill_id: str, current: BackfillStatus, command: BackfillCommand) -> None:
     """Nothing when `command` (a key of COMMANDS) accepts a backfill in `current`; else
     IllegalTransitionError naming `current` and the command that fits it.
 
