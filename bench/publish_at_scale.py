@@ -72,7 +72,7 @@ def measure(days: int) -> dict:
     """Plans and runs `example_spec(days)` with `RecordingRunner`, timing its publish apart."""
     from partition_assets.backfill.dagster_ui.view import WEBSERVER
     from partition_assets.backfill.planning.instance_state import graph_of
-    from partition_assets.backfill.publishing import publish as publish_module
+    from partition_assets.backfill.publishing import publish_step as publish_module
     from partition_assets.backfill.running.coordinator import BackfillRun
     from partition_assets.backfill.state.record import BackfillRecord
     from partition_assets.backfill.state.store import BackfillStore

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, TimeRange, build_graph
+from partition_assets.backfill.commands import launching
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running import local_workers
 from partition_assets.backfill.running.durations import recorded_seconds
@@ -20,7 +21,6 @@ from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
 from partition_assets.backfill.running.runners import node_runner_reusing
 from partition_assets.backfill.running.scheduling import RunUnit
 from partition_assets.backfill.state.record import node_states
-from partition_assets.cli import backfill as backfill_cli
 from partition_assets.cli.main import main
 from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
@@ -318,8 +318,8 @@ def test_backfill_run_starts_its_workers_before_planning_and_kills_them_when_the
         assert runners, "no workers were loading while the backfill was planned"
         raise BackfillPlanError("refused for the test")
 
-    monkeypatch.setattr(backfill_cli, "DagsterNodeRunner", NotedRunner)
-    monkeypatch.setattr(backfill_cli, "graph_of", refused_plan)
+    monkeypatch.setattr(launching, "DagsterNodeRunner", NotedRunner)
+    monkeypatch.setattr(launching, "graph_of", refused_plan)
     children_before = set(multiprocessing.active_children())
     argv = [
         "-m",

@@ -18,7 +18,7 @@ import sqlalchemy
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.publishing import publish as publish_module
+from partition_assets.backfill.publishing import publish_step as publish_module
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.scheduling import NodeStatus

@@ -6,6 +6,8 @@ Not guaranteed: the job itself is defined by the code location (`sparse_backfill
 location that names it otherwise is launched only by its own name.
 """
 
+from enum import Enum
+
 from partition_assets.backfill.planning.spec import BackfillSpec, spec_config_class
 
 # The engine job's default name, as `run --detach` and the sensors launch it.
@@ -30,4 +32,6 @@ def backfill_run_config(**config: object) -> dict:
     Args:
         **config: `BackfillSpec` fields but `module` (the job names its code location), by name.
     """
-    return {"ops": {COORDINATOR_OP: {"config": SparseBackfillConfig(**config).model_dump(exclude_none=True)}}}
+    values = SparseBackfillConfig(**config).model_dump(exclude_none=True)
+    # Dagster's config takes an enum member by its name (backfill/model.py: the choices).
+    return {"ops": {COORDINATOR_OP: {"config": {k: v.name if isinstance(v, Enum) else v for k, v in values.items()}}}}

@@ -380,7 +380,8 @@ class BackfillSpec:
             raise BackfillPlanError(f"{refusal}: give one of {', '.join(kind)}") from None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field as plain JSON values (a choice as its word)."""
+        return {k: v.value if isinstance(v, StrEnum) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_json(cls, values: Mapping[str, Any]) -> BackfillSpec:
