@@ -122,12 +122,17 @@ def unpublished_tables(publication: Publication) -> list[BackfillTable]:
 
 
 def _check_staged(publication: Publication, pending: Sequence[BackfillTable]) -> None:
-    """StagingMissingError, before any commit, naming the tables neither published nor staged:
-    leaving one out would publish the others and record it as published, unchanged."""
+    """StagingMissingError, before any commit, naming the tables the gate saw staged that are
+    neither published nor staged now: leaving one out would publish the others and record it
+    as published, unchanged. A table the backfill staged nothing in (an asset whose body
+    returns a MaterializeResult writes no table) is not one."""
+    gated = publication.record.gated_staging
     missing = [
         table
         for table in publication.tables.values()
-        if table not in pending and table.asset.to_user_string() not in published_versions(publication)
+        if table not in pending
+        and table.asset.to_user_string() in gated
+        and table.asset.to_user_string() not in published_versions(publication)
     ]
     if missing:
         bid = publication.record.id
