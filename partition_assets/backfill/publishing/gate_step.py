@@ -55,7 +55,7 @@ def gate(
     publication.record.created = {
         stats.table.asset.to_user_string(): _created(publication, stats) for stats in all_stats
     }
-    # What the gate saw: a publish commits exactly this (publish.check_as_gated).
+    # What the gate saw: a publish commits exactly this (publish_step.check_staging).
     publication.record.gated_staging = {
         stats.table.asset.to_user_string(): stats.staging.to_json() for stats in all_stats
     }

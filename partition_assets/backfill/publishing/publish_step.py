@@ -46,7 +46,7 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     then records the materializations in one publish run and the ledger's rows.
 
     Before the first commit, every table still to publish is checked to hold the staging its
-    gate evaluated (`check_as_gated`, `force` or not: a StagingChangedError, status
+    gate evaluated (`check_staging`, `force` or not: a StagingChangedError, status
     `publish_refused` when nothing was published yet and the status allows it), and for commits made
     outside the backfill to its partitions since it started (unless `force`): any is a
     ForeignCommitError naming them all, status `publish_refused`, nothing committed.
@@ -153,23 +153,21 @@ def check_staging(publication: Publication, pending: Sequence[BackfillTable]) ->
         StagingChangedError: A table's staging differs from the one its gate evaluated.
     """
     _check_staged(publication, pending)
-    check_as_gated(publication, pending)
+    _check_as_gated(publication, pending)
 
 
-def check_as_gated(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+def _check_as_gated(publication: Publication, pending: Sequence[BackfillTable]) -> None:
     """StagingChangedError, writing nothing, when a table of `pending` (the tables still to
-    publish) holds a staging other than the one the gate evaluated (gating.gate recorded its
+    publish) holds a staging other than the one the gate evaluated (gate_step.gate recorded its
     fingerprint): a file added, replaced, removed or touched since, or a staging of a table the
-    gate saw none of; or when a table the gate saw staged is neither pending nor published.
+    gate saw none of. (A table the gate saw staged that is neither pending nor published is
+    `_check_staged`'s, which runs first.)
 
     Raises:
         StagingChangedError: A table's staging differs from the one its gate evaluated.
     """
     record = publication.record
-    gated = record.gated_staging
     changed = [table.asset.to_user_string() for table in pending if not _holds_as_gated(publication, table)]
-    to_publish = {table.asset.to_user_string() for table in pending}
-    changed += [asset for asset in gated if asset not in to_publish and record.published_versions.get(asset) is None]
     if not changed:
         return
     uris = [table.uri for asset, table in publication.tables.items() if asset.to_user_string() in changed]
