@@ -13,7 +13,7 @@ import uuid
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import BackfillCommand
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
@@ -25,7 +25,7 @@ from partition_assets.backfill.running.progress import GroupedLines, Progress
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import BackfillRecord, cancel, cancel_in_flight, succeeded_nodes
-from partition_assets.backfill.state.status import FINAL_STATUSES, BackfillStatus
+from partition_assets.backfill.state.status import FINAL_STATUSES
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillStateError, PartitionAssetsError

@@ -1,7 +1,7 @@
 """The types every part of the engine shares, at the bottom of backfill/: a node, its
-status and result, the unit a run covers, the commands on a backfill, and the closed sets of
-choices a backfill's spec makes (how it publishes, where its runs run, what it does on a
-leased partition, approval).
+status and result, the unit a run covers, a backfill's status and the commands on it, its
+approval, and the closed sets of choices a backfill's spec makes (how it publishes, where its
+runs run, what it does on a leased partition, approval).
 
 Everything in backfill/ may import this module; it imports nothing of backfill/. The
 sub-packages above it are layers, each importing only what is below it: planning, state,
@@ -13,7 +13,9 @@ state/ (its record, status and store).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
 from enum import Enum, StrEnum
 
 import dagster as dg
@@ -56,6 +58,67 @@ class RunUnit:
     @property
     def nodes(self) -> tuple[Node, ...]:
         return tuple(Node(self.asset, partition) for partition in self.partitions)
+
+
+class BackfillStatus(StrEnum):
+    """Where a backfill stands; which status may follow which is state/status.py's. A
+    StrEnum: it compares equal to its value, as stored."""
+
+    RUNNING = "running"  # its nodes run (or its coordinator died while they did)
+    CANCELED = "canceled"  # stopped by `backfill cancel` or the UI: resume, retry or discard
+    FAILED = "failed"  # nodes failed, or its leases lapsed: retry, resume or discard
+    DONE = "done"  # published per node (not staged): final
+    GATE_FAILED = "gate_failed"  # staged, its gate failed: publish --force or discard
+    PUBLISH_REFUSED = "publish_refused"  # a foreign commit; nothing published: publish --force or discard
+    PUBLISHING = "publishing"  # committing its tables: resume finishes, rollback undoes
+    PUBLISHED = "published"  # rollback undoes it
+    DISCARDED = "discarded"  # its staged data deleted: final
+    ROLLING_BACK = "rolling_back"  # restoring its tables: resume finishes
+    ROLLED_BACK = "rolled_back"  # final
+    # Gate passed, leases parked, freeze kept: `backfill approve` publishes, discard or expiry ends it.
+    AWAITING_APPROVAL = "awaiting_approval"
+    PAUSED = "paused"  # launches nothing new, its runs in flight finishing: unpause runs it on
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A backfill's approval as its record keeps it (state/approval.py says when one is
+    needed and who may give it): when the backfill started waiting and when that wait
+    expires (None: never), then who approved it and when. Each is None until it happened.
+    The times are bookkeeping (when people acted), not asset logic.
+
+    Not guaranteed: an expired approval is acted on (discarded) only when someone next tries
+    to approve it (publishing/approval_steps.py).
+    """
+
+    awaiting_since: datetime | None = None
+    expires_at: datetime | None = None
+    approved_by: str | None = None
+    approved_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the wait expired at or before `now`."""
+        return self.expires_at is not None and self.expires_at <= now
+
+    def to_json(self) -> dict[str, str]:
+        """The fields that are set, times as ISO 8601 text (as records of earlier releases hold them)."""
+        return {
+            field.name: value.isoformat() if isinstance(value, datetime) else value
+            for field in fields(self)
+            if (value := getattr(self, field.name)) is not None
+        }
+
+    @classmethod
+    def from_json(cls, saved: Mapping[str, str | None] | None) -> Approval | None:
+        """The approval `to_json` wrote; None for a record that never waited (`{}`)."""
+        if not saved:
+            return None
+
+        def time(name: str) -> datetime | None:
+            value = saved.get(name)
+            return datetime.fromisoformat(value) if value else None
+
+        return cls(time("awaiting_since"), time("expires_at"), saved.get("approved_by"), time("approved_at"))
 
 
 class BackfillCommand(StrEnum):

@@ -11,6 +11,7 @@ published; and a deployment's approval policy: no option skips it, the launcher 
 and may not approve, nor may a name off its list."""
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
@@ -21,9 +22,9 @@ import yaml
 
 from partition_assets.backfill.commands import approve_record
 from partition_assets.backfill.dagster_ui.gate_asset_checks import GATE_CHECK
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
@@ -61,7 +62,7 @@ def expire_approval(house: Lakehouse, backfill_id: str, after: timedelta) -> Non
     """Sets the approval of `backfill_id` to expire `after` from now (a test's shortcut through time)."""
     with house.instance() as instance:
         record = BackfillStore(instance).load(backfill_id)
-        record.approval = {**record.approval, "expires_at": (datetime.now(UTC) + after).isoformat()}
+        record.approval = replace(record.approval, expires_at=datetime.now(UTC) + after)
         record.save()
 
 
@@ -78,7 +79,7 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
     result = house.backfill("2024-01-01", "2024-01-02", *REQUIRED, "--approval-expires", "1h", **{FACTOR: "3"})
     assert result.returncode == 1 and "validation gate failed" in result.stdout, result.stdout + result.stderr
     bid = backfill_id(result.stdout)
-    expires_at = datetime.fromisoformat(recorded_backfill(house.home, bid).approval["expires_at"])
+    expires_at = recorded_backfill(house.home, bid).approval.expires_at
     assert gated_at + timedelta(hours=1) <= expires_at <= datetime.now(UTC) + timedelta(hours=1)  # from the gate
 
     with house.instance() as instance:
@@ -106,12 +107,12 @@ def test_a_failed_gate_is_a_failed_check_and_publishes_only_on_an_approval_with_
     expire_approval(house, bid, timedelta(seconds=-1))  # an hour later, as the record sees it
     refused(house.cli("approve", bid, "--by", "ana", "--force"), "approval expired", "Nothing was written")
     record = recorded_backfill(house.home, bid)
-    assert record.status == BackfillStatus.GATE_FAILED and "approved_by" not in record.approval
+    assert record.status == BackfillStatus.GATE_FAILED and record.approval.approved_by is None
     assert house.contents() == before
     expire_approval(house, bid, timedelta(hours=1))
     ok(house.cli("approve", bid, "--by", "ana", "--force"))
     assert house.content("orders") == expected_orders(days(1, 2), 3)
-    assert recorded_backfill(house.home, bid).approval["approved_by"] == "ana"
+    assert recorded_backfill(house.home, bid).approval.approved_by == "ana"
 
 
 def production_run(house, spark_resource, tags: dict[str, str]) -> dg.ExecuteInProcessResult:
@@ -205,7 +206,7 @@ def test_a_backfill_awaiting_approval_publishes_what_its_gate_saw_once_approved_
         second.join(120)
     record = recorded_backfill(house.home, bid)
     assert record.status == BackfillStatus.PUBLISHED
-    assert record.published_versions == published and record.approval["approved_by"] == "ana"
+    assert record.published_versions == published and record.approval.approved_by == "ana"
     refusal = outcomes.get(timeout=5)
     assert refusal.startswith("IllegalTransitionError") and "is published: cannot approve it" in refusal, refusal
 
@@ -260,11 +261,11 @@ def test_under_a_deployments_policy_only_a_listed_approver_other_than_the_launch
     refused(house.cli("approve", bid, "--by", "ana"), "the approver 'ana' launched backfill", "Nothing was written")
     refused(house.cli("approve", bid, "--by", "carol"), "allows only ana, bruno", "Nothing was written")
     record = recorded_backfill(house.home, bid)
-    assert record.status == BackfillStatus.AWAITING_APPROVAL and "approved_by" not in record.approval
+    assert record.status == BackfillStatus.AWAITING_APPROVAL and record.approval.approved_by is None
     assert house.contents() == before
     ok(house.cli("approve", bid, "--by", "bruno"))
     assert house.content("orders") == expected_orders(days(1, 2), 1.2)
-    assert recorded_backfill(house.home, bid).approval["approved_by"] == "bruno"
+    assert recorded_backfill(house.home, bid).approval.approved_by == "bruno"
 
 
 def approve_as_read_before(home: str, backfill_id: str, approver: str, read: Event, go: Event, outcomes: Queue) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.storage.backfill_staging import BACKFILLS_DIR
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV

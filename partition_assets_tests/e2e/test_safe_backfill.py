@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.publishing.partition_stats import partition_stats
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.spark import LocalConnectServer
 from partition_assets.spark.resource import spark_conf_from_env

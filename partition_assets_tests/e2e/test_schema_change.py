@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.delta.previous import previous_copy

@@ -19,8 +19,8 @@ from deltalake import DeltaTable
 from playwright.sync_api import sync_playwright
 
 from partition_assets.backfill.dagster_ui.gate_asset_checks import GATE_CHECK
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.approval import APPROVAL_TAG
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -484,7 +484,7 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
         page.screenshot(path=shots / "ui-approval.png", full_page=True)
     assert amounts(table) == [1.05, 1.05, 2.1, 2.1, 3.15, 3.15]
     with dagster_dev.open_instance() as instance:
-        assert BackfillStore(instance).load(waiting).approval["approved_by"] == "ana"
+        assert BackfillStore(instance).load(waiting).approval.approved_by == "ana"
     page.close()
 
 

@@ -11,12 +11,12 @@ import dagster as dg
 import yaml
 
 from partition_assets.backfill import TimeRange, build_graph
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.local_workers import WORKER_NICENESS, DagsterNodeRunner
 from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
 from partition_assets.backfill.running.scheduling import NodeResult
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from partition_assets_tests.support import isolation_defs

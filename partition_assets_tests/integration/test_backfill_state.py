@@ -15,10 +15,10 @@ import pytest
 
 from partition_assets.automation import coordinator_takeover_sensor, sparse_backfill_job
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
+from partition_assets.backfill.model import Approval, BackfillStatus
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.cli.main import main
@@ -165,11 +165,11 @@ def test_a_record_written_from_a_stale_read_is_refused_and_a_status_change_meanw
         first.transition("cas1", S.PUBLISHING, "approve")  # another writer's status change: no conflict
         publishing.save()
         version = version_of(first, "cas1")
-        stale.approval = {"approved_by": "bruno"}
+        stale.approval = Approval(approved_by="bruno")
         with pytest.raises(RecordChangedError, match="another process changed its record.*Nothing was written"):
             stale.save()
         stored = second.load("cas1")
-        assert (stored.published_versions, stored.approval, stored.status) == ({"raw": 3}, {}, S.PUBLISHING)
+        assert (stored.published_versions, stored.approval, stored.status) == ({"raw": 3}, None, S.PUBLISHING)
         assert version_of(first, "cas1") == version
         with pytest.raises(RecordChangedError, match="another process recorded a backfill of this id first"):
             BackfillRecord(SPEC, id="cas1", store=second).save()

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.presence import KEY_PREFIX, Presence
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
 from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.errors import IllegalTransitionError

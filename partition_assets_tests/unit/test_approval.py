@@ -9,9 +9,10 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
+from partition_assets.backfill.model import Approval, BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, spec_config_class
 from partition_assets.backfill.state import approval
-from partition_assets.backfill.state.status import COMMANDS, TRANSITIONS, BackfillStatus, check_command, is_allowed
+from partition_assets.backfill.state.status import COMMANDS, TRANSITIONS, check_command, is_allowed
 from partition_assets.errors import ApprovalConfigError, ApprovalError, BackfillPlanError, IllegalTransitionError
 
 S = BackfillStatus
@@ -49,12 +50,17 @@ def test_the_spec_decides_and_else_any_assets_metadata_requires_approval():
 
 def test_an_approval_names_its_approver_and_expires_after_its_duration():
     waiting = approval.awaiting(NOW, timedelta(hours=24))
-    assert waiting == {"awaiting_since": NOW.isoformat(), "expires_at": (NOW + timedelta(hours=24)).isoformat()}
+    assert waiting == Approval(awaiting_since=NOW, expires_at=NOW + timedelta(hours=24))
+    assert waiting.to_json() == {
+        "awaiting_since": NOW.isoformat(),
+        "expires_at": (NOW + timedelta(hours=24)).isoformat(),
+    }
+    assert Approval.from_json(waiting.to_json()) == waiting and Approval.from_json({}) is None
     assert not approval.expired(waiting, NOW + timedelta(hours=23))
     assert approval.expired(waiting, NOW + timedelta(hours=24))
     assert not approval.expired(approval.awaiting(NOW, None), NOW + timedelta(days=999))
     approved = approval.approved(waiting, " ana ", NOW)
-    assert approved["approved_by"] == "ana" and approved["approved_at"] == NOW.isoformat()
+    assert (approved.approved_by, approved.approved_at, approved.awaiting_since) == ("ana", NOW, NOW)
     with pytest.raises(ApprovalError, match="the approver '  ' is empty.*Nothing was written"):
         approval.approved(waiting, "  ", NOW)
 

@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.record import cancel
-from partition_assets.backfill.state.status import (
-    COMMANDS,
-    FINAL_STATUSES,
-    TRANSITIONS,
-    BackfillStatus,
-    is_allowed,
-)
+from partition_assets.backfill.state.status import COMMANDS, FINAL_STATUSES, TRANSITIONS, is_allowed
 from partition_assets.backfill.state.store import SCHEMA, SCHEMA_VERSION, BackfillStore
 from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
 from partition_assets_tests.support.records import SPEC, record_at, version_of

@@ -4,7 +4,7 @@ line does: the run fails with the CLI's own message, and nothing is written."""
 import pytest
 
 from partition_assets.automation.operations import backfill_operation_jobs
-from partition_assets.backfill.state.status import BackfillStatus
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets_tests.support.records import SPEC, record_at, version_of

@@ -34,7 +34,7 @@ from partition_assets.backfill.commands.results import (
     TableDiff,
 )
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
-from partition_assets.backfill.model import BackfillCommand
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.approval_steps import approval_required, approve, discard, publication_of
 from partition_assets.backfill.publishing.diff import diff_rows
@@ -53,7 +53,7 @@ from partition_assets.backfill.state.record import (
     node_states,
     succeeded_nodes,
 )
-from partition_assets.backfill.state.status import COMMANDS, BackfillStatus, check_command
+from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id

@@ -16,6 +16,7 @@ from datetime import datetime
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.diff import DiffRow
@@ -25,7 +26,6 @@ from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus
 
 
 @dataclass(frozen=True)

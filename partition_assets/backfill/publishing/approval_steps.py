@@ -22,7 +22,7 @@ from datetime import datetime
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand, PublishMode
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
@@ -32,7 +32,7 @@ from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus, check_command
+from partition_assets.backfill.state.status import check_command
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import ApprovalError
 from partition_assets.storage.leases import release
@@ -126,7 +126,7 @@ def approve(
             return _approve_and_publish(publication, instance, announcement, approver, force, now)
     files = discard(publication, instance)
     raise ApprovalError(
-        f"backfill {record.id}'s approval expired at {record.approval['expires_at']}: it was discarded now "
+        f"backfill {record.id}'s approval expired at {_expiry(record)}: it was discarded now "
         f"({files} staged files deleted); nothing was published. Start a new backfill with "
         "`partition-assets backfill run`."
     )
@@ -143,9 +143,9 @@ def _approve_and_publish(
     """Records the approval (record and ledger) and publishes, under the claim `announcement`."""
     record = publication.record
     check_staging(publication, unpublished_tables(publication))  # before the approval is recorded
-    record.approval = approval.approved(record.approval, approver, now)
+    record.approval = approved = approval.approved(record.approval, approver, now)
     record.save()
-    append_status(publication, LedgerStatus.APPROVED, approved_by=record.approval["approved_by"])
+    append_status(publication, LedgerStatus.APPROVED, approved_by=approved.approved_by)
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
         versions = publication.publish(instance, force=force)
@@ -168,11 +168,16 @@ def _check_gate_failure(record: BackfillRecord, force: bool, now: datetime) -> N
         )
     if approval.expired(record.approval, now):
         raise ApprovalError(
-            f"backfill {record.id} failed its gate and its approval expired at {record.approval['expires_at']} "
+            f"backfill {record.id} failed its gate and its approval expired at {_expiry(record)} "
             f"(--approval-expires {record.spec.approval_expires}): a forced approval is refused after the expiry. "
             f"Nothing was written; drop it with `partition-assets backfill discard {record.id}`, or start a new "
             "backfill with `partition-assets backfill run`."
         )
+
+
+def _expiry(record: BackfillRecord) -> str:
+    expires_at = record.approval.expires_at if record.approval else None
+    return expires_at.isoformat() if expires_at else "never"
 
 
 def discard(publication: Publication, instance: dg.DagsterInstance) -> int:

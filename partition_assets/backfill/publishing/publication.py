@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand, OnLease
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing import backfill_stats, gate_step, publish_step, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import TableStats
@@ -37,7 +37,7 @@ from partition_assets.backfill.publishing.tables import BackfillTable, lake_root
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus, check_transition
+from partition_assets.backfill.state.status import check_transition
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
 from partition_assets.storage.leases import Heartbeat, Lease, acquire
 

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.publishing.dagster_events import record_materializations
 from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
-from partition_assets.backfill.state.status import BackfillStatus, is_allowed
+from partition_assets.backfill.state.status import is_allowed
 from partition_assets.errors import (
     ForeignCommitError,
     PartiallyPublishedError,

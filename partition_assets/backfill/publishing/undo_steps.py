@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.publishing.dagster_events import publish_recorded, reflect_rollback
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
@@ -17,7 +17,7 @@ from partition_assets.backfill.publishing.publish_step import describe_versions,
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import coordinating
-from partition_assets.backfill.state.status import BackfillStatus, check_command
+from partition_assets.backfill.state.status import check_command
 from partition_assets.errors import BackfillStateError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.leases import held_by, release

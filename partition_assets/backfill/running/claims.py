@@ -26,6 +26,7 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.running.capacity import (
     STOPPED,
     UNLIMITED,
@@ -37,7 +38,6 @@ from partition_assets.backfill.running.capacity import (
 )
 from partition_assets.backfill.state.presence import live_coordinators
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_internals import BaseAssetGraph
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, IN_FLIGHT_STATUSES

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.model import PublishMode
+from partition_assets.backfill.model import BackfillStatus, PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
@@ -46,7 +46,7 @@ from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory,
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
 from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
-from partition_assets.backfill.state.status import FINAL_STATUSES, BackfillStatus, check_transition
+from partition_assets.backfill.state.status import FINAL_STATUSES, check_transition
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import (

@@ -16,10 +16,10 @@ from datetime import datetime
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.running.capacity import backfill_cap, shares
 from partition_assets.backfill.running.claims import capacity_of, claimants, instance_load
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 
 

@@ -47,11 +47,11 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from partition_assets.backfill.model import ApprovalChoice
+from partition_assets.backfill.model import Approval, ApprovalChoice
 from partition_assets.errors import ApprovalConfigError, ApprovalError
 
 APPROVAL_METADATA_KEY = "partition_assets/approval"
@@ -203,16 +203,13 @@ def _value(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
-def awaiting(now: datetime, expires_after: timedelta | None) -> dict[str, str | None]:
-    """The record's approval state when its backfill starts waiting at `now`."""
-    return {
-        "awaiting_since": now.isoformat(),
-        "expires_at": None if expires_after is None else (now + expires_after).isoformat(),
-    }
+def awaiting(now: datetime, expires_after: timedelta | None) -> Approval:
+    """The record's approval when its backfill starts waiting at `now`."""
+    return Approval(awaiting_since=now, expires_at=None if expires_after is None else now + expires_after)
 
 
-def approved(state: Mapping[str, Any], approver: str, now: datetime) -> dict[str, Any]:
-    """`state` with the approval by `approver` at `now`.
+def approved(state: Approval | None, approver: str, now: datetime) -> Approval:
+    """`state` (None: the backfill never waited, e.g. its gate failed) approved by `approver` at `now`.
 
     Raises:
         ApprovalError: `approver` is empty; nothing was written.
@@ -222,13 +219,12 @@ def approved(state: Mapping[str, Any], approver: str, now: datetime) -> dict[str
             f"the approver {approver!r} is empty: name who approves (--by NAME, or the job config's approver), "
             "the ledger records it. Nothing was written."
         )
-    return {**state, "approved_by": approver.strip(), "approved_at": now.isoformat()}
+    return replace(state or Approval(), approved_by=approver.strip(), approved_at=now)
 
 
-def expired(state: Mapping[str, Any], now: datetime) -> bool:
-    """Whether the approval `state` awaits expired at or before `now`."""
-    expires_at = state.get("expires_at")
-    return expires_at is not None and datetime.fromisoformat(expires_at) <= now
+def expired(state: Approval | None, now: datetime) -> bool:
+    """Whether the approval `state` awaits expired at or before `now` (never, when it awaits none)."""
+    return state is not None and state.expired(now)
 
 
 def freeze_id(backfill_id: str) -> str:

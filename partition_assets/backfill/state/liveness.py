@@ -18,8 +18,8 @@ import time
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.presence import silent_coordinators
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.storage.leases import lease_ttl
 
 # A backfill in one of these is moved on by a coordinator, which must be live.

@@ -10,8 +10,8 @@ Not guaranteed: a paused backfill whose coordinator dies is not taken over
 (automation/takeover_sensor.py takes over running ones); `backfill resume` runs it on, unpaused.
 """
 
-from partition_assets.backfill.model import BackfillCommand
-from partition_assets.backfill.state.status import BackfillStatus, check_command
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
+from partition_assets.backfill.state.status import check_command
 from partition_assets.backfill.state.store import BackfillStore
 
 

@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.model import NodeStatus
+from partition_assets.backfill.model import Approval, BackfillStatus, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
 from partition_assets.storage.lease_proof import proven_backfill
@@ -61,8 +60,8 @@ class BackfillRecord:
     created: dict[str, list[str]] = field(default_factory=dict)
     # asset -> partition -> input asset -> the version pinned (--inputs-as-of); None until pinned
     pinned_inputs: dict[str, dict[str, dict[str, int]]] | None = None
-    # awaiting_since, expires_at, approved_by, approved_at (backfill/state/approval.py); {} until it waits
-    approval: dict[str, str | None] = field(default_factory=dict)
+    # when it waited for approval, who approved it (backfill/state/approval.py); None until it waits
+    approval: Approval | None = None
     # who launched it (backfill/state/approval.py `launcher`); None for records of earlier releases
     launched_by: str | None = None
     # asset -> the fingerprint of its staging that the gate evaluated (storage/backfill_staging.py):
@@ -118,7 +117,8 @@ class BackfillRecord:
             "published_versions": self.published_versions,
             "created": self.created,
             "pinned_inputs": self.pinned_inputs,
-            "approval": self.approval,
+            # {} when none, as records of earlier releases hold it
+            "approval": self.approval.to_json() if self.approval else {},
             "launched_by": self.launched_by,
             "gated_staging": self.gated_staging,
         }
@@ -136,7 +136,7 @@ class BackfillRecord:
             saved.get("published_versions", {}),
             saved.get("created", {}),
             saved.get("pinned_inputs"),
-            saved.get("approval", {}),
+            Approval.from_json(saved.get("approval")),
             saved.get("launched_by"),
             saved.get("gated_staging", {}),
             store=store,

@@ -1,4 +1,5 @@
-"""A backfill's status and the transitions between statuses that its commands make.
+"""The transitions between a backfill's statuses (backfill/model.py `BackfillStatus`) that its
+steps and commands make.
 
 Every status change goes through `check_transition` (backfill/state/store.py applies it
 as one compare-and-set in the instance's storage), so an illegal one is refused the same
@@ -13,30 +14,8 @@ status may follow which.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
-from partition_assets.backfill.model import BackfillCommand
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.errors import IllegalTransitionError
-
-
-class BackfillStatus(StrEnum):
-    """Where a backfill stands. A StrEnum: it compares equal to its value, as stored."""
-
-    RUNNING = "running"  # its nodes run (or its coordinator died while they did)
-    CANCELED = "canceled"  # stopped by `backfill cancel` or the UI: resume, retry or discard
-    FAILED = "failed"  # nodes failed, or its leases lapsed: retry, resume or discard
-    DONE = "done"  # published per node (not staged): final
-    GATE_FAILED = "gate_failed"  # staged, its gate failed: publish --force or discard
-    PUBLISH_REFUSED = "publish_refused"  # a foreign commit; nothing published: publish --force or discard
-    PUBLISHING = "publishing"  # committing its tables: resume finishes, rollback undoes
-    PUBLISHED = "published"  # rollback undoes it
-    DISCARDED = "discarded"  # its staged data deleted: final
-    ROLLING_BACK = "rolling_back"  # restoring its tables: resume finishes
-    ROLLED_BACK = "rolled_back"  # final
-    # Gate passed, leases parked, freeze kept: `backfill approve` publishes, discard or expiry ends it.
-    AWAITING_APPROVAL = "awaiting_approval"
-    PAUSED = "paused"  # launches nothing new, its runs in flight finishing: unpause runs it on
-
 
 S = BackfillStatus
 C = BackfillCommand

@@ -41,8 +41,9 @@ import dagster as dg
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String, Table, Text, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import BackfillStatus, check_transition
+from partition_assets.backfill.state.status import check_transition
 from partition_assets.dagster_internals import LegacyRunStorage, SqlRunStorage
 from partition_assets.errors import (
     EnvironmentSetupError,

@@ -20,8 +20,8 @@ import time
 
 import dagster as dg
 
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.presence import silent_coordinators
-from partition_assets.backfill.state.status import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.storage.leases import lease_ttl
 
