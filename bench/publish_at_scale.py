@@ -72,16 +72,16 @@ def measure(days: int) -> dict:
     """Plans and runs `example_spec(days)` with `RecordingRunner`, timing its publish apart."""
     from partition_assets.backfill.dagster_ui.view import WEBSERVER
     from partition_assets.backfill.planning.instance_state import graph_of
-    from partition_assets.backfill.publishing import publish_step as publish_module
+    from partition_assets.backfill.publishing.publication import Publication
     from partition_assets.backfill.running.coordinator import BackfillRun
     from partition_assets.backfill.state.record import BackfillRecord
     from partition_assets.backfill.state.store import BackfillStore
 
     spec = example_spec(days)
     publish_cost = {"statements": 0}
-    real_publish = publish_module.publish
+    real_publish = Publication.publish
 
-    def timed_publish(publication, instance, force=False):
+    def timed_publish(publication: Publication, instance: dg.DagsterInstance, force: bool = False) -> dict:
         def count(*_: object) -> None:
             publish_cost["statements"] += 1
 
@@ -94,7 +94,7 @@ def measure(days: int) -> dict:
             sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", count)
             publish_cost.update(seconds=after.wall - before.wall, cpu_seconds=after.cpu - before.cpu)
 
-    publish_module.publish = timed_publish
+    Publication.publish = timed_publish  # type: ignore[method-assign]
     with dg.DagsterInstance.get() as instance:
         began = time.perf_counter()
         graph = graph_of(spec, instance)

@@ -22,8 +22,8 @@ from deltalake import DeltaTable
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.publishing import publish_step as publish_module
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
+from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import ledger_uri
@@ -84,7 +84,7 @@ def published(spark_resource, home_template, tmp_path_factory) -> Iterator[Publi
         for name, value in {**instance_env(home), LAKE_ENV: str(lake)}.items():
             patch.setenv(name, value)
         code_location = importlib.import_module(CODE_LOCATION)
-        real_publish = publish_module.publish
+        real_publish = Publication.publish
 
         def counted_publish(publication, instance, force=False):
             ledger = DeltaTable(ledger_uri(str(lake)))
@@ -99,7 +99,7 @@ def published(spark_resource, home_template, tmp_path_factory) -> Iterator[Publi
                 cost.ledger_commits = ledger.version() - before
                 cost.table_versions = [entry["version"] for entry in DeltaTable(str(lake / "stored")).history()]
 
-        patch.setattr(publish_module, "publish", counted_publish)
+        patch.setattr(Publication, "publish", counted_publish)
         # One slot: each asset's days share one run (more slots split them to fill the slots).
         spec = BackfillSpec(module=CODE_LOCATION, selection="*", start=FIRST_DAY, end=LAST_DAY, max_parallel=1)
         with dg.DagsterInstance.get() as instance:

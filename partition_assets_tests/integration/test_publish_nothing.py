@@ -18,8 +18,8 @@ import sqlalchemy
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.publishing import publish_step as publish_module
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
+from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import BackfillRecord
@@ -47,7 +47,7 @@ def _publish(days: int, home_template, tmp_path, dagster_yaml: str | None = None
         nonlocal statements
         statements += 1
 
-    real_publish = publish_module.publish
+    real_publish = Publication.publish
 
     def counted_publish(publication, instance, force=False):
         sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", count)
@@ -61,7 +61,7 @@ def _publish(days: int, home_template, tmp_path, dagster_yaml: str | None = None
             patch.setenv(name, value)
         if dagster_yaml is not None:
             (home / "dagster.yaml").write_text(dagster_yaml)
-        patch.setattr(publish_module, "publish", counted_publish)
+        patch.setattr(Publication, "publish", counted_publish)
         spec = BackfillSpec(
             module=CODE_LOCATION, selection="*", start="2024-01-01", end=f"2024-01-{days:02d}", max_parallel=4
         )

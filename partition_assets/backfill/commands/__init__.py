@@ -17,6 +17,7 @@ results.py (what each returns), console.py (where progress goes).
 """
 
 from partition_assets.backfill.commands.console import Console, SilentConsole
+from partition_assets.backfill.commands.engine_run import EngineRunPlan, plan_engine_run, run_engine_plan
 from partition_assets.backfill.commands.launching import (
     adopt_backfill,
     detach_backfill,
@@ -64,6 +65,7 @@ __all__ = [
     "DetachedRun",
     "DiffReport",
     "Discarded",
+    "EngineRunPlan",
     "LedgerReport",
     "Lineup",
     "PauseChanged",
@@ -85,11 +87,13 @@ __all__ = [
     "list_backfills",
     "pause_backfill",
     "plan_backfill",
+    "plan_engine_run",
     "publish_backfill",
     "resume_backfill",
     "retry_backfill",
     "rollback_backfill",
     "run_backfill",
+    "run_engine_plan",
     "stand_by",
     "unpause_backfill",
     "warm_workers",

@@ -18,7 +18,7 @@ coordinator killed in between records it again when resumed.
 """
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
@@ -27,10 +27,8 @@ from partition_assets.backfill.publishing.backfill_stats import TableStats, gate
 from partition_assets.backfill.publishing.dagster_events import run_reporting
 from partition_assets.backfill.publishing.diff import DIFF_HEADER, DiffRow, diff_cells, diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.run_tags import BACKFILL_ID_TAG
-
-if TYPE_CHECKING:
-    from partition_assets.backfill.publishing.publication import Publication
 
 GATE_CHECK = "backfill_gate"
 DIFF_ROWS_SHOWN = 50
@@ -74,16 +72,16 @@ def gate_checks(assets: Iterable[Any], name: str = GATE_CHECK) -> list[dg.AssetC
 
 
 def record_gate_evaluations(
-    publication: "Publication",
+    record: BackfillRecord,
     instance: dg.DagsterInstance,
     all_stats: Sequence[TableStats],
     checks: Sequence[GateCheck],
 ) -> None:
     """One `backfill_gate` evaluation per table with a gate, in one run tagged with the backfill id."""
-    backfill_id = publication.record.id
+    backfill_id = record.id
     evaluations = []
     for stats in all_stats:
-        gate = gate_of_table(publication, stats.table)
+        gate = gate_of_table(stats.table, record.spec.gate)
         if gate is None:
             continue
         asset = stats.table.asset.to_user_string()

@@ -17,7 +17,6 @@ from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing.gate_step import GateOutcome
-from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.dagster_view import DagsterView
 from partition_assets.backfill.state.record import BackfillRecord
 
@@ -38,8 +37,8 @@ class WebserverView:
     ) -> DagsterBackfillMirror:
         return DagsterBackfillMirror(record, graph, asset_graph, instance, set(done))
 
-    def record_gate(self, publication: Publication, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
-        record_gate_evaluations(publication, instance, outcome.stats, outcome.checks)
+    def record_gate(self, record: BackfillRecord, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
+        record_gate_evaluations(record, instance, outcome.stats, outcome.checks)
 
 
 WEBSERVER: DagsterView = WebserverView()

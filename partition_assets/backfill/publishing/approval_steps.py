@@ -26,7 +26,7 @@ from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Pub
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
-from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publication import Publication, staged_publication
 from partition_assets.backfill.publishing.publish_step import check_staging, unpublished_tables
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
@@ -142,10 +142,11 @@ def _approve_and_publish(
 ) -> dict[str, int | None]:
     """Records the approval (record and ledger) and publishes, under the claim `announcement`."""
     record = publication.record
-    check_staging(publication, unpublished_tables(publication))  # before the approval is recorded
+    tables = publication.tables
+    check_staging(record, tables, unpublished_tables(record, tables))  # before the approval is recorded
     record.approval = approved = approval.approved(record.approval, approver, now)
     record.save()
-    append_status(publication, LedgerStatus.APPROVED, approved_by=approved.approved_by)
+    append_status(publication.ledger, record, LedgerStatus.APPROVED, approved_by=approved.approved_by)
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
         versions = publication.publish(instance, force=force)
@@ -195,4 +196,4 @@ def discard_approval_freeze(instance: dg.DagsterInstance, backfill_id: str) -> N
 
 def publication_of(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:
     """The publication of `record`: its code location loaded, its graph planned again."""
-    return Publication(record, load_definitions(record.spec.module), graph_of(record.spec, instance))
+    return staged_publication(record, load_definitions(record.spec.module), graph_of(record.spec, instance))

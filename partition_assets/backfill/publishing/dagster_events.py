@@ -8,17 +8,15 @@ A publish or rollback that changed a table's schema adds the schema readers now 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from partition_assets.backfill.model import NodeStatus
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
-from partition_assets.backfill.publishing.ledger_writes import latest
-from partition_assets.backfill.publishing.tables import BackfillTable, unstaged_assets
+from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
 from partition_assets.backfill.state.ledger import LedgerEntry
-from partition_assets.backfill.state.record import node_states
+from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.dagster_internals import AssetGraph
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
@@ -33,13 +31,17 @@ from partition_assets.storage.schema_change import (
     diff_schemas,
 )
 
-if TYPE_CHECKING:
-    from partition_assets.backfill.publishing.publication import Publication
 
-
-def record_materializations(publication: Publication, instance: dg.DagsterInstance) -> None:
-    """One run in the instance recording a materialization of every node the backfill
-    ran, now that readers can see them: the metadata the node's body gave its output
+def record_materializations(
+    instance: dg.DagsterInstance,
+    record: BackfillRecord,
+    definitions: dg.Definitions,
+    graph: BackfillGraph,
+    tables: Tables,
+    ledger_rows: Sequence[LedgerEntry],
+) -> None:
+    """One run in the instance recording a materialization of every node of `graph` that
+    `record`'s backfill ran, now that readers can see them: the metadata the node's body gave its output
     (`Output`/`MaterializeResult` metadata, `add_output_metadata`), what another IO manager
     said of it, then this library's (the ledger row's, the table version published), the
     asset's code version. The library's keys win where the body used the same name.
@@ -48,26 +50,26 @@ def record_materializations(publication: Publication, instance: dg.DagsterInstan
     Costs a few instance round trips per node run and per asset, none per node: the node
     states are read once, each run's outputs once, and the events written in batches
     (event_batches.py)."""
-    if publish_recorded(publication, instance):
+    if publish_recorded(instance, record.id):
         return
-    tags = {BACKFILL_ID_TAG: publication.record.id, PUBLISH_RUN_TAG: "true"}
-    sha = definitions_git_sha(publication.definitions)
-    asset_graph = publication.definitions.resolve_asset_graph()
-    states = node_states(instance, publication.record.id, publication.graph)
-    ledger_rows = {(entry.asset, entry.partition): entry for entry in latest(publication)}
-    foreign = set(unstaged_assets(publication.definitions, publication.graph))
-    ran = _succeeded(publication, states)
+    tags = {BACKFILL_ID_TAG: record.id, PUBLISH_RUN_TAG: "true"}
+    sha = definitions_git_sha(definitions)
+    asset_graph = definitions.resolve_asset_graph()
+    states = node_states(instance, record.id, graph)
+    row_of = {(entry.asset, entry.partition): entry for entry in ledger_rows}
+    foreign = set(unstaged_assets(definitions, graph))
+    ran = _succeeded(graph, states)
     outputs = _output_metadata(instance, asset_graph, {states[node][1].run_id for node in ran}, foreign)
     events = []
-    schema_metadata = _schema_metadata_by_asset(publication, rolled_back=False)
+    schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=False)
     for node in ran:
         asset = node.asset.to_user_string()
         metadata: dict[str, dg.RawMetadataValue] = dict(outputs.get((states[node][1].run_id, node.asset), {}))
-        metadata["backfill_id"] = publication.record.id
-        entry = ledger_rows.get((asset, node.partition))
+        metadata["backfill_id"] = record.id
+        entry = row_of.get((asset, node.partition))
         if entry is not None:
-            table = publication.tables[node.asset]
-            metadata.update(_entry_metadata(entry, table.uri, publication.record.published_versions.get(asset)))
+            table = tables[node.asset]
+            metadata.update(_entry_metadata(entry, table.uri, record.published_versions.get(asset)))
             metadata.update(schema_metadata.get(node.asset, {}))
         code_version = asset_graph.get(node.asset).code_version
         events.append(
@@ -83,29 +85,30 @@ def record_materializations(publication: Publication, instance: dg.DagsterInstan
     run_reporting(instance, events, tags, "partition_assets_publish")
 
 
-def publish_recorded(publication: Publication, instance: dg.DagsterInstance) -> bool:
+def publish_recorded(instance: dg.DagsterInstance, backfill_id: str) -> bool:
     """Whether a publish run of the backfill recorded its materializations in Dagster."""
-    tags = {BACKFILL_ID_TAG: publication.record.id, PUBLISH_RUN_TAG: "true"}
+    tags = {BACKFILL_ID_TAG: backfill_id, PUBLISH_RUN_TAG: "true"}
     return bool(instance.get_runs(dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1))
 
 
-def reflect_rollback(publication: Publication, instance: dg.DagsterInstance) -> None:
-    """Dagster's view after a rollback: each restored partition gets a materialization
-    of its old content; each partition the backfill created is wiped (missing again)
+def reflect_rollback(
+    instance: dg.DagsterInstance, record: BackfillRecord, graph: BackfillGraph, tables: Tables
+) -> None:
+    """Dagster's view after `record`'s backfill over `graph` was rolled back: each restored
+    partition gets a materialization of its old content; each partition the backfill created
+    is wiped (missing again)
     where the instance's event log can wipe partitions, else gets an observation
     saying the rollback removed it (Dagster 1.13's SQL event logs cannot wipe one
     partition: NotImplementedError)."""
-    created = {
-        (asset, partition) for asset, partitions in publication.record.created.items() for partition in partitions
-    }
-    schema_metadata = _schema_metadata_by_asset(publication, rolled_back=True)
+    created = {(asset, partition) for asset, partitions in record.created.items() for partition in partitions}
+    schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=True)
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
         dg.AssetMaterialization(
             node.asset,
             partition=node.partition or None,
-            metadata={"rolled_back_backfill_id": publication.record.id, **schema_metadata.get(node.asset, {})},
+            metadata={"rolled_back_backfill_id": record.id, **schema_metadata.get(node.asset, {})},
         )
-        for node in ran_nodes(publication, instance)
+        for node in ran_nodes(instance, record.id, graph)
         if (node.asset.to_user_string(), node.partition) not in created
     ]
     for asset, partitions in _by_asset(created).items():
@@ -114,20 +117,20 @@ def reflect_rollback(publication: Publication, instance: dg.DagsterInstance) -> 
             instance.wipe_asset_partitions(key, partitions)
         except NotImplementedError:
             events += [
-                dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": publication.record.id})
+                dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": record.id})
                 for p in partitions
             ]
-    run_reporting(instance, events, {BACKFILL_ID_TAG: publication.record.id}, "partition_assets_rollback")
+    run_reporting(instance, events, {BACKFILL_ID_TAG: record.id}, "partition_assets_rollback")
 
 
-def ran_nodes(publication: Publication, instance: dg.DagsterInstance) -> list[Node]:
-    """The nodes a run of this backfill succeeded on, in graph order: not those a
+def ran_nodes(instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph) -> list[Node]:
+    """The nodes of `graph` a run of the backfill succeeded on, in graph order: not those a
     catch-up left alone because they were current."""
-    return _succeeded(publication, node_states(instance, publication.record.id, publication.graph))
+    return _succeeded(graph, node_states(instance, backfill_id, graph))
 
 
-def _succeeded(publication: Publication, states: Mapping[Node, tuple[NodeStatus, dg.DagsterRun]]) -> list[Node]:
-    return [node for node in publication.graph.nodes() if node in states and states[node][0] == NodeStatus.SUCCEEDED]
+def _succeeded(graph: BackfillGraph, states: Mapping[Node, tuple[NodeStatus, dg.DagsterRun]]) -> list[Node]:
+    return [node for node in graph.nodes() if node in states and states[node][0] == NodeStatus.SUCCEEDED]
 
 
 def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
@@ -178,11 +181,10 @@ def _schema_metadata(table: BackfillTable, published: int | None, rolled_back: b
     }
 
 
-def _schema_metadata_by_asset(publication: Publication, rolled_back: bool) -> dict[dg.AssetKey, dict]:
-    versions = publication.record.published_versions
+def _schema_metadata_by_asset(record: BackfillRecord, tables: Tables, rolled_back: bool) -> dict[dg.AssetKey, dict]:
+    versions = record.published_versions
     return {
-        key: _schema_metadata(table, versions.get(key.to_user_string()), rolled_back)
-        for key, table in publication.tables.items()
+        key: _schema_metadata(table, versions.get(key.to_user_string()), rolled_back) for key, table in tables.items()
     }
 
 

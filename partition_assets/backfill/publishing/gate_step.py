@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -18,11 +17,10 @@ from partition_assets.backfill.publishing.backfill_stats import TableStats, gate
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate
 from partition_assets.backfill.publishing.ledger_writes import record_staged
 from partition_assets.backfill.publishing.publish_step import as_files
-from partition_assets.backfill.state.ledger import LedgerStatus
+from partition_assets.backfill.publishing.tables import Tables
+from partition_assets.backfill.state.ledger import Ledger, LedgerStatus
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.storage.failpoints import failpoint
-
-if TYPE_CHECKING:
-    from partition_assets.backfill.publishing.publication import Publication
 
 
 @dataclass(frozen=True)
@@ -38,33 +36,33 @@ class GateOutcome:
 
 
 def gate(
-    publication: Publication, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
+    record: BackfillRecord,
+    tables: Tables,
+    ledger: Ledger | None,
+    ahead: Mapping[dg.AssetKey, TableStats | None] | None = None,
 ) -> GateOutcome:
-    """Evaluates every table's gate on the staged data and records the ledger's
-    `staged` (or `gate_failed`) rows; returns what it evaluated.
+    """Evaluates the gate of each of `tables` on `record`'s staged data, records in `record`
+    what the gate saw (the partitions the backfill creates, each staging's fingerprint) and
+    appends the ledger's `staged` (or `gate_failed`) rows; returns what it evaluated.
     Stats already computed `ahead` (while other nodes ran) are used as they are."""
     failpoint("gating")
-    all_stats = stats_of(publication, ahead=ahead)
+    all_stats = stats_of(record, tables, ahead=ahead)
     checks = [
         check
         for stats in all_stats
-        if (gate := gate_of_table(publication, stats.table)) is not None
+        if (gate := gate_of_table(stats.table, record.spec.gate)) is not None
         for check in evaluate(stats.table.asset.to_user_string(), gate, stats.old, stats.new)
     ]
     failed = any(not check.passed for check in checks)
-    publication.record.created = {
-        stats.table.asset.to_user_string(): _created(publication, stats) for stats in all_stats
-    }
+    record.created = {stats.table.asset.to_user_string(): _created(record, stats) for stats in all_stats}
     # What the gate saw: a publish commits exactly this (publish_step.check_staging).
-    publication.record.gated_staging = {
-        stats.table.asset.to_user_string(): stats.staging.to_json() for stats in all_stats
-    }
-    publication.record.save()
-    record_staged(publication, instance, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
+    record.gated_staging = {stats.table.asset.to_user_string(): stats.staging.to_json() for stats in all_stats}
+    record.save()
+    record_staged(ledger, record, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
     return GateOutcome(tuple(all_stats), tuple(checks))
 
 
-def _created(publication: Publication, stats: TableStats) -> list[str]:
+def _created(record: BackfillRecord, stats: TableStats) -> list[str]:
     """The partitions the backfill writes that held no file when it started."""
-    before = as_files(publication.record.fingerprints.get(stats.table.asset.to_user_string())) or {}
+    before = as_files(record.fingerprints.get(stats.table.asset.to_user_string())) or {}
     return [stats.table.partition_key(row) for row in sorted(stats.partitions) if not before.get(row)]

@@ -1,5 +1,6 @@
 """The ledger rows a staged backfill appends: one per (asset, partition) when it is
-gated, then again with each later status (published, discarded, rolled back).
+gated, then again with each later status (published, discarded, rolled back). Each takes
+the ledger (None: the lake keeps none, and nothing is written) and the backfill's record.
 """
 
 from __future__ import annotations
@@ -7,29 +8,26 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
-import dagster as dg
 
 from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck
-from partition_assets.backfill.state.ledger import LedgerEntry, LedgerStatus
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, RUN_ID_METADATA
 
-if TYPE_CHECKING:
-    from partition_assets.backfill.publishing.publication import Publication
-
 
 def record_staged(
-    publication: Publication,
-    instance: dg.DagsterInstance,
+    ledger: Ledger | None,
+    record: BackfillRecord,
     all_stats: list[TableStats],
     checks: list[GateCheck],
     status: LedgerStatus,
 ) -> None:
-    if publication.ledger is None:
+    """A row of `status` (staged or gate_failed) per partition the gate evaluated, with its
+    provenance, statistics and checks."""
+    if ledger is None:
         return
     checks_by_partition: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
     for check in checks:
@@ -45,7 +43,7 @@ def record_staged(
             new = stats.new.get(row)
             entries.append(
                 LedgerEntry(
-                    backfill_id=publication.record.id,
+                    backfill_id=record.id,
                     asset=asset,
                     partition=partition,
                     run_id=provenance.get(RUN_ID_METADATA),
@@ -53,7 +51,7 @@ def record_staged(
                     rows=new.rows if new else 0,
                     checksum=new.checksum if new else None,
                     input_versions=json.loads(provenance.get(INPUT_VERSIONS_METADATA, "{}")),
-                    inputs_as_of=publication.record.spec.inputs_as_of,
+                    inputs_as_of=record.spec.inputs_as_of,
                     runtime=json.loads(provenance.get(RUNTIME_METADATA, "{}")),
                     published_version=None,
                     gate=checks_by_partition.get((asset, row), []),
@@ -61,18 +59,20 @@ def record_staged(
                     recorded_at=now,
                 )
             )
-    publication.ledger.append(entries)
+    ledger.append(entries)
 
 
-def latest(publication: Publication) -> list[LedgerEntry]:
+def latest(ledger: Ledger | None, backfill_id: str) -> list[LedgerEntry]:
     """The newest ledger row of each (asset, partition) the backfill touched."""
-    return publication.ledger.latest(publication.record.id) if publication.ledger else []
+    return ledger.latest(backfill_id) if ledger else []
 
 
-def append_status(publication: Publication, status: LedgerStatus, approved_by: str | None = None) -> None:
+def append_status(
+    ledger: Ledger | None, record: BackfillRecord, status: LedgerStatus, approved_by: str | None = None
+) -> None:
     """The latest ledger rows again, with `status` and the table version now published (and
     `approved_by`, when given: later rows keep it)."""
-    if publication.ledger is None:
+    if ledger is None:
         return
     now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
     entries = [
@@ -80,12 +80,12 @@ def append_status(publication: Publication, status: LedgerStatus, approved_by: s
             entry,
             status=status,
             recorded_at=now,
-            published_version=publication.record.published_versions.get(entry.asset)
+            published_version=record.published_versions.get(entry.asset)
             if status == LedgerStatus.PUBLISHED
             else entry.published_version,
             approved_by=approved_by or entry.approved_by,
         )
-        for entry in latest(publication)
+        for entry in latest(ledger, record.id)
     ]
     if entries:
-        publication.ledger.append(entries)
+        ledger.append(entries)

@@ -1,9 +1,11 @@
 """A staged backfill as its coordinator holds it: the record, its code location and graph,
-the tables it writes and its ledger; its leases, freeze and coordinator claim for the
-duration of a step (`held`); and the steps themselves, each in a module of its own:
-statistics (backfill_stats.py), the gate (gate_step.py), publish (publish_step.py), discard and
-rollback (undo_steps.py), the ledger's rows (ledger_writes.py) and what Dagster records
-(dagster_events.py).
+the tables it writes and its ledger (passed in: `staged_publication` builds them from the
+code location); its leases, freeze and coordinator claim for the duration of a step
+(`held`); and the order of its steps. Each step is a function of its own module that takes
+only what it reads and writes (the record, the tables, the ledger, the instance) and returns
+its result: statistics (backfill_stats.py), the gate (gate_step.py), the publish's commits
+(publish_step.py), discard and the rollback's commits (undo_steps.py), the ledger's rows
+(ledger_writes.py) and what Dagster records (dagster_events.py).
 
 Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
@@ -19,22 +21,27 @@ between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease
-from partition_assets.backfill.planning.graph import BackfillGraph
-from partition_assets.backfill.publishing import backfill_stats, gate_step, publish_step, undo_steps
-from partition_assets.backfill.publishing.backfill_stats import TableStats
+from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.publishing import gate_step, undo_steps
+from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats, stats_of
+from partition_assets.backfill.publishing.dagster_events import (
+    publish_recorded,
+    record_materializations,
+    reflect_rollback,
+)
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.lease_queue import leases_when_free
-from partition_assets.backfill.publishing.ledger_writes import latest
+from partition_assets.backfill.publishing.ledger_writes import append_status, latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
-from partition_assets.backfill.publishing.publish_step import published_files
-from partition_assets.backfill.publishing.tables import BackfillTable, lake_root, tables_of
-from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, ledger_uri
+from partition_assets.backfill.publishing.publish_step import commit_tables, published_files
+from partition_assets.backfill.publishing.tables import Tables, lake_root, tables_of
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
@@ -44,16 +51,32 @@ from partition_assets.storage.leases import Heartbeat, Lease, acquire
 _log = logging.getLogger(__name__)
 
 
-class Publication:
-    """The staged backfill `record` of the code location `definitions` over `graph`."""
+def staged_publication(record: BackfillRecord, definitions: dg.Definitions, graph: BackfillGraph) -> Publication:
+    """The publication of `record` over `graph`: the tables its assets' IO managers write
+    (tables.py), the ledger of their lake (none when the code location names no lake root)."""
+    root = lake_root(definitions)
+    return Publication(
+        record, definitions, graph, tables_of(definitions, graph), Ledger(ledger_uri(root)) if root else None
+    )
 
-    def __init__(self, record: BackfillRecord, definitions: dg.Definitions, graph: BackfillGraph) -> None:
+
+class Publication:
+    """The staged backfill `record` of the code location `definitions` over `graph`, writing
+    `tables` (upstream first) and recording its rows in `ledger` (None: no ledger)."""
+
+    def __init__(
+        self,
+        record: BackfillRecord,
+        definitions: dg.Definitions,
+        graph: BackfillGraph,
+        tables: Tables,
+        ledger: Ledger | None,
+    ) -> None:
         self.record = record
         self.definitions = definitions
         self.graph = graph
-        self.tables = tables_of(definitions, graph)
-        root = lake_root(definitions)
-        self.ledger = Ledger(ledger_uri(root)) if root else None
+        self.tables = tables
+        self.ledger = ledger
         self._held: tuple[Heartbeat, Announcement] | None = None
 
     def take_leases(self) -> list[Lease]:
@@ -153,40 +176,60 @@ class Publication:
     def notify(self, kind: EventKind, detail: str = "") -> None:
         notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets), detail))
 
-    # -- the steps (each in its own module) ------------------------------------------------
+    # -- the steps, in order (each in its own module) -----------------------------------------
 
     def stats(
         self, old_of_every_table: bool = False, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
     ) -> list[TableStats]:
         """See backfill_stats.stats_of."""
-        return backfill_stats.stats_of(self, old_of_every_table, ahead)
+        return stats_of(self.record, self.tables, old_of_every_table, ahead)
 
-    def table_stats(self, table: BackfillTable, with_old: bool = False) -> TableStats | None:
-        """See backfill_stats.table_stats."""
-        return backfill_stats.table_stats(self, table, with_old)
+    def stats_ahead(self, done: Iterable[Node]) -> StatsAhead:
+        """Each table's statistics computed as soon as its asset's nodes are done (nodes `done` already are)."""
+        return StatsAhead(self.record, self.tables, self.graph, done)
 
-    def gate(
-        self, instance: dg.DagsterInstance, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
-    ) -> gate_step.GateOutcome:
+    def gate(self, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None) -> gate_step.GateOutcome:
         """See gate_step.gate."""
-        return gate_step.gate(self, instance, ahead)
+        return gate_step.gate(self.record, self.tables, self.ledger, ahead)
 
     def publish(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
-        """See publish_step.publish."""
-        return publish_step.publish(self, instance, force)
+        """Commits every table (publish_step.commit_tables, whose docstring says what it checks
+        and refuses first), then records the materializations in one publish run
+        (dagster_events.py) and the ledger's `published` rows; returns the published versions.
+        Idempotent: a publish resumed after a crash commits no table and records no run twice."""
+        versions = commit_tables(self.record, self.tables, force)
+        rows = latest(self.ledger, self.record.id)
+        record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
+        append_status(self.ledger, self.record, LedgerStatus.PUBLISHED)
+        self.record.save()
+        self.record.move_to(BackfillStatus.PUBLISHED, "publish")
+        self.notify("published", f"{len(self.tables)} tables")
+        return versions
 
     def discard(self, instance: dg.DagsterInstance) -> int:
         """See undo_steps.discard."""
-        return undo_steps.discard(self, instance)
-
-    def rollback(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
-        """See undo_steps.rollback."""
-        return undo_steps.rollback(self, instance, force)
+        return undo_steps.discard(instance, self.record, self.tables, self.ledger)
 
     def check_rollback(self, force: bool = False) -> None:
         """See undo_steps.check_rollback."""
-        undo_steps.check_rollback(self, force)
+        undo_steps.check_rollback(self.record, self.tables, force)
+
+    def rollback(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
+        """Restores every table the backfill published, downstream first, one commit per table
+        (undo_steps.check_rollback says what is refused, before any commit; then
+        undo_steps.restore_tables), then records Dagster's view of the old content
+        (dagster_events.reflect_rollback, when the publish was recorded), the ledger's
+        `rolled_back` rows and the status `rolled_back`; returns the restored versions.
+        Idempotent like publish."""
+        published = undo_steps.check_rollback(self.record, self.tables, force)
+        versions = undo_steps.restore_tables(self.record, self.tables, published, force)
+        if publish_recorded(instance, self.record.id):
+            reflect_rollback(instance, self.record, self.graph, self.tables)
+        append_status(self.ledger, self.record, LedgerStatus.ROLLED_BACK)
+        self.record.move_to(BackfillStatus.ROLLED_BACK, "rollback")
+        self.notify("rolled_back", f"{len(versions)} tables restored")
+        return versions
 
     def ledger_entries(self) -> list[LedgerEntry]:
         """The newest ledger row of each (asset, partition) the backfill touched."""
-        return latest(self)
+        return latest(self.ledger, self.record.id)

@@ -1,7 +1,8 @@
-"""Publishing a staged backfill: one commit per table, upstream first, after every
+"""The commits of a staged backfill's publish: one per table, upstream first, after every
 table still to publish was checked to hold the staging its gate evaluated, and for
 commits made outside the backfill; a publish stopped part-way by such a commit says
-what was and was not published.
+what was and was not published. What follows the commits (Dagster's records, the ledger,
+the status `published`) is the publication's (publication.py).
 
 Not guaranteed: between the first and the last table commit a reader joining two
 tables can see one published and the other not (each table on its own is old or new,
@@ -15,15 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
-import dagster as dg
 
 from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.publishing.dagster_events import record_materializations
-from partition_assets.backfill.publishing.ledger_writes import append_status
-from partition_assets.backfill.publishing.tables import BackfillTable
-from partition_assets.backfill.state.ledger import LedgerStatus
+from partition_assets.backfill.publishing.tables import BackfillTable, Tables
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import is_allowed
 from partition_assets.errors import (
     ForeignCommitError,
@@ -38,13 +34,11 @@ from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.delta.previous import keep_previous
 from partition_assets.storage.failpoints import failpoint
 
-if TYPE_CHECKING:
-    from partition_assets.backfill.publishing.publication import Publication
 
-
-def publish(publication: Publication, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
-    """Commits every table's staged partitions, upstream first, each in one commit;
-    then records the materializations in one publish run and the ledger's rows.
+def commit_tables(record: BackfillRecord, tables: Tables, force: bool = False) -> dict[str, int | None]:
+    """Commits the staged partitions of each of `tables`, upstream first, each in one commit,
+    saving each table's version in `record` as it is committed; returns every table's
+    published version. `record` ends in status `publishing`.
 
     Before the first commit, every table still to publish is checked to hold the staging its
     gate evaluated (`check_staging`, `force` or not: a StagingChangedError, status
@@ -61,82 +55,76 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     Raises:
         StagingMissingError: A table holds neither the backfill's staging nor its publish
             commit (its staging was deleted); nothing was committed to any table."""
-    pending = unpublished_tables(publication)
+    pending = unpublished_tables(record, tables)
     try:
-        check_staging(publication, pending)
+        check_staging(record, tables, pending)
     except StagingChangedError:
-        record = publication.record
-        if not published_versions(publication) and is_allowed(record.status, BackfillStatus.PUBLISH_REFUSED):
+        if not published_versions(record) and is_allowed(record.status, BackfillStatus.PUBLISH_REFUSED):
             record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
         raise
     if not force:
-        _check_unchanged(publication, pending)
-    publication.record.move_to(BackfillStatus.PUBLISHING, "publish")
+        _check_unchanged(record, tables, pending)
+    record.move_to(BackfillStatus.PUBLISHING, "publish")
     for table in pending:
-        fingerprint = None if force else fingerprint_of(publication, table)
+        fingerprint = None if force else fingerprint_of(record, table)
         try:
             result = table.staging_format.publish_staged(
-                table.uri, publication.record.id, fingerprint, {BACKFILL_ID_TAG: publication.record.id}
+                table.uri, record.id, fingerprint, {BACKFILL_ID_TAG: record.id}
             )
         except ForeignCommitError as error:
-            raise _partially_published(publication, table, error) from None
-        publication.record.published_versions[table.asset.to_user_string()] = result.version
-        publication.record.save()
+            raise _partially_published(record, tables, table, error) from None
+        record.published_versions[table.asset.to_user_string()] = result.version
+        record.save()
         if result.version is not None:
             table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
-        _keep_previous(publication, table, result.version)
+        _keep_previous(record, table, result.version)
         failpoint("between_table_commits")
-    record_materializations(publication, instance)
-    append_status(publication, LedgerStatus.PUBLISHED)
-    publication.record.save()
-    publication.record.move_to(BackfillStatus.PUBLISHED, "publish")
-    publication.notify("published", f"{len(publication.tables)} tables")
-    return dict(publication.record.published_versions)
+    return dict(record.published_versions)
 
 
-def _keep_previous(publication: Publication, table: BackfillTable, version: int | None) -> None:
+def _keep_previous(record: BackfillRecord, table: BackfillTable, version: int | None) -> None:
     """With --keep-previous, the table's version before the publish kept as `<table>__previous`
     until the expiry (storage/delta/previous.py); nothing when the publish created the table."""
-    keep_for = publication.record.spec.keep_previous_for()
+    keep_for = record.spec.keep_previous_for()
     if keep_for is None or not version or not isinstance(table.table_format, DeltaFormat):
         return
     expires_at = datetime.now(UTC) + keep_for  # bookkeeping time of the copy, not asset logic
-    keep_previous(table.uri, version - 1, publication.record.id, expires_at)
+    keep_previous(table.uri, version - 1, record.id, expires_at)
 
 
-def unpublished_tables(publication: Publication) -> list[BackfillTable]:
+def unpublished_tables(record: BackfillRecord, tables: Tables) -> list[BackfillTable]:
     """The tables whose publish commit is not in their log, with staged data; the record's
     published versions are set from the tables' logs, those published getting their version
     and the others none (a coordinator may die between a commit and saving the record, and
     a record may be saved over by another process: the log, not the record, is the truth)."""
     pending = []
-    versions = publication.record.published_versions
-    for table in publication.tables.values():
-        version = table.staging_format.published_version(table.uri, publication.record.id)
+    versions = record.published_versions
+    for table in tables.values():
+        version = table.staging_format.published_version(table.uri, record.id)
         if version is not None:
             versions[table.asset.to_user_string()] = version
         else:
             versions.pop(table.asset.to_user_string(), None)
-            if table.staging_format.staged(table.uri, publication.record.id) is not None:
+            if table.staging_format.staged(table.uri, record.id) is not None:
                 pending.append(table)
     return pending
 
 
-def _check_staged(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+def _check_staged(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
     """StagingMissingError, before any commit, naming the tables the gate saw staged that are
     neither published nor staged now: leaving one out would publish the others and record it
     as published, unchanged. A table the backfill staged nothing in (an asset whose body
     returns a MaterializeResult writes no table) is not one."""
-    gated = publication.record.gated_staging
+    gated = record.gated_staging
     missing = [
         table
-        for table in publication.tables.values()
+        for table in tables.values()
         if table not in pending
         and table.asset.to_user_string() in gated
-        and table.asset.to_user_string() not in published_versions(publication)
+        and table.asset.to_user_string() not in published_versions(record)
     ]
     if missing:
-        bid = publication.record.id
+        bid = record.id
         raise StagingMissingError(
             f"backfill {bid}: the staged data of {', '.join(f'{t.asset.to_user_string()} ({t.uri})' for t in missing)} "
             f"is gone (its folder under _backfills/{bid}/ was deleted) and the backfill has not published it: "
@@ -145,7 +133,7 @@ def _check_staged(publication: Publication, pending: Sequence[BackfillTable]) ->
         )
 
 
-def check_staging(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+def check_staging(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
     """Refuses, writing nothing, a publish of `pending` (the tables still to publish) whose
     staging is gone (StagingMissingError) or not the one its gate evaluated (StagingChangedError).
 
@@ -153,11 +141,11 @@ def check_staging(publication: Publication, pending: Sequence[BackfillTable]) ->
         StagingMissingError: A table holds neither its staging nor its publish commit.
         StagingChangedError: A table's staging differs from the one its gate evaluated.
     """
-    _check_staged(publication, pending)
-    _check_as_gated(publication, pending)
+    _check_staged(record, tables, pending)
+    _check_as_gated(record, tables, pending)
 
 
-def _check_as_gated(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
     """StagingChangedError, writing nothing, when a table of `pending` (the tables still to
     publish) holds a staging other than the one the gate evaluated (gate_step.gate recorded its
     fingerprint): a file added, replaced, removed or touched since, or a staging of a table the
@@ -167,11 +155,10 @@ def _check_as_gated(publication: Publication, pending: Sequence[BackfillTable]) 
     Raises:
         StagingChangedError: A table's staging differs from the one its gate evaluated.
     """
-    record = publication.record
-    changed = [table.asset.to_user_string() for table in pending if not _holds_as_gated(publication, table)]
+    changed = [table.asset.to_user_string() for table in pending if not _holds_as_gated(record, table)]
     if not changed:
         return
-    uris = [table.uri for asset, table in publication.tables.items() if asset.to_user_string() in changed]
+    uris = [table.uri for asset, table in tables.items() if asset.to_user_string() in changed]
     raise StagingChangedError(
         f"backfill {record.id}: the staged data of {', '.join(changed)} ({', '.join(uris)}) is not what its "
         "validation gate evaluated (files were staged, replaced, removed or touched after the gate, e.g. by a "
@@ -182,56 +169,55 @@ def _check_as_gated(publication: Publication, pending: Sequence[BackfillTable]) 
     )
 
 
-def _holds_as_gated(publication: Publication, table: BackfillTable) -> bool:
-    gated = publication.record.gated_staging.get(table.asset.to_user_string())
-    staged = table.staging_format.staged(table.uri, publication.record.id)
+def _holds_as_gated(record: BackfillRecord, table: BackfillTable) -> bool:
+    gated = record.gated_staging.get(table.asset.to_user_string())
+    staged = table.staging_format.staged(table.uri, record.id)
     if gated is None or staged is None:
         return False
     return staging_fingerprint(staged).holds_as(StagingFingerprint.from_json(gated))
 
 
-def fingerprint_of(publication: Publication, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:
-    return as_files(publication.record.fingerprints.get(table.asset.to_user_string())) or {}
+def fingerprint_of(record: BackfillRecord, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:
+    return as_files(record.fingerprints.get(table.asset.to_user_string())) or {}
 
 
-def _check_unchanged(publication: Publication, pending: Sequence[BackfillTable]) -> None:
+def _check_unchanged(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
     refusals = []
     for table in pending:
         try:
-            table.staging_format.check_publish(table.uri, publication.record.id, fingerprint_of(publication, table))
+            table.staging_format.check_publish(table.uri, record.id, fingerprint_of(record, table))
         except ForeignCommitError as error:
             refusals.append(str(error))
     if not refusals:
         return
-    published = published_versions(publication)
-    if not published:
-        publication.record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
+    if not published_versions(record):
+        record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
         raise ForeignCommitError(
-            f"backfill {publication.record.id}: nothing was published, as commits outside the backfill changed "
+            f"backfill {record.id}: nothing was published, as commits outside the backfill changed "
             f"partitions it rewrites: {' '.join(refusals)}"
         )
-    raise _partially_published(publication, pending[0], ForeignCommitError(" ".join(refusals)))
+    raise _partially_published(record, tables, pending[0], ForeignCommitError(" ".join(refusals)))
 
 
-def published_versions(publication: Publication) -> dict[str, int | None]:
-    return {asset: version for asset, version in publication.record.published_versions.items() if version is not None}
+def published_versions(record: BackfillRecord) -> dict[str, int | None]:
+    return {asset: version for asset, version in record.published_versions.items() if version is not None}
 
 
 def _partially_published(
-    publication: Publication, stopped_at: BackfillTable, cause: ForeignCommitError
+    record: BackfillRecord, tables: Tables, stopped_at: BackfillTable, cause: ForeignCommitError
 ) -> PartitionAssetsError:
     """What a publish stopped by a foreign commit at `stopped_at` left: nothing (a
     ForeignCommitError), or some tables published (PartiallyPublishedError)."""
-    published = published_versions(publication)
+    published = published_versions(record)
     if not published:
         return cause
-    names = list(publication.tables)
+    names = list(tables)
     left = [
         asset.to_user_string()
         for asset in names[names.index(stopped_at.asset) :]
         if asset.to_user_string() not in published
     ]
-    bid = publication.record.id
+    bid = record.id
     return PartiallyPublishedError(
         f"backfill {bid} stopped publishing part-way: published {describe_versions(published)}; not published: "
         f"{', '.join(left)}. {cause} Readers see the new content of the published tables beside the old "

@@ -64,6 +64,10 @@ class BackfillTable:
         return self.table_format
 
 
+# A backfill's tables by asset, upstream first (as `tables_of` gives them): what its publishing steps take.
+Tables = Mapping[dg.AssetKey, BackfillTable]
+
+
 def tables_of(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.AssetKey, BackfillTable]:
     """The tables of `graph`'s assets that partition_assets IO managers store, in the
     graph's (topological) order."""

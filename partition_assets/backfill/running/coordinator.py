@@ -23,7 +23,7 @@ from partition_assets.backfill.publishing.approval_steps import (
     record_wait,
     start_waiting,
 )
-from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats
+from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
@@ -35,7 +35,7 @@ from partition_assets.backfill.publishing.originals import (
     pins_to_json,
     runtime_warnings,
 )
-from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.publication import Publication, staged_publication
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
@@ -140,7 +140,7 @@ class BackfillRun:
             pools = asset_pools(definitions.resolve_asset_graph())
             capacity.check_pools(set(pools.values()) | set(self.instance.event_log_storage.get_concurrency_keys()))
             self._launch_gate = LaunchGate(self.instance, self.record, capacity, pools)
-            publication = Publication(self.record, definitions, self.graph)
+            publication = staged_publication(self.record, definitions, self.graph)
             if self.record.status != BackfillStatus.PUBLISHING:  # one publishing was approved, or needed none
                 check_launch(publication, self.instance)  # before anything is recorded or run
             if self.staged:
@@ -180,7 +180,7 @@ class BackfillRun:
                 self._publish(publication, leases)
                 return {}
             publication.notify("started", record.spec.describe())
-            ahead = StatsAhead(publication, self.done) if self.staged else None
+            ahead = publication.stats_ahead(self.done) if self.staged else None
 
             def node_finished(result: NodeResult) -> None:
                 if ahead is not None:
@@ -222,8 +222,8 @@ class BackfillRun:
         canceled meanwhile or lost its leases (both are checked again before publishing)."""
         self._check_held(publication, leases)
         started = time.monotonic()
-        outcome = publication.gate(self.instance, ahead_stats)
-        self._dagster_view.record_gate(publication, self.instance, outcome)
+        outcome = publication.gate(ahead_stats)
+        self._dagster_view.record_gate(self.record, self.instance, outcome)
         checks, failed = outcome.checks, list(outcome.failed)
         passed = len(checks) - len(failed)
         self._on_phase(f"gate: {passed} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")

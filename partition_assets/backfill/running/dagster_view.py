@@ -22,7 +22,6 @@ from partition_assets.backfill.state.record import BackfillRecord
 
 if TYPE_CHECKING:
     from partition_assets.backfill.publishing.gate_step import GateOutcome
-    from partition_assets.backfill.publishing.publication import Publication
     from partition_assets.dagster_internals import BaseAssetGraph
 
 
@@ -50,7 +49,7 @@ class DagsterView(Protocol):
         """The Dagster backfill of `record`, kept in step while the block runs."""
         ...
 
-    def record_gate(self, publication: Publication, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
+    def record_gate(self, record: BackfillRecord, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
         """The gate's evaluation, recorded where Dagster shows it."""
         ...
 
@@ -77,7 +76,7 @@ class _Hidden:
     ) -> AbstractContextManager[BackfillMirror]:
         return nullcontext(_Unmirrored())
 
-    def record_gate(self, publication: Publication, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
+    def record_gate(self, record: BackfillRecord, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
         """Records nothing."""
 
 
