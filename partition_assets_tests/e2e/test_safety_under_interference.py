@@ -149,6 +149,20 @@ def test_a_coordinator_paused_past_its_lease_fails_before_the_gate(published_2_d
     assert status_of(lakehouse, bid) == "failed"
 
 
+def test_a_coordinator_run_that_crashes_leaves_its_backfill_failed_with_its_partitions_leased(published_2_days):
+    """A Launchpad coordinator run hit by an unexpected error (a bug, a lost connection) ended
+    its backfill `canceled` (the op took every error but its own for a termination from the
+    UI): the backfill failed, and says so, its partitions parked for `retry` or `discard`."""
+    lakehouse = published_2_days
+    crashed = run_coordinator_job(lakehouse, **{safe_defs.FACTOR_ENV: "1.25", FAILPOINT_ENV: "gating:raise"})
+    run_id = crashed.stdout.strip().splitlines()[-1]
+    with lakehouse.instance() as instance:
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+    assert status_of(lakehouse, "launchpad0run") == "failed"
+    held = [lease for table in TABLES for lease in leases(lakehouse.uri(table))]
+    assert held and all(lease.parked for lease in held)
+
+
 def test_re_executing_a_coordinator_run_resumes_its_backfill_and_keeps_its_fingerprints(published_2_days):
     """Hole 8: a re-executed coordinator run built a fresh record, dropping the fingerprints,
     so a commit made outside the backfill in between was overwritten silently."""

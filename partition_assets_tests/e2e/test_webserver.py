@@ -436,10 +436,13 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
     table = str(dagster_dev.lake / "adjusted")
     original = amounts(table)
     assert original == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
-
-    (release_dir / FACTOR_FILE).write_text("3")  # amounts x3: past the gate's 10 % budget
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.set_default_timeout(90_000)
+    with screenshot_on_failure(page, tmp_path / "passed.png"):
+        # The passed gate counts for the materializations it judged: not "Not evaluated".
+        gate_status_reads(page, dagster_dev, "Passed", first)
+
+    (release_dir / FACTOR_FILE).write_text("3")  # amounts x3: past the gate's 10 % budget
     with screenshot_on_failure(page, tmp_path / "gate.png"):
         page.goto(f"{dagster_dev.url}/assets/adjusted")
         page.get_by_role("button", name=re.compile(r"Materialize…")).first.click()
@@ -452,10 +455,7 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
         gated = page.get_by_text(re.compile(r"^Created backfill \w+$")).inner_text().split()[-1]
         wait_for_status(dagster_dev, gated, BackfillStatus.GATE_FAILED)
 
-        page.goto(f"{dagster_dev.url}/assets/adjusted?view=checks")
-        page.get_by_text(GATE_CHECK).first.click()
-        page.get_by_text(re.compile(r"^Failed$")).first.wait_for()
-        page.get_by_text(gated).first.wait_for()  # the evaluation names its backfill
+        gate_status_reads(page, dagster_dev, "Failed", gated)
         page.screenshot(path=shots / "ui-gate-check.png", full_page=True)
         page.get_by_text("[Show Markdown]").first.click()  # the diff, as `backfill diff` prints it
         page.get_by_role("dialog").get_by_text(re.compile(r"amount: 6 -> 18")).first.wait_for()
@@ -486,6 +486,16 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
     with dagster_dev.open_instance() as instance:
         assert BackfillStore(instance).load(waiting).approval.approved_by == "ana"
     page.close()
+
+
+def gate_status_reads(page, dagster_dev, status: str, backfill_id: str) -> None:
+    """The asset page's *Checks* tab shows `backfill_gate` as `status` (Passed, Failed), in the
+    checks' list and under its latest execution, which names `backfill_id`."""
+    page.goto(f"{dagster_dev.url}/assets/adjusted?view=checks")
+    page.get_by_text(GATE_CHECK).first.click()
+    page.get_by_text(re.compile(rf"^{status}$")).nth(1).wait_for()  # the list's tag and the execution's
+    page.get_by_text(backfill_id).first.wait_for()  # the evaluation names its backfill
+    assert page.get_by_text("Not evaluated").count() == 0, page.inner_text("body")
 
 
 def wait_for_status(dagster_dev, backfill_id: str, status: BackfillStatus) -> None:

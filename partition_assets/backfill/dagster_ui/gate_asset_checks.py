@@ -11,6 +11,10 @@ runs show every gate evaluation.
   the failed rules; and the diff as a Markdown table (what `backfill diff <id>` prints for
   that table), cut after DIFF_ROWS_SHOWN rows with a count of the rest.
 
+A published backfill's publish run records each evaluation again, after the materializations
+it judged (publishing/dagster_events.py), so that Dagster counts it for them: the asset's
+*Checks* tab shows it as the latest materialization's, not "Not evaluated".
+
 Not guaranteed: a gate given only by a backfill's `--gate` override, on an asset that
 declares none, is recorded too, but Dagster lists an evaluation on the *Checks* tab only
 for a declared check. The evaluation is recorded after the gate's ledger rows: a
@@ -22,7 +26,7 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.planning.gate_rules import gate_of
+from partition_assets.backfill.planning.gate_rules import GATE_CHECK, gate_of
 from partition_assets.backfill.publishing.backfill_stats import TableStats, gate_of_table
 from partition_assets.backfill.publishing.dagster_events import run_reporting
 from partition_assets.backfill.publishing.diff import DIFF_HEADER, DiffRow, diff_cells, diff_rows
@@ -30,7 +34,6 @@ from partition_assets.backfill.publishing.gate_evaluation import GateCheck, form
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.run_tags import BACKFILL_ID_TAG
 
-GATE_CHECK = "backfill_gate"
 DIFF_ROWS_SHOWN = 50
 _FAILED_SHOWN = 50
 

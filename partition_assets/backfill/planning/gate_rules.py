@@ -39,6 +39,8 @@ import dagster as dg
 from partition_assets.errors import GateConfigError
 
 GATE_METADATA_KEY = "partition_assets/gate"
+# The asset check a gate's evaluations are recorded under (backfill/dagster_ui/gate_asset_checks.py).
+GATE_CHECK = "backfill_gate"
 OVERRIDE_GRAMMAR = (
     "<asset>:off | <asset>:rows=<fraction>|off | <asset>:keys=<column>[,<column>...]|off | "
     "<asset>:<measure>=abs:<number>[,rel:<fraction>]|rel:<fraction>|off"

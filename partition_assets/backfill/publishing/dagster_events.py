@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import dagster as dg
 
 from partition_assets.backfill.model import NodeStatus
+from partition_assets.backfill.planning.gate_rules import GATE_CHECK
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
@@ -82,7 +83,39 @@ def record_materializations(
         )
     if sha:
         tags[GIT_SHA_TAG] = sha
-    run_reporting(instance, events, tags, "partition_assets_publish")
+    run_reporting(instance, [*events, *gate_evaluations(instance, record.id, tables)], tags, "partition_assets_publish")
+
+
+def gate_evaluations(instance: dg.DagsterInstance, backfill_id: str, tables: Tables) -> list[dg.AssetCheckEvaluation]:
+    """The latest `backfill_gate` evaluation of each of `tables` that this backfill's gate
+    recorded, to be recorded again in its publish run: Dagster counts a check's evaluation
+    for an asset's latest materialization when both are in one run (an evaluation recorded
+    before the materialization reads "Not evaluated" on the asset's *Checks* tab). A forced
+    publish repeats a failed evaluation: what was published failed its gate."""
+    repeated = []
+    for asset in tables:
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(asset, GATE_CHECK), limit=1
+        )
+        event = history[0].event if history else None
+        evaluation = event.dagster_event.event_specific_data if event and event.dagster_event else None
+        if isinstance(evaluation, dg.AssetCheckEvaluation) and _backfill_of(evaluation) == backfill_id:
+            repeated.append(
+                dg.AssetCheckEvaluation(
+                    asset_key=evaluation.asset_key,
+                    check_name=evaluation.check_name,
+                    passed=evaluation.passed,
+                    metadata=evaluation.metadata,
+                    severity=evaluation.severity,
+                    description=evaluation.description,
+                )
+            )
+    return repeated
+
+
+def _backfill_of(evaluation: dg.AssetCheckEvaluation) -> object:
+    value = evaluation.metadata.get("backfill_id")
+    return None if value is None else value.value
 
 
 def publish_recorded(instance: dg.DagsterInstance, backfill_id: str) -> bool:
