@@ -367,6 +367,32 @@ def test_a_range_whose_every_partition_fails_ends_with_each_failed_in_at_most_2n
     assert len(set(launched)) == len(launched)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_whatever_fails_and_in_whatever_order_runs_end_only_failing_nodes_without_failed_ancestors_fail(seed):
+    graph = graph_of("src", "wide", "ledger", "reader")
+    order = random.Random(seed)
+    failing = set(order.sample(sorted(graph.nodes()), 3))
+    schedule = Schedule(graph, Throttle(order.choice([1, 2, 3])), durations=every_second(graph))
+    launched = drive(schedule, graph, failing=failing, choose=order.choice)
+
+    def ancestors(start: Node) -> set[Node]:
+        seen, stack = set(), [p for p in graph.upstream(start) if p != start]
+        while stack:
+            parent = stack.pop()
+            if parent not in seen:
+                seen.add(parent)
+                stack.extend(p for p in graph.upstream(parent) if p != parent)
+        return seen
+
+    failed = {n for n in failing if not ancestors(n) & failing}
+    blocked = {n for n in graph.nodes() if ancestors(n) & failed} - failed
+    statuses = schedule.statuses()
+    assert {n for n, s in statuses.items() if s == NodeStatus.FAILED} == failed
+    assert {n for n, s in statuses.items() if s == NodeStatus.BLOCKED} == blocked
+    assert {n for n, s in statuses.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - failed - blocked
+    assert len(set(launched)) == len(launched)  # no range runs twice
+
+
 def test_only_final_results_are_returned_and_a_failed_partition_blocks_only_its_downstream():
     graph = graph_of("ledger", "reader")
     failing = node("ledger", 3)
