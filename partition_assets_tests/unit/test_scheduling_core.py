@@ -110,7 +110,8 @@ def drive(schedule: Schedule, graph, failing=frozenset(), choose=lambda running:
     holding a node of `failing` fails. Returns the units in launch order; checks at every
     launch that each member's upstream nodes outside its unit succeeded."""
     launched, running = [], []
-    for _ in range(graph.node_count()):  # each step finishes a unit of at least one node
+    # Each step finishes a unit; a failed range comes back as its halves: at most 2n - 1 runs of n nodes.
+    for _ in range(2 * graph.node_count()):
         if schedule.is_done:
             return launched
         for new in schedule.next_units():
@@ -311,14 +312,104 @@ def test_a_failure_blocks_exactly_its_descendants():
     assert not blocked & {member for launched_unit in launched for member in launched_unit.nodes}
 
 
-def test_a_failed_unit_fails_every_member_and_blocks_the_rest_of_its_chain():
+def test_a_failed_chain_runs_again_in_halves_and_fails_only_from_its_failing_partition_on():
     graph = graph_of("src", "ledger")
     schedule = Schedule(graph, Throttle(4), done=every("src") + [node("ledger", 1)])
     (chain,) = schedule.next_units()
     assert chain == unit("ledger", *range(2, 9))
-    schedule.finish(chain, results(chain, succeeded=False))
+    assert schedule.finish(chain, results(chain, succeeded=False)) == []  # nothing final yet
+    # Each day of the chain needs the day before: the second half waits for the first.
+    first_half = unit("ledger", 2, 3, 4, 5)
+    assert schedule.next_units() == [first_half]
+    assert len(schedule.finish(first_half, results(first_half))) == 4
+    assert drive(schedule, graph, failing={node("ledger", 6)}) == [
+        unit("ledger", 6, 7, 8),
+        unit("ledger", 6, 7),
+        unit("ledger", 6),
+    ]
+    statuses = schedule.statuses()
+    assert {n for n, s in statuses.items() if s == NodeStatus.FAILED} == {node("ledger", 6)}
+    # Days 7 and 8 read day 6: blocked, never run again.
+    assert {n for n, s in statuses.items() if s == NodeStatus.BLOCKED} == {node("ledger", 7), node("ledger", 8)}
+    assert {n for n, s in statuses.items() if s == NodeStatus.SUCCEEDED and n.asset == dg.AssetKey("ledger")} == {
+        node("ledger", 1),  # done before
+        *first_half.nodes,
+    }
+
+
+def test_a_failed_range_runs_again_in_halves_down_to_its_failing_partition_once():
+    graph = graph_of("wide")
+    schedule = Schedule(graph, Throttle(1), durations=every_second(graph))
+    failing = node("wide", 6)
+    launched = drive(schedule, graph, failing={failing})
+    # The range, then each half that held day 6 split again; the halves that succeed are kept.
+    assert launched == [
+        unit("wide", *range(1, 9)),
+        unit("wide", 1, 2, 3, 4),
+        unit("wide", 5, 6, 7, 8),
+        unit("wide", 5, 6),
+        unit("wide", 5),
+        unit("wide", 6),
+        unit("wide", 7, 8),
+    ]
+    statuses = schedule.statuses()
+    assert {n for n, s in statuses.items() if s != NodeStatus.SUCCEEDED} == {failing}
+    assert statuses[failing] == NodeStatus.FAILED
+
+
+def test_a_range_whose_every_partition_fails_ends_with_each_failed_in_at_most_2n_minus_1_runs():
+    graph = graph_of("wide")
+    schedule = Schedule(graph, Throttle(2), durations=every_second(graph))
+    launched = drive(schedule, graph, failing=set(graph.nodes()))
+    assert len(launched) <= 2 * graph.node_count() - 1
+    assert set(schedule.statuses().values()) == {NodeStatus.FAILED}
+    # No range runs twice: each failed range comes back as two smaller ones.
+    assert len(set(launched)) == len(launched)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_whatever_fails_and_in_whatever_order_runs_end_only_failing_nodes_without_failed_ancestors_fail(seed):
+    graph = graph_of("src", "wide", "ledger", "reader")
+    order = random.Random(seed)
+    failing = set(order.sample(sorted(graph.nodes()), 3))
+    schedule = Schedule(graph, Throttle(order.choice([1, 2, 3])), durations=every_second(graph))
+    launched = drive(schedule, graph, failing=failing, choose=order.choice)
+
+    def ancestors(start: Node) -> set[Node]:
+        seen, stack = set(), [p for p in graph.upstream(start) if p != start]
+        while stack:
+            parent = stack.pop()
+            if parent not in seen:
+                seen.add(parent)
+                stack.extend(p for p in graph.upstream(parent) if p != parent)
+        return seen
+
+    failed = {n for n in failing if not ancestors(n) & failing}
+    blocked = {n for n in graph.nodes() if ancestors(n) & failed} - failed
+    statuses = schedule.statuses()
+    assert {n for n, s in statuses.items() if s == NodeStatus.FAILED} == failed
+    assert {n for n, s in statuses.items() if s == NodeStatus.BLOCKED} == blocked
+    assert {n for n, s in statuses.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - failed - blocked
+    assert len(set(launched)) == len(launched)  # no range runs twice
+
+
+def test_only_final_results_are_returned_and_a_failed_partition_blocks_only_its_downstream():
+    graph = graph_of("ledger", "reader")
+    failing = node("ledger", 3)
+    schedule = Schedule(graph, Throttle(1), durations=every_second(graph))
+    reported = []
+    for _ in range(2 * graph.node_count()):
+        if schedule.is_done:
+            break
+        for new in schedule.next_units():
+            reported += schedule.finish(new, results(new, succeeded=failing not in new.nodes))
     assert schedule.is_done
-    assert {schedule.status(member) for member in chain.nodes} == {NodeStatus.FAILED}
+    # Every node reported once: the failed range runs report nothing of their own.
+    assert Counter(result.node for result in reported) == Counter(
+        n for n, s in schedule.statuses().items() if s in (NodeStatus.SUCCEEDED, NodeStatus.FAILED)
+    )
+    blocked = {n for n, s in schedule.statuses().items() if s == NodeStatus.BLOCKED}
+    assert blocked == {node("ledger", day) for day in range(4, 9)} | {node("reader", day) for day in range(3, 9)}
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -388,9 +479,10 @@ def test_a_launch_that_raises_fails_every_node_of_its_unit():
         return completed(results(run_unit))
 
     status = execute(graph, launch, Throttle(2), on_result=reported.append, durations=every_second(graph))
-    # 8 ready nodes, 2 slots: units 01-01..04 and 01-05..08.
-    assert {n for n, s in status.items() if s == NodeStatus.FAILED} == {node("wide", day) for day in (5, 6, 7, 8)}
-    assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == {node("wide", d) for d in (1, 2, 3, 4)}
+    # 8 ready nodes, 2 slots: units 01-01..04 and 01-05..08; the failed one runs again in halves.
+    assert {n for n, s in status.items() if s == NodeStatus.FAILED} == {node("wide", 5)}
+    assert {n for n, s in status.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - {node("wide", 5)}
+    assert Counter(r.node for r in reported) == Counter(graph.nodes())  # each node reported once, as it ended
     failures = [r for r in reported if not r.succeeded]
     assert {r.error for r in failures} == {"RuntimeError: worker died"}
     assert {r.run_id for r in failures} == {None}

@@ -91,6 +91,20 @@ class StatusReport:
     def title(self) -> str:
         return f"backfill {self.record.id} ({self.record.status}): {self.record.spec.describe()}"
 
+    @property
+    def failed_lines(self) -> list[str]:
+        """A line per asset whose latest run of some partitions failed, naming those partition
+        keys in partition order: `failed: daily_orders 2024-03-06` (a range run that failed was
+        run again in halves, so these are the partitions that fail on their own)."""
+        lines = []
+        for asset, asset_slice in self.graph.slices.items():
+            keys = [
+                key for key in asset_slice.partition_keys if self.node_states.get(Node(asset, key)) == NodeStatus.FAILED
+            ]
+            if keys:
+                lines.append(f"failed: {asset.to_user_string()} {', '.join(keys)}")
+        return lines
+
 
 @dataclass(frozen=True)
 class Published:

@@ -8,6 +8,7 @@ lets the backfill run now (capacity, pause, window: backfill/running/claims.py),
 again at least every second; this module only runs it.
 """
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -24,6 +25,8 @@ from partition_assets.backfill.running.scheduling import (
     Throttle,
     failed_launch_results,
 )
+
+_log = logging.getLogger(__name__)
 
 # Runs one unit (one run); the future gives a result per node of the unit.
 Launch = Callable[[RunUnit], Future]
@@ -51,7 +54,8 @@ def execute(
     partitions (with `newest_first`: the newest partitions first, whatever the chains).
     With `batch_chains`, a node of an asset that runs partition ranges
     (`AssetSlice.max_batch`) takes along the partitions that would wait anyway.
-    `on_result` sees every node's result as its unit finishes. When `should_stop()`
+    `on_result` sees every node's final result as its unit finishes: a range run that
+    failed is run again in halves first (scheduling.py, rule 4), and reports nothing itself. When `should_stop()`
     turns true, nothing more is launched and running units are left to the caller.
     Units launch only within `allowance()` (its pool caps apply to the assets' `pools`):
     while it allows nothing, the loop waits, its runs in flight finishing. `durations`:
@@ -69,9 +73,16 @@ def execute(
         for future in finished:
             unit = running.pop(future)
             results = _results_of(future, unit)
-            for result in results:
+            final = schedule.finish(unit, results)
+            if len(final) < len(results):
+                _log.info(
+                    "%s %s..%s failed as one run: its partitions run again in halves",
+                    unit.asset.to_user_string(),
+                    unit.partitions[0],
+                    unit.partitions[-1],
+                )
+            for result in final:
                 on_result(result)
-            schedule.finish(unit, results)
     return schedule.statuses()
 
 

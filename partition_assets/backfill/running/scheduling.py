@@ -15,7 +15,12 @@ that launches the units and waits for them. Its rules:
    `Schedule.ready_allowance`);
 3. when a node succeeds, its downstream nodes count one fewer pending upstream; those
    reaching zero become ready; a failure blocks every descendant instead;
-4. the backfill is done when no node is ready or running.
+4. a unit of several partitions that fails is not failed: its partitions are ready again,
+   to run as its two halves (`Schedule.finish`), each half that fails split again, down to
+   single partitions; only a single partition's failure fails its node. So one bad
+   partition fails itself and its descendants, not the siblings it shared a range run with,
+   for at most 2n - 1 runs of a range of n: each range runs once, halves never merge again;
+5. the backfill is done when no node is ready or running.
 
 Not guaranteed: the shortest makespan. The order is a list schedule by longest chain
 (within the bound's reach on the generated shapes of bench/dag_shapes.py, simulated:
@@ -112,6 +117,8 @@ class Schedule:
         self._running: dict[RunUnit, float | None] = {}  # each running unit's launch time, when told
         self._running_per_asset: Counter[dg.AssetKey] = Counter()
         self._running_per_pool: Counter[str] = Counter()
+        # The members of failed units, each to run again only with the members of its half.
+        self._halves: dict[Node, RunUnit] = {}
 
     def _order_by_estimates(self) -> None:
         """Each node's chain of work (seconds, by the current estimates) and launch priority."""
@@ -168,7 +175,12 @@ class Schedule:
             ):
                 deferred.append(entry)
                 continue
-            if self._batch_chains:
+            half = self._halves.get(node)
+            if half is not None:  # the whole half it belongs to, as far as its members can run together
+                unit = unit_starting_at(
+                    self._graph, node, self._status, self._children, self._waiting_on, len(half.nodes), half
+                )
+            elif self._batch_chains:
                 unit = unit_starting_at(
                     self._graph, node, self._status, self._children, self._waiting_on, self.ready_allowance(node, now)
                 )
@@ -240,8 +252,10 @@ class Schedule:
             sharers += 1
         return sharers
 
-    def finish(self, unit: RunUnit, results: Sequence[NodeResult]) -> None:
-        """Frees the slot of a running `unit` and applies its results, one per node."""
+    def finish(self, unit: RunUnit, results: Sequence[NodeResult]) -> list[NodeResult]:
+        """Frees the slot of a running `unit` and applies its results, one per node; returns
+        those that are final. A unit of several partitions whose every node failed returns
+        none: its partitions run again, in halves (rule 4 of the module docstring)."""
         if unit not in self._running:
             raise SchedulingError(f"{unit} is not running")
         if Counter(result.node for result in results) != Counter(unit.nodes):
@@ -256,11 +270,33 @@ class Schedule:
         self._finished_since_reorder += len(unit.nodes)
         if self._reorder_due and self._finished_since_reorder >= self._reorder_every:
             self._reorder()
+        for member in unit.nodes:
+            self._halves.pop(member, None)
+        if len(unit.nodes) > 1 and not any(result.succeeded for result in results):
+            self._run_again_in_halves(unit)
+            return []
         for result in results:
             if result.succeeded:
                 self._succeeded(result.node)
             else:
                 self._failed(result.node)
+        return list(results)
+
+    def _run_again_in_halves(self, unit: RunUnit) -> None:
+        """The failed `unit`'s members pending again, each bound to its half: the ready ones
+        back on the ready heap, the others (a self-dependency's chain) waiting on the members
+        before them as they did."""
+        middle = (len(unit.partitions) + 1) // 2
+        for half in (RunUnit(unit.asset, unit.partitions[:middle]), RunUnit(unit.asset, unit.partitions[middle:])):
+            for member in half.nodes:
+                self._halves[member] = half
+        for member in unit.nodes:
+            self._status[member] = NodeStatus.PENDING
+            if self._waiting_on[member] == 0:
+                heapq.heappush(self._ready, (self._priority[member], member))
+                self._ready_changed(member.asset, 1)
+        self._unlaunched[unit.asset] += len(unit.nodes)
+        self._unlaunched_seconds += len(unit.nodes) * self._seconds[unit.asset]
 
     def _reorder(self) -> None:
         """The chains and priorities again, by estimates that moved, and the ready heap in that order."""
@@ -368,11 +404,13 @@ def unit_starting_at(
     children: Mapping[Node, list[Node]],
     waiting_on: Mapping[Node, int],
     ready_allowance: int,
+    within: RunUnit | None = None,
 ) -> RunUnit:
     """The run of the ready `node`: it and the next partitions of its asset that join it.
 
     Only assets whose runs may cover a range (`AssetSlice.max_batch` > 1) take any
-    along, never across one of the slice's `breaks`. A later partition joins when
+    along, never across one of the slice's `breaks`, nor past the end of `within` (the
+    half of a failed unit that `node` belongs to). A later partition joins when
     - it is ready too, up to `ready_allowance` ready members beyond `node`; or
     - it depends on the previous member (a self-dependency: it could not run beside
       it), all its other unfinished upstream nodes are members, and nothing outside
@@ -382,7 +420,8 @@ def unit_starting_at(
     first = asset_slice.index_of[node.partition]
     members = [node]
     ready_members = 0
-    for index in range(first + 1, min(first + asset_slice.max_batch, len(asset_slice))):
+    end = len(asset_slice) if within is None else asset_slice.index_of[within.partitions[-1]] + 1
+    for index in range(first + 1, min(first + asset_slice.max_batch, end)):
         previous, candidate = members[-1], Node(node.asset, asset_slice.partition_keys[index])
         if index in asset_slice.breaks or status[candidate] != NodeStatus.PENDING:
             break
