@@ -16,23 +16,13 @@ from partition_assets_tests.support import REPO
 
 UV = str(Path(sys.executable).parent / "uv")
 
-USER_PROJECT = """\
+# The project's assets are code_location_forms' own (Dagster's default partitions and IO manager).
+ASSETS = REPO / "partition_assets_tests" / "support" / "code_location_forms" / "visits.py"
+USER_DEFINITIONS = """\
 import dagster as dg
 
 import partition_assets
-
-DAYS = partition_assets.daily("2024-01-01")
-
-
-@dg.asset(partitions_def=DAYS)
-def visits(context: dg.AssetExecutionContext) -> int:
-    return int(context.partition_key[-2:])
-
-
-@dg.asset(partitions_def=DAYS)
-def doubled_visits(visits: int) -> int:
-    return 2 * visits
-
+from my_project.visits import doubled_visits, visits
 
 # Dagster's own filesystem IO manager (under DAGSTER_HOME/storage), in place of the Delta one.
 defs = partition_assets.definitions(assets=[visits, doubled_visits], module=__name__, io_manager=dg.fs_io_manager)
@@ -79,7 +69,8 @@ def test_a_wheel_in_a_fresh_venv_plans_and_runs_a_users_project(home, tmp_path):
     (project / "my_project").mkdir(parents=True)
     (project / "pyproject.toml").write_text(PYPROJECT)
     (project / "my_project" / "__init__.py").write_text("")
-    (project / "my_project" / "definitions.py").write_text(USER_PROJECT)
+    (project / "my_project" / "visits.py").write_text(ASSETS.read_text())
+    (project / "my_project" / "definitions.py").write_text(USER_DEFINITIONS)
     # No PYTHONPATH (this checkout would be on it); bytecode written, as `make test` lets every
     # process write it: the venv's first process compiles what it imports, the others read it.
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
