@@ -15,7 +15,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._cli.asset import asset_materialize_command
-from dagster._core.events import DagsterEventType
 
 from partition_assets.cli.main import main
 from partition_assets_tests.support.instances import instance_env
@@ -42,10 +41,10 @@ def what_the_instance_holds(home: Path) -> tuple[dict, set, dict]:
                 event = entry.dagster_event
                 if event is None:
                     continue
-                if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+                if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
                     key = event.asset_key.to_user_string()
                     materialized.setdefault(key, set()).add(event.partition)
-                elif event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+                elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
                     evaluation = event.event_specific_data
                     checks.add((evaluation.check_name, evaluation.passed, evaluation.severity.value))
     outputs = {
@@ -56,6 +55,8 @@ def what_the_instance_holds(home: Path) -> tuple[dict, set, dict]:
     return materialized, checks, outputs
 
 
+# Dagster points from `dagster asset materialize` to `dg launch`, which runs the same code.
+@pytest.mark.filterwarnings("ignore:Function `asset_materialize_command` is superseded")
 @pytest.mark.parametrize("module", LOCATIONS.values(), ids=LOCATIONS.keys())
 def test_the_engine_backfills_a_users_code_location_as_dagster_materializes_it(
     module, home, home_template, tmp_path, monkeypatch, capsys
