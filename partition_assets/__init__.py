@@ -1,5 +1,119 @@
 """partition_assets: backfill-safe partitioned assets for Dagster + PySpark.
 
-Rooms: `partitions` (definitions and mappings), `spark` (session resource),
-`storage` (IO managers), `cli`, and `example` (the example code location).
+The public API is the flat `__all__` below: `from partition_assets import definitions, daily,
+mappings, backfill_gate, ...` is all a project imports (docs/reference/api.md lists each
+name, docs/guide/your-project.md uses them). Each name is imported from the module that
+defines it the first time it is read: the command line starts without Dagster or Spark
+(`import partition_assets.cli.main` runs this file too).
+
+Rooms: `partitions` (definitions and mappings), `spark` (session resource), `storage` (IO
+managers), `backfill` (the engine), `automation` (its Dagster jobs and sensors), `cli`, and
+`example` (the example code location, written against this API alone).
+
+Not guaranteed: a name of a module below (e.g. `partition_assets.backfill.planning.graph.Node`)
+may move between releases; the names of `__all__` stay.
 """
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "Budget",
+    "CodeLocationError",
+    "InputOptions",
+    "PartitionAssetsError",
+    "PartitionScopeError",
+    "SparkDeltaIOManager",
+    "SparkParquetIOManager",
+    "SparkResource",
+    "TableNotFoundError",
+    "TableSchemaError",
+    "WiringError",
+    "backfill_approval",
+    "backfill_gate",
+    "backfill_operation_jobs",
+    "catch_up_sensor",
+    "coordinator_takeover_sensor",
+    "cron",
+    "daily",
+    "declare_schema_change",
+    "default_schedule_status",
+    "default_status",
+    "definitions",
+    "dynamic",
+    "eager_partitions_sensor",
+    "gate_checks",
+    "hourly",
+    "lake_root",
+    "mappings",
+    "monthly",
+    "multi",
+    "partitioned_schedule",
+    "pause_backfill_job",
+    "quiet_dagster_betas",
+    "sparse_backfill_job",
+    "static",
+    "vacuum",
+    "weekly",
+    "with_git_versions",
+]
+
+# The module each public name is imported from, on first use (PEP 562).
+_HOMES = {
+    "partition_assets._wiring": ("definitions", "lake_root"),
+    "partition_assets.partitions": (
+        "cron",
+        "daily",
+        "dynamic",
+        "hourly",
+        "mappings",
+        "monthly",
+        "multi",
+        "static",
+        "weekly",
+    ),
+    "partition_assets.storage": (
+        "InputOptions",
+        "SparkDeltaIOManager",
+        "SparkParquetIOManager",
+        "declare_schema_change",
+        "vacuum",
+    ),
+    "partition_assets.spark": ("SparkResource",),
+    "partition_assets.backfill": ("Budget", "backfill_approval", "backfill_gate", "gate_checks"),
+    "partition_assets.automation": (
+        "catch_up_sensor",
+        "coordinator_takeover_sensor",
+        "default_schedule_status",
+        "default_status",
+        "eager_partitions_sensor",
+        "partitioned_schedule",
+        "pause_backfill_job",
+        "sparse_backfill_job",
+    ),
+    "partition_assets.automation.operations": ("backfill_operation_jobs",),
+    "partition_assets.deploy": ("with_git_versions",),
+    "partition_assets.dagster_betas": ("quiet_dagster_betas",),
+    "partition_assets.errors": (
+        "CodeLocationError",
+        "PartitionAssetsError",
+        "PartitionScopeError",
+        "TableNotFoundError",
+        "TableSchemaError",
+        "WiringError",
+    ),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME_OF.get(name)
+    if home is None:
+        raise AttributeError(f"module 'partition_assets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # read once: later reads skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -217,3 +217,8 @@ class RecordChangedError(BackfillStateError):
 
 class ApprovalConfigError(PartitionAssetsError, ValueError):
     """The approval setting in dagster.yaml (`partition_assets: approval:`) is invalid; nothing was written."""
+
+
+class WiringError(PartitionAssetsError, TypeError):
+    """A call wiring a project (`partition_assets.definitions`) was given an option it does not
+    take, or a code location it cannot find; nothing was built or written."""

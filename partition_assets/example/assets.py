@@ -21,9 +21,11 @@ import dagster as dg
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from partition_assets.backfill import Budget, backfill_approval, backfill_gate
-from partition_assets.example import sources
-from partition_assets.partitions import (
+from partition_assets import (
+    Budget,
+    SparkResource,
+    backfill_approval,
+    backfill_gate,
     cron,
     daily,
     dynamic,
@@ -34,7 +36,7 @@ from partition_assets.partitions import (
     static,
     weekly,
 )
-from partition_assets.spark import SparkResource
+from partition_assets.example import sources
 
 START = "2024-01-01"
 

@@ -14,19 +14,21 @@ import sys
 from datetime import date
 
 import pyarrow.compute as pc
-from deltalake import CommitProperties
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import TableNotFoundError as DeltaTableNotFoundError
 
-from partition_assets.errors import PartitionAssetsError, TableNotFoundError
-from partition_assets.example.definitions import lake_root
+from partition_assets import PartitionAssetsError, TableNotFoundError, lake_root
 from partition_assets.example.sources import CURRENCIES
-from partition_assets.storage.delta.log import open_table
 
 
 def correct_rate(lake: str, day: str, currency: str, units_per_usd: float) -> int:
     """Sets `currency`'s rate on `day` in the lake's fx_rates table in one commit; returns
     the new table version. TableNotFoundError when the table or that day's row is missing."""
     uri = f"{lake.rstrip('/')}/fx_rates"
-    table = open_table(uri)
+    try:
+        table = DeltaTable(uri)
+    except DeltaTableNotFoundError:
+        table = None
     row = (pc.field("ds") == day) & (pc.field("currency") == currency)
     if table is None or table.to_pyarrow_dataset().to_table(filter=row, use_threads=False).num_rows == 0:
         raise TableNotFoundError(

@@ -1,13 +1,11 @@
-"""The engine loads every form of code location Dagster loads (partition_assets/code_location.py):
-a `@repository`, a `dg`-scaffolded project's `@dg.definitions` function loading its `defs/`
-folder, one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, a
-workspace.yaml's entry, and the module a `[tool.dg]` project names. `backfill run` runs the
-first two through its workers, which load the location again, and the webserver's backfills
-of them are adopted. A module holding several, none, or a `@dg.definitions` function that
-raises, an attribute it does not hold, and a workspace of two are refused with a message
-naming them, and nothing is recorded."""
-
-import pickle
+"""The engine loads every form of code location Dagster loads (partition_assets/code_location.py): a
+`@repository`, a `dg`-scaffolded project's `@dg.definitions` function loading its `defs/` folder,
+one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, a workspace.yaml's entry,
+and the module a `[tool.dg]` project names. The webserver's backfills of the first two are adopted
+(`backfill run` runs them through its workers, which load the location again, in
+test_user_projects.py, beside Dagster's own runs of them). A module holding several, none, or a
+`@dg.definitions` function that raises, an attribute it does not hold, and a workspace of two are
+refused with a message naming them, and nothing is recorded."""
 
 import dagster as dg
 import pytest
@@ -59,19 +57,6 @@ def test_the_engine_plans_each_form_of_code_location_dagster_loads(target, home,
     code, out, err = run_in_process(["backfill", "plan", *target, *TWO_DAYS], capsys)
     assert code == 0, err
     assert "4 nodes" in out, out
-
-
-@pytest.mark.parametrize("module", [REPOSITORY, DG_PROJECT], ids=["repository", "dg definitions function"])
-def test_a_repository_and_a_definitions_function_backfill_through_workers(module, home, capsys):
-    code, out, err = run_in_process(["backfill", "run", "-m", module, *TWO_DAYS], capsys)
-    assert code == 0, out + err
-    with dg.DagsterInstance.get() as instance:
-        materialized = {
-            key: instance.get_materialized_partitions(dg.AssetKey(key)) for key in ("visits", "doubled_visits")
-        }
-    assert materialized == {"visits": {"2024-01-02", "2024-01-03"}, "doubled_visits": {"2024-01-02", "2024-01-03"}}
-    # Dagster's default IO manager stored each output under the instance's storage folder.
-    assert pickle.loads((home / "storage" / "doubled_visits" / "2024-01-03").read_bytes()) == 6
 
 
 @pytest.mark.parametrize("module", [REPOSITORY, DG_PROJECT], ids=["repository", "dg definitions function"])

@@ -1,0 +1,59 @@
+"""The public API (partition_assets/__init__.py): one flat `__all__`, each name read from the
+module defining it; the docs' API page lists exactly those names; the example code location
+imports nothing deeper than `partition_assets` (its own modules aside)."""
+
+import ast
+import re
+
+import partition_assets
+from partition_assets_tests.support import REPO
+
+API_PAGE = REPO / "docs" / "reference" / "api.md"
+EXAMPLE = REPO / "partition_assets" / "example"
+
+
+def documented_names() -> set[str]:
+    """The names in the first column of the API page's tables."""
+    return set(re.findall(r"^\| `(\w+)` \|", API_PAGE.read_text(), flags=re.MULTILINE))
+
+
+def test_the_api_page_lists_exactly_the_public_names():
+    assert documented_names() == set(partition_assets.__all__)
+    assert len(partition_assets.__all__) == len(set(partition_assets.__all__))
+
+
+def test_every_public_name_is_importable_from_partition_assets_as_its_module_defines_it():
+    namespace: dict = {}
+    exec("from partition_assets import *", namespace)
+    for name in partition_assets.__all__:
+        home = partition_assets._HOME_OF[name]
+        assert namespace[name] is getattr(__import__(home, fromlist=[name]), name), name
+    # No name is read lazily that __all__ does not list.
+    assert set(partition_assets._HOME_OF) == set(partition_assets.__all__)
+
+
+def test_a_name_the_api_does_not_hold_is_an_attribute_error():
+    try:
+        partition_assets.definition  # noqa: B018
+    except AttributeError as error:
+        assert "'definition'" in str(error)
+    else:
+        raise AssertionError("partition_assets.definition was found")
+
+
+def test_the_example_imports_from_partition_assets_alone():
+    deeper = {}
+    for path in sorted(EXAMPLE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for module in modules:
+                own = module == "partition_assets" or module.startswith("partition_assets.example")
+                if module.split(".")[0] == "partition_assets" and not own:
+                    deeper[path.name] = module
+    assert deeper == {}
