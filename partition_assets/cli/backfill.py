@@ -39,7 +39,6 @@ from partition_assets.backfill.commands import (
 from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.results import Published
 from partition_assets.backfill.planning.spec import spec_from_arguments
-from partition_assets.backfill.running.asset_runs import VERBOSE_ENV
 from partition_assets.backfill.running.progress import Tally
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.live import LiveConsole
@@ -47,6 +46,7 @@ from partition_assets.cli.rendering import render_diff, render_ledger, render_li
 from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
+from partition_assets.run_console import VERBOSE_ENV
 
 
 def run_backfill_command(args: argparse.Namespace) -> int:

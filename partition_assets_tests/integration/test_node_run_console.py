@@ -6,7 +6,8 @@ import logging
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.running.asset_runs import VERBOSE_ENV, AssetRuns
+from partition_assets.backfill.running.asset_runs import AssetRuns
+from partition_assets.run_console import VERBOSE_ENV
 from partition_assets_tests.support.failing_defs import defs, drifting
 
 

@@ -29,6 +29,7 @@ LOWER = [
     "errors.py",
     "ids.py",
     "lint.py",
+    "run_console.py",
     "run_tags.py",
     "settings.py",
 ]

@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, RunUnit, TimeRange, build_graph
-from partition_assets.backfill.running.asset_runs import VERBOSE_ENV, quiet_console_config
 from partition_assets.backfill.running.local_workers import user_error_line
 from partition_assets.backfill.running.progress import Progress, Tally
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
@@ -17,6 +16,7 @@ from partition_assets.cli.live import LiveConsole, progress_line
 from partition_assets.cli.main import main
 from partition_assets.dagster_internals import SerializableErrorInfo
 from partition_assets.partitions import daily
+from partition_assets.run_console import VERBOSE_ENV, quiet_console_config
 
 DAYS = daily("2024-01-01")
 SCHEMA_ERROR = "SourceSchemaError: column amount became a string"

@@ -21,6 +21,7 @@ from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.dagster_internals import AssetGraph
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
+from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
@@ -300,7 +301,8 @@ def run_reporting(
     def reporting_job():
         report()
 
-    reporting_job.execute_in_process(instance=instance, tags=tags)
+    # Its console quiet, as the node runs' are: the events are in the run's log.
+    reporting_job.execute_in_process(instance=instance, tags=tags, run_config=quiet_console_config(reporting_job, {}))
 
 
 STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT

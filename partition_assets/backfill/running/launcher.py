@@ -32,7 +32,6 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.running.asset_runs import quiet_console_config
 from partition_assets.backfill.running.local_workers import failure_message
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
@@ -47,6 +46,7 @@ from partition_assets.dagster_internals import (
 )
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.errors import CodeLocationError
+from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import LAUNCHED_TAG, range_tags
 
 # How often the run storage is read for the runs in flight: bounds how late a finished
