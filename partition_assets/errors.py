@@ -217,3 +217,11 @@ class RecordChangedError(BackfillStateError):
 
 class ApprovalConfigError(PartitionAssetsError, ValueError):
     """The approval setting in dagster.yaml (`partition_assets: approval:`) is invalid; nothing was written."""
+
+
+class UnknownReleaseError(PartitionAssetsError, LookupError):
+    """No release of the lake's release log has that id (storage/release_log.py); nothing was read or written."""
+
+
+class ReleaseExpiredError(PartitionAssetsError, LookupError):
+    """A release names a table version that vacuum or log cleanup has removed; nothing was read or written."""

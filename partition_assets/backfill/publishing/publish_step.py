@@ -3,10 +3,14 @@ table still to publish was checked to hold the staging its gate evaluated, and f
 commits made outside the backfill; a publish stopped part-way by such a commit says
 what was and was not published.
 
-Not guaranteed: between the first and the last table commit a reader joining two
-tables can see one published and the other not (each table on its own is old or new,
-never a mix); after a foreign commit stops a publish part-way, until it is finished
-or rolled back. A staging changed between its check against the gate's fingerprint
+The release log (release_steps.py) records the publish's begin before its first table
+commit and its release after its last: readers through the library (storage/release_reads.py,
+the IO managers' inputs) read every table as before until the release, then every table as after.
+
+Not guaranteed: between the first and the last table commit a reader of the tables' raw
+latest versions joining two tables can see one published and the other not (each table on
+its own is old or new, never a mix); after a foreign commit stops a publish part-way, until
+it is finished or rolled back. A staging changed between its check against the gate's fingerprint
 and its table's commit (moments apart, while the backfill holds its leases) is not seen.
 """
 
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from partition_assets.backfill.publishing import release_steps
 from partition_assets.backfill.publishing.dagster_events import record_materializations
 from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.tables import BackfillTable
@@ -71,6 +76,7 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
     if not force:
         _check_unchanged(publication, pending)
     publication.record.move_to(BackfillStatus.PUBLISHING, "publish")
+    release_steps.begin(publication, release_steps.PUBLISH, pending)
     for table in pending:
         fingerprint = None if force else fingerprint_of(publication, table)
         try:
@@ -85,6 +91,7 @@ def publish(publication: Publication, instance: dg.DagsterInstance, force: bool 
             table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
         _keep_previous(publication, table, result.version)
         failpoint("between_table_commits")
+    release_steps.release(publication, release_steps.PUBLISH, publication.record.published_versions)
     record_materializations(publication, instance)
     append_status(publication, LedgerStatus.PUBLISHED)
     publication.record.save()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand
+from partition_assets.backfill.publishing import release_steps
 from partition_assets.backfill.publishing.dagster_events import publish_recorded, reflect_rollback
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
@@ -66,6 +67,7 @@ def rollback(publication: Publication, instance: dg.DagsterInstance, force: bool
     published = check_rollback(publication, force)
     publication.record.save()
     publication.record.move_to(BackfillStatus.ROLLING_BACK, "rollback")
+    release_steps.begin(publication, release_steps.ROLLBACK, [table for table, _ in published])
     versions = {}
     for table, version in published:
         result = table.staging_format.rollback(table.uri, publication.record.id, version, force=force)
@@ -73,6 +75,7 @@ def rollback(publication: Publication, instance: dg.DagsterInstance, force: bool
         if result.version is not None:
             table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
         failpoint("between_rollback_commits")
+    release_steps.release(publication, release_steps.ROLLBACK, versions)
     for table in publication.tables.values():  # what a publish stopped part-way left staged
         table.staging_format.discard_staged(table.uri, publication.record.id)
     if publish_recorded(publication, instance):
