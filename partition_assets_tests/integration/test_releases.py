@@ -3,9 +3,10 @@ two table commits, or stopped part-way by a foreign commit, a reader through the
 (`read_tables`, the IO manager's inputs) joins both tables as before or both as after; a
 raw delta-rs reader of the latest versions sees the mix (so this test can fail).
 
-Two backfills of partition_assets_tests/support/release_defs.py run through the real
-coordinator, workers, Spark and instance, the publish held by the failpoint
-`between_table_commits:hold=<file>` while a thread reads in a loop.
+One backfill of partition_assets_tests/support/release_defs.py runs through the real
+coordinator, workers, Spark and instance, its publish held by the failpoint
+`between_table_commits:hold=<file>` while a thread reads in a loop, runs a downstream
+asset, and makes a foreign commit that stops the publish part-way.
 """
 
 import importlib
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
-import pytest
 from deltalake import DeltaTable
 
 from partition_assets.backfill.commands.recorded import publish_backfill
@@ -63,10 +63,12 @@ class Observed:
     error: BaseException | None = None
 
 
-def observe(lake: Path, hold: Path, during: Callable[[], object], mixed: tuple[str, ...]) -> tuple[threading.Thread, Observed]:
+def observe(
+    lake: Path, hold: Path, during: Callable[[], object], mixed: tuple[str, ...], then: Callable[[], None]
+) -> tuple[threading.Thread, Observed]:
     """A thread that, once the publish is held, runs `during`, then reads through the library and
-    raw in a loop until the raw reader saw `mixed` and the library reader read a few times,
-    then lets the publish go on."""
+    raw in a loop until the raw reader saw `mixed` and the library reader read a few times, runs
+    `then`, and lets the publish go on."""
     seen = Observed()
 
     def loop() -> None:
@@ -76,6 +78,7 @@ def observe(lake: Path, hold: Path, during: Callable[[], object], mixed: tuple[s
             while mixed not in seen.raw or len(seen.library) < 3:
                 seen.library.append(through_library(lake))
                 seen.raw.append(raw_latest(lake))
+            then()
         except BaseException as error:  # the main thread asserts on it
             seen.error = error
         finally:
@@ -87,7 +90,9 @@ def observe(lake: Path, hold: Path, during: Callable[[], object], mixed: tuple[s
 
 
 def run_backfill(instance: dg.DagsterInstance) -> str:
-    spec = BackfillSpec(module=CODE_LOCATION, selection="key:payouts_daily or key:payouts_quarterly", start=DAY, end=DAY)
+    spec = BackfillSpec(
+        module=CODE_LOCATION, selection="key:payouts_daily or key:payouts_quarterly", start=DAY, end=DAY
+    )
     record = BackfillRecord(spec, store=BackfillStore(instance))
     try:
         BackfillRun(instance, record, graph_of(spec, instance), set(), dagster_view=WEBSERVER).run()
@@ -96,7 +101,9 @@ def run_backfill(instance: dg.DagsterInstance) -> str:
     return record.id
 
 
-def test_library_readers_join_one_release_while_a_publish_is_held_or_stopped(home, lake, monkeypatch, tmp_path):
+def test_library_readers_join_one_release_while_a_publish_is_held_or_stopped(
+    spark_resource, home, lake, monkeypatch, tmp_path
+):
     monkeypatch.setenv(LAKE_ENV, str(lake))
     defs_module = importlib.import_module(CODE_LOCATION)
     assert defs_module.lake == str(lake)
@@ -117,41 +124,33 @@ def test_library_readers_join_one_release_while_a_publish_is_held_or_stopped(hom
     materialize(defs_module.payouts_daily, defs_module.payouts_quarterly)
     old_versions = {name: DeltaTable(str(lake / name)).version() for name in TABLES}
 
-    # A publish held between its two table commits; a downstream asset runs meanwhile.
+    # A publish held between its two table commits: a downstream asset runs meanwhile; then a
+    # foreign commit to the second table stops the publish part-way.
     tag.write_text("v2")
-    hold = tmp_path / "go1"
+    hold = tmp_path / "go"
     monkeypatch.setenv(FAILPOINT_ENV, f"between_table_commits:hold={hold}")
+
+    def foreign_commit() -> None:
+        DeltaTable(str(lake / "payouts_quarterly")).update(updates={"tag": "'foreign'"}, predicate=f"ds = '{DAY}'")
+
     with dg.DagsterInstance.get() as instance:
-        thread, seen = observe(lake, hold, lambda: materialize(defs_module.dashboard), mixed=("v2", "v1"))
-        run_backfill(instance)
+        dashboard = lambda: materialize(defs_module.dashboard)  # noqa: E731
+        thread, seen = observe(lake, hold, dashboard, mixed=("v2", "v1"), then=foreign_commit)
+        stopped = run_backfill(instance)
         thread.join()
         assert seen.error is None, seen.error
         assert set(seen.library) == {("v1", "v1")} and ("v2", "v1") in seen.raw
         # The downstream asset computed from one release: its recorded inputs, and what it joined.
         [materialization] = seen.during.asset_materializations_for_node("dashboard")
         assert materialization.metadata[INPUT_VERSIONS_METADATA].value == old_versions
-        assert DeltaTable(str(lake / "dashboard")).to_pandas()[["daily_tag", "quarterly_tag"]].values.tolist() == [
-            ["v1", "v1"]
-        ]
-        assert through_library(lake) == raw_latest(lake) == ("v2", "v2")
+        joined = DeltaTable(str(lake / "dashboard")).to_pandas()[["daily_tag", "quarterly_tag"]]
+        assert joined.values.tolist() == [["v1", "v1"]]
 
-        # A publish stopped part-way by a foreign commit: the old release until `publish --force`.
-        tag.write_text("v3")
-        hold = tmp_path / "go2"
-        monkeypatch.setenv(FAILPOINT_ENV, f"between_table_commits:hold={hold}")
-
-        def foreign_commit() -> None:
-            DeltaTable(str(lake / "payouts_quarterly")).update(updates={"tag": "'foreign'"}, predicate=f"ds = '{DAY}'")
-
-        thread, seen = observe(lake, hold, foreign_commit, mixed=("v3", "foreign"))
-        stopped = run_backfill(instance)
-        thread.join()
-        assert seen.error is None, seen.error
-        assert set(seen.library) == {("v2", "v2")}
-        assert raw_latest(lake) == ("v3", "foreign") and through_library(lake) == ("v2", "v2")  # stopped part-way
+        # Stopped part-way: the old release (before the foreign commit too) until `publish --force`.
+        assert raw_latest(lake) == ("v2", "foreign") and through_library(lake) == ("v1", "v1")
         monkeypatch.delenv(FAILPOINT_ENV)
         publish_backfill(instance, stopped, force=True)
-        assert through_library(lake) == raw_latest(lake) == ("v3", "v3")
+        assert through_library(lake) == raw_latest(lake) == ("v2", "v2")
     pin = pinned_versions(str(lake), TABLES)
     assert pin.release is not None and pin.release.backfill_id == stopped
     assert pin.versions == {name: DeltaTable(str(lake / name)).version() for name in TABLES}
