@@ -91,6 +91,11 @@ def pinned_versions(
     return ReleasePin(root, versions, complete[-1] if complete else None, pinned)
 
 
+def releases(lake_root: str) -> list[Release]:
+    """Every complete release of the lake, oldest first (one read of its release log)."""
+    return read_log(lake_root.rstrip("/")).releases()
+
+
 def read_tables(
     lake_root: str, tables: Sequence[str], release: str | None = None, log_version: int | None = None
 ) -> dict[str, pa.Table]:
@@ -117,7 +122,7 @@ def read_tables(
             frames[name] = table.to_pyarrow_dataset().to_table(use_threads=False)
         except (DeltaError, OSError) as error:
             raise ReleaseExpiredError(
-                f"version {version} of table {name} ({uri}) can no longer be read ({error}): vacuum or log "
+                f"version {version} of table {name} ({uri}) can no longer be read ({str(error).splitlines()[0]}): vacuum or log "
                 "cleanup removed it, so that release is older than the tables' retention. Read a newer "
                 "release (`partition-assets release list`). Nothing was read or written."
             ) from None
