@@ -122,8 +122,8 @@ def read_tables(
             frames[name] = table.to_pyarrow_dataset().to_table(use_threads=False)
         except (DeltaError, OSError) as error:
             raise ReleaseExpiredError(
-                f"version {version} of table {name} ({uri}) can no longer be read ({str(error).splitlines()[0]}): vacuum or log "
-                "cleanup removed it, so that release is older than the tables' retention. Read a newer "
+                f"version {version} of table {name} ({uri}) can no longer be read ({str(error).splitlines()[0]}): "
+                "vacuum or log cleanup removed it, so that release is older than the tables' retention. Read a newer "
                 "release (`partition-assets release list`). Nothing was read or written."
             ) from None
     return frames
