@@ -43,7 +43,7 @@ def released_version(context: dg.InputContext, lake_root: str, table_uri: str) -
     name = table_name(lake_root, table_uri)
     if view.held_versions().get(name) == NO_TABLE:
         raise TableNotFoundError(
-            f"no table {table_uri} in the release run {context.run_id} reads: the publish creating it is not "
+            f"no table {table_uri} in the release this run reads: the publish creating it is not "
             "complete. Run again once it is published. Nothing was written."
         )
     return safe_version(view, lake_root, table_uri, name)
