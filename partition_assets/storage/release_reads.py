@@ -79,8 +79,9 @@ def pinned_versions(
     view = read_log(root, log_version)
     names = list(tables) if tables is not None else sorted(view.tables() | _local_tables(root))
     released = _released_versions(view) if release is not None else {}
-    versions = {name: released.get(name, _safe_version(view, root, name)) for name in names}
-    missing = [name for name, version in versions.items() if version is None and name not in view.held_versions()]
+    held = view.held_versions()
+    versions = {name: released.get(name, _safe_version(held, root, name)) for name in names}
+    missing = [name for name, version in versions.items() if version is None and name not in held]
     if missing:
         raise TableNotFoundError(
             f"no table {', '.join(missing)} in the lake {root}: name a table by its folder under the lake "
@@ -129,17 +130,17 @@ def read_tables(
     return frames
 
 
-def safe_version(view: LogView, lake_root: str, table_uri: str, name: str) -> int | None:
-    """The version a reader of `view` reads `table_uri` (named `name` in the log) at; None when
-    there is no table for it."""
-    held = view.held_versions().get(name)
-    if held is not None:
-        return None if held == NO_TABLE else held
+def safe_version(held: Mapping[str, int], table_uri: str, name: str) -> int | None:
+    """The version a reader whose log view holds back `held` (LogView.held_versions) reads
+    `table_uri` (named `name` in the log) at; None when there is no table for it."""
+    version = held.get(name)
+    if version is not None:
+        return None if version == NO_TABLE else version
     return table_version(table_uri)
 
 
-def _safe_version(view: LogView, root: str, name: str) -> int | None:
-    return safe_version(view, root, f"{root}/{name}", name)
+def _safe_version(held: Mapping[str, int], root: str, name: str) -> int | None:
+    return safe_version(held, f"{root}/{name}", name)
 
 
 def _released_versions(view: LogView) -> dict[str, int | None]:

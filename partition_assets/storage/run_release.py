@@ -40,13 +40,13 @@ def released_version(context: dg.InputContext, lake_root: str, table_uri: str) -
         view = LogView(latest_rows, latest_rows, None)
     else:
         view = LogView(latest_rows, pin[1], pin[0])
-    name = table_name(lake_root, table_uri)
-    if view.held_versions().get(name) == NO_TABLE:
+    name, held = table_name(lake_root, table_uri), view.held_versions()
+    if held.get(name) == NO_TABLE:
         raise TableNotFoundError(
             f"no table {table_uri} in the release this run reads: the publish creating it is not "
             "complete. Run again once it is published. Nothing was written."
         )
-    return safe_version(view, lake_root, table_uri, name)
+    return safe_version(held, table_uri, name)
 
 
 def _run_pin(context: dg.InputContext, lake_root: str) -> tuple[int, list[dict]] | None:
