@@ -81,8 +81,12 @@ def test_the_recipes_join_one_release_where_the_raw_latest_versions_mix(half_pub
 
     # The second publish released: every reader sees the new versions.
     write(lake, "payouts_quarterly", "v2")
+    pinned_before = DeltaTable(release_log_uri(str(lake))).version()
     append_release(str(lake), "publish", "bf2", {str(lake / table): 1 for table in TABLES})
     assert [tag_of(frame) for frame in read_tables(str(lake), TABLES).values()] == ["v2", "v2"]
+    # A reader pinned before that release (a run started then) keeps the release it started with.
+    pinned = read_tables(str(lake), TABLES, log_version=pinned_before)
+    assert [tag_of(frame) for frame in pinned.values()] == ["v1", "v1"]
     assert pinned_versions(str(lake), TABLES, release=release_id).versions == dict.fromkeys(TABLES, 0)
 
 

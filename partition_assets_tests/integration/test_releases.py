@@ -26,8 +26,10 @@ from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartiallyPublishedError
+from partition_assets.run_tags import RELEASE_PIN_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA
+from partition_assets.storage.release_log import release_log_uri
 from partition_assets.storage.release_reads import pinned_versions, read_tables
 from partition_assets_tests.support.polling import wait_for
 
@@ -111,13 +113,15 @@ def test_library_readers_join_one_release_while_a_publish_is_held_or_stopped(
     lake.mkdir(parents=True, exist_ok=True)
     assets = [defs_module.payouts_daily, defs_module.payouts_quarterly, defs_module.dashboard]
 
+    production = dg.DagsterInstance.ephemeral()  # the instance of the runs outside the backfill
+
     def materialize(*selection: dg.AssetsDefinition) -> dg.ExecuteInProcessResult:
         return dg.materialize(
             assets,
             selection=list(selection),
             partition_key=DAY,
             resources=defs_module.resources,
-            instance=dg.DagsterInstance.ephemeral(),
+            instance=production,
         )
 
     tag.write_text("v1")
@@ -143,6 +147,9 @@ def test_library_readers_join_one_release_while_a_publish_is_held_or_stopped(
         # The downstream asset computed from one release: its recorded inputs, and what it joined.
         [materialization] = seen.during.asset_materializations_for_node("dashboard")
         assert materialization.metadata[INPUT_VERSIONS_METADATA].value == old_versions
+        pinned = production.get_run_by_id(seen.during.run_id).tags[RELEASE_PIN_TAG]
+        # The log as the run started: the held publish's begin, no release (the publish stopped since).
+        assert pinned == str(DeltaTable(release_log_uri(str(lake))).version())
         joined = DeltaTable(str(lake / "dashboard")).to_pandas()[["daily_tag", "quarterly_tag"]]
         assert joined.values.tolist() == [["v1", "v1"]]
 
