@@ -69,9 +69,8 @@ def pinned_versions(
     at that version (a run, pinned at its start: storage/io_manager.py).
 
     Raises:
-        UnknownReleaseError: `release` is not in the release log.
-        TableNotFoundError: A table of `tables` is not in the lake.
-        Nothing is written in any case.
+        UnknownReleaseError: `release` is not in the release log; nothing was read or written.
+        TableNotFoundError: A table of `tables` is not in the lake; nothing was read or written.
     """
     root = lake_root.rstrip("/")
     if release is not None:
@@ -105,8 +104,7 @@ def read_tables(
     Raises:
         UnknownReleaseError: `release` is not in the release log.
         TableNotFoundError: A table is not in the lake, or does not exist yet for this reader.
-        ReleaseExpiredError: A pinned version was removed (vacuum, log cleanup).
-        Nothing is written in any case.
+        ReleaseExpiredError: A pinned version was removed (vacuum, log cleanup); nothing was written.
     """
     pin = pinned_versions(lake_root, tables, release, log_version)
     frames = {}
