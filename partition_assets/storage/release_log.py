@@ -45,6 +45,8 @@ BEGIN, RELEASE = "begin", "release"
 NO_TABLE = -1
 # Commit metadata of each append: its release id, so that a release's log version is found.
 _RELEASE_ID_KEY = "partition_assets.release_id"
+# How many of the log's newest commits a run's pin looks at first.
+_RECENT_COMMITS = 32
 # The log's files beyond which a release compacts them.
 _MAX_FILES = 16
 
@@ -231,7 +233,13 @@ def pin_at(lake_root: str, when: datetime) -> int:
     if table is None:
         return -1
     millis = when.timestamp() * 1000
-    return max((c["version"] for c in table.history() if c["timestamp"] <= millis), default=-1)
+    # The newest commits first: a run starts after most of the log; the whole history only when
+    # none of them is older than its start.
+    for commits in (table.history(limit=_RECENT_COMMITS), table.history()):
+        found = [c["version"] for c in commits if c["timestamp"] <= millis]
+        if found or len(commits) < _RECENT_COMMITS:
+            return max(found, default=-1)
+    return -1
 
 
 def log_version_of(lake_root: str, release_id: str) -> int:
