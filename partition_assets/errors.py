@@ -222,3 +222,11 @@ class ApprovalConfigError(PartitionAssetsError, ValueError):
 class WiringError(PartitionAssetsError, TypeError):
     """A call wiring a project (`partition_assets.definitions`) was given an option it does not
     take, or a code location it cannot find; nothing was built or written."""
+
+
+class UnknownReleaseError(PartitionAssetsError, LookupError):
+    """No release of the lake's release log has that id (storage/release_log.py); nothing was read or written."""
+
+
+class ReleaseExpiredError(PartitionAssetsError, LookupError):
+    """A release names a table version that vacuum or log cleanup has removed; nothing was read or written."""

@@ -19,6 +19,9 @@ LEASE_PROOF_TAG = "partition_assets/lease_proof"
 # ISO time), and the version each input table outside the backfill is read at (JSON).
 INPUTS_AS_OF_TAG = "partition_assets/inputs_as_of"
 PINNED_INPUTS_TAG = "partition_assets/pinned_inputs"
+# On every run reading inputs through the IO managers: the version of the lake's release log
+# its inputs are read by (storage/run_release.py), the log as it was at the run's start.
+RELEASE_PIN_TAG = "partition_assets/release_log_version"
 # On node runs submitted through the instance's run launcher (--runs-via launcher): canceling
 # one asks the launcher to terminate it, wherever it executes.
 LAUNCHED_TAG = "partition_assets/launched"

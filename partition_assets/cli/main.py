@@ -9,6 +9,7 @@ from partition_assets.cli.backfill import dagster_home, run_backfill_command
 from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
+from partition_assets.cli.release import add_release_commands, run_release_command
 from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
 from partition_assets.processes.command_server import serve
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_backfill_commands(commands)
     add_deploy_commands(commands)
     add_lint_command(commands)
+    add_release_commands(commands)
     vacuum_cmd = commands.add_parser(
         "vacuum", help="delete files of replaced or killed writes, older than the retention"
     )
@@ -76,6 +78,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return run_deploy_command(args)
     if args.command == "lint":
         return run_lint_command(args)
+    if args.command == "release":
+        return run_release_command(args)
     if args.command == "vacuum":
         result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

@@ -4,10 +4,15 @@ Setting PARTITION_ASSETS_FAILPOINT=<name> makes the writing process SIGKILL itse
 when it reaches that point: no `finally`, no cleanup, like a lost machine.
 PARTITION_ASSETS_FAILPOINT=<name>:raise raises `InjectedFailure` there instead: an
 unexpected error (a bug, a lost connection) that every `finally` and handler sees.
+PARTITION_ASSETS_FAILPOINT=<name>:hold=<path> holds the process there until the file <path>
+exists (at most HOLD_LIMIT seconds, then InjectedFailure), after creating `<path>.held`: a
+test sees what readers see meanwhile, and lets it go on.
 """
 
 import os
 import signal
+import time
+from pathlib import Path
 
 ENV = "PARTITION_ASSETS_FAILPOINT"
 
@@ -36,6 +41,9 @@ POINTS = WRITE_POINTS + PUBLISH_POINTS + COORDINATOR_POINTS
 
 # The suffix of PARTITION_ASSETS_FAILPOINT that raises rather than kills.
 RAISE = ":raise"
+# The suffix that holds the process until a file exists, and how long at most.
+HOLD = ":hold="
+HOLD_LIMIT = 120.0
 
 
 class InjectedFailure(RuntimeError):
@@ -44,9 +52,21 @@ class InjectedFailure(RuntimeError):
 
 def failpoint(name: str) -> None:
     """At the point `name` (one of POINTS): SIGKILLs this process when PARTITION_ASSETS_FAILPOINT
-    names it, raises InjectedFailure when it names it followed by `:raise`; else nothing."""
+    names it, raises InjectedFailure when it names it followed by `:raise`, waits for a file
+    when followed by `:hold=<path>`; else nothing."""
     chosen = os.environ.get(ENV)
     if chosen == name:
         os.kill(os.getpid(), signal.SIGKILL)
     if chosen == f"{name}{RAISE}":
         raise InjectedFailure(f"failpoint {name}: an error injected by {ENV}={chosen}")
+    if chosen is not None and chosen.startswith(f"{name}{HOLD}"):
+        _hold(Path(chosen.removeprefix(f"{name}{HOLD}")))
+
+
+def _hold(until: Path) -> None:
+    Path(f"{until}.held").touch()
+    deadline = time.monotonic() + HOLD_LIMIT
+    while not until.exists():
+        if time.monotonic() > deadline:
+            raise InjectedFailure(f"failpoint held {HOLD_LIMIT} s and {until} was not created")
+        time.sleep(0.02)

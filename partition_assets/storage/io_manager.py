@@ -45,6 +45,7 @@ from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
+from partition_assets.storage.run_release import released_version
 from partition_assets.storage.schema_change import SCHEMA_CHANGE_METADATA_KEY
 from partition_assets.storage.table_format import StagingFormat, TableFormat, WriteOptions
 
@@ -180,7 +181,9 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> DataFrame | None:
         """The upstream table's rows of the partitions this input maps to (every row with
         `partitions="all"`): as of a pinned version or time when one is given, else as the run's
-        backfill sees them while it stages, else as published. None for a self-dependency's
+        backfill sees them while it stages, else (Delta) at the version of the release the run
+        pinned at its start (storage/run_release.py: never a backfill half-published across
+        tables), else as published. None for a self-dependency's
         first partition, which has no predecessor.
 
         Raises:
@@ -210,6 +213,10 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
         staging_for = staging_backfill(_run_tags(context), _proven_backfill(context))
+        if _reads_by_release(self.table_format, options, staging_for):
+            # Never a backfill half-published across tables: the version of the run's release.
+            version = released_version(context, self.root_uri.rstrip("/"), table_uri)
+            options = options.model_copy(update={"version": version})
         if is_self_dependency and scope is not None:
             self._check_predecessors(context, table_uri, scope, staging_for)
         if staging_for is not None and options.version is None and options.timestamp is None:
@@ -372,6 +379,17 @@ def _staging_format(table_format: TableFormat) -> StagingFormat:
             "run the backfill with --publish per-node, or store the asset as Delta. Nothing was written."
         )
     return table_format
+
+
+def _reads_by_release(table_format: TableFormat, options: InputOptions, staging_for: str | None) -> bool:
+    """Whether an input is read at its run's release (storage/run_release.py): a Delta table read
+    neither at a pinned version or time nor as a staged backfill's overlay."""
+    return (
+        isinstance(table_format, DeltaFormat)
+        and options.version is None
+        and options.timestamp is None
+        and not staging_for
+    )
 
 
 def _known_options(metadata: Mapping[str, object] | None) -> dict:

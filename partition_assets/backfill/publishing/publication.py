@@ -53,16 +53,17 @@ _log = logging.getLogger(__name__)
 
 def staged_publication(record: BackfillRecord, definitions: dg.Definitions, graph: BackfillGraph) -> Publication:
     """The publication of `record` over `graph`: the tables its assets' IO managers write
-    (tables.py), the ledger of their lake (none when the code location names no lake root)."""
+    (tables.py), the ledger and release log of their lake (none when the code location names
+    no lake root)."""
     root = lake_root(definitions)
-    return Publication(
-        record, definitions, graph, tables_of(definitions, graph), Ledger(ledger_uri(root)) if root else None
-    )
+    ledger = Ledger(ledger_uri(root)) if root else None
+    return Publication(record, definitions, graph, tables_of(definitions, graph), ledger, root)
 
 
 class Publication:
     """The staged backfill `record` of the code location `definitions` over `graph`, writing
-    `tables` (upstream first) and recording its rows in `ledger` (None: no ledger)."""
+    `tables` (upstream first), recording its rows in `ledger` and its releases in the release
+    log of `lake`, the lake's root (None: no ledger, no release log)."""
 
     def __init__(
         self,
@@ -71,12 +72,14 @@ class Publication:
         graph: BackfillGraph,
         tables: Tables,
         ledger: Ledger | None,
+        lake: str | None,
     ) -> None:
         self.record = record
         self.definitions = definitions
         self.graph = graph
         self.tables = tables
         self.ledger = ledger
+        self.lake = lake
         self._held: tuple[Heartbeat, Announcement] | None = None
 
     def take_leases(self) -> list[Lease]:
@@ -197,7 +200,7 @@ class Publication:
         and refuses first), then records the materializations in one publish run
         (dagster_events.py) and the ledger's `published` rows; returns the published versions.
         Idempotent: a publish resumed after a crash commits no table and records no run twice."""
-        versions = commit_tables(self.record, self.tables, force)
+        versions = commit_tables(self.record, self.tables, self.lake, force)
         rows = latest(self.ledger, self.record.id)
         record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
         append_status(self.ledger, self.record, LedgerStatus.PUBLISHED)
@@ -222,7 +225,7 @@ class Publication:
         `rolled_back` rows and the status `rolled_back`; returns the restored versions.
         Idempotent like publish."""
         published = undo_steps.check_rollback(self.record, self.tables, force)
-        versions = undo_steps.restore_tables(self.record, self.tables, published, force)
+        versions = undo_steps.restore_tables(self.record, self.tables, published, self.lake, force)
         if publish_recorded(instance, self.record.id):
             reflect_rollback(instance, self.record, self.graph, self.tables)
         append_status(self.ledger, self.record, LedgerStatus.ROLLED_BACK)

@@ -4,10 +4,14 @@ commits made outside the backfill; a publish stopped part-way by such a commit s
 what was and was not published. What follows the commits (Dagster's records, the ledger,
 the status `published`) is the publication's (publication.py).
 
-Not guaranteed: between the first and the last table commit a reader joining two
-tables can see one published and the other not (each table on its own is old or new,
-never a mix); after a foreign commit stops a publish part-way, until it is finished
-or rolled back. A staging changed between its check against the gate's fingerprint
+The release log (release_steps.py) records the publish's begin before its first table
+commit and its release after its last: readers through the library (storage/release_reads.py,
+the IO managers' inputs) read every table as before until the release, then every table as after.
+
+Not guaranteed: between the first and the last table commit a reader of the tables' raw
+latest versions joining two tables can see one published and the other not (each table on
+its own is old or new, never a mix); after a foreign commit stops a publish part-way, until
+it is finished or rolled back. A staging changed between its check against the gate's fingerprint
 and its table's commit (moments apart, while the backfill holds its leases) is not seen.
 """
 
@@ -18,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.publishing import release_steps
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import is_allowed
@@ -35,10 +40,13 @@ from partition_assets.storage.delta.previous import keep_previous
 from partition_assets.storage.failpoints import failpoint
 
 
-def commit_tables(record: BackfillRecord, tables: Tables, force: bool = False) -> dict[str, int | None]:
+def commit_tables(
+    record: BackfillRecord, tables: Tables, lake: str | None, force: bool = False
+) -> dict[str, int | None]:
     """Commits the staged partitions of each of `tables`, upstream first, each in one commit,
-    saving each table's version in `record` as it is committed; returns every table's
-    published version. `record` ends in status `publishing`.
+    saving each table's version in `record` as it is committed, between the publish's begin
+    and release in the release log of `lake` (the lake's root; None: no log); returns every
+    table's published version. `record` ends in status `publishing`.
 
     Before the first commit, every table still to publish is checked to hold the staging its
     gate evaluated (`check_staging`, `force` or not: a StagingChangedError, status
@@ -65,6 +73,7 @@ def commit_tables(record: BackfillRecord, tables: Tables, force: bool = False) -
     if not force:
         _check_unchanged(record, tables, pending)
     record.move_to(BackfillStatus.PUBLISHING, "publish")
+    release_steps.begin(lake, release_steps.PUBLISH, record.id, pending)
     for table in pending:
         fingerprint = None if force else fingerprint_of(record, table)
         try:
@@ -79,6 +88,7 @@ def commit_tables(record: BackfillRecord, tables: Tables, force: bool = False) -
             table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
         _keep_previous(record, table, result.version)
         failpoint("between_table_commits")
+    release_steps.release(lake, release_steps.PUBLISH, record.id, tables, record.published_versions)
     return dict(record.published_versions)
 
 

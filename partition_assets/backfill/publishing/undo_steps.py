@@ -10,6 +10,7 @@ from __future__ import annotations
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
+from partition_assets.backfill.publishing import release_steps
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.publish_step import describe_versions, published_versions, unpublished_tables
@@ -51,15 +52,21 @@ def discard(instance: dg.DagsterInstance, record: BackfillRecord, tables: Tables
 
 
 def restore_tables(
-    record: BackfillRecord, tables: Tables, published: list[tuple[BackfillTable, int]], force: bool = False
+    record: BackfillRecord,
+    tables: Tables,
+    published: list[tuple[BackfillTable, int]],
+    lake: str | None,
+    force: bool = False,
 ) -> dict[str, int | None]:
     """Restores each table of `published` (from `check_rollback`) to its content before
-    `record`'s backfill, one commit each, in that order, then deletes what a publish stopped
+    `record`'s backfill, one commit each, in that order, between the rollback's begin and
+    release in the release log of `lake` (None: no log), then deletes what a publish stopped
     part-way left staged in `tables`; returns each restored table's new version. `record`
     moves to `rolling_back` first. After a commit that restored a schema, the table is
     checked to read in one schema."""
     record.save()
     record.move_to(BackfillStatus.ROLLING_BACK, "rollback")
+    release_steps.begin(lake, release_steps.ROLLBACK, record.id, [table for table, _ in published])
     versions = {}
     for table, version in published:
         result = table.staging_format.rollback(table.uri, record.id, version, force=force)
@@ -67,6 +74,7 @@ def restore_tables(
         if result.version is not None:
             table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
         failpoint("between_rollback_commits")
+    release_steps.release(lake, release_steps.ROLLBACK, record.id, tables, versions)
     for table in tables.values():  # what a publish stopped part-way left staged
         table.staging_format.discard_staged(table.uri, record.id)
     return versions

@@ -17,8 +17,6 @@ be run on it; it keeps the rows).
 from __future__ import annotations
 
 import json
-import random
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,14 +24,11 @@ from enum import Enum
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError
 
-from partition_assets.errors import CommitError
+from partition_assets.storage.delta.append import append_rows
 from partition_assets.storage.delta.log import open_table
 
 LEDGER_PATH = "_partition_assets/ledger"
-_COMMIT_ATTEMPTS = 20
 
 SCHEMA = pa.schema(
     [
@@ -138,32 +133,8 @@ class Ledger:
             CommitError: The append lost to concurrent writers 20 times; nothing of `entries` was recorded.
         """
         data = _to_arrow(list(entries))
-        if data.num_rows == 0:
-            return
-        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-            existed = DeltaTable.is_deltatable(self.uri)
-            try:
-                write_deltalake(
-                    self.uri,
-                    data,
-                    mode="append",
-                    partition_by=["backfill_id"],
-                    configuration=None if existed else {"delta.appendOnly": "true"},
-                    # Ledgers written before a column was added take it on (older rows read null).
-                    schema_mode="merge" if existed else None,
-                )
-                return
-            except CommitFailedError:
-                pass  # delta-rs retried appends on top of concurrent ones and still lost
-            except DeltaError:
-                # Two first appends race to create the table; the loser appends to it next.
-                if existed or not DeltaTable.is_deltatable(self.uri):
-                    raise
-            time.sleep(random.uniform(0.01, 0.05) * attempt)
-        raise CommitError(
-            f"{_COMMIT_ATTEMPTS} appends to the ledger {self.uri} lost to concurrent writers; nothing of "
-            "these entries was recorded. Record them again."
-        )
+        if data.num_rows:
+            append_rows(self.uri, data, "the ledger", partition_by=["backfill_id"])
 
     def entries(self, backfill_id: str) -> list[LedgerEntry]:
         """Every entry of `backfill_id`, oldest first; [] when none (or no ledger)."""

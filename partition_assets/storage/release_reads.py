@@ -1,0 +1,168 @@
+"""Reading several tables of a lake as one release (storage/release_log.py), outside Dagster
+or in it: `pinned_versions` says at which version to read each table, `read_tables` reads them.
+
+A reader through these (or the IO managers, which use them for inputs) never sees a staged
+backfill half-published across tables: a table whose newest commits belong to an operation
+not released yet is read at its version before that operation.
+
+Not guaranteed: a reader of the tables' raw latest versions (delta-rs, DuckDB, Spark without
+a version) sees each table's newest commit, so between the first and the last table commit of
+a publish, and after a publish stopped part-way until it is finished or rolled back, it can
+join one table published with another not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+
+from partition_assets.errors import ReleaseExpiredError, TableNotFoundError
+from partition_assets.storage.delta.log import table_version
+from partition_assets.storage.release_log import (
+    NO_TABLE,
+    LogView,
+    Release,
+    log_version_of,
+    read_log,
+    release_log_uri,
+)
+
+
+@dataclass(frozen=True)
+class ReleasePin:
+    """The versions to read a lake's tables at: `versions` maps each table (its folder
+    under the lake root) to a version (None: the table does not exist for the reader);
+    `release` is the newest release complete for the reader (None: none yet), `log_version`
+    the release log's version the pin was taken at (-1: the log had no record)."""
+
+    lake_root: str
+    versions: Mapping[str, int | None]
+    release: Release | None
+    log_version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lake_root": self.lake_root,
+            "release": None if self.release is None else self.release.to_json(),
+            "log_version": self.log_version,
+            "versions": dict(self.versions),
+        }
+
+
+def pinned_versions(
+    lake_root: str, tables: Sequence[str] | None = None, release: str | None = None, log_version: int | None = None
+) -> ReleasePin:
+    """The version at which to read each of `tables` (folders under `lake_root`; None: every
+    table the release log names, and every Delta table in a local lake's top folders).
+
+    By default the safe version now: a table under an operation not released yet at its
+    version before, every other table at its latest (a plain write is readable at once).
+    With `release` (an id from `partition-assets release list`): the versions of the tables
+    as that release and those before it left them (a table no release changed: as the
+    default). With `log_version`: as the default, for a reader that pinned the release log
+    at that version (a run, pinned at its start: storage/io_manager.py).
+
+    Raises:
+        UnknownReleaseError: `release` is not in the release log; nothing was read or written.
+        TableNotFoundError: A table of `tables` is not in the lake; nothing was read or written.
+    """
+    root = lake_root.rstrip("/")
+    if release is not None:
+        log_version = log_version_of(root, release)
+    view = read_log(root, log_version)
+    names = list(tables) if tables is not None else sorted(view.tables() | _local_tables(root))
+    released = _released_versions(view) if release is not None else {}
+    held = view.held_versions()
+    versions = {name: released.get(name, _safe_version(held, root, name)) for name in names}
+    missing = [name for name, version in versions.items() if version is None and name not in held]
+    if missing:
+        raise TableNotFoundError(
+            f"no table {', '.join(missing)} in the lake {root}: name a table by its folder under the lake "
+            "root (`partition-assets release show` lists them). Nothing was read or written."
+        )
+    complete = view.releases()
+    pinned = view.log_version if view.log_version is not None else _latest_log_version(root)
+    return ReleasePin(root, versions, complete[-1] if complete else None, pinned)
+
+
+def releases(lake_root: str) -> list[Release]:
+    """Every complete release of the lake, oldest first (one read of its release log)."""
+    return read_log(lake_root.rstrip("/")).releases()
+
+
+def read_tables(
+    lake_root: str, tables: Sequence[str], release: str | None = None, log_version: int | None = None
+) -> dict[str, pa.Table]:
+    """The rows of each of `tables`, read with delta-rs at its `pinned_versions` (same arguments).
+
+    Raises:
+        UnknownReleaseError: `release` is not in the release log.
+        TableNotFoundError: A table is not in the lake, or does not exist yet for this reader.
+        ReleaseExpiredError: A pinned version was removed (vacuum, log cleanup); nothing was written.
+    """
+    pin = pinned_versions(lake_root, tables, release, log_version)
+    frames = {}
+    for name, version in pin.versions.items():
+        uri = f"{pin.lake_root}/{name}"
+        if version is None:
+            raise TableNotFoundError(
+                f"table {name} of {pin.lake_root} has no release yet: its first publish is not complete. "
+                "Nothing was read or written."
+            )
+        try:
+            table = DeltaTable(uri, version=version)
+            # One thread: a threaded delta-rs scan aborts the process at exit (see backfill/state/ledger.py).
+            frames[name] = table.to_pyarrow_dataset().to_table(use_threads=False)
+        except (DeltaError, OSError) as error:
+            raise ReleaseExpiredError(
+                f"version {version} of table {name} ({uri}) can no longer be read ({str(error).splitlines()[0]}): "
+                "vacuum or log cleanup removed it, so that release is older than the tables' retention. Read a newer "
+                "release (`partition-assets release list`). Nothing was read or written."
+            ) from None
+    return frames
+
+
+def safe_version(held: Mapping[str, int], table_uri: str, name: str) -> int | None:
+    """The version a reader whose log view holds back `held` (LogView.held_versions) reads
+    `table_uri` (named `name` in the log) at; None when there is no table for it."""
+    version = held.get(name)
+    if version is not None:
+        return None if version == NO_TABLE else version
+    return table_version(table_uri)
+
+
+def _safe_version(held: Mapping[str, int], root: str, name: str) -> int | None:
+    return safe_version(held, f"{root}/{name}", name)
+
+
+def _released_versions(view: LogView) -> dict[str, int | None]:
+    """Each table at the version the newest release of `view` naming it left it."""
+    versions: dict[str, int | None] = {}
+    for release in view.releases():
+        versions.update(release.versions)
+    return versions
+
+
+def _latest_log_version(root: str) -> int:
+    version = table_version(release_log_uri(root))
+    return -1 if version is None else version
+
+
+def _local_tables(root: str) -> set[str]:
+    """The Delta tables in the top folders of a local lake (a folder holding `_delta_log`,
+    one or two levels down, not under `_` or `.` folders); none for a remote lake."""
+    path = Path(root.removeprefix("file://"))
+    if "://" in root and not root.startswith("file://") or not path.is_dir():
+        return set()
+    found = set()
+    for log in [*path.glob("*/_delta_log"), *path.glob("*/*/_delta_log")]:
+        table = log.parent.relative_to(path)
+        if not any(part.startswith(("_", ".")) for part in table.parts):
+            found.add(table.as_posix())
+    return found
