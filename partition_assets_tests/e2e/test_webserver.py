@@ -440,7 +440,7 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
     page.set_default_timeout(90_000)
     with screenshot_on_failure(page, tmp_path / "passed.png"):
         # The passed gate counts for the materializations it judged: not "Not evaluated".
-        gate_status_reads(page, dagster_dev, "Passed", first)
+        gate_status_reads(page, dagster_dev, "Succeeded", "Passed", first)
 
     (release_dir / FACTOR_FILE).write_text("3")  # amounts x3: past the gate's 10 % budget
     with screenshot_on_failure(page, tmp_path / "gate.png"):
@@ -455,7 +455,7 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
         gated = page.get_by_text(re.compile(r"^Created backfill \w+$")).inner_text().split()[-1]
         wait_for_status(dagster_dev, gated, BackfillStatus.GATE_FAILED)
 
-        gate_status_reads(page, dagster_dev, "Failed", gated)
+        gate_status_reads(page, dagster_dev, "Failed", "Failed", gated)
         page.screenshot(path=shots / "ui-gate-check.png", full_page=True)
         page.get_by_text("[Show Markdown]").first.click()  # the diff, as `backfill diff` prints it
         page.get_by_role("dialog").get_by_text(re.compile(r"amount: 6 -> 18")).first.wait_for()
@@ -488,13 +488,15 @@ def test_the_safe_backfill_workflow_runs_in_the_browser_without_a_shell(dagster_
     page.close()
 
 
-def gate_status_reads(page, dagster_dev, status: str, backfill_id: str) -> None:
-    """The asset page's *Checks* tab shows `backfill_gate` as `status` (Passed, Failed), in the
-    checks' list and under its latest execution, which names `backfill_id`."""
+def gate_status_reads(page, dagster_dev, listed: str, evaluated: str, backfill_id: str) -> None:
+    """The asset page's *Checks* tab shows `backfill_gate` as `listed` in the checks' list
+    (Succeeded, Failed) and its latest execution as `evaluated` (Passed, Failed), naming
+    `backfill_id`."""
     page.goto(f"{dagster_dev.url}/assets/adjusted?view=checks")
     page.get_by_text(GATE_CHECK).first.click()
-    page.get_by_text(re.compile(rf"^{status}$")).nth(1).wait_for()  # the list's tag and the execution's
-    page.get_by_text(backfill_id).first.wait_for()  # the evaluation names its backfill
+    page.get_by_text(re.compile(rf"^{listed}$")).first.wait_for()
+    page.get_by_text(re.compile(rf"^{evaluated}$")).last.wait_for()
+    page.get_by_text(backfill_id).first.wait_for()  # the latest execution names its backfill
     assert page.get_by_text("Not evaluated").count() == 0, page.inner_text("body")
 
 
