@@ -1,7 +1,9 @@
 """`backfill run --runs-via launcher`: node runs submitted through the instance's run
 coordinator and Dagster's DefaultRunLauncher (a run worker process per run, started by
 the code server), followed by status; retry, kill -9 + resume and cancel as with local workers;
-and, with the repo's QueuedRunCoordinator, runs queued for the daemon of `dagster dev`."""
+and, with the repo's QueuedRunCoordinator and no daemon, runs that wait with a warning. With
+a daemon (`dagster dev`) the queued runs are launched: partition_assets_tests/e2e/test_webserver.py
+checks it on its `dagster dev`, rather than starting one more here."""
 
 import os
 import re
@@ -15,7 +17,7 @@ import pytest
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import node_states
-from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, RANGE_END_TAG, RANGE_START_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import (
@@ -29,15 +31,13 @@ from partition_assets_tests.support.cli_runs import (
 )
 from partition_assets_tests.support.instances import POSTGRES_STORAGE_YAML, also_on_postgres
 from partition_assets_tests.support.lakehouse import Lakehouse
+from partition_assets_tests.support.launched_runs import GRPC_INFO_TAG, assert_launched_by_the_launcher, node_runs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import session_members
 from partition_assets_tests.support.records import recorded_backfill, recorded_ids
-from partition_assets_tests.support.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
 
-# The (hidden) tag the DefaultRunLauncher sets on each run it launches: the code server it asked.
-GRPC_INFO_TAG = ".dagster/grpc_info"
 # The progress line of the node that fails, with the error its launched run recorded.
 FLAKY_FAILED = re.compile(
     r"flaky \d/3 2024-01-04 [\d.]+s FAILED: RuntimeError: flaky fails on 2024-01-04 \(run [\w-]+\)$", re.M
@@ -72,25 +72,6 @@ def recorded_id(home) -> str:
 
 def successes(home) -> int:
     return sum(statuses.count(dg.DagsterRunStatus.SUCCESS) for statuses in runs_by_node(home).values())
-
-
-def node_runs(home, backfill: str) -> list[dg.DagsterRun]:
-    """The node runs of `backfill` (not its publish run), newest first."""
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        return [
-            run for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill})) if run.asset_selection
-        ]
-
-
-def assert_launched_by_the_launcher(home, backfill: str) -> None:
-    """Every node run of `backfill` went through instance.launch_run to the DefaultRunLauncher."""
-    runs = node_runs(home, backfill)
-    assert runs
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        for run in runs:
-            assert run.tags[LAUNCHED_TAG] == "true" and GRPC_INFO_TAG in run.tags, run.tags
-            starting = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_STARTING).records
-            assert len(starting) == 1, run.run_id  # launched, not executed in process
 
 
 @also_on_postgres("home")
@@ -160,25 +141,6 @@ def test_cancel_terminates_launched_runs_in_flight_and_stops_launching(home):
     wait_for(lambda: not session_members(coordinator.pid), 60)
     assert runs_by_node(home, backfill) == runs  # and nothing launched after the cancel
     assert "(canceled)" in backfill_cli(home, "status", backfill).stdout
-
-
-def test_with_the_repos_queued_coordinator_the_daemon_of_dagster_dev_launches_the_queued_runs(tmp_path, monkeypatch):
-    dev = DagsterDev(tmp_path, "partition_assets_tests.support.engine_defs").wait_until_ready()
-    monkeypatch.setenv("DAGSTER_HOME", str(dev.home))
-    try:
-        raw_days = ["--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03"]
-        result = backfill_cli(dev.home, "run", *TARGET, *raw_days, "--runs-via", "launcher")
-        assert result.returncode == 0, result.stdout + result.stderr
-        backfill = backfill_id(result.stdout)
-        runs = node_runs(dev.home, backfill)
-        assert sorted(run.tags["dagster/partition"] for run in runs) == ["2024-01-01", "2024-01-02", "2024-01-03"]
-        assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
-        assert_launched_by_the_launcher(dev.home, backfill)
-        with dg.DagsterInstance.from_config(str(dev.home)) as instance:
-            for run in runs:  # queued by the coordinator, then launched by the daemon
-                assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
-    finally:
-        dev.stop()
 
 
 def test_a_staged_spark_backfill_through_the_launcher_publishes_what_local_workers_publish(
