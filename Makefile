@@ -74,9 +74,8 @@ test: install browser postgres
 
 # --no-loadscope-reorder: files are handed out in collection order (the longest first,
 # partition_assets_tests/conftest.py); pytest-xdist's default sorts them by their number of
-# tests instead, which left test_webserver.py (7 tests, the longest file) to start 2,697 s
-# into a whole run of ~3,000 s (on a loaded machine), alone at its end. --durations=25: the
-# slowest tests in the log (also pyproject's addopts).
+# tests instead (test_webserver.py, first in that list, started 2,697 s into a 3,972 s run
+# on a loaded machine). --durations=25: the slowest tests in the log (also pyproject's addopts).
 test-all: install
 	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 \
 		partition_assets_tests/e2e partition_assets_tests/integration partition_assets_tests/unit

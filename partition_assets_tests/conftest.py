@@ -176,14 +176,15 @@ def run_assets(spark_resource, lake, instance):
 # from one whole run (issue 44); the longest files are split in two (test_run_launcher,
 # test_safe_backfill), so that no one file holds a worker for much of the run.
 LONGEST_FIRST = (
-    "partition_assets_tests/e2e/test_webserver.py",
-    "partition_assets_tests/e2e/test_run_launcher.py",
     "partition_assets_tests/e2e/test_safe_backfill.py",
+    "partition_assets_tests/e2e/test_run_launcher.py",
     "partition_assets_tests/e2e/test_safe_backfill_recovery.py",
     "partition_assets_tests/e2e/test_run_launcher_coordinator.py",
     "partition_assets_tests/e2e/test_rerun.py",
+    "partition_assets_tests/e2e/test_webserver.py",
+    "partition_assets_tests/e2e/test_automation.py",
+    "partition_assets_tests/e2e/test_approval.py",
     "partition_assets_tests/e2e/test_shell.py",
-    "partition_assets_tests/integration/test_example_pipeline.py",
 )
 
 
