@@ -72,8 +72,13 @@ dev: install $(DAGSTER_HOME)/dagster.yaml spark-start
 test: install browser postgres
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs test-all
 
+# --no-loadscope-reorder: files are handed out in collection order (the longest first,
+# partition_assets_tests/conftest.py); pytest-xdist's default sorts them by their number of
+# tests instead (test_webserver.py, first in that list, started 2,697 s into a 3,972 s run
+# on a loaded machine). --durations=25: the slowest tests in the log (also pyproject's addopts).
 test-all: install
-	$(VENV)/bin/pytest -n 2 --dist loadfile partition_assets_tests/e2e partition_assets_tests/integration partition_assets_tests/unit
+	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 \
+		partition_assets_tests/e2e partition_assets_tests/integration partition_assets_tests/unit
 
 test-unit: install
 	$(VENV)/bin/pytest partition_assets_tests/unit

@@ -2,7 +2,8 @@
 runs it as a Dagster backfill (listed on the Backfills page with its progress, canceled from
 it), and the Delta tables hold exactly the generated rows of the chosen days. A backfill
 tagged `partition_assets/engine=dagster` runs on Dagster's daemon; one started from the
-command line is listed on the same page."""
+command line is listed on the same page, its runs queued by the repo's QueuedRunCoordinator
+(`--runs-via launcher`) and launched by the daemon."""
 
 import json
 import os
@@ -28,6 +29,7 @@ from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of
 from partition_assets_tests.support.instances import ON_SQLITE, URL_ENV, also_on_postgres, postgres_url_for
+from partition_assets_tests.support.launched_runs import assert_launched_by_the_launcher, node_runs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import session_members
 from partition_assets_tests.support.ui_engine_defs import FACTOR_FILE, RELEASE_DIR_ENV
@@ -191,7 +193,12 @@ def session_running(dagster_dev, run_id: str) -> int:
     return os.getsid(started.dagster_event.pid)
 
 
-def test_a_cli_backfill_is_listed_on_the_backfills_page(dagster_dev, browser, tmp_path):
+def test_a_cli_backfill_s_queued_runs_are_launched_by_the_daemon_and_it_is_listed_on_the_backfills_page(
+    dagster_dev, browser, tmp_path
+):
+    """`--runs-via launcher` with the repo's QueuedRunCoordinator: the coordinator queues each
+    node run, the daemon of `dagster dev` launches it through the DefaultRunLauncher; the
+    backfill is listed on the Backfills page."""
     ran = run_cli(
         *[
             "backfill",
@@ -204,11 +211,20 @@ def test_a_cli_backfill_is_listed_on_the_backfills_page(dagster_dev, browser, tm
             "2024-01-01",
             "--end",
             "2024-01-03",
+            "--runs-via",
+            "launcher",
         ],
         env={**os.environ, **dagster_dev.instance_env, "PARTITION_ASSETS_LAKE": str(dagster_dev.lake)},
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     backfill_id = ran.stdout.split("backfill ", 1)[1].split(":", 1)[0]
+    runs = node_runs(dagster_dev.home, backfill_id)
+    assert sorted(run.tags["dagster/partition"] for run in runs) == ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
+    assert_launched_by_the_launcher(dagster_dev.home, backfill_id)
+    with dagster_dev.open_instance() as instance:
+        for run in runs:  # queued by the coordinator, then launched by the daemon
+            assert instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED).records
 
     listed = dagster_dev.graphql(BACKFILLS_FEED)["runsFeedOrError"]["results"]
     (entry,) = [b for b in listed if b["id"] == backfill_id]

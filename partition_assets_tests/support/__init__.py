@@ -3,7 +3,8 @@
 code_location_forms: each form Dagster loads) and
 helpers: the CLI (cli_runs), instances and DAGSTER_HOMEs (instances), the backfill records
 an instance holds (records), the webserver's launch dialog's backfills (ui_backfills), PostgreSQL (postgres),
-`dagster dev` (webserver), the staged-backfill lakehouse (lakehouse), the example's tables
+`dagster dev` (webserver), a `--runs-via launcher` backfill's runs
+(launched_runs), the staged-backfill lakehouse (lakehouse), the example's tables
 (example_tables), independent readers (readers), polling (polling), processes from /proc
 (processes), a coordinator in a pid namespace of its own (pid_namespaces), vacuum retention
 (retention), in-process run results (results), git repositories (git_repo) and the
