@@ -16,6 +16,12 @@ import subprocess
 import pytest
 from pyspark.sql import SparkSession
 
+from partition_assets.deploy import versioning
+
+# The commit a unit test's code location is stamped with: reading the real one runs git, a
+# process (and git_sha's cache made that depend on which test loaded a location first).
+UNIT_TEST_SHA = "0000000unit"
+
 
 class StartRefused(RuntimeError):
     """A unit test tried to start a process or a Spark session."""
@@ -45,6 +51,7 @@ def no_process_and_no_spark(monkeypatch):
     # Local and Spark Connect sessions alike are built here.
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse("a Spark session"))
     monkeypatch.setattr(SparkSession.Builder, "create", refuse("a Spark session"))
+    monkeypatch.setattr(versioning, "git_sha", lambda path: UNIT_TEST_SHA)
     yield refused
     assert not refused, (
         f"a unit test started {refused}: move it to partition_assets_tests/integration or partition_assets_tests/e2e"
