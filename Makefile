@@ -131,3 +131,4 @@ bench: install postgres
 	$(PY) bench/automation_latency.py
 	$(PY) bench/webserver_bench.py
 	$(PY) bench/isolation_bench.py
+	$(PY) bench/release_bench.py
