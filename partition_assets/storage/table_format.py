@@ -317,9 +317,10 @@ class StagingFormat(TableFormat, Protocol):
             CommitError: The table holds the backfill's rollback but its log no longer names its version.
         """
 
-    def check_one_schema(self, spark: SparkSession, table_uri: str, version: int) -> None:
+    def check_one_schema(self, spark: Callable[[], SparkSession], table_uri: str, version: int) -> None:
         """After the commit at `version`, when it changed the table's schema: every data file is
-        checked against the schema and Spark reads the changed columns of all of them.
+        checked against the schema and Spark reads the changed columns of all of them (in the
+        session `spark` gives, called only then).
 
         Raises:
             MixedSchemaError: A file holds a column the schema lacks or a changed column in another

@@ -254,7 +254,7 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
     from dagster_postgres.event_log import PostgresEventLogStorage
 
     assert PostgresEventLogStorage.store_event_batch is not EventLogStorage.store_event_batch
-    for name in ("prepare_insert_event_batch", "_store_asset_event_tags", "_store_asset_event", "index_transaction"):
+    for name in ("_event_to_row", "_store_asset_event_tags", "_store_asset_event", "index_transaction"):
         assert callable(getattr(SqlEventLogStorage, name)), name
     assert "id" in SqlEventLogStorageTable.c
     days = ["2024-01-01", "2024-01-02", "2024-01-03"]

@@ -21,7 +21,7 @@ between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import dagster as dg
@@ -195,15 +195,19 @@ class Publication:
         """See gate_step.gate."""
         return gate_step.gate(self.record, self.tables, self.ledger, ahead)
 
-    def publish(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
+    def publish(
+        self, instance: dg.DagsterInstance, force: bool = False, ledger_rows: Sequence[LedgerEntry] | None = None
+    ) -> dict[str, int | None]:
         """Commits every table (publish_step.commit_tables, whose docstring says what it checks
         and refuses first), then records the materializations in one publish run
         (dagster_events.py) and the ledger's `published` rows; returns the published versions.
-        Idempotent: a publish resumed after a crash commits no table and records no run twice."""
+        `ledger_rows`: the ledger's latest rows of the backfill when the caller just wrote them
+        (an approval), else read once here. Idempotent: a publish resumed after a crash commits
+        no table and records no run twice."""
         versions = commit_tables(self.record, self.tables, self.lake, force)
-        rows = latest(self.ledger, self.record.id)
+        rows = latest(self.ledger, self.record.id) if ledger_rows is None else ledger_rows
         record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
-        append_status(self.ledger, self.record, LedgerStatus.PUBLISHED)
+        append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
         self.record.save()
         self.record.move_to(BackfillStatus.PUBLISHED, "publish")
         self.notify("published", f"{len(self.tables)} tables")
