@@ -4,8 +4,11 @@ not materialized in the instance; `backfill rollback` brings back rows and mater
 and the bad inputs, each refused writing nothing.
 
 One module-scoped lake and instance: support/retract_defs.py's `events` and `daily_counts`
-materialized for seven of their ten days by one range run, through the commands layer."""
+materialized for seven of their ten days by one range run, through the commands layer; the
+command line once, as a process, against the same instance (a DAGSTER_HOME)."""
 
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError, DownstreamReadersError, NotMaterializedError
 from partition_assets_tests.support import REPO, retract_defs
-from partition_assets_tests.support.instances import temporary_instance
+from partition_assets_tests.support.cli_runs import run_cli
 
 MATERIALIZED = [f"2024-01-0{day}" for day in range(1, 8)]  # 2024-01-08 to 10 never are
 RETRACTED = ["2024-01-02", "2024-01-03", "2024-01-05"]
@@ -29,15 +32,17 @@ TABLES = ("events", "daily_counts")
 
 
 @pytest.fixture(scope="module")
-def retract_lake(spark_resource, instance_template, tmp_path_factory):
-    """(code location file, instance, lake): both tables materialized for MATERIALIZED in one run."""
+def retract_lake(spark_resource, home_template, tmp_path_factory):
+    """(code location file, instance, lake, DAGSTER_HOME of the instance): both tables
+    materialized for MATERIALIZED in one run."""
     root = tmp_path_factory.mktemp("retract")
     lake = root / "lake"
     source = (REPO / "partition_assets_tests" / "support" / "retract_defs.py").read_text()
     location = root / "retract_defs.py"
     location.write_text(source.replace('os.environ.get(LAKE_ENV, ".lake-retract-tests")', repr(str(lake))))
-    shutil.copytree(instance_template, root / "instance")
-    with temporary_instance(root / "instance") as instance:
+    home = root / "dagster_home"
+    shutil.copytree(home_template, home)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
         defs = load_definitions(str(location))
         result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
             instance=instance,
@@ -47,7 +52,7 @@ def retract_lake(spark_resource, instance_template, tmp_path_factory):
             },
         )
         assert result.success
-        yield str(location), instance, lake
+        yield str(location), instance, lake, home
 
 
 def spec(location: str, selection: str = "events", **fields) -> BackfillSpec:
@@ -65,7 +70,7 @@ def materialized(instance: dg.DagsterInstance, table: str) -> set[str]:
 
 
 def test_bad_inputs_are_refused_naming_the_fix_and_writing_nothing(retract_lake):
-    location, instance, lake = retract_lake
+    location, instance, lake, _ = retract_lake
     versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
 
     with pytest.raises(DownstreamReadersError) as refused:  # daily_counts 2024-01-02 reads it
@@ -88,7 +93,7 @@ def test_bad_inputs_are_refused_naming_the_fix_and_writing_nothing(retract_lake)
 def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_and_rollback_restores(
     retract_lake,
 ):
-    location, instance, lake = retract_lake
+    location, instance, lake, _ = retract_lake
     before = {table: (DeltaTable(str(lake / table)).version(), days_of(lake, table)) for table in TABLES}
 
     retracted = retract_partitions(spec(location, keys=RETRACTED, downstream=True), instance)
@@ -107,11 +112,14 @@ def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_
         *[("daily_counts", day, 1) for day in RETRACTED],
     ]
     assert "removed events 2024-01-02: 3 rows -> 0" in retracted.lines
+    failed = {(check.partition, check.rule, check.new) for check in retracted.gate_checks if not check.passed}
+    assert failed == {((day,), "rows", 0) for day in RETRACTED}  # events' gate: 3 rows -> 0
     ledger = Ledger(ledger_uri(lake_root(load_definitions(location))))
     rows = ledger.latest(retracted.backfill_id)
     assert {(row.asset, row.partition, row.rows, row.status) for row in rows} == {
         (table, day, 0, LedgerStatus.PUBLISHED) for table in TABLES for day in RETRACTED
     }
+    assert [[check["passed"] for check in row.gate] for row in rows if row.asset == "events"] == [[False]] * 3
     # --catch-up would run them again: they are missing, not current.
     graph = graph_of(spec(location, selection="*", start=MATERIALIZED[0], end=MATERIALIZED[-1]), instance)
     assert {node.partition for node in current_nodes(graph, instance)} == set(kept)
@@ -123,3 +131,20 @@ def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_
         assert restored.versions[table] == version + 2
         assert days_of(lake, table) == days
         assert materialized(instance, table) == set(MATERIALIZED)
+
+
+def test_the_command_line_prints_each_removed_partition_and_how_to_bring_them_back(retract_lake):
+    location, instance, lake, home = retract_lake
+    args = ("backfill", "retract", "-f", location, "--select", "events", "--keys", "2024-01-07", "--downstream")
+
+    done = run_cli(*args, env={**os.environ, "DAGSTER_HOME": str(home)})
+
+    assert done.returncode == 0, done.stderr
+    assert "removed events 2024-01-07: 3 rows -> 0" in done.stdout
+    assert "removed daily_counts 2024-01-07: 1 rows -> 0" in done.stdout
+    assert "events 2024-01-07 rows: 3 -> 0 (limit ±1.5) FAILED" in done.stdout  # the gate announces it
+    [backfill_id] = re.findall(r"backfill (\w+) retracted 2 partitions", done.stdout)
+    assert f"partition-assets backfill rollback {backfill_id}" in done.stdout
+    assert "2024-01-07" not in days_of(lake, "events") and "2024-01-07" not in materialized(instance, "events")
+    rollback_backfill(instance, backfill_id)  # the module's lake as the other tests expect it
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)

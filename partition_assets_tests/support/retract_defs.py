@@ -11,6 +11,7 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from partition_assets.backfill.planning.gate_rules import backfill_gate
 from partition_assets.partitions import daily, mappings
 from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
@@ -20,7 +21,11 @@ ROWS_PER_DAY = 3
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 
 
-@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.single_run())
+@dg.asset(
+    partitions_def=DAYS,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    metadata=backfill_gate(row_change=0.5),  # a retract fails it, announcing each day going to zero rows
+)
 def events(context: dg.AssetExecutionContext, spark: SparkResource) -> DataFrame:
     days = context.partition_keys
     return spark.spark_session.createDataFrame(
