@@ -16,13 +16,27 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from partition_assets.backfill.commands import list_backfills, retract_partitions, rollback_backfill
+from partition_assets.backfill.commands import (
+    SilentConsole,
+    discard_backfill,
+    list_backfills,
+    resume_backfill,
+    retract_partitions,
+    rollback_backfill,
+)
 from partition_assets.backfill.planning.instance_state import current_nodes, graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.tables import lake_root
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.code_location import load_definitions
-from partition_assets.errors import BackfillPlanError, DownstreamReadersError, NotMaterializedError
+from partition_assets.errors import (
+    BackfillPlanError,
+    BackfillStateError,
+    DownstreamReadersError,
+    NotMaterializedError,
+)
+from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
+from partition_assets.storage.failpoints import InjectedFailure
 from partition_assets_tests.support import REPO, retract_defs
 from partition_assets_tests.support.cli_runs import run_cli
 
@@ -72,6 +86,7 @@ def materialized(instance: dg.DagsterInstance, table: str) -> set[str]:
 def test_bad_inputs_are_refused_naming_the_fix_and_writing_nothing(retract_lake):
     location, instance, lake, _ = retract_lake
     versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
+    recorded = len(list_backfills(instance).standings)
 
     with pytest.raises(DownstreamReadersError) as refused:  # daily_counts 2024-01-02 reads it
         retract_partitions(spec(location, keys=["2024-01-02"]), instance)
@@ -87,7 +102,7 @@ def test_bad_inputs_are_refused_naming_the_fix_and_writing_nothing(retract_lake)
 
     assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == versions
     assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
-    assert not list_backfills(instance).standings
+    assert len(list_backfills(instance).standings) == recorded
 
 
 def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_and_rollback_restores(
@@ -148,3 +163,25 @@ def test_the_command_line_prints_each_removed_partition_and_how_to_bring_them_ba
     assert "2024-01-07" not in days_of(lake, "events") and "2024-01-07" not in materialized(instance, "events")
     rollback_backfill(instance, backfill_id)  # the module's lake as the other tests expect it
     assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+
+
+def test_a_retract_stopped_before_its_publish_is_discarded_not_resumed(retract_lake, monkeypatch):
+    location, instance, lake, _ = retract_lake
+    versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
+    monkeypatch.setenv(FAILPOINT_ENV, "gating:raise")  # its removals staged, its gate not evaluated
+    with pytest.raises(InjectedFailure):
+        retract_partitions(spec(location, keys=["2024-01-06"], downstream=True), instance)
+    monkeypatch.delenv(FAILPOINT_ENV)
+    [stopped] = [
+        standing.record
+        for standing in list_backfills(instance).standings
+        if standing.record.retracted and standing.record.status == "running"
+    ]
+
+    with pytest.raises(BackfillStateError, match="discard"):  # resuming would materialize them again
+        resume_backfill(instance, stopped.id, SilentConsole())
+    discard_backfill(instance, stopped.id)
+
+    assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == versions
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+    assert not any((lake / table / "_backfills" / stopped.id).exists() for table in TABLES)
