@@ -41,7 +41,6 @@ from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
-from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
     SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -97,6 +96,7 @@ from partition_assets.dagster_internals import (
 )
 from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
+from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.instance.storage import instance_storage_defaults
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
@@ -294,9 +294,7 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
 
 
 @pins("SqlEventLogStorage", "SqlEventLogStorageTable")
-def test_a_partition_wipe_on_the_sql_event_logs_leaves_the_partitions_missing_until_materialized_again(
-    home, tmp_path
-):
+def test_a_partition_wipe_on_the_sql_event_logs_leaves_the_partitions_missing_until_materialized_again(home, tmp_path):
     """instance/partition_wipe.py: Dagster 1.13's SQL event logs cannot wipe a partition
     (NotImplementedError: once they can, the library uses Dagster's own), so the wipe clears
     the partition index of its materialization events and the cached status; on both SQLite
