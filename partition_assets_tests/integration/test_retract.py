@@ -54,6 +54,7 @@ def retract_lake(spark_resource, home_template, tmp_path_factory):
     source = (REPO / "partition_assets_tests" / "support" / "retract_defs.py").read_text()
     location = root / "retract_defs.py"
     location.write_text(source.replace('os.environ.get(LAKE_ENV, ".lake-retract-tests")', repr(str(lake))))
+    assert repr(str(lake)) in location.read_text()
     home = root / "dagster_home"
     shutil.copytree(home_template, home)
     with dg.DagsterInstance.from_config(str(home)) as instance:

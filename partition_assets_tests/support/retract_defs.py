@@ -42,11 +42,7 @@ def daily_counts(events: DataFrame) -> DataFrame:
     return events.groupBy("ds").agg(F.count("*").alias("events"))
 
 
+lake = os.environ.get(LAKE_ENV, ".lake-retract-tests")
 spark = SparkResource.from_env()
-defs = dg.Definitions(
-    assets=[events, daily_counts],
-    resources={
-        "spark": spark,
-        "io_manager": SparkDeltaIOManager(root_uri=os.environ.get(LAKE_ENV, ".lake-retract-tests"), spark=spark),
-    },
-)
+resources = {"spark": spark, "io_manager": SparkDeltaIOManager(root_uri=lake, spark=spark)}
+defs = dg.Definitions(assets=[events, daily_counts], resources=resources)
