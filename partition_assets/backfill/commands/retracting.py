@@ -13,6 +13,7 @@ Not guaranteed: a retract killed after its staging and before its publish leaves
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 import dagster as dg
 
@@ -22,12 +23,14 @@ from partition_assets.backfill.planning.instance_state import graph_of, material
 from partition_assets.backfill.planning.retraction import describe_nodes, retracted_nodes
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.publication import staged_publication
+from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.approval import launcher
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import RetractError
 from partition_assets.storage.leases import release
+from partition_assets.storage.table_format import StagingFormat
 
 
 def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launched_by: str | None = None) -> Retracted:
@@ -44,6 +47,7 @@ def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launche
             a selected one; nothing was written.
         RetractError: An asset is not stored in a table a staged backfill can commit (Delta through a
             partition_assets IO manager); nothing was written.
+        UnsupportedByFormatError: A table is Parquet, which cannot stage a removal; nothing was written.
         PartitionLeasedError, CoordinatorLiveError: Another writer holds the partitions; nothing was written.
     """
     selected = graph_of(dataclasses.replace(spec, downstream=False), instance)
@@ -57,8 +61,7 @@ def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launche
             f"cannot retract {describe_nodes(unstored)}: no partition_assets IO manager stores the asset in a "
             "table, so there are no rows to remove. Retract only assets stored as Delta tables. Nothing was written."
         )
-    for table in publication.tables.values():
-        table.staging_format  # noqa: B018  refuses a format that cannot stage (Parquet) before any lease
+    _staging_formats(publication.tables.values())  # refuses Parquet before any lease
     with publication.held(instance, BackfillCommand.RETRACT) as leases:
         retraction = publication.retract(instance, nodes)
         release(leases)
@@ -68,3 +71,9 @@ def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launche
         retraction.versions,
         retraction.gate.checks,
     )
+
+
+def _staging_formats(tables: Iterable[BackfillTable]) -> list[StagingFormat]:
+    """Each table's format; UnsupportedByFormatError for one that cannot stage a removal
+    (Parquet: `BackfillTable.staging_format` refuses it), called before any lease is taken."""
+    return [table.staging_format for table in tables]
