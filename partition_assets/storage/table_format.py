@@ -216,6 +216,17 @@ class StagingFormat(TableFormat, Protocol):
             BackfillIdError: `backfill_id` cannot name a folder.
         """
 
+    def stage_removal(
+        self, table_uri: str, scope: PartitionScope | None, backfill_id: str, metadata: Mapping[str, str]
+    ) -> None:
+        """Stages the removal of every row of `scope`'s partitions (the whole table when None) for
+        backfill `backfill_id`, with the commit `metadata`: its publish deletes them in one commit.
+
+        Raises:
+            TableNotFoundError: There is no table; nothing was staged.
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
+
     def read_overlay(
         self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
     ) -> DataFrame | None:

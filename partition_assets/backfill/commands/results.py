@@ -20,6 +20,7 @@ from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.diff import DiffRow
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.running.lineup import Standing
@@ -117,6 +118,41 @@ class Published:
     @property
     def message(self) -> str:
         return f"backfill {self.backfill_id} {self.verb}: {describe_versions(dict(self.versions))}"
+
+
+@dataclass(frozen=True)
+class RemovedPartition:
+    """A partition a retract removed from its table, and the rows it held."""
+
+    asset: str
+    partition: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Retracted:
+    """A retract (`retract_partitions`): the partitions it removed, one commit per table
+    (`versions`: {table: version}), and its gate's checks (failed ones are rows going to zero)."""
+
+    backfill_id: str
+    removed: tuple[RemovedPartition, ...]
+    versions: Mapping[str, int | None]
+    gate_checks: tuple[GateCheck, ...]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """One line per removed partition (rows before -> 0), then the gate's failed checks."""
+        removed = tuple(f"removed {f'{p.asset} {p.partition}'.rstrip()}: {p.rows} rows -> 0" for p in self.removed)
+        failed = format_checks(self.gate_checks)
+        return removed + ((f"gate (recorded in the ledger; a retract publishes anyway):\n{failed}",) if failed else ())
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id} retracted {len(self.removed)} partitions: "
+            f"{describe_versions(dict(self.versions))}; `partition-assets backfill rollback {self.backfill_id}` "
+            "brings them back"
+        )
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ code location); its leases, freeze and coordinator claim for the duration of a s
 only what it reads and writes (the record, the tables, the ledger, the instance) and returns
 its result: statistics (backfill_stats.py), the gate (gate_step.py), the publish's commits
 (publish_step.py), discard and the rollback's commits (undo_steps.py), the ledger's rows
-(ledger_writes.py) and what Dagster records (dagster_events.py).
+(ledger_writes.py) and what Dagster records (dagster_events.py). A retract (`retract`) is
+a staged backfill whose staging removes partitions (retract_steps.py), then gated and
+published as any other.
 
 Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
@@ -23,16 +25,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.publishing import gate_step, undo_steps
+from partition_assets.backfill.publishing import gate_step, retract_steps, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats, stats_of
 from partition_assets.backfill.publishing.dagster_events import (
     publish_recorded,
     record_materializations,
+    record_retraction,
     reflect_rollback,
 )
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
@@ -45,6 +49,7 @@ from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerSt
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
+from partition_assets.deploy.versioning import definitions_git_sha
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
 from partition_assets.storage.leases import Heartbeat, Lease, acquire
 
@@ -58,6 +63,16 @@ def staged_publication(record: BackfillRecord, definitions: dg.Definitions, grap
     root = lake_root(definitions)
     ledger = Ledger(ledger_uri(root)) if root else None
     return Publication(record, definitions, graph, tables_of(definitions, graph), ledger, root)
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """What a retract did: (asset, partition, rows it held) per removed partition, the gate it
+    evaluated, the table versions its publish created."""
+
+    removed: list[tuple[str, str, int]]
+    gate: gate_step.GateOutcome
+    versions: dict[str, int | None]
 
 
 class Publication:
@@ -212,6 +227,22 @@ class Publication:
         self.record.move_to(BackfillStatus.PUBLISHED, "publish")
         self.notify("published", f"{len(self.tables)} tables")
         return versions
+
+    def retract(self, instance: dg.DagsterInstance, nodes: list[Node]) -> Retraction:
+        """Removes `nodes` from their tables as a staged backfill rewrites them, inside `held`:
+        their removal staged (retract_steps.stage_removals), the gate evaluated on every table's
+        old and new content (each removed partition goes to 0 rows: its ledger row says so, with
+        the checks), the publish (`publish`: one commit per table, the ledger's `published`
+        rows, status `published`), then the partitions marked not materialized in Dagster
+        (dagster_events.record_retraction). `rollback` undoes it. The gate does not stop a
+        retract (rows going to zero are what it asked for); its checks are returned to be shown.
+        """
+        retract_steps.stage_removals(self.record, self.tables, nodes, definitions_git_sha(self.definitions))
+        stats = self.stats(old_of_every_table=True)
+        outcome = self.gate(ahead={table_stats.table.asset: table_stats for table_stats in stats})
+        versions = self.publish(instance)
+        record_retraction(instance, self.record)
+        return Retraction(retract_steps.rows_removed(stats), outcome, versions)
 
     def discard(self, instance: dg.DagsterInstance) -> int:
         """See undo_steps.discard."""

@@ -94,6 +94,11 @@ class DeltaFormat:
     ) -> PublishResult:
         return stage.stage_frame(frame, table_uri, scope, options, backfill_id)
 
+    def stage_removal(
+        self, table_uri: str, scope: PartitionScope | None, backfill_id: str, metadata: Mapping[str, str]
+    ) -> None:
+        stage.stage_removal(table_uri, scope, backfill_id, metadata)
+
     def read_overlay(
         self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
     ) -> DataFrame | None:
