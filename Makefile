@@ -119,6 +119,7 @@ clean: spark-stop
 bench: install postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/scale_bench.py
+	$(PY) bench/publish_real.py
 	$(PY) bench/engine_bench.py
 	$(PY) bench/generated_shapes_bench.py
 	$(PY) bench/example_bench.py --days 3

@@ -44,6 +44,7 @@ from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.publishing.ledger_writes import append_status, latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
 from partition_assets.backfill.publishing.publish_step import commit_tables, published_files
+from partition_assets.backfill.publishing.step_clock import StepClock
 from partition_assets.backfill.publishing.tables import Tables, lake_root, tables_of
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -96,6 +97,8 @@ class Publication:
         self.ledger = ledger
         self.lake = lake
         self._held: tuple[Heartbeat, Announcement] | None = None
+        # Seconds per part of the last `publish` in this process (table commits, Dagster's records, ledger).
+        self.publish_split = StepClock()
 
     def take_leases(self) -> list[Lease]:
         """Leases on every partition the backfill writes; the first time, also the
@@ -218,14 +221,20 @@ class Publication:
         (dagster_events.py) and the ledger's `published` rows; returns the published versions.
         `ledger_rows`: the ledger's latest rows of the backfill when the caller just wrote them
         (an approval), else read once here. Idempotent: a publish resumed after a crash commits
-        no table and records no run twice."""
-        versions = commit_tables(self.record, self.tables, self.lake, force)
-        rows = latest(self.ledger, self.record.id) if ledger_rows is None else ledger_rows
-        record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
-        append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
-        self.record.save()
-        self.record.move_to(BackfillStatus.PUBLISHED, "publish")
+        no table and records no run twice. `publish_split` then holds the seconds each part took."""
+        split = StepClock()
+        with split.step("table commits"):
+            versions = commit_tables(self.record, self.tables, self.lake, force)
+        with split.step("ledger"):
+            rows = latest(self.ledger, self.record.id) if ledger_rows is None else ledger_rows
+        with split.step("Dagster's records"):
+            record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
+        with split.step("ledger"):
+            append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
+            self.record.save()
+            self.record.move_to(BackfillStatus.PUBLISHED, "publish")
         self.notify("published", f"{len(self.tables)} tables")
+        self.publish_split = split
         return versions
 
     def retract(self, instance: dg.DagsterInstance, nodes: list[Node]) -> Retraction:
