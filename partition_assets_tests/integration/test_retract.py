@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from partition_assets.backfill.commands import (
     SilentConsole,
+    backfill_status,
     discard_backfill,
     list_backfills,
     resume_backfill,
@@ -139,6 +140,9 @@ def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_
     # --catch-up would run them again: they are missing, not current.
     graph = graph_of(spec(location, selection="*", start=MATERIALIZED[0], end=MATERIALIZED[-1]), instance)
     assert {node.partition for node in current_nodes(graph, instance)} == set(kept)
+    status = backfill_status(instance, retracted.backfill_id)  # no node runs: it says what it removed
+    assert "retract of" in status.title
+    assert status.retracted_lines == [f"retracted: {table} {', '.join(RETRACTED)}" for table in TABLES]
 
     restored = rollback_backfill(instance, retracted.backfill_id)
 

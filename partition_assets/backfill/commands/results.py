@@ -90,7 +90,14 @@ class StatusReport:
 
     @property
     def title(self) -> str:
-        return f"backfill {self.record.id} ({self.record.status}): {self.record.spec.describe()}"
+        what = "retract of " if self.record.retracted else ""
+        return f"backfill {self.record.id} ({self.record.status}): {what}{self.record.spec.describe()}"
+
+    @property
+    def retracted_lines(self) -> list[str]:
+        """For a retract (which runs no node: its map shows no run), a line per asset naming
+        the partitions it removed: `retracted: daily_orders 2024-03-03, 2024-03-04`."""
+        return [f"retracted: {asset} {', '.join(keys)}" for asset, keys in self.record.retracted.items()]
 
     @property
     def failed_lines(self) -> list[str]:
