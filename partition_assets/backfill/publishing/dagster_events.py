@@ -134,11 +134,9 @@ def reflect_rollback(
 ) -> None:
     """Dagster's view after `record`'s backfill over `graph` was rolled back: each restored
     partition (each it ran, each a retract removed) gets a materialization of its old content;
-    each partition the backfill created
-    is wiped (missing again)
-    where the instance's event log can wipe partitions, else gets an observation
-    saying the rollback removed it (Dagster 1.13's SQL event logs cannot wipe one
-    partition: NotImplementedError)."""
+    each partition the backfill created is wiped, missing again (instance/partition_wipe.py:
+    Dagster's own wipe, or its effect on the SQL event logs that lack one), and gets an
+    observation saying the rollback removed it."""
     created = {(asset, partition) for asset, partitions in record.created.items() for partition in partitions}
     schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=True)
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
@@ -152,13 +150,10 @@ def reflect_rollback(
     ]
     for asset, partitions in _by_asset(created).items():
         key = dg.AssetKey.from_user_string(asset)
-        try:
-            instance.wipe_asset_partitions(key, partitions)
-        except NotImplementedError:
-            events += [
-                dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": record.id})
-                for p in partitions
-            ]
+        wipe_partitions(instance, key, partitions)
+        events += [
+            dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": record.id}) for p in partitions
+        ]
     run_reporting(instance, events, {BACKFILL_ID_TAG: record.id}, "partition_assets_rollback")
 
 
