@@ -132,7 +132,7 @@ def run(command: list[str], env: dict[str, str], log) -> float:
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True)
     seconds = time.monotonic() - started
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stdout[-3000:]}")
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {(done.stdout + done.stderr)[-3000:]}")
     log(f"  {seconds:6.1f} s  {' '.join(command[:3])} ...")
     return seconds
 

@@ -26,8 +26,9 @@ def heavy_daily(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.M
     """The sum of a hash of every generated row with the day, modulo a prime."""
     rows = int(os.environ.get(ROWS_ENV, "400000000"))
     day = int(context.partition_key.replace("-", ""))
+    session = spark.spark_session  # first: pyspark's functions build Spark Connect columns only once it is made
     hashed = F.xxhash64("id", F.lit(day)) % 1_000_003
-    total = spark.spark_session.range(rows).select(F.sum(hashed)).first()[0]
+    total = session.range(rows).select(F.sum(hashed)).first()[0]
     return dg.MaterializeResult(metadata={"rows": rows, "checksum": int(total)})
 
 

@@ -132,11 +132,13 @@ class SparkResource(LazyPySparkResource):
         if not self.in_process:  # its jobs join their kind's FAIR pool on the server
             pool = self._pool or _pool_of_process()
             session.conf.set(POOL_CONF, pool)
-            if pool == BACKFILL_POOL:
-                for key, value in backfill_slicing_conf(
-                    self._server_cores(session), self.backfill_tasks_per_core
-                ).items():
+            # A process's runs share its one Connect session: each run of either kind sets its own.
+            slicing = backfill_slicing_conf(self._server_cores(session), self.backfill_tasks_per_core)
+            for key, value in slicing.items():
+                if pool == BACKFILL_POOL:
                     session.conf.set(key, value)
+                else:
+                    session.conf.unset(key)
         self._spark_session = session
 
     def _server_cores(self, session: SparkSession) -> int | None:
