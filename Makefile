@@ -116,9 +116,10 @@ postgres:
 clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
 
-# Production alone and during a 31-day backfill, per isolation option: the Spark-heavy asset,
-# then the example (bench/isolation_bench.py). On an idle machine: the figures are its load's.
+# Production alone and during a backfill, per isolation option: Spark jobs only, then whole
+# commands over 31 days of the Spark-heavy asset and of the example (bench/isolation_bench.py). On an idle machine: the figures are its load's.
 bench-isolation: install
+	$(PY) bench/spark_pools_bench.py --jobs 5
 	$(PY) bench/isolation_bench.py --asset spark-heavy --days 31 --alone 5
 	$(PY) bench/isolation_bench.py --asset example --days 31 --alone 5 --options off,sliced
 

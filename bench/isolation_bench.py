@@ -144,13 +144,19 @@ def production_command(asset: Asset, day: date) -> list[str]:
     ]
 
 
+def option_server(workdir: Path, conf: dict[str, str], port: int) -> LocalConnectServer:
+    """The Spark Connect server of an option's `conf` (its "{pools_24}" the path of issue
+    24's allocation file, written under `workdir`), not started yet."""
+    pools_24 = workdir / "pools-of-issue-24.xml"
+    pools_24.write_text(POOLS_OF_ISSUE_24)
+    server_conf = {key: value.format(pools_24=pools_24) for key, value in conf.items()}
+    return LocalConnectServer(port=port, conf=server_conf, state_dir=workdir / "state")
+
+
 def measure(mode: str, asset: Asset, days: int, alone: int, port: int, log) -> ModeResult:
     capacity, extra_env, conf = OPTIONS[mode]
     workdir = Path(tempfile.mkdtemp(prefix=f"isolation-bench-{mode}-"))
-    pools_24 = workdir / "pools-of-issue-24.xml"
-    pools_24.write_text(POOLS_OF_ISSUE_24)
-    spark_conf = {key: value.format(pools_24=pools_24) for key, value in conf.items()}
-    server = LocalConnectServer(port=port, conf=spark_conf, state_dir=workdir / "state")
+    server = option_server(workdir, conf, port)
     try:
         env = prepare(workdir, capacity, extra_env, port)
         server.ensure_running()

@@ -13,7 +13,8 @@ cores (production's minShare the server's cores), sliced (cores, and the backfil
 8 tasks per core: the default).
 
 Usage: python bench/spark_pools_bench.py [--jobs 5] [--rows 400000000] [--options off,pools,cores,sliced]
-           [--spark-port 15182]
+           [--spark-port 15182] [--out bench/results/isolation.md]
+It rewrites its section of the results file (between its markers).
 Not measured: Dagster's processes, the engine's capacity and niceness (the whole-command
 bench has them).
 """
@@ -28,14 +29,15 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO)]
 from pyspark.sql import SparkSession
 
-from bench.isolation_bench import POOLS_OF_ISSUE_24
+from bench.isolation_bench import option_server, replace_section
 from bench.spark_heavy_location import DEFAULT_ROWS, heavy_sum
-from partition_assets.spark.connect_server import LocalConnectServer
 from partition_assets.spark.scheduler_pools import (
     BACKFILL_POOL,
     DEFAULT_TASKS_PER_CORE,
@@ -65,10 +67,7 @@ def measure(option: str, jobs: int, rows: int, port: int) -> tuple[list[float], 
     jobs per minute meanwhile."""
     conf, sliced = OPTIONS[option]
     workdir = Path(tempfile.mkdtemp(prefix=f"spark-pools-bench-{option}-"))
-    pools_24 = workdir / "pools-of-issue-24.xml"
-    pools_24.write_text(POOLS_OF_ISSUE_24)
-    server_conf = {key: value.format(pools_24=pools_24) for key, value in conf.items()}
-    server = LocalConnectServer(port=port, conf=server_conf, state_dir=workdir / "state")
+    server = option_server(workdir, conf, port)
     try:
         url = server.ensure_running()
         production, backfill = SparkSession.builder.remote(url).create(), SparkSession.builder.remote(url).create()
@@ -107,21 +106,31 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--options", default=",".join(OPTIONS))
     parser.add_argument("--spark-port", type=int, default=15182)
+    parser.add_argument("--out", default=str(REPO / "bench/results/isolation.md"))
     args = parser.parse_args()
-    print(
+    lines = [
+        "## Spark jobs only",
+        "",
+        f"`python bench/spark_pools_bench.py {' '.join(sys.argv[1:])}`, measured {datetime.now(UTC):%Y-%m-%d %H:%M} "
+        "UTC (1-minute load average before and after each option).",
+        "",
         "| option | production job alone: median | during a backfill: median | during / alone "
-        "| backfill jobs/min | load |"
-    )
-    print("| --- | --- | --- | --- | --- | --- |")
+        "| backfill jobs/min | load |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for option in args.options.split(","):
         load = os.getloadavg()[0]
         alone, during, per_minute = measure(option, args.jobs, args.rows, args.spark_port)
         ratio = statistics.median(during) / statistics.median(alone)
-        print(
+        lines.append(
             f"| {option} | {statistics.median(alone):.2f} s | {statistics.median(during):.2f} s | {ratio:.2f}x "
-            f"| {per_minute:.1f} | {load:.1f} -> {os.getloadavg()[0]:.1f} |",
-            flush=True,
+            f"| {per_minute:.1f} | {load:.1f} -> {os.getloadavg()[0]:.1f} |"
         )
+        print(lines[-1], flush=True)
+    out = Path(args.out)
+    existing = out.read_text() if out.exists() else "# Isolation: production latency during a backfill\n"
+    out.write_text(replace_section(existing, "spark-jobs", "\n".join(lines)))
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
