@@ -17,7 +17,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench spark-start spark-stop clean browser postgres jvm-jar
+.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench bench-isolation spark-start spark-stop clean browser postgres jvm-jar
 
 install: $(VENV)/.installed
 
@@ -116,6 +116,13 @@ postgres:
 clean: spark-stop
 	rm -rf $(DAGSTER_HOME) $(PARTITION_ASSETS_LAKE) $(PARTITION_ASSETS_STATE_DIR)
 
+# Production alone and during a backfill, per isolation option: Spark jobs only, then whole
+# commands over 31 days of the Spark-heavy asset and of the example (bench/isolation_bench.py). On an idle machine: the figures are its load's.
+bench-isolation: install
+	$(PY) bench/spark_pools_bench.py --jobs 5
+	$(PY) bench/isolation_bench.py --asset spark-heavy --days 31 --alone 5
+	$(PY) bench/isolation_bench.py --asset example --days 31 --alone 5 --options off,sliced
+
 bench: install postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/scale_bench.py
@@ -131,5 +138,5 @@ bench: install postgres
 	$(PY) bench/launcher_overhead.py
 	$(PY) bench/automation_latency.py
 	$(PY) bench/webserver_bench.py
-	$(PY) bench/isolation_bench.py
+	$(MAKE) bench-isolation
 	$(PY) bench/release_bench.py

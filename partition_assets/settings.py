@@ -21,3 +21,17 @@ def positive_seconds(name: str, default: float) -> float:
     if seconds <= 0:
         raise EnvironmentSetupError(f"{name}={text!r} is not a positive number of seconds; set e.g. {name}={default:g}")
     return seconds
+
+
+def whole_number(name: str, default: int) -> int:
+    """The whole number >= 0 the environment variable `name` holds; `default` when unset.
+
+    Raises:
+        EnvironmentSetupError: `name` is set but not a whole number >= 0; the message names it and a valid value.
+    """
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if not text.strip().isdigit():
+        raise EnvironmentSetupError(f"{name}={text!r} is not a whole number >= 0; set e.g. {name}={default}")
+    return int(text)

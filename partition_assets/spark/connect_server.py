@@ -185,7 +185,7 @@ class LocalConnectServer:
                 {
                     **DEFAULT_SPARK_CONF,
                     # Backfill and production jobs in pools of their own (spark/scheduler_pools.py).
-                    **fair_scheduler_conf(self.pools_path),
+                    **fair_scheduler_conf(self.pools_path, self.master),
                     # Before `conf`, so that a configured spark.driver.memory wins.
                     "spark.driver.memory": self.driver_memory,
                     **self.conf,

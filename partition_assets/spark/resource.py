@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from partition_assets.errors import SparkConfigError
 from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
+from partition_assets.settings import whole_number
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
     DEFAULT_SPARK_CONF,
@@ -18,11 +19,22 @@ from partition_assets.spark.connect_server import (
     spark_env,
 )
 from partition_assets.spark.java import find_java
-from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_CONF, POOL_ENV, PRODUCTION_POOL
+from partition_assets.spark.scheduler_pools import (
+    BACKFILL_POOL,
+    DEFAULT_TASKS_PER_CORE,
+    POOL_CONF,
+    POOL_ENV,
+    PRODUCTION_POOL,
+    backfill_slicing_conf,
+    cores_of,
+)
 from partition_assets.spark.unreachable import DEFAULT_UNREACHABLE_SECONDS, listening, unreachable_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+
+TASKS_PER_CORE_ENV = "PARTITION_ASSETS_SPARK_BACKFILL_TASKS_PER_CORE"
 
 
 class SparkResource(LazyPySparkResource):
@@ -53,11 +65,18 @@ class SparkResource(LazyPySparkResource):
         gt=0,
         description="Seconds a Spark Connect call retries a server it cannot reach before it fails.",
     )
+    backfill_tasks_per_core: int = Field(
+        default=DEFAULT_TASKS_PER_CORE,
+        ge=0,
+        description="A backfill session's scans run in at least this many tasks per server core, so that a "
+        "production job waits at most one short task for a core (spark/scheduler_pools.py); 0 keeps Spark's.",
+    )
     _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
 
     @classmethod
     def from_env(cls) -> "SparkResource":
-        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT,CONF,UNREACHABLE_SECONDS}.
+        """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT,CONF,UNREACHABLE_SECONDS,
+        BACKFILL_TASKS_PER_CORE}.
 
         PARTITION_ASSETS_SPARK_CONF is a JSON object of Spark settings (see
         `spark_conf_from_env`): it becomes `spark_config`.
@@ -67,7 +86,7 @@ class SparkResource(LazyPySparkResource):
                 starting with `spark.` or a value that is no string, number or boolean; no Spark
                 server was started.
             EnvironmentSetupError: PARTITION_ASSETS_SPARK_UNREACHABLE_SECONDS is set but not a
-                positive number.
+                positive number, or PARTITION_ASSETS_SPARK_BACKFILL_TASKS_PER_CORE not a whole number >= 0.
         """
         return cls(
             spark_config=spark_conf_from_env(),
@@ -76,6 +95,7 @@ class SparkResource(LazyPySparkResource):
             in_process=os.environ.get("PARTITION_ASSETS_SPARK_IN_PROCESS", "") == "1",
             connect_port=int(os.environ.get("PARTITION_ASSETS_SPARK_CONNECT_PORT", DEFAULT_PORT)),
             unreachable_seconds=unreachable_seconds(),
+            backfill_tasks_per_core=whole_number(TASKS_PER_CORE_ENV, DEFAULT_TASKS_PER_CORE),
         )
 
     def local_server(self) -> LocalConnectServer:
@@ -110,8 +130,24 @@ class SparkResource(LazyPySparkResource):
             if key.startswith("spark.sql."):
                 session.conf.set(key, str(value))
         if not self.in_process:  # its jobs join their kind's FAIR pool on the server
-            session.conf.set(POOL_CONF, self._pool or _pool_of_process())
+            pool = self._pool or _pool_of_process()
+            session.conf.set(POOL_CONF, pool)
+            # A process's runs share its one Connect session: each run of either kind sets its own.
+            slicing = backfill_slicing_conf(self._server_cores(session), self.backfill_tasks_per_core)
+            for key, value in slicing.items():
+                if pool == BACKFILL_POOL:
+                    session.conf.set(key, value)
+                else:
+                    session.conf.unset(key)
         self._spark_session = session
+
+    def _server_cores(self, session: SparkSession) -> int | None:
+        """The cores of the server's master: the local server's from its master, a remote
+        one's from its spark.default.parallelism, if its conf names it."""
+        if not self.remote:
+            return cores_of(self.master)
+        named = session.conf.get("spark.default.parallelism", None) or ""
+        return int(named) if named.isdigit() else None
 
     def _connected(self, url: str) -> SparkSession:
         """A Spark Connect session on `url` whose calls give up an unreachable server in time."""

@@ -1,6 +1,6 @@
 """Spark's FAIR scheduler on the shared Spark Connect server: backfill jobs in a low-weight
-pool, production jobs in a pool that wins the cores (issue 24: backfills never starve
-production).
+pool, production jobs in a pool that takes every core it has tasks for (issues 24 and 44:
+backfills never starve production, also when Spark is the bottleneck).
 
 The mechanism Spark Connect supports (Spark 4): `spark.scheduler.pool` set as a session
 conf (`spark.conf.set`, or `SET spark.scheduler.pool=...` in SQL) becomes the local
@@ -8,37 +8,55 @@ property of every job the session's requests start, which is what the FAIR sched
 reads to pick a job's pool (partition_assets_tests/integration/test_spark_pools.py reads it back from a
 task). So:
 - the server starts with `spark.scheduler.mode=FAIR` and an allocation file
-  (`ALLOCATION_XML`, written next to its other state files) defining both pools;
+  (`allocation_xml`, written next to its other state files) defining both pools, production's
+  minShare being the server's cores (`cores_of` its master): whenever production has tasks
+  waiting, every core that frees goes to it before any backfill task;
 - a session of a node run of a backfill (a run tagged `dagster/backfill`, or any run in a
   backfill's local worker, which sets `POOL_ENV`) joins `BACKFILL_POOL`; every other
-  session joins `PRODUCTION_POOL` (spark/resource.py sets it when the session is made).
+  session joins `PRODUCTION_POOL` (spark/resource.py sets it when the session is made);
+- a backfill session cuts its scans into short tasks (`backfill_slicing_conf`: at least
+  `tasks_per_core` x cores of them), because the scheduler never preempts a running task: a
+  production job waits for a core at most as long as one backfill task runs. Measured in
+  bench/results/isolation.md against the pools alone and FIFO.
 On a standalone cluster the pools apply the same way: the FAIR scheduler runs in the
 driver (the Connect server), and decides which pool's tasks the cluster's executors run.
 
-Not guaranteed: pools share cores task by task, without preempting a running task: a long
-task of a backfill keeps its core until it ends. A session made with `in_process=True`
-(a classic driver in the run's process) has a scheduler of its own and no other job to
-share with; a conf or spark-defaults.conf that sets `spark.scheduler.mode` or the
-allocation file wins over these.
+Not guaranteed: a backfill task that is long whatever the slicing (a shuffle's reduce
+side, a Python UDF over a skewed partition, a write of one big partition) keeps its core
+until it ends. The cores of a master other than local[N] are unknown here: production's
+minShare is then 1 and backfills are not sliced unless the server's conf names
+`spark.default.parallelism`. A session made with `in_process=True` (a classic driver in the
+run's process) has a scheduler of its own and no other job to share with; a conf or
+spark-defaults.conf that sets `spark.scheduler.mode` or the allocation file wins over these.
 """
 
+import os
+import re
 from pathlib import Path
 
 PRODUCTION_POOL, BACKFILL_POOL = "production", "backfill"
 # Set in a backfill's local worker processes: every session they make joins the backfill pool.
 POOL_ENV = "PARTITION_ASSETS_SPARK_POOL"
 POOL_CONF = "spark.scheduler.pool"
+# The session conf a scan's (spark.range, files, local data) task count defaults to; file
+# scans split at least as many ways (spark.sql.files.minPartitionNum defaults to it).
+LEAF_PARALLELISM_CONF = "spark.sql.leafNodeDefaultParallelism"
+DEFAULT_TASKS_PER_CORE = 8
+# Beyond both pools' minShare, cores go by running tasks / weight: production's jobs keep
+# the cores they have tasks for, backfills take what is left.
+PRODUCTION_WEIGHT = 100
 
-# Production's jobs get 4 shares of the cores for the backfill's 1, and at least 1 core
-# whenever they have tasks waiting; within a pool, jobs share fairly.
-ALLOCATION_XML = """<?xml version="1.0"?>
+
+def allocation_xml(cores: int) -> str:
+    """The FAIR pools of a server of `cores` cores: production's minShare is all of them."""
+    return f"""<?xml version="1.0"?>
 <allocations>
-  <pool name="production">
+  <pool name="{PRODUCTION_POOL}">
     <schedulingMode>FAIR</schedulingMode>
-    <weight>4</weight>
-    <minShare>1</minShare>
+    <weight>{PRODUCTION_WEIGHT}</weight>
+    <minShare>{cores}</minShare>
   </pool>
-  <pool name="backfill">
+  <pool name="{BACKFILL_POOL}">
     <schedulingMode>FAIR</schedulingMode>
     <weight>1</weight>
     <minShare>0</minShare>
@@ -47,8 +65,28 @@ ALLOCATION_XML = """<?xml version="1.0"?>
 """
 
 
-def fair_scheduler_conf(allocation_file: Path) -> dict[str, str]:
+def cores_of(master: str) -> int | None:
+    """The cores a `master` of local mode runs tasks on (local, local[N], local[*], local[N,F]);
+    None for a cluster's master, whose cores are not known here."""
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if found is None:
+        return None
+    count = found.group(1)
+    if count is None:
+        return 1
+    return (os.cpu_count() or 1) if count == "*" else int(count)
+
+
+def fair_scheduler_conf(allocation_file: Path, master: str) -> dict[str, str]:
     """The server conf that turns on the FAIR scheduler with both pools, after writing
-    their allocation file at `allocation_file`."""
-    allocation_file.write_text(ALLOCATION_XML)
+    their allocation file, sized for `master`'s cores, at `allocation_file`."""
+    allocation_file.write_text(allocation_xml(cores_of(master) or 1))
     return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(allocation_file)}
+
+
+def backfill_slicing_conf(cores: int | None, tasks_per_core: int) -> dict[str, str]:
+    """The session conf of a backfill session on a server of `cores` cores: scans in at
+    least `tasks_per_core` x `cores` tasks; none (no slicing) when either is unknown or 0."""
+    if not cores or not tasks_per_core:
+        return {}
+    return {LEAF_PARALLELISM_CONF: str(tasks_per_core * cores)}

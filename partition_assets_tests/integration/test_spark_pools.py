@@ -1,14 +1,30 @@
-"""Spark isolation (issue 24): the shared Spark Connect server runs the FAIR scheduler, and
-each run's Spark jobs land in the pool of its kind (spark/scheduler_pools.py), as a task
-of the job reads it back."""
+"""Spark isolation (issues 24 and 44): the shared Spark Connect server runs the FAIR
+scheduler, each run's Spark jobs land in the pool of its kind (spark/scheduler_pools.py),
+as a task of the job reads it back, and a production job's tasks start while a backfill
+job's tasks are still queued, on the test session's shared server."""
+
+import threading
+import time
+from pathlib import Path
 
 import dagster as dg
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
 from partition_assets.spark import SparkResource
-from partition_assets.spark.scheduler_pools import BACKFILL_POOL, PRODUCTION_POOL
+from partition_assets.spark.scheduler_pools import (
+    BACKFILL_POOL,
+    DEFAULT_TASKS_PER_CORE,
+    LEAF_PARALLELISM_CONF,
+    POOL_CONF,
+    PRODUCTION_POOL,
+    backfill_slicing_conf,
+)
+from partition_assets_tests.support.polling import wait_for
+
+SERVER_CORES = 2  # the shared server is local[2] (conftest.py)
 
 
 @dg.asset
@@ -22,13 +38,67 @@ def pool_probe(context: dg.AssetExecutionContext, spark: SparkResource) -> None:
 
     session = spark.spark_session
     found = session.range(1).select(F.udf(pool_of_task, StringType())("id")).first()[0]
-    context.add_output_metadata({"pool": found, "mode": session.conf.get("spark.scheduler.mode")})
+    slices = session.conf.get(LEAF_PARALLELISM_CONF, None)
+    context.add_output_metadata({"pool": found, "mode": session.conf.get("spark.scheduler.mode"), "slices": slices})
 
 
 def test_a_backfill_runs_spark_jobs_in_the_backfill_pool_and_production_in_its_own(spark_resource, instance):
     pools = {}
-    for kind, tags in (("production", {}), ("backfill", {DAGSTER_BACKFILL_TAG: "bf-pools"})):
+    # Production last: the runs share this process's session, which later tests use as production's.
+    for kind, tags in (("backfill", {DAGSTER_BACKFILL_TAG: "bf-pools"}), ("production", {})):
         result = dg.materialize([pool_probe], resources={"spark": spark_resource}, instance=instance, tags=tags)
         metadata = result.asset_materializations_for_node("pool_probe")[0].metadata
-        pools[kind] = (metadata["pool"].value, metadata["mode"].value)
-    assert pools == {"production": (PRODUCTION_POOL, "FAIR"), "backfill": (BACKFILL_POOL, "FAIR")}
+        pools[kind] = (metadata["pool"].value, metadata["mode"].value, metadata["slices"].value)
+    sliced = str(DEFAULT_TASKS_PER_CORE * SERVER_CORES)
+    assert pools == {"production": (PRODUCTION_POOL, "FAIR", None), "backfill": (BACKFILL_POOL, "FAIR", sliced)}
+
+
+def task_starts(session: SparkSession, rows: int, seconds_a_row: float, started: Path) -> list[float]:
+    """Runs a job of `rows` rows, each taking `seconds_a_row` on the server; the time each of
+    its tasks started (one file in folder `started` per task, as it starts)."""
+
+    def start_then_sleep(partition: int) -> str:  # nested: pickled by value
+        import time
+
+        path = started / f"{partition}"
+        if not path.exists():  # a task's first row
+            path.write_text(str(time.time()))
+        time.sleep(seconds_a_row)
+        return path.read_text()
+
+    task_start = F.udf(start_then_sleep, StringType())(F.spark_partition_id())
+    return sorted({float(row[0]) for row in session.range(rows).select(task_start).collect()})
+
+
+def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(spark_resource, tmp_path):
+    url = spark_resource.connect_url()
+    backfill, production = SparkSession.builder.remote(url).create(), SparkSession.builder.remote(url).create()
+    try:
+        backfill.conf.set(POOL_CONF, BACKFILL_POOL)
+        for key, value in backfill_slicing_conf(SERVER_CORES, DEFAULT_TASKS_PER_CORE).items():
+            backfill.conf.set(key, value)
+        production.conf.set(POOL_CONF, PRODUCTION_POOL)
+        backfill_started, production_started = tmp_path / "backfill", tmp_path / "production"
+        backfill_started.mkdir()
+        production_started.mkdir()
+        backfill_starts: list[float] = []
+        # 16 rows: one a task when sliced (0.3 s each), 8 a task of 2.4 s when not.
+        job = threading.Thread(target=lambda: backfill_starts.extend(task_starts(backfill, 16, 0.3, backfill_started)))
+        job.start()
+
+        def backfill_is_running() -> bool:
+            """the backfill job's first tasks started"""
+            return any(backfill_started.iterdir())
+
+        wait_for(backfill_is_running, timeout=60)
+        submitted = time.time()
+        production_starts = task_starts(production, 2, 0.1, production_started)
+        job.join(timeout=120)
+    finally:
+        backfill.stop()
+        production.stop()
+    assert len(backfill_starts) == DEFAULT_TASKS_PER_CORE * SERVER_CORES, "the backfill's scan was not sliced"
+    queued = [start for start in backfill_starts if start > submitted]
+    # Backfill tasks were still queued when production's job came, and production's tasks all
+    # started before them: it waited for no more than the backfill tasks running then.
+    assert queued and max(production_starts) < max(queued), (production_starts, backfill_starts, submitted)

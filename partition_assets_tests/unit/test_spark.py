@@ -1,13 +1,28 @@
-"""Spark settings from the environment, refused when malformed, and how long a call retries an
-unreachable server (Java discovery and the local Spark Connect server:
+"""Spark settings from the environment, refused when malformed, how long a call retries an
+unreachable server, and the FAIR pools and backfill slicing sized from the server's cores (Java
+discovery and the local Spark Connect server:
 partition_assets_tests/integration/test_spark.py)."""
+
+import os
+from xml.etree import ElementTree
 
 import pytest
 
 from partition_assets.cli.main import main
 from partition_assets.errors import EnvironmentSetupError, SparkConfigError
 from partition_assets.spark import SparkResource, retry_policy
+from partition_assets.spark.resource import TASKS_PER_CORE_ENV
 from partition_assets.spark.retry_policy import UnreachableFor
+from partition_assets.spark.scheduler_pools import (
+    BACKFILL_POOL,
+    DEFAULT_TASKS_PER_CORE,
+    LEAF_PARALLELISM_CONF,
+    PRODUCTION_POOL,
+    PRODUCTION_WEIGHT,
+    backfill_slicing_conf,
+    cores_of,
+    fair_scheduler_conf,
+)
 from partition_assets.spark.unreachable import UNREACHABLE_ENV
 
 
@@ -72,3 +87,37 @@ def test_unreachable_seconds_that_are_no_positive_number_are_refused(monkeypatch
     monkeypatch.setenv(UNREACHABLE_ENV, text)
     with pytest.raises(EnvironmentSetupError, match=f"{UNREACHABLE_ENV}='{text}' is not a positive number"):
         SparkResource.from_env()
+
+
+def test_a_backfill_sessions_tasks_per_core_come_from_the_environment(monkeypatch):
+    assert SparkResource.from_env().backfill_tasks_per_core == DEFAULT_TASKS_PER_CORE
+    monkeypatch.setenv(TASKS_PER_CORE_ENV, "0")
+    assert SparkResource.from_env().backfill_tasks_per_core == 0
+
+
+@pytest.mark.parametrize("text", ["-1", "2.5", "many"])
+def test_tasks_per_core_that_are_no_whole_number_are_refused(monkeypatch, text):
+    monkeypatch.setenv(TASKS_PER_CORE_ENV, text)
+    with pytest.raises(EnvironmentSetupError, match=f"{TASKS_PER_CORE_ENV}='{text}' is not a whole number >= 0"):
+        SparkResource.from_env()
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"),
+    [("local", 1), ("local[2]", 2), ("local[3,2]", 3), ("local[*]", os.cpu_count()), ("spark://host:7077", None)],
+)
+def test_the_cores_of_a_master_are_known_in_local_mode_only(master, cores):
+    assert cores_of(master) == cores
+
+
+def test_productions_pool_takes_every_core_and_a_backfill_is_sliced_by_the_servers_cores(tmp_path):
+    conf = fair_scheduler_conf(tmp_path / "pools.xml", "local[4]")
+    pools = {
+        pool.get("name"): (pool.findtext("weight"), pool.findtext("minShare"))
+        for pool in ElementTree.parse(conf["spark.scheduler.allocation.file"]).getroot()
+    }
+    assert conf["spark.scheduler.mode"] == "FAIR"
+    assert pools == {PRODUCTION_POOL: (str(PRODUCTION_WEIGHT), "4"), BACKFILL_POOL: ("1", "0")}
+    assert backfill_slicing_conf(4, 8) == {LEAF_PARALLELISM_CONF: "32"}
+    # An unknown server, or slicing turned off: Spark's own task counts.
+    assert backfill_slicing_conf(None, 8) == backfill_slicing_conf(4, 0) == {}
