@@ -8,9 +8,10 @@ server of the option's own (the FAIR scheduler is a server setting). The options
 - pools: the deployment's capacity `partition_assets.backfills: {max_runs: 3,
   max_runs_under_production: 1}`, backfill workers niced (10), FAIR pools of issue 24
   (production weight 4, minShare 1), backfill scans not sliced;
-- cores: as pools, production's minShare the server's cores (the default allocation file);
-- sliced (the default): as cores, backfill sessions' scans cut into 8 tasks per core
-  (spark/scheduler_pools.py).
+- sliced: as cores, backfill sessions' scans cut into 8 tasks per core
+  (spark/scheduler_pools.py; off by default);
+- cores (the default): as pools, production's minShare the server's cores (the default
+  allocation file).
 Assets (`--asset`):
 - example: production is the example's `daily_orders` and `daily_revenue` for the newest
   day (after the backfill's range, so no lease is shared); the backfill is the whole example
@@ -23,7 +24,7 @@ running, then back to back during a `--days`-day engine backfill (`partition-ass
 backfill run ... --max-parallel 4`, timed as a whole command: its makespan).
 
 Usage: python bench/isolation_bench.py [--asset spark-heavy] [--days 31] [--alone 5]
-           [--options off,pools,cores,sliced] [--spark-port 15182] [--out bench/results/isolation.md]
+           [--options off,pools,sliced,cores] [--spark-port 15182] [--out bench/results/isolation.md]
 The full run for the issue 44 figure on an idle machine: `make bench-isolation`.
 
 Not measured: production launched through the instance's run queue (a daemon and a code
@@ -50,6 +51,7 @@ import yaml
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 from partition_assets.spark.connect_server import LocalConnectServer
 from partition_assets.spark.resource import TASKS_PER_CORE_ENV
+from partition_assets.spark.scheduler_pools import SLICED_TASKS_PER_CORE
 from partition_assets_tests.support.instances import instance_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,8 +94,8 @@ OPTIONS = {
         {"spark.scheduler.mode": "FIFO"},
     ),
     "pools": (CAPPED, NOT_SLICED, {"spark.scheduler.allocation.file": "{pools_24}"}),
+    "sliced": (CAPPED, {TASKS_PER_CORE_ENV: str(SLICED_TASKS_PER_CORE)}, {}),
     "cores": (CAPPED, NOT_SLICED, {}),
-    "sliced": (CAPPED, {}, {}),
 }
 
 

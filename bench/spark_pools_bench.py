@@ -40,9 +40,9 @@ from bench.isolation_bench import option_server, replace_section
 from bench.spark_heavy_location import DEFAULT_ROWS, heavy_sum
 from partition_assets.spark.scheduler_pools import (
     BACKFILL_POOL,
-    DEFAULT_TASKS_PER_CORE,
     POOL_CONF,
     PRODUCTION_POOL,
+    SLICED_TASKS_PER_CORE,
     backfill_slicing_conf,
 )
 
@@ -74,7 +74,7 @@ def measure(option: str, jobs: int, rows: int, port: int) -> tuple[list[float], 
         production.conf.set(POOL_CONF, PRODUCTION_POOL)
         backfill.conf.set(POOL_CONF, BACKFILL_POOL)
         if sliced:
-            for key, value in backfill_slicing_conf(CORES, DEFAULT_TASKS_PER_CORE).items():
+            for key, value in backfill_slicing_conf(CORES, SLICED_TASKS_PER_CORE).items():
                 backfill.conf.set(key, value)
         timed(production, rows, "2024-02-01")  # warms the server up
         alone = [timed(production, rows, "2024-02-01") for _ in range(jobs)]

@@ -14,12 +14,13 @@ from pyspark.sql.types import StringType
 
 from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
 from partition_assets.spark import SparkResource
+from partition_assets.spark.resource import TASKS_PER_CORE_ENV
 from partition_assets.spark.scheduler_pools import (
     BACKFILL_POOL,
-    DEFAULT_TASKS_PER_CORE,
     LEAF_PARALLELISM_CONF,
     POOL_CONF,
     PRODUCTION_POOL,
+    SLICED_TASKS_PER_CORE,
     backfill_slicing_conf,
 )
 from partition_assets_tests.support.polling import wait_for
@@ -42,14 +43,18 @@ def pool_probe(context: dg.AssetExecutionContext, spark: SparkResource) -> None:
     context.add_output_metadata({"pool": found, "mode": session.conf.get("spark.scheduler.mode"), "slices": slices})
 
 
-def test_a_backfill_runs_spark_jobs_in_the_backfill_pool_and_production_in_its_own(spark_resource, instance):
+def test_a_backfill_runs_spark_jobs_in_the_backfill_pool_and_production_in_its_own(
+    spark_resource, instance, monkeypatch
+):
+    monkeypatch.setenv(TASKS_PER_CORE_ENV, str(SLICED_TASKS_PER_CORE))  # slicing turned on
+    spark_resource = SparkResource.from_env()  # the process's one Connect session, sliced for backfills
     pools = {}
     # Production last: the runs share this process's session, which later tests use as production's.
     for kind, tags in (("backfill", {DAGSTER_BACKFILL_TAG: "bf-pools"}), ("production", {})):
         result = dg.materialize([pool_probe], resources={"spark": spark_resource}, instance=instance, tags=tags)
         metadata = result.asset_materializations_for_node("pool_probe")[0].metadata
         pools[kind] = (metadata["pool"].value, metadata["mode"].value, metadata["slices"].value)
-    sliced = str(DEFAULT_TASKS_PER_CORE * SERVER_CORES)
+    sliced = str(SLICED_TASKS_PER_CORE * SERVER_CORES)
     assert pools == {"production": (PRODUCTION_POOL, "FAIR", None), "backfill": (BACKFILL_POOL, "FAIR", sliced)}
 
 
@@ -75,7 +80,7 @@ def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(sp
     backfill, production = SparkSession.builder.remote(url).create(), SparkSession.builder.remote(url).create()
     try:
         backfill.conf.set(POOL_CONF, BACKFILL_POOL)
-        for key, value in backfill_slicing_conf(SERVER_CORES, DEFAULT_TASKS_PER_CORE).items():
+        for key, value in backfill_slicing_conf(SERVER_CORES, SLICED_TASKS_PER_CORE).items():
             backfill.conf.set(key, value)
         production.conf.set(POOL_CONF, PRODUCTION_POOL)
         backfill_started, production_started = tmp_path / "backfill", tmp_path / "production"
@@ -97,7 +102,7 @@ def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(sp
     finally:
         backfill.stop()
         production.stop()
-    assert len(backfill_starts) == DEFAULT_TASKS_PER_CORE * SERVER_CORES, "the backfill's scan was not sliced"
+    assert len(backfill_starts) == SLICED_TASKS_PER_CORE * SERVER_CORES, "the backfill's scan was not sliced"
     queued = [start for start in backfill_starts if start > submitted]
     # Backfill tasks were still queued when production's job came, and production's tasks all
     # started before them: it waited for no more than the backfill tasks running then.
