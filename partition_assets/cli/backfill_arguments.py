@@ -17,6 +17,10 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         target.add_argument("-w", "--workspace", help="workspace.yaml whose one python entry is the code location")
         add_spec_arguments(parser)
         add_code_root_options(parser)
+        if name == "plan":
+            parser.add_argument(
+                "--json", action="store_true", help="print every node with why it is in the plan, as JSON"
+            )
         if name == "run":
             parser.add_argument(
                 "--detach",
