@@ -180,8 +180,10 @@ def _upstreams(
         made = latest[parent]
         keys = memo.order.sorted(parent_def, set(made)) if parent_def is not None else sorted(made)
         mapping = asset_graph.get_partition_mapping(candidate.key, parent)
-        offsets = (mapping.start_offset, mapping.end_offset) if isinstance(mapping, dg.TimeWindowPartitionMapping) else ()
-        windows = WindowCache(max([abs(o) for o in offsets], default=0))
+        padding = 0
+        if isinstance(mapping, dg.TimeWindowPartitionMapping):  # windows shifted by its offsets
+            padding = max(abs(mapping.start_offset), abs(mapping.end_offset))
+        windows = WindowCache(padding)
         dependency = edges_between(candidate, AssetSlice(parent, parent_def, keys), mapping, windows, memo)
         storage_ids = np.array([made[k].storage_id for k in keys], dtype=np.int64)
         found.append(UpstreamMade(parent.to_user_string(), dependency, keys, storage_ids))
