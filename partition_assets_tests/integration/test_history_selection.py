@@ -23,15 +23,17 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import sparse_backfill_job
-from partition_assets.backfill.commands import list_backfills, plan_backfill
+from partition_assets.backfill.commands import plan_backfill
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy import git_sha
 from partition_assets.errors import CommitRangeError, NoCodeVersionError, UnknownCommitError
 from partition_assets_tests.support.cli_runs import backfill_cli, ok
 from partition_assets_tests.support.git_repo import git
+from partition_assets_tests.support.records import recorded_ids
 
 LOCATION = '''
 """Four daily assets of the sales group and one graph-backed asset without a code version."""
@@ -199,12 +201,17 @@ def test_stale_selects_the_changed_asset_the_readers_of_a_remade_partition_and_t
 def test_a_pinned_history_judges_the_instance_as_it_was_at_that_event(history):
     _, first, _ = history.commits
     spec = BackfillSpec(module=str(history.location), selection="key:orders", stale=True)
-    assert pinned_history(spec, history.instance).history_as_of == history.instance.event_log_storage.get_maximum_record_id()
+    assert (
+        pinned_history(spec, history.instance).history_as_of
+        == history.instance.event_log_storage.get_maximum_record_id()
+    )
     # Before commit 2 made orders 2024-01-03 again, commit 1 had made it and revenue read it fresh.
     assert history.plan(produced_by=first, selection="key:orders", history_as_of=history.before_second) == {
         "orders": dict.fromkeys(MADE_BY_FIRST, f"produced by {first[:7]}")
     }
-    assert "revenue" not in history.plan(stale=True, start="2024-01-03", end="2024-01-03", history_as_of=history.before_second)
+    assert "revenue" not in history.plan(
+        stale=True, start="2024-01-03", end="2024-01-03", history_as_of=history.before_second
+    )
 
 
 @pytest.mark.parametrize(
@@ -218,12 +225,12 @@ def test_a_pinned_history_judges_the_instance_as_it_was_at_that_event(history):
 def test_bad_history_selections_are_typed_errors_that_write_nothing(history, fields, error, named):
     _, first, second = history.commits
     fields = {k: v.format(first=first, second=second) if isinstance(v, str) else v for k, v in fields.items()}
-    runs_before = len(history.instance.get_run_records())
+    runs_before, records_before = len(history.instance.get_run_records()), recorded_ids(history.home)
     spec = BackfillSpec(module=str(history.location), **{"selection": "group:sales", **fields})
     with pytest.raises(error) as raised:
         plan_backfill(spec, history.instance)
     assert named in str(raised.value) and "nothing was planned" in str(raised.value)
-    assert len(history.instance.get_run_records()) == runs_before and not list_backfills(history.instance).standings
+    assert len(history.instance.get_run_records()) == runs_before and recorded_ids(history.home) == records_before
 
 
 def test_plan_json_lists_every_node_s_reason_and_plan_prints_the_counts_per_asset(history):
@@ -234,8 +241,14 @@ def test_plan_json_lists_every_node_s_reason_and_plan_prints_the_counts_per_asse
         ("revenue", "2024-01-03"): ("upstream_rematerialized", "upstream orders 2024-01-03 re-materialized"),
         ("counts", "2024-01-03"): ("code_version_changed", "code version changed"),
     }
-    assert len(nodes) == 9 and {n["reason"] for n in nodes} == {"missing", "upstream_rematerialized", "code_version_changed"}
-    printed = ok(backfill_cli(history.home, *args, "--produced-by", first, "--start", "2024-01-01", "--end", "2024-01-05"))
+    assert len(nodes) == 9 and {n["reason"] for n in nodes} == {
+        "missing",
+        "upstream_rematerialized",
+        "code_version_changed",
+    }
+    printed = ok(
+        backfill_cli(history.home, *args, "--produced-by", first, "--start", "2024-01-01", "--end", "2024-01-05")
+    )
     assert f"  counts: 4 produced by {first[:7]}, 1 missing" in printed
     assert f"  orders: 3 produced by {first[:7]}, 1 missing" in printed
     assert "  revenue: 4 produced by" in printed and "  report: 4 produced by" in printed
@@ -244,10 +257,14 @@ def test_plan_json_lists_every_node_s_reason_and_plan_prints_the_counts_per_asse
 def test_the_engine_job_plans_from_produced_by_in_its_config_and_logs_the_reasons(history):
     _, _, second = history.commits
     job = sparse_backfill_job(str(history.location))
-    config = {"selection": "group:sales", "produced_by": second, "publish": "per-node"}
+    config = {"selection": "group:sales", "produced_by": second}
     result = job.execute_in_process(
         run_config={"ops": {COORDINATOR_OP: {"config": config}}}, instance=history.instance, raise_on_error=False
     )
     logged = [e.message for e in history.instance.all_logs(result.run_id) if e.message]
     assert any(f"selected orders: 1 produced by {second[:7]}" in line for line in logged), logged
     assert result.success, logged
+    # Recorded with the history it judged: resuming it plans the same node, made current since.
+    (record,) = [BackfillStore(history.instance).load(i) for i in recorded_ids(history.home)]
+    assert record.spec.produced_by == second and record.spec.history_as_of is not None
+    assert record.spec.history_as_of < history.instance.event_log_storage.get_maximum_record_id()
