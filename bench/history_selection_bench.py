@@ -77,7 +77,12 @@ def fill(instance: dg.DagsterInstance, defs: dg.Definitions, old: str, new: str)
             event_specific_data=StepMaterializationData(materialization),
         )
         return EventLogEntry(
-            error_info=None, level=20, user_message="", run_id="fill", timestamp=time.time(), dagster_event=dagster_event
+            error_info=None,
+            level=20,
+            user_message="",
+            run_id="fill",
+            timestamp=time.time(),
+            dagster_event=dagster_event,
         )
 
     storage = instance.event_log_storage
