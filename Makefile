@@ -118,6 +118,7 @@ clean: spark-stop
 
 bench: install postgres
 	$(PY) bench/plan_bench.py
+	$(PY) bench/history_selection_bench.py
 	$(PY) bench/scale_bench.py
 	$(PY) bench/engine_bench.py
 	$(PY) bench/generated_shapes_bench.py
