@@ -30,7 +30,7 @@ from partition_assets.backfill.planning.mapping_memo import MappingMemo
 from partition_assets.backfill.planning.reasons import NodeReasons
 from partition_assets.backfill.planning.selection import check_static_filters, resolve_selection, why_empty
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange, Wording, flag_of
-from partition_assets.backfill.planning.windows import WindowCache
+from partition_assets.backfill.planning.windows import WindowCache, padding_of
 from partition_assets.errors import BackfillPlanError
 
 if TYPE_CHECKING:  # Dagster's internal types, for annotations only
@@ -118,11 +118,12 @@ def plan(
     check_static_filters(asset_graph, selected, spec.static, wording)
     keys = spec.keys
     if spec.all_partitions:  # each asset takes its own keys of these: all of them
+        definitions = {asset_graph.get(key).partitions_def for key in selected} - {None}  # each listed once
         keys = sorted(
             {
                 k
-                for key in selected
-                if (partitions_def := asset_graph.get(key).partitions_def) is not None
+                for partitions_def in definitions
+                if partitions_def is not None
                 for k in partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store)
             }
         )
@@ -195,17 +196,7 @@ def build_graph(
         selected |= descendants(asset_graph, selected)
     order = [key for key in asset_graph.toposorted_asset_keys if key in selected]
     mappings_by_edge = mappings_among(asset_graph, order)
-    # One padding for every definition, so that each definition's windows are computed once.
-    padding = max(
-        [
-            abs(o)
-            for m in mappings_by_edge.values()
-            if isinstance(m, dg.TimeWindowPartitionMapping)
-            for o in (m.start_offset, m.end_offset)
-        ],
-        default=0,
-    )
-    windows = WindowCache(padding, lookback, exact)
+    windows = WindowCache(padding_of(mappings_by_edge.values()), lookback, exact)
     memo = MappingMemo(dynamic_partitions_store)
     if picked_keys is not None:
         keys_by_asset = {key: list(picked_keys.get(key, [])) for key in order if key in set(selection)}

@@ -38,7 +38,7 @@ from partition_assets.backfill.planning.reasons import (
     stale,
 )
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording
-from partition_assets.backfill.planning.windows import WindowCache
+from partition_assets.backfill.planning.windows import WindowCache, padding_of
 from partition_assets.code_location import import_module_named, split_target
 from partition_assets.deploy.git import commits_named, source_version_at
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, asset_function
@@ -86,6 +86,13 @@ def plan_by_history(
     parents = {p for key in candidates.slices for p in asset_graph.get(key).parent_keys} if spec.stale else set()
     latest = latest_materializations(instance, [*candidates.slices, *(parents - set(candidates.slices))], spec)
     memo = MappingMemo(instance)
+    # Every edge to an upstream asset the stale rule compares with, and one cache of their windows.
+    mappings = {
+        (key, parent): asset_graph.get_partition_mapping(key, parent)
+        for key in (candidates.slices if spec.stale else ())
+        for parent in sorted(asset_graph.get(key).parent_keys - {key})
+    }
+    windows = WindowCache(padding_of(mappings.values()))
     reasons: NodeReasons = {}
     for key, candidate in candidates.slices.items():
         found = {}
@@ -93,7 +100,7 @@ def plan_by_history(
             versions = cache(lambda key=key: _versions_at(definitions, key, commits))
             found = produced_by(candidate.partition_keys, latest[key], commits, versions)
         if spec.stale:
-            upstreams = _upstreams(asset_graph, candidate, latest, memo)
+            upstreams = _upstreams(asset_graph, candidate, latest, mappings, windows, memo)
             current = str(asset_graph.get(key).code_version)
             for partition, reason in stale(candidate.partition_keys, latest[key], current, upstreams).items():
                 found.setdefault(partition, reason)
@@ -171,7 +178,12 @@ def _run_git_shas(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str,
 
 
 def _upstreams(
-    asset_graph: BaseAssetGraph, candidate: AssetSlice, latest: dict[dg.AssetKey, dict[str, Made]], memo: MappingMemo
+    asset_graph: BaseAssetGraph,
+    candidate: AssetSlice,
+    latest: dict[dg.AssetKey, dict[str, Made]],
+    mappings: dict[tuple[dg.AssetKey, dg.AssetKey], dg.PartitionMapping],
+    windows: WindowCache,
+    memo: MappingMemo,
 ) -> list[UpstreamMade]:
     """Each upstream asset of `candidate` (itself excepted) with its made partitions, the edges
     from the candidate partitions to them, and their latest storage ids."""
@@ -180,11 +192,7 @@ def _upstreams(
         parent_def = asset_graph.get(parent).partitions_def
         made = latest[parent]
         keys = memo.order.sorted(parent_def, set(made)) if parent_def is not None else sorted(made)
-        mapping = asset_graph.get_partition_mapping(candidate.key, parent)
-        padding = 0
-        if isinstance(mapping, dg.TimeWindowPartitionMapping):  # windows shifted by its offsets
-            padding = max(abs(mapping.start_offset), abs(mapping.end_offset))
-        windows = WindowCache(padding)
+        mapping = mappings[(candidate.key, parent)]
         dependency = edges_between(candidate, AssetSlice(parent, parent_def, keys), mapping, windows, memo)
         storage_ids = np.array([made[k].storage_id for k in keys], dtype=np.int64)
         found.append(UpstreamMade(parent.to_user_string(), dependency, keys, storage_ids))
