@@ -1,4 +1,5 @@
-"""What git says about the code a process runs: its commit, and a version per asset."""
+"""What git says about the code a process runs: its commit, a version per asset, the commits a
+revision or range names, and the version a past commit gave an asset's function."""
 
 from __future__ import annotations
 
