@@ -30,6 +30,8 @@ from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy import git_sha
+from partition_assets.deploy.git import source_version_at
+from partition_assets.deploy.versioning import asset_function
 from partition_assets.errors import CommitRangeError, NoCodeVersionError, UnknownCommitError
 from partition_assets_tests.support.cli_runs import backfill_cli, ok
 from partition_assets_tests.support.git_repo import git
@@ -211,6 +213,22 @@ def test_a_pinned_history_judges_the_instance_as_it_was_at_that_event(history):
     }
     then = history.plan(stale=True, start="2024-01-03", end="2024-01-03", history_as_of=history.before_second)
     assert then == {"counts": {"2024-01-03": "code version changed"}}  # revenue then read the latest orders
+
+
+def test_the_code_version_a_commit_gives_an_asset_is_read_from_that_commit_s_source(history):
+    """What matches a materialization that records no commit (produced_by's fallback)."""
+    first_of_all, first, second = history.commits
+    definitions = load_definitions(str(history.location))  # the checkout: commit 2
+    counts = asset_function(definitions.resolve_assets_def("counts").node_def)
+    assert counts is not None
+    (made_by_first,) = history.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("counts"), asset_partitions=["2024-01-01"]), limit=1
+    ).records
+    recorded = (made_by_first.asset_materialization.tags or {})["dagster/code_version"]
+    current = definitions.resolve_asset_graph().get(dg.AssetKey("counts")).code_version
+    assert source_version_at(second, counts) == current
+    assert source_version_at(first, counts) == recorded != source_version_at(second, counts)
+    assert source_version_at(first_of_all, counts) is None  # the file did not exist yet
 
 
 @pytest.mark.parametrize(
