@@ -1,6 +1,7 @@
 """`python -m partition_assets` and the `partition-assets` command."""
 
 import gc
+import os
 import sys
 
 
@@ -19,6 +20,11 @@ def console() -> None:
     code = run_on_server(sys.argv[1:])
     if code is not None:
         sys.exit(code)
+    # The working folder on the import path, as `python -m partition_assets` and Dagster's own
+    # commands put it: `-m my_project.definitions` run from the project's folder finds it
+    # uninstalled (a console script's path starts with the venv's bin folder instead).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     gc.disable()
     try:
         from partition_assets.cli import main  # loaded with the collector off

@@ -242,3 +242,16 @@ class UnknownReleaseError(PartitionAssetsError, LookupError):
 
 class ReleaseExpiredError(PartitionAssetsError, LookupError):
     """A release names a table version that vacuum or log cleanup has removed; nothing was read or written."""
+
+
+class RetractError(BackfillPlanError):
+    """A retract (`backfill retract`) cannot remove the partitions asked for; nothing was written."""
+
+
+class NotMaterializedError(RetractError):
+    """A partition asked to be retracted was never materialized in the instance: there is nothing to remove."""
+
+
+class DownstreamReadersError(RetractError):
+    """Partitions asked to be retracted are still read by materialized downstream partitions
+    (retract them too with --downstream); nothing was written."""

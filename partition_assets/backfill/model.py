@@ -135,6 +135,7 @@ class BackfillCommand(StrEnum):
     APPROVE = "approve"
     DISCARD = "discard"
     ROLLBACK = "rollback"
+    RETRACT = "retract"  # a new backfill removing partitions: it holds them as their coordinator
     RE_EXECUTE = "re-execute"  # a coordinator run of the engine job, re-executed
 
 

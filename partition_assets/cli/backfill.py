@@ -1,5 +1,5 @@
 """`partition-assets backfill` and its commands: plan, run, status, list, resume, retry, cancel, pause,
-unpause, diff, publish, approve, discard, ledger, rollback.
+unpause, diff, publish, approve, discard, ledger, rollback, retract.
 
 This module parses the command line, calls the command's function (backfill/commands/) and
 renders its result (cli/rendering.py, cli/heatmap.py); the commands themselves, and every
@@ -30,6 +30,7 @@ from partition_assets.backfill.commands import (
     plan_backfill,
     publish_backfill,
     resume_backfill,
+    retract_partitions,
     retry_backfill,
     rollback_backfill,
     run_backfill,
@@ -65,6 +66,13 @@ def run_backfill_command(args: argparse.Namespace) -> int:
                 print(detach_backfill(spec, instance).message)
                 return 0
             return _on_terminal(lambda console: run_backfill(spec, instance, console, launched_by=args.by))
+    if args.action == "retract":
+        spec = spec_from_arguments(args, _target(args))
+        with _instance() as instance:
+            retracted = retract_partitions(spec, instance, launched_by=args.by)
+        for line in (*retracted.lines, retracted.message):
+            print(line)
+        return 0
     if args.action in _ON_RECORD:
         backfill_id = checked_backfill_id(args.backfill_id, "the backfill id argument")
         with _instance() as instance:
@@ -149,7 +157,13 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
             raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
     heatmap = Heatmap(report.graph, report.node_states, report.title)
     print(heatmap.text())
-    for line in (*report.failed_lines, report.launch, report.silence, *(report.previous_versions or ())):
+    for line in (
+        *report.retracted_lines,
+        *report.failed_lines,
+        report.launch,
+        report.silence,
+        *(report.previous_versions or ()),
+    ):
         if line is not None:
             print(line)
     if args.html:

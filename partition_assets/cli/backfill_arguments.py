@@ -11,10 +11,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
     actions = backfill.add_subparsers(dest="action", required=True)
     for name, text in (("plan", "dry run: nodes, edges, critical path, ETA"), ("run", "run a backfill")):
         parser = actions.add_parser(name, help=text)
-        target = parser.add_mutually_exclusive_group()
-        target.add_argument("-m", "--module-name", help="code location module (as `dagster -m`)")
-        target.add_argument("-f", "--python-file", help="code location file (as `dagster -f`)")
-        target.add_argument("-w", "--workspace", help="workspace.yaml whose one python entry is the code location")
+        _add_target(parser)
         add_spec_arguments(parser)
         add_code_root_options(parser)
         if name == "plan":
@@ -30,6 +27,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             )
             parser.add_argument("--by", help="who launches it (its record keeps it; default: the OS user)")
             _add_verbose(parser)
+    _add_retract(actions)
     for name, text in (
         ("status", "per-asset heatmap of a backfill"),
         ("resume", "finish a backfill: run every node that has not succeeded"),
@@ -75,6 +73,30 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         help="keep Dagster and the engine imported and run this instance's `backfill` commands as forks of this "
         "process, until SIGTERM or Ctrl-C",
     )
+
+
+# The fields of a backfill's spec that say which partitions a retract removes.
+RETRACT_FIELDS = ("selection", "start", "end", "keys", "downstream")
+
+
+def _add_retract(actions: argparse._SubParsersAction) -> None:
+    """`backfill retract`: the code location and the spec's fields that name partitions (RETRACT_FIELDS)."""
+    parser = actions.add_parser(
+        "retract",
+        help="remove partitions from their tables (one commit per table) and mark them not materialized; "
+        "`backfill rollback ID` brings them back",
+    )
+    _add_target(parser)
+    add_spec_arguments(parser, only=RETRACT_FIELDS)
+    add_code_root_options(parser)
+    parser.add_argument("--by", help="who retracts (its record keeps it; default: the OS user)")
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("-m", "--module-name", help="code location module (as `dagster -m`)")
+    target.add_argument("-f", "--python-file", help="code location file (as `dagster -f`)")
+    target.add_argument("-w", "--workspace", help="workspace.yaml whose one python entry is the code location")
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:

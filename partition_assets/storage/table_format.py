@@ -216,6 +216,17 @@ class StagingFormat(TableFormat, Protocol):
             BackfillIdError: `backfill_id` cannot name a folder.
         """
 
+    def stage_removal(
+        self, table_uri: str, scope: PartitionScope | None, backfill_id: str, metadata: Mapping[str, str]
+    ) -> None:
+        """Stages the removal of every row of `scope`'s partitions (the whole table when None) for
+        backfill `backfill_id`, with the commit `metadata`: its publish deletes them in one commit.
+
+        Raises:
+            TableNotFoundError: There is no table; nothing was staged.
+            BackfillIdError: `backfill_id` cannot name a folder.
+        """
+
     def read_overlay(
         self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
     ) -> DataFrame | None:
@@ -317,9 +328,10 @@ class StagingFormat(TableFormat, Protocol):
             CommitError: The table holds the backfill's rollback but its log no longer names its version.
         """
 
-    def check_one_schema(self, spark: SparkSession, table_uri: str, version: int) -> None:
+    def check_one_schema(self, spark: Callable[[], SparkSession], table_uri: str, version: int) -> None:
         """After the commit at `version`, when it changed the table's schema: every data file is
-        checked against the schema and Spark reads the changed columns of all of them.
+        checked against the schema and Spark reads the changed columns of all of them (in the
+        session `spark` gives, called only then).
 
         Raises:
             MixedSchemaError: A file holds a column the schema lacks or a changed column in another

@@ -75,11 +75,13 @@ def test_a_wheel_in_a_fresh_venv_plans_and_runs_a_users_project(home, tmp_path):
     # process write it: the venv's first process compiles what it imports, the others read it.
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        # From the project's folder, which `python -m` puts on the import path; no -m: its
-        # pyproject.toml names the code location, as for `dg dev`.
-        command = [str(python), "-m", "partition_assets", *args]
-        return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    def cli(*args: str, console_script: bool = False) -> subprocess.CompletedProcess:
+        # From the project's folder, which `python -m` and the console script put on the import
+        # path (the plan names the uninstalled module; the run reads it from pyproject.toml, as
+        # `dg dev` does).
+        module = [str(python), "-m", "partition_assets"]
+        program = [str(python.parent / "partition-assets")] if console_script else module
+        return subprocess.run([*program, *args], cwd=project, env=env, capture_output=True, text=True, timeout=300)
 
     # The package the venv imports: its own copy, not this checkout.
     found = subprocess.run(
@@ -93,7 +95,7 @@ def test_a_wheel_in_a_fresh_venv_plans_and_runs_a_users_project(home, tmp_path):
     assert found.startswith(str(tmp_path / "wheel" / "venv")), found
 
     days = ["--select", "key:visits+", "--start", "2024-01-02", "--end", "2024-01-03"]
-    planned = cli("backfill", "plan", *days)
+    planned = cli("backfill", "plan", "-m", "my_project.definitions", *days, console_script=True)
     assert planned.returncode == 0 and "4 nodes" in planned.stdout, planned.stdout + planned.stderr
     ran = cli("backfill", "run", *days)
     assert ran.returncode == 0, ran.stdout + ran.stderr

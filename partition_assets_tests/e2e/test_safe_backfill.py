@@ -142,8 +142,9 @@ def test_rollback_restores_the_content_before_and_removes_created_partitions(pub
     assert published_3_days.events()[-1] == "rolled_back"
     assert {row["status"] for row in json.loads(ok(published_3_days.cli("ledger", bid, "--json")))} == {"rolled_back"}
     with published_3_days.instance() as instance:
-        # Restored partitions: a materialization of the old content. Created ones: SQLite's
-        # event log cannot wipe a partition, so an observation says the rollback removed it.
+        # Restored partitions: a materialization of the old content. Created ones: missing again
+        # (wiped), with an observation saying the rollback removed them.
+        assert instance.get_materialized_partitions(dg.AssetKey("orders")) == set(days(1, 3))
         for day in days(2, 3):
             latest = instance.fetch_materializations(
                 dg.AssetRecordsFilter(dg.AssetKey("orders"), asset_partitions=[day]), limit=1

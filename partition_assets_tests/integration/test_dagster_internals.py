@@ -96,6 +96,7 @@ from partition_assets.dagster_internals import (
 )
 from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
+from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.instance.storage import instance_storage_defaults
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
@@ -254,7 +255,7 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
     from dagster_postgres.event_log import PostgresEventLogStorage
 
     assert PostgresEventLogStorage.store_event_batch is not EventLogStorage.store_event_batch
-    for name in ("prepare_insert_event_batch", "_store_asset_event_tags", "_store_asset_event", "index_transaction"):
+    for name in ("_event_to_row", "_store_asset_event_tags", "_store_asset_event", "index_transaction"):
         assert callable(getattr(SqlEventLogStorage, name)), name
     assert "id" in SqlEventLogStorageTable.c
     days = ["2024-01-01", "2024-01-02", "2024-01-03"]
@@ -290,6 +291,52 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
             ]
             assert isinstance(observed.event_log_entry.dagster_event.event_specific_data, AssetObservationData)
             assert observed.event_log_entry.dagster_event.step_key == "report"
+
+
+@pins("SqlEventLogStorage", "SqlEventLogStorageTable")
+def test_a_partition_wipe_on_the_sql_event_logs_leaves_the_partitions_missing_until_materialized_again(home, tmp_path):
+    """instance/partition_wipe.py: Dagster 1.13's SQL event logs cannot wipe a partition
+    (NotImplementedError: once they can, the library uses Dagster's own), so the wipe clears
+    the partition index of its materialization events and the cached status; on both SQLite
+    event logs the partitions then read missing (materialized partitions and the UI's status)
+    while the runs' logs keep the events, and a new materialization makes them materialized."""
+    for column in ("asset_key", "partition", "dagster_event_type"):
+        assert column in SqlEventLogStorageTable.c
+    days = ["2024-01-01", "2024-01-02", "2024-01-03"]
+    partitions_def = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-04")
+    key = dg.AssetKey("a")
+
+    def materialize(instance: dg.DagsterInstance, partitions: list[str]) -> str:
+        @dg.op
+        def report():
+            for day in partitions:
+                yield dg.AssetMaterialization(key, partition=day)
+            yield dg.Output(None)
+
+        @dg.job
+        def reporting():
+            report()
+
+        return reporting.execute_in_process(instance=instance).run_id
+
+    with dg.DagsterInstance.get() as consolidated, dg.instance_for_test(temp_dir=str(tmp_path)) as run_sharded:
+        for instance in (consolidated, run_sharded):
+            run_id = materialize(instance, days)
+            assert instance.get_status_by_partition(key, days, partitions_def)["2024-01-02"] == (
+                dg.AssetPartitionStatus.MATERIALIZED
+            )  # the status cache now holds it
+            with pytest.raises(NotImplementedError):
+                instance.event_log_storage.wipe_asset_partitions(key, ["2024-01-02"])
+
+            assert wipe_partitions(instance, key, ["2024-01-02"])
+
+            assert instance.get_materialized_partitions(key) == {"2024-01-01", "2024-01-03"}
+            status = instance.get_status_by_partition(key, days, partitions_def)
+            assert status.get("2024-01-02") != dg.AssetPartitionStatus.MATERIALIZED
+            materializations = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+            assert len(materializations) == 3
+            materialize(instance, ["2024-01-02"])
+            assert instance.get_materialized_partitions(key) == set(days)
 
 
 @pins("SqliteRunStorage")

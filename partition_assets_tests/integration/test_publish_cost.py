@@ -65,7 +65,9 @@ def _count_statements(cost: PublishCost):
     def listen(conn, cursor, statement, parameters, context, executemany) -> None:
         cost.statements += 1
         if statement.lstrip().upper().startswith("INSERT INTO EVENT_LOGS"):
-            values = [str(value) for value in (parameters or ())]
+            # an executemany's parameters are one sequence per row; its rows hold one asset
+            rows = parameters[:1] if executemany else [parameters or ()]
+            values = [str(value) for row in rows for value in row]
             if MATERIALIZATION in values:
                 for asset in ASSETS:
                     if f'["{asset}"]' in values:

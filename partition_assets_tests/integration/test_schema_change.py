@@ -199,7 +199,7 @@ def test_a_schema_rollback_after_a_newer_partition_was_written_is_refused_naming
 ):
     stage(spark, table, ALL, change)
     published = DeltaFormat().publish_staged(table, BACKFILL, None, {}).version
-    DeltaFormat().check_one_schema(spark, table, published)  # one schema, as read by Spark and delta-rs
+    DeltaFormat().check_one_schema(lambda: spark, table, published)  # one schema, as read by Spark and delta-rs
     DeltaFormat().write(change(old_frame(spark, [D4])), table, scope(D4))  # production writes a new day
     version, schema, rows = DeltaTable(table).version(), delta_rs_schema(table), delta_rs_rows(table)
 
@@ -215,14 +215,14 @@ def test_a_schema_rollback_after_a_newer_partition_was_written_is_refused_naming
     monkeypatch.setattr(delta_rollback._RollbackPlan, "_check_no_later_partitions", lambda plan, now: None)
     rolled = DeltaFormat().rollback(table, BACKFILL, published).version
     with pytest.raises(MixedSchemaError, match="ds=2024-01-04/"):  # the footer of the day's file
-        DeltaFormat().check_one_schema(spark, table, rolled)
+        DeltaFormat().check_one_schema(lambda: spark, table, rolled)
     # Spark's read alone: the retyped day fails it; the split day reads `amount` as null, silently.
     monkeypatch.setattr(schema_check, "_file_problems", lambda *args: [])
     if spark_fails:
         with pytest.raises(MixedSchemaError, match="PARQUET_COLUMN_DATA_TYPE_MISMATCH"):
-            DeltaFormat().check_one_schema(spark, table, rolled)
+            DeltaFormat().check_one_schema(lambda: spark, table, rolled)
     else:
-        DeltaFormat().check_one_schema(spark, table, rolled)
+        DeltaFormat().check_one_schema(lambda: spark, table, rolled)
         assert {row["ds"] for row in delta_rs_rows(table) if row["amount"] is None} == {D4}
 
 

@@ -20,6 +20,7 @@ from partition_assets.storage.backfill_staging import BACKFILLS_DIR
 from partition_assets.storage.delta.log import publish_app_id
 from partition_assets.storage.failpoints import ENV, PUBLISH_POINTS
 from partition_assets_tests.support import REPO
+from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.retention import backdate, files_of_every_version
 
 DAYS = daily("2024-01-01")
@@ -177,7 +178,8 @@ def test_publish_is_one_commit_of_every_staged_partition_and_is_idempotent(spark
     assert tags(table) == {D1: {"new"}, D2: {"new"}, D3: {"old"}, D4: {"new"}}
     assert published.transaction_version(publish_app_id(BACKFILL)) == 1
     assert published.history(1)[0]["note"] == "n"
-    assert not (Path(table) / BACKFILLS_DIR / BACKFILL).exists()
+    assert DeltaFormat().staged(table, BACKFILL) is None  # its manifests went with the publish
+    wait_for(lambda: not (Path(table) / BACKFILLS_DIR / BACKFILL).exists(), timeout=30)
 
     assert DeltaFormat().published_version(table, BACKFILL) == result.version
     assert DeltaFormat().published_version(table, "other") is None

@@ -12,7 +12,7 @@ processes, which import the caller's main module again as Python's multiprocessi
 script calling them must do so under `if __name__ == "__main__":`.
 
 Modules: launching.py (plan, run, detach, adopt, stand by), recorded.py (the commands on a
-recorded backfill, and list), detaching.py (the run handed to the run launcher),
+recorded backfill, and list), retracting.py (retract), detaching.py (the run handed to the run launcher),
 results.py (what each returns), console.py (where progress goes).
 """
 
@@ -53,10 +53,13 @@ from partition_assets.backfill.commands.results import (
     Lineup,
     PauseChanged,
     Published,
+    RemovedPartition,
+    Retracted,
     RunOutcome,
     StatusReport,
     TableDiff,
 )
+from partition_assets.backfill.commands.retracting import retract_partitions
 
 __all__ = [
     "BackfillPlan",
@@ -70,6 +73,8 @@ __all__ = [
     "Lineup",
     "PauseChanged",
     "Published",
+    "RemovedPartition",
+    "Retracted",
     "RunOutcome",
     "SilentConsole",
     "StatusReport",
@@ -90,6 +95,7 @@ __all__ = [
     "plan_engine_run",
     "publish_backfill",
     "resume_backfill",
+    "retract_partitions",
     "retry_backfill",
     "rollback_backfill",
     "run_backfill",

@@ -91,6 +91,13 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
     record = _recorded(instance, backfill_id, C.RESUME)
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
+    if record.retracted:  # a retract has no nodes: running its graph would materialize them again
+        raise BackfillStateError(
+            f"backfill {record.id} is a retract stopped before it finished ({record.status}): it has no nodes to "
+            f"run. `partition-assets backfill discard {record.id}` deletes its staged removals while no table holds "
+            f"its commit, `partition-assets backfill rollback {record.id}` undoes the commits it made; then retract "
+            "again. Nothing was written."
+        )
     graph = graph_of(record.spec, instance)
     return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
 

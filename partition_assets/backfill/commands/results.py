@@ -20,6 +20,7 @@ from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.diff import DiffRow
+from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.running.lineup import Standing
@@ -89,7 +90,14 @@ class StatusReport:
 
     @property
     def title(self) -> str:
-        return f"backfill {self.record.id} ({self.record.status}): {self.record.spec.describe()}"
+        what = "retract of " if self.record.retracted else ""
+        return f"backfill {self.record.id} ({self.record.status}): {what}{self.record.spec.describe()}"
+
+    @property
+    def retracted_lines(self) -> list[str]:
+        """For a retract (which runs no node: its map shows no run), a line per asset naming
+        the partitions it removed: `retracted: daily_orders 2024-03-03, 2024-03-04`."""
+        return [f"retracted: {asset} {', '.join(keys)}" for asset, keys in self.record.retracted.items()]
 
     @property
     def failed_lines(self) -> list[str]:
@@ -117,6 +125,41 @@ class Published:
     @property
     def message(self) -> str:
         return f"backfill {self.backfill_id} {self.verb}: {describe_versions(dict(self.versions))}"
+
+
+@dataclass(frozen=True)
+class RemovedPartition:
+    """A partition a retract removed from its table, and the rows it held."""
+
+    asset: str
+    partition: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Retracted:
+    """A retract (`retract_partitions`): the partitions it removed, one commit per table
+    (`versions`: {table: version}), and its gate's checks (failed ones are rows going to zero)."""
+
+    backfill_id: str
+    removed: tuple[RemovedPartition, ...]
+    versions: Mapping[str, int | None]
+    gate_checks: tuple[GateCheck, ...]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """One line per removed partition (rows before -> 0), then the gate's failed checks."""
+        removed = tuple(f"removed {f'{p.asset} {p.partition}'.rstrip()}: {p.rows} rows -> 0" for p in self.removed)
+        failed = format_checks(self.gate_checks)
+        return removed + ((f"gate (recorded in the ledger; a retract publishes anyway):\n{failed}",) if failed else ())
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id} retracted {len(self.removed)} partitions: "
+            f"{describe_versions(dict(self.versions))}; `partition-assets backfill rollback {self.backfill_id}` "
+            "brings them back"
+        )
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Nod
         if asset_slice.partitions_def is not None
         for partition in failed_partitions(instance, key, asset_slice.partitions_def, asset_slice.partition_keys)
     }
-    return _materialized(graph, instance) - failed
+    return materialized_nodes(graph, instance) - failed
 
 
 def failed_partitions(
@@ -47,7 +47,8 @@ def failed_partitions(
     return {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED}
 
 
-def _materialized(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+def materialized_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """The graph's nodes that hold a materialization in the instance (whatever ran since)."""
     return {
         Node(key, partition)
         for key, asset_slice in graph.slices.items()

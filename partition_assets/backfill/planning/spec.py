@@ -500,10 +500,11 @@ def _user_name(name: str) -> str:
     return f"{name} ({flag_of(name)})"
 
 
-def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per spec field (except the code location, which the caller adds)."""
+def add_spec_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+    """One flag per spec field (except the code location, which the caller adds); of the
+    fields named `only` when given (a command that takes some of a spec's fields)."""
     for spec_field, how in _options():
-        if how.supplied_by_surface:
+        if how.supplied_by_surface or (only is not None and spec_field.name not in only):
             continue
         flag = _flag(spec_field, how)
         if _type_of(spec_field) is bool:
@@ -539,7 +540,7 @@ def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
     """
     values: dict[str, Any] = {"module": module}
     for spec_field, how in _options():
-        if not how.supplied_by_surface:
+        if not how.supplied_by_surface and hasattr(args, spec_field.name):  # the flags it was given (`only`)
             value = getattr(args, spec_field.name)
             values[spec_field.name] = how.parse(value) if how.parse is not None else value
     return BackfillSpec(**values)

@@ -146,10 +146,10 @@ def _approve_and_publish(
     check_staging(record, tables, unpublished_tables(record, tables))  # before the approval is recorded
     record.approval = approved = approval.approved(record.approval, approver, now)
     record.save()
-    append_status(publication.ledger, record, LedgerStatus.APPROVED, approved_by=approved.approved_by)
+    rows = append_status(publication.ledger, record, LedgerStatus.APPROVED, approved_by=approved.approved_by)
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
-        versions = publication.publish(instance, force=force)
+        versions = publication.publish(instance, force=force, ledger_rows=rows)
         release(leases)
     return versions
 

@@ -1,6 +1,8 @@
 """What Dagster records of a staged backfill, once readers can see it: one publish
 run holding a materialization of every node it ran, and after a rollback, the old
 content's materializations and the created partitions wiped (or observed removed).
+A retract's partitions are wiped (instance/partition_wipe.py) and observed removed; its
+rollback records them materialized again.
 A publish or rollback that changed a table's schema adds the schema readers now see
 (`dagster/column_schema`) and the change to its materializations.
 """
@@ -14,6 +16,7 @@ import dagster as dg
 from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.gate_rules import GATE_CHECK
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
 from partition_assets.backfill.state.ledger import LedgerEntry
@@ -21,6 +24,7 @@ from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.dagster_internals import AssetGraph
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
+from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.delta import DeltaFormat
@@ -129,11 +133,10 @@ def reflect_rollback(
     instance: dg.DagsterInstance, record: BackfillRecord, graph: BackfillGraph, tables: Tables
 ) -> None:
     """Dagster's view after `record`'s backfill over `graph` was rolled back: each restored
-    partition gets a materialization of its old content; each partition the backfill created
-    is wiped (missing again)
-    where the instance's event log can wipe partitions, else gets an observation
-    saying the rollback removed it (Dagster 1.13's SQL event logs cannot wipe one
-    partition: NotImplementedError)."""
+    partition (each it ran, each a retract removed) gets a materialization of its old content;
+    each partition the backfill created is wiped, missing again (instance/partition_wipe.py:
+    Dagster's own wipe, or its effect on the SQL event logs that lack one), and gets an
+    observation saying the rollback removed it."""
     created = {(asset, partition) for asset, partitions in record.created.items() for partition in partitions}
     schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=True)
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
@@ -142,19 +145,42 @@ def reflect_rollback(
             partition=node.partition or None,
             metadata={"rolled_back_backfill_id": record.id, **schema_metadata.get(node.asset, {})},
         )
-        for node in ran_nodes(instance, record.id, graph)
+        for node in [*ran_nodes(instance, record.id, graph), *_retracted(record)]
         if (node.asset.to_user_string(), node.partition) not in created
     ]
     for asset, partitions in _by_asset(created).items():
         key = dg.AssetKey.from_user_string(asset)
-        try:
-            instance.wipe_asset_partitions(key, partitions)
-        except NotImplementedError:
-            events += [
-                dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": record.id})
-                for p in partitions
-            ]
+        wipe_partitions(instance, key, partitions)
+        events += [
+            dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": record.id}) for p in partitions
+        ]
     run_reporting(instance, events, {BACKFILL_ID_TAG: record.id}, "partition_assets_rollback")
+
+
+def record_retraction(instance: dg.DagsterInstance, record: BackfillRecord) -> None:
+    """The partitions `record`'s retract removed (`record.retracted`), marked not materialized
+    in `instance` (instance/partition_wipe.py; an unpartitioned asset is wiped whole) and each
+    observed as removed by it, in one run: the UI and `--catch-up` see them missing, and why."""
+    events = []
+    for node in _retracted(record):
+        events.append(
+            dg.AssetObservation(node.asset, partition=node.partition or None, metadata={"retracted_by": record.id})
+        )
+    for asset, partitions in record.retracted.items():
+        key = dg.AssetKey.from_user_string(asset)
+        if partitions == [UNPARTITIONED]:
+            instance.wipe_assets([key])
+        else:
+            wipe_partitions(instance, key, partitions)
+    run_reporting(instance, events, {BACKFILL_ID_TAG: record.id}, "partition_assets_retract")
+
+
+def _retracted(record: BackfillRecord) -> list[Node]:
+    return [
+        Node(dg.AssetKey.from_user_string(asset), partition)
+        for asset, partitions in record.retracted.items()
+        for partition in partitions
+    ]
 
 
 def ran_nodes(instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph) -> list[Node]:

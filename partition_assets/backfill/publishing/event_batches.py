@@ -28,6 +28,7 @@ from itertools import groupby
 from typing import Any
 
 import dagster as dg
+import sqlalchemy as db
 
 from partition_assets.dagster_internals import (
     AssetObservationData,
@@ -106,15 +107,34 @@ def _store(storage: EventLogStorage, batch: list[dg.EventLogEntry]) -> None:
 
 
 def _store_sql_batch(storage: SqlEventLogStorage, batch: list[dg.EventLogEntry]) -> None:
-    """What dagster-postgres's `store_event_batch` does, on any SQL event log: one insert
-    returning the new rows' ids, their asset tags and the asset's latest event, in one index
-    transaction. Dagster's run-sharded SQLite log first inserts them in the run's own shard
-    too, as its `store_event` does (its index shard holds a copy of every asset event)."""
-    insert = storage.prepare_insert_event_batch(batch)
+    """What dagster-postgres's `store_event_batch` does, on any SQL event log: one insert of
+    the new rows, their asset tags and the asset's latest event, in one index transaction.
+    Dagster's run-sharded SQLite log first inserts them in the run's own shard too, as its
+    `store_event` does (its index shard holds a copy of every asset event).
+
+    The rows go as the parameters of one single-row insert (an executemany), not as Dagster's
+    `prepare_insert_event_batch` builds them, one multi-row VALUES statement: compiling that
+    costs about 0.1 ms a row (0.9 s of CPU for 9,125 events written twice); the executemany's
+    statement is compiled once. An executemany returns no ids: they are read back in the same
+    transaction, the batch's rows being the newest of its run, asset and kind (no other
+    process writes a publish or rollback run's events, and the transaction holds the log's
+    write lock from its insert to its commit), in insertion order."""
+    rows = [storage._event_to_row(entry) for entry in batch]
+    insert = SqlEventLogStorageTable.insert()
     if isinstance(storage, SqliteEventLogStorage):
         with storage.run_connection(batch[0].run_id) as connection:
-            connection.execute(insert)
+            connection.execute(insert, rows)
+    table = SqlEventLogStorageTable
+    newest = (
+        db.select(table.c.id)
+        .where(table.c.run_id == rows[0]["run_id"])
+        .where(table.c.asset_key == rows[0]["asset_key"])
+        .where(table.c.dagster_event_type == rows[0]["dagster_event_type"])
+        .order_by(table.c.id.desc())
+        .limit(len(rows))
+    )
     with storage.index_transaction() as connection:
-        event_ids = [row[0] for row in connection.execute(insert.returning(SqlEventLogStorageTable.c.id)).fetchall()]
+        connection.execute(insert, rows)
+        event_ids = sorted(row[0] for row in connection.execute(newest))
         storage._store_asset_event_tags(connection, batch, event_ids)
         storage._store_asset_event(connection, batch[-1], event_ids[-1])

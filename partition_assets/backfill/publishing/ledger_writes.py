@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from partition_assets.backfill.publishing.backfill_stats import TableStats
@@ -68,12 +69,18 @@ def latest(ledger: Ledger | None, backfill_id: str) -> list[LedgerEntry]:
 
 
 def append_status(
-    ledger: Ledger | None, record: BackfillRecord, status: LedgerStatus, approved_by: str | None = None
-) -> None:
+    ledger: Ledger | None,
+    record: BackfillRecord,
+    status: LedgerStatus,
+    approved_by: str | None = None,
+    rows: Sequence[LedgerEntry] | None = None,
+) -> list[LedgerEntry]:
     """The latest ledger rows again, with `status` and the table version now published (and
-    `approved_by`, when given: later rows keep it)."""
+    `approved_by`, when given: later rows keep it); returns the rows appended, now the latest.
+    `rows`: the latest rows when the caller read them already (a publish reads them for
+    Dagster's records), which spares reading the ledger again (a second of 9,125 rows)."""
     if ledger is None:
-        return
+        return []
     now = datetime.now(UTC)  # bookkeeping time of the ledger row, not asset logic
     entries = [
         dataclasses.replace(
@@ -85,7 +92,8 @@ def append_status(
             else entry.published_version,
             approved_by=approved_by or entry.approved_by,
         )
-        for entry in latest(ledger, record.id)
+        for entry in (latest(ledger, record.id) if rows is None else rows)
     ]
     if entries:
         ledger.append(entries)
+    return entries

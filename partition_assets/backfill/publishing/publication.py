@@ -5,7 +5,9 @@ code location); its leases, freeze and coordinator claim for the duration of a s
 only what it reads and writes (the record, the tables, the ledger, the instance) and returns
 its result: statistics (backfill_stats.py), the gate (gate_step.py), the publish's commits
 (publish_step.py), discard and the rollback's commits (undo_steps.py), the ledger's rows
-(ledger_writes.py) and what Dagster records (dagster_events.py).
+(ledger_writes.py) and what Dagster records (dagster_events.py). A retract (`retract`) is
+a staged backfill whose staging removes partitions (retract_steps.py), then gated and
+published as any other.
 
 Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
@@ -21,18 +23,20 @@ between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.publishing import gate_step, undo_steps
+from partition_assets.backfill.publishing import gate_step, retract_steps, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats, stats_of
 from partition_assets.backfill.publishing.dagster_events import (
     publish_recorded,
     record_materializations,
+    record_retraction,
     reflect_rollback,
 )
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
@@ -40,11 +44,13 @@ from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.publishing.ledger_writes import append_status, latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
 from partition_assets.backfill.publishing.publish_step import commit_tables, published_files
+from partition_assets.backfill.publishing.step_clock import StepClock
 from partition_assets.backfill.publishing.tables import Tables, lake_root, tables_of
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
+from partition_assets.deploy.versioning import definitions_git_sha
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
 from partition_assets.storage.leases import Heartbeat, Lease, acquire
 
@@ -58,6 +64,16 @@ def staged_publication(record: BackfillRecord, definitions: dg.Definitions, grap
     root = lake_root(definitions)
     ledger = Ledger(ledger_uri(root)) if root else None
     return Publication(record, definitions, graph, tables_of(definitions, graph), ledger, root)
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """What a retract did: (asset, partition, rows it held) per removed partition, the gate it
+    evaluated, the table versions its publish created."""
+
+    removed: list[tuple[str, str, int]]
+    gate: gate_step.GateOutcome
+    versions: dict[str, int | None]
 
 
 class Publication:
@@ -81,6 +97,8 @@ class Publication:
         self.ledger = ledger
         self.lake = lake
         self._held: tuple[Heartbeat, Announcement] | None = None
+        # Seconds per part of the last `publish` in this process (table commits, Dagster's records, ledger).
+        self.publish_split = StepClock()
 
     def take_leases(self) -> list[Lease]:
         """Leases on every partition the backfill writes; the first time, also the
@@ -195,19 +213,45 @@ class Publication:
         """See gate_step.gate."""
         return gate_step.gate(self.record, self.tables, self.ledger, ahead)
 
-    def publish(self, instance: dg.DagsterInstance, force: bool = False) -> dict[str, int | None]:
+    def publish(
+        self, instance: dg.DagsterInstance, force: bool = False, ledger_rows: Sequence[LedgerEntry] | None = None
+    ) -> dict[str, int | None]:
         """Commits every table (publish_step.commit_tables, whose docstring says what it checks
         and refuses first), then records the materializations in one publish run
         (dagster_events.py) and the ledger's `published` rows; returns the published versions.
-        Idempotent: a publish resumed after a crash commits no table and records no run twice."""
-        versions = commit_tables(self.record, self.tables, self.lake, force)
-        rows = latest(self.ledger, self.record.id)
-        record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
-        append_status(self.ledger, self.record, LedgerStatus.PUBLISHED)
-        self.record.save()
-        self.record.move_to(BackfillStatus.PUBLISHED, "publish")
+        `ledger_rows`: the ledger's latest rows of the backfill when the caller just wrote them
+        (an approval), else read once here. Idempotent: a publish resumed after a crash commits
+        no table and records no run twice. `publish_split` then holds the seconds each part took."""
+        split = StepClock()
+        with split.step("table commits"):
+            versions = commit_tables(self.record, self.tables, self.lake, force)
+        with split.step("ledger"):
+            rows = latest(self.ledger, self.record.id) if ledger_rows is None else ledger_rows
+        with split.step("Dagster's records"):
+            record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
+        with split.step("ledger"):
+            append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
+            self.record.save()
+            self.record.move_to(BackfillStatus.PUBLISHED, "publish")
         self.notify("published", f"{len(self.tables)} tables")
+        self.publish_split = split
         return versions
+
+    def retract(self, instance: dg.DagsterInstance, nodes: list[Node]) -> Retraction:
+        """Removes `nodes` from their tables as a staged backfill rewrites them, inside `held`:
+        their removal staged (retract_steps.stage_removals), the gate evaluated on every table's
+        old and new content (each removed partition goes to 0 rows: its ledger row says so, with
+        the checks), the publish (`publish`: one commit per table, the ledger's `published`
+        rows, status `published`), then the partitions marked not materialized in Dagster
+        (dagster_events.record_retraction). `rollback` undoes it. The gate does not stop a
+        retract (rows going to zero are what it asked for); its checks are returned to be shown.
+        """
+        retract_steps.stage_removals(self.record, self.tables, nodes, definitions_git_sha(self.definitions))
+        stats = self.stats(old_of_every_table=True)
+        outcome = self.gate(ahead={table_stats.table.asset: table_stats for table_stats in stats})
+        versions = self.publish(instance)
+        record_retraction(instance, self.record)
+        return Retraction(retract_steps.rows_removed(stats), outcome, versions)
 
     def discard(self, instance: dg.DagsterInstance) -> int:
         """See undo_steps.discard."""

@@ -85,7 +85,7 @@ def commit_tables(
         record.published_versions[table.asset.to_user_string()] = result.version
         record.save()
         if result.version is not None:
-            table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
+            table.staging_format.check_one_schema(table.spark_session, table.uri, result.version)
         _keep_previous(record, table, result.version)
         failpoint("between_table_commits")
     release_steps.release(lake, release_steps.PUBLISH, record.id, tables, record.published_versions)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -22,6 +22,9 @@ from partition_assets.spark import SparkResource
 from partition_assets.storage.io_manager import SparkTableIOManager
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
 from partition_assets.storage.table_format import StagingFormat, TableFormat
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class BackfillTable:
         if self.partitions_def is None:
             return None
         return PartitionScope.for_keys(self.partitions_def, self.partition_keys, self.columns)
+
+    def spark_session(self) -> SparkSession:
+        """The Spark session of its IO manager, connected on the first call."""
+        return self.spark.spark_session
 
     def partition_key(self, row: tuple[str, ...]) -> str:
         """The partition key of a scope row (partition-column values)."""

@@ -72,7 +72,7 @@ def restore_tables(
         result = table.staging_format.rollback(table.uri, record.id, version, force=force)
         versions[table.asset.to_user_string()] = result.version
         if result.version is not None:
-            table.staging_format.check_one_schema(table.spark.spark_session, table.uri, result.version)
+            table.staging_format.check_one_schema(table.spark_session, table.uri, result.version)
         failpoint("between_rollback_commits")
     release_steps.release(lake, release_steps.ROLLBACK, record.id, tables, versions)
     for table in tables.values():  # what a publish stopped part-way left staged

@@ -272,7 +272,10 @@ class BackfillRun:
         except CommitError as error:
             self._stop(publication, leases, "failed", str(error))
             raise
-        self._on_phase(f"published: {describe_versions(versions)} ({time.monotonic() - started:.1f} s)")
+        self._on_phase(
+            f"published: {describe_versions(versions)} ({time.monotonic() - started:.1f} s: "
+            f"{publication.publish_split.describe()})"
+        )
         release(leases)
 
     def _check_held(self, publication: Publication, leases: list[Lease]) -> None:

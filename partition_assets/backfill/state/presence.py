@@ -149,6 +149,7 @@ _REFUSALS: dict[BackfillCommand, str] = {
     BackfillCommand.DISCARD: "it is still writing the staged data that discard deletes",
     BackfillCommand.ROLLBACK: "it is still running",
     BackfillCommand.RE_EXECUTE: "it is running already",
+    BackfillCommand.RETRACT: "it is retracting its partitions already",
 }
 
 

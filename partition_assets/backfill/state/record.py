@@ -67,6 +67,8 @@ class BackfillRecord:
     # asset -> the fingerprint of its staging that the gate evaluated (storage/backfill_staging.py):
     # a publish commits that staging or nothing
     gated_staging: dict[str, dict[str, str]] = field(default_factory=dict)
+    # asset -> the partitions a retract removed (`backfill retract`); a rollback re-records them
+    retracted: dict[str, list[str]] = field(default_factory=dict)
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -121,6 +123,7 @@ class BackfillRecord:
             "approval": self.approval.to_json() if self.approval else {},
             "launched_by": self.launched_by,
             "gated_staging": self.gated_staging,
+            "retracted": self.retracted,
         }
 
     @classmethod
@@ -139,6 +142,7 @@ class BackfillRecord:
             Approval.from_json(saved.get("approval")),
             saved.get("launched_by"),
             saved.get("gated_staging", {}),
+            saved.get("retracted", {}),
             store=store,
         )
 

@@ -22,7 +22,7 @@ the version they act on).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import pyarrow as pa
@@ -94,6 +94,11 @@ class DeltaFormat:
     ) -> PublishResult:
         return stage.stage_frame(frame, table_uri, scope, options, backfill_id)
 
+    def stage_removal(
+        self, table_uri: str, scope: PartitionScope | None, backfill_id: str, metadata: Mapping[str, str]
+    ) -> None:
+        stage.stage_removal(table_uri, scope, backfill_id, metadata)
+
     def read_overlay(
         self, spark: SparkSession, table_uri: str, scope: PartitionScope | None, backfill_id: str
     ) -> DataFrame | None:
@@ -142,5 +147,5 @@ class DeltaFormat:
     def check_rollback(self, table_uri: str, backfill_id: str, published_version: int, force: bool = False) -> None:
         rollback.check_rollback(table_uri, backfill_id, published_version, force)
 
-    def check_one_schema(self, spark: SparkSession, table_uri: str, version: int) -> None:
+    def check_one_schema(self, spark: Callable[[], SparkSession], table_uri: str, version: int) -> None:
         schema_check.check_one_schema(spark, table_uri, version)

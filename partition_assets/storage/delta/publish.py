@@ -23,7 +23,7 @@ from partition_assets.storage.backfill_staging import (
     BACKFILLS_DIR,
     PartitionRow,
     StagedTable,
-    delete_backfill,
+    delete_published_backfill,
     move_into_table_layout,
 )
 from partition_assets.storage.delta.commit import add_action, check_schema, commit, has_overwrite_filter
@@ -65,7 +65,8 @@ def publish_staged(
     a commit of their own first). With
     `expected` (partition -> published files, as `partition_files` took them), any
     difference is a ForeignCommitError and nothing is committed; the staging is kept.
-    The backfill's folder is deleted once published (the log keeps what rollback needs).
+    Once published, the backfill's staging is deleted (the log keeps what rollback needs): its
+    manifests at once, the rest of its folder by a thread (backfill_staging.delete_published_backfill).
 
     Args:
         metadata: Commit metadata to record with the publish.
@@ -83,7 +84,7 @@ def publish_staged(
     """
     published = published_version(table_uri, backfill_id)
     if published is not None:
-        delete_backfill(table_uri, backfill_id)  # a killed publish may have left it
+        delete_published_backfill(table_uri, backfill_id)  # a killed publish may have left it
         return commit_effect(table_uri, published)
     table = open_table(table_uri)
     staged = staging_of(table, table_uri, backfill_id)
@@ -122,7 +123,7 @@ def publish_staged(
         new_schema=staged.schema if one_commit else None,
     )
     failpoint("publish_committed")
-    delete_backfill(table_uri, backfill_id)
+    delete_published_backfill(table_uri, backfill_id)
     return PublishResult.of([write], version, removed)
 
 

@@ -20,9 +20,12 @@ is not a failure (a column added over a partial range reads null there, by desig
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError as DeltaTableNotFoundError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -37,30 +40,38 @@ from partition_assets.storage.write_staging import table_filesystem
 _FAILED_READ = "FAILED_READ_FILE"
 
 
-def check_one_schema(spark: SparkSession, table_uri: str, version: int) -> None:
+def check_one_schema(spark: Callable[[], SparkSession], table_uri: str, version: int) -> None:
     """MixedSchemaError when the commit at `version` changed the table's schema and a data file
     of that version holds a column the schema lacks, or a column the commit changed in another
     type than the schema's, or when Spark fails to read the changed columns of every file.
-    Nothing when the commit kept the schema (or created the table).
+    Nothing when the commit kept the schema (or created the table). `spark` gives the session
+    Spark's read runs in, called only for a schema change.
 
     Raises:
         MixedSchemaError: As above; the commit stands, the message says how to undo it.
     """
+    if version < 1:
+        return
+    # The two versions' schemas from their metadata alone: a snapshot with its file list
+    # (thousands of files for a table of thousands of partitions) is loaded only for a change.
+    after = _schema_only(table_uri, version)
+    before = _schema_only(table_uri, version - 1)
+    if after is None or before is None:
+        return
+    change = diff_schemas(table_schema(before)[0], table_schema(after)[0])
+    if not change:
+        return
     table = open_table(table_uri, version=version)
-    before = open_table(table_uri, version=version - 1) if version > 0 else None
-    if table is None or before is None:
+    if table is None:
         return
     schema, partition_columns = table_schema(table)
     old_schema = table_schema(before)[0]
-    change = diff_schemas(old_schema, schema)
-    if not change:
-        return
     # The columns whose values the commit brought: new ones (added, renamed to, split into) and retyped ones.
     changed = [f.name for f in schema if f.name not in partition_columns and f.name not in old_schema.names]
     changed += [c.column for c in change.changes if c.kind == "retyped"]
     problems = _file_problems(table, schema, partition_columns, set(changed))
     if not problems and changed:
-        problems = _spark_problems(spark, table, changed)
+        problems = _spark_problems(spark(), table, changed)
     if problems:
         raise MixedSchemaError(
             f"table {table_uri} at version {version} (a schema change) holds files of another schema: "
@@ -68,6 +79,13 @@ def check_one_schema(spark: SparkSession, table_uri: str, version: int) -> None:
             f"null or fail. Undo the commit (restore version {version - 1}, e.g. `partition-assets backfill "
             "rollback` of the backfill that made it, or a Delta restore), then publish again."
         )
+
+
+def _schema_only(table_uri: str, version: int) -> DeltaTable | None:
+    try:
+        return DeltaTable(table_uri, version=version, without_files=True)
+    except DeltaTableNotFoundError:
+        return None
 
 
 def _file_problems(

@@ -11,8 +11,11 @@ staged partitions' files compared with what the backfill expects: ForeignCommitE
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import DataFrame
 
+from partition_assets.errors import TableNotFoundError
 from partition_assets.storage.backfill_staging import incoming_folder, record_staging
 from partition_assets.storage.delta.commit import check_schema
 from partition_assets.storage.delta.log import open_table, table_schema
@@ -21,7 +24,7 @@ from partition_assets.storage.delta.write import merge_rows
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import check_partitioning, new_columns
 from partition_assets.storage.table_format import PublishResult, WriteOptions, stage_validated
-from partition_assets.storage.write_staging import StagedWrite, discard
+from partition_assets.storage.write_staging import StagedWrite, discard, table_filesystem
 
 
 def stage_frame(
@@ -76,3 +79,22 @@ def stage_frame(
         discard(write)
         raise
     return PublishResult.of([write], None, 0)
+
+
+def stage_removal(table_uri: str, scope: PartitionScope | None, backfill_id: str, metadata: Mapping[str, str]) -> None:
+    """Stages backfill `backfill_id`'s removal of every row of `scope`'s partitions (the whole
+    table when None): a manifest naming them with no file, which its publish commits as one
+    commit removing their published files (publish.py), as a staging that left a partition
+    empty does. Nothing is committed; readers see the rows until the backfill publishes.
+
+    Raises:
+        TableNotFoundError: There is no table at `table_uri`; nothing was staged.
+        BackfillIdError: `backfill_id` cannot name a folder; nothing was staged.
+    """
+    table = open_table(table_uri)
+    if table is None:
+        raise TableNotFoundError(f"no Delta table at {table_uri}: there is nothing to remove; nothing was staged")
+    schema, columns = table_schema(table)
+    _, root = table_filesystem(table_uri)
+    removal = StagedWrite(table_uri, f"{root}/{incoming_folder(backfill_id)}/removal", schema, columns, ())
+    record_staging(removal, backfill_id, scope.rows if scope else [()], metadata)

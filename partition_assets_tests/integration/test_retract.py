@@ -1,0 +1,192 @@
+"""`backfill retract` (issue 41, point 6): partitions removed from their Delta tables as a staged
+backfill rewrites them (staged removals, gate, one commit per table, ledger rows) and marked
+not materialized in the instance; `backfill rollback` brings back rows and materializations;
+and the bad inputs, each refused writing nothing.
+
+One module-scoped lake and instance: support/retract_defs.py's `events` and `daily_counts`
+materialized for seven of their ten days by one range run, through the commands layer; the
+command line once, as a process, against the same instance (a DAGSTER_HOME)."""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from partition_assets.backfill.commands import (
+    SilentConsole,
+    backfill_status,
+    discard_backfill,
+    list_backfills,
+    resume_backfill,
+    retract_partitions,
+    rollback_backfill,
+)
+from partition_assets.backfill.planning.instance_state import current_nodes, graph_of
+from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.tables import lake_root
+from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
+from partition_assets.code_location import load_definitions
+from partition_assets.errors import (
+    BackfillPlanError,
+    BackfillStateError,
+    DownstreamReadersError,
+    NotMaterializedError,
+)
+from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
+from partition_assets.storage.failpoints import InjectedFailure
+from partition_assets_tests.support import REPO, retract_defs
+from partition_assets_tests.support.cli_runs import run_cli
+
+MATERIALIZED = [f"2024-01-0{day}" for day in range(1, 8)]  # 2024-01-08 to 10 never are
+RETRACTED = ["2024-01-02", "2024-01-03", "2024-01-05"]
+TABLES = ("events", "daily_counts")
+
+
+@pytest.fixture(scope="module")
+def retract_lake(spark_resource, home_template, tmp_path_factory):
+    """(code location file, instance, lake, DAGSTER_HOME of the instance): both tables
+    materialized for MATERIALIZED in one run."""
+    root = tmp_path_factory.mktemp("retract")
+    lake = root / "lake"
+    source = (REPO / "partition_assets_tests" / "support" / "retract_defs.py").read_text()
+    location = root / "retract_defs.py"
+    location.write_text(source.replace('os.environ.get(LAKE_ENV, ".lake-retract-tests")', repr(str(lake))))
+    assert repr(str(lake)) in location.read_text()
+    home = root / "dagster_home"
+    shutil.copytree(home_template, home)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        defs = load_definitions(str(location))
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance,
+            tags={
+                "dagster/asset_partition_range_start": MATERIALIZED[0],
+                "dagster/asset_partition_range_end": MATERIALIZED[-1],
+            },
+        )
+        assert result.success
+        yield str(location), instance, lake, home
+
+
+def spec(location: str, selection: str = "events", **fields) -> BackfillSpec:
+    return BackfillSpec(module=location, selection=selection, **fields)
+
+
+def days_of(lake: Path, table: str) -> dict[str, int]:
+    """Rows per day of a table, as a reader outside Spark sees it."""
+    frame = DeltaTable(str(lake / table)).to_pandas()
+    return frame.groupby("ds").size().to_dict()
+
+
+def materialized(instance: dg.DagsterInstance, table: str) -> set[str]:
+    return instance.get_materialized_partitions(dg.AssetKey(table))
+
+
+def test_bad_inputs_are_refused_naming_the_fix_and_writing_nothing(retract_lake):
+    location, instance, lake, _ = retract_lake
+    versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
+    recorded = len(list_backfills(instance).standings)
+
+    with pytest.raises(DownstreamReadersError) as refused:  # daily_counts 2024-01-02 reads it
+        retract_partitions(spec(location, keys=["2024-01-02"]), instance)
+    assert "daily_counts 2024-01-02" in str(refused.value) and "--downstream" in str(refused.value)
+    with pytest.raises(NotMaterializedError, match="events 2024-01-08"):
+        retract_partitions(spec(location, keys=["2024-01-07", "2024-01-08"], downstream=True), instance)
+    with pytest.raises(BackfillPlanError, match="2025-01-01"):  # no partition of the asset
+        retract_partitions(spec(location, keys=["2025-01-01"], downstream=True), instance)
+    with pytest.raises(BackfillPlanError, match="no_such_asset"):
+        retract_partitions(spec(location, selection="no_such_asset", keys=["2024-01-02"]), instance)
+    with pytest.raises(BackfillPlanError, match="selection is empty"):
+        retract_partitions(spec(location, selection=" ", keys=["2024-01-02"]), instance)
+
+    assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == versions
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+    assert len(list_backfills(instance).standings) == recorded
+
+
+def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_and_rollback_restores(
+    retract_lake,
+):
+    location, instance, lake, _ = retract_lake
+    before = {table: (DeltaTable(str(lake / table)).version(), days_of(lake, table)) for table in TABLES}
+
+    retracted = retract_partitions(spec(location, keys=RETRACTED, downstream=True), instance)
+
+    kept = sorted(set(MATERIALIZED) - set(RETRACTED))
+    for table in TABLES:
+        version, days = before[table]
+        assert DeltaTable(str(lake / table)).version() == version + 1  # one commit
+        assert sorted(days_of(lake, table)) == kept
+        assert days_of(lake, table) == {day: days[day] for day in kept}
+        assert materialized(instance, table) == set(kept)
+    assert retracted.versions == {table: before[table][0] + 1 for table in TABLES}
+    # Rows going to zero are announced, per partition, and in the ledger.
+    assert [(p.asset, p.partition, p.rows) for p in retracted.removed] == [
+        *[("events", day, retract_defs.ROWS_PER_DAY) for day in RETRACTED],
+        *[("daily_counts", day, 1) for day in RETRACTED],
+    ]
+    assert "removed events 2024-01-02: 3 rows -> 0" in retracted.lines
+    failed = {(check.partition, check.rule, check.new) for check in retracted.gate_checks if not check.passed}
+    assert failed == {((day,), "rows", 0) for day in RETRACTED}  # events' gate: 3 rows -> 0
+    ledger = Ledger(ledger_uri(lake_root(load_definitions(location))))
+    rows = ledger.latest(retracted.backfill_id)
+    assert {(row.asset, row.partition, row.rows, row.status) for row in rows} == {
+        (table, day, 0, LedgerStatus.PUBLISHED) for table in TABLES for day in RETRACTED
+    }
+    assert [[check["passed"] for check in row.gate] for row in rows if row.asset == "events"] == [[False]] * 3
+    # --catch-up would run them again: they are missing, not current.
+    graph = graph_of(spec(location, selection="*", start=MATERIALIZED[0], end=MATERIALIZED[-1]), instance)
+    assert {node.partition for node in current_nodes(graph, instance)} == set(kept)
+    status = backfill_status(instance, retracted.backfill_id)  # no node runs: it says what it removed
+    assert "retract of" in status.title
+    assert status.retracted_lines == [f"retracted: {table} {', '.join(RETRACTED)}" for table in TABLES]
+
+    restored = rollback_backfill(instance, retracted.backfill_id)
+
+    for table in TABLES:
+        version, days = before[table]
+        assert restored.versions[table] == version + 2
+        assert days_of(lake, table) == days
+        assert materialized(instance, table) == set(MATERIALIZED)
+
+
+def test_the_command_line_prints_each_removed_partition_and_how_to_bring_them_back(retract_lake):
+    location, instance, lake, home = retract_lake
+    args = ("backfill", "retract", "-f", location, "--select", "events", "--keys", "2024-01-07", "--downstream")
+
+    done = run_cli(*args, env={**os.environ, "DAGSTER_HOME": str(home)})
+
+    assert done.returncode == 0, done.stderr
+    assert "removed events 2024-01-07: 3 rows -> 0" in done.stdout
+    assert "removed daily_counts 2024-01-07: 1 rows -> 0" in done.stdout
+    assert "events 2024-01-07 rows: 3 -> 0 (limit ±1.5) FAILED" in done.stdout  # the gate announces it
+    [backfill_id] = re.findall(r"backfill (\w+) retracted 2 partitions", done.stdout)
+    assert f"partition-assets backfill rollback {backfill_id}" in done.stdout
+    assert "2024-01-07" not in days_of(lake, "events") and "2024-01-07" not in materialized(instance, "events")
+    rollback_backfill(instance, backfill_id)  # the module's lake as the other tests expect it
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+
+
+def test_a_retract_stopped_before_its_publish_is_discarded_not_resumed(retract_lake, monkeypatch):
+    location, instance, lake, _ = retract_lake
+    versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
+    monkeypatch.setenv(FAILPOINT_ENV, "gating:raise")  # its removals staged, its gate not evaluated
+    with pytest.raises(InjectedFailure):
+        retract_partitions(spec(location, keys=["2024-01-06"], downstream=True), instance)
+    monkeypatch.delenv(FAILPOINT_ENV)
+    [stopped] = [
+        standing.record
+        for standing in list_backfills(instance).standings
+        if standing.record.retracted and standing.record.status == "running"
+    ]
+
+    with pytest.raises(BackfillStateError, match="discard"):  # resuming would materialize them again
+        resume_backfill(instance, stopped.id, SilentConsole())
+    discard_backfill(instance, stopped.id)
+
+    assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == versions
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+    assert not any((lake / table / "_backfills" / stopped.id).exists() for table in TABLES)
