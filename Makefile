@@ -125,6 +125,7 @@ bench-isolation: install
 
 bench: install postgres
 	$(PY) bench/plan_bench.py
+	$(PY) bench/history_selection_bench.py
 	$(PY) bench/scale_bench.py
 	$(PY) bench/publish_real.py
 	$(PY) bench/engine_bench.py

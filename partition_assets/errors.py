@@ -31,6 +31,18 @@ class BackfillIdError(BackfillPlanError):
     """A backfill id cannot name a file or folder (`/`, `..`, an absolute path); nothing was written."""
 
 
+class UnknownCommitError(BackfillPlanError):
+    """`--produced-by` names a commit the code location's git repository does not hold; nothing was planned."""
+
+
+class CommitRangeError(BackfillPlanError):
+    """`--produced-by A..B` names a range whose first end is no ancestor of its last; nothing was planned."""
+
+
+class NoCodeVersionError(BackfillPlanError):
+    """`--stale` selects an asset without a code version, whose code changes cannot be told; nothing was planned."""
+
+
 class CodeLocationError(PartitionAssetsError, ValueError):
     """A code location cannot be named or loaded."""
 

@@ -2,8 +2,8 @@
 
 The job's one op is the backfill's coordinator: it calls the engine run's commands
 (backfill/commands/engine_run.py: plan and record the backfill, run it as `partition-assets
-backfill run` does) and logs each node's result (the results of each second in one log
-event). The coordinator run
+backfill run` does) and logs why its nodes are in it (config `produced_by`, `stale`: a line per
+asset) and each node's result (the results of each second in one log event). The coordinator run
 carries the backfill id tag too, so filtering runs by `partition_assets/backfill_id=<id>`
 in the UI shows it beside its node runs.
 """
@@ -14,6 +14,7 @@ import dagster as dg
 
 from partition_assets.automation.operations import RunLogConsole
 from partition_assets.backfill.commands import plan_engine_run, run_engine_plan
+from partition_assets.backfill.planning.reasons import reason_lines
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP, ENGINE_JOB, SparseBackfillConfig
 from partition_assets.backfill.planning.spec import spec_from_config
 from partition_assets.backfill.running.progress import GroupedLines
@@ -44,6 +45,8 @@ def sparse_backfill_job(module: str, name: str = ENGINE_JOB) -> dg.JobDefinition
             context.log.info(f"backfill {backfill_id} has nothing left to run or publish")
             return
         context.log.info(f"its runs carry the tag {BACKFILL_ID_TAG}={backfill_id}")
+        for line in reason_lines(plan.graph.reasons):  # why each asset's partitions are in it
+            context.log.info(f"selected {line}")
         try:
             # The gate's and publish's lines go through the group too: after the last nodes' lines.
             with GroupedLines(context.log.info) as lines:

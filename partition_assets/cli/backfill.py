@@ -43,7 +43,7 @@ from partition_assets.backfill.planning.spec import spec_from_arguments
 from partition_assets.backfill.running.progress import Tally
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.live import LiveConsole
-from partition_assets.cli.rendering import render_diff, render_ledger, render_lineup, render_plan
+from partition_assets.cli.rendering import plan_json, render_diff, render_ledger, render_lineup, render_plan
 from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
@@ -59,7 +59,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         spec = spec_from_arguments(args, _target(args))
         with _instance() as instance:
             if args.action == "plan":
-                print(render_plan(plan_backfill(spec, instance)))
+                planned = plan_backfill(spec, instance)
+                print(json.dumps(plan_json(planned), indent=2) if args.json else render_plan(planned))
                 return 0
             if args.detach:  # the engine job records and runs it where runs run
                 print(detach_backfill(spec, instance).message)

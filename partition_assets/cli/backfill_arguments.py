@@ -14,6 +14,10 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         _add_target(parser)
         add_spec_arguments(parser)
         add_code_root_options(parser)
+        if name == "plan":
+            parser.add_argument(
+                "--json", action="store_true", help="print every node with why it is in the plan, as JSON"
+            )
         if name == "run":
             parser.add_argument(
                 "--detach",

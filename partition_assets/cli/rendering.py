@@ -9,10 +9,12 @@ call the commands' Python functions.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 
 from partition_assets.backfill.commands import BackfillPlan, DiffReport, LedgerReport, Lineup
+from partition_assets.backfill.planning.reasons import reason_lines
 from partition_assets.backfill.publishing.diff import format_diff
 from partition_assets.backfill.state.ledger import LedgerEntry
 
@@ -22,7 +24,8 @@ _IMPACT_SHOWN = 8  # assets of the impact named
 
 def render_plan(plan: BackfillPlan) -> str:
     """Per asset: nodes, edges in and seconds per node; totals, the critical path, the ETA,
-    the impact outside the selection, schema changes and what catch-up skips."""
+    the impact outside the selection, schema changes, what catch-up skips and, when the
+    instance's history picked the nodes, how many partitions of each asset each reason selected."""
     graph, seconds = plan.graph, plan.seconds_per_node
     lines = [f"{'asset':<32} {'nodes':>8} {'edges in':>9} {'s/node':>7}"]
     for key, asset_slice in graph.slices.items():
@@ -42,7 +45,28 @@ def render_plan(plan: BackfillPlan) -> str:
         lines += schema_change.describe()
     if plan.spec.catch_up:
         lines.append(f"catch-up: {plan.current_nodes} of {graph.node_count()} nodes are current and would be skipped")
+    if graph.reasons:
+        lines += ["why (partitions per reason):", *(f"  {line}" for line in reason_lines(graph.reasons))]
     return "\n".join(lines)
+
+
+def plan_json(plan: BackfillPlan) -> dict[str, Any]:
+    """The plan as `plan --json` prints it: its totals and every node, in graph order, with why
+    it is in the plan when the instance's history picked it (`reason`: a ReasonKind, `why`: its text)."""
+    reasons = plan.graph.reasons
+    nodes = []
+    for node in plan.graph.nodes():
+        entry: dict[str, Any] = {"asset": node.asset.to_user_string(), "partition": node.partition}
+        reason = reasons.get(node.asset, {}).get(node.partition)
+        if reason is not None:
+            entry.update(reason=reason.kind.value, why=reason.text())
+        nodes.append(entry)
+    return {
+        "nodes": nodes,
+        "node_count": plan.graph.node_count(),
+        "edge_count": plan.graph.edge_count(),
+        "eta_seconds": plan.eta_seconds,
+    }
 
 
 def _describe_impact(impacted: Mapping[dg.AssetKey, int]) -> str:

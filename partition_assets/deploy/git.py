@@ -1,7 +1,9 @@
-"""What git says about the code a process runs: its commit, and a version per asset."""
+"""What git says about the code a process runs: its commit, a version per asset, the commits a
+revision or range names, and the version a past commit gave an asset's function."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import os
@@ -9,6 +11,8 @@ import subprocess
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+
+from partition_assets.errors import CommitRangeError, UnknownCommitError
 
 GIT_SHA_ENV = "PARTITION_ASSETS_GIT_SHA"
 UNKNOWN = "unknown"
@@ -51,5 +55,73 @@ def source_version(fn: Callable) -> str:
     in the same file. Code the function calls elsewhere is not included: give such an
     asset an explicit code_version, or bump it, when only a helper changes.
     """
-    data = inspect.getsource(inspect.unwrap(fn)).encode()
+    return _blob_id(inspect.getsource(inspect.unwrap(fn)).encode())
+
+
+def _blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:12]
+
+
+def commits_named(directory: str | Path, revision: str) -> frozenset[str]:
+    """The full ids of the commits `revision` names in the git repository holding `directory`:
+    one commit (any form `git rev-parse` takes: a sha, a prefix, a tag, a branch), or a range
+    `A..B`, the commits `git rev-list A..B` lists (those reachable from B and not from A).
+
+    Raises:
+        UnknownCommitError: The repository holds no such commit, or `directory` is in no
+            repository; nothing was read or written.
+        CommitRangeError: In `A..B`, A is no ancestor of B (the range would hold commits of
+            another branch, not B's history since A).
+    """
+    first, dots, last = revision.partition("..")
+    ends = [first, last] if dots else [first]
+    full = [_commit_id(directory, end, revision) for end in ends]
+    if not dots:
+        return frozenset(full)
+    try:
+        git(directory, "merge-base", "--is-ancestor", full[0], full[1])
+    except subprocess.CalledProcessError:
+        raise CommitRangeError(
+            f"--produced-by {revision}: {first} is no ancestor of {last}, so A..B is not B's history since A; "
+            f"give the older commit first (e.g. {last}..{first} if that one is older), or a merge base: nothing "
+            "was planned"
+        ) from None
+    return frozenset(git(directory, "rev-list", f"{full[0]}..{full[1]}").split())
+
+
+def _commit_id(directory: str | Path, name: str, revision: str) -> str:
+    try:
+        return git(directory, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        raise UnknownCommitError(
+            f"--produced-by {revision}: {name!r} is no commit of the git repository holding {directory}; give a "
+            "sha (or prefix), tag or branch of that repository (`git log --oneline` lists them): nothing was planned"
+        ) from None
+
+
+def source_version_at(commit: str, fn: Callable) -> str | None:
+    """The `source_version` commit `commit` gives `fn` (a function defined at the top of its
+    module): its text in that commit's file, decorators included. None when that commit has no
+    such file or no top-level function of that name.
+
+    Not guaranteed: the text is taken from the first decorator to the function's last line, as
+    `inspect.getsource` takes it for a top-level function; a nested function is not found.
+    """
+    function = inspect.unwrap(fn)
+    path = Path(inspect.getsourcefile(function) or "")
+    try:
+        top = Path(git(path.parent, "rev-parse", "--show-toplevel"))
+        text = git_show(path.parent, f"{commit}:{path.resolve().relative_to(top.resolve()).as_posix()}")
+    except (subprocess.CalledProcessError, FileNotFoundError, ValueError):
+        return None
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function.__name__:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            return _blob_id("".join(text.splitlines(keepends=True)[first - 1 : node.end_lineno]).encode())
+    return None
+
+
+def git_show(directory: str | Path, name: str) -> str:
+    """`git show name`'s output, unstripped (a file's text keeps its last newline)."""
+    done = subprocess.run(["git", "-C", str(directory), "show", name], capture_output=True, text=True, check=True)
+    return done.stdout

@@ -71,14 +71,23 @@ def _metadata_text(value: object) -> str | None:
 def _op_source_version(node_def: dg.NodeDefinition) -> str | None:
     """The source version of an op-backed asset's function; None for graph-backed assets
     and functions whose source Python cannot find (built by exec, say)."""
-    if not isinstance(node_def, dg.OpDefinition):
+    function = asset_function(node_def)
+    if function is None:
         return None
     try:
-        # A decorated op keeps the user's function as `decorated_fn`; a plain one is the function.
-        compute = node_def.compute_fn
-        return source_version(cast(Callable[..., object], getattr(compute, "decorated_fn", compute)))
+        return source_version(function)
     except (OSError, TypeError):
         return None
+
+
+def asset_function(node_def: dg.NodeDefinition) -> Callable[..., object] | None:
+    """The user's function an op-backed asset runs (what its source version hashes); None for
+    a graph-backed asset."""
+    if not isinstance(node_def, dg.OpDefinition):
+        return None
+    # A decorated op keeps the user's function as `decorated_fn`; a plain one is the function.
+    compute = node_def.compute_fn
+    return cast(Callable[..., object], getattr(compute, "decorated_fn", compute))
 
 
 def _run_tagging_hooks(sha: str) -> set[dg.HookDefinition]:

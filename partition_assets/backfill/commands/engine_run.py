@@ -23,6 +23,7 @@ from partition_assets.backfill.commands.launching import execute_backfill
 from partition_assets.backfill.commands.results import RunOutcome
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of
 from partition_assets.backfill.publishing.approval_steps import check_launch
@@ -65,6 +66,7 @@ def plan_engine_run(
     checked_backfill_id(backfill_id, f"the run tag {BACKFILL_ID_TAG}")
     store = BackfillStore(instance)
     if not store.exists(backfill_id):
+        spec = pinned_history(spec, instance)  # its record re-plans the same nodes when resumed
         record = BackfillRecord(
             spec, id=backfill_id, store=store, launched_by=launcher(None, run.tags.get(DAGSTER_USER_TAG))
         )

@@ -24,6 +24,7 @@ from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_bac
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, BackfillSpec
@@ -91,6 +92,7 @@ def run_backfill(
         PartitionAssetsError: The plan refuses the spec, or its partitions are leased; nothing
             was recorded or written.
     """
+    spec = pinned_history(spec, instance)  # its record re-plans the same nodes when resumed
     on_workers = spec.runs_via != RunsVia.launcher
     if on_workers:  # before any thread: the server is a fork of this process
         start_fork_server([spec.module], instance)

@@ -27,9 +27,10 @@ from partition_assets.backfill.planning.edges import Dependency, edges_between
 from partition_assets.backfill.planning.keys import explicit_keys_of, keys_of
 from partition_assets.backfill.planning.lineage import cascade, descendants, mappings_among
 from partition_assets.backfill.planning.mapping_memo import MappingMemo
+from partition_assets.backfill.planning.reasons import NodeReasons
 from partition_assets.backfill.planning.selection import check_static_filters, resolve_selection, why_empty
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange, Wording, flag_of
-from partition_assets.backfill.planning.windows import WindowCache
+from partition_assets.backfill.planning.windows import WindowCache, padding_of
 from partition_assets.errors import BackfillPlanError
 
 if TYPE_CHECKING:  # Dagster's internal types, for annotations only
@@ -62,6 +63,8 @@ class BackfillGraph:
 
     slices: dict[dg.AssetKey, AssetSlice]
     dependencies: dict[dg.AssetKey, list[Dependency]]  # by downstream asset, in topological order
+    # Why each node is in it, when the instance's history picked them (history.py); else empty.
+    reasons: NodeReasons = field(default_factory=dict)
 
     @property
     def assets(self) -> list[dg.AssetKey]:
@@ -115,11 +118,12 @@ def plan(
     check_static_filters(asset_graph, selected, spec.static, wording)
     keys = spec.keys
     if spec.all_partitions:  # each asset takes its own keys of these: all of them
+        definitions = {asset_graph.get(key).partitions_def for key in selected} - {None}  # each listed once
         keys = sorted(
             {
                 k
-                for key in selected
-                if (partitions_def := asset_graph.get(key).partitions_def) is not None
+                for partitions_def in definitions
+                if partitions_def is not None
                 for k in partitions_def.get_partition_keys(dynamic_partitions_store=dynamic_partitions_store)
             }
         )
@@ -158,6 +162,7 @@ def build_graph(
     downstream: bool = False,
     explicit_keys: Sequence[str] = (),
     wording: Wording = flag_of,
+    picked_keys: Mapping[dg.AssetKey, list[str]] | None = None,
 ) -> BackfillGraph:
     """The backfill graph of the `selection` over `time_range`, or of `explicit_keys`.
 
@@ -171,7 +176,8 @@ def build_graph(
 
     With `explicit_keys`, each selected asset takes exactly those keys that are its own
     partition keys (BackfillPlanError names keys no selected asset has); a run never
-    spans a gap between two of them.
+    spans a gap between two of them. With `picked_keys`, each selected asset takes exactly
+    its own list (in partition order), as the instance's history picked them (history.py).
 
     Errors name the spec's fields as `wording` does (see `plan`).
 
@@ -190,19 +196,11 @@ def build_graph(
         selected |= descendants(asset_graph, selected)
     order = [key for key in asset_graph.toposorted_asset_keys if key in selected]
     mappings_by_edge = mappings_among(asset_graph, order)
-    # One padding for every definition, so that each definition's windows are computed once.
-    padding = max(
-        [
-            abs(o)
-            for m in mappings_by_edge.values()
-            if isinstance(m, dg.TimeWindowPartitionMapping)
-            for o in (m.start_offset, m.end_offset)
-        ],
-        default=0,
-    )
-    windows = WindowCache(padding, lookback, exact)
+    windows = WindowCache(padding_of(mappings_by_edge.values()), lookback, exact)
     memo = MappingMemo(dynamic_partitions_store)
-    if explicit_keys:
+    if picked_keys is not None:
+        keys_by_asset = {key: list(picked_keys.get(key, [])) for key in order if key in set(selection)}
+    elif explicit_keys:
         keys_by_asset = explicit_keys_of(
             asset_graph, order, set(selection), explicit_keys, dynamic_partitions_store, wording
         )

@@ -1,21 +1,25 @@
 """What planning reads from the Dagster instance: the graph of a spec (against its code
-location and the instance's dynamic partitions), and which of its nodes are current
-(what a catch-up backfill leaves alone)."""
+location, the instance's dynamic partitions and, for `produced_by`/`stale`, its history),
+and which of its nodes are current (what a catch-up backfill leaves alone)."""
 
 from collections.abc import Iterable
 
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.planning.history import plan_by_history
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
 from partition_assets.code_location import load_definitions
 
 
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance, wording: Wording = flag_of) -> BackfillGraph:
-    """The spec's graph, planned against its code location and the instance's dynamic partitions;
+    """The spec's graph, planned against its code location and the instance's dynamic partitions
+    (and its materializations, when `produced_by` or `stale` pick the nodes: history.py);
     a refusal names the spec's fields as `wording` does (see `plan`)."""
-    asset_graph = load_definitions(spec.module).resolve_asset_graph()
-    return plan(asset_graph, spec, dynamic_partitions_store=instance, wording=wording)
+    definitions = load_definitions(spec.module)
+    if spec.selects_by_history():
+        return plan_by_history(definitions, spec, instance, wording)
+    return plan(definitions.resolve_asset_graph(), spec, dynamic_partitions_store=instance, wording=wording)
 
 
 def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:

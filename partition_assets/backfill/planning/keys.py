@@ -108,6 +108,9 @@ def explicit_keys_of(
     """Each selected asset's share of `keys` (those that are its partition keys), in partition order."""
     found: dict[dg.AssetKey, list[str]] = {}
     partition_order = PartitionOrder(store)
+    asked = set(keys)
+    # Assets sharing a definition share its keys: listed once (2,000 daily assets, one definition).
+    every: dict[dg.PartitionsDefinition, frozenset[str]] = {}
     for key in order:
         if key not in selected:
             continue
@@ -115,11 +118,9 @@ def explicit_keys_of(
         if partitions_def is None:
             found[key] = [UNPARTITIONED]
             continue
-        if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
-            own = {k for k in keys if partitions_def.has_partition_key(k)}
-        else:
-            own = set(keys) & set(partitions_def.get_partition_keys(dynamic_partitions_store=store))
-        found[key] = partition_order.sorted(partitions_def, own)
+        if partitions_def not in every:
+            every[partitions_def] = frozenset(partitions_def.get_partition_keys(dynamic_partitions_store=store))
+        found[key] = partition_order.sorted(partitions_def, asked & every[partitions_def])
     unused = [k for k in keys if not any(k in asset_keys for asset_keys in found.values())]
     if unused:
         examples = {

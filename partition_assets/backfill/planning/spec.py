@@ -161,6 +161,23 @@ class BackfillSpec:
         True, help="contiguous partitions of range-capable assets share runs (the default; --no-batch turns it off)"
     )
     catch_up: bool = option(False, help="only partitions missing or failed in the instance")
+    produced_by: str | None = option(
+        None,
+        metavar="COMMIT|A..B",
+        help="only partitions whose latest materialization was made by this commit, or by a commit of the range "
+        "A..B (as `git rev-list A..B`): by its git_sha, or by the code version that commit gives the asset",
+    )
+    stale: bool = option(
+        False,
+        help="only partitions whose latest materialization has another code version than the asset's, or read "
+        "an upstream partition materialized again since, or that were never made",
+    )
+    history_as_of: int | None = option(
+        None,
+        metavar="EVENT_ID",
+        help="judge --produced-by and --stale by the instance's event log up to this storage id; a recorded "
+        "backfill keeps the one it was planned at, so that resuming it plans the same partitions",
+    )
     reverse: bool = option(False, help="newest partitions first")
     tags: Mapping[str, str] = option(
         factory=dict,
@@ -278,11 +295,34 @@ class BackfillSpec:
                 "--all-partitions and --start/--end or --keys contradict: --all-partitions names every "
                 "partition of each selected asset; drop one of them"
             )
+        self._check_history_selection()
         if self.exact and self.lookback:
             raise BackfillPlanError(
                 f"--exact and --lookback {self.lookback} contradict: exact adds no partition outside the "
                 "range; drop one of them"
             )
+
+    def _check_history_selection(self) -> None:
+        if self.produced_by is not None:
+            first, dots, last = str(self.produced_by).partition("..")
+            if not first.strip() or (dots and (not last.strip() or last.startswith("."))):
+                raise BackfillPlanError(
+                    f"{flag_of('produced_by')} {self.produced_by!r} is neither a commit nor a range: give a commit "
+                    "(e.g. 3f2a1c9) or A..B (the commits of B not in A, as `git rev-list A..B`)"
+                )
+        if self.history_as_of is not None and (self.produced_by is None and not self.stale):
+            raise BackfillPlanError(
+                f"{flag_of('history_as_of')} judges only {flag_of('produced_by')} or {flag_of('stale')}: "
+                "give one of them, or drop it"
+            )
+        if self.history_as_of is not None and (
+            isinstance(self.history_as_of, bool) or not isinstance(self.history_as_of, int) or self.history_as_of < 0
+        ):
+            raise BackfillPlanError(f"{_user_name('history_as_of')} is {self.history_as_of!r}: give a storage id >= 0")
+
+    def selects_by_history(self) -> bool:
+        """Whether the instance's history picks its partitions (`produced_by`, `stale`)."""
+        return self.produced_by is not None or self.stale
 
     def _check_keys(self) -> None:
         if not all(isinstance(key, str) and key for key in self.keys):
@@ -481,7 +521,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | No
                 dest=spec_field.name,
                 required=required,
                 metavar=how.metavar,
-                type=int if _type_of(spec_field) is int else str,
+                type=int if _type_of(spec_field) in (int, int | None) else str,
                 default=None if required else spec_field.default,
                 help=how.help,
             )

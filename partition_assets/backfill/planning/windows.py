@@ -13,6 +13,8 @@ window per padded window, and a schedule whose windows grow beyond that is refus
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import dagster as dg
 import numpy as np
 
@@ -66,6 +68,20 @@ class WindowCache:
                 positions = np.array([index_of[key] for key in keys], dtype=np.int64)
             self._padded[cache_key] = (*self.bounds(partitions_def, padded), positions)
         return self._padded[cache_key]
+
+
+def padding_of(mappings: Iterable[dg.PartitionMapping]) -> int:
+    """The windows a WindowCache pads each key list with: the largest offset of the time-window
+    mappings. One padding for every definition, so that each definition's windows are computed once."""
+    return max(
+        [
+            abs(offset)
+            for mapping in mappings
+            if isinstance(mapping, dg.TimeWindowPartitionMapping)
+            for offset in (mapping.start_offset, mapping.end_offset)
+        ],
+        default=0,
+    )
 
 
 def full_window(partitions_def: dg.TimeWindowPartitionsDefinition) -> tuple[float, float] | None:

@@ -1,0 +1,177 @@
+"""Selecting by history at scale: `--stale` and `--produced-by` over 2,000 daily assets x 365
+partitions (730,000 partitions, each materialized once, plus 6,000 made again).
+
+The instance (SQLite, the repo's storages) is filled with materialization events written in
+batches of 500 rows (`prepare_insert_event_batch`): the `event_logs` rows the selection reads,
+each a real serialized EventLogEntry with its `git_sha` metadata and `dagster/code_version`
+tag. Left out: Dagster's per-asset summary and tag index (written by `store_event`, read by
+neither selection), the runs (the events record their commit, so no run tag is read), and
+loading a code location: the 2,000 assets are built here (200 chains of 10, identity
+mappings), every 7th with a new code version. Every 10th asset (each chain's head) has its last
+30 days made again by the newer commit: their readers' partitions are stale through them.
+
+Each selection is planned in a fresh process (`plan_by_history`, as `backfill plan` does it:
+candidates, instance reads, rules, graph), its wall time and peak resident memory measured.
+
+Usage: python bench/history_selection_bench.py [--assets 2000] [--days 365] [--out bench/results/history_selection.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+
+REPO = Path(__file__).resolve().parents[1]
+CHAIN = 10  # assets per chain: the head reads nothing, each other the one before it
+REMADE_DAYS = 30
+NEW_VERSION_EVERY = 7
+BATCH = 500
+
+
+def definitions(assets: int, days: int) -> dg.Definitions:
+    partitions = dg.DailyPartitionsDefinition("2023-01-01", end_date=str(date(2023, 1, 1) + timedelta(days=days)))
+
+    def asset(n: int) -> dg.AssetsDefinition:
+        @dg.asset(
+            name=f"asset_{n}",
+            partitions_def=partitions,
+            deps=[] if n % CHAIN == 0 else [f"asset_{n - 1}"],
+            code_version="v2" if n % NEW_VERSION_EVERY == 0 else "v1",
+        )
+        def compute() -> None: ...
+
+        return compute
+
+    return dg.Definitions(assets=[asset(n) for n in range(assets)])
+
+
+def fill(instance: dg.DagsterInstance, defs: dg.Definitions, old: str, new: str) -> int:
+    """Writes every partition of every asset once (commit `old`, version v1), then each chain
+    head's last days again (commit `new`); returns the events written."""
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+    from dagster._core.events.log import EventLogEntry
+
+    keys = sorted(defs.resolve_asset_graph().get_all_asset_keys(), key=lambda k: int(k.path[0].split("_")[1]))
+    partitions_def = defs.resolve_asset_graph().get(keys[0]).partitions_def
+    assert partitions_def is not None
+    days = partitions_def.get_partition_keys()
+
+    def event(key: dg.AssetKey, day: str, sha: str) -> EventLogEntry:
+        materialization = dg.AssetMaterialization(
+            key, partition=day, metadata={"git_sha": sha}, tags={"dagster/code_version": "v1"}
+        )
+        dagster_event = DagsterEvent(
+            DagsterEventType.ASSET_MATERIALIZATION.value,
+            job_name="fill",
+            event_specific_data=StepMaterializationData(materialization),
+        )
+        return EventLogEntry(
+            error_info=None,
+            level=20,
+            user_message="",
+            run_id="fill",
+            timestamp=time.time(),
+            dagster_event=dagster_event,
+        )
+
+    storage = instance.event_log_storage
+    wanted = [(key, day, old) for key in keys for day in days]
+    wanted += [(key, day, new) for n, key in enumerate(keys) if n % CHAIN == 0 for day in days[-REMADE_DAYS:]]
+    for start in range(0, len(wanted), BATCH):
+        statement = storage.prepare_insert_event_batch([event(*w) for w in wanted[start : start + BATCH]])
+        with storage.run_connection("fill") as connection:
+            connection.execute(statement)
+    return len(wanted)
+
+
+def measure(home: str, assets: int, days: int, fields: dict) -> dict:
+    """Plans one selection in this process: its seconds, nodes and peak memory."""
+    from partition_assets.backfill.planning.history import plan_by_history
+    from partition_assets.backfill.planning.spec import BackfillSpec, flag_of
+
+    defs = definitions(assets, days)
+    spec = BackfillSpec(module=__file__, selection="*", **fields)
+    with dg.DagsterInstance.from_config(home) as instance:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        started = time.perf_counter()
+        graph = plan_by_history(defs, spec, instance, flag_of)
+        seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "nodes": graph.node_count(), "before_mb": before, "peak_mb": peak}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--assets", type=int, default=2000)
+    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--out", default=str(REPO / "bench/results/history_selection.md"))
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # child: JSON of the fields, with --home
+    parser.add_argument("--home", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.home, args.assets, args.days, json.loads(args.measure))))
+        return
+
+    from partition_assets_tests.support.git_repo import git
+    from partition_assets_tests.support.instances import instance_env
+
+    old, new = git(REPO, "rev-parse", "HEAD~1"), git(REPO, "rev-parse", "HEAD")
+    home = Path(tempfile.mkdtemp(prefix="history_bench_"))
+    try:
+        instance_env(home)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            started = time.perf_counter()
+            events = fill(instance, definitions(args.assets, args.days), old, new)
+            fill_seconds = time.perf_counter() - started
+        rows = [f"- filled {events:,} materialization events in {fill_seconds:.0f} s (batches of {BATCH})"]
+        for name, fields in (
+            ("--stale", {"stale": True}),
+            (f"--produced-by {new[:7]}", {"produced_by": new}),
+            (f"--produced-by {old[:7]}..{new[:7]}", {"produced_by": f"{old}..{new}"}),
+        ):
+            load = os.getloadavg()[0]
+            child = [sys.executable, __file__, "--assets", str(args.assets), "--days", str(args.days)]
+            done = subprocess.run(
+                [*child, "--home", str(home), "--measure", json.dumps(fields)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append(
+                f"- `{name}`: {result['nodes']:,} nodes selected in {result['seconds']:.1f} s, peak resident memory "
+                f"{result['peak_mb']:,.0f} MB ({result['before_mb']:,.0f} MB before planning); load average {load:.1f}"
+            )
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    lines = [
+        "# Selecting by history: --stale and --produced-by",
+        "",
+        f"Command: `python bench/history_selection_bench.py --assets {args.assets} --days {args.days}` (2 cores; "
+        "load average, the 1-minute one when each selection started, beside each figure)",
+        "",
+        f"- {args.assets:,} daily assets x {args.days} partitions; every 10th asset's last {REMADE_DAYS} days made "
+        f"again by the newer commit; every {NEW_VERSION_EVERY}th asset has a new code version",
+        *rows,
+        "",
+        "Left out (see the bench's docstring): Dagster's per-asset summary and tag index, runs (the commit is read "
+        "from the metadata, not the run tag), loading a code location; the instance is SQLite.",
+    ]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
