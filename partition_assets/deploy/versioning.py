@@ -1,4 +1,5 @@
-"""Stamp a code location with its git commit: code versions, run tags, materialization metadata."""
+"""Stamp a code location with its git commit: code versions, run tags, materialization metadata;
+and read back the commit a materialization recorded."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from partition_assets.deploy.git import git_sha, source_version
 
 GIT_SHA_TAG = "partition_assets/git_sha"  # run tag, and the definitions' metadata key
 GIT_SHA_METADATA = "git_sha"  # materialization metadata key
+CODE_VERSION_TAG = "dagster/code_version"  # the tag Dagster gives a materialization its asset's code version
+_RUNS_PER_QUERY = 500  # run ids per query (SQLite caps a statement's variables)
 
 
 def with_git_versions(defs: dg.Definitions, path: str | Path) -> dg.Definitions:
@@ -59,6 +62,23 @@ def git_sha_metadata(context: dg.OutputContext) -> dict[str, str]:
     sha = (context.definition_metadata or {}).get(GIT_SHA_METADATA)
     sha = _metadata_text(sha)
     return {GIT_SHA_METADATA: sha} if sha else {}
+
+
+def recorded_git_sha(materialization: dg.AssetMaterialization) -> str | None:
+    """The commit `materialization`'s metadata records (`git_sha`); None when it records none."""
+    return _metadata_text(materialization.metadata.get(GIT_SHA_METADATA))
+
+
+def run_git_shas(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, str]:
+    """The commit each of `run_ids` is tagged with (`partition_assets/git_sha`), for those
+    tagged: one query per 500 runs."""
+    shas: dict[str, str] = {}
+    for start in range(0, len(run_ids), _RUNS_PER_QUERY):
+        for record in instance.get_run_records(dg.RunsFilter(run_ids=run_ids[start : start + _RUNS_PER_QUERY])):
+            sha = record.dagster_run.tags.get(GIT_SHA_TAG)
+            if sha:
+                shas[record.dagster_run.run_id] = sha
+    return shas
 
 
 def _metadata_text(value: object) -> str | None:

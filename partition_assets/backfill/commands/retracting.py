@@ -22,6 +22,8 @@ from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.planning.instance_state import graph_of, materialized_nodes
 from partition_assets.backfill.planning.retraction import describe_nodes, retracted_nodes
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.originals import originals
+from partition_assets.backfill.publishing.provenance import provenance_to_json
 from partition_assets.backfill.publishing.publication import staged_publication
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.approval import launcher
@@ -62,6 +64,9 @@ def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launche
             "table, so there are no rows to remove. Retract only assets stored as Delta tables. Nothing was written."
         )
     _staging_formats(publication.tables.values())  # refuses Parquet before any lease
+    # What made them, before the retract wipes them from the instance: what its rollback restores.
+    found = originals(instance, reach if spec.downstream else selected)
+    record.restored_provenance = provenance_to_json({node: found[node] for node in nodes if node in found})
     with publication.held(instance, BackfillCommand.RETRACT) as leases:
         retraction = publication.retract(instance, nodes)
         release(leases)

@@ -41,15 +41,13 @@ from partition_assets.backfill.planning.spec import BackfillSpec, Wording
 from partition_assets.backfill.planning.windows import WindowCache, padding_of
 from partition_assets.code_location import import_module_named, split_target
 from partition_assets.deploy.git import commits_named, source_version_at
-from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, asset_function
+from partition_assets.deploy.versioning import CODE_VERSION_TAG, asset_function, recorded_git_sha, run_git_shas
 from partition_assets.errors import BackfillPlanError, NoCodeVersionError
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
 
 _PAGE = 10_000  # materialization records per query
-_RUNS_PER_QUERY = 500  # run ids per query (SQLite caps a statement's variables)
-_CODE_VERSION_TAG = "dagster/code_version"
 
 
 def pinned_history(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillSpec:
@@ -144,12 +142,12 @@ def latest_materializations(
         latest[key] = {}
         for partition, record in by_partition.items():
             materialization = _materialization(record)
-            sha = _sha_of(materialization)
+            sha = recorded_git_sha(materialization)
             if sha is None:
                 untagged.setdefault(record.run_id, []).append((key, partition))
-            code_version = (materialization.tags or {}).get(_CODE_VERSION_TAG)
+            code_version = (materialization.tags or {}).get(CODE_VERSION_TAG)
             latest[key][partition] = Made(record.storage_id, sha, code_version)
-    for run_id, sha in _run_git_shas(instance, sorted(untagged)).items():
+    for run_id, sha in run_git_shas(instance, sorted(untagged)).items():
         for key, partition in untagged[run_id]:
             latest[key][partition] = dataclasses.replace(latest[key][partition], git_sha=sha)
     return latest
@@ -159,22 +157,6 @@ def _materialization(record: dg.EventLogRecord) -> dg.AssetMaterialization:
     materialization = record.asset_materialization
     assert materialization is not None  # the query asks for materializations only
     return materialization
-
-
-def _sha_of(materialization: dg.AssetMaterialization) -> str | None:
-    entry = materialization.metadata.get(GIT_SHA_METADATA)
-    value = entry.value if isinstance(entry, dg.MetadataValue) else entry
-    return value if isinstance(value, str) else None
-
-
-def _run_git_shas(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, str]:
-    shas: dict[str, str] = {}
-    for start in range(0, len(run_ids), _RUNS_PER_QUERY):
-        for record in instance.get_run_records(dg.RunsFilter(run_ids=run_ids[start : start + _RUNS_PER_QUERY])):
-            sha = record.dagster_run.tags.get(GIT_SHA_TAG)
-            if sha:
-                shas[record.dagster_run.run_id] = sha
-    return shas
 
 
 def _upstreams(

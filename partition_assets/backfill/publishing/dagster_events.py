@@ -18,12 +18,14 @@ from partition_assets.backfill.planning.gate_rules import GATE_CHECK
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
+from partition_assets.backfill.publishing.originals import Original
+from partition_assets.backfill.publishing.provenance import provenance_from_json
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.dagster_internals import AssetGraph
 from partition_assets.deploy.runtime import RUNTIME_METADATA
-from partition_assets.deploy.versioning import GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
+from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -133,18 +135,17 @@ def reflect_rollback(
     instance: dg.DagsterInstance, record: BackfillRecord, graph: BackfillGraph, tables: Tables
 ) -> None:
     """Dagster's view after `record`'s backfill over `graph` was rolled back: each restored
-    partition (each it ran, each a retract removed) gets a materialization of its old content;
+    partition (each it ran, each a retract removed) gets a materialization of its old content,
+    with the commit (`git_sha`), code version and runtime that made it when the backfill started
+    (`record.restored_provenance`; none for a record of an earlier release);
     each partition the backfill created is wiped, missing again (instance/partition_wipe.py:
     Dagster's own wipe, or its effect on the SQL event logs that lack one), and gets an
     observation saying the rollback removed it."""
     created = {(asset, partition) for asset, partitions in record.created.items() for partition in partitions}
     schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=True)
+    restored = provenance_from_json(record.restored_provenance)
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
-        dg.AssetMaterialization(
-            node.asset,
-            partition=node.partition or None,
-            metadata={"rolled_back_backfill_id": record.id, **schema_metadata.get(node.asset, {})},
-        )
+        _restored_materialization(node, record.id, schema_metadata.get(node.asset, {}), restored.get(node))
         for node in [*ran_nodes(instance, record.id, graph), *_retracted(record)]
         if (node.asset.to_user_string(), node.partition) not in created
     ]
@@ -155,6 +156,24 @@ def reflect_rollback(
             dg.AssetObservation(key, partition=p, metadata={"removed_by_rollback_of": record.id}) for p in partitions
         ]
     run_reporting(instance, events, {BACKFILL_ID_TAG: record.id}, "partition_assets_rollback")
+
+
+def _restored_materialization(
+    node: Node, backfill_id: str, schema_metadata: Mapping[str, dg.RawMetadataValue], original: Original | None
+) -> dg.AssetMaterialization:
+    """The materialization a rollback records of `node`'s old content, which `original` made."""
+    metadata: dict[str, dg.RawMetadataValue] = {"rolled_back_backfill_id": backfill_id, **schema_metadata}
+    if original is not None and original.git_sha:
+        metadata[GIT_SHA_METADATA] = original.git_sha
+    if original is not None and original.runtime:
+        metadata[RUNTIME_METADATA] = dg.MetadataValue.json(dict(original.runtime))
+    code_version = original.code_version if original is not None else None
+    return dg.AssetMaterialization(
+        node.asset,
+        partition=node.partition or None,
+        metadata=metadata,
+        tags={CODE_VERSION_TAG: code_version} if code_version else None,
+    )
 
 
 def record_retraction(instance: dg.DagsterInstance, record: BackfillRecord) -> None:
@@ -334,4 +353,3 @@ def run_reporting(
 STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT
 HANDLED_OUTPUT = dg.DagsterEventType.HANDLED_OUTPUT
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
-CODE_VERSION_TAG = "dagster/code_version"

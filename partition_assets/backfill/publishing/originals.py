@@ -7,7 +7,8 @@ metadata); `--inputs-as-of <ISO time>` pins each such table to its version as of
 time, the same for every node. Pins are decided once, when the backfill starts, kept in
 its record (a resumed backfill reads the same versions) and passed to each node run in
 its tags (run_tags.pinned_input_tags); the IO manager reads those versions. Partitions
-whose pins differ never share a run.
+whose pins differ never share a run. The same originals' commit, code version and runtime
+are what a rollback restores (backfill/publishing/provenance.py).
 
 Not guaranteed: inputs stored by other IO managers, or by a format without versions
 (Parquet), are not pinned; a pinned version whose files were vacuumed fails its node
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
@@ -28,6 +29,7 @@ from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import INPUTS_AS_OF_ORIGINAL, BackfillSpec
 from partition_assets.backfill.publishing.tables import input_tables
 from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_differences
+from partition_assets.deploy.versioning import CODE_VERSION_TAG, recorded_git_sha, run_git_shas
 from partition_assets.errors import BackfillPlanError
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA
 
@@ -45,16 +47,26 @@ class Original:
 
     input_versions: Mapping[str, int | str] = field(default_factory=dict)
     runtime: Mapping[str, str] = field(default_factory=dict)
+    git_sha: str | None = None  # the commit that made it (metadata, else its run's tag); None when unrecorded
+    code_version: str | None = None
 
 
 def originals(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[Node, Original]:
-    """The latest materialization of each node of `graph` that has one: two queries per asset."""
+    """The latest materialization of each node of `graph` that has one: two queries per asset,
+    and the run tags of those recording no commit in their metadata in one query per 500 runs."""
     found: dict[Node, Original] = {}
+    untagged: dict[str, list[Node]] = {}  # run id -> the nodes it made without recording a commit
+
+    def add(node: Node, run_id: str, materialization: dg.AssetMaterialization) -> None:
+        found[node] = _original(materialization)
+        if found[node].git_sha is None:
+            untagged.setdefault(run_id, []).append(node)
+
     for key, asset_slice in graph.slices.items():
         if asset_slice.partitions_def is None:
             event = instance.get_latest_materialization_event(key)
             if event is not None and event.asset_materialization is not None:
-                found[Node(key, UNPARTITIONED)] = _original(event.asset_materialization)
+                add(Node(key, UNPARTITIONED), event.run_id, event.asset_materialization)
             continue
         storage_ids = instance.get_latest_storage_id_by_partition(
             key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(asset_slice.partition_keys)
@@ -67,7 +79,10 @@ def originals(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[Node, 
         for record in records:
             materialization = record.asset_materialization
             if materialization is not None and materialization.partition is not None:
-                found[Node(key, materialization.partition)] = _original(materialization)
+                add(Node(key, materialization.partition), record.run_id, materialization)
+    for run_id, sha in run_git_shas(instance, sorted(untagged)).items():
+        for node in untagged[run_id]:
+            found[node] = replace(found[node], git_sha=sha)
     return found
 
 
@@ -76,7 +91,12 @@ def _original(materialization: dg.AssetMaterialization) -> Original:
         value = materialization.metadata.get(name)
         return value.value if isinstance(value, dg.JsonMetadataValue) and isinstance(value.value, dict) else {}
 
-    return Original(json_entry(INPUT_VERSIONS_METADATA), json_entry(RUNTIME_METADATA))
+    return Original(
+        json_entry(INPUT_VERSIONS_METADATA),
+        json_entry(RUNTIME_METADATA),
+        recorded_git_sha(materialization),
+        (materialization.tags or {}).get(CODE_VERSION_TAG),
+    )
 
 
 def pin_inputs(

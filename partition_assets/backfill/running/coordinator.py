@@ -35,6 +35,7 @@ from partition_assets.backfill.publishing.originals import (
     pins_to_json,
     runtime_warnings,
 )
+from partition_assets.backfill.publishing.provenance import provenance_to_json
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.tables import unstaged_assets
@@ -361,11 +362,15 @@ class BackfillRun:
 
     def _pins_of_rerun(self, definitions: dg.Definitions) -> dict[Node, Pins]:
         """The input versions each node reads (decided on the backfill's first start, then
-        kept in its record), after warning about partitions written on another runtime."""
+        kept in its record), after warning about partitions written on another runtime. A
+        staged backfill's record also keeps, from its first start, what made its partitions'
+        content (provenance.py): what its rollback restores."""
         record = self.record
         found = originals(self.instance, self.graph)
         for line in runtime_warnings(found, runtime_versions()):
             _log.warning("backfill %s: %s", record.id, line)
+        if self.staged and record.restored_provenance is None:  # before any publish replaces them
+            record.restored_provenance = provenance_to_json(found)
         if record.pinned_inputs is None and record.spec.inputs_as_of is not None:
             record.pinned_inputs = pins_to_json(pin_inputs(record.spec, definitions, self.graph, found))
         pins = pins_from_json(record.pinned_inputs or {})

@@ -69,6 +69,10 @@ class BackfillRecord:
     gated_staging: dict[str, dict[str, str]] = field(default_factory=dict)
     # asset -> the partitions a retract removed (`backfill retract`); a rollback re-records them
     retracted: dict[str, list[str]] = field(default_factory=dict)
+    # asset -> the commit, code version and runtime that made its partitions' content before the
+    # backfill replaced it, grouped (backfill/publishing/provenance.py): what a rollback restores.
+    # None until the backfill starts, and in records of earlier releases (nothing known).
+    restored_provenance: dict[str, list[dict]] | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -124,6 +128,7 @@ class BackfillRecord:
             "launched_by": self.launched_by,
             "gated_staging": self.gated_staging,
             "retracted": self.retracted,
+            "restored_provenance": self.restored_provenance,
         }
 
     @classmethod
@@ -143,6 +148,7 @@ class BackfillRecord:
             saved.get("launched_by"),
             saved.get("gated_staging", {}),
             saved.get("retracted", {}),
+            saved.get("restored_provenance"),
             store=store,
         )
 
