@@ -148,7 +148,8 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
             raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
     heatmap = Heatmap(report.graph, report.node_states, report.title)
     print(heatmap.text())
-    for line in (*report.failed_lines, report.launch, report.silence, *(report.previous_versions or ())):
+    notes = (report.fewer_runs, report.launch, report.silence)
+    for line in (*report.failed_lines, *notes, *(report.previous_versions or ())):
         if line is not None:
             print(line)
     if args.html:

@@ -29,6 +29,7 @@ from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, BackfillSpec
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
 from partition_assets.backfill.publishing.tables import tables_of
+from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner, start_fork_server
@@ -124,11 +125,14 @@ def execute_backfill(
     runner_of: RunnerFactory = node_runner,
 ) -> RunOutcome:
     """Runs `record`'s nodes of `graph` but `done` through its coordinator, then its gate and
-    publish; a line per node result and phase goes to `console`. A failed gate, a refused
+    publish; a line per node result and phase goes to `console`, the first saying how many
+    nodes it runs and, when the deployment's capacity lets it run fewer runs at a time than
+    its --max-parallel, how many and why (claims.fewer_runs_note). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
     progress = Progress(record.id, graph, done)
-    console.line(progress.started())
+    fewer = fewer_runs_note(instance, record)
+    console.line(progress.started() + (f"; {fewer}" if fewer else ""))
     run = BackfillRun(
         instance,
         record,
