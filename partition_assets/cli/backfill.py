@@ -46,6 +46,7 @@ from partition_assets.cli.rendering import render_diff, render_ledger, render_li
 from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
+from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.run_console import VERBOSE_ENV
 
 
@@ -111,12 +112,14 @@ def _on_terminal(command: Callable[[Console], RunOutcome | Published]) -> int:
 
 
 def _instance() -> dg.DagsterInstance:
-    """The Dagster instance of DAGSTER_HOME, where backfills are recorded.
+    """The Dagster instance of DAGSTER_HOME, where backfills are recorded; this process reads
+    Dagster's migration scripts once (instance/migrations.py), not per database it opens.
 
     Raises:
         EnvironmentSetupError: DAGSTER_HOME is not set.
     """
     dagster_home()
+    remember_dagster_migrations()
     return dg.DagsterInstance.get()
 
 

@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 import dagster as dg
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from dagster._core.execution.asset_backfill import AssetBackfillData
 from dagster._core.snap import JobSnap
 from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG, USER_TAG
@@ -42,6 +44,7 @@ from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
+    ALEMBIC_SCRIPTS_LOCATION,
     IO_TYPE_EXTENSION,
     SQLITE_BUSY_TIMEOUT_SECONDS,
     AssetGraph,
@@ -94,8 +97,10 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
+from partition_assets.instance import migrations
 from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
+from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.instance.storage import instance_storage_defaults
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
@@ -353,6 +358,48 @@ def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
             )
         with pytest.raises(IntegrityError), storage.connect() as connection:
             connection.execute(KeyValueStoreTable.insert().values(key="k", value="again"))
+
+
+@dg.asset
+def one_row() -> None: ...
+
+
+@pins("ALEMBIC_SCRIPTS_LOCATION")
+def test_dagster_s_migration_scripts_are_read_once_per_process_not_per_run_database(tmp_path, monkeypatch):
+    """On Dagster's default event log (a SQLite database per run), each run's new database is
+    checked and stamped against Dagster's migration scripts, alembic's `ScriptDirectory`
+    built from `ALEMBIC_SCRIPTS_LOCATION` each time; remembered (instance/migrations.py),
+    it is built once per storage in the process whatever the runs."""
+    builds: list[str | None] = []
+    build = migrations._build
+
+    def counted(cls: type[ScriptDirectory], config: Config) -> ScriptDirectory:
+        builds.append(config.get_main_option("script_location"))
+        return build(cls, config)
+
+    monkeypatch.setattr(migrations, "_build", counted)
+    monkeypatch.setattr(migrations, "_built", {})
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(lambda cls, config: migrations._build(cls, config)))
+
+    def runs(instance: dg.DagsterInstance, count: int) -> None:
+        for _ in range(count):
+            assert dg.materialize([one_row], instance=instance).success
+
+    for name in ("unremembered", "remembered"):
+        (tmp_path / name).mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "unremembered")) as instance:
+        assert instance.event_log_storage.is_run_sharded  # Dagster's default: a database per run
+        runs(instance, 1)
+        builds.clear()
+        runs(instance, 3)
+    assert builds.count(ALEMBIC_SCRIPTS_LOCATION) >= 2 * 3  # checked, then stamped, per run database
+
+    builds.clear()
+    remember_dagster_migrations()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "remembered")) as instance:
+        runs(instance, 4)
+    # At most once per storage's alembic.ini (runs, event log, schedules), whatever the runs.
+    assert set(builds) == {ALEMBIC_SCRIPTS_LOCATION} and len(builds) <= 3
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")

@@ -49,6 +49,7 @@ from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
+from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
@@ -211,7 +212,10 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
     (fork_server.fork_here). Workers of runners on `instance` take this process's copy of it
     as theirs (`_instance`): opening an instance costs each worker ~40 ms of CPU (Dagster
     reads its ~90 migration scripts to check each SQLite storage's schema), all at once when
-    the first runs start."""
+    the first runs start. This process and its forks read those scripts once
+    (instance/migrations.py): on Dagster's default event log, a database per run, each node
+    run would read them twice."""
+    remember_dagster_migrations()
     for target in targets:
         load_definitions(target).resolve_implicit_global_asset_job_def()
     if instance is not None:
