@@ -47,6 +47,7 @@ from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.migrations import remember_dagster_migrations
+from partition_assets.instance.storage import same_files_lighter
 from partition_assets.run_console import VERBOSE_ENV
 
 
@@ -112,15 +113,22 @@ def _on_terminal(command: Callable[[Console], RunOutcome | Published]) -> int:
 
 
 def _instance() -> dg.DagsterInstance:
-    """The Dagster instance of DAGSTER_HOME, where backfills are recorded; this process reads
-    Dagster's migration scripts once (instance/migrations.py), not per database it opens.
+    """The Dagster instance of DAGSTER_HOME, where backfills are recorded. This process (and
+    the workers it forks) reads Dagster's migration scripts once (instance/migrations.py), not
+    per database it opens, and writes Dagster's default storage through its lighter twins
+    that write the same files (instance/storage.py `same_files_lighter`).
 
     Raises:
         EnvironmentSetupError: DAGSTER_HOME is not set.
     """
     dagster_home()
     remember_dagster_migrations()
-    return dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.get()
+    lighter = same_files_lighter(instance.get_ref())
+    if lighter == instance.get_ref():
+        return instance
+    instance.dispose()
+    return dg.DagsterInstance.from_ref(lighter)
 
 
 def dagster_home() -> str:
