@@ -349,8 +349,9 @@ def test_a_backfill_given_fewer_runs_than_max_parallel_says_how_many_and_why_fir
     argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
     span = ["--start", "2024-01-01", "--end", "2024-01-02"]
     assert main(["backfill", "run", *argv, *span, "--max-parallel", "4"]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
+    first, *rest = capsys.readouterr().out.splitlines()
     assert re.fullmatch(rf"backfill \S+: 2 nodes; {re.escape(why)}", first), first
+    assert not [line for line in rest if line.startswith("instance:")]  # one database for all runs here
     with dg.DagsterInstance.get() as instance:
         store = BackfillStore(instance)
         for backfill_id, max_parallel in (("bf-four", 4), ("bf-three", 3)):
@@ -362,3 +363,22 @@ def test_a_backfill_given_fewer_runs_than_max_parallel_says_how_many_and_why_fir
     assert why in capsys.readouterr().out.splitlines()
     assert main(["backfill", "status", "bf-three"]) == 0
     assert "runs at most" not in capsys.readouterr().out  # 3 fit: nothing to say
+
+
+def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_the_lines_that_drop_it(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # no dagster.yaml: what a new project has
+    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
+    assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = [line for line in lines if line.startswith("instance:")]
+    assert notes == [lines[1]], lines  # once, right after the first line
+    assert f"about {launching.PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node" in notes[0]
+    [lines_given] = re.findall(r"`([^`]+)`", notes[0])
+    assert lines_given == "instance_class: {module: partition_assets.instance, class: EngineBackfillInstance}"
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    (fixed / "dagster.yaml").write_text(lines_given + "\n")
+    with dg.DagsterInstance.from_config(str(fixed)) as instance:  # those lines do drop it
+        assert launching.per_run_database_note(instance) is None

@@ -40,6 +40,7 @@ from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import SqliteEventLogStorage
 from partition_assets.errors import (
     BackfillPlanError,
     BackfillStateError,
@@ -127,12 +128,16 @@ def execute_backfill(
     """Runs `record`'s nodes of `graph` but `done` through its coordinator, then its gate and
     publish; a line per node result and phase goes to `console`, the first saying how many
     nodes it runs and, when the deployment's capacity lets it run fewer runs at a time than
-    its --max-parallel, how many and why (claims.fewer_runs_note). A failed gate, a refused
+    its --max-parallel, how many and why (claims.fewer_runs_note); on Dagster's default event
+    log, a line after it on what that costs and how to drop it (`per_run_database_note`). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
     progress = Progress(record.id, graph, done)
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
+    storage = per_run_database_note(instance)
+    if storage is not None:
+        console.line(storage)
     run = BackfillRun(
         instance,
         record,
@@ -150,6 +155,28 @@ def execute_backfill(
         return RunOutcome(record.id, str(error), succeeded=False)
     failure = progress.failure(status)
     return RunOutcome(record.id, failure or progress.summary(status), succeeded=failure is None)
+
+
+# What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's
+# storage on the bench DAG, in CPU seconds of the command and its workers: 0.120 against 0.053
+# per node (bench/results/engine_instances.md).
+PER_RUN_DATABASE_CPU_SECONDS = 0.07
+
+
+def per_run_database_note(instance: dg.DagsterInstance) -> str | None:
+    """One line for an instance on Dagster's default event log, a SQLite database per run
+    (no dagster.yaml `storage:` nor this library's instance class): what it costs per node
+    and the dagster.yaml lines that drop it; None on any other event log."""
+    storage = instance.event_log_storage
+    if not (isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded):
+        return None
+    return (
+        f"instance: Dagster's default event log creates a SQLite database per run, about "
+        f"{PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node more than one database for all runs; "
+        "dagster.yaml lines that make it one (events of earlier runs stay in their own databases, "
+        "which the webserver then no longer reads): `instance_class: {module: partition_assets.instance, "
+        "class: EngineBackfillInstance}`"
+    )
 
 
 def adopt_backfill(
