@@ -38,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 
 from partition_assets import dagster_internals
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
+from partition_assets.backfill.publishing import dagster_events
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
@@ -400,6 +401,26 @@ def test_dagster_s_migration_scripts_are_read_once_per_process_not_per_run_datab
         runs(instance, 4)
     # At most once per storage's alembic.ini (runs, event log, schedules), whatever the runs.
     assert set(builds) == {ALEMBIC_SCRIPTS_LOCATION} and len(builds) <= 3
+
+
+@dg.asset
+def with_output_metadata() -> dg.Output[int]:
+    return dg.Output(3, metadata={"rows": 3})  # stored by Dagster's IO manager: a HANDLED_OUTPUT too
+
+
+def test_output_events_read_from_each_run_s_database_are_those_dagster_reads(tmp_path):
+    """On Dagster's default event log (a database per run of Dagster's event table), a
+    publish reads each node run's STEP_OUTPUT and HANDLED_OUTPUT events from the run's
+    database directly (dagster_events._per_run_database_events): the same events, in the
+    same order, as Dagster's own read of each run; a run id without a database has none."""
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        storage = instance.event_log_storage
+        assert isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded
+        run_ids = {dg.materialize([with_output_metadata], instance=instance).run_id for _ in range(3)}
+        types = {dg.DagsterEventType.STEP_OUTPUT, dg.DagsterEventType.HANDLED_OUTPUT}
+        dagster_s = [record for run_id in sorted(run_ids) for record in instance.all_logs(run_id, of_type=types)]
+        assert len(dagster_s) == 2 * 3
+        assert dagster_events._per_run_database_events(storage, run_ids | {"no-such-run"}) == dagster_s
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")
