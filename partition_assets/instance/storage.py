@@ -43,13 +43,16 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import yaml
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import QueuePool
 from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
 from watchdog.observers import Observer
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
@@ -69,6 +72,9 @@ from partition_assets.dagster_internals import (
 
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
 POOLED_CONNECTIONS = 4
+# How long a kept database server connection is reused before it is replaced (Dagster's
+# webserver default): a server may drop idle connections.
+POOL_RECYCLE_SECONDS = 3600
 
 
 class _OneEngine:
@@ -308,4 +314,21 @@ def _composite(
         "dagster._core.storage.legacy_storage",
         "CompositeStorage",
         {"run_storage": part(runs), "event_log_storage": part(event_log), "schedule_storage": part(schedules)},
+    )
+
+
+def keep_connections(instance: "DagsterInstance") -> None:
+    """Has `instance`'s storages on a database server (Postgres) keep a connection open in
+    this process, as Dagster's webserver has them do (`optimize_for_webserver`), rather than
+    connect anew for every transaction: ~35 connections per node run, each a connection set-up
+    and a server process started on Postgres. No statement timeout is set. Storages that keep
+    no server connection (SQLite) are unchanged.
+
+    Call it in the process that uses the instance, after the last fork that inherits it: a
+    connection open before a fork would be shared by both processes (the engine calls it in
+    its coordinator once its workers' fork server is started, and in each worker).
+    Not guaranteed: one connection is kept per storage; a thread that needs one while another
+    holds it opens and closes an extra one, as before."""
+    instance.optimize_for_webserver(
+        statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOLED_CONNECTIONS
     )

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import psycopg2
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy.engine.reflection import Inspector
@@ -20,6 +21,7 @@ from partition_assets.instance.storage import (
     POOLED_CONNECTIONS,
     DirectComputeLogManager,
     RunStorage,
+    keep_connections,
     same_files_lighter,
 )
 from partition_assets_tests.support.instances import instance_env, open_instance
@@ -205,3 +207,35 @@ def test_dagster_s_default_storage_is_written_through_lighter_twins_a_stock_inst
 def test_a_configured_instance_is_left_as_it_is(tmp_path):
     with open_instance(instance_env(tmp_path / "home")) as instance:
         assert same_files_lighter(instance.get_ref()) == instance.get_ref()
+
+
+def test_a_postgres_instance_keeps_its_connections_once_told_and_sqlite_is_unchanged(
+    tmp_path, postgres_server, monkeypatch
+):
+    # Dagster's Postgres storages connect anew for every transaction: tens of connection
+    # set-ups (and server processes) per run. The engine's processes keep one per storage.
+    connections: list[object] = []
+    connect = psycopg2.connect
+
+    def counted(*args: object, **kwargs: object) -> object:
+        connections.append(args)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg2, "connect", counted)
+
+    def connections_per_run(instance: dg.DagsterInstance) -> float:
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+        connections.clear()
+        for day in ("2024-01-02", "2024-01-03", "2024-01-04"):
+            assert dg.materialize([daily_quiet], instance=instance, partition_key=day).success
+        return len(connections) / 3
+
+    with open_instance(instance_env(tmp_path / "pg", postgres_server.create_database())) as instance:
+        assert connections_per_run(instance) >= 10
+        keep_connections(instance)
+        # Those kept after the first run serve every later one, but for at most one (a
+        # transaction of a second thread, while another holds the storage's connection).
+        assert connections_per_run(instance) <= 1
+    with open_instance(instance_env(tmp_path / "sqlite")) as instance:
+        keep_connections(instance)
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
