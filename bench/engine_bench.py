@@ -374,20 +374,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, nargs="+", default=[31, 90])
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument(
-        "--instance",
-        nargs="+",
-        choices=list(ENGINE_KEYS),
-        default=list(ENGINE_KEYS),
-        help="the Dagster instances the engine is measured on (the others' rows are reused)",
-    )
-    parser.add_argument(
-        "--command-instances",
-        nargs="+",
-        choices=list(INSTANCES),
-        default=list(INSTANCES),
-        help="the instances the whole command is measured on (the others' rows are reused)",
-    )
+    for option, instances, measured in (
+        ("--instance", ENGINE_KEYS, "the engine in process"),
+        ("--command-instances", INSTANCES, "the whole command"),
+    ):
+        parser.add_argument(
+            option,
+            nargs="+",
+            choices=list(instances),
+            default=list(instances),
+            help=f"the Dagster instances {measured} is measured on (the others' rows are reused)",
+        )
     parser.add_argument(
         "--dagster",
         choices=["both", "none", "single_run", "skip"],
