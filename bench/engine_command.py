@@ -199,9 +199,9 @@ def run_backfill_command(
         stderr_text = stderr.read()
     # Opened with `env` in the environment too: the repo's instance storage finds its files
     # under $DAGSTER_HOME, not under the folder the instance is loaded from.
-    with open_instance(env) as instance:
-        records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
-        materialized = materialized_count(instance, keys)
+    with open_instance(env) as opened:
+        records = opened.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
+        materialized = materialized_count(opened, keys)
     starts = [r.start_time for r in records if r.start_time]
     node_records = [r for r in records if PUBLISH_RUN_TAG not in r.dagster_run.tags]
     node_ends = [r.end_time for r in node_records if r.end_time]
