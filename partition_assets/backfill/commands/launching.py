@@ -158,9 +158,10 @@ def execute_backfill(
 
 
 # What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's
-# storage on the bench DAG, in CPU seconds of the command and its workers: 0.120 against 0.053
-# per node (bench/results/engine_instances.md).
-PER_RUN_DATABASE_CPU_SECONDS = 0.07
+# storage on the bench DAG (31 days, one run per partition), in CPU seconds of the command and
+# its workers: 0.108 against 0.053 per node on a quiet machine, 0.120 against 0.053 loaded
+# (bench/results/engine_instances.md).
+PER_RUN_DATABASE_CPU_SECONDS = 0.06
 
 
 def per_run_database_note(instance: dg.DagsterInstance) -> str | None:
