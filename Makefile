@@ -17,7 +17,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench bench-isolation spark-start spark-stop clean browser postgres jvm-jar
+.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench bench-engine bench-isolation spark-start spark-stop clean browser postgres jvm-jar
 
 install: $(VENV)/.installed
 
@@ -121,7 +121,14 @@ clean: spark-stop
 bench-isolation: install
 	$(PY) bench/spark_pools_bench.py --jobs 5
 	$(PY) bench/isolation_bench.py --asset spark-heavy --days 31 --alone 5
-	$(PY) bench/isolation_bench.py --asset example --days 31 --alone 5 --options off,sliced
+	$(PY) bench/isolation_bench.py --asset example --days 31 --alone 5 --options off,cores
+
+# The engine against the bound on the instance a user has (issue 44): the engine bench and
+# the generated shapes, each whole command on Dagster's defaults (no dagster.yaml), this repo's
+# dagster.yaml and Postgres; `make bench` runs them too, among the rest.
+bench-engine: install postgres
+	$(PY) bench/engine_bench.py
+	$(PY) bench/generated_shapes_bench.py
 
 bench: install postgres
 	$(PY) bench/plan_bench.py

@@ -18,6 +18,8 @@ reports RUN_START, not when the coordinator decided to launch it.
 from __future__ import annotations
 
 import os
+import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,7 +34,7 @@ import yaml
 from dagster_backfill import START, DaemonResult, materialized_count
 
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets_tests.support.instances import instance_env, open_instance
+from partition_assets_tests.support.instances import add_to_config, instance_env, open_instance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,6 +57,11 @@ class CommandResult:
     last_node_run_ended_after: float | None = None  # process start -> last node run's end (run records)
     published_after: float | None = None  # process start -> its `published:` line printed
     node_runs: int = 0  # its runs but the publish run
+    # CPU seconds (user + system) of the command's process and of the processes it waited for
+    # (workers, their runs): unlike its seconds, barely moved by the machine's other load.
+    cpu_seconds: float | None = None
+    publish_seconds: float | None = None  # what its `published: ... (N s)` line says the publish took
+    instance: str = "repo"  # which instance it ran on (INSTANCES)
 
     @property
     def all_succeeded(self) -> bool:
@@ -67,6 +74,14 @@ class CommandResult:
         if first is None or last is None or published is None:
             return None
         return Split(first, last - first, published - last, self.seconds - published)
+
+    def cpu_per_node(self, nodes: int) -> str:
+        """CPU seconds per node of the command and its processes, for a results table."""
+        return f"{self.cpu_seconds / nodes:.3f}" if self.cpu_seconds is not None else "n/a"
+
+    def publish_cell(self) -> str:
+        """The publish's seconds as the command printed them, for a results table."""
+        return f"{self.publish_seconds:.2f}" if self.publish_seconds is not None else "n/a"
 
     def details(self) -> str:
         """Runs, first run, completeness and load, for a results table's details column."""
@@ -94,21 +109,34 @@ class Split:
         return f"{self.start_up:.1f} / {self.nodes:.1f} / {self.gate_and_publish:.1f} / {self.exit:.1f}"
 
 
-def backfill_only_instance_env(home: Path) -> dict[str, str]:
-    """`instance_env(home)` (a new SQLite instance with the repo's dagster.yaml) for an
-    instance that runs nothing but the benched backfill: no production run to keep a slot
-    free for (`partition_assets.backfills.reserve_runs: 0`). With the default reserve of 1
-    under the repo's `max_concurrent_runs: 4`, a backfill run with `--max-parallel 4` would
-    run 3 nodes at a time, and be measured against a bound for 4. Its storage is created
-    here, before any command is timed, as a deployment's instance exists before its
-    backfills: creating its SQLite schema takes 2-3 s on this machine's disk (0.5 s in
-    memory), once per instance, and a command on a new instance spent it before its first
-    node run."""
-    env = instance_env(home)
-    config_path = home / "dagster.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config["partition_assets"]["backfills"] = {"reserve_runs": 0}
-    config_path.write_text(yaml.safe_dump(config))
+# The instances a whole command is measured on (issue 44): what a new project has, what this
+# repo's `make dev` has, and the production set-up.
+INSTANCES = {
+    "defaults": "Dagster's defaults (no dagster.yaml)",
+    "repo": "this repo's dagster.yaml",
+    "postgres": "Postgres (this repo's dagster.yaml + README's storage block)",
+}
+
+
+def backfill_only_instance_env(home: Path, kind: str = "repo", postgres_url: str | None = None) -> dict[str, str]:
+    """A new instance at `home` of `kind` (INSTANCES; "postgres" on `postgres_url`, a fresh
+    database) that runs nothing but the benched backfill. "defaults" has no dagster.yaml:
+    Dagster's storage (a SQLite database per run), no run queue limit. The others have the
+    repo's dagster.yaml, with no production run to keep a slot free for
+    (`partition_assets.backfills.reserve_runs: 0`): with the default reserve of 1 under the
+    repo's `max_concurrent_runs: 4`, a backfill run with `--max-parallel 4` would run 3
+    nodes at a time (its first line says so), and be measured against a bound for 4. Its
+    storage is created here, before any command is timed, as a deployment's instance exists
+    before its backfills: creating its SQLite schema takes 2-3 s on this machine's disk
+    (0.5 s in memory), once per instance, and a command on a new instance spent it before
+    its first node run."""
+    if kind == "defaults":
+        home.mkdir(parents=True, exist_ok=True)
+        env = {"DAGSTER_HOME": str(home)}
+    else:
+        env = instance_env(home, postgres_url if kind == "postgres" else None)
+        config = yaml.safe_load((home / "dagster.yaml").read_text())
+        add_to_config(home, partition_assets={**config["partition_assets"], "backfills": {"reserve_runs": 0}})
     with open_instance(env) as instance:
         instance.get_runs(limit=1)  # the run and event-log storages are created on first use
         instance.event_log_storage.get_maximum_record_id()
@@ -139,13 +167,16 @@ def run_backfill_command(
     env: dict[str, str],
     keys: dict[str, list[str]],
     log=print,
+    instance: str = "repo",
 ) -> CommandResult:
     """Runs `partition-assets backfill run <target> <spec_args>` with `env` added to this
     process's environment; `env` must name the DAGSTER_HOME (prepared by the caller) the
-    command and the read-back use. `keys`: the (asset, partition) pairs it should materialize."""
+    command and the read-back use. `keys`: the (asset, partition) pairs it should materialize;
+    `instance`: which of INSTANCES `env` names, kept with the result."""
     command = [sys.executable, "-m", "partition_assets", "backfill", "run", *target, *spec_args]
     log(f"  engine command: partition-assets {' '.join(command[3:])}")
     load_before = os.getloadavg()
+    cpu_before = _children_cpu()
     launched = time.time()
     began = time.perf_counter()
     lines: list[tuple[float, str]] = []  # (seconds since the start, line), as the command printed them
@@ -163,18 +194,20 @@ def run_backfill_command(
             lines.append((time.perf_counter() - began, line.rstrip("\n")))
         returncode = process.wait()
         seconds = time.perf_counter() - began
+        cpu_seconds = _children_cpu() - cpu_before
         stderr.seek(0)
         stderr_text = stderr.read()
     # Opened with `env` in the environment too: the repo's instance storage finds its files
     # under $DAGSTER_HOME, not under the folder the instance is loaded from.
-    with open_instance(env) as instance:
-        records = instance.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
-        materialized = materialized_count(instance, keys)
+    with open_instance(env) as opened:
+        records = opened.get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(launched, UTC)))
+        materialized = materialized_count(opened, keys)
     starts = [r.start_time for r in records if r.start_time]
     node_records = [r for r in records if PUBLISH_RUN_TAG not in r.dagster_run.tags]
     node_ends = [r.end_time for r in node_records if r.end_time]
     summary = [line for _, line in lines if line.startswith("backfill ")]
     published = [at for at, line in lines if line.startswith("published:")]
+    publish_seconds = [float(m[1]) for _, line in lines if (m := PUBLISHED_SECONDS.match(line))]
     result = CommandResult(
         seconds=seconds,
         first_run_after=min(starts) - launched if starts else None,
@@ -192,9 +225,22 @@ def run_backfill_command(
         last_node_run_ended_after=max(node_ends) - launched if node_ends else None,
         published_after=published[0] if published else None,
         node_runs=len(node_records),
+        cpu_seconds=cpu_seconds,
+        publish_seconds=publish_seconds[0] if publish_seconds else None,
+        instance=instance,
     )
     log(f"  engine command: {seconds:.1f} s, exit {returncode}; {result.details()}")
     return result
+
+
+# The command's publish line: `published: <tables and versions> (1.2 s)`.
+PUBLISHED_SECONDS = re.compile(r"published: .* \(([0-9.]+) s\)$")
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's children that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def versus_dagster(seconds: float, daemons: dict[str, DaemonResult]) -> tuple[float, str]:

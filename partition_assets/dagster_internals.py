@@ -9,7 +9,8 @@ instance/storage.py extends, the SQL run storage under Dagster's composite wrapp
 backfill/state/key_values.py), the gRPC client of a code server,
 serialized errors, cron arithmetic, the body of `execute_in_process` (a worker runs each
 asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
-the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py).
+the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py),
+where Dagster's migration scripts live (instance/migrations.py reads them once per process).
 Every private name the library imports is imported here and nowhere else. Two private
 modules are named as strings instead, where a module name is what counts:
 `dagster._daemon.backfill` (instance/engine_instance.py compares its callers' module with
@@ -55,6 +56,7 @@ from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, L
 from dagster._core.storage.runs.schema import BulkActionsTable, KeyValueStoreTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.sql import ALEMBIC_SCRIPTS_LOCATION
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget, PythonFileTarget, WorkspaceLoadTarget
 from dagster._record import replace
@@ -67,6 +69,7 @@ if TYPE_CHECKING:  # for type checkers; at run time `__getattr__` below imports 
     from dagster._grpc.client import DagsterGrpcClient
 
 __all__ = [
+    "ALEMBIC_SCRIPTS_LOCATION",
     "AssetGraph",
     "AssetGraphSubset",
     "AssetKeyPartitionKey",

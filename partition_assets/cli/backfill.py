@@ -47,6 +47,8 @@ from partition_assets.cli.rendering import plan_json, render_diff, render_ledger
 from partition_assets.code_location import configured_module, workspace_target
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
+from partition_assets.instance.migrations import remember_dagster_migrations
+from partition_assets.instance.storage import same_files_lighter
 from partition_assets.run_console import VERBOSE_ENV
 
 
@@ -120,13 +122,22 @@ def _on_terminal(command: Callable[[Console], RunOutcome | Published]) -> int:
 
 
 def _instance() -> dg.DagsterInstance:
-    """The Dagster instance of DAGSTER_HOME, where backfills are recorded.
+    """The Dagster instance of DAGSTER_HOME, where backfills are recorded. This process (and
+    the workers it forks) reads Dagster's migration scripts once (instance/migrations.py), not
+    per database it opens, and writes Dagster's default storage through its lighter twins
+    that write the same files (instance/storage.py `same_files_lighter`).
 
     Raises:
         EnvironmentSetupError: DAGSTER_HOME is not set.
     """
     dagster_home()
-    return dg.DagsterInstance.get()
+    remember_dagster_migrations()
+    instance = dg.DagsterInstance.get()
+    lighter = same_files_lighter(instance.get_ref())
+    if lighter == instance.get_ref():
+        return instance
+    instance.dispose()
+    return dg.DagsterInstance.from_ref(lighter)
 
 
 def dagster_home() -> str:
@@ -157,13 +168,8 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
             raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
     heatmap = Heatmap(report.graph, report.node_states, report.title)
     print(heatmap.text())
-    for line in (
-        *report.retracted_lines,
-        *report.failed_lines,
-        report.launch,
-        report.silence,
-        *(report.previous_versions or ()),
-    ):
+    notes = (report.fewer_runs, report.launch, report.silence)
+    for line in (*report.retracted_lines, *report.failed_lines, *notes, *(report.previous_versions or ())):
         if line is not None:
             print(line)
     if args.html:

@@ -18,6 +18,9 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   watcher, two per stream: four processes started, and waited for, per run. For a backfill
   node that is most of the CPU a run costs (bench/results/node_overhead.md).
 The webserver shows and follows both as before (partition_assets_tests/integration/test_instance_storage.py).
+On an instance that leaves Dagster's defaults in place (no dagster.yaml: what a new project
+has), the engine's command writes through `same_files_lighter`: `RunStorage` and
+`DirectComputeLogManager` on Dagster's own files, its per-run event log databases as they are.
 A `storage:` block in dagster.yaml (Postgres) replaces the event log default; a
 `compute_logs:` block the compute log default.
 
@@ -40,13 +43,16 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import yaml
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import QueuePool
 from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
 from watchdog.observers import Observer
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 from partition_assets.dagster_internals import (
     IO_TYPE_EXTENSION,
@@ -66,6 +72,9 @@ from partition_assets.dagster_internals import (
 
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
 POOLED_CONNECTIONS = 4
+# How long a kept database server connection is reused before it is replaced (Dagster's
+# webserver default): a server may drop idle connections.
+POOL_RECYCLE_SECONDS = 3600
 
 
 class _OneEngine:
@@ -245,25 +254,81 @@ def instance_storage_defaults(home: str) -> dict[str, ConfigurableClassData | No
     event_log = _class_data(
         __name__, ConsolidatedEventLogStorage.__name__, {"base_dir": os.path.join(home, "history", "consolidated")}
     )
-    runs = defaults["run_storage"]
+    defaults["run_storage"] = _pooled_runs(defaults["run_storage"])
+    defaults["event_log_storage"] = event_log
+    defaults["storage"] = _composite(defaults["run_storage"], event_log, defaults["schedule_storage"])
+    defaults["compute_logs"] = _class_data(
+        __name__, DirectComputeLogManager.__name__, {"base_dir": compute_logs_directory(home)}
+    )
+    return defaults
+
+
+def same_files_lighter(ref: InstanceRef) -> InstanceRef:
+    """`ref` with those of Dagster's defaults this module has a lighter twin of, writing the
+    same files, swapped for the twin: Dagster's default SQLite storage (a dagster.yaml without
+    `storage:`, or none) for Dagster's composite of `RunStorage` on the same runs database
+    and Dagster's own event log (a database per run) and schedule storage on theirs; Dagster's
+    `LocalComputeLogManager` for `DirectComputeLogManager` on the same folder. What the
+    webserver and daemon read is unchanged; an instance of this process opened from the
+    result writes runs without a new SQLAlchemy engine per transaction nor four helper
+    processes per run. Anything else (the repo's instance class, Postgres) is returned as is.
+
+    Not guaranteed: as `DirectComputeLogManager` says, a step's output no longer also appears
+    on this process's terminal. The per-run event log databases stay Dagster's (a webserver
+    follows a run by watching its database file, which connections kept open would not
+    change)."""
+    storage, compute_logs = ref.storage_data, ref.compute_logs_data
+    if _is_dagster_default("storage", storage):
+        assert storage is not None  # a Dagster default
+        defaults = InstanceRef.config_defaults(yaml.safe_load(storage.config_yaml)["base_dir"])
+        storage = _composite(
+            _pooled_runs(defaults["run_storage"]), defaults["event_log_storage"], defaults["schedule_storage"]
+        )
+    if _is_dagster_default("compute_logs", compute_logs):
+        compute_logs = ConfigurableClassData(__name__, DirectComputeLogManager.__name__, compute_logs.config_yaml)
+    return ref._replace(storage_data=storage, compute_logs_data=compute_logs)
+
+
+def _is_dagster_default(kind: str, data: ConfigurableClassData | None) -> bool:
+    """Whether `data` names the class Dagster's instance defaults give `kind` (e.g. "storage")."""
+    default = InstanceRef.config_defaults(os.curdir)[kind]
+    return data is not None and default is not None and data[:2] == default[:2]  # module and class
+
+
+def _pooled_runs(runs: ConfigurableClassData | None) -> ConfigurableClassData:
+    """`RunStorage` on the runs database of Dagster's SQLite run storage `runs`."""
     assert runs is not None  # Dagster's defaults name every storage
-    defaults["run_storage"] = ConfigurableClassData(__name__, RunStorage.__name__, runs.config_yaml)
+    return ConfigurableClassData(__name__, RunStorage.__name__, runs.config_yaml)
+
+
+def _composite(
+    runs: ConfigurableClassData | None, event_log: ConfigurableClassData | None, schedules: ConfigurableClassData | None
+) -> ConfigurableClassData:
+    """Dagster's composite storage of the three storages named."""
 
     def part(data: ConfigurableClassData | None) -> dict[str, str]:
         assert data is not None  # Dagster's defaults name every storage
         return {"module_name": data.module_name, "class_name": data.class_name, "config_yaml": data.config_yaml}
 
-    defaults["event_log_storage"] = event_log
-    defaults["storage"] = _class_data(
+    return _class_data(
         "dagster._core.storage.legacy_storage",
         "CompositeStorage",
-        {
-            "run_storage": part(defaults["run_storage"]),
-            "event_log_storage": part(event_log),
-            "schedule_storage": part(defaults["schedule_storage"]),
-        },
+        {"run_storage": part(runs), "event_log_storage": part(event_log), "schedule_storage": part(schedules)},
     )
-    defaults["compute_logs"] = _class_data(
-        __name__, DirectComputeLogManager.__name__, {"base_dir": compute_logs_directory(home)}
+
+
+def keep_connections(instance: "DagsterInstance") -> None:
+    """Has `instance`'s storages on a database server (Postgres) keep a connection open in
+    this process, as Dagster's webserver has them do (`optimize_for_webserver`), rather than
+    connect anew for every transaction: ~35 connections per node run, each a connection set-up
+    and a server process started on Postgres. No statement timeout is set. Storages that keep
+    no server connection (SQLite) are unchanged.
+
+    Call it in the process that uses the instance, after the last fork that inherits it: a
+    connection open before a fork would be shared by both processes (the engine calls it in
+    its coordinator once its workers' fork server is started, and in each worker).
+    Not guaranteed: one connection is kept per storage; a thread that needs one while another
+    holds it opens and closes an extra one, as before."""
+    instance.optimize_for_webserver(
+        statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOLED_CONNECTIONS
     )
-    return defaults

@@ -2,6 +2,7 @@
 
 import multiprocessing
 import os
+import re
 import textwrap
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.commands import launching
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running import local_workers
 from partition_assets.backfill.running.durations import recorded_seconds
@@ -21,12 +23,14 @@ from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
 from partition_assets.backfill.running.runners import node_runner_reusing
 from partition_assets.backfill.running.scheduling import RunUnit
 from partition_assets.backfill.state.record import node_states
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import engine_defs
 from partition_assets_tests.support.instances import also_on_postgres
+from partition_assets_tests.support.records import record_at
 
 JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
 
@@ -334,3 +338,47 @@ def test_backfill_run_starts_its_workers_before_planning_and_kills_them_when_the
     assert main(["backfill", "run", *argv]) == 2
     assert len(runners) == 1
     assert set(multiprocessing.active_children()) <= children_before  # its workers are gone
+
+
+def test_a_backfill_given_fewer_runs_than_max_parallel_says_how_many_and_why_first_and_in_status(home, capsys):
+    # The repo's dagster.yaml: the run queue runs 4 at a time, one kept free for production runs.
+    why = (
+        "runs at most 3 at a time, not --max-parallel 4: the instance runs at most 4 at a time "
+        "(run_queue.max_concurrent_runs), partition_assets.backfills.reserve_runs keeps 1 free for production runs"
+    )
+    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
+    span = ["--start", "2024-01-01", "--end", "2024-01-02"]
+    assert main(["backfill", "run", *argv, *span, "--max-parallel", "4"]) == 0
+    first, *rest = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(rf"backfill \S+: 2 nodes; {re.escape(why)}", first), first
+    assert not [line for line in rest if line.startswith("instance:")]  # one database for all runs here
+    with dg.DagsterInstance.get() as instance:
+        store = BackfillStore(instance)
+        for backfill_id, max_parallel in (("bf-four", 4), ("bf-three", 3)):
+            spec = BackfillSpec(
+                module=argv[1], selection="key:raw", start="2024-01-01", end="2024-01-02", max_parallel=max_parallel
+            )
+            record_at(store, backfill_id, BackfillStatus.RUNNING, spec)
+    assert main(["backfill", "status", "bf-four"]) == 0
+    assert why in capsys.readouterr().out.splitlines()
+    assert main(["backfill", "status", "bf-three"]) == 0
+    assert "runs at most" not in capsys.readouterr().out  # 3 fit: nothing to say
+
+
+def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_the_lines_that_drop_it(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # no dagster.yaml: what a new project has
+    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
+    assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = [line for line in lines if line.startswith("instance:")]
+    assert notes == [lines[1]], lines  # once, right after the first line
+    assert f"about {launching.PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node" in notes[0]
+    [lines_given] = re.findall(r"`([^`]+)`", notes[0])
+    assert lines_given == "instance_class: {module: partition_assets.instance, class: EngineBackfillInstance}"
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    (fixed / "dagster.yaml").write_text(lines_given + "\n")
+    with dg.DagsterInstance.from_config(str(fixed)) as instance:  # those lines do drop it
+        assert launching.per_run_database_note(instance) is None

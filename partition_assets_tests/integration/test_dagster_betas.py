@@ -80,7 +80,9 @@ def test_backfill_status_of_the_example_prints_its_answer_and_nothing_else(env):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert done.stdout.splitlines()[0] == "backfill example0 (running): key:daily_orders 2024-01-01..2024-01-02"
-    assert len(done.stdout.splitlines()) == 3, done.stdout
+    # Title, legend, the asset's row, and why it runs 3 at a time (the repo's run queue of 4, one kept free).
+    assert len(done.stdout.splitlines()) == 4, done.stdout
+    assert done.stdout.splitlines()[3].startswith("runs at most 3 at a time, not --max-parallel 4: "), done.stdout
 
 
 def test_a_users_own_beta_call_still_warns_and_the_librarys_on_its_behalf_does_not(env):

@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 import dagster as dg
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from dagster._core.execution.asset_backfill import AssetBackfillData
 from dagster._core.snap import JobSnap
 from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG, USER_TAG
@@ -36,12 +38,14 @@ from sqlalchemy.exc import IntegrityError
 
 from partition_assets import dagster_internals
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
+from partition_assets.backfill.publishing import dagster_events
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
+    ALEMBIC_SCRIPTS_LOCATION,
     IO_TYPE_EXTENSION,
     SQLITE_BUSY_TIMEOUT_SECONDS,
     AssetGraph,
@@ -94,8 +98,10 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
+from partition_assets.instance import migrations
 from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
+from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.instance.storage import instance_storage_defaults
 
@@ -400,6 +406,68 @@ def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
             )
         with pytest.raises(IntegrityError), storage.connect() as connection:
             connection.execute(KeyValueStoreTable.insert().values(key="k", value="again"))
+
+
+@dg.asset
+def one_row() -> None: ...
+
+
+@pins("ALEMBIC_SCRIPTS_LOCATION")
+def test_dagster_s_migration_scripts_are_read_once_per_process_not_per_run_database(tmp_path, monkeypatch):
+    """On Dagster's default event log (a SQLite database per run), each run's new database is
+    checked and stamped against Dagster's migration scripts, alembic's `ScriptDirectory`
+    built from `ALEMBIC_SCRIPTS_LOCATION` each time; remembered (instance/migrations.py),
+    it is built once per storage in the process whatever the runs."""
+    builds: list[str | None] = []
+    build = migrations._build
+
+    def counted(cls: type[ScriptDirectory], config: Config) -> ScriptDirectory:
+        builds.append(config.get_main_option("script_location"))
+        return build(cls, config)
+
+    monkeypatch.setattr(migrations, "_build", counted)
+    monkeypatch.setattr(migrations, "_built", {})
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(lambda cls, config: migrations._build(cls, config)))
+
+    def runs(instance: dg.DagsterInstance, count: int) -> None:
+        for _ in range(count):
+            assert dg.materialize([one_row], instance=instance).success
+
+    for name in ("unremembered", "remembered"):
+        (tmp_path / name).mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "unremembered")) as instance:
+        assert instance.event_log_storage.is_run_sharded  # Dagster's default: a database per run
+        runs(instance, 1)
+        builds.clear()
+        runs(instance, 3)
+    assert builds.count(ALEMBIC_SCRIPTS_LOCATION) >= 2 * 3  # checked, then stamped, per run database
+
+    builds.clear()
+    remember_dagster_migrations()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "remembered")) as instance:
+        runs(instance, 4)
+    # At most once per storage's alembic.ini (runs, event log, schedules), whatever the runs.
+    assert set(builds) == {ALEMBIC_SCRIPTS_LOCATION} and len(builds) <= 3
+
+
+@dg.asset
+def with_output_metadata() -> dg.Output[int]:
+    return dg.Output(3, metadata={"rows": 3})  # stored by Dagster's IO manager: a HANDLED_OUTPUT too
+
+
+def test_output_events_read_from_each_run_s_database_are_those_dagster_reads(tmp_path):
+    """On Dagster's default event log (a database per run of Dagster's event table), a
+    publish reads each node run's STEP_OUTPUT and HANDLED_OUTPUT events from the run's
+    database directly (dagster_events._per_run_database_events): the same events, in the
+    same order, as Dagster's own read of each run; a run id without a database has none."""
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        storage = instance.event_log_storage
+        assert isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded
+        run_ids = {dg.materialize([with_output_metadata], instance=instance).run_id for _ in range(3)}
+        types = {dg.DagsterEventType.STEP_OUTPUT, dg.DagsterEventType.HANDLED_OUTPUT}
+        dagster_s = [record for run_id in sorted(run_ids) for record in instance.all_logs(run_id, of_type=types)]
+        assert len(dagster_s) == 2 * 3
+        assert dagster_events._per_run_database_events(storage, run_ids | {"no-such-run"}) == dagster_s
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")

@@ -1,20 +1,29 @@
 """The engine instance's storage defaults (the repo's dagster.yaml): one event log for every
 run, followed live across processes as the webserver does; runs' output captured without
 helper processes; Dagster's per-run schema checks answered from memory once they found
-what they look for; a `storage:` block still takes precedence."""
+what they look for; a `storage:` block still takes precedence. Dagster's own defaults (no
+dagster.yaml) written by the engine's command through lighter twins, into the same files."""
 
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import dagster as dg
+import psycopg2
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy.engine.reflection import Inspector
 
-from partition_assets.instance.storage import DirectComputeLogManager, RunStorage
+from partition_assets.instance.storage import (
+    POOLED_CONNECTIONS,
+    DirectComputeLogManager,
+    RunStorage,
+    keep_connections,
+    same_files_lighter,
+)
 from partition_assets_tests.support.instances import instance_env, open_instance
 from partition_assets_tests.support.polling import wait_for
 
@@ -140,3 +149,93 @@ def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monke
         reflected.clear()
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
         assert reflected == []
+
+
+def test_dagster_s_default_storage_is_written_through_lighter_twins_a_stock_instance_reads(tmp_path, monkeypatch):
+    # No dagster.yaml: what a new project has. The engine's command opens it through
+    # same_files_lighter: runs through connections kept open, output captured without helper
+    # processes, into the files a stock instance (the webserver's) reads.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    runs_db_connections: list[str] = []
+    connect = sqlite3.dbapi2.connect  # the module SQLAlchemy's SQLite dialect calls
+
+    def counted(database: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+        if str(database).endswith("runs.db"):
+            runs_db_connections.append(str(database))
+        return connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3.dbapi2, "connect", counted)
+
+    def runs_db_connections_of_runs(instance: dg.DagsterInstance, count: int) -> tuple[int, list[str]]:
+        assert dg.materialize([talkative], instance=instance).success  # storage created, engines built
+        runs_db_connections.clear()
+        run_ids = []
+        for _ in range(count):
+            result = dg.materialize([talkative], instance=instance)
+            assert result.success
+            [materialization] = result.asset_materializations_for_node("talkative")
+            helpers = materialization.metadata["log_helpers"].value
+            assert helpers == 0 if isinstance(instance.compute_log_manager, DirectComputeLogManager) else helpers > 0
+            run_ids.append(result.run_id)
+        return len(runs_db_connections), run_ids
+
+    with dg.DagsterInstance.get() as stock:
+        stock_connections, _ = runs_db_connections_of_runs(stock, 3)
+        lighter = same_files_lighter(stock.get_ref())
+    assert stock_connections >= 3 * 5  # Dagster's: a connection per transaction, several per run
+    with dg.DagsterInstance.from_ref(lighter) as instance:
+        assert isinstance(instance.compute_log_manager, DirectComputeLogManager)
+        lighter_connections, run_ids = runs_db_connections_of_runs(instance, 3)
+    assert lighter_connections <= POOLED_CONNECTIONS  # kept open across transactions and runs
+
+    with dg.DagsterInstance.get() as stock:  # what the webserver reads
+        assert isinstance(stock.event_log_storage, SqliteEventLogStorage) and stock.event_log_storage.is_run_sharded
+        for run_id in run_ids:
+            assert stock.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
+            [captured] = [
+                event
+                for event in stock.all_logs(run_id)
+                if event.dagster_event and event.dagster_event.event_type == dg.DagsterEventType.LOGS_CAPTURED
+            ]
+            log_key = stock.compute_log_manager.build_log_key_for_run(
+                run_id, captured.dagster_event.logs_captured_data.file_key
+            )
+            assert b"to stdout from the step" in stock.compute_log_manager.get_log_data(log_key).stdout
+            assert stock.compute_log_manager.is_capture_complete(log_key)
+
+
+def test_a_configured_instance_is_left_as_it_is(tmp_path):
+    with open_instance(instance_env(tmp_path / "home")) as instance:
+        assert same_files_lighter(instance.get_ref()) == instance.get_ref()
+
+
+def test_a_postgres_instance_keeps_its_connections_once_told_and_sqlite_is_unchanged(
+    tmp_path, postgres_server, monkeypatch
+):
+    # Dagster's Postgres storages connect anew for every transaction: tens of connection
+    # set-ups (and server processes) per run. The engine's processes keep one per storage.
+    connections: list[object] = []
+    connect = psycopg2.connect
+
+    def counted(*args: object, **kwargs: object) -> object:
+        connections.append(args)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg2, "connect", counted)
+
+    def connections_per_run(instance: dg.DagsterInstance) -> float:
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+        connections.clear()
+        for day in ("2024-01-02", "2024-01-03", "2024-01-04"):
+            assert dg.materialize([daily_quiet], instance=instance, partition_key=day).success
+        return len(connections) / 3
+
+    with open_instance(instance_env(tmp_path / "pg", postgres_server.create_database())) as instance:
+        assert connections_per_run(instance) >= 10
+        keep_connections(instance)
+        # Those kept after the first run serve every later one, but for at most one (a
+        # transaction of a second thread, while another holds the storage's connection).
+        assert connections_per_run(instance) <= 1
+    with open_instance(instance_env(tmp_path / "sqlite")) as instance:
+        keep_connections(instance)
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success

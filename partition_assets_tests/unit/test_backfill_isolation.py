@@ -27,6 +27,7 @@ from partition_assets.backfill.running.capacity import (
     Load,
     allowance,
     backfill_cap,
+    fewer_runs_reason,
     shares,
 )
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
@@ -241,6 +242,32 @@ def test_pause_and_unpause_are_guarded_transitions_and_a_refusal_writes_nothing(
     with pytest.raises(IllegalTransitionError, match=r"is done: cannot pause it.*Nothing was written"):
         pause(store, "b2")
     assert store.status("b2") == S.DONE and version_of(store, "b2") == before
+
+
+def test_a_backfill_given_fewer_runs_than_it_asks_is_told_how_many_and_which_rules_cut_it():
+    alone = [Claimant("b1", 0, 4)]
+    queue = "the instance runs at most 4 at a time (run_queue.max_concurrent_runs)"
+    reserve = "partition_assets.backfills.reserve_runs keeps 1 free for production runs"
+    assert fewer_runs_reason(BackfillCapacity(), Load(max_concurrent_runs=4), alone, "b1") == (
+        f"runs at most 3 at a time, not --max-parallel 4: {queue}, {reserve}"
+    )
+    assert fewer_runs_reason(BackfillCapacity(reserve_runs=0), Load(max_concurrent_runs=4), alone, "b1") is None
+    assert fewer_runs_reason(BackfillCapacity(), Load(max_concurrent_runs=5), alone, "b1") is None
+    assert fewer_runs_reason(BackfillCapacity(), Load(max_concurrent_runs=5, production_runs=2), alone, "b1") == (
+        f"runs at most 2 at a time, not --max-parallel 4: the instance runs at most 5 at a time "
+        f"(run_queue.max_concurrent_runs), {reserve}, 2 runs of production hold slots"
+    )
+    assert fewer_runs_reason(CAPACITY, Load(production_runs=1), alone, "b1") == (
+        "runs at most 1 at a time, not --max-parallel 4: 1 run of production queued or running, "
+        "and partition_assets.backfills.max_runs_under_production is 1"
+    )
+    two = [Claimant("b0", 0, 4), Claimant("b1", 0, 4)]
+    assert fewer_runs_reason(BackfillCapacity(max_runs=6), Load(), two, "b1") == (
+        "runs at most 3 at a time, not --max-parallel 4: 1 other running backfill shares it"
+    )
+    assert fewer_runs_reason(BackfillCapacity(max_runs=2), Load(), alone, "b1") == (
+        "runs at most 2 at a time, not --max-parallel 4: partition_assets.backfills.max_runs is 2"
+    )
 
 
 def test_an_instance_without_a_capacity_declares_no_caps(instance):

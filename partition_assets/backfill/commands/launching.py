@@ -30,6 +30,7 @@ from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, BackfillSpec
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
 from partition_assets.backfill.publishing.tables import tables_of
+from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner, start_fork_server
@@ -40,6 +41,7 @@ from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_internals import SqliteEventLogStorage
 from partition_assets.errors import (
     BackfillPlanError,
     BackfillStateError,
@@ -126,11 +128,18 @@ def execute_backfill(
     runner_of: RunnerFactory = node_runner,
 ) -> RunOutcome:
     """Runs `record`'s nodes of `graph` but `done` through its coordinator, then its gate and
-    publish; a line per node result and phase goes to `console`. A failed gate, a refused
+    publish; a line per node result and phase goes to `console`, the first saying how many
+    nodes it runs and, when the deployment's capacity lets it run fewer runs at a time than
+    its --max-parallel, how many and why (claims.fewer_runs_note); on Dagster's default event
+    log, a line after it on what that costs and how to drop it (`per_run_database_note`). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
     progress = Progress(record.id, graph, done)
-    console.line(progress.started())
+    fewer = fewer_runs_note(instance, record)
+    console.line(progress.started() + (f"; {fewer}" if fewer else ""))
+    storage = per_run_database_note(instance)
+    if storage is not None:
+        console.line(storage)
     run = BackfillRun(
         instance,
         record,
@@ -148,6 +157,29 @@ def execute_backfill(
         return RunOutcome(record.id, str(error), succeeded=False)
     failure = progress.failure(status)
     return RunOutcome(record.id, failure or progress.summary(status), succeeded=failure is None)
+
+
+# What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's
+# storage on the bench DAG (31 days, one run per partition), in CPU seconds of the command and
+# its workers: 0.108 against 0.053 per node on a quiet machine, 0.120 against 0.053 loaded
+# (bench/results/engine_instances.md).
+PER_RUN_DATABASE_CPU_SECONDS = 0.06
+
+
+def per_run_database_note(instance: dg.DagsterInstance) -> str | None:
+    """One line for an instance on Dagster's default event log, a SQLite database per run
+    (no dagster.yaml `storage:` nor this library's instance class): what it costs per node
+    and the dagster.yaml lines that drop it; None on any other event log."""
+    storage = instance.event_log_storage
+    if not (isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded):
+        return None
+    return (
+        f"instance: Dagster's default event log creates a SQLite database per run, about "
+        f"{PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node more than one database for all runs; "
+        "dagster.yaml lines that make it one (events of earlier runs stay in their own databases, "
+        "which the webserver then no longer reads): `instance_class: {module: partition_assets.instance, "
+        "class: EngineBackfillInstance}`"
+    )
 
 
 def adopt_backfill(

@@ -40,6 +40,7 @@ from partition_assets.backfill.publishing.approval_steps import approval_require
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state import pausing
@@ -67,8 +68,9 @@ _COORDINATING = frozenset({C.RESUME, C.RETRY, C.PUBLISH, C.APPROVE, C.DISCARD, C
 
 def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetime | None = None) -> StatusReport:
     """Each node's state from its latest run, when the backfill launches next (seen at
-    `now`, default the present), whether its coordinator went silent, and the previous
-    versions it keeps. Reads only."""
+    `now`, default the present), whether its coordinator went silent, the previous
+    versions it keeps and, while it runs, why the capacity lets it run fewer runs at a time
+    than its --max-parallel, if it does. Reads only."""
     record = _recorded(instance, backfill_id)
     graph = graph_of(record.spec, instance)
     states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
@@ -81,6 +83,7 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
         launch=launch_line(record, now or datetime.now(UTC)) if windowed else None,
         silence=silent_coordinator(instance, record.id, record.status),
         previous_versions=_previous_versions(publication_of(record, instance)) if keeps_previous else None,
+        fewer_runs=fewer_runs_note(instance, record) if record.status == BackfillStatus.RUNNING else None,
     )
 
 

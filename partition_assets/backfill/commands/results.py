@@ -87,6 +87,7 @@ class StatusReport:
     launch: str | None  # when it launches next, for a paused or windowed backfill
     silence: str | None  # its coordinator has gone silent: what to do
     previous_versions: tuple[str, ...] | None  # with --keep-previous: the versions kept
+    fewer_runs: str | None = None  # running with fewer runs at a time than --max-parallel: how many and why
 
     @property
     def title(self) -> str:

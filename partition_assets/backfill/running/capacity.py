@@ -231,3 +231,44 @@ def allowance(
             cap = min(cap, _kept_free(limit) - load.production_pool_runs.get(pool, 0))
         room[pool] = max(0, cap - load.other_backfill_pool_runs.get(pool, 0))
     return Allowance(share, room)
+
+
+def fewer_runs_reason(
+    capacity: BackfillCapacity, load: Load, claimants: Sequence[Claimant], backfill_id: str
+) -> str | None:
+    """Why backfill `backfill_id` (one of `claimants`) may run fewer runs now than its
+    --max-parallel asks, as one clause: `runs at most 3 at a time, not --max-parallel 4:
+    <the rules that cut it, with their dagster.yaml keys>`; None when it gets all it asks."""
+    asks = next(claimant.asks for claimant in claimants if claimant.backfill_id == backfill_id)
+    cap = backfill_cap(capacity, load)
+    share = shares(cap, claimants).get(backfill_id, 0)
+    if share >= asks:
+        return None
+    reasons = []
+    if capacity.max_runs is not None and capacity.max_runs < asks:
+        reasons.append(f"partition_assets.backfills.max_runs is {capacity.max_runs}")
+    under = capacity.max_runs_under_production
+    if load.production_runs and under is not None and under < asks:
+        reasons.append(
+            f"{_runs(load.production_runs)} of production queued or running, and "
+            f"partition_assets.backfills.max_runs_under_production is {under}"
+        )
+    queue = load.max_concurrent_runs
+    if queue is not None and queue - capacity.reserve_runs - load.production_runs < asks:
+        parts = [f"the instance runs at most {queue} at a time (run_queue.max_concurrent_runs)"]
+        if capacity.reserve_runs:
+            parts.append(
+                f"partition_assets.backfills.reserve_runs keeps {capacity.reserve_runs} free for production runs"
+            )
+        if load.production_runs:
+            parts.append(f"{_runs(load.production_runs)} of production hold slots")
+        reasons.append(", ".join(parts))
+    others = len(claimants) - 1
+    if cap is not None and share < min(asks, cap) and others:
+        plural = others > 1
+        reasons.append(f"{others} other running backfill{'s' if plural else ''} share{'' if plural else 's'} it")
+    return f"runs at most {share} at a time, not --max-parallel {asks}: {'; '.join(reasons)}"
+
+
+def _runs(count: int) -> str:
+    return f"{count} run{'s' if count > 1 else ''}"

@@ -35,11 +35,14 @@ from partition_assets.backfill.running.capacity import (
     Claimant,
     Load,
     allowance,
+    fewer_runs_reason,
 )
 from partition_assets.backfill.state.presence import live_coordinators
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BaseAssetGraph
+from partition_assets.errors import CapacityConfigError
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, IN_FLIGHT_STATUSES
 
 # How long an allowance is reused before the instance is read again.
@@ -133,6 +136,23 @@ def claimants(instance: dg.DagsterInstance, store: BackfillStore, asking: Backfi
             spec = store.load(backfill_id).spec
             found.append(Claimant(backfill_id, spec.priority, spec.max_parallel))
     return found
+
+
+def fewer_runs_note(instance: dg.DagsterInstance, record: BackfillRecord) -> str | None:
+    """Why `record`'s backfill may run fewer runs now than its --max-parallel
+    (capacity.fewer_runs_reason, from the instance's runs and capacity as they are now, its
+    own claim counted even before it is saved); None when it gets them all, or when the
+    capacity is invalid (its coordinator refuses it before launching anything)."""
+    try:
+        capacity = capacity_of(instance)
+    except CapacityConfigError:
+        return None
+    pools = asset_pools(load_definitions(record.spec.module).resolve_asset_graph())
+    load = instance_load(instance, pools, record.id, set(pools.values()))
+    claiming = claimants(instance, record.store, record)
+    if all(claimant.backfill_id != record.id for claimant in claiming):  # not saved yet: the newest
+        claiming.append(Claimant(record.id, record.spec.priority, record.spec.max_parallel))
+    return fewer_runs_reason(capacity, load, claiming, record.id)
 
 
 class LaunchGate:

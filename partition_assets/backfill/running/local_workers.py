@@ -49,6 +49,8 @@ from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
+from partition_assets.instance.migrations import remember_dagster_migrations
+from partition_assets.instance.storage import keep_connections
 from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
@@ -211,12 +213,18 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
     (fork_server.fork_here). Workers of runners on `instance` take this process's copy of it
     as theirs (`_instance`): opening an instance costs each worker ~40 ms of CPU (Dagster
     reads its ~90 migration scripts to check each SQLite storage's schema), all at once when
-    the first runs start."""
+    the first runs start. This process and its forks read those scripts once
+    (instance/migrations.py): on Dagster's default event log, a database per run, each node
+    run would read them twice. From then on this process's instance keeps its database server
+    connections open (instance/storage.py `keep_connections`), as each worker does its own."""
+    remember_dagster_migrations()
     for target in targets:
         load_definitions(target).resolve_implicit_global_asset_job_def()
     if instance is not None:
         _worker["inherited_instance"] = instance
     fork_here(targets)
+    if instance is not None:  # once forked: the fork server and its workers keep none of this process's
+        keep_connections(instance)
 
 
 def _load_worker(
@@ -261,6 +269,7 @@ def _instance() -> dg.DagsterInstance:
         inherited = _worker.get("inherited_instance")
         same = inherited is not None and inherited.get_ref() == _worker["instance_ref"]
         _worker["instance"] = inherited if same else dg.DagsterInstance.from_ref(_worker["instance_ref"])
+        keep_connections(_worker["instance"])  # in this worker's own process, forked before
     return _worker["instance"]
 
 
