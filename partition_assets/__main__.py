@@ -22,8 +22,10 @@ def console() -> None:
         sys.exit(code)
     # The working folder on the import path, as `python -m partition_assets` and Dagster's own
     # commands put it: `-m my_project.definitions` run from the project's folder finds it
-    # uninstalled (a console script's path starts with the venv's bin folder instead).
-    if os.getcwd() not in sys.path:
+    # uninstalled (a console script's path starts with the venv's bin folder instead). Not
+    # under -P (PYTHONSAFEPATH): a deployed commit's processes run so, their folder being the
+    # repository at another commit (deploy/deployments.py).
+    if not sys.flags.safe_path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     gc.disable()
     try:
