@@ -19,9 +19,40 @@ UNKNOWN = "unknown"
 DIRTY_SUFFIX = "-dirty"
 
 
+# The variables that point git at a repository (`git rev-parse --local-env-vars`): set by git for
+# the commands it runs (hooks, `git bisect run`), they would override `-C` and make a command
+# read, or write, the repository of the process that started this one.
+_REPOSITORY_VARIABLES = frozenset(
+    {
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_CONFIG",
+        "GIT_DIR",
+        "GIT_GRAFT_FILE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_PREFIX",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_SHALLOW_FILE",
+        "GIT_WORK_TREE",
+    }
+)
+
+
+def git_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the variables that point git at a repository (so
+    that `git -C directory` means that directory's repository), plus `extra`."""
+    return {**{k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARIABLES}, **(extra or {})}
+
+
 def git(directory: str | Path, *args: str) -> str:
     """`git -C directory args...`'s stripped stdout; raises CalledProcessError on failure."""
-    done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "-C", str(directory), *args], env=git_environment(), capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -123,5 +154,7 @@ def source_version_at(commit: str, fn: Callable) -> str | None:
 
 def git_show(directory: str | Path, name: str) -> str:
     """`git show name`'s output, unstripped (a file's text keeps its last newline)."""
-    done = subprocess.run(["git", "-C", str(directory), "show", name], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "-C", str(directory), "show", name], env=git_environment(), capture_output=True, text=True, check=True
+    )
     return done.stdout

@@ -79,3 +79,25 @@ def test_git_sha_marks_changed_python_files_dirty_and_falls_back_outside_git(tmp
     monkeypatch.setenv(GIT_SHA_ENV, head)
     git_sha.cache_clear()
     assert git_sha(outside) == head
+
+
+def test_git_reads_the_repository_it_names_when_git_points_the_process_at_another(tmp_path, monkeypatch):
+    """Under a git hook or `git bisect run`, GIT_DIR names the outer repository: the library's
+    git commands (and the tests' own) still read, and write, the repository they name."""
+    outer, inner = tmp_path / "outer", tmp_path / "inner"
+    for repo, name in ((outer, "outer"), (inner, "inner")):
+        repo.mkdir()
+        (repo / f"{name}.py").write_text("x = 1\n")
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", name)
+    inner_head, outer_head = git(inner, "rev-parse", "HEAD"), git(outer, "rev-parse", "HEAD")
+    monkeypatch.setenv("GIT_DIR", str(outer / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(outer))
+    git_sha.cache_clear()
+    assert git_sha(inner) == inner_head != outer_head
+    git(inner, "commit", "-q", "--allow-empty", "-m", "two")  # the tests' helper commits where it says
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    assert git(outer, "rev-parse", "HEAD") == outer_head
+    assert git(inner, "rev-parse", "HEAD") != inner_head

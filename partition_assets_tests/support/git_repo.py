@@ -3,9 +3,10 @@
 Not guaranteed: anything but the `git` on PATH.
 """
 
-import os
 import subprocess
 from pathlib import Path
+
+from partition_assets.deploy.git import git_environment
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "test",
@@ -18,6 +19,6 @@ GIT_IDENTITY = {
 def git(repo: Path, *args: str) -> str:
     """`git -C repo args`'s output, stripped; CalledProcessError when it fails."""
     done = subprocess.run(
-        ["git", "-C", str(repo), *args], env={**os.environ, **GIT_IDENTITY}, capture_output=True, text=True, check=True
+        ["git", "-C", str(repo), *args], env=git_environment(GIT_IDENTITY), capture_output=True, text=True, check=True
     )
     return done.stdout.strip()
