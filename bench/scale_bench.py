@@ -270,6 +270,11 @@ def report(
             f"together (each one's VmHWM, polled every {POLL_SECONDS} s)",
             f"- load {_load(real['load_before'])} -> {_load(real['load_after'])}",
         ]
+    lines += [
+        "",
+        "The real run's gate and publish at 1,000, 3,000 and 9,125 nodes, with the publish's split (table "
+        "commits, Dagster's records, ledger): [publish_real.md](publish_real.md) (`bench/publish_real.py`).",
+    ]
     lines += publish_section(published) + lineage_section(lineage) + lineage_real_section(lineage_real) + ui_section(ui)
     if profiled:
         lines += [
