@@ -233,8 +233,8 @@ def run_backfill_command(
     return result
 
 
-# The command's publish line: `published: <tables and versions> (1.2 s)`.
-PUBLISHED_SECONDS = re.compile(r"published: .* \(([0-9.]+) s\)$")
+# The command's publish line: `published: <tables and versions> (1.2 s: <its split>)`.
+PUBLISHED_SECONDS = re.compile(r"published: .* \(([0-9.]+) s(?:: [^()]*)?\)$")
 
 
 def _children_cpu() -> float:
