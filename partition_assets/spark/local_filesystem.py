@@ -8,32 +8,26 @@ same permission bits through java.nio. Node-sized Delta writes (a week of daily 
 on a local[2] server: 1.20x faster, with 1.13x less server CPU (bench/results/storage.md);
 the tests' many tiny writes gain more.
 
-The jar is committed, built from its source by `make jvm-jar`: the server runs it with a
-Java runtime alone.
+The class is in the product's jar (spark/jvm_jar.py), on every server's driver classpath.
 
 Not guaranteed: a server on a cluster master (`spark://`, `k8s://`, `local-cluster[...]`)
 keeps Hadoop's filesystem: its executors, in other JVMs, would not have the class on their
 classpath. A conf that names its own `spark.hadoop.fs.file.impl` keeps it.
 """
 
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
 LOCAL_FILESYSTEM_CLASS = "partition_assets.hadoop.NioLocalFileSystem"
-LOCAL_FILESYSTEM_JAR = Path(__file__).parent / "jvm" / "partition-assets-hadoop.jar"
 FILE_IMPL_KEY = "spark.hadoop.fs.file.impl"
-_CLASSPATH_KEY = "spark.driver.extraClassPath"
 # The masters whose executors run in the driver's JVM.
 _IN_DRIVER_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
 def local_filesystem_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
-    """What a server on `master` with the conf `conf` adds to it, over it: the filesystem and
-    its jar ahead of the conf's own driver classpath, for a master whose executors run in
-    the driver; nothing for another master, or when `conf` names its own filesystem."""
+    """What a server on `master` with the conf `conf` adds to it, over it: the filesystem, for
+    a master whose executors run in the driver; nothing for another master, or when `conf`
+    names its own filesystem."""
     if not _IN_DRIVER_MASTER.fullmatch(master) or FILE_IMPL_KEY in conf:
         return {}
-    classpath = [str(LOCAL_FILESYSTEM_JAR), *filter(None, [conf.get(_CLASSPATH_KEY)])]
-    return {FILE_IMPL_KEY: LOCAL_FILESYSTEM_CLASS, _CLASSPATH_KEY: os.pathsep.join(classpath)}
+    return {FILE_IMPL_KEY: LOCAL_FILESYSTEM_CLASS}

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 
 TASKS_PER_CORE_ENV = "PARTITION_ASSETS_SPARK_BACKFILL_TASKS_PER_CORE"
+PREEMPT_ENV = "PARTITION_ASSETS_SPARK_PREEMPT_BACKFILL_TASKS"
 
 
 class SparkResource(LazyPySparkResource):
@@ -71,12 +72,17 @@ class SparkResource(LazyPySparkResource):
         description="A backfill session's scans run in at least this many tasks per server core, so that a "
         "production job waits at most one short task for a core (spark/scheduler_pools.py); 0 keeps Spark's.",
     )
+    preempt_backfill_tasks: bool = Field(
+        default=True,
+        description="The local server this resource starts kills a backfill's running tasks when a production "
+        "job needs their cores, and runs them again (spark/scheduler_pools.py); False leaves them running.",
+    )
     _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
 
     @classmethod
     def from_env(cls) -> "SparkResource":
         """Configured by PARTITION_ASSETS_SPARK_{REMOTE,MASTER,IN_PROCESS,CONNECT_PORT,CONF,UNREACHABLE_SECONDS,
-        BACKFILL_TASKS_PER_CORE}.
+        BACKFILL_TASKS_PER_CORE,PREEMPT_BACKFILL_TASKS} (the last: `0` turns preemption off).
 
         PARTITION_ASSETS_SPARK_CONF is a JSON object of Spark settings (see
         `spark_conf_from_env`): it becomes `spark_config`.
@@ -96,10 +102,16 @@ class SparkResource(LazyPySparkResource):
             connect_port=int(os.environ.get("PARTITION_ASSETS_SPARK_CONNECT_PORT", DEFAULT_PORT)),
             unreachable_seconds=unreachable_seconds(),
             backfill_tasks_per_core=whole_number(TASKS_PER_CORE_ENV, DEFAULT_TASKS_PER_CORE),
+            preempt_backfill_tasks=os.environ.get(PREEMPT_ENV, "1") != "0",
         )
 
     def local_server(self) -> LocalConnectServer:
-        return LocalConnectServer(port=self.connect_port, master=self.master, conf=self._static_conf())
+        return LocalConnectServer(
+            port=self.connect_port,
+            master=self.master,
+            conf=self._static_conf(),
+            preempt_backfill_tasks=self.preempt_backfill_tasks,
+        )
 
     def connect_url(self) -> str | None:
         """The sc:// URL of the Spark Connect server its sessions use; None for a driver in this process."""

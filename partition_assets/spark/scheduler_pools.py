@@ -14,36 +14,52 @@ task). So:
 - a session of a node run of a backfill (a run tagged `dagster/backfill`, or any run in a
   backfill's local worker, which sets `POOL_ENV`) joins `BACKFILL_POOL`; every other
   session joins `PRODUCTION_POOL` (spark/resource.py sets it when the session is made);
-- a backfill session cuts its scans into short tasks (`backfill_slicing_conf`: at least
-  `tasks_per_core` x cores of them), because the scheduler never preempts a running task: a
-  production job waits for a core at most as long as one backfill task runs. Measured in
-  bench/results/isolation.md against the pools alone and FIFO.
+- the scheduler never preempts a running task by itself, and a backfill task may take as
+  long as its whole job (a partition's scan in one task per core): so the server runs
+  `PREEMPTING_LISTENER` (spark/jvm/ProductionFirstListener.java; `preemption_conf`). When a
+  production stage is submitted, it kills the backfill tasks running then, and those that
+  take a core before production's tasks are registered; Spark runs them again (a killed task
+  is no failure), once production's tasks have their cores. Production waits for no backfill
+  task; the backfill does again the killed tasks' work. Measured in
+  bench/results/isolation.md against the pools alone, slicing and FIFO;
+- a deployment may also cut a backfill session's scans into short tasks
+  (`backfill_slicing_conf`: at least `tasks_per_core` x cores of them), which bounds
+  production's wait without preemption, at the cost of that many files per partition.
 On a standalone cluster the pools apply the same way: the FAIR scheduler runs in the
-driver (the Connect server), and decides which pool's tasks the cluster's executors run.
+driver (the Connect server), and decides which pool's tasks the cluster's executors run;
+the listener, in the driver too, kills tasks on any executor.
 
-Not guaranteed: a backfill task that is long whatever the slicing (a shuffle's reduce
-side, a Python UDF over a skewed partition, a write of one big partition) keeps its core
-until it ends. The cores of a master other than local[N] are unknown here: production's
-minShare is then 1 and backfills are not sliced unless the server's conf names
-`spark.default.parallelism`. A session made with `in_process=True` (a classic driver in the
-run's process) has a scheduler of its own and no other job to share with; a conf or
-spark-defaults.conf that sets `spark.scheduler.mode` or the allocation file wins over these.
+Not guaranteed: a killed task that does not check for its interruption (a long call into
+native code) keeps its core until it ends; a Python UDF's worker is killed after
+`spark.python.task.killTimeout` (2 s). Production's jobs on a server the product did not
+start (`remote=`) preempt nothing unless that server loads the jar and the listener. The
+cores of a master other than local[N] are unknown here: production's minShare is then 1 and
+backfills are not sliced unless the server's conf names `spark.default.parallelism`. A
+session made with `in_process=True` (a classic driver in the run's process) has a scheduler
+of its own and no other job to share with; a conf or spark-defaults.conf that sets
+`spark.scheduler.mode` or the allocation file wins over these.
 """
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 PRODUCTION_POOL, BACKFILL_POOL = "production", "backfill"
 # Set in a backfill's local worker processes: every session they make joins the backfill pool.
 POOL_ENV = "PARTITION_ASSETS_SPARK_POOL"
 POOL_CONF = "spark.scheduler.pool"
+# The listener that kills a backfill's running tasks for a production stage; it names both
+# pools as above (partition_assets_tests/unit/test_spark_pools.py holds them equal).
+PREEMPTING_LISTENER = "partition_assets.spark.ProductionFirstListener"
+LISTENERS_KEY = "spark.extraListeners"
 # The session conf a scan's (spark.range, files, local data) task count defaults to; file
 # scans split at least as many ways (spark.sql.files.minPartitionNum defaults to it).
 LEAF_PARALLELISM_CONF = "spark.sql.leafNodeDefaultParallelism"
-# Slicing is off unless a deployment turns it on: sliced scans write up to that many files per
-# partition (16 on local[2], against 2) and the example's 3-day backfill took 64 s against 34 s,
-# measured under load; its gain for production is not measured on an idle machine yet.
+# Slicing is off unless a deployment turns it on: preemption bounds production's wait without
+# it, and sliced scans write up to that many files per partition (16 on local[2], against 2).
+# On an idle machine, a 31-day backfill of a Spark-heavy asset took 44.1 s sliced against 36.9 s
+# with preemption, alone (bench/results/isolation.md).
 DEFAULT_TASKS_PER_CORE = 0
 SLICED_TASKS_PER_CORE = 8  # the setting that bounds production's wait to one short task
 # Beyond both pools' minShare, cores go by running tasks / weight: production's jobs keep
@@ -86,6 +102,11 @@ def fair_scheduler_conf(allocation_file: Path, master: str) -> dict[str, str]:
     their allocation file, sized for `master`'s cores, at `allocation_file`."""
     allocation_file.write_text(allocation_xml(cores_of(master) or 1))
     return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(allocation_file)}
+
+
+def preemption_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The listeners of a server whose conf is `conf`: the preempting one, then the conf's own."""
+    return {LISTENERS_KEY: ",".join([PREEMPTING_LISTENER, *filter(None, [conf.get(LISTENERS_KEY)])])}
 
 
 def backfill_slicing_conf(cores: int | None, tasks_per_core: int) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """The local Spark server writes files without a process per file (spark/local_filesystem.py),
-and its committed jar is what its source compiles to."""
+and the product's committed jar is what its sources compile to."""
 
 import os
 import shutil
@@ -9,20 +9,24 @@ from pathlib import Path
 
 import pyspark
 
-from partition_assets.spark.local_filesystem import LOCAL_FILESYSTEM_CLASS, LOCAL_FILESYSTEM_JAR
+from partition_assets.spark.jvm_jar import JAR, JVM_DIR
+from partition_assets.spark.local_filesystem import LOCAL_FILESYSTEM_CLASS
+from partition_assets.spark.scheduler_pools import PREEMPTING_LISTENER
 
-SOURCE = LOCAL_FILESYSTEM_JAR.parent / "NioLocalFileSystem.java"
 
-
-def test_the_committed_jar_holds_what_its_source_compiles_to(tmp_path):
+def test_the_committed_jar_holds_what_its_sources_compile_to(tmp_path):
     javac = shutil.which("javac")
-    assert javac, "javac (a JDK 17) is needed to check the jar against its source"
+    assert javac, "javac (a JDK 17) is needed to check the jar against its sources"
     jars = Path(pyspark.__file__).parent / "jars"
-    subprocess.run([javac, "--release", "17", "-cp", f"{jars}/*", "-d", str(tmp_path), str(SOURCE)], check=True)
+    subprocess.run(
+        [javac, "--release", "17", "-cp", f"{jars}/*", "-d", str(tmp_path), *map(str, JVM_DIR.glob("*.java"))],
+        check=True,
+    )
     compiled = {path.relative_to(tmp_path).as_posix(): path.read_bytes() for path in tmp_path.rglob("*.class")}
-    with zipfile.ZipFile(LOCAL_FILESYSTEM_JAR) as jar:
+    with zipfile.ZipFile(JAR) as jar:
         committed = {name: jar.read(name) for name in jar.namelist() if name.endswith(".class")}
-    assert LOCAL_FILESYSTEM_CLASS.replace(".", "/") + ".class" in compiled
+    for class_name in (LOCAL_FILESYSTEM_CLASS, PREEMPTING_LISTENER):
+        assert class_name.replace(".", "/") + ".class" in compiled
     assert committed == compiled, "run `make jvm-jar`"
 
 

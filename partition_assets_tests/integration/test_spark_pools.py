@@ -1,10 +1,13 @@
 """Spark isolation (issues 24 and 44): the shared Spark Connect server runs the FAIR
 scheduler, each run's Spark jobs land in the pool of its kind (spark/scheduler_pools.py),
-as a task of the job reads it back, and a production job's tasks start while a backfill
-job's tasks are still queued, on the test session's shared server."""
+as a task of the job reads it back, a production job's tasks start while a backfill job's
+tasks are still queued, and a production job takes the cores of a backfill job's running
+tasks, which run again, on the test session's shared server."""
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -75,17 +78,28 @@ def task_starts(session: SparkSession, rows: int, seconds_a_row: float, started:
     return sorted({float(row[0]) for row in session.range(rows).select(task_start).collect()})
 
 
-def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(spark_resource, tmp_path):
+@contextmanager
+def pooled_sessions(spark_resource, tmp_path: Path) -> Iterator[tuple[SparkSession, SparkSession, Path, Path]]:
+    """Two sessions on the shared server, in the backfill and the production pool, and a folder
+    for each one's task starts; both sessions stopped after."""
     url = spark_resource.connect_url()
     backfill, production = SparkSession.builder.remote(url).create(), SparkSession.builder.remote(url).create()
+    backfill_started, production_started = tmp_path / "backfill", tmp_path / "production"
+    backfill_started.mkdir()
+    production_started.mkdir()
     try:
         backfill.conf.set(POOL_CONF, BACKFILL_POOL)
+        production.conf.set(POOL_CONF, PRODUCTION_POOL)
+        yield backfill, production, backfill_started, production_started
+    finally:
+        backfill.stop()
+        production.stop()
+
+
+def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(spark_resource, tmp_path):
+    with pooled_sessions(spark_resource, tmp_path) as (backfill, production, backfill_started, production_started):
         for key, value in backfill_slicing_conf(SERVER_CORES, SLICED_TASKS_PER_CORE).items():
             backfill.conf.set(key, value)
-        production.conf.set(POOL_CONF, PRODUCTION_POOL)
-        backfill_started, production_started = tmp_path / "backfill", tmp_path / "production"
-        backfill_started.mkdir()
-        production_started.mkdir()
         backfill_starts: list[float] = []
         # 16 rows: one a task when sliced (0.3 s each), 8 a task of 2.4 s when not.
         job = threading.Thread(target=lambda: backfill_starts.extend(task_starts(backfill, 16, 0.3, backfill_started)))
@@ -99,11 +113,50 @@ def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(sp
         submitted = time.time()
         production_starts = task_starts(production, 2, 0.1, production_started)
         job.join(timeout=120)
-    finally:
-        backfill.stop()
-        production.stop()
     assert len(backfill_starts) == SLICED_TASKS_PER_CORE * SERVER_CORES, "the backfill's scan was not sliced"
     queued = [start for start in backfill_starts if start > submitted]
     # Backfill tasks were still queued when production's job came, and production's tasks all
     # started before them: it waited for no more than the backfill tasks running then.
     assert queued and max(production_starts) < max(queued), (production_starts, backfill_starts, submitted)
+
+
+def attempts_then_result(session: SparkSession, seconds_first_attempt: float, started: Path) -> list[str]:
+    """Runs a job of one task per server core; each task's attempt writes a file in `started`
+    as it starts, and a first attempt takes `seconds_first_attempt`. The rows it returns:
+    `<partition>:<attempt>` of the attempts that ended."""
+
+    def attempt(partition: int) -> str:  # nested: pickled by value
+        import time
+
+        from pyspark import TaskContext
+
+        number = TaskContext.get().attemptNumber()
+        (started / f"{partition}-{number}").write_text(str(time.time()))
+        if number == 0:
+            time.sleep(seconds_first_attempt)
+        return f"{partition}:{number}"
+
+    frame = session.range(0, SERVER_CORES, 1, SERVER_CORES).select(F.spark_partition_id().alias("partition"))
+    return sorted(row[0] for row in frame.select(F.udf(attempt, StringType())("partition")).collect())
+
+
+def test_a_production_job_takes_the_cores_of_a_backfill_jobs_running_tasks_which_run_again(spark_resource, tmp_path):
+    with pooled_sessions(spark_resource, tmp_path) as (backfill, production, backfill_started, production_started):
+        ended: list[str] = []
+        # Each first attempt would hold its core for 60 s: every core of the server.
+        job = threading.Thread(target=lambda: ended.extend(attempts_then_result(backfill, 60, backfill_started)))
+        job.start()
+
+        def every_core_runs_a_backfill_task() -> bool:
+            """the backfill job's first attempts all started"""
+            return len(list(backfill_started.iterdir())) == SERVER_CORES
+
+        wait_for(every_core_runs_a_backfill_task, timeout=60)
+        submitted = time.time()
+        production_starts = task_starts(production, SERVER_CORES, 0.1, production_started)
+        production_done = time.time()
+        job.join(timeout=120)
+    # Production waited for no backfill task (a killed Python task's worker stops within 2 s) ...
+    assert production_done - submitted < 20, (submitted, production_starts, production_done)
+    # ... whose tasks were killed and run again, to the whole job's result.
+    assert ended == [f"{partition}:1" for partition in range(SERVER_CORES)], ended

@@ -1,5 +1,6 @@
 """Spark settings from the environment, refused when malformed, how long a call retries an
-unreachable server, and the FAIR pools and backfill slicing sized from the server's cores (Java
+unreachable server, the FAIR pools and backfill slicing sized from the server's cores, and the
+listener that preempts backfill tasks joining the server's conf (Java
 discovery and the local Spark Connect server:
 partition_assets_tests/integration/test_spark.py)."""
 
@@ -11,17 +12,22 @@ import pytest
 from partition_assets.cli.main import main
 from partition_assets.errors import EnvironmentSetupError, SparkConfigError
 from partition_assets.spark import SparkResource, retry_policy
-from partition_assets.spark.resource import TASKS_PER_CORE_ENV
+from partition_assets.spark.jvm_jar import JVM_DIR
+from partition_assets.spark.resource import PREEMPT_ENV, TASKS_PER_CORE_ENV
 from partition_assets.spark.retry_policy import UnreachableFor
 from partition_assets.spark.scheduler_pools import (
     BACKFILL_POOL,
     DEFAULT_TASKS_PER_CORE,
     LEAF_PARALLELISM_CONF,
+    LISTENERS_KEY,
+    POOL_CONF,
+    PREEMPTING_LISTENER,
     PRODUCTION_POOL,
     PRODUCTION_WEIGHT,
     backfill_slicing_conf,
     cores_of,
     fair_scheduler_conf,
+    preemption_conf,
 )
 from partition_assets.spark.unreachable import UNREACHABLE_ENV
 
@@ -121,3 +127,19 @@ def test_productions_pool_takes_every_core_and_a_backfill_is_sliced_by_the_serve
     assert backfill_slicing_conf(4, 8) == {LEAF_PARALLELISM_CONF: "32"}
     # An unknown server, or slicing turned off: Spark's own task counts.
     assert backfill_slicing_conf(None, 8) == backfill_slicing_conf(4, 0) == {}
+
+
+def test_the_preempting_listener_leads_a_confs_own_listeners_and_names_the_pools_python_sets():
+    assert preemption_conf({}) == {LISTENERS_KEY: PREEMPTING_LISTENER}
+    assert preemption_conf({LISTENERS_KEY: "com.acme.Audit"}) == {
+        LISTENERS_KEY: f"{PREEMPTING_LISTENER},com.acme.Audit"
+    }
+    source = (JVM_DIR / f"{PREEMPTING_LISTENER.rsplit('.', 1)[1]}.java").read_text()
+    for constant in (POOL_CONF, PRODUCTION_POOL, BACKFILL_POOL):
+        assert f'= "{constant}";' in source
+
+
+def test_preemption_is_on_unless_the_environment_turns_it_off(monkeypatch):
+    assert SparkResource.from_env().local_server().preempt_backfill_tasks
+    monkeypatch.setenv(PREEMPT_ENV, "0")
+    assert not SparkResource.from_env().local_server().preempt_backfill_tasks
