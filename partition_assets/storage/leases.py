@@ -380,7 +380,13 @@ class _LeaseFolder:
     def all(self, but: str | None = None) -> list[Lease]:
         """Every lease file, live or dead, oldest first, but holder `but`'s (not even read);
         one listing when there is none."""
-        listing = self.fs.get_file_info(pafs.FileSelector(self.folder, allow_not_found=True))
+        selector = pafs.FileSelector(self.folder, allow_not_found=True)
+        try:
+            listing = self.fs.get_file_info(selector)
+        except FileNotFoundError:
+            # Arrow lists, and on ENOENT checks that the folder is missing: another process creating
+            # it in between makes that check fail with the listing's error. The folder exists now.
+            listing = self.fs.get_file_info(selector)
         skipped = None if but is None else self._file_name(but)
         found = [
             lease
