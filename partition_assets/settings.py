@@ -35,3 +35,17 @@ def whole_number(name: str, default: int) -> int:
     if not text.strip().isdigit():
         raise EnvironmentSetupError(f"{name}={text!r} is not a whole number >= 0; set e.g. {name}={default}")
     return int(text)
+
+
+def on_or_off(name: str, default: bool) -> bool:
+    """Whether the environment variable `name` is `1` (on) or `0` (off); `default` when unset.
+
+    Raises:
+        EnvironmentSetupError: `name` is set to anything else; the message names it and both valid values.
+    """
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if text.strip() not in ("0", "1"):
+        raise EnvironmentSetupError(f"{name}={text!r} is neither 1 (on) nor 0 (off); set e.g. {name}={int(default)}")
+    return text.strip() == "1"

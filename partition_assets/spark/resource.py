@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from partition_assets.errors import SparkConfigError
 from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
-from partition_assets.settings import whole_number
+from partition_assets.settings import on_or_off, whole_number
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
     DEFAULT_SPARK_CONF,
@@ -92,7 +92,8 @@ class SparkResource(LazyPySparkResource):
                 starting with `spark.` or a value that is no string, number or boolean; no Spark
                 server was started.
             EnvironmentSetupError: PARTITION_ASSETS_SPARK_UNREACHABLE_SECONDS is set but not a
-                positive number, or PARTITION_ASSETS_SPARK_BACKFILL_TASKS_PER_CORE not a whole number >= 0.
+                positive number, PARTITION_ASSETS_SPARK_BACKFILL_TASKS_PER_CORE not a whole number >= 0, or
+                PARTITION_ASSETS_SPARK_PREEMPT_BACKFILL_TASKS neither 0 nor 1.
         """
         return cls(
             spark_config=spark_conf_from_env(),
@@ -102,7 +103,7 @@ class SparkResource(LazyPySparkResource):
             connect_port=int(os.environ.get("PARTITION_ASSETS_SPARK_CONNECT_PORT", DEFAULT_PORT)),
             unreachable_seconds=unreachable_seconds(),
             backfill_tasks_per_core=whole_number(TASKS_PER_CORE_ENV, DEFAULT_TASKS_PER_CORE),
-            preempt_backfill_tasks=os.environ.get(PREEMPT_ENV, "1") != "0",
+            preempt_backfill_tasks=on_or_off(PREEMPT_ENV, True),
         )
 
     def local_server(self) -> LocalConnectServer:

@@ -143,3 +143,12 @@ def test_preemption_is_on_unless_the_environment_turns_it_off(monkeypatch):
     assert SparkResource.from_env().local_server().preempt_backfill_tasks
     monkeypatch.setenv(PREEMPT_ENV, "0")
     assert not SparkResource.from_env().local_server().preempt_backfill_tasks
+    monkeypatch.setenv(PREEMPT_ENV, "1")
+    assert SparkResource.from_env().local_server().preempt_backfill_tasks
+
+
+@pytest.mark.parametrize("text", ["no", "false", "2", ""])
+def test_a_preemption_setting_that_is_neither_on_nor_off_is_refused(monkeypatch, text):
+    monkeypatch.setenv(PREEMPT_ENV, text)
+    with pytest.raises(EnvironmentSetupError, match=f"{PREEMPT_ENV}='{text}' is neither 1 \\(on\\) nor 0 \\(off\\)"):
+        SparkResource.from_env()
