@@ -50,10 +50,14 @@ def git_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def git(directory: str | Path, *args: str) -> str:
     """`git -C directory args...`'s stripped stdout; raises CalledProcessError on failure."""
+    return _stdout_of_git(directory, *args).strip()
+
+
+def _stdout_of_git(directory: str | Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-C", str(directory), *args], env=git_environment(), capture_output=True, text=True, check=True
     )
-    return done.stdout.strip()
+    return done.stdout
 
 
 @cache
@@ -154,7 +158,4 @@ def source_version_at(commit: str, fn: Callable) -> str | None:
 
 def git_show(directory: str | Path, name: str) -> str:
     """`git show name`'s output, unstripped (a file's text keeps its last newline)."""
-    done = subprocess.run(
-        ["git", "-C", str(directory), "show", name], env=git_environment(), capture_output=True, text=True, check=True
-    )
-    return done.stdout
+    return _stdout_of_git(directory, "show", name)
