@@ -2,8 +2,10 @@
 or in it: `pinned_versions` says at which version to read each table, `read_tables` reads them.
 
 A reader through these (or the IO managers, which use them for inputs) never sees a staged
-backfill half-published across tables: a table whose newest commits belong to an operation
-not released yet is read at its version before that operation.
+backfill half-published across tables: it looks up the tables' latest versions, then reads the
+release log once, and reads every operation whole or not at all (LogView.read_versions): one
+not released yet, or released but overlapping one that is not, holds its tables at their
+versions before it; a publish landing between the lookups and the log read too.
 
 Not guaranteed: a reader of the tables' raw latest versions (delta-rs, DuckDB, Spark without
 a version) sees each table's newest commit, so between the first and the last table commit of
@@ -24,14 +26,7 @@ from deltalake.exceptions import DeltaError
 
 from partition_assets.errors import ReleaseExpiredError, TableNotFoundError
 from partition_assets.storage.delta.log import table_version
-from partition_assets.storage.release_log import (
-    NO_TABLE,
-    LogView,
-    Release,
-    log_version_of,
-    read_log,
-    release_log_uri,
-)
+from partition_assets.storage.release_log import NO_TABLE, LogView, Release, log_version_of, read_log
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,9 @@ def pinned_versions(
     table the release log names, and every Delta table in a local lake's top folders).
 
     By default the safe version now: a table under an operation not released yet at its
-    version before, every other table at its latest (a plain write is readable at once).
+    version before, and so a table of a released operation that overlaps one not released
+    (every operation whole or not at all), every other table at its latest (a plain write is
+    readable at once).
     With `release` (an id from `partition-assets release list`): the versions of the tables
     as that release and those before it left them (a table no release changed: as the
     default). With `log_version`: as the default, for a reader that pinned the release log
@@ -75,20 +72,25 @@ def pinned_versions(
     root = lake_root.rstrip("/")
     if release is not None:
         log_version = log_version_of(root, release)
+    names = list(tables) if tables is not None else sorted(read_log(root).tables() | _local_tables(root))
+    # Before the log: a publish landing between the two is then in the log, its commits past
+    # these versions (LogView.read_versions hides it); after, it could be read half.
+    latest = {name: _latest_version(root, name) for name in names}
     view = read_log(root, log_version)
-    names = list(tables) if tables is not None else sorted(view.tables() | _local_tables(root))
-    released = _released_versions(view) if release is not None else {}
-    held = view.held_versions()
-    versions = {name: released.get(name, _safe_version(held, root, name)) for name in names}
-    missing = [name for name, version in versions.items() if version is None and name not in held]
+    bounds = {**latest, **_released_versions(view)} if release is not None else latest
+    seen = view.read_versions(bounds)
+    missing = [
+        name
+        for name in names
+        if seen.versions[name] == latest[name] == NO_TABLE and name not in seen.unseen_tables
+    ]
     if missing:
         raise TableNotFoundError(
             f"no table {', '.join(missing)} in the lake {root}: name a table by its folder under the lake "
             "root (`partition-assets release show` lists them). Nothing was read or written."
         )
-    complete = view.releases()
-    pinned = view.log_version if view.log_version is not None else _latest_log_version(root)
-    return ReleasePin(root, versions, complete[-1] if complete else None, pinned)
+    versions = {name: None if seen.versions[name] == NO_TABLE else seen.versions[name] for name in names}
+    return ReleasePin(root, versions, seen.release, -1 if view.log_version is None else view.log_version)
 
 
 def releases(lake_root: str) -> list[Release]:
@@ -128,30 +130,17 @@ def read_tables(
     return frames
 
 
-def safe_version(held: Mapping[str, int], table_uri: str, name: str) -> int | None:
-    """The version a reader whose log view holds back `held` (LogView.held_versions) reads
-    `table_uri` (named `name` in the log) at; None when there is no table for it."""
-    version = held.get(name)
-    if version is not None:
-        return None if version == NO_TABLE else version
-    return table_version(table_uri)
+def _latest_version(root: str, name: str) -> int:
+    version = table_version(f"{root}/{name}")
+    return NO_TABLE if version is None else version
 
 
-def _safe_version(held: Mapping[str, int], root: str, name: str) -> int | None:
-    return safe_version(held, f"{root}/{name}", name)
-
-
-def _released_versions(view: LogView) -> dict[str, int | None]:
+def _released_versions(view: LogView) -> dict[str, int]:
     """Each table at the version the newest release of `view` naming it left it."""
-    versions: dict[str, int | None] = {}
+    versions: dict[str, int] = {}
     for release in view.releases():
         versions.update(release.versions)
     return versions
-
-
-def _latest_log_version(root: str) -> int:
-    version = table_version(release_log_uri(root))
-    return -1 if version is None else version
 
 
 def _local_tables(root: str) -> set[str]:

@@ -17,9 +17,8 @@ from deltalake import DeltaTable
 
 from partition_assets.errors import TableNotFoundError
 from partition_assets.run_tags import RELEASE_PIN_TAG
-from partition_assets.storage.delta.log import open_table
+from partition_assets.storage.delta.log import open_table, table_version
 from partition_assets.storage.release_log import NO_TABLE, LogView, pin_at, release_log_uri, rows_of, table_name
-from partition_assets.storage.release_reads import safe_version
 
 # Per (lake root, run id): the log's records at the run's pin, read once.
 _pinned: dict[tuple[str, str], tuple[int, list[dict]]] = {}
@@ -29,24 +28,25 @@ _latest: dict[str, tuple[DeltaTable, int, list[dict]]] = {}
 
 def released_version(context: dg.InputContext, lake_root: str, table_uri: str) -> int | None:
     """The version of `table_uri` the run of `context` reads: its version before an operation
-    not complete at the run's pin, else its latest; None when there is no table.
+    not complete at the run's pin (or overlapping one that is not: each operation is read whole
+    or not at all, storage/release_log.py), else its latest; None when there is no table.
 
     Raises:
         TableNotFoundError: The table exists only through an operation not complete at the run's pin.
     """
     pin = _run_pin(context, lake_root)
+    # The table's version before the latest log: see release_reads.pinned_versions.
+    latest = table_version(table_uri)
     latest_rows = _latest_rows(lake_root)
-    if pin is None:
-        view = LogView(latest_rows, latest_rows, None)
-    else:
-        view = LogView(latest_rows, pin[1], pin[0])
-    name, held = table_name(lake_root, table_uri), view.held_versions()
-    if held.get(name) == NO_TABLE:
+    view = LogView.latest(latest_rows) if pin is None else LogView(latest_rows, pin[1], pin[0])
+    name = table_name(lake_root, table_uri)
+    version = view.read_versions({name: NO_TABLE if latest is None else latest}).versions[name]
+    if version == NO_TABLE and latest is not None:
         raise TableNotFoundError(
             f"no table {table_uri} in the release this run reads: the publish creating it is not "
             "complete. Run again once it is published. Nothing was written."
         )
-    return safe_version(held, table_uri, name)
+    return None if version == NO_TABLE else version
 
 
 def _run_pin(context: dg.InputContext, lake_root: str) -> tuple[int, list[dict]] | None:

@@ -1,6 +1,7 @@
 """Vacuuming a Delta table: deleting the data files its log no longer references
 (replaced, or never committed) and the staging folders of dead writes and of
-published backfills, older than a retention window.
+published backfills, older than a retention window. The versions readers of a
+release log above the table may still read keep their files, whatever their age.
 
 Not guaranteed: what a vacuum deletes is gone for readers of older versions (time travel
 past the retention fails) and for rollbacks of backfills published before it (they
@@ -11,9 +12,11 @@ hours (see storage/maintenance.py).
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from partition_assets.errors import TableNotFoundError
 from partition_assets.storage.backfill_staging import (
@@ -24,6 +27,7 @@ from partition_assets.storage.backfill_staging import (
 )
 from partition_assets.storage.delta.log import files_by_partition, open_table, publish_app_id
 from partition_assets.storage.delta.previous import drop_previous, previous_copy
+from partition_assets.storage.release_log import release_log_uri, table_name, versions_in_use
 from partition_assets.storage.table_format import VacuumResult, checked_retention_hours
 from partition_assets.storage.write_staging import delete_dir, sweep_staging, table_filesystem
 
@@ -41,6 +45,9 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: dat
     The table's kept previous version (`<table>__previous`, previous.py) keeps the
     files it shares until it expires (`now`, the clock unless given, is past its
     expiry); then the vacuum drops it, and those files age like any other.
+    A version that a reader of the release log of a lake holding the table may read
+    (release_log.versions_in_use: its version before a publish still open, or released
+    within the retention, which a run pinned before the release still reads) keeps its files.
 
     Raises:
         VacuumRetentionError: `checked_retention_hours` refuses `retention_hours`; nothing was deleted.
@@ -62,10 +69,12 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: dat
     kept = listed_layout_paths(table_uri)
     table.update_incremental()
     kept.update(file.path for files in files_by_partition(table).values() for file in files)
+    now = now or datetime.now(UTC)
+    kept.update(_files_readers_hold(table_uri, now - timedelta(hours=retention_hours)))
     previous = previous_copy(table_uri)
     expired = []  # the kept previous version, once past its expiry
     if previous is not None:
-        if previous.expired(now or datetime.now(UTC)):
+        if previous.expired(now):
             expired.append(previous)
         else:
             kept.update(previous.shared_paths)
@@ -88,3 +97,28 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: dat
             delete_dir(fs, folder)
     staging = sweep_staging(table_uri, retention_hours, dry_run) + folders
     return VacuumResult(data_files, staging, [copy.uri for copy in expired])
+
+
+def _files_readers_hold(table_uri: str, released_before: datetime) -> set[str]:
+    """The files of each version of the table that a reader of a release log above it may read
+    (release_log.versions_in_use, releases recorded after `released_before` counting as open)."""
+    paths = set()
+    for lake in _lakes_above(table_uri):
+        for version in versions_in_use(lake, table_name(lake, table_uri), released_before):
+            try:
+                held = open_table(table_uri, version=version)
+            except DeltaError:
+                continue  # its log entries are gone (log cleanup): no reader can open it
+            paths.update(file.path for files in files_by_partition(held).values() for file in files)
+    return paths
+
+
+def _lakes_above(table_uri: str) -> list[str]:
+    """The folders above `table_uri` that hold a release log: the lakes it is a table of."""
+    parts = table_uri.rstrip("/").split("/")
+    folders = ["/".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
+    return [
+        folder
+        for folder in folders
+        if folder and not folder.endswith((":", ":/")) and DeltaTable.is_deltatable(release_log_uri(folder))
+    ]
