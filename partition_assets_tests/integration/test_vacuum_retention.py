@@ -1,6 +1,7 @@
 """Vacuum's retention window (audit issue 21, hole 6): one under an hour is refused,
 through the Python API, each format's `vacuum` and the CLI, before anything is deleted;
-a fractional one is never truncated, so nothing younger than asked is deleted.
+a fractional one is never truncated, so nothing younger than asked is deleted. The versions
+readers of the lake's release log hold stay readable past it (issue 50, hole 12).
 
 The tables are real Delta tables on the local filesystem, written without Spark: files
 in a staging folder as Spark's executors leave them, then the product's own steps
@@ -8,6 +9,7 @@ in a staging folder as Spark's executors leave them, then the product's own step
 """
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,10 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from partition_assets.cli.main import main
-from partition_assets.errors import PartitionAssetsError
+from partition_assets.errors import PartitionAssetsError, ReleaseExpiredError
 from partition_assets.storage import DeltaFormat, PartitionScope
+from partition_assets.storage.delta.log import table_version
+from partition_assets.storage.delta.vacuum import vacuum_table
 from partition_assets.storage.delta.write import replace_partitions
 from partition_assets.storage.maintenance import vacuum
+from partition_assets.storage.release_log import append_release, begin_release, release_log_uri
+from partition_assets.storage.release_reads import read_tables
 from partition_assets.storage.write_staging import (
     STAGING_DIR,
     StagedWrite,
@@ -26,7 +32,7 @@ from partition_assets.storage.write_staging import (
     move_into_layout,
     new_staging_dir,
 )
-from partition_assets_tests.support.retention import backdate
+from partition_assets_tests.support.retention import backdate, backdate_removes
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("ds", pa.string())])
 D1, D2 = "2024-01-01", "2024-01-02"
@@ -161,3 +167,28 @@ def test_a_folder_under_backfills_that_no_backfill_id_names_is_left_alone(table)
     backdate(by_hand, hours=3)
     vacuum(table, retention_hours=1)
     assert by_hand.is_dir()
+
+
+def test_vacuum_keeps_the_version_readers_hold_while_a_publish_is_open_past_the_retention(table, lake):
+    """Issue 50, hole 12: a publish committed the table (version 1) and was left open two hours,
+    so readers read version 0, whose files the commit replaced. The old vacuum deleted them and
+    every read by release failed with ReleaseExpiredError."""
+    root = str(lake)
+    begin_release(root, "publish", "bf1", [table])
+    replace_partitions(staged(table, D1, [7]), scope(D1))  # the publish's commit
+    backdate(Path(table), 2)
+    backdate_removes(table, 1, 2)
+
+    vacuum(table, 1)
+    assert read_tables(root, ["t"])["t"].column("id").to_pylist() == [1, 2]
+
+    # Released now: a run pinned before the release still reads version 0, within the retention.
+    pinned = table_version(release_log_uri(root))
+    append_release(root, "publish", "bf1", {table: 1})
+    vacuum(table, 1)
+    assert read_tables(root, ["t"], log_version=pinned)["t"].column("id").to_pylist() == [1, 2]
+    assert read_tables(root, ["t"])["t"].column("id").to_pylist() == [7]
+    # Once the release is older than the retention, the replaced files go like any other.
+    vacuum_table(table, 1, dry_run=False, now=datetime.now(UTC) + timedelta(hours=2))
+    with pytest.raises(ReleaseExpiredError, match="version 0 of table t"):
+        read_tables(root, ["t"], log_version=pinned)
