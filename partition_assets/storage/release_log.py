@@ -70,7 +70,7 @@ SCHEMA = pa.schema(
         pa.field("backfill_id", pa.string(), nullable=False),
         pa.field("table", pa.string()),  # the table's folder under the lake root; null when none changed
         pa.field("version", pa.int64()),  # before the operation (begin, -1: no table), after it (release)
-        pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),  # the writer's clock: shown, not compared
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),  # writer's clock: not compared
         pa.field("operation_id", pa.string()),  # the id of the operation's first begin (null: written before ids)
         pa.field("sequence", pa.int64()),  # one more than the highest its writer read (null: written before)
     ]

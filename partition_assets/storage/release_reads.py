@@ -80,9 +80,7 @@ def pinned_versions(
     bounds = {**latest, **_released_versions(view)} if release is not None else latest
     seen = view.read_versions(bounds)
     missing = [
-        name
-        for name in names
-        if seen.versions[name] == latest[name] == NO_TABLE and name not in seen.unseen_tables
+        name for name in names if seen.versions[name] == latest[name] == NO_TABLE and name not in seen.unseen_tables
     ]
     if missing:
         raise TableNotFoundError(

@@ -102,7 +102,7 @@ def vacuum_table(table_uri: str, retention_hours: float, dry_run: bool, now: dat
 def _files_readers_hold(table_uri: str, released_before: datetime) -> set[str]:
     """The files of each version of the table that a reader of a release log above it may read
     (release_log.versions_in_use, releases recorded after `released_before` counting as open)."""
-    paths = set()
+    paths: set[str] = set()
     for lake in _lakes_above(table_uri):
         for version in versions_in_use(lake, table_name(lake, table_uri), released_before):
             try:
