@@ -31,7 +31,9 @@ timestamps: a record committed within milliseconds of the start by a writer whos
 ahead may count for one step and not for another. Releases are listed in causal order (a
 record appended after its writer read another comes after it); records appended concurrently
 are ordered by their writers' clocks. A log written before operation ids (rows without
-`operation_id`) reads each backfill's records as one operation.
+`operation_id`) reads each backfill's records as one operation. A table deleted and created
+again in its folder restarts its versions below those the log names: until it passes them, a
+reader of it may read the other tables of those releases as before them.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def _append(
     uri = release_log_uri(lake_root)
     view = LogView.latest(rows_of(open_table(uri)))
     operation_id = view.open_operation(backfill_id) or record_id
+    sequence = view.last_sequence() + 1
     now = datetime.now(UTC)  # bookkeeping time of the record, not asset logic
     tables: list[tuple[str | None, int | None]] = [(table_name(lake_root, u), v) for u, v in versions.items()]
     rows = [
@@ -191,7 +194,7 @@ def _append(
             "version": version,
             "recorded_at": now,
             "operation_id": operation_id,
-            "sequence": view.last_sequence() + 1,
+            "sequence": sequence,
         }
         for table, version in tables or [(None, None)]
     ]
@@ -295,7 +298,8 @@ class LogView:
                 for table, version in op.versions_before().items():
                     lowered[table] = min(lowered.get(table, version), version)
             hidden += newly
-            left = [op for op in left if op.operation_id not in {new.operation_id for new in newly}]
+            gone = {op.operation_id for op in newly}
+            left = [op for op in left if op.operation_id not in gone]
         return hidden, lowered
 
     def read_versions(self, latest: Mapping[str, int]) -> ReaderView:
