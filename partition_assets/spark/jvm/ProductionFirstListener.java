@@ -21,9 +21,9 @@ import org.apache.spark.scheduler.SparkListenerTaskStart;
 import scala.Option;
 
 /**
- * Production's Spark work never waits for a backfill's running tasks: when a stage of a job in
- * the production pool is submitted, the youngest running tasks of backfill-pool stages are
- * killed, as many as the stage has tasks beyond the free cores, and Spark reschedules them
+ * Production's Spark work waits for no backfill task that may still be killed: when a stage of
+ * a job in the production pool is submitted, the youngest running tasks of backfill-pool stages
+ * are killed, as many as the stage has tasks beyond the free cores, and Spark reschedules them
  * (SparkContext.killTaskAttempt: a killed task does not count as a failure). The FAIR scheduler
  * then gives the freed cores to production, whose pool's minShare is every core
  * (spark/scheduler_pools.py); backfill tasks take them back as production's tasks end.
