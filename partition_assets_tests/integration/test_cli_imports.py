@@ -3,12 +3,11 @@ use. Every `partition-assets` command pays its imports, a `backfill run` before 
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from partition_assets_tests.support import REPO
-from partition_assets_tests.support.cli_runs import CLI
+from partition_assets_tests.support.cli_runs import CLI, CONSOLE_SCRIPT
 
 VISITS = REPO / "partition_assets_tests" / "support" / "code_location_forms" / "visits.py"
 
@@ -49,7 +48,7 @@ def test_the_working_folder_resolves_the_project_but_shadows_no_installed_packag
         VISITS.read_text() + "\ndefs = dg.Definitions(assets=[visits, doubled_visits])\n"
     )
     (project / "yaml.py").write_text(STRAY_YAML)
-    program = [str(Path(sys.executable).parent / "partition-assets")] if console_script else [*CLI]
+    program = CONSOLE_SCRIPT if console_script else CLI
     days = ["--select", "key:visits", "--start", "2024-01-02", "--end", "2024-01-03"]
     planned = subprocess.run(
         [*program, "backfill", "plan", "-m", "shop.definitions", *days],
