@@ -3,7 +3,12 @@
 A deploy is a git worktree of the repository at the commit (`.deploys/<sha12>/`), a
 Dagster code server importing the code location from that worktree, and a
 `grpc_server` entry in workspace.yaml. Its record (`.deploys/<sha12>.json`) keeps the
-server's pid and port, so `undeploy` stops exactly that server.
+server's port and its process's identity (pid and start time, processes/identity.py), so
+that `undeploy` stops exactly that server and `deploys` reads a deploy whose server died as
+down, also once the kernel handed its pid, and another process its port, to others.
+
+Not guaranteed: a record written before identities were recorded (a bare pid), or read
+where /proc does not show the server (not Linux, another pid namespace), trusts its pid.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from partition_assets.code_location import configured_module, dagster_config, sp
 from partition_assets.deploy.git import GIT_SHA_ENV, git
 from partition_assets.errors import CodeLocationError, DeployError
 from partition_assets.processes.detached import start_detached
+from partition_assets.processes.identity import ProcessIdentity
 
 DEPLOYS_DIR = ".deploys"
 _HOST = "127.0.0.1"
@@ -40,15 +46,24 @@ class Deployment:
     workspace: str
     log: str
     host: str = _HOST
+    # The code server's process (None in a record written before identities were recorded).
+    server: ProcessIdentity | None = None
 
     @property
     def short_sha(self) -> str:
         return self.sha[:12]
 
+    @property
+    def process(self) -> ProcessIdentity:
+        """The code server's process, as recorded; a record without its identity names its pid alone."""
+        return self.server or ProcessIdentity(socket.gethostname(), self.pid)
+
     def is_serving(self) -> bool:
+        """Whether the code server this deploy started still runs, and something listens on
+        its port: a pid the kernel has since given to another process is not it."""
         try:
             with socket.create_connection((self.host, self.port), timeout=1):
-                return _alive(self.pid)
+                return _runs(self.process)
         except OSError:
             return False
 
@@ -91,7 +106,7 @@ def deploy(
         if created:  # a refused deploy leaves only the server's log, which its error names
             git(repo, "worktree", "remove", "--force", str(worktree))
         raise
-    _record_path(repo, full_sha).write_text(json.dumps(asdict(deployment), indent=2))
+    save_deployment(repo, deployment)
     _register(Path(deployment.workspace), deployment)
     return deployment
 
@@ -161,11 +176,12 @@ def _start_server(
         str(worktree),
         str((workspace or repo / "workspace.yaml").resolve()),
         str(log),
+        server=ProcessIdentity.of_pid(server.pid),
     )
     try:
         _wait_until_loaded(deployment, server, timeout)
     except DeployError:
-        _stop(server.pid)
+        _stop(deployment.process)
         raise
     return deployment
 
@@ -187,8 +203,8 @@ def find_deployment(repo: Path, name: str) -> Deployment:
 def undeploy(repo: Path, name: str) -> Deployment:
     """Stops the deploy's code server, unregisters it and removes its worktree."""
     deployment = find_deployment(repo, name)
-    if _serves(deployment.pid, deployment.location):
-        _stop(deployment.pid)
+    if _runs(deployment.process) and _serves(deployment.pid, deployment.location):
+        _stop(deployment.process)
     _unregister(Path(deployment.workspace), deployment.location)
     git(repo, "worktree", "remove", "--force", deployment.worktree)
     _record_path(repo, deployment.sha).unlink()
@@ -196,8 +212,15 @@ def undeploy(repo: Path, name: str) -> Deployment:
     return deployment
 
 
+def save_deployment(repo: Path, deployment: Deployment) -> None:
+    """Writes `deployment`'s record under `repo`'s deploys folder."""
+    _record_path(repo, deployment.sha).write_text(json.dumps(asdict(deployment), indent=2))
+
+
 def load_deployment(path: Path) -> Deployment:
-    return Deployment(**json.loads(path.read_text()))
+    fields = json.loads(path.read_text())
+    server = fields.pop("server", None)
+    return Deployment(**fields, server=ProcessIdentity(**server) if server else None)
 
 
 def _record_path(repo: Path, sha: str) -> Path:
@@ -299,35 +322,41 @@ def _location_name(entry: dict) -> str | None:
 
 
 def _serves(pid: int, location: str) -> bool:
-    """Whether `pid` is still the code server of `location` (not a reused pid)."""
+    """Whether the live process `pid` runs the code server of `location` (its command line
+    names it: a record without the server's start time is checked so at least)."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return _alive(pid)  # no /proc (macOS): trust the record
+        return True  # no /proc (macOS): trust the record
     return location.encode() in command
 
 
-def _alive(pid: int) -> bool:
+def _runs(process: ProcessIdentity) -> bool:
+    """Whether `process` still runs: its pid names a live process, and not provably another
+    one (processes/identity.py: a pid handed on since has another start time)."""
     try:
-        os.kill(pid, 0)
+        os.kill(process.pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    return not process.is_gone()
 
 
-def _stop(pid: int, grace: float = 10) -> None:
-    """Stops the server started with `pid` and its run processes (its own process group)."""
+def _stop(server: ProcessIdentity, grace: float = 10) -> None:
+    """Stops the code server `server` and its run processes (its own process group),
+    signalling the group only while its leader is still that process."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _runs(server):
+            return
         try:
-            os.killpg(pid, sig)
+            os.killpg(server.pid, sig)
         except ProcessLookupError:
             return
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             try:
-                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                if os.waitpid(server.pid, os.WNOHANG) != (0, 0):
                     return
             except ChildProcessError:  # not our child: started by an earlier `deploy`
-                if not _alive(pid):
+                if not _runs(server):
                     return
             time.sleep(0.1)

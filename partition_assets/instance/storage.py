@@ -17,6 +17,8 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   captured stream back to the terminal through a `tail -F` process plus a Python orphan
   watcher, two per stream: four processes started, and waited for, per run. For a backfill
   node that is most of the CPU a run costs (bench/results/node_overhead.md).
+Their connections are closed before the process forks (`_close_before_fork`): SQLite's
+state of a connection open across a fork corrupts the database.
 The webserver shows and follows both as before (partition_assets_tests/integration/test_instance_storage.py).
 On an instance that leaves Dagster's defaults in place (no dagster.yaml: what a new project
 has), the engine's command writes through `same_files_lighter`: `RunStorage` and
@@ -29,7 +31,8 @@ runs it (`dagster dev`'s, a backfill command's); it is in the webserver's run vi
 `<home>/storage`. The consolidated event log serializes every run's event writes on one
 SQLite file (WAL). In `synchronous=NORMAL` a commit survives the process dying but not the
 machine losing power: the last events or run updates before a power loss may be lost (a
-resumed backfill runs those nodes again; staged writes and publishing are idempotent).
+resumed backfill runs those nodes again; staged writes and publishing are idempotent). A
+connection another thread holds at a fork (inside a transaction) stays open across it.
 Relies on Dagster's `InstanceRef.config_defaults`, its composite storage, the two SQLite
 storages' `_connect`/`connect` seams, the consolidated storage's `watch` state (`_obs`,
 `_watchers`, `on_modified`), `redirect_to_file` and the file layout of
@@ -41,6 +44,7 @@ import functools
 import os
 import sqlite3
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -75,6 +79,32 @@ POOLED_CONNECTIONS = 4
 # How long a kept database server connection is reused before it is replaced (Dagster's
 # webserver default): a server may drop idle connections.
 POOL_RECYCLE_SECONDS = 3600
+# Every engine `_OneEngine` built in this process: their connections are closed before it forks.
+_ENGINES: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+def _close_before_fork() -> None:
+    """Closes the SQLite connections this process keeps open, before it forks (the engine's
+    fork server, a command server's command, anything else that calls `os.fork`).
+
+    Why: SQLite keeps, per process, a table of the database files it has open, each with its
+    locks and its mapped WAL index (the -shm file), and a new connection to a file already
+    open joins that entry. A fork copies the table but not the locks: the fork's connections,
+    and those of the workers a fork server forks from it later, read and write through an
+    index no other process sees in use. When the last connection elsewhere closes, SQLite
+    deletes the -shm and -wal files and the next one creates new ones; the workers kept
+    writing frames through the old index, and a checkpoint then copied their pages over the
+    wrong ones: a second `run_backfill` in one process, its fork server forked during the
+    first, overwrote page 1 of runs.db (issue 50). SQLite's rule: no connection open across
+    a fork. The next transaction here opens a new one (~0.1 ms).
+
+    Not guaranteed: a connection checked out by another thread at the fork (inside a
+    transaction) is not closed; the engine forks its fork server with one thread running."""
+    for engine in list(_ENGINES):
+        engine.dispose()
+
+
+os.register_at_fork(before=_close_before_fork)
 
 
 class _OneEngine:
@@ -92,6 +122,7 @@ class _OneEngine:
         if pid not in engines:
             engines.clear()  # the parent's, dropped without closing its connections
             engines[pid] = _pooled_engine(self._conn_string, self._connect_args)
+            _ENGINES.add(engines[pid])
         return engines[pid]
 
     @contextmanager

@@ -53,6 +53,17 @@ class ProcessIdentity:
         started = int(stat[_START_TIME]) if stat is not None else None
         return cls(socket.gethostname(), os.getpid(), _boot_id(), _namespaces(), started)
 
+    @classmethod
+    def of_pid(cls, pid: int) -> ProcessIdentity:
+        """The identity of process `pid` of the caller's own pid namespace, such as a child it
+        just started, to record beside the pid (a record checked with `is_gone` before the
+        pid is trusted or signalled). Its start time is None where /proc does not show it
+        (not Linux, a /proc of another namespace, or `pid` already gone): such a record
+        proves nothing gone."""
+        stat = _stat_fields(str(pid)) if _proc_shows_own_pid_namespace() else None
+        started = int(stat[_START_TIME]) if stat is not None else None
+        return cls(socket.gethostname(), pid, _boot_id(), _namespaces(), started)
+
     def is_gone(self) -> bool:
         """Whether this process provably no longer runs (see the module docstring): False
         whenever the caller cannot tell, never a guess."""

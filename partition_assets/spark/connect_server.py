@@ -14,20 +14,24 @@ On a shared host the server keeps to its user:
   reaches the JVM through a properties file only its owner can read (mode
   0600, next to the pid file, removed by `stop`), never its command line,
   which every user sees in `ps`;
-- `stop` signals the pid its pid file names only if that process is this
-  port's Spark Connect server; a pid file left by a server that died, whose pid
-  another process now has, is removed and that process is left alone.
+- `stop` signals the pid its pid file names only if that process is the one
+  it recorded there when it started the server (pid and start time,
+  processes/identity.py) and this port's Spark Connect server; a pid file left
+  by a server that died, whose pid another process now has, is removed and that
+  process is left alone, also while `stop` waits for the server to end.
 
 Not guaranteed: conf whose value Spark itself puts on a command line
 (spark.driver.extraJavaOptions becomes JVM options; executors of a cluster get
 some settings as -D options) stays visible there; the state folder's other
 files (log, pid) follow the umask; `stop` recognises its server by /proc, so
-without /proc (macOS) it stops nothing and says so.
+without /proc (macOS) it stops nothing and says so. A pid file written before
+start times were recorded (a bare pid) is checked by the command line alone.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import socket
@@ -35,11 +39,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from partition_assets.errors import SparkConnectServerError
 from partition_assets.processes.detached import start_detached
+from partition_assets.processes.identity import ProcessIdentity
 from partition_assets.spark.java import JavaRuntime, find_java
 from partition_assets.spark.jvm_jar import driver_classpath_conf
 from partition_assets.spark.local_filesystem import local_filesystem_conf
@@ -128,21 +133,47 @@ class LocalConnectServer:
                 self._wait_until_listening(process, timeout)
         return self.url
 
+    def record_server(self, server: ProcessIdentity) -> None:
+        """Records `server` in the pid file as the server process started on `port`."""
+        self.pid_path.write_text(json.dumps(asdict(server)))
+
+    def recorded_server(self) -> ProcessIdentity | None:
+        """The server process this module started on `port`, as its pid file records it
+        (None: no pid file); a pid file of an earlier release holds its pid alone."""
+        try:
+            text = self.pid_path.read_text().strip()
+        except FileNotFoundError:
+            return None
+        if text.isdigit():
+            return ProcessIdentity(socket.gethostname(), int(text))
+        return ProcessIdentity(**json.loads(text))
+
     def stop(self, timeout: float = 30.0) -> StopOutcome:
         """Stops the server this module started on `port`, if it still runs.
 
-        The pid file is trusted only as far as /proc/<pid>/cmdline confirms it:
-        a pid the kernel has since given to another process is not signalled.
-        Either way the pid and conf files are removed.
+        The pid file is trusted only as far as /proc confirms it: the process its pid
+        names now started when the recorded one did, and its command line is this port's
+        server's. A pid the kernel has since given to another process is not signalled,
+        before or while `stop` waits for the server to end. Either way the pid and conf
+        files are removed.
         """
         not_running = StopOutcome(False, "no server started by partition_assets was running")
-        if not self.pid_path.exists():
+        server = self.recorded_server()
+        if server is None:
             self._forget()  # a conf file whose server never started
             return not_running
-        pid = int(self.pid_path.read_text().strip())
+        pid = server.pid
         if not _alive(pid):
             self._forget()
             return not_running
+        if server.is_gone():
+            self._forget()
+            return StopOutcome(
+                False,
+                f"{self.pid_path} named pid {pid}, which no longer names the Spark Connect server of port "
+                f"{self.port} it recorded (that server ended; the pid names a process started since): that "
+                "process was not signalled and nothing was stopped; the stale pid file was removed",
+            )
         command = _command_line(pid)
         if not self._is_server(command):
             self._forget()
@@ -159,9 +190,9 @@ class LocalConnectServer:
             self._forget()
             return not_running
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and _alive(pid) and not server.is_gone():
             time.sleep(0.2)
-        if _alive(pid):
+        if _alive(pid) and not server.is_gone():
             os.killpg(pid, signal.SIGKILL)
         self._forget()
         return StopOutcome(True, f"stopped the Spark Connect server of port {self.port} (pid {pid})")
@@ -227,7 +258,7 @@ class LocalConnectServer:
             # The UI, if a conf turns it on, binds to SPARK_LOCAL_IP, else to every address.
             env={"SPARK_LOCAL_IP": "127.0.0.1", **os.environ, **spark_env(java)},
         )
-        self.pid_path.write_text(str(process.pid))
+        self.record_server(ProcessIdentity.of_pid(process.pid))
         return process
 
     def _wait_until_listening(self, process: subprocess.Popen, timeout: float) -> None:

@@ -20,8 +20,9 @@ task). So:
   production stage is submitted, it kills the backfill tasks running then, and those that
   take a core before production's tasks are registered; Spark runs them again (a killed task
   is no failure), once production's tasks have their cores. Production waits for no backfill
-  task; the backfill does again the killed tasks' work. Measured in
-  bench/results/isolation.md against the pools alone, slicing and FIFO;
+  task killed fewer than `MAX_KILLS_PER_TASK_CONF` times (default 3); the backfill does again
+  the killed tasks' work, each task's at most that many times, then runs it to its end.
+  Measured in bench/results/isolation.md against the pools alone, slicing and FIFO;
 - a deployment may also cut a backfill session's scans into short tasks
   (`backfill_slicing_conf`: at least `tasks_per_core` x cores of them), which bounds
   production's wait without preemption, at the cost of that many files per partition.
@@ -45,6 +46,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from partition_assets.errors import SparkConfigError
+
 PRODUCTION_POOL, BACKFILL_POOL = "production", "backfill"
 # Set in a backfill's local worker processes: every session they make joins the backfill pool.
 POOL_ENV = "PARTITION_ASSETS_SPARK_POOL"
@@ -53,6 +56,11 @@ POOL_CONF = "spark.scheduler.pool"
 # pools as above (partition_assets_tests/unit/test_spark_pools.py holds them equal).
 PREEMPTING_LISTENER = "partition_assets.spark.ProductionFirstListener"
 LISTENERS_KEY = "spark.extraListeners"
+# The server conf the listener reads: how often one backfill task may be killed; from its
+# attempt after that it runs to its end. Unbounded, a 62 s backfill job beside a small
+# production query every 20 s did not finish in 495 s, a task at its 54th attempt (issue 50).
+MAX_KILLS_PER_TASK_CONF = "spark.partition_assets.preemption.maxKillsPerTask"
+DEFAULT_MAX_KILLS_PER_TASK = 3
 # The session conf a scan's (spark.range, files, local data) task count defaults to; file
 # scans split at least as many ways (spark.sql.files.minPartitionNum defaults to it).
 LEAF_PARALLELISM_CONF = "spark.sql.leafNodeDefaultParallelism"
@@ -105,8 +113,23 @@ def fair_scheduler_conf(allocation_file: Path, master: str) -> dict[str, str]:
 
 
 def preemption_conf(conf: Mapping[str, str]) -> dict[str, str]:
-    """The listeners of a server whose conf is `conf`: the preempting one, then the conf's own."""
-    return {LISTENERS_KEY: ",".join([PREEMPTING_LISTENER, *filter(None, [conf.get(LISTENERS_KEY)])])}
+    """The listeners of a server whose conf is `conf`, the preempting one then the conf's own,
+    and the bound on one backfill task's kills: the conf's own, else DEFAULT_MAX_KILLS_PER_TASK.
+
+    Raises:
+        SparkConfigError: the conf's bound is not a whole number >= 0; no server was started.
+    """
+    kills = str(conf.get(MAX_KILLS_PER_TASK_CONF, DEFAULT_MAX_KILLS_PER_TASK)).strip()
+    if not kills.isdigit():
+        raise SparkConfigError(
+            f"{MAX_KILLS_PER_TASK_CONF}={kills!r} is not a whole number >= 0: give how often one backfill task "
+            f"may be killed for production's jobs (default {DEFAULT_MAX_KILLS_PER_TASK}; 0: never); no Spark "
+            "server was started"
+        )
+    return {
+        LISTENERS_KEY: ",".join([PREEMPTING_LISTENER, *filter(None, [conf.get(LISTENERS_KEY)])]),
+        MAX_KILLS_PER_TASK_CONF: kills,
+    }
 
 
 def backfill_slicing_conf(cores: int | None, tasks_per_core: int) -> dict[str, str]:

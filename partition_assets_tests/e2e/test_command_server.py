@@ -12,7 +12,15 @@ import dagster as dg
 import pytest
 
 import partition_assets.processes.command_socket
-from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id, ok, run_cli, runs_by_node, start_cli
+from partition_assets_tests.support.cli_runs import (
+    CONSOLE_SCRIPT,
+    backfill_cli,
+    backfill_id,
+    ok,
+    run_cli,
+    runs_by_node,
+    start_cli,
+)
 from partition_assets_tests.support.command_servers import command_server
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import session_members
@@ -53,6 +61,17 @@ def test_a_backfill_run_by_the_server_is_the_one_its_own_process_runs(home):
         for asset in ("raw", "clean")
         for day in ("2024-01-01", "2024-01-02")
     }
+
+
+def test_the_console_scripts_command_is_served_by_the_console_scripts_server(home):
+    # Both put the working folder on the import path before the client sends its path
+    # (partition_assets/__main__.py): the server's had it first and the client's not at all,
+    # and every such command was refused ("the command's sys_path is not the server's").
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    with command_server(env, program=CONSOLE_SCRIPT) as server:
+        listed = run_cli("backfill", "list", env=env, program=CONSOLE_SCRIPT)
+        assert NOT_TAKEN not in listed.stderr
+        assert listed.returncode == 0 and len(server.forks()) == 1, listed.stderr
 
 
 def test_ctrl_c_interrupts_a_served_backfill_as_it_interrupts_one_in_its_own_process(home):

@@ -4,6 +4,13 @@ use. Every `partition-assets` command pays its imports, a `backfill run` before 
 import subprocess
 import sys
 
+import pytest
+
+from partition_assets_tests.support import REPO
+from partition_assets_tests.support.cli_runs import CLI, CONSOLE_SCRIPT
+
+VISITS = REPO / "partition_assets_tests" / "support" / "code_location_forms" / "visits.py"
+
 
 def test_the_command_line_loads_without_grpc_or_pillow():
     """gRPC (the code-server client of a deploy, partition_assets/dagster_internals.py) and Pillow
@@ -23,3 +30,32 @@ def test_the_command_server_client_loads_without_dagster():
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+# A project folder holding a module named as an installed package, beside its code location.
+STRAY_YAML = 'raise RuntimeError("the working folder\'s yaml.py was imported")\n'
+
+
+@pytest.mark.parametrize("console_script", [True, False], ids=["partition-assets", "python -m partition_assets"])
+def test_the_working_folder_resolves_the_project_but_shadows_no_installed_package(home, tmp_path, console_script):
+    """The working folder is on the import path after the installed packages (__main__.py):
+    the project's `-m shop.definitions` resolves from it, uninstalled, and its `yaml.py` is
+    not imported in place of PyYAML (it was: the folder went first, before any import)."""
+    project = tmp_path / "project"
+    (project / "shop").mkdir(parents=True)
+    (project / "shop" / "__init__.py").write_text("")
+    (project / "shop" / "definitions.py").write_text(
+        VISITS.read_text() + "\ndefs = dg.Definitions(assets=[visits, doubled_visits])\n"
+    )
+    (project / "yaml.py").write_text(STRAY_YAML)
+    program = CONSOLE_SCRIPT if console_script else CLI
+    days = ["--select", "key:visits", "--start", "2024-01-02", "--end", "2024-01-03"]
+    planned = subprocess.run(
+        [*program, "backfill", "plan", "-m", "shop.definitions", *days],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "yaml.py was imported" not in planned.stderr
+    assert planned.returncode == 0 and "2 nodes" in planned.stdout, planned.stdout + planned.stderr

@@ -1,7 +1,8 @@
 """The workers' fork server (partition_assets/processes/fork_server.py): `backfill run` makes
 a fork of itself the server once it loaded the code location, so the workers start with
 what it loaded and nothing is imported again; a process running other threads starts
-multiprocessing's own server instead; so does the webserver's standby coordinator.
+multiprocessing's own server instead; so does the webserver's standby coordinator. The server
+holds none of the instance's database files open (instance/storage.py closes them before a fork).
 
 Runs real processes: a script loads a code location, starts the fork server, and has a
 worker of a forkserver pool report what it found. Pins multiprocessing's private
@@ -144,3 +145,35 @@ def test_workers_take_the_instance_the_fork_server_was_started_with_and_read_it_
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == {"inherited": True, "runs": 1}
+
+
+# Starts the fork server while the instance's run storage holds its connection open; prints
+# the database files the server has open.
+HELD_FILES_SCRIPT = textwrap.dedent(
+    """
+    import json, os, dagster as dg
+    from partition_assets.backfill.running import local_workers
+    from partition_assets.processes.fork_server import running_pid
+
+    if __name__ == "__main__":
+        with dg.DagsterInstance.get() as instance:
+            instance.add_run(dg.DagsterRun(job_name="before_the_fork", run_id="r1"))
+            local_workers.start_fork_server(["partition_assets_tests.support.engine_defs"], instance)
+            server = running_pid()
+            held = {os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd")}
+            print(json.dumps(sorted(path for path in held if ".db" in path)))
+    """
+)
+
+
+def test_the_fork_server_holds_none_of_the_instances_database_files(tmp_path):
+    # SQLite's state of a connection open across the fork (the file, its WAL index) lived on
+    # in the server and in every worker forked from it, after the instance that opened it
+    # closed: a second backfill of the process then overwrote runs.db's first page
+    # (test_instance_storage.py `test_two_backfills_in_one_process_leave_the_runs_database_whole`).
+    env = {**os.environ, **instance_env(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-c", HELD_FILES_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []

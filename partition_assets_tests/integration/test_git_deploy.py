@@ -2,8 +2,13 @@
 commit and its dirty state, explicit code versions (a deploy per commit, run through the
 CLI and the webserver: partition_assets_tests/e2e/test_git_deploy.py)."""
 
+import dataclasses
+import subprocess
+import sys
+
 import dagster as dg
 
+from partition_assets.cli.main import main
 from partition_assets.deploy import (
     GIT_SHA_ENV,
     GIT_SHA_METADATA,
@@ -12,6 +17,8 @@ from partition_assets.deploy import (
     source_version,
     with_git_versions,
 )
+from partition_assets.deploy.deployments import DEPLOYS_DIR, Deployment, deployments, save_deployment
+from partition_assets.processes.identity import ProcessIdentity
 from partition_assets_tests.support import REPO, probe_assets
 from partition_assets_tests.support.git_repo import git
 
@@ -101,3 +108,59 @@ def test_git_reads_the_repository_it_names_when_git_points_the_process_at_anothe
     monkeypatch.delenv("GIT_WORK_TREE")
     assert git(outer, "rev-parse", "HEAD") == outer_head
     assert git(inner, "rev-parse", "HEAD") != inner_head
+
+
+# A process listening on a port, which it prints: what took a dead code server's pid and port.
+LISTENER = """
+import socket, sys, time
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_deploy_whose_pid_and_port_another_process_took_is_down_and_never_signalled(tmp_path, monkeypatch, capsys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "workspace.yaml").write_text("load_from: []\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    sha = git(repo, "rev-parse", "HEAD")
+    worktree = repo / DEPLOYS_DIR / sha[:12]
+    git(repo, "worktree", "add", "-q", "--detach", str(worktree), sha)
+    location = f"shop@{sha[:12]}"
+    # Its command line names the location, as a code server's does: only the start time tells them apart.
+    other = subprocess.Popen(
+        [sys.executable, "-c", LISTENER, "--location-name", location], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(other.stdout.readline())
+        # The recorded server ended; the kernel gave its pid to `other`, which listens on its port.
+        taken = ProcessIdentity.of_pid(other.pid)
+        assert taken.started is not None
+        recorded = dataclasses.replace(taken, started=taken.started - 1)
+        save_deployment(
+            repo,
+            Deployment(
+                sha,
+                location,
+                "shop.definitions",
+                port,
+                other.pid,
+                str(worktree),
+                str(repo / "workspace.yaml"),
+                str(repo / DEPLOYS_DIR / f"{sha[:12]}.log"),
+                server=recorded,
+            ),
+        )
+        monkeypatch.chdir(repo)
+
+        assert main(["deploys"]) == 0
+        assert f"pid {other.pid}  DOWN" in capsys.readouterr().out
+        assert main(["undeploy", location]) == 0
+        assert other.poll() is None, "undeploy signalled another process"
+        assert deployments(repo) == [] and not worktree.exists()
+    finally:
+        other.kill()
+        other.wait()

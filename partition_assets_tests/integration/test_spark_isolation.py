@@ -8,6 +8,7 @@ its own. The test session's shared server is never touched.
 """
 
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import os
@@ -22,10 +23,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from partition_assets.cli.main import main
+from partition_assets.processes.identity import ProcessIdentity
 from partition_assets.spark import LocalConnectServer
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.webserver import free_port
 
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SECRET_KEY = "spark.hadoop.fs.s3a.secret.key"
 # Characters Java's properties syntax treats specially, so that the value must arrive escaped.
 SECRET = "fake-s3-secret-7f3a9c = with:odd#chars!\\"
@@ -62,7 +65,7 @@ def started(tmp_path_factory) -> Iterator[LocalConnectServer]:
 @pytest.mark.slow
 def test_every_port_the_server_listens_on_is_on_the_loopback(started):
     # The Connect port, the driver's RPC and block manager ports, the UI turned on above.
-    sockets = listening_sockets(process_group(int(started.pid_path.read_text())))
+    sockets = listening_sockets(process_group(started.recorded_server().pid))
     assert (started.port, True) in {(port, address.is_loopback) for address, port in sockets}
     assert len(sockets) >= 4, sockets
     exposed = sorted(f"{address}:{port}" for address, port in sockets if not address.is_loopback)
@@ -80,7 +83,7 @@ def test_the_servers_conf_stays_off_command_lines_and_in_an_owner_only_file(star
         assert session.conf.get(SECRET_KEY) == SECRET
     finally:
         session.stop()
-    assert b"-Xmx1g" in Path(f"/proc/{started.pid_path.read_text()}/cmdline").read_bytes().split(b"\0")
+    assert b"-Xmx1g" in Path(f"/proc/{started.recorded_server().pid}/cmdline").read_bytes().split(b"\0")
     assert stat.S_IMODE(started.conf_path.stat().st_mode) == 0o600
 
 
@@ -114,6 +117,31 @@ def test_stop_leaves_alone_a_process_a_stale_pid_file_names(own_server, capsys):
     finally:
         with contextlib.suppress(ProcessLookupError):  # gone if stop did signal it
             os.killpg(other.pid, signal.SIGKILL)
+        other.wait()
+
+
+def test_stop_leaves_alone_a_process_that_took_the_recorded_servers_pid(own_server, capsys):
+    # The recorded server ended and the kernel handed its pid to a process started since,
+    # whose command line even names this port's server (another state folder's server, say):
+    # only the start time recorded beside the pid tells them apart.
+    server_like = [SERVER_CLASS, f"spark.connect.grpc.binding.port={own_server.port}"]
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", *server_like], start_new_session=True
+    )
+    try:
+        taken = ProcessIdentity.of_pid(other.pid)
+        assert taken.started is not None
+        own_server.state_dir.mkdir(parents=True, exist_ok=True)
+        own_server.record_server(dataclasses.replace(taken, started=taken.started - 1))
+
+        assert main(["spark", "stop"]) == 0
+
+        assert other.poll() is None, "stop signalled another process"
+        message = capsys.readouterr().out
+        assert f"named pid {other.pid}, which no longer names the Spark Connect server" in message
+        assert "not signalled" in message and not own_server.pid_path.exists()
+    finally:
+        other.kill()
         other.wait()
 
 

@@ -6,7 +6,7 @@ tasks, which run again, on the test session's shared server."""
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,19 +16,23 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
-from partition_assets.spark import SparkResource
-from partition_assets.spark.resource import TASKS_PER_CORE_ENV
+from partition_assets.spark import LocalConnectServer, SparkResource
+from partition_assets.spark.resource import TASKS_PER_CORE_ENV, spark_conf_from_env
 from partition_assets.spark.scheduler_pools import (
     BACKFILL_POOL,
     LEAF_PARALLELISM_CONF,
+    MAX_KILLS_PER_TASK_CONF,
     POOL_CONF,
     PRODUCTION_POOL,
     SLICED_TASKS_PER_CORE,
     backfill_slicing_conf,
 )
 from partition_assets_tests.support.polling import wait_for
+from partition_assets_tests.support.webserver import free_port
 
 SERVER_CORES = 2  # the shared server is local[2] (conftest.py)
+# How long a backfill task's attempt past its bound on kills runs: production's next job comes meanwhile.
+SECONDS_PAST_THE_BOUND = 4
 
 
 @dg.asset
@@ -79,10 +83,9 @@ def task_starts(session: SparkSession, rows: int, seconds_a_row: float, started:
 
 
 @contextmanager
-def pooled_sessions(spark_resource, tmp_path: Path) -> Iterator[tuple[SparkSession, SparkSession, Path, Path]]:
-    """Two sessions on the shared server, in the backfill and the production pool, and a folder
+def pooled_sessions(url: str, tmp_path: Path) -> Iterator[tuple[SparkSession, SparkSession, Path, Path]]:
+    """Two sessions on the server at `url`, in the backfill and the production pool, and a folder
     for each one's task starts; both sessions stopped after."""
-    url = spark_resource.connect_url()
     backfill, production = SparkSession.builder.remote(url).create(), SparkSession.builder.remote(url).create()
     backfill_started, production_started = tmp_path / "backfill", tmp_path / "production"
     backfill_started.mkdir()
@@ -97,7 +100,12 @@ def pooled_sessions(spark_resource, tmp_path: Path) -> Iterator[tuple[SparkSessi
 
 
 def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(spark_resource, tmp_path):
-    with pooled_sessions(spark_resource, tmp_path) as (backfill, production, backfill_started, production_started):
+    with pooled_sessions(spark_resource.connect_url(), tmp_path) as (
+        backfill,
+        production,
+        backfill_started,
+        production_started,
+    ):
         for key, value in backfill_slicing_conf(SERVER_CORES, SLICED_TASKS_PER_CORE).items():
             backfill.conf.set(key, value)
         backfill_starts: list[float] = []
@@ -120,10 +128,12 @@ def test_a_production_jobs_tasks_start_while_a_backfill_jobs_tasks_are_queued(sp
     assert queued and max(production_starts) < max(queued), (production_starts, backfill_starts, submitted)
 
 
-def attempts_then_result(session: SparkSession, seconds_first_attempt: float, started: Path) -> list[str]:
+def attempts_then_result(
+    session: SparkSession, seconds_first_attempt: float, started: Path, seconds_later_attempts: float = 0
+) -> list[str]:
     """Runs a job of one task per server core; each task's attempt writes a file in `started`
-    as it starts, and a first attempt takes `seconds_first_attempt`. The rows it returns:
-    `<partition>:<attempt>` of the attempts that ended."""
+    as it starts, and a first attempt takes `seconds_first_attempt`, a later one
+    `seconds_later_attempts`. The rows it returns: `<partition>:<attempt>` of the attempts that ended."""
 
     def attempt(partition: int) -> str:  # nested: pickled by value
         import time
@@ -132,8 +142,7 @@ def attempts_then_result(session: SparkSession, seconds_first_attempt: float, st
 
         number = TaskContext.get().attemptNumber()
         (started / f"{partition}-{number}").write_text(str(time.time()))
-        if number == 0:
-            time.sleep(seconds_first_attempt)
+        time.sleep(seconds_first_attempt if number == 0 else seconds_later_attempts)
         return f"{partition}:{number}"
 
     frame = session.range(0, SERVER_CORES, 1, SERVER_CORES).select(F.spark_partition_id().alias("partition"))
@@ -141,7 +150,12 @@ def attempts_then_result(session: SparkSession, seconds_first_attempt: float, st
 
 
 def test_a_production_job_takes_the_cores_of_a_backfill_jobs_running_tasks_which_run_again(spark_resource, tmp_path):
-    with pooled_sessions(spark_resource, tmp_path) as (backfill, production, backfill_started, production_started):
+    with pooled_sessions(spark_resource.connect_url(), tmp_path) as (
+        backfill,
+        production,
+        backfill_started,
+        production_started,
+    ):
         ended: list[str] = []
         # Each first attempt would hold its core for 60 s: every core of the server.
         job = threading.Thread(target=lambda: ended.extend(attempts_then_result(backfill, 60, backfill_started)))
@@ -160,3 +174,53 @@ def test_a_production_job_takes_the_cores_of_a_backfill_jobs_running_tasks_which
     assert production_done - submitted < 20, (submitted, production_starts, production_done)
     # ... whose tasks were killed and run again, to the whole job's result.
     assert ended == [f"{partition}:1" for partition in range(SERVER_CORES)], ended
+
+
+@contextmanager
+def server_killing_a_task_at_most(kills: int, state_dir: Path) -> Iterator[str]:
+    """A server of the test's own (local[2], as the shared one) whose listener kills one backfill
+    task at most `kills` times; its sc:// URL, stopped after."""
+    conf = {**spark_conf_from_env(), MAX_KILLS_PER_TASK_CONF: str(kills)}  # the shared server's JVM options
+    server = LocalConnectServer(port=free_port(), master=f"local[{SERVER_CORES}]", conf=conf, state_dir=state_dir)
+    try:
+        yield server.ensure_running()
+    finally:
+        server.stop()
+
+
+def test_a_backfill_task_killed_as_often_as_the_bound_allows_runs_to_its_end(tmp_path):
+    with (
+        server_killing_a_task_at_most(1, tmp_path / "state") as url,
+        pooled_sessions(url, tmp_path) as (backfill, production, backfill_started, production_started),
+    ):
+        ended: list[str] = []
+        # First attempts would hold every core for 60 s; the second ones, past the bound, for a few.
+        job = threading.Thread(
+            target=lambda: ended.extend(attempts_then_result(backfill, 60, backfill_started, SECONDS_PAST_THE_BOUND))
+        )
+        job.start()
+
+        def attempts_started(number: int) -> Callable[[], bool]:
+            def started() -> bool:
+                return all((backfill_started / f"{partition}-{number}").exists() for partition in range(SERVER_CORES))
+
+            started.__doc__ = f"every backfill task's attempt {number} started"
+            return started
+
+        wait_for(attempts_started(0), timeout=60)
+        task_starts(production, SERVER_CORES, 0.1, production_started)  # kills each task once: its bound
+        wait_for(attempts_started(1), timeout=60)
+        second = tmp_path / "second_production_job"
+        second.mkdir()
+        submitted = time.time()
+        second_starts = task_starts(production, SERVER_CORES, 0.1, second)
+        job.join(timeout=120)
+    # The tasks killed once ran to their end: production's next job waited for them (no third attempt) ...
+    assert ended == [f"{partition}:1" for partition in range(SERVER_CORES)], ended
+    assert not list(backfill_started.glob("*-2"))
+    # ... its tasks starting once they ended, not as it came.
+    backfill_ends = [
+        float((backfill_started / f"{partition}-1").read_text()) + SECONDS_PAST_THE_BOUND
+        for partition in range(SERVER_CORES)
+    ]
+    assert min(second_starts) > submitted and min(second_starts) >= min(backfill_ends) - 1, (second_starts, submitted)

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +23,8 @@ from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.records import recorded_ids
 
 CLI = [sys.executable, "-m", "partition_assets"]
+# The console script `pip install` puts beside the interpreter: `partition-assets` as a user types it.
+CONSOLE_SCRIPT = [str(Path(sys.executable).parent / "partition-assets")]
 
 # An instance that launches each submitted run at once (the synchronous DefaultRunCoordinator;
 # the repo's dagster.yaml queues runs for dagster-daemon) with Dagster's DefaultRunLauncher.
@@ -38,11 +40,13 @@ run_launcher:
 """
 
 
-def run_cli(*args: str, env: Mapping[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 600, program: Sequence[str] = CLI
+) -> subprocess.CompletedProcess:
     """`partition-assets <args>` run to its end, its output captured as text; in `env` (the
-    whole environment: this process's when None)."""
+    whole environment: this process's when None); as `program` (CONSOLE_SCRIPT: the console script)."""
     return subprocess.run(
-        [*CLI, *args],
+        [*program, *args],
         cwd=REPO,
         env=dict(os.environ if env is None else env),
         capture_output=True,
@@ -56,11 +60,13 @@ def start_cli(
     env: Mapping[str, str] | None = None,
     stdout: int | IO = subprocess.DEVNULL,
     stderr: int | IO = subprocess.DEVNULL,
+    program: Sequence[str] = CLI,
 ) -> subprocess.Popen:
     """`partition-assets <args>` started in a session of its own, so that a test can kill it with
-    every process it started (a lost machine); its output to `stdout` and `stderr` (PIPE: text)."""
+    every process it started (a lost machine); its output to `stdout` and `stderr` (PIPE: text);
+    as `program` (CONSOLE_SCRIPT: the console script)."""
     return subprocess.Popen(
-        [*CLI, *args],
+        [*program, *args],
         cwd=REPO,
         env=dict(os.environ if env is None else env),
         stdout=stdout,

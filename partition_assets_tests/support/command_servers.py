@@ -12,11 +12,11 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from partition_assets_tests.support import REPO
-from partition_assets_tests.support.cli_runs import start_cli
+from partition_assets_tests.support.cli_runs import CLI, start_cli
 from partition_assets_tests.support.polling import wait_for
 
 
@@ -49,10 +49,10 @@ class ServerOutput:
 
 
 @contextmanager
-def command_server(env: Mapping[str, str], probe: bool = False) -> Iterator[ServerOutput]:
+def command_server(env: Mapping[str, str], probe: bool = False, program: Sequence[str] = CLI) -> Iterator[ServerOutput]:
     """A command server for the instance of `env`'s DAGSTER_HOME, listening once the block
-    starts; stopped (SIGTERM) when it ends. With `probe`, the probe server, whose one command
-    is `backfill probe FILE`."""
+    starts; stopped (SIGTERM) when it ends; started as `program` (cli_runs.CONSOLE_SCRIPT: the
+    console script). With `probe`, the probe server, whose one command is `backfill probe FILE`."""
     if probe:
         process = subprocess.Popen(
             [sys.executable, "-m", "partition_assets_tests.support.probe_server"],
@@ -60,7 +60,9 @@ def command_server(env: Mapping[str, str], probe: bool = False) -> Iterator[Serv
             start_new_session=True,
         )  # fmt: skip
     else:
-        process = start_cli("backfill", "serve", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        process = start_cli(
+            "backfill", "serve", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, program=program
+        )
     output = ServerOutput(process)
     try:
         output.wait_for_line(r"command server \d+ serving")

@@ -12,6 +12,7 @@ import os
 import resource
 import sys
 
+from partition_assets.__main__ import working_folder_last
 from partition_assets.processes.command_server import serve
 
 
@@ -31,4 +32,5 @@ def runs_everything(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    working_folder_last()  # the import path `partition-assets` clients send
     sys.exit(serve(os.environ["DAGSTER_HOME"], probe, runs_everything))

@@ -17,9 +17,11 @@ from partition_assets.spark.resource import PREEMPT_ENV, TASKS_PER_CORE_ENV
 from partition_assets.spark.retry_policy import UnreachableFor
 from partition_assets.spark.scheduler_pools import (
     BACKFILL_POOL,
+    DEFAULT_MAX_KILLS_PER_TASK,
     DEFAULT_TASKS_PER_CORE,
     LEAF_PARALLELISM_CONF,
     LISTENERS_KEY,
+    MAX_KILLS_PER_TASK_CONF,
     POOL_CONF,
     PREEMPTING_LISTENER,
     PRODUCTION_POOL,
@@ -130,13 +132,24 @@ def test_productions_pool_takes_every_core_and_a_backfill_is_sliced_by_the_serve
 
 
 def test_the_preempting_listener_leads_a_confs_own_listeners_and_names_the_pools_python_sets():
-    assert preemption_conf({}) == {LISTENERS_KEY: PREEMPTING_LISTENER}
+    default_bound = {MAX_KILLS_PER_TASK_CONF: str(DEFAULT_MAX_KILLS_PER_TASK)}
+    assert preemption_conf({}) == {LISTENERS_KEY: PREEMPTING_LISTENER, **default_bound}
     assert preemption_conf({LISTENERS_KEY: "com.acme.Audit"}) == {
-        LISTENERS_KEY: f"{PREEMPTING_LISTENER},com.acme.Audit"
+        LISTENERS_KEY: f"{PREEMPTING_LISTENER},com.acme.Audit",
+        **default_bound,
     }
     source = (JVM_DIR / f"{PREEMPTING_LISTENER.rsplit('.', 1)[1]}.java").read_text()
-    for constant in (POOL_CONF, PRODUCTION_POOL, BACKFILL_POOL):
+    for constant in (POOL_CONF, PRODUCTION_POOL, BACKFILL_POOL, MAX_KILLS_PER_TASK_CONF):
         assert f'= "{constant}";' in source
+    assert f"DEFAULT_MAX_KILLS_PER_TASK = {DEFAULT_MAX_KILLS_PER_TASK};" in source
+
+
+def test_a_servers_bound_on_one_backfill_tasks_kills_is_its_confs_or_refused():
+    assert preemption_conf({MAX_KILLS_PER_TASK_CONF: "1"})[MAX_KILLS_PER_TASK_CONF] == "1"
+    assert preemption_conf({MAX_KILLS_PER_TASK_CONF: "0"})[MAX_KILLS_PER_TASK_CONF] == "0"  # never killed
+    for bad in ("-1", "two", "1.5", "true", ""):
+        with pytest.raises(SparkConfigError, match=f"{MAX_KILLS_PER_TASK_CONF}='{bad}' is not a whole number >= 0"):
+            preemption_conf({MAX_KILLS_PER_TASK_CONF: bad})
 
 
 def test_preemption_is_on_unless_the_environment_turns_it_off(monkeypatch):
