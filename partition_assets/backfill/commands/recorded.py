@@ -33,6 +33,7 @@ from partition_assets.backfill.commands.results import (
     StatusReport,
     TableDiff,
 )
+from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
@@ -51,8 +52,8 @@ from partition_assets.backfill.state.record import (
     BackfillRecord,
     cancel,
     cancel_in_flight,
+    done_nodes,
     node_states,
-    succeeded_nodes,
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
@@ -88,21 +89,27 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
 
 
 def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome | Published:
-    """Finishes the backfill: runs every node that has not succeeded, then its gate and
-    publish; a backfill whose coordinator died mid-publish or mid-rollback has that step
-    finished (a rollback's result is `Published`, verb "rolled back")."""
-    record = _recorded(instance, backfill_id, C.RESUME)
+    """Finishes the backfill: runs every node it has not done (neither succeeded nor, for a
+    --catch-up backfill, left alone as current when it started), then its gate and publish; a
+    backfill whose coordinator died mid-publish or mid-rollback has that step finished (a
+    rollback's result is `Published`, verb "rolled back"); a retract is finished as a retract
+    (`resume_recorded`)."""
+    return resume_recorded(instance, _recorded(instance, backfill_id, C.RESUME), console)
+
+
+def resume_recorded(instance: dg.DagsterInstance, record: BackfillRecord, console: Console) -> RunOutcome | Published:
+    """`resume_backfill` of `record`, whose status the caller checked: what every surface that
+    continues a backfill runs (`backfill resume`, a re-executed or taken-over coordinator run:
+    commands/engine_run.py), so that each continues it by its kind. A retract continues as a
+    retract (commands/retracting.py `resume_retract`): running its graph's nodes would compute
+    again what it removes."""
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
-    if record.retracted:  # a retract has no nodes: running its graph would materialize them again
-        raise BackfillStateError(
-            f"backfill {record.id} is a retract stopped before it finished ({record.status}): it has no nodes to "
-            f"run. `partition-assets backfill discard {record.id}` deletes its staged removals while no table holds "
-            f"its commit, `partition-assets backfill rollback {record.id}` undoes the commits it made; then retract "
-            "again. Nothing was written."
-        )
+    if record.is_retract:
+        retracted = resume_retract(instance, record)
+        return RunOutcome(record.id, retracted.message, succeeded=True)
     graph = graph_of(record.spec, instance)
-    return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
+    return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 
 
 def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
@@ -111,7 +118,7 @@ def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Cons
     graph = graph_of(record.spec, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
         return RunOutcome(record.id, f"backfill {record.id} has no failed nodes", succeeded=True)
-    return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
+    return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 
 
 def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Canceled:
