@@ -29,6 +29,7 @@ from partition_assets.backfill.commands.results import (
     Lineup,
     PauseChanged,
     Published,
+    RollbackRequested,
     RunOutcome,
     StatusReport,
     TableDiff,
@@ -37,7 +38,13 @@ from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.publishing.approval_steps import approval_required, approve, discard, publication_of
+from partition_assets.backfill.publishing.approval_steps import (
+    approval_required,
+    approve,
+    discard,
+    publication_of,
+    request_rollback,
+)
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.publication import Publication
@@ -45,7 +52,7 @@ from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state import pausing
-from partition_assets.backfill.state.approval import utc_now
+from partition_assets.backfill.state.approval import launcher, utc_now
 from partition_assets.backfill.state.liveness import silent_coordinator
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
@@ -208,7 +215,8 @@ def approve_record(
     another process changed since is approved as it now stands, or refused."""
     _check_fits(instance, record, C.APPROVE)
     versions = approve(publication_of(record, instance), instance, approver, force, utc_now(), dagster_user)
-    return Published(record.id, f"approved by {approver} and published", versions)
+    done = "rolled back" if record.status == BackfillStatus.ROLLED_BACK else "published"
+    return Published(record.id, f"approved by {approver} and {done}", versions)
 
 
 def discard_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Discarded:
@@ -227,11 +235,25 @@ def backfill_ledger(instance: dg.DagsterInstance, backfill_id: str) -> LedgerRep
     )
 
 
-def rollback_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool = False) -> Published:
+def rollback_backfill(
+    instance: dg.DagsterInstance, backfill_id: str, force: bool = False, requested_by: str | None = None
+) -> Published | RollbackRequested:
     """Restores the partitions a published backfill rewrote (with `force`, despite later
-    commits to them)."""
+    commits to them). Where approval is required (the deployment's policy, its spec, its
+    assets' metadata, as for its publish), a rollback not begun waits instead, in
+    `rollback_awaiting_approval`, for `backfill approve` by an approver other than
+    `requested_by` (default: the OS user); a rollback its tables would refuse is refused now.
+
+    Raises:
+        RollbackError (and its kinds): The tables refuse the rollback (undo_steps.check_rollback); nothing was written.
+    """
     record = _recorded(instance, backfill_id, C.ROLLBACK)
-    return _rollback(publication_of(record, instance), instance, force)
+    publication = publication_of(record, instance)
+    if record.status != BackfillStatus.ROLLING_BACK and approval_required(publication, instance):
+        publication.check_rollback(force=force)  # refused now, not once approved
+        request_rollback(publication, instance, launcher(requested_by, None), utc_now())
+        return RollbackRequested(record.id)
+    return _rollback(publication, instance, force)
 
 
 def list_backfills(instance: dg.DagsterInstance, now: datetime | None = None) -> Lineup:

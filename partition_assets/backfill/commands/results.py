@@ -120,12 +120,26 @@ class Published:
     """A publish, approval or rollback that committed the backfill's tables: {table: version}."""
 
     backfill_id: str
-    verb: str  # "published", "approved by NAME and published", "rolled back"
+    verb: str  # "published", "approved by NAME and published" (or "and rolled back"), "rolled back"
     versions: Mapping[str, int | None]
 
     @property
     def message(self) -> str:
         return f"backfill {self.backfill_id} {self.verb}: {describe_versions(dict(self.versions))}"
+
+
+@dataclass(frozen=True)
+class RollbackRequested:
+    """A rollback that requires approval, recorded and awaiting it: nothing restored yet."""
+
+    backfill_id: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id}'s rollback is awaiting approval (nothing restored yet): `partition-assets "
+            f"backfill approve {self.backfill_id} --by NAME` rolls it back"
+        )
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ class BackfillRecord:
     # asset -> the partitions a --catch-up backfill left alone as current when it started: never
     # run by it, also when resumed (`done_nodes`)
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    # who asked for its rollback where approval is required, when, who approved it; None until asked
+    rollback_approval: Approval | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -139,6 +141,7 @@ class BackfillRecord:
             "retracted": self.retracted,
             "restored_provenance": self.restored_provenance,
             "skipped": self.skipped,
+            "rollback_approval": self.rollback_approval.to_json() if self.rollback_approval else {},
         }
 
     @classmethod
@@ -160,6 +163,7 @@ class BackfillRecord:
             saved.get("retracted", {}),
             saved.get("restored_provenance"),
             saved.get("skipped", {}),
+            Approval.from_json(saved.get("rollback_approval")),
             store=store,
         )
 
