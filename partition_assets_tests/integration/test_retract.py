@@ -147,9 +147,7 @@ def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_
         (table, day, 0, LedgerStatus.PUBLISHED) for table in TABLES for day in RETRACTED
     }
     assert [[check["passed"] for check in row.gate] for row in rows if row.asset == "events"] == [[False]] * 3
-    # --catch-up would run them again: they are missing, not current.
-    graph = graph_of(spec(location, selection="*", start=MATERIALIZED[0], end=MATERIALIZED[-1]), instance)
-    assert {node.partition for node in current_nodes(graph, instance)} == set(kept)
+    assert graph_nodes_current(location, instance) == set(kept)  # --catch-up would run them again
     status = backfill_status(instance, retracted.backfill_id)  # no node runs: it says what it removed
     assert "retract of" in status.title
     assert status.retracted_lines == [f"retracted: {table} {', '.join(RETRACTED)}" for table in TABLES]
@@ -190,7 +188,7 @@ def stopped_retract(location: str, instance: dg.DagsterInstance, monkeypatch, ke
     [stopped] = [
         standing.record
         for standing in list_backfills(instance).standings
-        if standing.record.is_retract and standing.record.status == BackfillStatus.RUNNING
+        if standing.record.retracted and standing.record.status == BackfillStatus.RUNNING
     ]
     return stopped
 
@@ -306,11 +304,11 @@ def test_under_a_required_approval_a_retract_and_a_rollback_wait_for_an_approver
 
             waiting = retract_partitions(spec(location, keys=["2024-01-06"], downstream=True), instance, "ana")
 
+            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.AWAITING_APPROVAL
+            assert {table: days_of(lake, table) for table in TABLES} == before  # nothing removed yet
             assert waiting.awaiting_approval and not waiting.versions
             assert "to remove events 2024-01-06: 3 rows -> 0" in waiting.lines
             assert f"backfill approve {waiting.backfill_id} --by NAME" in waiting.message
-            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.AWAITING_APPROVAL
-            assert {table: days_of(lake, table) for table in TABLES} == before  # nothing removed yet
             assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
             with pytest.raises(ApprovalError, match="the approver 'ana' launched backfill"):
                 approve_backfill(instance, waiting.backfill_id, "ana")
