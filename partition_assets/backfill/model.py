@@ -78,7 +78,7 @@ class BackfillStatus(StrEnum):
     # Gate passed, leases parked, freeze kept: `backfill approve` publishes, discard or expiry ends it.
     AWAITING_APPROVAL = "awaiting_approval"
     PAUSED = "paused"  # launches nothing new, its runs in flight finishing: unpause runs it on
-    # Its rollback asked for where approval is required: `backfill approve` rolls it back.
+    # Its rollback asked for under an approval policy: `backfill approve` rolls it back.
     ROLLBACK_AWAITING_APPROVAL = "rollback_awaiting_approval"
 
 

@@ -62,7 +62,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             )
             parser.add_argument(
                 "--by",
-                help="who asks for it (where approval is required, someone else approves it; default: the OS user)",
+                help="who asks for it (under an approval policy, someone else approves it; default: the OS user)",
             )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")

@@ -44,6 +44,7 @@ from partition_assets.backfill.publishing.approval_steps import (
     discard,
     publication_of,
     request_rollback,
+    rollback_requires_approval,
 )
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
@@ -239,8 +240,8 @@ def rollback_backfill(
     instance: dg.DagsterInstance, backfill_id: str, force: bool = False, requested_by: str | None = None
 ) -> Published | RollbackRequested:
     """Restores the partitions a published backfill rewrote (with `force`, despite later
-    commits to them). Where approval is required (the deployment's policy, its spec, its
-    assets' metadata, as for its publish), a rollback not begun waits instead, in
+    commits to them). Under a deployment's approval policy, where its publish requires
+    approval (approval_steps.rollback_requires_approval), a rollback not begun waits instead, in
     `rollback_awaiting_approval`, for `backfill approve` by an approver other than
     `requested_by` (default: the OS user); a rollback its tables would refuse is refused now.
 
@@ -249,7 +250,7 @@ def rollback_backfill(
     """
     record = _recorded(instance, backfill_id, C.ROLLBACK)
     publication = publication_of(record, instance)
-    if record.status != BackfillStatus.ROLLING_BACK and approval_required(publication, instance):
+    if record.status != BackfillStatus.ROLLING_BACK and rollback_requires_approval(publication, instance):
         publication.check_rollback(force=force)  # refused now, not once approved
         request_rollback(publication, instance, launcher(requested_by, None), utc_now())
         return RollbackRequested(record.id)

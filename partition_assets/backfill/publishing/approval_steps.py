@@ -1,7 +1,7 @@
 """The steps of approval before publish (backfill/state/approval.py says when it is needed):
 a backfill starts waiting (`start_waiting`), is approved and published (`approve`), or
-discarded (`discard`, also what an expired approval comes to). A rollback where approval is
-required waits the same way (`request_rollback`), and `approve` rolls it back. Every surface calls these:
+discarded (`discard`, also what an expired approval comes to). Under a deployment's policy, a
+rollback waits the same way (`request_rollback`), and `approve` rolls it back. Every surface calls these:
 the command line, the Launchpad's jobs and the coordinator.
 
 Each goes through the status table (backfill/state/status.py), so an approval of a
@@ -52,6 +52,18 @@ def approval_required(publication: Publication, instance: dg.DagsterInstance) ->
         (asset_graph.get(key).metadata for key in publication.graph.assets),
         approval.approval_policy(instance),
     )
+
+
+def rollback_requires_approval(publication: Publication, instance: dg.DagsterInstance) -> bool:
+    """Whether a rollback of the backfill waits for an approval (`request_rollback`): under a
+    deployment's policy (dagster.yaml), where its publish would need one (`approval_required`).
+    Without a policy, a spec's or an asset's own ask gates the publish only: its rollback is
+    the way back and needs none.
+
+    Raises:
+        ApprovalConfigError: The deployment's approval setting is malformed; nothing was written.
+    """
+    return approval.approval_policy(instance) is not None and approval_required(publication, instance)
 
 
 def check_launch(publication: Publication, instance: dg.DagsterInstance) -> None:
@@ -160,7 +172,8 @@ def _approve_and_publish(
 
 def request_rollback(publication: Publication, instance: dg.DagsterInstance, requested_by: str, now: datetime) -> None:
     """Records that `requested_by` asks at `now` for the rollback of the backfill (published, or
-    its publish cut short), which requires approval, and moves it to `rollback_awaiting_approval`:
+    its publish cut short), which requires approval (`rollback_requires_approval`), and moves it
+    to `rollback_awaiting_approval`:
     nothing is restored until an approver other than `requested_by` approves it (`approve`).
     The caller checked that the rollback would be accepted now (Publication.check_rollback).
 

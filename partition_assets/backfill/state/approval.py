@@ -31,7 +31,7 @@ from the Launchpad, by the Dagster user the run carries where the instance knows
 No launch option or tag skips a required approval: `--approval none`, the UI tag
 `partition_assets/approval=none`, `--publish per-node`, and a webserver backfill left to
 Dagster's daemon (the tag `partition_assets/engine=dagster`, or no engine_modules) are
-refused, nothing recorded or run. A rollback where approval is required waits the same way
+refused, nothing recorded or run. A rollback of a backfill whose publish requires approval waits the same way
 (`rollback_awaiting_approval`), approved by someone other than whoever asked for it.
 Without the setting, none of this applies.
 

@@ -77,7 +77,7 @@ class BackfillRecord:
     # asset -> the partitions a --catch-up backfill left alone as current when it started: never
     # run by it, also when resumed (`done_nodes`)
     skipped: dict[str, list[str]] = field(default_factory=dict)
-    # who asked for its rollback where approval is required, when, who approved it; None until asked
+    # who asked for its rollback under an approval policy, when, who approved it; None until asked
     rollback_approval: Approval | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):

@@ -53,7 +53,7 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     # Discarded only while no table holds its publish commit (a publish killed before its first
     # commit, whose moved files a vacuum may have deleted: undo_steps.discard checks the logs).
-    # A rollback where approval is required waits for it (rollback_awaiting_approval), then rolls back.
+    # Under an approval policy a rollback waits for an approval (rollback_awaiting_approval), then rolls back.
     S.PUBLISHING: frozenset(
         {S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK, S.ROLLBACK_AWAITING_APPROVAL, S.DISCARDED}
     ),
@@ -76,7 +76,7 @@ COMMANDS: dict[BackfillCommand, dict[BackfillStatus, BackfillStatus]] = {
     C.RETRY: dict.fromkeys((S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED), S.RUNNING),
     C.PUBLISH: dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
     C.DISCARD: dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL, S.PUBLISHING), S.DISCARDED),
-    # Where approval is required, a rollback not begun moves to rollback_awaiting_approval instead.
+    # Under an approval policy, a rollback not begun moves to rollback_awaiting_approval instead.
     C.ROLLBACK: dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
     # Approving publishes (after a failed gate only with --force).
     C.APPROVE: {
