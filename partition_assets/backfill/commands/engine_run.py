@@ -95,15 +95,17 @@ def plan_engine_run(
 
 
 def run_engine_plan(instance: dg.DagsterInstance, plan: EngineRunPlan, console: Console) -> RunOutcome:
-    """Runs `plan` as `execute_backfill` does (node results and phases to `console`). A
-    backfill canceled meanwhile (`backfill cancel`, the UI) ends as an outcome that did not
-    succeed. The run interrupted (terminated from the UI) leaves the backfill canceled, its
-    node runs in flight canceled, so that `backfill resume` picks it up; any other error
-    leaves it as its coordinator settled it (failed), its node runs in flight canceled.
+    """Runs `plan` as `execute_backfill` does (node results and phases to `console`); a
+    recorded retract as `resume_retract` does, running no node. A backfill canceled meanwhile
+    (`backfill cancel`, the UI) ends as an outcome that did not succeed. The run interrupted
+    (terminated from the UI) leaves the backfill canceled, its node runs in flight canceled,
+    so that `backfill resume` picks it up; any other error leaves it as its coordinator
+    settled it (failed), its node runs in flight canceled.
 
     Raises:
         PartitionAssetsError: Refused before its first node (e.g. leased partitions); the
-            backfill is failed, nothing was published.
+            backfill is failed, nothing was published. A retract its status does not let resume
+            (one awaiting approval): IllegalTransitionError, nothing written.
     """
     record = plan.record
     try:
