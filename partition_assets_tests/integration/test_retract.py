@@ -50,6 +50,7 @@ from partition_assets.storage.failpoints import InjectedFailure
 from partition_assets_tests.support import REPO, retract_defs
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import add_to_config
+from partition_assets_tests.support.results import failure_message
 
 MATERIALIZED = [f"2024-01-0{day}" for day in range(1, 8)]  # 2024-01-08 to 10 never are
 RETRACTED = ["2024-01-02", "2024-01-03", "2024-01-05"]
@@ -311,6 +312,17 @@ def test_under_a_required_approval_a_retract_and_a_rollback_wait_for_an_approver
             assert "to remove events 2024-01-06: 3 rows -> 0" in waiting.lines
             assert f"backfill approve {waiting.backfill_id} --by NAME" in waiting.message
             assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+            # A takeover typed by hand for it is refused, naming approve; it stays as it was.
+            takeover = sparse_backfill_job(location).execute_in_process(
+                run_config=spec_run_config(BackfillStore(instance).load(waiting.backfill_id).spec),
+                instance=instance,
+                tags={BACKFILL_ID_TAG: waiting.backfill_id, TAKEOVER_TAG: "true"},
+                raise_on_error=False,
+            )
+            assert not takeover.success
+            assert "is awaiting_approval: cannot resume it" in failure_message(takeover)
+            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.AWAITING_APPROVAL
+            assert {table: days_of(lake, table) for table in TABLES} == before
             with pytest.raises(ApprovalError, match="the approver 'ana' launched backfill"):
                 approve_backfill(instance, waiting.backfill_id, "ana")
             with pytest.raises(ApprovalError, match="allows only ana, bruno"):
