@@ -47,6 +47,7 @@ from partition_assets.errors import (
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.failpoints import InjectedFailure
+from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import REPO, retract_defs
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import add_to_config
@@ -179,9 +180,11 @@ def test_the_command_line_prints_each_removed_partition_and_how_to_bring_them_ba
     assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
 
 
-def stopped_retract(location: str, instance: dg.DagsterInstance, monkeypatch, keys: list[str]) -> BackfillRecord:
+def stopped_retract(retract_lake, monkeypatch, keys: list[str]) -> BackfillRecord:
     """The record of a retract of `keys` (with downstream) stopped by an unexpected error after
-    staging its removals, before its gate: `running`, its tables unchanged."""
+    staging its removals, before its gate: `running`, its tables unchanged, its partitions
+    leased (parked) until it is resumed or discarded."""
+    location, instance, lake, _ = retract_lake
     monkeypatch.setenv(FAILPOINT_ENV, "gating:raise")
     with pytest.raises(InjectedFailure):
         retract_partitions(spec(location, keys=keys, downstream=True), instance)
@@ -191,6 +194,8 @@ def stopped_retract(location: str, instance: dg.DagsterInstance, monkeypatch, ke
         for standing in list_backfills(instance).standings
         if standing.record.retracted and standing.record.status == BackfillStatus.RUNNING
     ]
+    leases = [lease for table in TABLES for lease in held_by(str(lake / table), stopped.id)]
+    assert len(leases) == len(TABLES) and all(lease.parked for lease in leases)
     return stopped
 
 
@@ -202,7 +207,7 @@ def node_runs(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.Dagster
 def test_a_retract_stopped_before_its_publish_is_resumed_as_a_retract_or_discarded(retract_lake, monkeypatch):
     location, instance, lake, _ = retract_lake
     versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
-    stopped = stopped_retract(location, instance, monkeypatch, ["2024-01-06"])
+    stopped = stopped_retract(retract_lake, monkeypatch, ["2024-01-06"])
 
     resumed = resume_backfill(instance, stopped.id, SilentConsole())
 
@@ -213,7 +218,7 @@ def test_a_retract_stopped_before_its_publish_is_resumed_as_a_retract_or_discard
         assert "2024-01-06" not in days_of(lake, table) and "2024-01-06" not in materialized(instance, table)
     rollback_backfill(instance, stopped.id)
 
-    again = stopped_retract(location, instance, monkeypatch, ["2024-01-06"])
+    again = stopped_retract(retract_lake, monkeypatch, ["2024-01-06"])
     discard_backfill(instance, again.id)  # or dropped: its staged removals deleted
     assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == {
         table: version + 2
@@ -234,7 +239,7 @@ def test_a_retract_taken_over_by_a_tagged_coordinator_run_stays_a_retract(retrac
     the takeover tag (what the takeover sensor requests, or anyone types in the Launchpad) ran it
     as a compute backfill: the removed partitions were computed again and published."""
     location, instance, lake, _ = retract_lake
-    stopped = stopped_retract(location, instance, monkeypatch, ["2024-01-06"])
+    stopped = stopped_retract(retract_lake, monkeypatch, ["2024-01-06"])
     job = sparse_backfill_job(location)
     takeover = {BACKFILL_ID_TAG: stopped.id, TAKEOVER_TAG: "true"}
 

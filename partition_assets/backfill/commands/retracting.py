@@ -20,7 +20,8 @@ Not guaranteed: between its first table commit and the wipe, readers of Dagster'
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import dagster as dg
 
@@ -39,7 +40,7 @@ from partition_assets.backfill.state.record import BackfillRecord, by_asset, nod
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import RetractError
-from partition_assets.storage.leases import park, release
+from partition_assets.storage.leases import Lease, park, release
 from partition_assets.storage.table_format import StagingFormat
 
 
@@ -105,15 +106,16 @@ def _retract(publication: Publication, instance: dg.DagsterInstance, action: Bac
     """The retract of `publication` run by `action`, as its coordinator, from its status on."""
     record = publication.record
     required = approval_required(publication, instance)  # a malformed policy refuses before any lease
-    if record.status == BackfillStatus.PUBLISHING:  # its tables' commits began: only the publish is left
-        with publication.held(instance, action, entering=BackfillStatus.PUBLISHING) as leases:
+    publishing = record.status == BackfillStatus.PUBLISHING  # its tables' commits began: only the publish is left
+    entering = BackfillStatus.PUBLISHING if publishing else BackfillStatus.RUNNING
+    with publication.held(instance, action, entering=entering) as leases, _parked_if_stopped(leases):
+        if publishing:
             versions = publication.publish(instance)
             release(leases)
-        removed = tuple(
-            RemovedPartition(node.asset.to_user_string(), node.partition, None) for node in nodes_of(record.retracted)
-        )
-        return Retracted(record.id, removed, versions, ())
-    with publication.held(instance, action, entering=BackfillStatus.RUNNING) as leases:
+            unknown_rows = (
+                RemovedPartition(n.asset.to_user_string(), n.partition, None) for n in nodes_of(record.retracted)
+            )
+            return Retracted(record.id, tuple(unknown_rows), versions, ())
         record.move_to(BackfillStatus.RUNNING, action)  # a canceled or failed one runs on
         retraction = publication.retract()
         removed = tuple(RemovedPartition(asset, partition, rows) for asset, partition, rows in retraction.removed)
@@ -126,6 +128,17 @@ def _retract(publication: Publication, instance: dg.DagsterInstance, action: Bac
         versions = publication.publish(instance)
         release(leases)
     return Retracted(record.id, removed, versions, checks)
+
+
+@contextmanager
+def _parked_if_stopped(leases: list[Lease]) -> Iterator[None]:
+    """However a retract stops short (an error, an interrupt), its partitions stay leased
+    (parked), as a staged backfill's do, until its resume or discard."""
+    try:
+        yield
+    except BaseException:
+        park(leases)
+        raise
 
 
 def _staging_formats(tables: Iterable[BackfillTable]) -> list[StagingFormat]:
