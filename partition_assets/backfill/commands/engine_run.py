@@ -110,7 +110,7 @@ def run_engine_plan(instance: dg.DagsterInstance, plan: EngineRunPlan, console: 
     record = plan.record
     try:
         if record.is_retract:  # continued as a retract: running its graph's nodes would compute what it removes
-            outcome = RunOutcome(record.id, resume_retract(instance, record).message, succeeded=True)
+            outcome = resume_retract(instance, record).outcome
         else:
             outcome = execute_backfill(instance, record, plan.graph, plan.done, console)
     except PartitionAssetsError:

@@ -100,22 +100,14 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
     """Finishes the backfill: runs every node it has not done (neither succeeded nor, for a
     --catch-up backfill, left alone as current when it started), then its gate and publish; a
     backfill whose coordinator died mid-publish or mid-rollback has that step finished (a
-    rollback's result is `Published`, verb "rolled back"); a retract is finished as a retract
-    (`resume_recorded`)."""
-    return resume_recorded(instance, _recorded(instance, backfill_id, C.RESUME), console)
-
-
-def resume_recorded(instance: dg.DagsterInstance, record: BackfillRecord, console: Console) -> RunOutcome | Published:
-    """`resume_backfill` of `record`, whose status the caller checked: what every surface that
-    continues a backfill runs (`backfill resume`, a re-executed or taken-over coordinator run:
-    commands/engine_run.py), so that each continues it by its kind. A retract continues as a
-    retract (commands/retracting.py `resume_retract`): running its graph's nodes would compute
-    again what it removes."""
+    rollback's result is `Published`, verb "rolled back"). A retract is finished as a retract
+    (commands/retracting.py `resume_retract`, as a taken-over coordinator run does): running its
+    graph's nodes would compute again what it removes."""
+    record = _recorded(instance, backfill_id, C.RESUME)
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
     if record.is_retract:
-        retracted = resume_retract(instance, record)
-        return RunOutcome(record.id, retracted.message, succeeded=True)
+        return resume_retract(instance, record).outcome
     graph = graph_of(record.spec, instance)
     return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 

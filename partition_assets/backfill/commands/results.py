@@ -176,6 +176,11 @@ class Retracted:
         return removed + ((f"gate (recorded in the ledger; a retract publishes anyway):\n{failed}",) if failed else ())
 
     @property
+    def outcome(self) -> RunOutcome:
+        """This retract as the result of a command that continues a backfill (resume, a coordinator run)."""
+        return RunOutcome(self.backfill_id, self.message, succeeded=True)
+
+    @property
     def message(self) -> str:
         if self.awaiting_approval:
             return (
