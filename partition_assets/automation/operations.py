@@ -31,6 +31,7 @@ from partition_assets.backfill.commands import (
     Console,
     Discarded,
     Published,
+    RollbackRequested,
     RunOutcome,
     approve_backfill,
     discard_backfill,
@@ -60,7 +61,7 @@ class ApproveConfig(ForceConfig):
 
 
 # What an operation returns: the result of the command it calls.
-OperationResult = Published | Discarded | RunOutcome
+OperationResult = Published | Discarded | RunOutcome | RollbackRequested
 # A command called with the run's context, its config and the console of the run's log.
 Operation = Callable[[dg.OpExecutionContext, Any, Console], OperationResult]
 
@@ -91,7 +92,9 @@ _OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Operation]] = {
     "backfill_rollback": (
         "rollback",
         ForceConfig,
-        lambda context, c, console: rollback_backfill(context.instance, c.backfill_id, c.force),
+        lambda context, c, console: rollback_backfill(
+            context.instance, c.backfill_id, c.force, requested_by=context.run.tags.get(DAGSTER_USER_TAG)
+        ),
     ),
     "backfill_resume": (
         "resume",

@@ -5,7 +5,8 @@ Each evaluation claims the backfills whose status needs a coordinator and whose
 coordinator fell silent (backfill/state/takeover_claims.py: one claim per backfill, whichever
 hosts' sensors notice it at the same moment) and requests one run of `job` (a
 `sparse_backfill_job`) per claim, tagged with the backfill's id and TAKEOVER_TAG: the job
-resumes the recorded backfill as `partition-assets backfill resume` would.
+resumes the recorded backfill as `partition-assets backfill resume` would, by its kind (a
+retract as a retract: backfill/commands/engine_run.py).
 
 Not guaranteed: the run starts only when the deployment's run coordinator starts it (a
 queued run waits for the daemon); a coordinator run that fails to start is claimed again

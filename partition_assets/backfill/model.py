@@ -78,6 +78,8 @@ class BackfillStatus(StrEnum):
     # Gate passed, leases parked, freeze kept: `backfill approve` publishes, discard or expiry ends it.
     AWAITING_APPROVAL = "awaiting_approval"
     PAUSED = "paused"  # launches nothing new, its runs in flight finishing: unpause runs it on
+    # Its rollback asked for under an approval policy: `backfill approve` rolls it back.
+    ROLLBACK_AWAITING_APPROVAL = "rollback_awaiting_approval"
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class Approval:
     expires_at: datetime | None = None
     approved_by: str | None = None
     approved_at: datetime | None = None
+    # who asked for what awaits approval, when not the launcher (a rollback); None otherwise
+    requested_by: str | None = None
 
     def expired(self, now: datetime) -> bool:
         """Whether the wait expired at or before `now`."""
@@ -118,7 +122,13 @@ class Approval:
             value = saved.get(name)
             return datetime.fromisoformat(value) if value else None
 
-        return cls(time("awaiting_since"), time("expires_at"), saved.get("approved_by"), time("approved_at"))
+        return cls(
+            time("awaiting_since"),
+            time("expires_at"),
+            saved.get("approved_by"),
+            time("approved_at"),
+            saved.get("requested_by"),
+        )
 
 
 class BackfillCommand(StrEnum):

@@ -208,7 +208,7 @@ _ON_RECORD: dict[str, Callable[[dg.DagsterInstance, str, argparse.Namespace], in
     ),
     "discard": lambda instance, backfill_id, args: _shown(discard_backfill(instance, backfill_id).message),
     "rollback": lambda instance, backfill_id, args: _shown(
-        rollback_backfill(instance, backfill_id, args.force).message
+        rollback_backfill(instance, backfill_id, args.force, requested_by=args.by).message
     ),
 }
 

@@ -60,6 +60,10 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
             parser.add_argument(
                 "--force", action="store_true", help="roll back despite later commits to its partitions"
             )
+            parser.add_argument(
+                "--by",
+                help="who asks for it (under an approval policy, someone else approves it; default: the OS user)",
+            )
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
         if name in ("resume", "retry"):

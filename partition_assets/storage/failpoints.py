@@ -30,11 +30,13 @@ PUBLISH_POINTS = (
     "publish_committing",  # every staged file is in the layout; the log is untouched
     "publish_committed",  # the publish commit is in the log; the backfill's folder is not cleaned up
 )
-# Points the coordinator of a staged backfill passes (backfill/publishing/gate_step.py, publish_step.py, undo_steps.py).
+# Points the coordinator of a staged backfill passes (backfill/publishing/gate_step.py, publish_step.py,
+# undo_steps.py, publication.py).
 COORDINATOR_POINTS = (
     "gating",  # every node succeeded; the gate's stats are being computed
     "between_table_commits",  # one table of the backfill is published, the next is not
     "between_rollback_commits",  # one table is rolled back, the next is not
+    "retract_wiping",  # a retract's tables are committed; Dagster still shows its partitions materialized
 )
 POINTS = WRITE_POINTS + PUBLISH_POINTS + COORDINATOR_POINTS
 

@@ -16,6 +16,7 @@ from partition_assets.cli.heatmap import COLORS
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.cli_runs import backfill_cli, kill_then_resume, runs_by_node, start_cli
+from partition_assets_tests.support.engine_defs import FAILING_PARTITION
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import session_members
 from partition_assets_tests.support.records import recorded_ids
@@ -76,6 +77,26 @@ def test_catch_up_launches_only_missing_partitions(home):
     assert catch_up.returncode == 0, catch_up.stderr
     second_id = catch_up.stdout.split()[1].rstrip(":")  # "backfill <id>: N nodes"
     assert set(runs_by_node(home, second_id)) == {("raw", f"2024-01-0{d}") for d in (4, 5, 6)}
+
+
+def test_resume_of_a_catch_up_backfill_runs_only_the_nodes_it_has_not_done(home):
+    """Issue 50, hole 8: resume passed only the succeeded nodes as done, so it ran again (and
+    republished) the nodes its --catch-up start had left alone as current."""
+    first = backfill_cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03")
+    assert first.returncode == 0, first.stderr
+    args = ("--select", "key:raw or key:flaky", "--start", "2024-01-01", "--end", "2024-01-05", "--catch-up")
+    catch_up = backfill_cli(home, "run", *TARGET, *args)
+    assert catch_up.returncode == 1, catch_up.stderr  # flaky fails on its FAILING_PARTITION
+    backfill_id = catch_up.stdout.split()[1].rstrip(":")  # "backfill <id>: N nodes"
+    before = runs_by_node(home, backfill_id)
+    assert ("raw", "2024-01-04") in before and ("raw", "2024-01-03") not in before  # raw 1-3 current: skipped
+
+    resumed = backfill_cli(home, "resume", backfill_id)
+
+    assert resumed.returncode == 1, resumed.stderr  # flaky fails again
+    after = runs_by_node(home, backfill_id)
+    ran = {node for node, statuses in after.items() if len(statuses) > len(before.get(node, []))}
+    assert ran == {("flaky", FAILING_PARTITION)}  # exactly the node not done: neither current nor succeeded
 
 
 def test_cancel_stops_launching_and_cancels_runs_in_flight(home):

@@ -10,14 +10,18 @@ command line once, as a process, against the same instance (a DAGSTER_HOME)."""
 import os
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 from deltalake import DeltaTable
 
+from partition_assets.automation import sparse_backfill_job
 from partition_assets.backfill.commands import (
     SilentConsole,
+    approve_backfill,
     backfill_status,
     discard_backfill,
     list_backfills,
@@ -25,21 +29,29 @@ from partition_assets.backfill.commands import (
     retract_partitions,
     rollback_backfill,
 )
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.instance_state import current_nodes, graph_of
+from partition_assets.backfill.planning.run_config import spec_run_config
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.tables import lake_root
 from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import (
+    ApprovalError,
     BackfillPlanError,
-    BackfillStateError,
     DownstreamReadersError,
     NotMaterializedError,
 )
+from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.failpoints import InjectedFailure
+from partition_assets.storage.leases import held_by
 from partition_assets_tests.support import REPO, retract_defs
 from partition_assets_tests.support.cli_runs import run_cli
+from partition_assets_tests.support.instances import add_to_config
+from partition_assets_tests.support.results import failure_message
 
 MATERIALIZED = [f"2024-01-0{day}" for day in range(1, 8)]  # 2024-01-08 to 10 never are
 RETRACTED = ["2024-01-02", "2024-01-03", "2024-01-05"]
@@ -137,9 +149,7 @@ def test_retract_with_downstream_removes_the_partitions_in_one_commit_per_table_
         (table, day, 0, LedgerStatus.PUBLISHED) for table in TABLES for day in RETRACTED
     }
     assert [[check["passed"] for check in row.gate] for row in rows if row.asset == "events"] == [[False]] * 3
-    # --catch-up would run them again: they are missing, not current.
-    graph = graph_of(spec(location, selection="*", start=MATERIALIZED[0], end=MATERIALIZED[-1]), instance)
-    assert {node.partition for node in current_nodes(graph, instance)} == set(kept)
+    assert graph_nodes_current(location, instance) == set(kept)  # --catch-up would run them again
     status = backfill_status(instance, retracted.backfill_id)  # no node runs: it says what it removed
     assert "retract of" in status.title
     assert status.retracted_lines == [f"retracted: {table} {', '.join(RETRACTED)}" for table in TABLES]
@@ -170,23 +180,178 @@ def test_the_command_line_prints_each_removed_partition_and_how_to_bring_them_ba
     assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
 
 
-def test_a_retract_stopped_before_its_publish_is_discarded_not_resumed(retract_lake, monkeypatch):
+def stopped_retract(retract_lake, monkeypatch, keys: list[str]) -> BackfillRecord:
+    """The record of a retract of `keys` (with downstream) stopped by an unexpected error after
+    staging its removals, before its gate: `running`, its tables unchanged, its partitions
+    leased (parked) until it is resumed or discarded."""
     location, instance, lake, _ = retract_lake
-    versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
-    monkeypatch.setenv(FAILPOINT_ENV, "gating:raise")  # its removals staged, its gate not evaluated
+    monkeypatch.setenv(FAILPOINT_ENV, "gating:raise")
     with pytest.raises(InjectedFailure):
-        retract_partitions(spec(location, keys=["2024-01-06"], downstream=True), instance)
+        retract_partitions(spec(location, keys=keys, downstream=True), instance)
     monkeypatch.delenv(FAILPOINT_ENV)
     [stopped] = [
         standing.record
         for standing in list_backfills(instance).standings
-        if standing.record.retracted and standing.record.status == "running"
+        if standing.record.retracted and standing.record.status == BackfillStatus.RUNNING
     ]
+    leases = [lease for table in TABLES for lease in held_by(str(lake / table), stopped.id)]
+    assert len(leases) == len(TABLES) and all(lease.parked for lease in leases)
+    return stopped
 
-    with pytest.raises(BackfillStateError, match="discard"):  # resuming would materialize them again
-        resume_backfill(instance, stopped.id, SilentConsole())
-    discard_backfill(instance, stopped.id)
 
-    assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == versions
+def node_runs(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:
+    """The runs tagged with the backfill's id that computed an asset (none for a retract)."""
+    return [run for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})) if run.asset_selection]
+
+
+def test_a_retract_stopped_before_its_publish_is_resumed_as_a_retract_or_discarded(retract_lake, monkeypatch):
+    location, instance, lake, _ = retract_lake
+    versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
+    stopped = stopped_retract(retract_lake, monkeypatch, ["2024-01-06"])
+
+    resumed = resume_backfill(instance, stopped.id, SilentConsole())
+
+    assert resumed.succeeded and f"backfill {stopped.id} retracted 2 partitions" in resumed.message
+    assert BackfillStore(instance).status(stopped.id) == BackfillStatus.PUBLISHED
+    assert not node_runs(instance, stopped.id)  # nothing computed: its partitions are removed
+    for table in TABLES:
+        assert "2024-01-06" not in days_of(lake, table) and "2024-01-06" not in materialized(instance, table)
+    rollback_backfill(instance, stopped.id)
+
+    again = stopped_retract(retract_lake, monkeypatch, ["2024-01-06"])
+    discard_backfill(instance, again.id)  # or dropped: its staged removals deleted
+    assert {table: DeltaTable(str(lake / table)).version() for table in TABLES} == {
+        table: version + 2
+        for table, version in versions.items()  # the retract and its rollback
+    }
+    assert all(days_of(lake, table) == days_of_materialized(table) for table in TABLES)
     assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
-    assert not any((lake / table / "_backfills" / stopped.id).exists() for table in TABLES)
+    assert not any((lake / table / "_backfills" / again.id).exists() for table in TABLES)
+
+
+def days_of_materialized(table: str) -> dict[str, int]:
+    """Rows per day of `table` as the module's fixture materialized it."""
+    return {day: retract_defs.ROWS_PER_DAY if table == "events" else 1 for day in MATERIALIZED}
+
+
+def test_a_retract_taken_over_by_a_tagged_coordinator_run_stays_a_retract(retract_lake, monkeypatch):
+    """Issue 50, hole 3: a coordinator run of the engine job tagged with a stopped retract's id and
+    the takeover tag (what the takeover sensor requests, or anyone types in the Launchpad) ran it
+    as a compute backfill: the removed partitions were computed again and published."""
+    location, instance, lake, _ = retract_lake
+    stopped = stopped_retract(retract_lake, monkeypatch, ["2024-01-06"])
+    job = sparse_backfill_job(location)
+    takeover = {BACKFILL_ID_TAG: stopped.id, TAKEOVER_TAG: "true"}
+
+    taken_over = job.execute_in_process(
+        run_config=spec_run_config(stopped.spec), instance=instance, tags=takeover, raise_on_error=False
+    )
+
+    assert taken_over.success
+    assert BackfillStore(instance).status(stopped.id) == BackfillStatus.PUBLISHED
+    assert not node_runs(instance, stopped.id)  # no partition computed again
+    for table in TABLES:
+        assert "2024-01-06" not in days_of(lake, table) and "2024-01-06" not in materialized(instance, table)
+    versions = {table: DeltaTable(str(lake / table)).version() for table in TABLES}
+    # The same tags typed again for the now final retract: the run does nothing.
+    again = job.execute_in_process(
+        run_config=spec_run_config(stopped.spec), instance=instance, tags=takeover, raise_on_error=False
+    )
+    assert again.success and {table: DeltaTable(str(lake / table)).version() for table in TABLES} == versions
+    assert BackfillStore(instance).status(stopped.id) == BackfillStatus.PUBLISHED and not node_runs(
+        instance, stopped.id
+    )
+    rollback_backfill(instance, stopped.id)
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+
+
+def test_a_retract_killed_between_its_commits_and_its_wipe_is_resumed_and_wipes(retract_lake):
+    """Issue 50, hole 7: a retract killed after its commits and before Dagster's partitions were
+    wiped said `published` while Dagster showed its partitions materialized, and resume refused it."""
+    location, instance, lake, home = retract_lake
+    args = ("backfill", "retract", "-f", location, "--select", "events", "--keys", "2024-01-06", "--downstream")
+
+    earlier = {standing.record.id for standing in list_backfills(instance).standings}
+
+    killed = run_cli(*args, env={**os.environ, "DAGSTER_HOME": str(home), FAILPOINT_ENV: "retract_wiping"})
+
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    [record] = [standing.record for standing in list_backfills(instance).standings if standing.record.id not in earlier]
+    assert record.status == BackfillStatus.PUBLISHING  # not published: its wipe is still to come
+    assert all("2024-01-06" not in days_of(lake, table) for table in TABLES)  # its commits are in
+    assert all("2024-01-06" in materialized(instance, table) for table in TABLES)  # its wipe is not
+
+    resumed = resume_backfill(instance, record.id, SilentConsole())
+
+    assert resumed.succeeded, resumed.message
+    assert BackfillStore(instance).status(record.id) == BackfillStatus.PUBLISHED
+    for table in TABLES:
+        assert "2024-01-06" not in days_of(lake, table) and "2024-01-06" not in materialized(instance, table)
+    assert graph_nodes_current(location, instance) == set(MATERIALIZED) - {"2024-01-06"}  # --catch-up runs it
+    rollback_backfill(instance, record.id)
+    assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+
+
+def graph_nodes_current(location: str, instance: dg.DagsterInstance) -> set[str]:
+    """The days `--catch-up` over every asset of the module's range would leave alone."""
+    graph = graph_of(spec(location, selection="*", start=MATERIALIZED[0], end=MATERIALIZED[-1]), instance)
+    return {node.partition for node in current_nodes(graph, instance)}
+
+
+def test_under_a_required_approval_a_retract_and_a_rollback_wait_for_an_approver(retract_lake):
+    """Issue 50, hole 4: with `approval: {required: true, approvers: [...]}`, ana's retract removed
+    the partitions at once, and `rollback` ran ungated."""
+    location, _, lake, home = retract_lake
+    config = (home / "dagster.yaml").read_text()
+    settings = yaml.safe_load(config)["partition_assets"]
+    add_to_config(home, partition_assets={**settings, "approval": {"required": True, "approvers": ["ana", "bruno"]}})
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            before = {table: days_of(lake, table) for table in TABLES}
+
+            waiting = retract_partitions(spec(location, keys=["2024-01-06"], downstream=True), instance, "ana")
+
+            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.AWAITING_APPROVAL
+            assert {table: days_of(lake, table) for table in TABLES} == before  # nothing removed yet
+            assert waiting.awaiting_approval and not waiting.versions
+            assert "to remove events 2024-01-06: 3 rows -> 0" in waiting.lines
+            assert f"backfill approve {waiting.backfill_id} --by NAME" in waiting.message
+            assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+            # A takeover typed by hand for it is refused, naming approve; it stays as it was.
+            takeover = sparse_backfill_job(location).execute_in_process(
+                run_config=spec_run_config(BackfillStore(instance).load(waiting.backfill_id).spec),
+                instance=instance,
+                tags={BACKFILL_ID_TAG: waiting.backfill_id, TAKEOVER_TAG: "true"},
+                raise_on_error=False,
+            )
+            assert not takeover.success
+            assert "is awaiting_approval: cannot resume it" in failure_message(takeover)
+            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.AWAITING_APPROVAL
+            assert {table: days_of(lake, table) for table in TABLES} == before
+            with pytest.raises(ApprovalError, match="the approver 'ana' launched backfill"):
+                approve_backfill(instance, waiting.backfill_id, "ana")
+            with pytest.raises(ApprovalError, match="allows only ana, bruno"):
+                approve_backfill(instance, waiting.backfill_id, "carol")
+
+            approve_backfill(instance, waiting.backfill_id, "bruno")
+
+            for table in TABLES:
+                assert "2024-01-06" not in days_of(lake, table) and "2024-01-06" not in materialized(instance, table)
+            removed = {table: days_of(lake, table) for table in TABLES}
+
+            asked = rollback_backfill(instance, waiting.backfill_id, requested_by="bruno")
+
+            assert "rollback is awaiting approval" in asked.message
+            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.ROLLBACK_AWAITING_APPROVAL
+            assert {table: days_of(lake, table) for table in TABLES} == removed
+            with pytest.raises(ApprovalError, match="the approver 'bruno' asked for the rollback of backfill"):
+                approve_backfill(instance, waiting.backfill_id, "bruno")
+
+            rolled_back = approve_backfill(instance, waiting.backfill_id, "ana")
+
+            assert "approved by ana and rolled back" in rolled_back.message
+            assert BackfillStore(instance).status(waiting.backfill_id) == BackfillStatus.ROLLED_BACK
+            assert {table: days_of(lake, table) for table in TABLES} == before
+            assert all(materialized(instance, table) == set(MATERIALIZED) for table in TABLES)
+    finally:
+        (home / "dagster.yaml").write_text(config)

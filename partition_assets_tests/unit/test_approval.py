@@ -24,7 +24,11 @@ def test_a_backfill_awaits_approval_only_after_running_and_leaves_only_by_publis
     assert {status for status in S if is_allowed(status, S.AWAITING_APPROVAL)} == {S.RUNNING, S.PAUSED}
     # Its publish refused by a commit made outside it, before any commit, is publish_refused (issue 39, hole 9).
     assert TRANSITIONS[S.AWAITING_APPROVAL] == {S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}
-    assert COMMANDS["approve"] == {S.AWAITING_APPROVAL: S.PUBLISHING, S.GATE_FAILED: S.PUBLISHING}
+    assert COMMANDS["approve"] == {
+        S.AWAITING_APPROVAL: S.PUBLISHING,
+        S.GATE_FAILED: S.PUBLISHING,
+        S.ROLLBACK_AWAITING_APPROVAL: S.ROLLING_BACK,  # a rollback waits for approval too (issue 50, hole 4)
+    }
     assert COMMANDS["discard"][S.AWAITING_APPROVAL] == S.DISCARDED
     for command in ("publish", "cancel", "resume", "retry", "rollback"):
         assert S.AWAITING_APPROVAL not in COMMANDS[command], command
@@ -35,8 +39,20 @@ def test_publish_without_approval_and_a_second_approval_are_refused_naming_what_
         check_command("b1", S.AWAITING_APPROVAL, "publish")
     assert "backfill b1 is awaiting_approval: cannot publish it" in str(refused.value)
     assert "`partition-assets backfill approve b1 --by NAME` publishes it" in str(refused.value)
-    with pytest.raises(IllegalTransitionError, match="is published: cannot approve it, only a backfill awaiting"):
+    with pytest.raises(
+        IllegalTransitionError, match=r"is published: cannot approve it, only a backfill \(or rollback\)"
+    ):
         check_command("b1", S.PUBLISHED, "approve")
+
+
+def test_a_rollback_awaits_approval_only_from_a_publish_and_leaves_only_by_rolling_back():
+    assert {status for status in S if is_allowed(status, S.ROLLBACK_AWAITING_APPROVAL)} == {S.PUBLISHED, S.PUBLISHING}
+    assert TRANSITIONS[S.ROLLBACK_AWAITING_APPROVAL] == {S.ROLLING_BACK}
+    for command in ("publish", "cancel", "resume", "retry", "discard", "pause"):
+        assert S.ROLLBACK_AWAITING_APPROVAL not in COMMANDS[command], command
+    with pytest.raises(IllegalTransitionError) as refused:  # asked twice
+        check_command("b1", S.ROLLBACK_AWAITING_APPROVAL, "rollback")
+    assert "`partition-assets backfill approve b1 --by NAME` rolls it back" in str(refused.value)
 
 
 def test_the_spec_decides_and_else_any_assets_metadata_requires_approval():

@@ -3,12 +3,14 @@ database (backfill/state/store.py): the transition table, compare-and-set, refus
 write nothing, and the migration of the record files earlier releases wrote."""
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
-from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.state.record import cancel
+from partition_assets.backfill.model import Approval, BackfillStatus, Node
+from partition_assets.backfill.state.record import by_asset, cancel, nodes_of
 from partition_assets.backfill.state.status import COMMANDS, FINAL_STATUSES, TRANSITIONS, is_allowed
 from partition_assets.backfill.state.store import SCHEMA, SCHEMA_VERSION, BackfillStore
 from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
@@ -108,3 +110,22 @@ def test_tables_of_a_newer_schema_are_refused(instance):
         connection.execute(SCHEMA.update().values(version=SCHEMA_VERSION + 1))
     with pytest.raises(StoreSchemaError, match=f"schema version {SCHEMA_VERSION + 1}"):
         BackfillStore(instance)
+
+
+def test_a_record_keeps_its_kind_what_its_catch_up_skipped_and_its_rollback_request(instance):
+    """What every path that continues a backfill reads from its record alone (issue 50): whether
+    it is a retract, the nodes a --catch-up start left alone, who asked for its rollback."""
+    store = BackfillStore(instance)
+    skipped = [Node(dg.AssetKey("orders"), "2024-01-01"), Node(dg.AssetKey(["lake", "revenue"]), "2024-01-02")]
+    record = record_at(store, "b1", S.PUBLISHED, SPEC)
+    record.skipped = by_asset(skipped)
+    record.retracted = by_asset(skipped[:1])
+    record.rollback_approval = Approval(awaiting_since=datetime(2024, 3, 1, tzinfo=UTC), requested_by="ana")
+    record.save()
+
+    loaded = store.load("b1")
+
+    assert nodes_of(loaded.skipped) == skipped and loaded.is_retract
+    assert loaded.rollback_approval == record.rollback_approval
+    earlier = record_at(store, "b2", S.RUNNING, SPEC)  # a record that holds none of them
+    assert not store.load(earlier.id).is_retract and store.load(earlier.id).rollback_approval is None

@@ -4,7 +4,10 @@ run of the job stands for, then run it.
 A run of the job is a new backfill (launched from the Launchpad or by a sensor, its id in
 its tags or given to it), or the coordinator run of a recorded backfill re-executed from the
 UI or started by the takeover sensor (automation/takeover_sensor.py), which resumes it as
-`backfill resume` would. Any other run tagged with a recorded backfill's id is refused.
+`backfill resume` would: by its kind (a retract as a retract, commands/retracting.py), its
+status (one the status table does not let resume is refused, nothing written; a final one
+runs nothing), and the nodes its record says need not run (succeeded, or skipped as current
+by a --catch-up start). Any other run tagged with a recorded backfill's id is refused.
 
 Not guaranteed: the job's op renders these results (its log, a dg.Failure); a run killed
 hard (SIGKILL, the host lost) leaves the backfill running, for `resume` or the takeover
@@ -21,6 +24,7 @@ import dagster as dg
 from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.launching import execute_backfill
 from partition_assets.backfill.commands.results import RunOutcome
+from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.history import pinned_history
@@ -30,7 +34,7 @@ from partition_assets.backfill.publishing.approval_steps import check_launch
 from partition_assets.backfill.publishing.publication import staged_publication
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.presence import refuse_if_live
-from partition_assets.backfill.state.record import BackfillRecord, cancel, cancel_in_flight, succeeded_nodes
+from partition_assets.backfill.state.record import BackfillRecord, by_asset, cancel, cancel_in_flight, done_nodes
 from partition_assets.backfill.state.status import FINAL_STATUSES
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
@@ -67,11 +71,10 @@ def plan_engine_run(
     store = BackfillStore(instance)
     if not store.exists(backfill_id):
         spec = pinned_history(spec, instance)  # its record re-plans the same nodes when resumed
-        record = BackfillRecord(
-            spec, id=backfill_id, store=store, launched_by=launcher(None, run.tags.get(DAGSTER_USER_TAG))
-        )
         graph = graph_of(spec, instance, config_key_of)
         done = nodes_to_skip(spec, graph, instance)
+        who = launcher(None, run.tags.get(DAGSTER_USER_TAG))
+        record = BackfillRecord(spec, id=backfill_id, store=store, launched_by=who, skipped=by_asset(done))
         # before it is recorded
         check_launch(staged_publication(record, load_definitions(spec.module), graph), instance)
         record.save()
@@ -88,23 +91,28 @@ def plan_engine_run(
     graph = graph_of(record.spec, instance, config_key_of)
     if record.status in FINAL_STATUSES:
         return None
-    return EngineRunPlan(record, graph, succeeded_nodes(record, graph, instance))
+    return EngineRunPlan(record, graph, done_nodes(record, graph, instance))
 
 
 def run_engine_plan(instance: dg.DagsterInstance, plan: EngineRunPlan, console: Console) -> RunOutcome:
-    """Runs `plan` as `execute_backfill` does (node results and phases to `console`). A
-    backfill canceled meanwhile (`backfill cancel`, the UI) ends as an outcome that did not
-    succeed. The run interrupted (terminated from the UI) leaves the backfill canceled, its
-    node runs in flight canceled, so that `backfill resume` picks it up; any other error
-    leaves it as its coordinator settled it (failed), its node runs in flight canceled.
+    """Runs `plan` as `execute_backfill` does (node results and phases to `console`); a
+    recorded retract as `resume_retract` does, running no node. A backfill canceled meanwhile
+    (`backfill cancel`, the UI) ends as an outcome that did not succeed. The run interrupted
+    (terminated from the UI) leaves the backfill canceled, its node runs in flight canceled,
+    so that `backfill resume` picks it up; any other error leaves it as its coordinator
+    settled it (failed), its node runs in flight canceled.
 
     Raises:
         PartitionAssetsError: Refused before its first node (e.g. leased partitions); the
-            backfill is failed, nothing was published.
+            backfill is failed, nothing was published. A retract its status does not let resume
+            (one awaiting approval): IllegalTransitionError, nothing written.
     """
     record = plan.record
     try:
-        outcome = execute_backfill(instance, record, plan.graph, plan.done, console)
+        if record.is_retract:  # continued as a retract: running its graph's nodes would compute what it removes
+            outcome = resume_retract(instance, record).outcome
+        else:
+            outcome = execute_backfill(instance, record, plan.graph, plan.done, console)
     except PartitionAssetsError:
         raise
     except BaseException as error:

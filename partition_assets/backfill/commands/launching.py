@@ -38,7 +38,7 @@ from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import critical_path
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, by_asset
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import SqliteEventLogStorage
@@ -102,7 +102,9 @@ def run_backfill(
     # partitions, or a bad capacity) kills them before they run anything.
     with warm_workers(spec.module if on_workers else None, spec.max_parallel, instance) as warm:
         graph, done, _ = _planned(spec, instance)
-        record = BackfillRecord(spec, store=BackfillStore(instance), launched_by=launcher(launched_by, None))
+        record = BackfillRecord(
+            spec, store=BackfillStore(instance), launched_by=launcher(launched_by, None), skipped=by_asset(done)
+        )
         return execute_backfill(instance, record, graph, done, console, node_runner_reusing(warm))
 
 

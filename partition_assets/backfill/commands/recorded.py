@@ -29,14 +29,23 @@ from partition_assets.backfill.commands.results import (
     Lineup,
     PauseChanged,
     Published,
+    RollbackRequested,
     RunOutcome,
     StatusReport,
     TableDiff,
 )
+from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.publishing.approval_steps import approval_required, approve, discard, publication_of
+from partition_assets.backfill.publishing.approval_steps import (
+    approval_required,
+    approve,
+    discard,
+    publication_of,
+    request_rollback,
+    rollback_requires_approval,
+)
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.publication import Publication
@@ -44,15 +53,15 @@ from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state import pausing
-from partition_assets.backfill.state.approval import utc_now
+from partition_assets.backfill.state.approval import launcher, utc_now
 from partition_assets.backfill.state.liveness import silent_coordinator
 from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import (
     BackfillRecord,
     cancel,
     cancel_in_flight,
+    done_nodes,
     node_states,
-    succeeded_nodes,
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
@@ -88,21 +97,19 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
 
 
 def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome | Published:
-    """Finishes the backfill: runs every node that has not succeeded, then its gate and
-    publish; a backfill whose coordinator died mid-publish or mid-rollback has that step
-    finished (a rollback's result is `Published`, verb "rolled back")."""
+    """Finishes the backfill: runs every node it has not done (neither succeeded nor, for a
+    --catch-up backfill, left alone as current when it started), then its gate and publish; a
+    backfill whose coordinator died mid-publish or mid-rollback has that step finished (a
+    rollback's result is `Published`, verb "rolled back"). A retract is finished as a retract
+    (commands/retracting.py `resume_retract`, as a taken-over coordinator run does): running its
+    graph's nodes would compute again what it removes."""
     record = _recorded(instance, backfill_id, C.RESUME)
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
-    if record.retracted:  # a retract has no nodes: running its graph would materialize them again
-        raise BackfillStateError(
-            f"backfill {record.id} is a retract stopped before it finished ({record.status}): it has no nodes to "
-            f"run. `partition-assets backfill discard {record.id}` deletes its staged removals while no table holds "
-            f"its commit, `partition-assets backfill rollback {record.id}` undoes the commits it made; then retract "
-            "again. Nothing was written."
-        )
+    if record.is_retract:
+        return resume_retract(instance, record).outcome
     graph = graph_of(record.spec, instance)
-    return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
+    return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 
 
 def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
@@ -111,7 +118,7 @@ def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Cons
     graph = graph_of(record.spec, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
         return RunOutcome(record.id, f"backfill {record.id} has no failed nodes", succeeded=True)
-    return execute_backfill(instance, record, graph, succeeded_nodes(record, graph, instance), console)
+    return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 
 
 def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Canceled:
@@ -201,7 +208,8 @@ def approve_record(
     another process changed since is approved as it now stands, or refused."""
     _check_fits(instance, record, C.APPROVE)
     versions = approve(publication_of(record, instance), instance, approver, force, utc_now(), dagster_user)
-    return Published(record.id, f"approved by {approver} and published", versions)
+    done = "rolled back" if record.status == BackfillStatus.ROLLED_BACK else "published"
+    return Published(record.id, f"approved by {approver} and {done}", versions)
 
 
 def discard_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Discarded:
@@ -220,11 +228,25 @@ def backfill_ledger(instance: dg.DagsterInstance, backfill_id: str) -> LedgerRep
     )
 
 
-def rollback_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool = False) -> Published:
+def rollback_backfill(
+    instance: dg.DagsterInstance, backfill_id: str, force: bool = False, requested_by: str | None = None
+) -> Published | RollbackRequested:
     """Restores the partitions a published backfill rewrote (with `force`, despite later
-    commits to them)."""
+    commits to them). Under a deployment's approval policy, where its publish requires
+    approval (approval_steps.rollback_requires_approval), a rollback not begun waits instead, in
+    `rollback_awaiting_approval`, for `backfill approve` by an approver other than
+    `requested_by` (default: the OS user); a rollback its tables would refuse is refused now.
+
+    Raises:
+        RollbackError (and its kinds): The tables refuse the rollback (undo_steps.check_rollback); nothing was written.
+    """
     record = _recorded(instance, backfill_id, C.ROLLBACK)
-    return _rollback(publication_of(record, instance), instance, force)
+    publication = publication_of(record, instance)
+    if record.status != BackfillStatus.ROLLING_BACK and rollback_requires_approval(publication, instance):
+        publication.check_rollback(force=force)  # refused now, not once approved
+        request_rollback(publication, instance, launcher(requested_by, None), utc_now())
+        return RollbackRequested(record.id)
+    return _rollback(publication, instance, force)
 
 
 def list_backfills(instance: dg.DagsterInstance, now: datetime | None = None) -> Lineup:

@@ -120,7 +120,7 @@ class Published:
     """A publish, approval or rollback that committed the backfill's tables: {table: version}."""
 
     backfill_id: str
-    verb: str  # "published", "approved by NAME and published", "rolled back"
+    verb: str  # "published", "approved by NAME and published" (or "and rolled back"), "rolled back"
     versions: Mapping[str, int | None]
 
     @property
@@ -129,33 +129,65 @@ class Published:
 
 
 @dataclass(frozen=True)
+class RollbackRequested:
+    """A rollback that requires approval, recorded and awaiting it: nothing restored yet."""
+
+    backfill_id: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id}'s rollback is awaiting approval (nothing restored yet): `partition-assets "
+            f"backfill approve {self.backfill_id} --by NAME` rolls it back"
+        )
+
+
+@dataclass(frozen=True)
 class RemovedPartition:
-    """A partition a retract removed from its table, and the rows it held."""
+    """A partition a retract removes from its table, and the rows it held (None: not known, a
+    retract resumed after its first table commit)."""
 
     asset: str
     partition: str
-    rows: int
+    rows: int | None
 
 
 @dataclass(frozen=True)
 class Retracted:
-    """A retract (`retract_partitions`): the partitions it removed, one commit per table
-    (`versions`: {table: version}), and its gate's checks (failed ones are rows going to zero)."""
+    """A retract (`retract_partitions`, or one resumed): the partitions it removes, one commit per
+    table (`versions`: {table: version}; none while it awaits approval), and its gate's checks
+    (failed ones are rows going to zero)."""
 
     backfill_id: str
     removed: tuple[RemovedPartition, ...]
     versions: Mapping[str, int | None]
     gate_checks: tuple[GateCheck, ...]
+    awaiting_approval: bool = False
 
     @property
     def lines(self) -> tuple[str, ...]:
         """One line per removed partition (rows before -> 0), then the gate's failed checks."""
-        removed = tuple(f"removed {f'{p.asset} {p.partition}'.rstrip()}: {p.rows} rows -> 0" for p in self.removed)
+        verb = "to remove" if self.awaiting_approval else "removed"
+        removed = tuple(
+            f"{verb} {f'{p.asset} {p.partition}'.rstrip()}" + ("" if p.rows is None else f": {p.rows} rows -> 0")
+            for p in self.removed
+        )
         failed = format_checks(self.gate_checks)
         return removed + ((f"gate (recorded in the ledger; a retract publishes anyway):\n{failed}",) if failed else ())
 
     @property
+    def outcome(self) -> RunOutcome:
+        """This retract as the result of a command that continues a backfill (resume, a coordinator run)."""
+        return RunOutcome(self.backfill_id, self.message, succeeded=True)
+
+    @property
     def message(self) -> str:
+        if self.awaiting_approval:
+            return (
+                f"backfill {self.backfill_id} retracts {len(self.removed)} partitions once approved (nothing removed "
+                f"yet): `partition-assets backfill approve {self.backfill_id} --by NAME` removes them, "
+                f"`partition-assets backfill discard {self.backfill_id}` drops the retract"
+            )
         return (
             f"backfill {self.backfill_id} retracted {len(self.removed)} partitions: "
             f"{describe_versions(dict(self.versions))}; `partition-assets backfill rollback {self.backfill_id}` "

@@ -1,6 +1,7 @@
 """The steps of approval before publish (backfill/state/approval.py says when it is needed):
 a backfill starts waiting (`start_waiting`), is approved and published (`approve`), or
-discarded (`discard`, also what an expired approval comes to). Every surface calls these:
+discarded (`discard`, also what an expired approval comes to). Under a deployment's policy, a
+rollback waits the same way (`request_rollback`), and `approve` rolls it back. Every surface calls these:
 the command line, the Launchpad's jobs and the coordinator.
 
 Each goes through the status table (backfill/state/status.py), so an approval of a
@@ -22,7 +23,7 @@ from datetime import datetime
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus, PublishMode
+from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
@@ -51,6 +52,18 @@ def approval_required(publication: Publication, instance: dg.DagsterInstance) ->
         (asset_graph.get(key).metadata for key in publication.graph.assets),
         approval.approval_policy(instance),
     )
+
+
+def rollback_requires_approval(publication: Publication, instance: dg.DagsterInstance) -> bool:
+    """Whether a rollback of the backfill waits for an approval (`request_rollback`): under a
+    deployment's policy (dagster.yaml), where its publish would need one (`approval_required`).
+    Without a policy, a spec's or an asset's own ask gates the publish only: its rollback is
+    the way back and needs none.
+
+    Raises:
+        ApprovalConfigError: The deployment's approval setting is malformed; nothing was written.
+    """
+    return approval.approval_policy(instance) is not None and approval_required(publication, instance)
 
 
 def check_launch(publication: Publication, instance: dg.DagsterInstance) -> None:
@@ -117,10 +130,13 @@ def approve(
     approval.approved(record.approval, approver, now)  # refuses an empty name before anything
     policy = approval.approval_policy(instance)
     if policy is not None:
-        policy.check_approver(record.id, approver, record.launched_by, dagster_user)
+        requester, asked = _requester(record)
+        policy.check_approver(record.id, approver, requester, dagster_user, asked)
     with coordinating(instance, record.id, BackfillCommand.APPROVE) as announcement:
         record.reload()  # under the claim: another approval may have published it meanwhile
         check_command(record.id, record.status, BackfillCommand.APPROVE)
+        if record.status == BackfillStatus.ROLLBACK_AWAITING_APPROVAL:
+            return _approve_rollback(publication, instance, announcement, approver, force, now)
         _check_gate_failure(record, force, now)
         if not (record.status == BackfillStatus.AWAITING_APPROVAL and approval.expired(record.approval, now)):
             return _approve_and_publish(publication, instance, announcement, approver, force, now)
@@ -152,6 +168,56 @@ def _approve_and_publish(
         versions = publication.publish(instance, force=force, ledger_rows=rows)
         release(leases)
     return versions
+
+
+def request_rollback(publication: Publication, instance: dg.DagsterInstance, requested_by: str, now: datetime) -> None:
+    """Records that `requested_by` asks at `now` for the rollback of the backfill (published, or
+    its publish cut short), which requires approval (`rollback_requires_approval`), and moves it
+    to `rollback_awaiting_approval`:
+    nothing is restored until an approver other than `requested_by` approves it (`approve`).
+    The caller checked that the rollback would be accepted now (Publication.check_rollback).
+
+    Raises:
+        CoordinatorLiveError: Another process holds the backfill; nothing was written.
+        IllegalTransitionError: Its status (as read under the claim) refuses a rollback; nothing was written.
+    """
+    record = publication.record
+    with coordinating(instance, record.id, BackfillCommand.ROLLBACK):
+        record.reload()
+        check_command(record.id, record.status, BackfillCommand.ROLLBACK)
+        # Never expires: until approved, the backfill stays published as it is.
+        record.rollback_approval = Approval(awaiting_since=now, requested_by=requested_by)
+        record.save()
+        record.move_to(BackfillStatus.ROLLBACK_AWAITING_APPROVAL, BackfillCommand.ROLLBACK)
+
+
+def _approve_rollback(
+    publication: Publication,
+    instance: dg.DagsterInstance,
+    announcement: Announcement,
+    approver: str,
+    force: bool,
+    now: datetime,
+) -> dict[str, int | None]:
+    """Records the approval of the backfill's rollback and rolls it back (`force`: despite
+    later commits to its partitions), under the claim `announcement`; a rollback the tables
+    refuse now (Publication.check_rollback) records nothing."""
+    record = publication.record
+    publication.check_rollback(force=force)  # before the approval is recorded
+    record.rollback_approval = approval.approved(record.rollback_approval, approver, now)
+    record.save()
+    with publication.leased(instance, announcement, BackfillCommand.ROLLBACK) as leases:
+        versions = publication.rollback(instance, force=force)
+        release(leases)
+    return versions
+
+
+def _requester(record: BackfillRecord) -> tuple[str | None, str]:
+    """Who asked for what awaits approval, whom the policy refuses as its approver, and what
+    they did: the requester of a rollback, else the backfill's launcher."""
+    if record.status == BackfillStatus.ROLLBACK_AWAITING_APPROVAL and record.rollback_approval is not None:
+        return record.rollback_approval.requested_by, "asked for the rollback of backfill"
+    return record.launched_by, "launched backfill"
 
 
 def _check_gate_failure(record: BackfillRecord, force: bool, now: datetime) -> None:

@@ -25,7 +25,7 @@ from partition_assets.backfill.publishing.originals import Original
 from partition_assets.backfill.publishing.provenance import provenance_from_json
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
 from partition_assets.backfill.state.ledger import LedgerEntry
-from partition_assets.backfill.state.record import BackfillRecord, node_states
+from partition_assets.backfill.state.record import BackfillRecord, node_states, nodes_of
 from partition_assets.dagster_internals import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     AssetGraph,
@@ -155,7 +155,7 @@ def reflect_rollback(
     restored = provenance_from_json(record.restored_provenance)
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
         _restored_materialization(node, record.id, schema_metadata.get(node.asset, {}), restored.get(node))
-        for node in [*ran_nodes(instance, record.id, graph), *_retracted(record)]
+        for node in [*ran_nodes(instance, record.id, graph), *nodes_of(record.retracted)]
         if (node.asset.to_user_string(), node.partition) not in created
     ]
     for asset, partitions in _by_asset(created).items():
@@ -188,9 +188,10 @@ def _restored_materialization(
 def record_retraction(instance: dg.DagsterInstance, record: BackfillRecord) -> None:
     """The partitions `record`'s retract removed (`record.retracted`), marked not materialized
     in `instance` (instance/partition_wipe.py; an unpartitioned asset is wiped whole) and each
-    observed as removed by it, in one run: the UI and `--catch-up` see them missing, and why."""
+    observed as removed by it, in one run: the UI and `--catch-up` see them missing, and why.
+    Done again (a retract resumed after a kill), it wipes nothing more and observes them again."""
     events = []
-    for node in _retracted(record):
+    for node in nodes_of(record.retracted):
         events.append(
             dg.AssetObservation(node.asset, partition=node.partition or None, metadata={"retracted_by": record.id})
         )
@@ -201,14 +202,6 @@ def record_retraction(instance: dg.DagsterInstance, record: BackfillRecord) -> N
         else:
             wipe_partitions(instance, key, partitions)
     run_reporting(instance, events, {BACKFILL_ID_TAG: record.id}, "partition_assets_retract")
-
-
-def _retracted(record: BackfillRecord) -> list[Node]:
-    return [
-        Node(dg.AssetKey.from_user_string(asset), partition)
-        for asset, partitions in record.retracted.items()
-        for partition in partitions
-    ]
 
 
 def ran_nodes(instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph) -> list[Node]:

@@ -7,7 +7,8 @@ its result: statistics (backfill_stats.py), the gate (gate_step.py), the publish
 (publish_step.py), discard and the rollback's commits (undo_steps.py), the ledger's rows
 (ledger_writes.py) and what Dagster records (dagster_events.py). A retract (`retract`) is
 a staged backfill whose staging removes partitions (retract_steps.py), then gated and
-published as any other.
+published as any other; its publish also wipes its partitions from Dagster's records before
+its status says `published`.
 
 Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
@@ -52,6 +53,7 @@ from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.deploy.versioning import definitions_git_sha
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
+from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.leases import Heartbeat, Lease, acquire
 
 _log = logging.getLogger(__name__)
@@ -68,12 +70,11 @@ def staged_publication(record: BackfillRecord, definitions: dg.Definitions, grap
 
 @dataclass(frozen=True)
 class Retraction:
-    """What a retract did: (asset, partition, rows it held) per removed partition, the gate it
-    evaluated, the table versions its publish created."""
+    """A retract staged and gated (`Publication.retract`): (asset, partition, rows it held) per
+    partition it removes, and the gate it evaluated."""
 
     removed: list[tuple[str, str, int]]
     gate: gate_step.GateOutcome
-    versions: dict[str, int | None]
 
 
 class Publication:
@@ -229,6 +230,9 @@ class Publication:
             rows = latest(self.ledger, self.record.id) if ledger_rows is None else ledger_rows
         with split.step("Dagster's records"):
             record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
+            if self.record.is_retract:  # wiped before its status says published: a kill before is resumed
+                failpoint("retract_wiping")
+                record_retraction(instance, self.record)
         with split.step("ledger"):
             append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
             self.record.save()
@@ -237,21 +241,21 @@ class Publication:
         self.publish_split = split
         return versions
 
-    def retract(self, instance: dg.DagsterInstance, nodes: list[Node]) -> Retraction:
-        """Removes `nodes` from their tables as a staged backfill rewrites them, inside `held`:
-        their removal staged (retract_steps.stage_removals), the gate evaluated on every table's
-        old and new content (each removed partition goes to 0 rows: its ledger row says so, with
-        the checks), the publish (`publish`: one commit per table, the ledger's `published`
-        rows, status `published`), then the partitions marked not materialized in Dagster
-        (dagster_events.record_retraction). `rollback` undoes it. The gate does not stop a
-        retract (rows going to zero are what it asked for); its checks are returned to be shown.
+    def retract(self) -> Retraction:
+        """The steps of a retract before its publish, inside `held`: the removal of the
+        partitions its record names (`record.retracted`) staged (retract_steps.stage_removals,
+        again when resumed), the gate evaluated on every table's old and new content (each
+        removed partition goes to 0 rows: its ledger row says so, with the checks). The gate
+        does not stop a retract (rows going to zero are what it asked for); its checks are
+        returned to be shown. Then it publishes as any staged backfill, after an approval when
+        one is required: `publish` commits its tables and marks its partitions not materialized
+        in Dagster (dagster_events.record_retraction) before its status says `published`.
+        `rollback` undoes it.
         """
-        retract_steps.stage_removals(self.record, self.tables, nodes, definitions_git_sha(self.definitions))
+        retract_steps.stage_removals(self.record, self.tables, definitions_git_sha(self.definitions))
         stats = self.stats(old_of_every_table=True)
         outcome = self.gate(ahead={table_stats.table.asset: table_stats for table_stats in stats})
-        versions = self.publish(instance)
-        record_retraction(instance, self.record)
-        return Retraction(retract_steps.rows_removed(stats), outcome, versions)
+        return Retraction(retract_steps.rows_removed(stats), outcome)
 
     def discard(self, instance: dg.DagsterInstance) -> int:
         """See undo_steps.discard."""

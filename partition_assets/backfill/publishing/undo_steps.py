@@ -92,7 +92,8 @@ def check_rollback(record: BackfillRecord, tables: Tables, force: bool = False) 
         RollbackError: A table refuses (see DeltaFormat.check_rollback); SchemaRollbackError when
             a schema change's table had a partition outside the backfill written since its publish.
     """
-    check_command(record.id, record.status, BackfillCommand.ROLLBACK)
+    if record.status != BackfillStatus.ROLLBACK_AWAITING_APPROVAL:  # one approved (approval_steps.py) goes on
+        check_command(record.id, record.status, BackfillCommand.ROLLBACK)
     unpublished_tables(record, tables)  # the versions the tables' logs hold, whatever the record says
     published = [
         (table, version)

@@ -24,14 +24,16 @@ instance's settings by `approval_policy`):
         required: true            # every staged backfill waits for an approval (default true)
         approvers: [ana, bruno]   # who may approve (default: anyone but the launcher)
 
-Then a backfill is approved by someone other than whoever launched it (its record's
+Then a backfill (a retract too) is approved by someone other than whoever launched it (its record's
 `launched_by`: the Dagster user on the run or backfill where the instance knows one,
 else the command's `--by`, else the OS user), by a name of `approvers` when listed, and,
 from the Launchpad, by the Dagster user the run carries where the instance knows one.
 No launch option or tag skips a required approval: `--approval none`, the UI tag
 `partition_assets/approval=none`, `--publish per-node`, and a webserver backfill left to
 Dagster's daemon (the tag `partition_assets/engine=dagster`, or no engine_modules) are
-refused, nothing recorded or run. Without the setting, none of this applies.
+refused, nothing recorded or run. A rollback of a backfill whose publish requires approval waits the same way
+(`rollback_awaiting_approval`), approved by someone other than whoever asked for it.
+Without the setting, none of this applies.
 
 Not guaranteed: an expired approval is discarded when someone next tries to approve it
 (the approval is refused, naming the expiry); until then it keeps waiting, its leases
@@ -123,11 +125,17 @@ class ApprovalPolicy:
         return cls(required, tuple(name.strip() for name in approvers))
 
     def check_approver(
-        self, backfill_id: str, approver: str, launched_by: str | None, dagster_user: str | None
+        self,
+        backfill_id: str,
+        approver: str,
+        launched_by: str | None,
+        dagster_user: str | None,
+        asked: str = "launched backfill",
     ) -> None:
-        """Refuses `approver` for backfill `backfill_id`, launched by `launched_by`, when the
-        policy does not let them approve it; `dagster_user`: the Dagster user the approval's
-        run carries, where the instance knows one.
+        """Refuses `approver` for backfill `backfill_id`, launched by `launched_by` (or whatever
+        awaits approval asked for by them: `asked` says what they did, e.g. "asked for the
+        rollback of backfill"), when the policy does not let them approve it; `dagster_user`:
+        the Dagster user the approval's run carries, where the instance knows one.
 
         Raises:
             ApprovalError: `approver` may not approve it; nothing was written.
@@ -147,8 +155,8 @@ class ApprovalPolicy:
             )
         if launched_by is not None and who == launched_by:
             raise ApprovalError(
-                f"the approver {who!r} launched backfill {backfill_id}: this deployment (dagster.yaml "
-                f"`partition_assets: {SETTINGS_KEY}:`) has a backfill approved by someone other than its launcher; "
+                f"the approver {who!r} {asked} {backfill_id}: this deployment (dagster.yaml "
+                f"`partition_assets: {SETTINGS_KEY}:`) has it approved by someone other than who asked for it; "
                 "ask another approver. Nothing was written."
             )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
@@ -67,12 +67,18 @@ class BackfillRecord:
     # asset -> the fingerprint of its staging that the gate evaluated (storage/backfill_staging.py):
     # a publish commits that staging or nothing
     gated_staging: dict[str, dict[str, str]] = field(default_factory=dict)
-    # asset -> the partitions a retract removed (`backfill retract`); a rollback re-records them
+    # asset -> the partitions a retract removes (`backfill retract`), recorded when it starts: a
+    # record with any is a retract, which every command continues as one; a rollback re-records them
     retracted: dict[str, list[str]] = field(default_factory=dict)
     # asset -> the commit, code version and runtime that made its partitions' content before the
     # backfill replaced it, grouped (backfill/publishing/provenance.py): what a rollback restores.
     # None until the backfill starts, and in records of earlier releases (nothing known).
     restored_provenance: dict[str, list[dict]] | None = None
+    # asset -> the partitions a --catch-up backfill left alone as current when it started: never
+    # run by it, also when resumed (`done_nodes`)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    # who asked for its rollback under an approval policy, when, who approved it; None until asked
+    rollback_approval: Approval | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -110,6 +116,11 @@ class BackfillRecord:
         self.store.transition(self.id, target, action)
         self.status = target
 
+    @property
+    def is_retract(self) -> bool:
+        """Whether the backfill removes partitions (`backfill retract`) rather than computing them."""
+        return bool(self.retracted)
+
     def stored_status(self) -> BackfillStatus:
         """The status as stored now (another process may have changed it); this object takes it."""
         self.status = self.store.status(self.id)
@@ -129,6 +140,8 @@ class BackfillRecord:
             "gated_staging": self.gated_staging,
             "retracted": self.retracted,
             "restored_provenance": self.restored_provenance,
+            "skipped": self.skipped,
+            "rollback_approval": self.rollback_approval.to_json() if self.rollback_approval else {},
         }
 
     @classmethod
@@ -149,6 +162,8 @@ class BackfillRecord:
             saved.get("gated_staging", {}),
             saved.get("retracted", {}),
             saved.get("restored_provenance"),
+            saved.get("skipped", {}),
+            Approval.from_json(saved.get("rollback_approval")),
             store=store,
         )
 
@@ -219,10 +234,35 @@ def cancel_launched_run(instance: dg.DagsterInstance, run_id: str) -> bool:
         return False
 
 
-def succeeded_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
-    """Nodes whose latest run in this backfill succeeded; runs a dead coordinator left
-    in flight are canceled first, since nobody will finish them."""
+def done_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """The nodes of `graph` a resumed (or retried, or taken over) backfill does not run: those
+    its record says a --catch-up start left alone as current (`skipped`, as recorded then, never
+    judged again), and those whose latest run in this backfill succeeded; runs a dead
+    coordinator left in flight are canceled first, since nobody will finish them."""
     cancel_in_flight(instance, record.id)
-    return {
+    succeeded = {
         node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
     }
+    skipped = {
+        node
+        for node in nodes_of(record.skipped)
+        if node.asset in graph.slices and node.partition in graph.slices[node.asset].index_of
+    }
+    return succeeded | skipped
+
+
+def by_asset(nodes: Iterable[Node]) -> dict[str, list[str]]:
+    """`nodes` as a record keeps them: asset -> its partitions, in the order given."""
+    grouped: dict[str, list[str]] = {}
+    for node in nodes:
+        grouped.setdefault(node.asset.to_user_string(), []).append(node.partition)
+    return grouped
+
+
+def nodes_of(grouped: Mapping[str, Sequence[str]]) -> list[Node]:
+    """The nodes a record keeps as asset -> partitions (`by_asset`)."""
+    return [
+        Node(dg.AssetKey.from_user_string(asset), partition)
+        for asset, partitions in grouped.items()
+        for partition in partitions
+    ]

@@ -53,8 +53,12 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     # Discarded only while no table holds its publish commit (a publish killed before its first
     # commit, whose moved files a vacuum may have deleted: undo_steps.discard checks the logs).
-    S.PUBLISHING: frozenset({S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK, S.DISCARDED}),
-    S.PUBLISHED: frozenset({S.ROLLING_BACK}),
+    # Under an approval policy a rollback waits for an approval (rollback_awaiting_approval), then rolls back.
+    S.PUBLISHING: frozenset(
+        {S.PUBLISHING, S.PUBLISHED, S.PUBLISH_REFUSED, S.ROLLING_BACK, S.ROLLBACK_AWAITING_APPROVAL, S.DISCARDED}
+    ),
+    S.PUBLISHED: frozenset({S.ROLLING_BACK, S.ROLLBACK_AWAITING_APPROVAL}),
+    S.ROLLBACK_AWAITING_APPROVAL: frozenset({S.ROLLING_BACK}),
     S.ROLLING_BACK: frozenset({S.ROLLING_BACK, S.ROLLED_BACK}),
     S.DONE: frozenset(),
     S.DISCARDED: frozenset(),
@@ -72,9 +76,13 @@ COMMANDS: dict[BackfillCommand, dict[BackfillStatus, BackfillStatus]] = {
     C.RETRY: dict.fromkeys((S.RUNNING, S.CANCELED, S.FAILED, S.GATE_FAILED, S.PUBLISH_REFUSED), S.RUNNING),
     C.PUBLISH: dict.fromkeys((S.GATE_FAILED, S.PUBLISH_REFUSED, S.PUBLISHING), S.PUBLISHING),
     C.DISCARD: dict.fromkeys((*_STOPPABLE, S.AWAITING_APPROVAL, S.PUBLISHING), S.DISCARDED),
+    # Under an approval policy, a rollback not begun moves to rollback_awaiting_approval instead.
     C.ROLLBACK: dict.fromkeys((S.PUBLISHED, S.PUBLISHING, S.ROLLING_BACK), S.ROLLING_BACK),
     # Approving publishes (after a failed gate only with --force).
-    C.APPROVE: dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING),
+    C.APPROVE: {
+        **dict.fromkeys((S.AWAITING_APPROVAL, S.GATE_FAILED), S.PUBLISHING),
+        S.ROLLBACK_AWAITING_APPROVAL: S.ROLLING_BACK,
+    },
     C.PAUSE: {S.RUNNING: S.PAUSED, S.PAUSED: S.PAUSED},
     C.UNPAUSE: {S.PAUSED: S.RUNNING},
 }
@@ -100,6 +108,8 @@ _FITTING = {
     S.PUBLISHED: "use `partition-assets backfill rollback {id}` to undo it",
     S.DISCARDED: "it is final: start a new backfill with `partition-assets backfill run`",
     S.ROLLING_BACK: "`partition-assets backfill resume {id}` finishes its rollback",
+    S.ROLLBACK_AWAITING_APPROVAL: "its rollback awaits approval: `partition-assets backfill approve {id} --by NAME` "
+    "rolls it back",
     S.ROLLED_BACK: "it is final: start a new backfill with `partition-assets backfill run`",
 }
 
@@ -110,8 +120,8 @@ _REFUSED_BECAUSE: dict[str, str] = {
     C.RETRY: "there is nothing to retry",
     C.PUBLISH: "only a backfill whose gate failed (or whose publish was refused or cut short) is published by hand",
     C.DISCARD: "its staged data is gone or part of the tables",
-    C.ROLLBACK: "it is not published: there is nothing to roll back",
-    C.APPROVE: "only a backfill awaiting approval (or whose gate failed, with --force) is approved",
+    C.ROLLBACK: "it is not published: there is nothing to roll back (or its rollback awaits approval)",
+    C.APPROVE: "only a backfill (or rollback) awaiting approval, or one whose gate failed (with --force), is approved",
     C.PAUSE: "only a running backfill is paused: it has nothing left to launch",
     C.UNPAUSE: "it is not paused",
     # A coordinator run (a re-executed or taken-over one, say) of a backfill past its node runs.
