@@ -28,6 +28,9 @@ LAUNCHED_TAG = "partition_assets/launched"
 # On a coordinator run of the engine job that resumes a recorded backfill whose coordinator
 # died (automation/takeover_sensor.py), as a re-execution of its coordinator run would.
 TAKEOVER_TAG = "partition_assets/takeover"
+# Added to a node run that succeeded without yielding its asset's output (`output_required=False`):
+# its nodes are skipped, as Dagster skips such a step (backfill/running/skips.py).
+SKIPPED_TAG = "partition_assets/skipped"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"

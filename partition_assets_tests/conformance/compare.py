@@ -72,17 +72,19 @@ def holdings(home: Path, module: str) -> Holdings:
     return Holdings(materialized, checks, outputs)
 
 
-def on_the_engine(home: Path, module: str, start: str, end: str, *options: str) -> tuple[int, str]:
-    """`partition-assets backfill run` of every asset of `module` over `start`..`end` in the
-    instance at `home` (the test's DAGSTER_HOME): its exit code and its output."""
+def on_the_engine(module: str, select: str, start: str, end: str, *options: str) -> tuple[int, str]:
+    """`partition-assets backfill run` of the assets `select` picks of `module` over
+    `start`..`end`, in the instance of the test's DAGSTER_HOME: its exit code and its output."""
     printed = StringIO()
     with redirect_stdout(printed), redirect_stderr(printed):
-        code = main(["backfill", "run", "-m", module, "--select", "*", "--start", start, "--end", end, *options])
+        code = main(["backfill", "run", "-m", module, "--select", select, "--start", start, "--end", end, *options])
     return code, printed.getvalue()
 
 
-def by_dagster(home: Path, home_template: Path, module: str, partitions: Sequence[str], monkeypatch) -> list[bool]:
-    """`dagster asset materialize` of every asset of `module`, one run per partition of
+def by_dagster(
+    home: Path, home_template: Path, module: str, select: str, partitions: Sequence[str], monkeypatch
+) -> list[bool]:
+    """`dagster asset materialize` of the assets `select` picks of `module`, one run per partition of
     `partitions` (as Dagster's backfill runs them), in a fresh instance at `home` (the
     DAGSTER_HOME from then on): whether each run succeeded."""
     shutil.copytree(home_template, home)
@@ -90,7 +92,7 @@ def by_dagster(home: Path, home_template: Path, module: str, partitions: Sequenc
         monkeypatch.setenv(name, value)
     succeeded = []
     for partition in partitions:
-        arguments = ["-m", module, "--select", "*", "--partition", partition, "--config-json", IN_PROCESS]
+        arguments = ["-m", module, "--select", select, "--partition", partition, "--config-json", IN_PROCESS]
         try:
             asset_materialize_command.main(arguments, standalone_mode=False)
             succeeded.append(True)

@@ -441,7 +441,8 @@ class BackfillRun:
 
 
 def _all_succeeded(status: Mapping[Node, NodeStatus]) -> bool:
-    return all(state == NodeStatus.SUCCEEDED for state in status.values())
+    """Whether every node succeeded or was skipped (Dagster's run succeeds with skipped steps)."""
+    return all(state in (NodeStatus.SUCCEEDED, NodeStatus.SKIPPED) for state in status.values())
 
 
 def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
