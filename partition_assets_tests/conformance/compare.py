@@ -75,9 +75,14 @@ def holdings(home: Path, module: str) -> Holdings:
 def on_the_engine(module: str, select: str, start: str, end: str, *options: str) -> tuple[int, str]:
     """`partition-assets backfill run` of the assets `select` picks of `module` over
     `start`..`end`, in the instance of the test's DAGSTER_HOME: its exit code and its output."""
+    return engine_command("backfill", "run", "-m", module, "--select", select, "--start", start, "--end", end, *options)
+
+
+def engine_command(*arguments: str) -> tuple[int, str]:
+    """`partition-assets <arguments>` in this process: its exit code and its output."""
     printed = StringIO()
     with redirect_stdout(printed), redirect_stderr(printed):
-        code = main(["backfill", "run", "-m", module, "--select", select, "--start", start, "--end", end, *options])
+        code = main(list(arguments))
     return code, printed.getvalue()
 
 

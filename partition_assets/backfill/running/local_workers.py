@@ -297,9 +297,7 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str], run_id: s
     if skipped:
         record_skip(_instance(), result.run_id)
     ended = time.time()
-    return [
-        NodeResult(Node(key, p), result.success, result.run_id, started, ended, error, skipped) for p in partitions
-    ]
+    return [NodeResult(Node(key, p), result.success, result.run_id, started, ended, error, skipped) for p in partitions]
 
 
 def failure_message(events: Iterable[dg.DagsterEvent]) -> str:

@@ -185,6 +185,16 @@ def node_states(
     return states
 
 
+def with_downstream_skips(graph: BackfillGraph, states: dict[Node, NodeStatus]) -> dict[Node, NodeStatus]:
+    """`states` (of the nodes that ran), and each node with no run downstream of a skipped
+    one as skipped: the coordinator skipped it without a run (running/skips.py)."""
+    shown = dict(states)
+    for node in graph.nodes():  # parents before their children
+        if node not in shown and any(shown.get(parent) == NodeStatus.SKIPPED for parent in graph.upstream(node)):
+            shown[node] = NodeStatus.SKIPPED
+    return shown
+
+
 def _run_state(run: dg.DagsterRun) -> NodeStatus:
     """The state of the nodes of `run`: skipped when it succeeded without its output (SKIPPED_TAG)."""
     if run.status == dg.DagsterRunStatus.SUCCESS and run.tags.get(SKIPPED_TAG):
