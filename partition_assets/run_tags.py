@@ -39,6 +39,9 @@ DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of a Dagster backfill (the dae
 # Dagster records no materialization for the outputs of a run with this tag (execute_step.py,
 # `assets_are_externally_managed`): a staged node run's data is not readable yet.
 DEFER_ASSET_EVENTS_TAG = "dagster/defer_asset_events"
+# The tags of a staged node run whose asset another IO manager writes as it runs (nothing holds
+# it back until the publish): the run records its materialization, as Dagster's runs do.
+RECORDED_AS_RUN = {DEFER_ASSET_EVENTS_TAG: "false"}
 
 # Runs that may still materialize something.
 IN_FLIGHT_STATUSES = [

@@ -37,7 +37,7 @@ from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.run_console import quiet_console_config
-from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, DEFER_ASSET_EVENTS_TAG
 from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
 from partition_assets.storage.schema_change import (
@@ -212,13 +212,25 @@ def _retracted(record: BackfillRecord) -> list[Node]:
 
 
 def ran_nodes(instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph) -> list[Node]:
-    """The nodes of `graph` a run of the backfill succeeded on, in graph order: not those a
-    catch-up left alone because they were current."""
+    """The nodes of `graph` a run of the backfill succeeded on and left to the publish to
+    record, in graph order: not those a catch-up left alone because they were current, nor
+    those skipped (no output: running/skips.py), nor those whose run recorded its own
+    materialization (their IO manager wrote as they ran, which no staging, publish or rollback
+    holds back or undoes: running/coordinator.py)."""
     return _succeeded(graph, node_states(instance, backfill_id, graph))
 
 
 def _succeeded(graph: BackfillGraph, states: Mapping[Node, tuple[NodeStatus, dg.DagsterRun]]) -> list[Node]:
-    return [node for node in graph.nodes() if node in states and states[node][0] == NodeStatus.SUCCEEDED]
+    return [
+        node
+        for node in graph.nodes()
+        if node in states and states[node][0] == NodeStatus.SUCCEEDED and _deferred(states[node][1])
+    ]
+
+
+def _deferred(run: dg.DagsterRun) -> bool:
+    """Whether `run` left its materializations to the publish (DEFER_ASSET_EVENTS_TAG)."""
+    return run.tags.get(DEFER_ASSET_EVENTS_TAG, "").lower() == "true"
 
 
 def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
