@@ -36,7 +36,10 @@ class Holdings:
 
     materialized: asset -> the partitions the instance calls materialized ("" for an unpartitioned asset).
     checks: (check, partition) -> the latest evaluation's status and whether it judged the
-        partition's latest materialization (`is_current`, as the Checks tab reads it).
+        partition's latest materialization (`is_current`, as the Checks tab reads it). Not the
+        rows Dagster's own runs leave of an unpartitioned check under each partition of their
+        run, planned and never evaluated (the evaluation is the check's, of no partition):
+        storage bookkeeping no reader sees, and which runs that defer their asset events skip.
     outputs: each file Dagster's default IO manager stored, by its path under the storage folder -> its value.
     """
 
@@ -61,7 +64,12 @@ def holdings(home: Path, module: str) -> Holdings:
                 materialized[key.to_user_string()] = partitions
         infos = instance.event_log_storage.get_asset_check_partition_info(list(asset_graph.asset_check_keys))
         for info in infos:
-            checks[(info.check_key.name, info.partition_key)] = (info.latest_execution_status.value, info.is_current)
+            partitioned = asset_graph.get(info.check_key).partitions_def is not None
+            if info.partition_key is None or partitioned:
+                checks[(info.check_key.name, info.partition_key)] = (
+                    info.latest_execution_status.value,
+                    info.is_current,
+                )
     storage = home / "storage"
     outputs = {}  # Dagster's default IO manager stores an asset at storage/<key path>[/<partition>]
     for key in asset_graph.materializable_asset_keys:
