@@ -2,8 +2,10 @@
 manager writes each output as its node runs, which a staged backfill cannot hold back. Its
 node runs then record their materializations (and check results) as Dagster's runs do, so
 that the instance says what the storage holds whatever the backfill's outcome: one day
-failing, or the backfill rolled back after it published."""
+failing, or the backfill rolled back after it published (which restores Delta tables, not a
+plain IO manager's files)."""
 
+import dagster as dg
 import pytest
 
 from partition_assets_tests.conformance.compare import by_dagster, engine_command, holdings, on_the_engine
@@ -45,3 +47,14 @@ def test_a_rolled_back_backfill_leaves_the_instance_saying_what_the_storage_hold
     assert rollback_code == 0, rollback
     assert on_engine == holdings(dagster_home, MODULE)
     assert on_engine.materialized == {"readings": set(GOOD_DAYS[:2]), "reading_total": set(GOOD_DAYS[:2])}
+    # The storage holds what the backfill wrote (no rollback restores a plain IO manager's
+    # files): no materialization may claim that old content came back.
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        latest = [
+            instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[day]), limit=1
+            ).records[0]
+            for asset in on_engine.materialized
+            for day in GOOD_DAYS[:2]
+        ]
+    assert not [record for record in latest if "rolled_back_backfill_id" in record.asset_materialization.metadata]
