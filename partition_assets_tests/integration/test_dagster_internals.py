@@ -485,16 +485,46 @@ def sometimes_checked() -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=True)
 
 
+@dg.asset
+def returns_none() -> None: ...
+
+
+@dg.asset(deps=[returns_none])
+def reports() -> dg.MaterializeResult:
+    return dg.MaterializeResult()
+
+
+@dg.multi_asset(outs={"left": dg.AssetOut(), "right": dg.AssetOut()})
+def both_sides():
+    return 1, 2
+
+
+@dg.op
+def inner_op() -> int:
+    return 1
+
+
+@dg.graph_asset
+def from_a_graph():
+    return inner_op()
+
+
 def test_a_run_that_yields_no_output_has_no_step_output_of_the_asset_s_op_output(instance):
     """What running/skips.py `yielded_output` reads: the asset's op output (the job's asset
     layer's `get_op_output_handle`) is the STEP_OUTPUT of the step named by its node handle,
-    present when the asset yielded its output, absent when it yielded none."""
+    present when the asset yielded its output (`-> None`, a MaterializeResult, a multi-asset's
+    outputs and a graph asset's included), absent when it yielded none."""
     job = dg.Definitions(assets=[sometimes]).resolve_implicit_global_asset_job_def()
     yielded = dg.materialize([sometimes], instance=instance, partition_key="2024-01-01")
     skipped = dg.materialize([sometimes], instance=instance, partition_key="2024-01-02")
     assert yielded.success and skipped.success
     assert yielded_output(job, sometimes.key, yielded.all_events)
     assert not yielded_output(job, sometimes.key, skipped.all_events)
+    forms = [returns_none, reports, both_sides, from_a_graph]
+    job = dg.Definitions(assets=forms).resolve_implicit_global_asset_job_def()
+    ran = dg.materialize(forms, instance=instance)
+    keys = [returns_none.key, reports.key, dg.AssetKey("left"), dg.AssetKey("right"), from_a_graph.key]
+    assert all(yielded_output(job, key, ran.all_events) for key in keys)
 
 
 @pins("AssetCheckEvaluationTargetMaterializationData", "replace")
