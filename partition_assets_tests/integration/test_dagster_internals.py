@@ -458,9 +458,10 @@ def with_output_metadata() -> dg.Output[int]:
 
 def test_output_events_read_from_each_run_s_database_are_those_dagster_reads(tmp_path):
     """On Dagster's default event log (a database per run of Dagster's event table), a
-    publish reads each node run's STEP_OUTPUT and HANDLED_OUTPUT events from the run's
-    database directly (dagster_events._per_run_database_events): the same events, in the
-    same order, as Dagster's own read of each run; a run id without a database has none."""
+    publish reads each node run's events of the types it asks (outputs, check results; here
+    STEP_OUTPUT and HANDLED_OUTPUT) from the run's database directly
+    (dagster_events._per_run_database_events): the same events, in the same order, as
+    Dagster's own read of each run; a run id without a database has none."""
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         storage = instance.event_log_storage
         assert isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded

@@ -23,7 +23,7 @@ from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.originals import Original
 from partition_assets.backfill.publishing.provenance import provenance_from_json
-from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
+from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.dagster_internals import (
@@ -60,9 +60,9 @@ def record_materializations(
     ledger_rows: Sequence[LedgerEntry],
 ) -> None:
     """One run in the instance recording a materialization of every node of `graph` that
-    `record`'s backfill ran, now that readers can see them: the metadata the node's body gave its output
-    (`Output`/`MaterializeResult` metadata, `add_output_metadata`), what another IO manager
-    said of it, then this library's (the ledger row's, the table version published), the
+    `record`'s backfill ran and left to it (running/coordinator.py), now that readers can see
+    them: the metadata the node's body gave its output (`Output`/`MaterializeResult` metadata,
+    `add_output_metadata`), then this library's (the ledger row's, the table version published), the
     asset's code version. The library's keys win where the body used the same name.
     Then every asset check result the node runs recorded (the user's checks, blocking or not,
     partitioned or not; the latest of each check and partition), and the gate's, recorded
@@ -80,12 +80,9 @@ def record_materializations(
     asset_graph = definitions.resolve_asset_graph()
     states = node_states(instance, record.id, graph)
     row_of = {(entry.asset, entry.partition): entry for entry in ledger_rows}
-    foreign = set(unstaged_assets(definitions, graph))
     ran = _succeeded(graph, states)
-    run_events = _events_of_runs(
-        instance, {states[node][1].run_id for node in ran}, {*_OUTPUT_EVENTS, CHECK_EVALUATION}
-    )
-    outputs = _output_metadata(asset_graph, run_events, foreign)
+    run_events = _events_of_runs(instance, {states[node][1].run_id for node in ran}, {STEP_OUTPUT, CHECK_EVALUATION})
+    outputs = _output_metadata(asset_graph, run_events)
     events = []
     schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=False)
     for node in ran:
@@ -311,11 +308,11 @@ def _schema_metadata_by_asset(record: BackfillRecord, tables: Tables, rolled_bac
 
 
 def _output_metadata(
-    asset_graph: AssetGraph, run_events: Iterable[dg.EventLogEntry], foreign: set[dg.AssetKey]
+    asset_graph: AssetGraph, run_events: Iterable[dg.EventLogEntry]
 ) -> dict[tuple[str, dg.AssetKey], dict]:
-    """Per (run, asset): the metadata the asset's body gave its output in the run and, for
-    an asset another IO manager stores (`foreign`), the metadata that IO manager added, from
-    the runs' `run_events` (`_events_of_runs`; events of other types are passed over)."""
+    """Per (run, asset): the metadata the asset's body gave its output in the run, from the
+    runs' `run_events` (`_events_of_runs`; events other than STEP_OUTPUT are passed over). An
+    asset another IO manager stores records its own materialization, in its node run."""
     asset_of = {}  # (step key, output name) -> asset
     for key in asset_graph.get_all_asset_keys():
         assets_def = asset_graph.assets_def_for_key(key)
@@ -324,12 +321,12 @@ def _output_metadata(
     found: dict[tuple[str, dg.AssetKey], dict] = {}
     for record in run_events:
         event = record.dagster_event
-        if event is None or event.event_type not in _OUTPUT_EVENTS:
+        if event is None or event.event_type != STEP_OUTPUT:
             continue
-        output, metadata = _output_and_metadata(event)
+        output = event.step_output_data.step_output_handle.output_name
         asset = asset_of.get((record.step_key or "", output))
-        if asset is not None and (event.event_type == STEP_OUTPUT or asset in foreign):
-            found.setdefault((record.run_id, asset), {}).update(metadata or {})
+        if asset is not None:
+            found.setdefault((record.run_id, asset), {}).update(event.step_output_data.metadata or {})
     return found
 
 
@@ -389,14 +386,6 @@ def _per_run_database_events(
             rows = connection.execute(query, values).fetchall()
         found += [deserialize_value(event, dg.EventLogEntry) for (event,) in rows]
     return found
-
-
-def _output_and_metadata(event: dg.DagsterEvent) -> tuple[str, Mapping]:
-    """The output a STEP_OUTPUT or HANDLED_OUTPUT event is about, and its metadata."""
-    if event.event_type == STEP_OUTPUT:
-        return event.step_output_data.step_output_handle.output_name, event.step_output_data.metadata
-    data = event.event_specific_data  # HandledOutputData, whose type the public API does not name
-    return getattr(data, "output_name", ""), getattr(data, "metadata", None) or {}
 
 
 def run_reporting(
@@ -459,7 +448,5 @@ def judging_stored(
 
 
 STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT
-HANDLED_OUTPUT = dg.DagsterEventType.HANDLED_OUTPUT
 CHECK_EVALUATION = dg.DagsterEventType.ASSET_CHECK_EVALUATION
-_OUTPUT_EVENTS = frozenset({STEP_OUTPUT, HANDLED_OUTPUT})
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
