@@ -2,11 +2,12 @@
 (`output_required=False`) may yield nothing; Dagster then records no materialization for it
 and skips every step that reads it (`ActiveExecution._should_skip_step`: a step is skipped
 when any of its inputs' upstream outputs was not yielded; a blocking check's missing result
-skips nothing). A node run that succeeded without the asset's output is *skipped*, its run
-tagged SKIPPED_TAG so that the backfill's record (state/record.py `node_states`) and its
-publish (publishing/dagster_events.py) see it; the scheduling core skips its downstream
-nodes (running/scheduling.py).
-
+skips nothing), whatever the partition mapping; across runs, Dagster's asset backfill never
+requests a partition whose targeted parent partition was not materialized
+(`_should_backfill_atomic_asset_subset_unit`). A node run that succeeded without the asset's
+output is *skipped*, its run tagged SKIPPED_TAG so that the backfill's record
+(state/record.py `node_states`) and its publish (publishing/dagster_events.py) see it; the
+scheduling core skips its downstream nodes (running/scheduling.py).
 Not guaranteed: a worker killed between its run's end and the tag leaves that run counted
 as succeeded; a resumed backfill's skipped nodes run again (they may yield output now).
 """
