@@ -8,6 +8,7 @@ requests a partition whose targeted parent partition was not materialized
 output is *skipped*, its run tagged SKIPPED_TAG so that the backfill's record
 (state/record.py `node_states`) and its publish (publishing/dagster_events.py) see it; the
 scheduling core skips its downstream nodes (running/scheduling.py).
+
 Not guaranteed: a worker killed between its run's end and the tag leaves that run counted
 as succeeded; a resumed backfill's skipped nodes run again (they may yield output now).
 """
