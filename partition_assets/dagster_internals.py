@@ -27,6 +27,7 @@ constraints.txt pins the release `make install` installs and the tests pass on.
 
 from typing import TYPE_CHECKING, Any
 
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph, BaseAssetNode
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # for type checkers; at run time `__getattr__` below imports 
 
 __all__ = [
     "ALEMBIC_SCRIPTS_LOCATION",
+    "AssetCheckEvaluationTargetMaterializationData",
     "AssetGraph",
     "AssetGraphSubset",
     "AssetKeyPartitionKey",

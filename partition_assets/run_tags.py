@@ -28,6 +28,9 @@ LAUNCHED_TAG = "partition_assets/launched"
 # On a coordinator run of the engine job that resumes a recorded backfill whose coordinator
 # died (automation/takeover_sensor.py), as a re-execution of its coordinator run would.
 TAKEOVER_TAG = "partition_assets/takeover"
+# Added to a node run that succeeded without yielding its asset's output (`output_required=False`):
+# its nodes are skipped, as Dagster skips such a step (backfill/running/skips.py).
+SKIPPED_TAG = "partition_assets/skipped"
 # Dagster's own tags (dagster/_core/storage/tags.py), spelled out: that module is private.
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -36,6 +39,9 @@ DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of a Dagster backfill (the dae
 # Dagster records no materialization for the outputs of a run with this tag (execute_step.py,
 # `assets_are_externally_managed`): a staged node run's data is not readable yet.
 DEFER_ASSET_EVENTS_TAG = "dagster/defer_asset_events"
+# The tags of a staged node run whose asset another IO manager writes as it runs (nothing holds
+# it back until the publish): the run records its materialization, as Dagster's runs do.
+RECORDED_AS_RUN = {DEFER_ASSET_EVENTS_TAG: "false"}
 
 # Runs that may still materialize something.
 IN_FLIGHT_STATUSES = [

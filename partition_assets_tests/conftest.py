@@ -12,7 +12,10 @@ starts through the library or as Python helpers: the engine's workers, Spark Con
 servers, writers killed at a failpoint, racing processes) and partition_assets_tests/e2e (what a user
 starts: `partition-assets` and `dagster` commands, `dagster dev` with Chromium, servers run
 by their own commands (PostgreSQL, moto's S3, a Spark standalone cluster), the run
-launcher, deploys). partition_assets_tests/support holds the code locations and helpers.
+launcher, deploys) and partition_assets_tests/conformance (a user's small project backfilled
+twice on fresh instances, by the engine and by Dagster's own command, and what each instance
+and storage holds compared: the engine follows Dagster's rules; docs/guarantees.md "Dagster's
+semantics"). partition_assets_tests/support holds the code locations and helpers.
 Every temporary folder (tmp_path, the DAGSTER_HOMEs, lakes, the PostgreSQL data folder) is
 on /dev/shm when it is a writable tmpfs with room to spare (PARTITION_ASSETS_TEST_TMP names
 another root; set it to /tmp to test on disk): Dagster's SQLite storages commit with fsync,

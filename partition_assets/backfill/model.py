@@ -35,6 +35,9 @@ class NodeStatus(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     BLOCKED = "blocked"  # an upstream node failed
+    # Its run succeeded without yielding the asset's output (`output_required=False`), or an
+    # upstream node's was not produced: Dagster skips such a step. Nothing is recorded of it.
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class NodeResult:
     started: float  # epoch seconds: run bookkeeping, not asset logic
     ended: float
     error: str | None = None
+    skipped: bool = False  # the run succeeded without yielding the node's output (NodeStatus.SKIPPED)
 
 
 @dataclass(frozen=True)

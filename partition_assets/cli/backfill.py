@@ -169,7 +169,13 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
     heatmap = Heatmap(report.graph, report.node_states, report.title)
     print(heatmap.text())
     notes = (report.fewer_runs, report.launch, report.silence)
-    for line in (*report.retracted_lines, *report.failed_lines, *notes, *(report.previous_versions or ())):
+    for line in (
+        *report.retracted_lines,
+        *report.failed_lines,
+        *report.skipped_lines,
+        *notes,
+        *(report.previous_versions or ()),
+    ):
         if line is not None:
             print(line)
     if args.html:

@@ -1,4 +1,4 @@
-"""A backfill's per-asset partition heatmap: done / failed / running / missing, as text, HTML or PNG."""
+"""A backfill's per-asset partition heatmap: done / failed / running / skipped / missing, as text, HTML or PNG."""
 
 from collections import Counter
 from dataclasses import dataclass
@@ -6,11 +6,17 @@ from dataclasses import dataclass
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeStatus
 
-_GLYPHS: dict[NodeStatus | None, str] = {NodeStatus.SUCCEEDED: "█", NodeStatus.FAILED: "✗", NodeStatus.RUNNING: "▶"}
+_GLYPHS: dict[NodeStatus | None, str] = {
+    NodeStatus.SUCCEEDED: "█",
+    NodeStatus.FAILED: "✗",
+    NodeStatus.RUNNING: "▶",
+    NodeStatus.SKIPPED: "○",
+}
 COLORS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "#2e7d32",
     NodeStatus.FAILED: "#c62828",
     NodeStatus.RUNNING: "#f9a825",
+    NodeStatus.SKIPPED: "#90a4ae",
 }
 MISSING_COLOR = "#e0e0e0"
 _TEXT_CELLS = 96
@@ -35,7 +41,7 @@ class Heatmap:
         ]
 
     def text(self) -> str:
-        lines = [self.title, "legend: █ done  ✗ failed  ▶ running  · missing"]
+        lines = [self.title, "legend: █ done  ✗ failed  ▶ running  ○ skipped (no output)  · missing"]
         for asset, _, states in self.rows():
             cells = "".join(_GLYPHS.get(state, "·") for state in states)
             counts = Counter(state.value if state else "missing" for state in states)

@@ -41,6 +41,7 @@ from partition_assets.backfill.dagster_ui.backfill_row import stored_status, wri
 from partition_assets.backfill.publishing import dagster_events
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.backfill.running.asset_runs import AssetRuns
+from partition_assets.backfill.running.skips import yielded_output
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
@@ -457,9 +458,10 @@ def with_output_metadata() -> dg.Output[int]:
 
 def test_output_events_read_from_each_run_s_database_are_those_dagster_reads(tmp_path):
     """On Dagster's default event log (a database per run of Dagster's event table), a
-    publish reads each node run's STEP_OUTPUT and HANDLED_OUTPUT events from the run's
-    database directly (dagster_events._per_run_database_events): the same events, in the
-    same order, as Dagster's own read of each run; a run id without a database has none."""
+    publish reads each node run's events of the types it asks (outputs, check results; here
+    STEP_OUTPUT and HANDLED_OUTPUT) from the run's database directly
+    (dagster_events._per_run_database_events): the same events, in the same order, as
+    Dagster's own read of each run; a run id without a database has none."""
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         storage = instance.event_log_storage
         assert isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded
@@ -467,7 +469,85 @@ def test_output_events_read_from_each_run_s_database_are_those_dagster_reads(tmp
         types = {dg.DagsterEventType.STEP_OUTPUT, dg.DagsterEventType.HANDLED_OUTPUT}
         dagster_s = [record for run_id in sorted(run_ids) for record in instance.all_logs(run_id, of_type=types)]
         assert len(dagster_s) == 2 * 3
-        assert dagster_events._per_run_database_events(storage, run_ids | {"no-such-run"}) == dagster_s
+        assert dagster_events._per_run_database_events(storage, run_ids | {"no-such-run"}, types) == dagster_s
+
+
+SOMETIMES_DAYS = dg.DailyPartitionsDefinition("2024-01-01")
+
+
+@dg.asset(partitions_def=SOMETIMES_DAYS, output_required=False)
+def sometimes(context: dg.AssetExecutionContext):
+    if context.partition_key.endswith("1"):
+        yield dg.Output(1)
+
+
+@dg.asset_check(asset=sometimes, partitions_def=SOMETIMES_DAYS)
+def sometimes_checked() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=True)
+
+
+@dg.asset
+def returns_none() -> None: ...
+
+
+@dg.asset(deps=[returns_none])
+def reports() -> dg.MaterializeResult:
+    return dg.MaterializeResult()
+
+
+@dg.multi_asset(outs={"left": dg.AssetOut(), "right": dg.AssetOut()})
+def both_sides():
+    return 1, 2
+
+
+@dg.op
+def inner_op() -> int:
+    return 1
+
+
+@dg.graph_asset
+def from_a_graph():
+    return inner_op()
+
+
+def test_a_run_that_yields_no_output_has_no_step_output_of_the_asset_s_op_output(instance):
+    """What running/skips.py `yielded_output` reads: the asset's op output (the job's asset
+    layer's `get_op_output_handle`) is the STEP_OUTPUT of the step named by its node handle,
+    present when the asset yielded its output (`-> None`, a MaterializeResult, a multi-asset's
+    outputs and a graph asset's included), absent when it yielded none."""
+    job = dg.Definitions(assets=[sometimes]).resolve_implicit_global_asset_job_def()
+    yielded = dg.materialize([sometimes], instance=instance, partition_key="2024-01-01")
+    skipped = dg.materialize([sometimes], instance=instance, partition_key="2024-01-02")
+    assert yielded.success and skipped.success
+    assert yielded_output(job, sometimes.key, yielded.all_events)
+    assert not yielded_output(job, sometimes.key, skipped.all_events)
+    forms = [returns_none, reports, both_sides, from_a_graph]
+    job = dg.Definitions(assets=forms).resolve_implicit_global_asset_job_def()
+    ran = dg.materialize(forms, instance=instance)
+    keys = [returns_none.key, reports.key, dg.AssetKey("left"), dg.AssetKey("right"), from_a_graph.key]
+    assert all(yielded_output(job, key, ran.all_events) for key in keys)
+
+
+@pins("AssetCheckEvaluationTargetMaterializationData", "replace")
+def test_a_check_result_recorded_again_with_the_materialization_it_judged_is_current(instance):
+    """What a staged publish relies on to re-record the node runs' check results
+    (dagster_events.py `judging_stored`): an evaluation recorded before a later
+    materialization is not current; recorded again naming that materialization, it is."""
+    check_key = sometimes_checked.check_key
+    dg.materialize([sometimes, sometimes_checked], instance=instance, partition_key="2024-01-01")
+    evaluation = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key])[check_key].evaluation
+    later = dg.AssetMaterialization(sometimes.key, partition="2024-01-01")
+    dagster_events.run_reporting(instance, [later], {}, "later_materialization")
+    assert not _check_info(instance, check_key).is_current
+    dagster_events.run_reporting(instance, [later, evaluation], {}, "publish_like")
+    info = _check_info(instance, check_key)
+    assert info.is_current and info.latest_execution_status.value == "SUCCEEDED"
+
+
+def _check_info(instance: dg.DagsterInstance, check_key: dg.AssetCheckKey):
+    """The check's latest execution of its one partition."""
+    [info] = instance.event_log_storage.get_asset_check_partition_info([check_key])
+    return info
 
 
 @pins("LocalComputeLogManager", "CapturedLogContext", "ComputeIOType", "IO_TYPE_EXTENSION")

@@ -1,6 +1,7 @@
 """A code location with nothing for a staged backfill to publish: two daily assets (a run per
-partition) that do no work and store nothing; their materializations, with the metadata
-`report` gives its own, are all a publish records."""
+partition) that do no work and store nothing (`-> None`: no IO manager writes them, so the
+publish records them); their materializations, with the metadata `report` gives its own, are
+all a publish records."""
 
 import dagster as dg
 
@@ -15,9 +16,9 @@ def source() -> None:
 
 
 @dg.asset(partitions_def=DAYS, deps=[dg.AssetDep(source, partition_mapping=mappings.identity())])
-def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+def report(context: dg.AssetExecutionContext) -> None:
     """Nothing to compute; its metadata names its day."""
-    return dg.MaterializeResult(metadata={"reported_day": context.partition_key})
+    context.add_output_metadata({"reported_day": context.partition_key})
 
 
 defs = dg.Definitions(assets=[source, report])

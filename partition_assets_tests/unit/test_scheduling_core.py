@@ -101,14 +101,17 @@ def every(name: str) -> list[Node]:
     return [node(name, day) for day in range(1, 9)]
 
 
-def results(run_unit: RunUnit, succeeded: bool = True, seconds: float = 0.0) -> list[NodeResult]:
-    return [NodeResult(member, succeeded, "fake-run", 0.0, seconds) for member in run_unit.nodes]
+def results(run_unit: RunUnit, succeeded: bool = True, seconds: float = 0.0, skipped: bool = False) -> list[NodeResult]:
+    return [NodeResult(member, succeeded, "fake-run", 0.0, seconds, skipped=skipped) for member in run_unit.nodes]
 
 
-def drive(schedule: Schedule, graph, failing=frozenset(), choose=lambda running: running[0], check=None):
+def drive(
+    schedule: Schedule, graph, failing=frozenset(), choose=lambda running: running[0], check=None, skipping=frozenset()
+):
     """Runs `schedule` to its end with fake runs, finishing `choose(running)` first; a unit
-    holding a node of `failing` fails. Returns the units in launch order; checks at every
-    launch that each member's upstream nodes outside its unit succeeded."""
+    holding a node of `failing` fails, one holding a node of `skipping` succeeds without
+    output. Returns the units in launch order; checks at every launch that each member's
+    upstream nodes outside its unit succeeded."""
     launched, running = [], []
     # Each step finishes a unit; a failed range comes back as its halves: at most 2n - 1 runs of n nodes.
     for _ in range(2 * graph.node_count()):
@@ -124,7 +127,14 @@ def drive(schedule: Schedule, graph, failing=frozenset(), choose=lambda running:
             check(schedule)
         finished = choose(running)
         running.remove(finished)
-        schedule.finish(finished, results(finished, succeeded=not set(finished.nodes) & set(failing)))
+        schedule.finish(
+            finished,
+            results(
+                finished,
+                succeeded=not set(finished.nodes) & set(failing),
+                skipped=bool(set(finished.nodes) & set(skipping)),
+            ),
+        )
     assert schedule.is_done, "more steps than nodes: the schedule never finishes"
     return launched
 
@@ -310,6 +320,34 @@ def test_a_failure_blocks_exactly_its_descendants():
         node("clean", 4)
     }
     assert not blocked & {member for launched_unit in launched for member in launched_unit.nodes}
+
+
+def test_a_skip_skips_exactly_its_descendants_without_running_them():
+    graph = graph_of("src", "clean", "rolling")
+    schedule = Schedule(graph, Throttle(2), batch_chains=False)
+    launched = drive(schedule, graph, skipping={node("src", 4)})
+    skipped = {node("clean", 4)} | {node("rolling", day) for day in (4, 5, 6)}  # a 3-day window reads clean 4
+    statuses = schedule.statuses()
+    assert {n for n, s in statuses.items() if s == NodeStatus.SKIPPED} == skipped | {node("src", 4)}
+    assert {n for n, s in statuses.items() if s == NodeStatus.SUCCEEDED} == set(graph.nodes()) - skipped - {
+        node("src", 4)
+    }
+    assert not skipped & {member for launched_unit in launched for member in launched_unit.nodes}
+    assert schedule.is_done
+
+
+def test_a_failure_blocks_the_descendants_a_skip_skipped_before_it():
+    graph = graph_of("src", "clean", "rolling")
+    schedule = Schedule(graph, Throttle(1), batch_chains=False)
+    drive(schedule, graph, failing={node("clean", 5)}, skipping={node("src", 4)})
+    statuses = schedule.statuses()
+    # rolling 5 and 6 read both clean 4 (skipped) and clean 5 (failed): a failure upstream blocks them.
+    assert {n for n, s in statuses.items() if s == NodeStatus.BLOCKED} == {node("rolling", d) for d in (5, 6, 7)}
+    assert {n for n, s in statuses.items() if s == NodeStatus.SKIPPED} == {
+        node("src", 4),
+        node("clean", 4),
+        node("rolling", 4),
+    }
 
 
 def test_a_failed_chain_runs_again_in_halves_and_fails_only_from_its_failing_partition_on():

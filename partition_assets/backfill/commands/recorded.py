@@ -62,6 +62,7 @@ from partition_assets.backfill.state.record import (
     cancel_in_flight,
     done_nodes,
     node_states,
+    with_downstream_skips,
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
@@ -82,7 +83,9 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
     than its --max-parallel, if it does. Reads only."""
     record = _recorded(instance, backfill_id)
     graph = graph_of(record.spec, instance)
-    states = {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
+    states = with_downstream_skips(
+        graph, {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
+    )
     windowed = record.status == BackfillStatus.PAUSED or record.spec.launch_window() is not None
     keeps_previous = record.spec.keep_previous is not None
     return StatusReport(

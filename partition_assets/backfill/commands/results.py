@@ -105,13 +105,20 @@ class StatusReport:
         """A line per asset whose latest run of some partitions failed, naming those partition
         keys in partition order: `failed: daily_orders 2024-03-06` (a range run that failed was
         run again in halves, so these are the partitions that fail on their own)."""
+        return self._lines_of(NodeStatus.FAILED)
+
+    @property
+    def skipped_lines(self) -> list[str]:
+        """A line per asset with skipped partitions (no output yielded, by it or upstream:
+        running/skips.py), naming them in partition order: `skipped: arrivals 2024-01-02`."""
+        return self._lines_of(NodeStatus.SKIPPED)
+
+    def _lines_of(self, status: NodeStatus) -> list[str]:
         lines = []
         for asset, asset_slice in self.graph.slices.items():
-            keys = [
-                key for key in asset_slice.partition_keys if self.node_states.get(Node(asset, key)) == NodeStatus.FAILED
-            ]
+            keys = [key for key in asset_slice.partition_keys if self.node_states.get(Node(asset, key)) == status]
             if keys:
-                lines.append(f"failed: {asset.to_user_string()} {', '.join(keys)}")
+                lines.append(f"{status.value}: {asset.to_user_string()} {', '.join(keys)}")
         return lines
 
 

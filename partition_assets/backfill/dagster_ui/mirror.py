@@ -161,6 +161,9 @@ class DagsterBackfillMirror:
             self._pending[_REQUESTED].update(Node(unit.asset, p) for p in unit.partitions)
 
     def finished(self, result: NodeResult) -> None:
+        """A skipped node stays requested only, as in Dagster's own backfill (nothing was materialized)."""
+        if result.skipped:
+            return
         with self._lock:
             self._pending[_MATERIALIZED if result.succeeded else _FAILED].add(result.node)
 

@@ -23,21 +23,23 @@ from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.originals import Original
 from partition_assets.backfill.publishing.provenance import provenance_from_json
-from partition_assets.backfill.publishing.tables import BackfillTable, Tables, unstaged_assets
+from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord, node_states, nodes_of
 from partition_assets.dagster_internals import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
+    AssetCheckEvaluationTargetMaterializationData,
     AssetGraph,
     SqlEventLogStorageTable,
     SqliteEventLogStorage,
     deserialize_value,
+    replace,
 )
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.run_console import quiet_console_config
-from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, DEFER_ASSET_EVENTS_TAG
 from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
 from partition_assets.storage.schema_change import (
@@ -58,15 +60,19 @@ def record_materializations(
     ledger_rows: Sequence[LedgerEntry],
 ) -> None:
     """One run in the instance recording a materialization of every node of `graph` that
-    `record`'s backfill ran, now that readers can see them: the metadata the node's body gave its output
-    (`Output`/`MaterializeResult` metadata, `add_output_metadata`), what another IO manager
-    said of it, then this library's (the ledger row's, the table version published), the
+    `record`'s backfill ran and left to it (running/coordinator.py), now that readers can see
+    them: the metadata the node's body gave its output (`Output`/`MaterializeResult` metadata,
+    `add_output_metadata`), then this library's (the ledger row's, the table version published), the
     asset's code version. The library's keys win where the body used the same name.
-    Skipped when an earlier publish run of the backfill succeeded.
+    Then every asset check result the node runs recorded (the user's checks, blocking or not,
+    partitioned or not; the latest of each check and partition), and the gate's, recorded
+    again against those materializations (`run_reporting`), as Dagster's runs record a check
+    result against the materialization it judged: recorded before it, the Checks tab would
+    read "not evaluated". Skipped when an earlier publish run of the backfill succeeded.
 
     Costs a few instance round trips per node run and per asset, none per node: the node
-    states are read once, each run's outputs once, and the events written in batches
-    (event_batches.py)."""
+    states are read once, each run's outputs and check results once, and the events written
+    in batches (event_batches.py); a query per asset and checked partition for the checks."""
     if publish_recorded(instance, record.id):
         return
     tags = {BACKFILL_ID_TAG: record.id, PUBLISH_RUN_TAG: "true"}
@@ -74,9 +80,9 @@ def record_materializations(
     asset_graph = definitions.resolve_asset_graph()
     states = node_states(instance, record.id, graph)
     row_of = {(entry.asset, entry.partition): entry for entry in ledger_rows}
-    foreign = set(unstaged_assets(definitions, graph))
     ran = _succeeded(graph, states)
-    outputs = _output_metadata(instance, asset_graph, {states[node][1].run_id for node in ran}, foreign)
+    run_events = _events_of_runs(instance, {states[node][1].run_id for node in ran}, {STEP_OUTPUT, CHECK_EVALUATION})
+    outputs = _output_metadata(asset_graph, run_events)
     events = []
     schema_metadata = _schema_metadata_by_asset(record, tables, rolled_back=False)
     for node in ran:
@@ -99,7 +105,20 @@ def record_materializations(
         )
     if sha:
         tags[GIT_SHA_TAG] = sha
-    run_reporting(instance, [*events, *gate_evaluations(instance, record.id, tables)], tags, "partition_assets_publish")
+    evaluations = [*_latest_evaluations(run_events), *gate_evaluations(instance, record.id, tables)]
+    run_reporting(instance, [*events, *evaluations], tags, "partition_assets_publish")
+
+
+def _latest_evaluations(run_events: Iterable[dg.EventLogEntry]) -> list[dg.AssetCheckEvaluation]:
+    """The latest check evaluation of each check and partition among `run_events` (in storage order)."""
+    latest: dict[tuple[dg.AssetCheckKey, str | None], dg.AssetCheckEvaluation] = {}
+    for entry in run_events:
+        event = entry.dagster_event
+        if event is not None and event.event_type == CHECK_EVALUATION:
+            evaluation = event.event_specific_data
+            assert isinstance(evaluation, dg.AssetCheckEvaluation)  # the data of every such event
+            latest[(evaluation.asset_check_key, evaluation.partition)] = evaluation
+    return list(latest.values())
 
 
 def gate_evaluations(instance: dg.DagsterInstance, backfill_id: str, tables: Tables) -> list[dg.AssetCheckEvaluation]:
@@ -205,13 +224,25 @@ def record_retraction(instance: dg.DagsterInstance, record: BackfillRecord) -> N
 
 
 def ran_nodes(instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph) -> list[Node]:
-    """The nodes of `graph` a run of the backfill succeeded on, in graph order: not those a
-    catch-up left alone because they were current."""
+    """The nodes of `graph` a run of the backfill succeeded on and left to the publish to
+    record, in graph order: not those a catch-up left alone because they were current, nor
+    those skipped (no output: running/skips.py), nor those whose run recorded its own
+    materialization (their IO manager wrote as they ran, which no staging, publish or rollback
+    holds back or undoes: running/coordinator.py)."""
     return _succeeded(graph, node_states(instance, backfill_id, graph))
 
 
 def _succeeded(graph: BackfillGraph, states: Mapping[Node, tuple[NodeStatus, dg.DagsterRun]]) -> list[Node]:
-    return [node for node in graph.nodes() if node in states and states[node][0] == NodeStatus.SUCCEEDED]
+    return [
+        node
+        for node in graph.nodes()
+        if node in states and states[node][0] == NodeStatus.SUCCEEDED and _deferred(states[node][1])
+    ]
+
+
+def _deferred(run: dg.DagsterRun) -> bool:
+    """Whether `run` left its materializations to the publish (DEFER_ASSET_EVENTS_TAG)."""
+    return run.tags.get(DEFER_ASSET_EVENTS_TAG, "").lower() == "true"
 
 
 def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
@@ -270,33 +301,35 @@ def _schema_metadata_by_asset(record: BackfillRecord, tables: Tables, rolled_bac
 
 
 def _output_metadata(
-    instance: dg.DagsterInstance, asset_graph: AssetGraph, run_ids: set[str], foreign: set[dg.AssetKey]
+    asset_graph: AssetGraph, run_events: Iterable[dg.EventLogEntry]
 ) -> dict[tuple[str, dg.AssetKey], dict]:
-    """Per (run, asset): the metadata the asset's body gave its output in the run and, for
-    an asset another IO manager stores (`foreign`), the metadata that IO manager added. A
-    few event-log queries however many runs (`_output_events`)."""
+    """Per (run, asset): the metadata the asset's body gave its output in the run, from the
+    runs' `run_events` (`_events_of_runs`; events other than STEP_OUTPUT are passed over). An
+    asset another IO manager stores records its own materialization, in its node run."""
     asset_of = {}  # (step key, output name) -> asset
     for key in asset_graph.get_all_asset_keys():
         assets_def = asset_graph.assets_def_for_key(key)
         if assets_def.is_executable:
             asset_of[(assets_def.node_def.name, assets_def.get_output_name_for_asset_key(key))] = key
     found: dict[tuple[str, dg.AssetKey], dict] = {}
-    for record in _output_events(instance, run_ids):
+    for record in run_events:
         event = record.dagster_event
-        if event is None:
+        if event is None or event.event_type != STEP_OUTPUT:
             continue
-        output, metadata = _output_and_metadata(event)
+        output = event.step_output_data.step_output_handle.output_name
         asset = asset_of.get((record.step_key or "", output))
-        if asset is not None and (event.event_type == STEP_OUTPUT or asset in foreign):
-            found.setdefault((record.run_id, asset), {}).update(metadata or {})
+        if asset is not None:
+            found.setdefault((record.run_id, asset), {}).update(event.step_output_data.metadata or {})
     return found
 
 
-def _output_events(instance: dg.DagsterInstance, run_ids: set[str]) -> Iterable[dg.EventLogEntry]:
-    """The STEP_OUTPUT and HANDLED_OUTPUT events of `run_ids` in three queries, from an event
+def _events_of_runs(
+    instance: dg.DagsterInstance, run_ids: set[str], types: set[dg.DagsterEventType]
+) -> Iterable[dg.EventLogEntry]:
+    """The events of `types` of `run_ids`, in storage order, in three queries, from an event
     log of every run (the consolidated SQLite one, Postgres): the runs' earliest creation,
     the first run start from a second before it (every run of `run_ids` starts after it),
-    then those two kinds of events of every run since (other runs' are dropped here).
+    then those kinds of events of every run since (other runs' are dropped here).
     Dagster's default SQLite event log keeps a database per run (`is_run_sharded`): one query
     per run there (`_per_run_database_events`); its cross-run index holds asset and run-status
     events only, so reading it would find no outputs at all. A query per run was a third of a
@@ -304,10 +337,9 @@ def _output_events(instance: dg.DagsterInstance, run_ids: set[str]) -> Iterable[
     grew with the runs."""
     if not run_ids:
         return []
-    types = {STEP_OUTPUT, HANDLED_OUTPUT}
     storage = instance.event_log_storage
     if isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded:
-        return _per_run_database_events(storage, run_ids)
+        return _per_run_database_events(storage, run_ids, types)
     if storage.is_run_sharded:
         return [record for run_id in sorted(run_ids) for record in instance.all_logs(run_id, of_type=types)]
     earliest = instance.get_run_records(
@@ -323,16 +355,19 @@ def _output_events(instance: dg.DagsterInstance, run_ids: set[str]) -> Iterable[
     return [record for record in since.values() if record.run_id in run_ids]
 
 
-def _per_run_database_events(storage: SqliteEventLogStorage, run_ids: set[str]) -> list[dg.EventLogEntry]:
-    """The STEP_OUTPUT and HANDLED_OUTPUT events of `run_ids` from Dagster's default event log
+def _per_run_database_events(
+    storage: SqliteEventLogStorage, run_ids: set[str], types: set[dg.DagsterEventType]
+) -> list[dg.EventLogEntry]:
+    """The events of `types` of `run_ids` from Dagster's default event log
     (a SQLite database per run, of Dagster's event table), each run's database read through
     one read-only connection. Dagster's own read of a run builds an SQLAlchemy engine and
     checks the database's schema revision first: several times the cost of the query, per
     node run, in a publish. A run without a database (no event stored) has none."""
     table = SqlEventLogStorageTable
+    values = sorted(event_type.value for event_type in types)
     query = (
         f"SELECT {table.c.event.name} FROM {table.name} "
-        f"WHERE {table.c.dagster_event_type.name} IN (?, ?) ORDER BY {table.c.id.name}"
+        f"WHERE {table.c.dagster_event_type.name} IN ({', '.join('?' * len(values))}) ORDER BY {table.c.id.name}"
     )
     found = []
     for run_id in sorted(run_ids):
@@ -341,17 +376,9 @@ def _per_run_database_events(storage: SqliteEventLogStorage, run_ids: set[str]) 
             continue
         uri = f"file:{path}?mode=ro"
         with closing(sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_SECONDS)) as connection:
-            rows = connection.execute(query, (STEP_OUTPUT.value, HANDLED_OUTPUT.value)).fetchall()
+            rows = connection.execute(query, values).fetchall()
         found += [deserialize_value(event, dg.EventLogEntry) for (event,) in rows]
     return found
-
-
-def _output_and_metadata(event: dg.DagsterEvent) -> tuple[str, Mapping]:
-    """The output a STEP_OUTPUT or HANDLED_OUTPUT event is about, and its metadata."""
-    if event.event_type == STEP_OUTPUT:
-        return event.step_output_data.step_output_handle.output_name, event.step_output_data.metadata
-    data = event.event_specific_data  # HandledOutputData, whose type the public API does not name
-    return getattr(data, "output_name", ""), getattr(data, "metadata", None) or {}
 
 
 def run_reporting(
@@ -361,14 +388,17 @@ def run_reporting(
     name: str,
 ) -> None:
     """Records `events` from one in-process run named `name` in `instance`: asset events in
-    batches (event_batches.py), check evaluations (one per gated table) as the op's own."""
+    batches (event_batches.py), then check evaluations as the op's own, each of an asset this
+    run materialized judging the materialization it stored (`judging_stored`)."""
     asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
     evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
+    materialized = {event.asset_key for event in asset_events if isinstance(event, dg.AssetMaterialization)}
 
     @dg.op(name=f"{name}_op")
     def report():
-        store_asset_events(dg.OpExecutionContext.get(), asset_events)
-        yield from evaluations
+        context = dg.OpExecutionContext.get()
+        store_asset_events(context, asset_events)
+        yield from judging_stored(context.instance, evaluations, materialized)
         yield dg.Output(None)
 
     @dg.job(name=name, executor_def=dg.in_process_executor)
@@ -379,6 +409,37 @@ def run_reporting(
     reporting_job.execute_in_process(instance=instance, tags=tags, run_config=quiet_console_config(reporting_job, {}))
 
 
+def judging_stored(
+    instance: dg.DagsterInstance, evaluations: Sequence[dg.AssetCheckEvaluation], materialized: set[dg.AssetKey]
+) -> list[dg.AssetCheckEvaluation]:
+    """`evaluations`, each of an asset of `materialized` as judging the asset's latest
+    materialization in `instance` (its partition's, for a partitioned check's evaluation), as
+    Dagster's check results name the materialization they judged (`target_materialization_data`:
+    what `is_current` and the Checks tab compare with the latest materialization). One query
+    per asset and partition judged."""
+    targets: dict[tuple[dg.AssetKey, str | None], AssetCheckEvaluationTargetMaterializationData | None] = {}
+    judged = []
+    for evaluation in evaluations:
+        if evaluation.asset_key not in materialized:
+            judged.append(evaluation)
+            continue
+        where = (evaluation.asset_key, evaluation.partition)
+        if where not in targets:
+            partitions = [evaluation.partition] if evaluation.partition else None
+            latest = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=evaluation.asset_key, asset_partitions=partitions), limit=1
+            ).records
+            targets[where] = (
+                AssetCheckEvaluationTargetMaterializationData(
+                    storage_id=latest[0].storage_id, run_id=latest[0].run_id, timestamp=latest[0].timestamp
+                )
+                if latest
+                else None
+            )
+        judged.append(replace(evaluation, target_materialization_data=targets[where]))
+    return judged
+
+
 STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT
-HANDLED_OUTPUT = dg.DagsterEventType.HANDLED_OUTPUT
+CHECK_EVALUATION = dg.DagsterEventType.ASSET_CHECK_EVALUATION
 PUBLISH_RUN_TAG = "partition_assets/publish_run"

@@ -43,6 +43,11 @@ class AssetRuns:
         self._ephemeral_job = job.as_ephemeral_job(resource_defs={}, input_values={})
         self._in_process_jobs: dict[dg.AssetKey, InMemoryJob] = {}
 
+    @property
+    def job(self) -> dg.JobDefinition:
+        """The asset job whose assets this runs."""
+        return self._job
+
     def execute(
         self,
         instance: dg.DagsterInstance,

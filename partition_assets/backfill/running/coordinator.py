@@ -58,7 +58,7 @@ from partition_assets.errors import (
     PartitionAssetsError,
     SparkServerGoneError,
 )
-from partition_assets.run_tags import node_run_tags, pinned_input_tags
+from partition_assets.run_tags import RECORDED_AS_RUN, node_run_tags, pinned_input_tags
 from partition_assets.storage.leases import Lease, park, release
 
 _CHECKS_SHOWN = 3
@@ -150,14 +150,15 @@ class BackfillRun:
 
     def _check_staging(self, publication: Publication) -> None:
         """Refuses a format that cannot publish at once, before any run; warns about assets
-        that other IO managers write as their nodes run."""
+        that other IO managers write as their nodes run (their node runs record them)."""
         for table in publication.tables.values():
             table.staging_format  # noqa: B018 -- raises for such a format
         unstaged = unstaged_assets(publication.definitions, self.graph)
         if unstaged:
             _log.warning(
                 "backfill %s: %s are stored by other IO managers, which write them as their nodes run: "
-                "readers see those before the backfill publishes",
+                "readers see those before the backfill publishes, and each node run records its materialization "
+                "as Dagster's runs do (a rollback or discard leaves them as written)",
                 self.record.id,
                 ", ".join(key.to_user_string() for key in unstaged),
             )
@@ -190,7 +191,8 @@ class BackfillRun:
                 self._on_result(result)
 
             try:
-                status = self._run_nodes(runner, node_finished, mirror.launched, pins)
+                unstaged = set(unstaged_assets(publication.definitions, self.graph)) if self.staged else set()
+                status = self._run_nodes(runner, node_finished, mirror.launched, pins, unstaged)
                 mirror.settle(status)
                 ahead_stats = ahead.results() if ahead is not None and _all_succeeded(status) else None
             finally:
@@ -397,7 +399,11 @@ class BackfillRun:
         on_result: Callable[[NodeResult], None],
         on_launch: Callable[[RunUnit], None],
         pins: Mapping[Node, Pins],
+        unstaged: set[dg.AssetKey],
     ) -> dict[Node, NodeStatus]:
+        """Runs the nodes; those of `unstaged` assets (their IO manager writes as they run: no
+        staging holds them back) record their materializations and check results in their own
+        runs, as Dagster's runs do, whatever the backfill's outcome."""
         record = self.record
         record.move_to(BackfillStatus.RUNNING, "run")
         spec = record.spec
@@ -407,7 +413,8 @@ class BackfillRun:
             self._on_launch(unit)
             # Pins differ only between units (break_runs_between_pins): the first member speaks for all.
             as_of = spec.inputs_as_of
-            return runner.launch(unit, pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {})
+            tags = pinned_input_tags(as_of, pins.get(unit.nodes[0], {})) if as_of else {}
+            return runner.launch(unit, {**tags, **RECORDED_AS_RUN} if unit.asset in unstaged else tags)
 
         try:
             throttle = Throttle(
@@ -441,7 +448,8 @@ class BackfillRun:
 
 
 def _all_succeeded(status: Mapping[Node, NodeStatus]) -> bool:
-    return all(state == NodeStatus.SUCCEEDED for state in status.values())
+    """Whether every node succeeded or was skipped (Dagster's run succeeds with skipped steps)."""
+    return all(state in (NodeStatus.SUCCEEDED, NodeStatus.SKIPPED) for state in status.values())
 
 
 def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:

@@ -35,6 +35,7 @@ import dagster as dg
 from partition_assets.backfill.running.local_workers import failure_message
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
+from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.backfill.state.record import cancel_launched_run
 from partition_assets.code_location import load_definitions, split_target
 from partition_assets.dagster_internals import (
@@ -83,6 +84,7 @@ class LaunchedNodeRunner:
     ) -> None:
         definitions = load_definitions(target)
         self._asset_graph = definitions.resolve_asset_graph()
+        self._job = definitions.resolve_implicit_global_asset_job_def()
         job = definitions.resolve_implicit_global_asset_job_def()
         # A unit is one asset's step: Dagster's default executor would spawn a process for it
         # inside the run worker; in process, as local workers run it. Another executor is kept.
@@ -198,11 +200,23 @@ class LaunchedNodeRunner:
                 submitted = self._in_flight.pop(run.run_id)
             succeeded = run.status == dg.DagsterRunStatus.SUCCESS
             error = None if succeeded else self._failure(run)
+            skipped = succeeded and self._skipped(run.run_id, submitted.unit.asset)
             started = record.start_time or submitted.at
             ended = record.end_time or time.time()
             submitted.future.set_result(
-                [NodeResult(node, succeeded, run.run_id, started, ended, error) for node in submitted.unit.nodes]
+                [
+                    NodeResult(node, succeeded, run.run_id, started, ended, error, skipped)
+                    for node in submitted.unit.nodes
+                ]
             )
+
+    def _skipped(self, run_id: str, asset: dg.AssetKey) -> bool:
+        """Whether the run `run_id` of `asset`, which succeeded, yielded no output (then tagged skipped)."""
+        outputs = self._instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT)
+        if yielded_output(self._job, asset, (entry.dagster_event for entry in outputs if entry.dagster_event)):
+            return False
+        record_skip(self._instance, run_id)
+        return True
 
     def _failure(self, run: dg.DagsterRun) -> str:
         if run.status == dg.DagsterRunStatus.CANCELED:

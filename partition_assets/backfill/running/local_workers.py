@@ -46,6 +46,7 @@ from partition_assets.backfill.planning.graph import Node
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
+from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
@@ -292,8 +293,11 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str], run_id: s
         run_id,
     )
     error = None if result.success else failure_message(result.all_events)
+    skipped = result.success and not yielded_output(_worker["runs"].job, key, result.all_events)
+    if skipped:
+        record_skip(_instance(), result.run_id)
     ended = time.time()
-    return [NodeResult(Node(key, p), result.success, result.run_id, started, ended, error) for p in partitions]
+    return [NodeResult(Node(key, p), result.success, result.run_id, started, ended, error, skipped) for p in partitions]
 
 
 def failure_message(events: Iterable[dg.DagsterEvent]) -> str:

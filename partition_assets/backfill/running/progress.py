@@ -71,7 +71,7 @@ class Progress:
         self._running = max(0, self._running - 1)
         if not result.succeeded:
             self._errors[result.node] = result.error or "run failed"
-        mark = "ok" if result.succeeded else f"FAILED: {result.error}"
+        mark = "skipped: no output" if result.skipped else "ok" if result.succeeded else f"FAILED: {result.error}"
         return (
             f"[{self._finished.total()}/{self._total}] {asset.to_user_string()} "
             f"{self._finished[asset]}/{len(self._graph.slices[asset])} {result.node.partition or '-'} "

@@ -14,7 +14,8 @@ that launches the units and waits for them. Its rules:
    slack allows, so that no member's chain ends past the longest chain left (see
    `Schedule.ready_allowance`);
 3. when a node succeeds, its downstream nodes count one fewer pending upstream; those
-   reaching zero become ready; a failure blocks every descendant instead;
+   reaching zero become ready; a failure blocks every descendant instead; a node whose run
+   yielded no output (running/skips.py) skips every descendant not blocked;
 4. a unit of several partitions that fails is not failed: its partitions are ready again,
    to run as its two halves (`Schedule.finish`), each half that fails split again, down to
    single partitions; only a single partition's failure fails its node. So one bad
@@ -276,7 +277,9 @@ class Schedule:
             self._run_again_in_halves(unit)
             return []
         for result in results:
-            if result.succeeded:
+            if result.skipped:
+                self._skipped(result.node)
+            elif result.succeeded:
                 self._succeeded(result.node)
             else:
                 self._failed(result.node)
@@ -332,14 +335,28 @@ class Schedule:
                 self._ready_changed(child.asset, 1)
 
     def _failed(self, node: Node) -> None:
+        """`node` failed: every descendant that did not run is blocked, those skipped meanwhile
+        behind another node included (Dagster's steps downstream of a failure do not run)."""
         self._status[node] = NodeStatus.FAILED
+        self._settle_descendants(node, NodeStatus.BLOCKED, {NodeStatus.PENDING, NodeStatus.SKIPPED})
+
+    def _skipped(self, node: Node) -> None:
+        """`node`'s run yielded no output: its pending descendants are skipped, as Dagster skips
+        every step reading an output that was not yielded (running/skips.py)."""
+        self._status[node] = NodeStatus.SKIPPED
+        self._settle_descendants(node, NodeStatus.SKIPPED, {NodeStatus.PENDING})
+
+    def _settle_descendants(self, node: Node, final: NodeStatus, settled: set[NodeStatus]) -> None:
+        """Every descendant of `node` in one of the `settled` statuses becomes `final`; a
+        pending one no longer counts as work left."""
         stack = list(self._children.get(node, ()))
         while stack:
             child = stack.pop()
-            if self._status[child] == NodeStatus.PENDING:
-                self._status[child] = NodeStatus.BLOCKED
-                self._unlaunched[child.asset] -= 1
-                self._unlaunched_seconds -= self._seconds[child.asset]
+            if self._status[child] in settled and self._status[child] != final:
+                if self._status[child] == NodeStatus.PENDING:
+                    self._unlaunched[child.asset] -= 1
+                    self._unlaunched_seconds -= self._seconds[child.asset]
+                self._status[child] = final
                 stack.extend(self._children.get(child, ()))
 
 

@@ -22,7 +22,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.ids import checked_backfill_id
-from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, partitions_of_run
+from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
 from partition_assets.storage.lease_proof import proven_backfill
 
 if TYPE_CHECKING:
@@ -196,8 +196,25 @@ def node_states(
                 continue
             for partition in partitions_of_run(run, asset_slice.partitions_def) or [UNPARTITIONED]:
                 if partition in asset_slice.index_of:
-                    states.setdefault(Node(asset, partition), (_RUN_STATES.get(run.status, NodeStatus.RUNNING), run))
+                    states.setdefault(Node(asset, partition), (_run_state(run), run))
     return states
+
+
+def with_downstream_skips(graph: BackfillGraph, states: dict[Node, NodeStatus]) -> dict[Node, NodeStatus]:
+    """`states` (of the nodes that ran), and each node with no run downstream of a skipped
+    one as skipped: the coordinator skipped it without a run (running/skips.py)."""
+    shown = dict(states)
+    for node in graph.nodes():  # parents before their children
+        if node not in shown and any(shown.get(parent) == NodeStatus.SKIPPED for parent in graph.upstream(node)):
+            shown[node] = NodeStatus.SKIPPED
+    return shown
+
+
+def _run_state(run: dg.DagsterRun) -> NodeStatus:
+    """The state of the nodes of `run`: skipped when it succeeded without its output (SKIPPED_TAG)."""
+    if run.status == dg.DagsterRunStatus.SUCCESS and run.tags.get(SKIPPED_TAG):
+        return NodeStatus.SKIPPED
+    return _RUN_STATES.get(run.status, NodeStatus.RUNNING)
 
 
 def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.DagsterRun]:
