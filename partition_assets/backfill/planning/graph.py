@@ -27,6 +27,7 @@ from partition_assets.backfill.planning.edges import Dependency, edges_between
 from partition_assets.backfill.planning.keys import explicit_keys_of, keys_of
 from partition_assets.backfill.planning.lineage import cascade, descendants, mappings_among
 from partition_assets.backfill.planning.mapping_memo import MappingMemo
+from partition_assets.backfill.planning.missing_parents import refuse_missing_parents
 from partition_assets.backfill.planning.reasons import NodeReasons
 from partition_assets.backfill.planning.selection import check_static_filters, resolve_selection, why_empty
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange, Wording, flag_of
@@ -112,7 +113,8 @@ def plan(
             selected with neither a range nor keys; a key of `spec.keys` is no partition of any
             selected asset; an asset limit names an asset outside the backfill; or the spec plans
             no node at all (the range lies outside the partitions, a dynamic definition has no
-            keys). The message names the fix.
+            keys). The message names the fix. A MissingParentPartitionError when a partition reads a
+            parent partition that does not exist.
     """
     selected = resolve_selection(asset_graph, spec.selection)
     check_static_filters(asset_graph, selected, spec.static, wording)
@@ -188,6 +190,8 @@ def build_graph(
         BackfillPlanError: `exact` with a `lookback`; a time-partitioned asset with neither a
             `time_range` nor `explicit_keys`; a key in `static_keys` that its dimension lacks; a key
             of `explicit_keys` that is no partition of any selected asset.
+        MissingParentPartitionError: A partition reads a parent partition that does not exist
+            (missing_parents.py).
     """
     if exact and lookback:
         raise BackfillPlanError("exact and lookback contradict: exact adds no partition outside the range")
@@ -220,6 +224,7 @@ def build_graph(
         }
     if downstream:
         keys_by_asset = cascade(asset_graph, order, keys_by_asset, mappings_by_edge, memo)
+    refuse_missing_parents(asset_graph, keys_by_asset, memo)
     slices = {key: _slice(key, asset_graph.get(key), keys_by_asset[key], windows) for key in order}
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():

@@ -39,6 +39,7 @@ class MappingMemo:
         self.order = PartitionOrder(store)
         self._downstream: dict[tuple, frozenset[str]] = {}
         self._upstream: dict[tuple, tuple[str, ...]] = {}
+        self._nonexistent: dict[tuple, tuple[str, ...]] = {}
 
     def downstream_keys(
         self,
@@ -85,6 +86,26 @@ class MappingMemo:
             return tuple(result.partitions_subset.get_partition_keys())
 
         return _remembered(self._upstream, (mapping, downstream_def, key, upstream_def), ask)
+
+    def nonexistent_upstream_keys(
+        self,
+        mapping: dg.PartitionMapping,
+        downstream_def: dg.PartitionsDefinition | None,
+        keys: Sequence[str],
+        upstream_def: dg.PartitionsDefinition,
+    ) -> tuple[str, ...]:
+        """The partitions `upstream_def` lacks that `keys` of a `downstream_def` asset read through
+        `mapping`: its `required_but_nonexistent_subset`, empty when the mapping allows them
+        (`allow_nonexistent_upstream_partitions`)."""
+
+        def ask() -> tuple[str, ...]:
+            subset = None if downstream_def is None else downstream_def.empty_subset().with_partition_keys(keys)
+            result = mapping.get_upstream_mapped_partitions_result_for_partitions(
+                subset, downstream_def, upstream_def, dynamic_partitions_store=self.store
+            )
+            return tuple(result.required_but_nonexistent_subset.get_partition_keys())
+
+        return _remembered(self._nonexistent, (mapping, downstream_def, tuple(keys), upstream_def), ask)
 
 
 def _remembered(answers: dict[tuple, T], question: tuple, ask: Callable[[], T]) -> T:
