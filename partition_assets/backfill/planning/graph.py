@@ -98,6 +98,7 @@ def plan(
     spec: BackfillSpec,
     dynamic_partitions_store: DynamicPartitionsStore | None = None,
     wording: Wording = flag_of,
+    parents_must_exist: bool = True,
 ) -> BackfillGraph:
     """The backfill graph of `spec` against a code location's asset graph.
 
@@ -106,6 +107,8 @@ def plan(
 
     Args:
         dynamic_partitions_store: Where the keys of dynamic partitions are read (the instance).
+        parents_must_exist: Refuse partitions whose parent partitions do not exist (see
+            `build_graph`); False for candidates that are not run as they are (history.py).
 
     Raises:
         BackfillPlanError: The selection is invalid or matches no asset; a static filter names no
@@ -140,6 +143,7 @@ def plan(
         downstream=spec.downstream,
         explicit_keys=keys,
         wording=wording,
+        parents_must_exist=parents_must_exist,
     )
     in_backfill = [key.to_user_string() for key in graph.slices]
     unknown = sorted(set(spec.asset_limits) - set(in_backfill))
@@ -165,6 +169,7 @@ def build_graph(
     explicit_keys: Sequence[str] = (),
     wording: Wording = flag_of,
     picked_keys: Mapping[dg.AssetKey, list[str]] | None = None,
+    parents_must_exist: bool = True,
 ) -> BackfillGraph:
     """The backfill graph of the `selection` over `time_range`, or of `explicit_keys`.
 
@@ -180,6 +185,8 @@ def build_graph(
     partition keys (BackfillPlanError names keys no selected asset has); a run never
     spans a gap between two of them. With `picked_keys`, each selected asset takes exactly
     its own list (in partition order), as the instance's history picked them (history.py).
+    With `parents_must_exist`, a partition that reads a parent partition that does not exist
+    is refused, as Dagster's backfill refuses it (missing_parents.py).
 
     Errors name the spec's fields as `wording` does (see `plan`).
 
@@ -224,7 +231,8 @@ def build_graph(
         }
     if downstream:
         keys_by_asset = cascade(asset_graph, order, keys_by_asset, mappings_by_edge, memo)
-    refuse_missing_parents(asset_graph, keys_by_asset, memo)
+    if parents_must_exist:
+        refuse_missing_parents(asset_graph, keys_by_asset, memo)
     slices = {key: _slice(key, asset_graph.get(key), keys_by_asset[key], windows) for key in order}
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():
