@@ -74,16 +74,19 @@ def test_an_offset_mapping_next_to_excluded_days_plans_what_dagster_runs():
     assert respects(ran.materialized, engine.waits_for) == []
 
 
-def test_offsets_across_weekends_and_a_holiday_give_dagster_edges_for_every_partition():
-    """around_open_day reads the two open days before its own to the one after it, across
-    weekends and a holiday (2024-01-17): every partition of January, edges as Dagster maps them."""
-    engine = engine_side(ASSET_GRAPH, spec("key:open_day or key:around_open_day", all_partitions=True))
+def test_offsets_across_a_weekend_and_a_holiday_give_dagster_edges():
+    """around_open_day reads the two open days before its own to the one after it. The week after
+    a long weekend (Monday 2024-01-15 a holiday) is planned with Dagster's edges: it was refused
+    (could not pad), as its first day's two open days before lie five days back."""
+    assets = ("open_day", "around_open_day")
+    selection = " or ".join(f"key:{asset}" for asset in assets)
 
-    assert engine == dagster_side(
-        ASSET_GRAPH, dagster_target(ASSET_GRAPH, None, [dg.AssetKey("open_day"), dg.AssetKey("around_open_day")])
-    )
-    assert "2024-01-17" not in {partition for _, partition in engine.targets}
-    assert (("around_open_day", "2024-01-18"), ("open_day", "2024-01-15")) in engine.waits_for
+    engine = engine_side(ASSET_GRAPH, spec(selection, start="2024-01-16", end="2024-01-19"))
+
+    keys = days_window(rules.HOLIDAYS, "2024-01-16", "2024-01-19")
+    assert keys == ["2024-01-16", "2024-01-17", "2024-01-18", "2024-01-19"]
+    assert engine == dagster_side(ASSET_GRAPH, dagster_ranges(ASSET_GRAPH, dict.fromkeys(assets, (keys[0], keys[-1]))))
+    assert (("around_open_day", "2024-01-16"), ("open_day", "2024-01-17")) in engine.waits_for
 
 
 def test_downstream_of_a_friday_reaches_the_monday_after_the_weekend_as_dagster_does():

@@ -23,8 +23,8 @@ FROM_MAY = dg.DailyPartitionsDefinition("2024-05-01", end_date="2024-07-01")
 FROM_JUNE = dg.DailyPartitionsDefinition("2024-06-01", end_date="2024-07-01")
 UNTIL_MID_MAY = dg.DailyPartitionsDefinition("2024-05-01", end_date="2024-05-16")
 ODD_KEYS = ["a,b", "c/d", "é ü", "plain"]
-# A holiday as a datetime, beside the weekly cron exclusion.
-HOLIDAY = datetime(2024, 1, 17)
+# A holiday as a datetime (a Monday, 2024's Martin Luther King Jr. Day), beside the weekly cron exclusion.
+HOLIDAY = datetime(2024, 1, 15)
 HOLIDAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-02-01", exclusions=["0 0 * * 6,0", HOLIDAY])
 
 
