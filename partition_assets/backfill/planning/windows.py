@@ -166,4 +166,3 @@ def _padded_keys(
     # Window iteration follows the cron schedule and exclusions alone, past the definition's bounds.
     padded = list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
     return padded, padded.index(keys[0])
-
