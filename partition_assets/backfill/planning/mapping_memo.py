@@ -19,7 +19,7 @@ Memory grows with the distinct questions of one plan; a memo lives as long as it
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import dagster as dg
 
@@ -94,18 +94,33 @@ class MappingMemo:
         keys: Sequence[str],
         upstream_def: dg.PartitionsDefinition,
     ) -> tuple[str, ...]:
-        """The partitions `upstream_def` lacks that `keys` of a `downstream_def` asset read through
-        `mapping`: its `required_but_nonexistent_subset`, empty when the mapping allows them
-        (`allow_nonexistent_upstream_partitions`)."""
+        """The partitions `upstream_def` lacks that `keys` (in partition order) of a
+        `downstream_def` asset read through `mapping`: its `required_but_nonexistent_subset`,
+        empty when the mapping allows them (`allow_nonexistent_upstream_partitions`). Time
+        partitions are asked as one span, keys[0] to keys[-1]: every window between them too
+        (a superset when `keys` skip some), as one range rather than a key each."""
+        spans = isinstance(downstream_def, dg.TimeWindowPartitionsDefinition)
 
         def ask() -> tuple[str, ...]:
-            subset = None if downstream_def is None else downstream_def.empty_subset().with_partition_keys(keys)
+            if downstream_def is None:
+                subset = None
+            elif spans:  # one window: no key is listed or parsed but the two ends
+                time_def = cast(dg.TimeWindowPartitionsDefinition, downstream_def)
+                subset = time_def.get_partition_subset_in_time_window(
+                    dg.TimeWindow(
+                        time_def.time_window_for_partition_key(keys[0]).start,
+                        time_def.time_window_for_partition_key(keys[-1]).end,
+                    )
+                )
+            else:
+                subset = downstream_def.empty_subset().with_partition_keys(keys)
             result = mapping.get_upstream_mapped_partitions_result_for_partitions(
                 subset, downstream_def, upstream_def, dynamic_partitions_store=self.store
             )
             return tuple(result.required_but_nonexistent_subset.get_partition_keys())
 
-        return _remembered(self._nonexistent, (mapping, downstream_def, tuple(keys), upstream_def), ask)
+        asked = (keys[0], keys[-1]) if spans else tuple(keys)
+        return _remembered(self._nonexistent, (mapping, downstream_def, asked, upstream_def), ask)
 
 
 def _remembered(answers: dict[tuple, T], question: tuple, ask: Callable[[], T]) -> T:

@@ -48,9 +48,14 @@ def refuse_missing_parents(
             if parent_def is None:
                 continue
             mapping = asset_graph.get_partition_mapping(key, parent)
-            missing = memo.nonexistent_upstream_keys(mapping, asset_def, keys, parent_def)
-            if missing:  # which partitions read them: asked key by key, on this error path only
-                readers = [k for k in keys if memo.nonexistent_upstream_keys(mapping, asset_def, (k,), parent_def)]
+            if not memo.nonexistent_upstream_keys(mapping, asset_def, keys, parent_def):
+                continue  # the usual answer, asked once for all the keys
+            # Which keys read which missing partitions: asked key by key, on this path only
+            # (time keys are asked as a span, which may hold keys that are not planned).
+            by_key = {k: memo.nonexistent_upstream_keys(mapping, asset_def, (k,), parent_def) for k in keys}
+            readers = [k for k, absent in by_key.items() if absent]
+            missing = list(dict.fromkeys(m for k in readers for m in by_key[k]))
+            if readers:
                 found.append(
                     f"{key.to_user_string()} {_shown(readers)} read{'s' if len(readers) == 1 else ''} "
                     f"{parent.to_user_string()} {_shown(missing)}, {_absent_from(parent_def, memo)}"
