@@ -26,7 +26,7 @@ import dagster as dg
 from partition_assets.backfill.planning.keys import UNPARTITIONED, PartitionOrder
 
 if TYPE_CHECKING:
-    from partition_assets.dagster_internals import DynamicPartitionsStore
+    from partition_assets.dagster_internals import DynamicPartitionsStore, PartitionsSubset
 
 T = TypeVar("T")
 
@@ -102,9 +102,8 @@ class MappingMemo:
         spans = isinstance(downstream_def, dg.TimeWindowPartitionsDefinition)
 
         def ask() -> tuple[str, ...]:
-            if downstream_def is None:
-                subset = None
-            elif spans:  # one window: no key is listed or parsed but the two ends
+            subset: PartitionsSubset | None = None  # an unpartitioned reader's
+            if spans:  # one window: no key is listed or parsed but the two ends
                 time_def = cast(dg.TimeWindowPartitionsDefinition, downstream_def)
                 subset = time_def.get_partition_subset_in_time_window(
                     dg.TimeWindow(
@@ -112,7 +111,7 @@ class MappingMemo:
                         time_def.time_window_for_partition_key(keys[-1]).end,
                     )
                 )
-            else:
+            elif downstream_def is not None:
                 subset = downstream_def.empty_subset().with_partition_keys(keys)
             result = mapping.get_upstream_mapped_partitions_result_for_partitions(
                 subset, downstream_def, upstream_def, dynamic_partitions_store=self.store
