@@ -63,11 +63,16 @@ class Backfilled:
 @dataclass(frozen=True)
 class DagsterRun:
     """The end of Dagster's own asset backfill: its status, its error's message (None when it
-    has none), and the targets its runs materialized, in the order the instance recorded them."""
+    has none), and the targets each of its runs materialized, runs oldest first."""
 
     status: BulkActionStatus
     error: str | None
-    materialized: list[Target]
+    runs: list[list[Target]]
+
+    @property
+    def materialized(self) -> list[Target]:
+        """Every target materialized, in the order the runs did."""
+        return [target for run in self.runs for target in run]
 
 
 def engine_side(asset_graph: AssetGraph, spec: BackfillSpec, store: DynamicPartitionsStore | None = None) -> Backfilled:
@@ -161,14 +166,16 @@ def dagster_backfill(module: str, asset_graph: AssetGraph, target: AssetGraphSub
                 if backfill.status != BulkActionStatus.REQUESTED:
                     break
         # Runs oldest first (each one's events in a store of its own: their ids order one run's events only).
-        materialized = [
-            _materialized_target(record.event_log_entry)
+        runs = [
+            [
+                _materialized_target(record.event_log_entry)
+                for record in instance.get_records_for_run(
+                    run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+                ).records
+            ]
             for run in reversed(instance.get_runs())
-            for record in instance.get_records_for_run(
-                run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
-            ).records
         ]
-        return DagsterRun(backfill.status, backfill.error.message if backfill.error else None, materialized)
+        return DagsterRun(backfill.status, backfill.error.message if backfill.error else None, runs)
 
 
 def respects(order: Sequence[Target], waits_for: Iterable[tuple[Target, Target]]) -> list[tuple[Target, Target]]:

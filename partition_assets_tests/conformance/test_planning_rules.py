@@ -12,7 +12,10 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
+from partition_assets.backfill.model import NodeStatus
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, spec_from_arguments
+from partition_assets.backfill.running.scheduling import unit_starting_at
 from partition_assets.dagster_internals import BulkActionStatus
 from partition_assets.errors import BackfillPlanError, MissingParentPartitionError
 from partition_assets_tests.conformance.planning_compare import (
@@ -95,6 +98,24 @@ def test_downstream_of_a_friday_reaches_the_monday_after_the_weekend_as_dagster_
     selection = [dg.AssetKey("workday"), dg.AssetKey("previous_workday")]
     assert engine == dagster_side(ASSET_GRAPH, dagster_target(ASSET_GRAPH, ["2024-01-05"], selection))
     assert ("previous_workday", "2024-01-08") in engine.targets
+
+
+def test_a_single_run_policy_covers_a_weekend_in_one_run_as_dagster_does():
+    """BackfillPolicy.single_run() over Thursday to Tuesday: Dagster makes one run of the four
+    workdays; the engine's first run unit takes them all (it broke at the weekend: a gap between
+    Friday's window and Monday's, though no partition lies between them)."""
+    keys = days_window(rules.WEEKDAYS, "2024-01-04", "2024-01-09")
+    ran = dagster_backfill(MODULE, ASSET_GRAPH, dagster_ranges(ASSET_GRAPH, {"batched_workday": (keys[0], keys[-1])}))
+    assert ran.status == BulkActionStatus.COMPLETED_SUCCESS, ran.error
+    assert ran.runs == [[("batched_workday", key) for key in keys]]
+
+    graph = plan(ASSET_GRAPH, spec("key:batched_workday", start="2024-01-04", end="2024-01-09"))
+    nodes = list(graph.nodes())
+    first = unit_starting_at(
+        graph, nodes[0], dict.fromkeys(nodes, NodeStatus.PENDING), {}, dict.fromkeys(nodes, 0), len(nodes)
+    )
+
+    assert first.partitions == tuple(keys)
 
 
 # -- point 5: parents that do not exist ---------------------------------------------------

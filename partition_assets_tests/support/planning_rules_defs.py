@@ -2,7 +2,8 @@
 test_planning_rules.py): trivial assets, each shaped as a user writes one of Dagster's rules.
 
 - `workday` (weekdays of January 2024: Saturdays and Sundays excluded) and `previous_workday`,
-  which reads the workday before its own (`TimeWindowPartitionMapping(-1, -1)`).
+  which reads the workday before its own (`TimeWindowPartitionMapping(-1, -1)`);
+  `batched_workday`, one run per backfill (`BackfillPolicy.single_run()`).
 - `june_orders` (from June 2024) read by `may_report` (from May 2024: its May partitions read
   June-only partitions that do not exist) and by `tolerant_report` (the same, allowing them);
   `closed_ledger` (ends 2024-05-15) read by `open_report` (runs past that end).
@@ -26,6 +27,16 @@ ODD_KEYS = ["a,b", "c/d", "é ü", "plain"]
 # A holiday as a datetime (a Monday, 2024's Martin Luther King Jr. Day), beside the weekly cron exclusion.
 HOLIDAY = datetime(2024, 1, 15)
 HOLIDAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-02-01", exclusions=["0 0 * * 6,0", HOLIDAY])
+
+
+# Beta parameters of Dagster's: their warnings would be every command's first lines of output.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    ALLOWING_MISSING = dg.TimeWindowPartitionMapping(allow_nonexistent_upstream_partitions=True)
+
+    @dg.asset(partitions_def=WEEKDAYS, backfill_policy=dg.BackfillPolicy.single_run())
+    def batched_workday() -> None:
+        """Stores nothing: Dagster's default IO manager cannot store a run of several partitions."""
 
 
 @dg.asset(partitions_def=WEEKDAYS)
@@ -64,12 +75,6 @@ def may_report() -> int:
     return 1
 
 
-# A beta parameter of Dagster's: its warning would be every command's first line of output.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", dg.BetaWarning)
-    ALLOWING_MISSING = dg.TimeWindowPartitionMapping(allow_nonexistent_upstream_partitions=True)
-
-
 @dg.asset(partitions_def=FROM_MAY, deps=[dg.AssetDep(june_orders, partition_mapping=ALLOWING_MISSING)])
 def tolerant_report() -> int:
     return 1
@@ -94,6 +99,7 @@ defs = dg.Definitions(
     assets=[
         workday,
         previous_workday,
+        batched_workday,
         open_day,
         around_open_day,
         june_orders,

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import dagster as dg
-import numpy as np
 
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.edges import Dependency, edges_between
@@ -46,8 +45,8 @@ class AssetSlice:
     partitions_def: dg.PartitionsDefinition | None
     partition_keys: list[str]
     max_batch: int = 1  # contiguous partitions one run may cover (from the backfill policy)
-    # Indexes i whose partition may not share a run with partition i - 1: a gap between
-    # their windows (explicit keys), or different pinned inputs.
+    # Indexes i whose partition may not share a run with partition i - 1: a partition between
+    # them that is not planned (explicit keys; an excluded day is none), or different pinned inputs.
     breaks: frozenset[int] = frozenset()
     index_of: dict[str, int] = field(init=False, repr=False)
 
@@ -256,6 +255,5 @@ def _slice(key: dg.AssetKey, asset_node: BaseAssetNode, keys: list[str], windows
     max_batch = max_batch_of(asset_node, len(keys))
     breaks: frozenset[int] = frozenset()
     if max_batch > 1 and len(keys) > 1:  # runs of time partitions: never across a gap
-        starts, ends = windows.bounds(cast(dg.TimeWindowPartitionsDefinition, asset_node.partitions_def), keys)
-        breaks = frozenset(int(i) for i in np.flatnonzero(starts[1:] != ends[:-1]) + 1)
+        breaks = windows.gaps(cast(dg.TimeWindowPartitionsDefinition, asset_node.partitions_def), keys)
     return AssetSlice(key, asset_node.partitions_def, keys, max_batch, breaks)

@@ -56,6 +56,22 @@ class WindowCache:
             )
         return self._bounds[cache_key]
 
+    def gaps(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> frozenset[int]:
+        """Indexes i whose partition is not the one right after keys[i - 1]'s: explicit keys
+        that skip partitions. An excluded day holds no partition: Friday and Monday are neighbours."""
+        starts, ends = self.bounds(partitions_def, keys)
+        apart = [int(i) for i in np.flatnonzero(starts[1:] != ends[:-1]) + 1]
+        if not apart or not partitions_def.exclusions:
+            return frozenset(apart)
+        listed = partitions_def.get_partition_keys_in_time_window(
+            dg.TimeWindow(
+                partitions_def.time_window_for_partition_key(keys[0]).start,
+                partitions_def.time_window_for_partition_key(keys[-1]).end,
+            )
+        )
+        position = {key: index for index, key in enumerate(listed)}
+        return frozenset(i for i in apart if position[keys[i]] != position[keys[i - 1]] + 1)
+
     def padded(
         self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
