@@ -59,6 +59,15 @@ def test_a_range_starting_on_an_excluded_day_plans_the_workdays_dagster_gives_it
     assert engine == dagster_side(ASSET_GRAPH, dagster_ranges(ASSET_GRAPH, {"workday": (keys[0], keys[-1])}))
 
 
+def test_a_range_of_excluded_days_only_is_refused_naming_the_exclusions():
+    """A weekend holds no partition in Dagster's windows; the refusal says so (not that the range
+    lies outside the partitions, which run from 01-01 to 01-31)."""
+    assert days_window(rules.WEEKDAYS, "2024-01-06", "2024-01-07") == []
+
+    with pytest.raises(BackfillPlanError, match="2024-01-06..2024-01-07 holds only days its exclusions leave out"):
+        engine_side(ASSET_GRAPH, spec("key:workday", start="2024-01-06", end="2024-01-07"))
+
+
 def test_an_offset_mapping_next_to_excluded_days_plans_what_dagster_runs():
     """previous_workday reads the workday before its own: Monday 01-08 reads Friday 01-05 across
     the weekend. A range after the weekend is planned (it was refused: could not pad), with
