@@ -160,6 +160,7 @@ def test_a_mapping_that_allows_missing_parents_is_planned_as_dagster_targets_it(
     )
 
 
+@pytest.mark.slow  # a `partition-assets` process
 def test_a_missing_parent_is_refused_by_the_command_before_anything_is_written(home):
     """`backfill run` exits 2 with one line naming the partitions and the fix; no record, no run."""
     refused = backfill_cli(
@@ -196,6 +197,7 @@ def test_a_key_holding_a_comma_is_named_whole_by_key_as_dagster_names_it():
     assert dg.materialize([rules.regional], partition_key="a,b").success
 
 
+@pytest.mark.slow  # a `partition-assets` process
 def test_a_key_that_is_no_partition_of_the_selection_is_refused_writing_nothing(home):
     refused = backfill_cli(home, "run", "-m", MODULE, "--select", "regional", "--key", "a,c")
 
@@ -206,6 +208,7 @@ def test_a_key_that_is_no_partition_of_the_selection_is_refused_writing_nothing(
     assert recorded_ids(home) == []
 
 
+@pytest.mark.slow  # a `partition-assets` process
 def test_the_plan_command_lists_a_key_holding_a_comma(home):
     shown = ok(backfill_cli(home, "plan", "-m", MODULE, "--select", "regional", "--key", "a,b", "--json"))
 
