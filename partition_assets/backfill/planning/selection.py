@@ -102,9 +102,13 @@ def why_empty(asset: str, partitions_def: dg.PartitionsDefinition | None, spec: 
             )
         # Within the partitions' span, a range can still hold only excluded days (a weekend).
         time_range = spec.time_range()
-        inside = time_range is not None and (
-            time_range.start < partitions_def.end_time_for_partition_key(last)
-            and time_range.end > partitions_def.start_time_for_partition_key(first)
+        inside = (
+            bool(partitions_def.exclusions)
+            and time_range is not None
+            and (
+                time_range.start < partitions_def.end_time_for_partition_key(last)
+                and time_range.end > partitions_def.start_time_for_partition_key(first)
+            )
         )
         where = "holds only days its exclusions leave out" if inside else "lies outside them"
         return f"asset {asset}: its partitions run from {first} to {last}; the range {spec.start}..{spec.end} {where}"
