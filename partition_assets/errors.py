@@ -43,6 +43,11 @@ class NoCodeVersionError(BackfillPlanError):
     """`--stale` selects an asset without a code version, whose code changes cannot be told; nothing was planned."""
 
 
+class MissingParentPartitionError(BackfillPlanError):
+    """A backfill's partition reads a parent partition that does not exist, and the input's mapping
+    does not allow that (Dagster's backfill refuses it too); nothing was planned."""
+
+
 class CodeLocationError(PartitionAssetsError, ValueError):
     """A code location cannot be named or loaded."""
 

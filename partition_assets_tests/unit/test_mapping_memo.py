@@ -55,8 +55,9 @@ def test_each_distinct_mapping_question_is_asked_once_per_plan():
     graph = plan(ASSET_GRAPH, spec)
 
     # One downstream question (orders' 6 partitions -> days) for all 30 readers; one upstream
-    # question per day (the reader's day -> orders' 2 regions of it) for all 30 readers.
-    assert (CountedDayDimension.downstream_asked, CountedDayDimension.upstream_asked) == (1, len(DAYS))
+    # question per day (the reader's day -> orders' 2 regions of it) for all 30 readers, and
+    # one for the reader's whole range (do its parents exist? missing_parents.py).
+    assert (CountedDayDimension.downstream_asked, CountedDayDimension.upstream_asked) == (1, len(DAYS) + 1)
     assert graph.node_count() == 2 * len(DAYS) + READERS * len(DAYS)
     for index in range(READERS):
         for day in DAYS:

@@ -7,6 +7,9 @@ between equal definitions is a lookup. Every other mapping goes through Dagster'
 mapping, key by key, into explicit index lists (each distinct question asked once per plan:
 mapping_memo.py).
 
+Definitions with exclusions (windows that are not contiguous) take the same arithmetic when
+both sides share one schedule, and Dagster's own mapping otherwise.
+
 Not guaranteed: an edge to a partition outside the backfill is dropped (the graph holds
 only the backfill's nodes); a custom PartitionMapping costs one Dagster call per
 downstream partition it has not seen before in the plan.
@@ -66,6 +69,7 @@ def edges_between(
         isinstance(mapping, dg.TimeWindowPartitionMapping)
         and isinstance(downstream.partitions_def, dg.TimeWindowPartitionsDefinition)
         and isinstance(upstream.partitions_def, dg.TimeWindowPartitionsDefinition)
+        and _aligned_or_contiguous(downstream.partitions_def, upstream.partitions_def)
     ):
         return _time_window_dependency(downstream, upstream, mapping, windows)
     if isinstance(mapping, dg.IdentityPartitionMapping) and downstream.partitions_def == upstream.partitions_def:
@@ -102,9 +106,14 @@ def _time_window_dependency(
     upstream_def = cast(dg.TimeWindowPartitionsDefinition, upstream.partitions_def)
     # Dagster shifts the downstream window by whole downstream periods, then takes the
     # upstream partitions holding its start (start-closed) and its end (end-closed).
+    # It steps a start back to earlier windows' starts or on to later windows' ends, and an
+    # end likewise (mapping/time_window.py, `_offsetted_datetime`): the same windows when
+    # they are contiguous; with exclusions, the shifted window also spans the excluded days
+    # between them.
     d_starts, d_ends, positions = windows.padded(downstream_def, downstream.partition_keys)
-    shifted_start = d_starts[positions + mapping.start_offset]
-    shifted_end = d_ends[positions + mapping.end_offset]
+    start_offset, end_offset = mapping.start_offset, mapping.end_offset
+    shifted_start = d_ends[positions + start_offset - 1] if start_offset > 0 else d_starts[positions + start_offset]
+    shifted_end = d_starts[positions + end_offset + 1] if end_offset < 0 else d_ends[positions + end_offset]
     u_starts, u_ends = windows.bounds(upstream_def, upstream.partition_keys)
     full = full_window(upstream_def)
     if full is not None:  # offsets never push past the upstream's own partitions
@@ -121,3 +130,14 @@ def _time_window_dependency(
     outside = (shifted_end <= u_starts[0]) | (shifted_start >= u_ends[-1]) | (shifted_start >= shifted_end)
     stops = np.where(outside, starts, stops)
     return Dependency(downstream.key, upstream.key, starts=starts, stops=stops)
+
+
+def _aligned_or_contiguous(
+    downstream_def: dg.TimeWindowPartitionsDefinition, upstream_def: dg.TimeWindowPartitionsDefinition
+) -> bool:
+    """Whether the window arithmetic gives Dagster's answer: unless the schedules differ and one
+    has exclusions. Then Dagster aligns a time that falls on an excluded day to the window
+    before it, which overlaps nothing; Dagster's own mapping answers instead."""
+    return downstream_def.cron_schedule == upstream_def.cron_schedule or not (
+        downstream_def.exclusions or upstream_def.exclusions
+    )

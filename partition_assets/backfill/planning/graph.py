@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import dagster as dg
-import numpy as np
 
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.edges import Dependency, edges_between
 from partition_assets.backfill.planning.keys import explicit_keys_of, keys_of
 from partition_assets.backfill.planning.lineage import cascade, descendants, mappings_among
 from partition_assets.backfill.planning.mapping_memo import MappingMemo
+from partition_assets.backfill.planning.missing_parents import refuse_missing_parents
 from partition_assets.backfill.planning.reasons import NodeReasons
 from partition_assets.backfill.planning.selection import check_static_filters, resolve_selection, why_empty
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange, Wording, flag_of
@@ -45,8 +45,8 @@ class AssetSlice:
     partitions_def: dg.PartitionsDefinition | None
     partition_keys: list[str]
     max_batch: int = 1  # contiguous partitions one run may cover (from the backfill policy)
-    # Indexes i whose partition may not share a run with partition i - 1: a gap between
-    # their windows (explicit keys), or different pinned inputs.
+    # Indexes i whose partition may not share a run with partition i - 1: a partition between
+    # them that is not planned (explicit keys; an excluded day is none), or different pinned inputs.
     breaks: frozenset[int] = frozenset()
     index_of: dict[str, int] = field(init=False, repr=False)
 
@@ -97,6 +97,7 @@ def plan(
     spec: BackfillSpec,
     dynamic_partitions_store: DynamicPartitionsStore | None = None,
     wording: Wording = flag_of,
+    parents_must_exist: bool = True,
 ) -> BackfillGraph:
     """The backfill graph of `spec` against a code location's asset graph.
 
@@ -105,6 +106,8 @@ def plan(
 
     Args:
         dynamic_partitions_store: Where the keys of dynamic partitions are read (the instance).
+        parents_must_exist: Refuse partitions whose parent partitions do not exist (see
+            `build_graph`); False for candidates that are not run as they are (history.py).
 
     Raises:
         BackfillPlanError: The selection is invalid or matches no asset; a static filter names no
@@ -112,7 +115,8 @@ def plan(
             selected with neither a range nor keys; a key of `spec.keys` is no partition of any
             selected asset; an asset limit names an asset outside the backfill; or the spec plans
             no node at all (the range lies outside the partitions, a dynamic definition has no
-            keys). The message names the fix.
+            keys). The message names the fix. A MissingParentPartitionError when a partition reads a
+            parent partition that does not exist.
     """
     selected = resolve_selection(asset_graph, spec.selection)
     check_static_filters(asset_graph, selected, spec.static, wording)
@@ -138,6 +142,7 @@ def plan(
         downstream=spec.downstream,
         explicit_keys=keys,
         wording=wording,
+        parents_must_exist=parents_must_exist,
     )
     in_backfill = [key.to_user_string() for key in graph.slices]
     unknown = sorted(set(spec.asset_limits) - set(in_backfill))
@@ -163,6 +168,7 @@ def build_graph(
     explicit_keys: Sequence[str] = (),
     wording: Wording = flag_of,
     picked_keys: Mapping[dg.AssetKey, list[str]] | None = None,
+    parents_must_exist: bool = True,
 ) -> BackfillGraph:
     """The backfill graph of the `selection` over `time_range`, or of `explicit_keys`.
 
@@ -178,6 +184,8 @@ def build_graph(
     partition keys (BackfillPlanError names keys no selected asset has); a run never
     spans a gap between two of them. With `picked_keys`, each selected asset takes exactly
     its own list (in partition order), as the instance's history picked them (history.py).
+    With `parents_must_exist`, a partition that reads a parent partition that does not exist
+    is refused, as Dagster's backfill refuses it (missing_parents.py).
 
     Errors name the spec's fields as `wording` does (see `plan`).
 
@@ -188,6 +196,8 @@ def build_graph(
         BackfillPlanError: `exact` with a `lookback`; a time-partitioned asset with neither a
             `time_range` nor `explicit_keys`; a key in `static_keys` that its dimension lacks; a key
             of `explicit_keys` that is no partition of any selected asset.
+        MissingParentPartitionError: A partition reads a parent partition that does not exist
+            (missing_parents.py).
     """
     if exact and lookback:
         raise BackfillPlanError("exact and lookback contradict: exact adds no partition outside the range")
@@ -220,6 +230,8 @@ def build_graph(
         }
     if downstream:
         keys_by_asset = cascade(asset_graph, order, keys_by_asset, mappings_by_edge, memo)
+    if parents_must_exist:
+        refuse_missing_parents(asset_graph, keys_by_asset, memo)
     slices = {key: _slice(key, asset_graph.get(key), keys_by_asset[key], windows) for key in order}
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
     for (key, parent), mapping in mappings_by_edge.items():
@@ -243,6 +255,5 @@ def _slice(key: dg.AssetKey, asset_node: BaseAssetNode, keys: list[str], windows
     max_batch = max_batch_of(asset_node, len(keys))
     breaks: frozenset[int] = frozenset()
     if max_batch > 1 and len(keys) > 1:  # runs of time partitions: never across a gap
-        starts, ends = windows.bounds(cast(dg.TimeWindowPartitionsDefinition, asset_node.partitions_def), keys)
-        breaks = frozenset(int(i) for i in np.flatnonzero(starts[1:] != ends[:-1]) + 1)
+        breaks = windows.gaps(cast(dg.TimeWindowPartitionsDefinition, asset_node.partitions_def), keys)
     return AssetSlice(key, asset_node.partitions_def, keys, max_batch, breaks)

@@ -77,6 +77,7 @@ def plan_by_history(
         dataclasses.replace(spec, downstream=False, all_partitions=spec.all_partitions or whole),
         dynamic_partitions_store=instance,
         wording=wording,
+        parents_must_exist=False,  # only the picked partitions run: build_graph below checks theirs
     )
     if spec.stale:
         _refuse_unversioned(asset_graph, candidates, wording)

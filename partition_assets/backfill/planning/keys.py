@@ -128,9 +128,11 @@ def explicit_keys_of(
             for key in found
             if asset_graph.get(key).partitions_def is not None
         }
+        # The command line splits --keys on commas; its --key takes a key whole.
+        whole = " (--key KEY names a key holding ',' whole)" if wording("keys").startswith("--") else ""
         raise BackfillPlanError(
             f"{wording('keys')} {unused[:5]} {'is' if len(unused) == 1 else 'are'} no partition of any selected "
-            f"asset; keys look like {examples}. Fix the keys or the selection; nothing was launched"
+            f"asset; keys look like {examples}. Fix the keys or the selection{whole}; nothing was launched"
         )
     return found
 

@@ -19,14 +19,14 @@ Memory grows with the distinct questions of one plan; a memo lives as long as it
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import dagster as dg
 
 from partition_assets.backfill.planning.keys import UNPARTITIONED, PartitionOrder
 
 if TYPE_CHECKING:
-    from partition_assets.dagster_internals import DynamicPartitionsStore
+    from partition_assets.dagster_internals import DynamicPartitionsStore, PartitionsSubset
 
 T = TypeVar("T")
 
@@ -39,6 +39,7 @@ class MappingMemo:
         self.order = PartitionOrder(store)
         self._downstream: dict[tuple, frozenset[str]] = {}
         self._upstream: dict[tuple, tuple[str, ...]] = {}
+        self._nonexistent: dict[tuple, tuple[str, ...]] = {}
 
     def downstream_keys(
         self,
@@ -85,6 +86,40 @@ class MappingMemo:
             return tuple(result.partitions_subset.get_partition_keys())
 
         return _remembered(self._upstream, (mapping, downstream_def, key, upstream_def), ask)
+
+    def nonexistent_upstream_keys(
+        self,
+        mapping: dg.PartitionMapping,
+        downstream_def: dg.PartitionsDefinition | None,
+        keys: Sequence[str],
+        upstream_def: dg.PartitionsDefinition,
+    ) -> tuple[str, ...]:
+        """The partitions `upstream_def` lacks that `keys` (in partition order) of a
+        `downstream_def` asset read through `mapping`: its `required_but_nonexistent_subset`,
+        empty when the mapping allows them (`allow_nonexistent_upstream_partitions`). Time
+        partitions are asked as one span, keys[0] to keys[-1]: every window between them too
+        (a superset when `keys` skip some), as one range rather than a key each."""
+        spans = isinstance(downstream_def, dg.TimeWindowPartitionsDefinition)
+
+        def ask() -> tuple[str, ...]:
+            subset: PartitionsSubset | None = None  # an unpartitioned reader's
+            if spans:  # one window: no key is listed or parsed but the two ends
+                time_def = cast(dg.TimeWindowPartitionsDefinition, downstream_def)
+                subset = time_def.get_partition_subset_in_time_window(
+                    dg.TimeWindow(
+                        time_def.time_window_for_partition_key(keys[0]).start,
+                        time_def.time_window_for_partition_key(keys[-1]).end,
+                    )
+                )
+            elif downstream_def is not None:
+                subset = downstream_def.empty_subset().with_partition_keys(keys)
+            result = mapping.get_upstream_mapped_partitions_result_for_partitions(
+                subset, downstream_def, upstream_def, dynamic_partitions_store=self.store
+            )
+            return tuple(result.required_but_nonexistent_subset.get_partition_keys())
+
+        asked = (keys[0], keys[-1]) if spans else tuple(keys)
+        return _remembered(self._nonexistent, (mapping, downstream_def, asked, upstream_def), ask)
 
 
 def _remembered(answers: dict[tuple, T], question: tuple, ask: Callable[[], T]) -> T:

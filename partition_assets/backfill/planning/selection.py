@@ -100,8 +100,16 @@ def why_empty(asset: str, partitions_def: dg.PartitionsDefinition | None, spec: 
                 f"no partition of asset {asset} lies wholly inside {spec.start}..{spec.end} ({exact}); "
                 f"widen the range or drop {exact}"
             )
-        return (
-            f"asset {asset}: its partitions run from {first} to {last}; the range {spec.start}..{spec.end} "
-            "lies outside them"
+        # Within the partitions' span, a range can still hold only excluded days (a weekend).
+        time_range = spec.time_range()
+        inside = (
+            bool(partitions_def.exclusions)
+            and time_range is not None
+            and (
+                time_range.start < partitions_def.end_time_for_partition_key(last)
+                and time_range.end > partitions_def.start_time_for_partition_key(first)
+            )
         )
+        where = "holds only days its exclusions leave out" if inside else "lies outside them"
+        return f"asset {asset}: its partitions run from {first} to {last}; the range {spec.start}..{spec.end} {where}"
     return f"asset {asset} has no partition in the plan"

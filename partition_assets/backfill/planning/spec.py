@@ -52,6 +52,10 @@ class _Option:
     flag: str | None = None  # default: --field-name (--no-field-name for a field that defaults to True)
     metavar: str | None = None
     parse: Callable[[list[str]], Any] | None = None  # repeatable flag: its values -> the field's value
+    # A second repeatable flag of a `parse` field, each of whose values is one whole item, never
+    # split (`--key 'a,b'`: a key holding the comma that `--keys` splits on).
+    whole_flag: str | None = None
+    whole_help: str | None = None
     config_type: Any = None  # the job's config type, when the field's own type is not one Dagster takes
     # Each surface supplies it its own way (the code location: -m/-f, or the job's own module).
     supplied_by_surface: bool = False
@@ -84,12 +88,28 @@ def _positive_int(value: str, number: str) -> int:
     return int(number)
 
 
+class _Whole(str):
+    """A value of a `whole_flag`: one item as typed, which its field's `parse` does not split."""
+
+    __slots__ = ()
+
+
+class _AppendWhole(argparse.Action):
+    """argparse's append, marking each value `_Whole`."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any, *_: Any) -> None:
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), _Whole(value)])
+
+
 def _partition_keys(values: list[str]) -> list[str]:
-    """--keys values (each one key or comma-separated keys) as one list, in order, without repeats."""
-    keys = [key for value in values for key in value.split(",")]
+    """--keys values (each one key or comma-separated keys) and --key values (each one whole key)
+    as one list, in order, without repeats."""
+    keys = [key for value in values for key in ([value] if isinstance(value, _Whole) else value.split(","))]
     if not all(keys):
-        raise BackfillPlanError(f"--keys {','.join(values)!r} holds an empty key: write it as --keys k1,k2")
-    return list(dict.fromkeys(keys))
+        raise BackfillPlanError(
+            f"--keys/--key {','.join(values)!r} holds an empty key: write it as --keys k1,k2, or --key KEY per key"
+        )
+    return [str(key) for key in dict.fromkeys(keys)]
 
 
 def _key_list(value: str, keys: str) -> list[str]:
@@ -139,6 +159,9 @@ class BackfillSpec:
         "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
         parse=_partition_keys,
         config_type=list[str],
+        whole_flag="--key",
+        whole_help="one partition key, taken whole: a key holding ',' (which --keys splits on), '/', spaces or "
+        "any character Dagster accepts; repeatable, with or instead of --keys",
     )
     all_partitions: bool = option(
         False,
@@ -514,6 +537,10 @@ def add_spec_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | No
             parser.add_argument(
                 flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=how.help
             )
+            if how.whole_flag is not None:
+                parser.add_argument(
+                    how.whole_flag, dest=spec_field.name, action=_AppendWhole, metavar="KEY", help=how.whole_help
+                )
         else:
             required = spec_field.default is dataclasses.MISSING
             parser.add_argument(

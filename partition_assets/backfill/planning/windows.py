@@ -5,21 +5,24 @@ A range covers every partition whose window overlaps it, or with `exact` only th
 wholly inside it, plus `lookback` partitions before them. Boundaries are computed
 once per definition and key list (`WindowCache`).
 
+With exclusions (`DailyPartitionsDefinition(..., exclusions=[...])`) windows are not
+contiguous: a range starting on an excluded day starts at the next window (never at the
+one before it), and padding steps window by window, so an offset skips excluded days as
+Dagster's TimeWindowPartitionMapping does.
+
 Not guaranteed: windows padded past a definition's first or last partition follow
-its cron schedule alone; padding looks as far as twice the longer of the first and last
-window per padded window, and a schedule whose windows grow beyond that is refused
-(BackfillPlanError).
+its cron schedule and exclusions alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 import dagster as dg
 import numpy as np
 
 from partition_assets.backfill.planning.spec import TimeRange
-from partition_assets.errors import BackfillPlanError
 
 
 class WindowCache:
@@ -52,6 +55,22 @@ class WindowCache:
                 np.array([w.end.timestamp() for w in windows], dtype=np.float64),
             )
         return self._bounds[cache_key]
+
+    def gaps(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> frozenset[int]:
+        """Indexes i whose partition is not the one right after keys[i - 1]'s: explicit keys
+        that skip partitions. An excluded day holds no partition: Friday and Monday are neighbours."""
+        starts, ends = self.bounds(partitions_def, keys)
+        apart = [int(i) for i in np.flatnonzero(starts[1:] != ends[:-1]) + 1]
+        if not apart or not partitions_def.exclusions:
+            return frozenset(apart)
+        listed = partitions_def.get_partition_keys_in_time_window(
+            dg.TimeWindow(
+                partitions_def.time_window_for_partition_key(keys[0]).start,
+                partitions_def.time_window_for_partition_key(keys[-1]).end,
+            )
+        )
+        position = {key: index for index, key in enumerate(listed)}
+        return frozenset(i for i in apart if position[keys[i]] != position[keys[i - 1]] + 1)
 
     def padded(
         self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
@@ -106,9 +125,13 @@ def _time_keys(
     if start.timestamp() >= end.timestamp():
         return []
     # Window iteration starts at the first window starting at or after `start`: step back
-    # to the window that holds it, so that every overlapping partition is selected.
-    holding = partitions_def.get_partition_key_for_timestamp(start.timestamp())
-    start = partitions_def.start_time_for_partition_key(holding)
+    # to the window that holds it, so that every overlapping partition is selected. On an
+    # excluded day, Dagster names the window before it, which ends before `start`: not stepped back to.
+    holding = partitions_def.time_window_for_partition_key(
+        partitions_def.get_partition_key_for_timestamp(start.timestamp())
+    )
+    if holding.end.timestamp() > start.timestamp():
+        start = holding.start
     keys = list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
     if exact:  # windows are contiguous: only the first and the last can stick out of the range
         keys = (
@@ -147,13 +170,15 @@ def _padded_keys(
     definition's start or end), and the index of keys[0] in the result."""
     if before == 0 and after == 0:
         return keys, 0
-    first = partitions_def.time_window_for_partition_key(keys[0])
-    last = partitions_def.time_window_for_partition_key(keys[-1])
-    longest = max(first.end - first.start, last.end - last.start) * 2
-    # Window iteration follows the cron schedule alone, past the definition's bounds.
-    window = dg.TimeWindow(first.start - longest * before, last.end + longest * after)
-    padded = list(partitions_def.get_partition_keys_in_time_window(window))
-    first_index = padded.index(keys[0])
-    if first_index < before or len(padded) - first_index - len(keys) < after:
-        raise BackfillPlanError(f"could not pad the windows of {keys[0]}..{keys[-1]}")
-    return padded, first_index
+    # Window by window rather than by a length of time: excluded days hold no window, so the
+    # `before` windows before keys[0] may span any number of days.
+    # Unbounded (respect_bounds=False), a step always finds a window.
+    start = partitions_def.time_window_for_partition_key(keys[0]).start
+    for _ in range(before):
+        start = cast(dg.TimeWindow, partitions_def.get_prev_partition_window(start, respect_bounds=False)).start
+    end = partitions_def.time_window_for_partition_key(keys[-1]).end
+    for _ in range(after):
+        end = cast(dg.TimeWindow, partitions_def.get_next_partition_window(end, respect_bounds=False)).end
+    # Window iteration follows the cron schedule and exclusions alone, past the definition's bounds.
+    padded = list(partitions_def.get_partition_keys_in_time_window(dg.TimeWindow(start, end)))
+    return padded, padded.index(keys[0])
