@@ -20,7 +20,12 @@ that launches the units and waits for them. Its rules:
    single partitions; only a single partition's failure fails its node. So one bad
    partition fails itself and its descendants, not the siblings it shared a range run with,
    for at most 2n - 1 runs of a range of n: each range runs once, halves never merge again;
-5. the backfill is done when no node is ready or running.
+5. the backfill is done when no node is ready or running;
+6. with `policy_chunks`, an asset's partitions run in the chunks its `BackfillPolicy` makes, as
+   Dagster's backfill makes them (planning/policy_runs.py): a chunk launches as one unit once
+   every member's upstream nodes outside it succeeded, whatever the timing (rule 2's batching
+   and rule 4's halves do not apply to it); a chunk that fails fails every member, as a
+   failed Dagster run fails every partition of its range.
 
 Not guaranteed: the shortest makespan. The order is a list schedule by longest chain
 (within the bound's reach on the generated shapes of bench/dag_shapes.py, simulated:
@@ -37,6 +42,7 @@ import dagster as dg
 
 from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.policy_runs import policy_runs
 from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
 from partition_assets.backfill.running.durations import Durations
 from partition_assets.errors import BackfillPlanError, SchedulingError
@@ -69,7 +75,8 @@ class Schedule:
     are ignored). The caller launches what `next_units` hands out and reports each
     unit's results to `finish`; nothing else changes the state. `durations` are the
     seconds per node of assets measured by earlier runs (durations.recorded_seconds);
-    the others are estimated, and every estimate follows this backfill's runs.
+    the others are estimated, and every estimate follows this backfill's runs. With
+    `policy_chunks` (and `batch_chains`), assets run in their policy's chunks (rule 6).
     """
 
     def __init__(
@@ -81,6 +88,7 @@ class Schedule:
         batch_chains: bool = True,
         pools: Mapping[dg.AssetKey, str] | None = None,
         durations: Mapping[dg.AssetKey, float] | None = None,
+        policy_chunks: bool = False,
     ) -> None:
         self._graph = graph
         self._pools = dict(pools or {})  # each asset's Dagster pool, for those in one
@@ -97,6 +105,11 @@ class Schedule:
             for node, state in self._status.items()
             if state == NodeStatus.PENDING
         }
+        # Each member of a policy chunk (rule 6) and its chunk; per chunk, its members still waiting.
+        self._chunk_of: dict[Node, RunUnit] = {}
+        self._chunk_waiting: dict[RunUnit, int] = {}
+        if policy_chunks and batch_chains:
+            self._chunk_by_policy()
         self.durations = Durations(graph.slices, durations)
         # Reordering costs a pass over the graph: at most about MAX_REORDERS of them per backfill.
         self._reorder_every = max(1, len(self._waiting_on) // MAX_REORDERS)
@@ -107,7 +120,11 @@ class Schedule:
         self._unlaunched = Counter(node.asset for node in self._waiting_on)
         # A heap of ready nodes; a node a unit took along stays in it until popped, so
         # `_ready_count` (and `_ready_per_asset`) count the ready nodes still pending.
-        self._ready = [(self._priority[node], node) for node, count in self._waiting_on.items() if count == 0]
+        self._ready = [
+            (self._priority[node], node)
+            for node, count in self._waiting_on.items()
+            if count == 0 and self._heads_ready_unit(node)
+        ]
         heapq.heapify(self._ready)
         self._ready_per_asset = Counter(node.asset for _, node in self._ready)
         self._ready_count = len(self._ready)
@@ -119,6 +136,31 @@ class Schedule:
         self._running_per_pool: Counter[str] = Counter()
         # The members of failed units, each to run again only with the members of its half.
         self._halves: dict[Node, RunUnit] = {}
+
+    def _chunk_by_policy(self) -> None:
+        """Binds each pending partition of a range-capable asset to its policy chunk; a member
+        waits only on upstream nodes outside its chunk (a self-dependency inside it runs in the run)."""
+        for asset_slice in self._graph.slices.values():
+            if asset_slice.max_batch == 1:
+                continue
+            key = asset_slice.key
+            done = {p for p in asset_slice.partition_keys if self._status[Node(key, p)] != NodeStatus.PENDING}
+            for chunk in policy_runs(asset_slice, done):
+                if len(chunk.partitions) == 1:
+                    continue
+                members = set(chunk.nodes)
+                for member in chunk.nodes:
+                    self._chunk_of[member] = chunk
+                    self._waiting_on[member] -= sum(
+                        1 for parent in self._graph.upstream(member) if parent in members and parent != member
+                    )
+                self._chunk_waiting[chunk] = sum(1 for member in chunk.nodes if self._waiting_on[member] > 0)
+
+    def _heads_ready_unit(self, node: Node) -> bool:
+        """Whether the ready `node` goes on the ready heap: a node of no chunk does; a chunk's
+        first member does once no member waits (it then stands for the whole chunk)."""
+        chunk = self._chunk_of.get(node)
+        return chunk is None or (chunk.nodes[0] == node and self._chunk_waiting[chunk] == 0)
 
     def _order_by_estimates(self) -> None:
         """Each node's chain of work (seconds, by the current estimates) and launch priority."""
@@ -176,7 +218,9 @@ class Schedule:
                 deferred.append(entry)
                 continue
             half = self._halves.get(node)
-            if half is not None:  # the whole half it belongs to, as far as its members can run together
+            if node in self._chunk_of:
+                unit = self._chunk_of[node]
+            elif half is not None:  # the whole half it belongs to, as far as its members can run together
                 unit = unit_starting_at(
                     self._graph, node, self._status, self._children, self._waiting_on, len(half.nodes), half
                 )
@@ -272,7 +316,7 @@ class Schedule:
             self._reorder()
         for member in unit.nodes:
             self._halves.pop(member, None)
-        if len(unit.nodes) > 1 and not any(result.succeeded for result in results):
+        if len(unit.nodes) > 1 and unit not in self._chunk_waiting and not any(r.succeeded for r in results):
             self._run_again_in_halves(unit)
             return []
         for result in results:
@@ -309,7 +353,7 @@ class Schedule:
         self._reorder_due = False
 
     def _start(self, unit: RunUnit, now: float | None) -> None:
-        for member in unit.nodes[1:]:
+        for member in unit.nodes[1:] if unit not in self._chunk_waiting else ():  # a chunk's head stood for it
             if self._waiting_on[member] == 0:  # a ready member: its heap entry is now stale
                 self._ready_changed(member.asset, -1)
         for member in unit.nodes:
@@ -328,6 +372,12 @@ class Schedule:
                 continue
             self._waiting_on[child] -= 1
             if self._waiting_on[child] == 0:
+                chunk = self._chunk_of.get(child)
+                if chunk is not None:  # ready once its whole chunk is: its first member stands for it
+                    self._chunk_waiting[chunk] -= 1
+                    if self._chunk_waiting[chunk]:
+                        continue
+                    child = chunk.nodes[0]
                 heapq.heappush(self._ready, (self._priority[child], child))
                 self._ready_changed(child.asset, 1)
 
