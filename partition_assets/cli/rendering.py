@@ -23,9 +23,10 @@ _IMPACT_SHOWN = 8  # assets of the impact named
 
 
 def render_plan(plan: BackfillPlan) -> str:
-    """Per asset: nodes, edges in, seconds per node and the runs its BackfillPolicy makes; totals, the critical path, the ETA,
-    the impact outside the selection, schema changes, what catch-up skips and, when the
-    instance's history picked the nodes, how many partitions of each asset each reason selected."""
+    """Per asset: nodes, edges in, seconds per node and the runs its BackfillPolicy makes; totals,
+    the critical path, the ETA, the impact outside the selection, schema changes, what catch-up
+    skips and, when the instance's history picked the nodes, how many partitions of each asset
+    each reason selected."""
     graph, seconds = plan.graph, plan.seconds_per_node
     lines = [f"{'asset':<32} {'nodes':>8} {'edges in':>9} {'s/node':>7}  runs"]
     for key, asset_slice in graph.slices.items():
