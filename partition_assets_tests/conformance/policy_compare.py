@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 from dagster._core.definitions.partitions.partition_key_range import PartitionKeyRange
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
@@ -39,6 +40,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._daemon import backfill as daemon_backfill
 
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import AssetGraphSubset, AssetKeyPartitionKey
@@ -116,6 +118,7 @@ def by_dagster(root: Path, nodes: Mapping[str, Sequence[str]], run_config: Mappi
     origin = InProcessCodeLocationOrigin(
         LoadableTargetOrigin(executable_path=sys.executable, module_name=POLICY_DEFS, working_directory=str(REPO))
     )
+    root.mkdir(parents=True, exist_ok=True)
     with dg.instance_for_test(temp_dir=str(root), overrides=_RUN_AT_ONCE) as instance:
         instance.add_backfill(
             PartitionBackfill.from_asset_graph_subset(
@@ -176,3 +179,15 @@ def _partitions_of(run: dg.DagsterRun, partitions_def: dg.PartitionsDefinition |
     if start is not None and end is not None and partitions_def is not None:
         return tuple(partitions_def.get_partition_keys_in_range(PartitionKeyRange(start, end)))
     return (run.tags.get(PARTITION_NAME_TAG, ""),)
+
+
+def refused(home: Path, argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line `partition-assets <argv>` printed when it refused a bad input (exit 2),
+    after checking that it wrote nothing: no run, no backfill record, no output in `home`."""
+    assert main(list(argv)) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1, error
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert not instance.get_runs() and not BackfillStore(instance).ids()
+    assert not (home / "storage").exists() or not any(path.is_file() for path in (home / "storage").rglob("*"))
+    return error
