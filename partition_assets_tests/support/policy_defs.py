@@ -12,6 +12,8 @@ same policy, a daily single-run parent of a weekly single-run child, a self-depe
 with `multi_run(2)`, and an asset with no policy; and an asset with a `Config` (`scaled`).
 """
 
+from pathlib import Path
+
 import dagster as dg
 
 DAYS = dg.DailyPartitionsDefinition("2024-01-01")
@@ -79,11 +81,15 @@ def plain(context: dg.AssetExecutionContext) -> str:
 
 class ScaleConfig(dg.Config):
     factor: int = 1
+    # A file that must exist for a run to succeed (empty: none): a test's first attempt fails, its retry not.
+    requires_file: str = ""
 
 
 # Dagster's backfill with run config `factor: 10` stores 10, 20, 30 for the 1st to the 3rd.
 @dg.asset(partitions_def=DAYS)
 def scaled(context: dg.AssetExecutionContext, config: ScaleConfig) -> int:
+    if config.requires_file and not Path(config.requires_file).exists():
+        raise FileNotFoundError(f"{config.requires_file} is not there yet")
     return config.factor * int(context.partition_key[-2:])
 
 

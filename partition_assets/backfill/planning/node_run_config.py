@@ -24,6 +24,7 @@ from partition_assets.errors import RunConfigError
 
 # The flag that gives node runs their run config (`--config FILE.yaml`, repeatable).
 CONFIG_FLAG = "--config"
+_NOTHING = "nothing was launched or written"
 # Errors of a run config that does not match its schema named in one refusal, at most.
 _ERRORS_SHOWN = 3
 
@@ -41,16 +42,18 @@ def run_config_of_files(paths: list[str]) -> dict[str, Any]:
             loaded = yaml.safe_load(Path(path).read_text())
         except OSError as error:
             raise RunConfigError(
-                f"{CONFIG_FLAG} {path}: cannot read it ({error.strerror}); give a YAML file of run config"
+                f"{CONFIG_FLAG} {path}: cannot read it ({error.strerror}); give a YAML file of run config; {_NOTHING}"
             ) from None
         except yaml.YAMLError as error:
-            raise RunConfigError(f"{CONFIG_FLAG} {path} is not YAML ({' '.join(str(error).split())})") from None
+            raise RunConfigError(
+                f"{CONFIG_FLAG} {path} is not YAML ({' '.join(str(error).split())}); {_NOTHING}"
+            ) from None
         if loaded is None:
             continue
         if not isinstance(loaded, Mapping):
             raise RunConfigError(
                 f"{CONFIG_FLAG} {path} holds a {type(loaded).__name__}, not run config: write it as a mapping, "
-                "e.g. `ops: {my_asset: {config: {factor: 10}}}`"
+                f"e.g. `ops: {{my_asset: {{config: {{factor: 10}}}}}}`; {_NOTHING}"
             )
         merged = merged_config(merged, loaded)
     return merged
@@ -86,5 +89,5 @@ def check_run_config(
         raise RunConfigError(
             f"{named}: the run config does not match the config schema of the backfill's assets: "
             f"{'; '.join(faults[:_ERRORS_SHOWN])}{more}. Fix the run config (the asset's `Config` class "
-            "names its fields); nothing was launched or written"
+            f"names its fields); {_NOTHING}"
         ) from None
