@@ -50,11 +50,9 @@ def test_the_launchpad_jobs_run_config_is_kept_and_a_retry_runs_with_it(home, tm
     ready.touch()
     assert main(["backfill", "retry", backfill_id]) == 0, capsys.readouterr()
 
-    outputs = {
-        path.name: int(__import__("pickle").loads(path.read_bytes()))
-        for path in (home / "storage" / "scaled").iterdir()
-    }
-    assert outputs == {"2024-01-01": 10, "2024-01-02": 20, "2024-01-03": 30}
+    with dg.DagsterInstance.get() as instance:
+        retried = outcome_of(instance, home / "storage")
+    assert retried.outputs == {"scaled/2024-01-01": 10, "scaled/2024-01-02": 20, "scaled/2024-01-03": 30}
 
 
 @pytest.mark.parametrize("command", ["plan", "run"])
