@@ -77,11 +77,10 @@ class Outcome:
         return {asset: len(runs) for asset, runs in self.runs.items()}
 
 
-def planned_nodes(args: Sequence[str]) -> dict[str, list[str]]:
-    """Per asset, the partitions `partition-assets backfill plan <args> --json` plans."""
-    printed = _printed(["backfill", "plan", "-m", POLICY_DEFS, *args, "--json"])
+def planned_nodes(plan: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per asset, the partitions a plan (`plan_json`) holds."""
     nodes: dict[str, list[str]] = {}
-    for node in json.loads(printed)["nodes"]:
+    for node in plan["nodes"]:
         nodes.setdefault(node["asset"], []).append(node["partition"])
     return nodes
 

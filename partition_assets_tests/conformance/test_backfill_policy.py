@@ -10,7 +10,14 @@ asset with no policy (one run per partition). `backfill plan` says each asset's 
 import pytest
 
 from partition_assets.cli.main import main
-from partition_assets_tests.conformance.policy_compare import POLICY_DEFS, by_dagster, on_engine, plan_json, refused
+from partition_assets_tests.conformance.policy_compare import (
+    POLICY_DEFS,
+    by_dagster,
+    on_engine,
+    plan_json,
+    planned_nodes,
+    refused,
+)
 
 TEN_DAYS = ["--start", "2024-01-01", "--end", "2024-01-10"]
 DAYS = [f"2024-01-{day:02d}" for day in range(1, 11)]
@@ -21,13 +28,10 @@ POLICY_SHAPES = (
 
 def test_a_backfill_runs_each_policy_in_dagsters_runs(home, tmp_path):
     args = ["--select", POLICY_SHAPES, *TEN_DAYS]
-    planned = {asset: entry["runs"] for asset, entry in plan_json(args)["assets"].items()}
-    nodes = {}
-    for node in plan_json(args)["nodes"]:
-        nodes.setdefault(node["asset"], []).append(node["partition"])
+    plan = plan_json(args)
 
     engine = on_engine(home, args)
-    dagster = by_dagster(tmp_path / "dagster_instance", nodes)
+    dagster = by_dagster(tmp_path / "dagster_instance", planned_nodes(plan))
 
     assert engine.runs == dagster.runs
     assert engine.materialized == dagster.materialized
@@ -38,7 +42,7 @@ def test_a_backfill_runs_each_policy_in_dagsters_runs(home, tmp_path):
     assert engine.runs["running_total"] == [tuple(DAYS[i : i + 2]) for i in range(0, 10, 2)]
     assert engine.runs["after_single"] == engine.runs["plain"] == [(day,) for day in DAYS]
     assert engine.runs["single_child"] == [tuple(DAYS)] and engine.runs["weekly"] == [("2024-01-07",)]
-    assert planned == engine.run_counts()
+    assert {asset: entry["runs"] for asset, entry in plan["assets"].items()} == engine.run_counts()
 
 
 def test_the_plan_names_each_assets_policy_and_runs(home, capsys):
