@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
-from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
 from partition_assets.backfill.planning.policy_runs import policy_runs
 from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
 from partition_assets.backfill.running.durations import Durations
@@ -105,11 +105,14 @@ class Schedule:
             for node, state in self._status.items()
             if state == NodeStatus.PENDING
         }
-        # Each member of a policy chunk (rule 6) and its chunk; per chunk, its members still waiting.
+        # Rule 6: each pending node of a chunked asset and its chunk; per chunk not finished, its
+        # members still waiting; the first members on the ready heap, each standing for its chunk.
         self._chunk_of: dict[Node, RunUnit] = {}
         self._chunk_waiting: dict[RunUnit, int] = {}
-        if policy_chunks and batch_chains:
-            self._chunk_by_policy()
+        self._queued_heads: set[Node] = set()
+        self._chunked = [s for s in graph.slices.values() if s.max_batch > 1] if policy_chunks and batch_chains else []
+        for asset_slice in self._chunked:
+            self._chunk(asset_slice)
         self.durations = Durations(graph.slices, durations)
         # Reordering costs a pass over the graph: at most about MAX_REORDERS of them per backfill.
         self._reorder_every = max(1, len(self._waiting_on) // MAX_REORDERS)
@@ -126,6 +129,7 @@ class Schedule:
             if count == 0 and self._heads_ready_unit(node)
         ]
         heapq.heapify(self._ready)
+        self._queued_heads = {node for _, node in self._ready if node in self._chunk_of}
         self._ready_per_asset = Counter(node.asset for _, node in self._ready)
         self._ready_count = len(self._ready)
         # The seconds of those two counts, by the estimates the nodes are ordered by (`_seconds`).
@@ -137,28 +141,53 @@ class Schedule:
         # The members of failed units, each to run again only with the members of its half.
         self._halves: dict[Node, RunUnit] = {}
 
-    def _chunk_by_policy(self) -> None:
-        """Binds each pending partition of a range-capable asset to its policy chunk; a member
-        waits only on upstream nodes outside its chunk (a self-dependency inside it runs in the run)."""
-        for asset_slice in self._graph.slices.values():
-            if asset_slice.max_batch == 1:
+    def _chunk(self, asset_slice: AssetSlice) -> None:
+        """Binds each pending node of the asset to its policy chunk, as Dagster's backfill chunks
+        the partitions it requests together (policy_runs.py; partitions that run, ran or cannot
+        run are left out); a member waits only on upstream nodes outside its chunk (a
+        self-dependency inside it runs in the same run)."""
+        key = asset_slice.key
+        left_out = {p for p in asset_slice.partition_keys if self._status[Node(key, p)] != NodeStatus.PENDING}
+        for chunk in policy_runs(asset_slice, left_out):
+            members = set(chunk.nodes)
+            for member in chunk.nodes:
+                self._chunk_of[member] = chunk
+                self._waiting_on[member] = sum(
+                    1
+                    for parent in self._graph.upstream(member)
+                    if parent not in members and self._status[parent] != NodeStatus.SUCCEEDED
+                )
+            self._chunk_waiting[chunk] = sum(1 for member in chunk.nodes if self._waiting_on[member] > 0)
+
+    def _chunk_again(self, assets: set[dg.AssetKey]) -> None:
+        """The pending nodes of `assets` chunked again, once some of them can no longer run (an
+        upstream node failed): Dagster's backfill chunks the partitions it can request, so the
+        others close ranges up around those that are blocked."""
+        for asset_slice in self._chunked:
+            if asset_slice.key not in assets:
                 continue
-            key = asset_slice.key
-            done = {p for p in asset_slice.partition_keys if self._status[Node(key, p)] != NodeStatus.PENDING}
-            for chunk in policy_runs(asset_slice, done):
-                if len(chunk.partitions) == 1:
-                    continue
-                members = set(chunk.nodes)
-                for member in chunk.nodes:
-                    self._chunk_of[member] = chunk
-                    self._waiting_on[member] -= sum(
-                        1 for parent in self._graph.upstream(member) if parent in members and parent != member
-                    )
-                self._chunk_waiting[chunk] = sum(1 for member in chunk.nodes if self._waiting_on[member] > 0)
+            nodes = (Node(asset_slice.key, partition) for partition in asset_slice.partition_keys)
+            pending = [node for node in nodes if self._status[node] == NodeStatus.PENDING]
+            for node in pending:
+                self._chunk_waiting.pop(self._chunk_of.pop(node), None)
+                if node in self._queued_heads:  # its heap entry is stale: it may head another chunk now
+                    self._queued_heads.discard(node)
+                    self._ready_changed(node.asset, -1)
+            self._chunk(asset_slice)
+            for node in pending:
+                if self._heads_ready_unit(node):
+                    self._push_ready(node)
+
+    def _push_ready(self, node: Node) -> None:
+        heapq.heappush(self._ready, (self._priority[node], node))
+        self._ready_changed(node.asset, 1)
+        if node in self._chunk_of:
+            self._queued_heads.add(node)
 
     def _heads_ready_unit(self, node: Node) -> bool:
         """Whether the ready `node` goes on the ready heap: a node of no chunk does; a chunk's
-        first member does once no member waits (it then stands for the whole chunk)."""
+        first member does once no member waits (it then stands for the whole chunk): the ready
+        heap holds no other member of a chunk."""
         chunk = self._chunk_of.get(node)
         return chunk is None or (chunk.nodes[0] == node and self._chunk_waiting[chunk] == 0)
 
@@ -209,6 +238,8 @@ class Schedule:
             node = entry[1]
             if self._status[node] != NodeStatus.PENDING:  # taken along by an earlier unit
                 continue
+            if node in self._chunk_of and node not in self._queued_heads:  # chunked again since: stale
+                continue
             self._ready_changed(node.asset, -1)
             limit = self._throttle.per_asset.get(node.asset)
             pool = self._pools.get(node.asset)
@@ -220,6 +251,7 @@ class Schedule:
             half = self._halves.get(node)
             if node in self._chunk_of:
                 unit = self._chunk_of[node]
+                self._queued_heads.discard(node)
             elif half is not None:  # the whole half it belongs to, as far as its members can run together
                 unit = unit_starting_at(
                     self._graph, node, self._status, self._children, self._waiting_on, len(half.nodes), half
@@ -316,14 +348,18 @@ class Schedule:
             self._reorder()
         for member in unit.nodes:
             self._halves.pop(member, None)
-        if len(unit.nodes) > 1 and unit not in self._chunk_waiting and not any(r.succeeded for r in results):
+        if len(unit.nodes) > 1 and unit.nodes[0] not in self._chunk_of and not any(r.succeeded for r in results):
             self._run_again_in_halves(unit)
             return []
+        blocked: set[dg.AssetKey] = set()
         for result in results:
             if result.succeeded:
                 self._succeeded(result.node)
             else:
-                self._failed(result.node)
+                blocked |= self._failed(result.node)
+        self._chunk_waiting.pop(unit, None)
+        if self._chunked and blocked:
+            self._chunk_again(blocked)
         return list(results)
 
     def _run_again_in_halves(self, unit: RunUnit) -> None:
@@ -353,7 +389,7 @@ class Schedule:
         self._reorder_due = False
 
     def _start(self, unit: RunUnit, now: float | None) -> None:
-        for member in unit.nodes[1:] if unit not in self._chunk_waiting else ():  # a chunk's head stood for it
+        for member in unit.nodes[1:] if unit.nodes[0] not in self._chunk_of else ():  # a chunk's head stood for it
             if self._waiting_on[member] == 0:  # a ready member: its heap entry is now stale
                 self._ready_changed(member.asset, -1)
         for member in unit.nodes:
@@ -378,19 +414,22 @@ class Schedule:
                     if self._chunk_waiting[chunk]:
                         continue
                     child = chunk.nodes[0]
-                heapq.heappush(self._ready, (self._priority[child], child))
-                self._ready_changed(child.asset, 1)
+                self._push_ready(child)
 
-    def _failed(self, node: Node) -> None:
+    def _failed(self, node: Node) -> set[dg.AssetKey]:
+        """Fails `node` and blocks its pending descendants; returns the assets of those blocked."""
         self._status[node] = NodeStatus.FAILED
+        blocked = set()
         stack = list(self._children.get(node, ()))
         while stack:
             child = stack.pop()
             if self._status[child] == NodeStatus.PENDING:
                 self._status[child] = NodeStatus.BLOCKED
+                blocked.add(child.asset)
                 self._unlaunched[child.asset] -= 1
                 self._unlaunched_seconds -= self._seconds[child.asset]
                 stack.extend(self._children.get(child, ()))
+        return blocked
 
 
 # Estimates are averages: a share or slack within this fraction of one more member's work still takes it.
