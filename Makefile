@@ -79,7 +79,7 @@ test: install browser postgres
 # on a loaded machine). --durations=25: the slowest tests in the log (also pyproject's addopts).
 test-all: install
 	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 \
-		partition_assets_tests/e2e partition_assets_tests/integration partition_assets_tests/unit
+		partition_assets_tests/e2e partition_assets_tests/integration partition_assets_tests/conformance partition_assets_tests/unit
 
 test-unit: install
 	$(VENV)/bin/pytest partition_assets_tests/unit
