@@ -1,10 +1,11 @@
 """Issue 41, point 5: a failing partition does not fail its range, under the engine's own
-batching (`--batching engine`). A staged backfill of a range-capable asset, one day of which fails, runs through the real coordinator, workers and
-instance: 8 of its days start as one range run, which fails; the engine runs the range again
-in halves down to the failing day, so 7 of the 8 end succeeded and 1 failed; `backfill
-status` names that day, and nothing is published: no publish run, no materialization. The
-asset stores nothing, so that no run waits for Spark: a staged backfill's materializations
-are recorded only by its publish, so the instance shows whether it published."""
+batching (`--batching engine`). A staged backfill of a range-capable asset, one day of which
+fails, runs through the real coordinator, workers and instance: 8 of its days start as one
+range run, which fails; the engine runs the range again in halves down to the failing day, so
+7 of the 8 end succeeded and 1 failed; `backfill status` names that day, and nothing is
+published: no publish run, no materialization. The asset stores nothing, so that no run waits
+for Spark: a staged backfill's materializations are recorded only by its publish, so the
+instance shows whether it published."""
 
 import dagster as dg
 
