@@ -16,7 +16,7 @@ run (a parent and its child with an identity mapping); the engine runs each asse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ import dagster as dg
 
 from partition_assets.backfill.model import Batching, RunUnit
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
+from partition_assets.backfill.planning.spec import Wording
 from partition_assets.errors import BatchingError
 
 if TYPE_CHECKING:  # Dagster's internal types, for annotations only
@@ -105,11 +106,11 @@ def asset_runs(
 
 
 def check_batching(
-    asset_graph: BaseAssetGraph, assets: Iterable[dg.AssetKey], batching: Batching, named: Callable[[str], str]
+    asset_graph: BaseAssetGraph, assets: Iterable[dg.AssetKey], batching: Batching, named: Wording
 ) -> None:
     """Raises BatchingError when `batching` is the engine's and none of `assets` has a
     `BackfillPolicy`: there is nothing for it to batch (an asset without one runs one partition
-    per run, as in Dagster). `named` gives the caller's surface's name of a spec field.
+    per run, as in Dagster). Its message names the field as `named` does (the caller's surface).
 
     Raises:
         BatchingError: The engine's batching asked of assets without a policy.

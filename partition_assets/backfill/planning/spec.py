@@ -113,9 +113,9 @@ class BackfillSpec:
             not ISO 8601 or inverted; a count that is no whole number or below its minimum; an empty
             static filter or key; a reserved tag; an unknown publish mode or way to run; an
             `inputs_as_of` that is neither 'original' nor an ISO time; a `keep_previous` that is no
-            duration), or two fields contradict
-            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`; `all_partitions`
-            with a range or `keys`).
+            duration; an unknown `batching`; a `run_config` that is no mapping), or two fields
+            contradict (`keys` with a range, `lookback` or `static`; `exact` with `lookback`;
+            `all_partitions` with a range or `keys`; `batching` engine without `batch`).
         GateConfigError: A `gate` override is invalid.
     """
 

@@ -25,7 +25,9 @@ that launches the units and waits for them. Its rules:
    Dagster's backfill makes them (planning/policy_runs.py): a chunk launches as one unit once
    every member's upstream nodes outside it succeeded, whatever the timing (rule 2's batching
    and rule 4's halves do not apply to it); a chunk that fails fails every member, as a
-   failed Dagster run fails every partition of its range.
+   failed Dagster run fails every partition of its range; once an upstream failure blocks
+   members of an asset's chunks not launched yet, its pending partitions are chunked again
+   without them, as Dagster's backfill chunks only the partitions it can request.
 
 Not guaranteed: the shortest makespan. The order is a list schedule by longest chain
 (within the bound's reach on the generated shapes of bench/dag_shapes.py, simulated:
