@@ -90,26 +90,31 @@ def plan_json(args: Sequence[str]) -> dict[str, Any]:
     return json.loads(_printed(["backfill", "plan", "-m", POLICY_DEFS, *args, "--json"]))
 
 
-def _printed(argv: list[str]) -> str:
-    """What `partition-assets <argv>` printed, run in this process; it must exit 0."""
+def _printed(argv: list[str], exit_code: int = 0) -> str:
+    """What `partition-assets <argv>` printed, run in this process; it must exit `exit_code`."""
     out = StringIO()
     with redirect_stdout(out):
         code = main(argv)
-    assert code == 0, out.getvalue()
+    assert code == exit_code, out.getvalue()
     return out.getvalue()
 
 
-def on_engine(home: Path, args: Sequence[str]) -> Outcome:
+def on_engine(home: Path, args: Sequence[str], exit_code: int = 0) -> Outcome:
     """`partition-assets backfill run -m POLICY_DEFS <args>` in the DAGSTER_HOME `home` (set in
-    the environment), and what it left there."""
-    _printed(["backfill", "run", "-m", POLICY_DEFS, *args])
+    the environment), which must exit `exit_code` (1: nodes failed), and what it left there."""
+    _printed(["backfill", "run", "-m", POLICY_DEFS, *args], exit_code)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         return outcome_of(instance, home / "storage")
 
 
-def by_dagster(root: Path, nodes: Mapping[str, Sequence[str]], run_config: Mapping[str, Any] | None = None) -> Outcome:
+def by_dagster(
+    root: Path,
+    nodes: Mapping[str, Sequence[str]],
+    run_config: Mapping[str, Any] | None = None,
+    ends: BulkActionStatus = BulkActionStatus.COMPLETED_SUCCESS,
+) -> Outcome:
     """Dagster's own asset backfill of `nodes` (per asset, its partitions) with `run_config`, on a
-    fresh instance at `root`, run to its end; what it left there."""
+    fresh instance at `root`, run to its end, which must be `ends`; what it left there."""
     asset_graph = load_definitions(POLICY_DEFS).resolve_asset_graph()
     subset = AssetGraphSubset.from_asset_partition_set(
         {AssetKeyPartitionKey(dg.AssetKey.from_user_string(a), p) for a, ps in nodes.items() for p in ps}, asset_graph
@@ -138,7 +143,7 @@ def by_dagster(root: Path, nodes: Mapping[str, Sequence[str]], run_config: Mappi
                 assert backfill is not None
                 if backfill.status != BulkActionStatus.REQUESTED:
                     break
-            assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill.status
+            assert backfill.status == ends, backfill.status
         return outcome_of(instance, root / "storage")
 
 

@@ -9,7 +9,8 @@ Its assets reproduce the shapes of Dagster's own tests of backfill policies
 (test_asset_backfill_with_backfill_policies.py): an asset with `single_run()`, one with
 `multi_run(n)`, a parent and a child with different policies, a parent and a child with the
 same policy, a daily single-run parent of a weekly single-run child, a self-dependent asset
-with `multi_run(2)`, and an asset with no policy; and an asset with a `Config` (`scaled`).
+with `multi_run(2)`, an asset with no policy, a multi-run child of a parent that fails one day;
+and an asset with a `Config` (`scaled`).
 """
 
 from pathlib import Path
@@ -79,6 +80,23 @@ def plain(context: dg.AssetExecutionContext) -> str:
     return f"plain:{context.partition_key}"
 
 
+# Dagster's asset backfill tests with failures: a day of a plain parent fails, so its multi_run(3)
+# child's runs close up around the day blocked.
+FAILING_DAY = "2024-01-05"
+
+
+@dg.asset(partitions_def=DAYS)
+def flaky(context: dg.AssetExecutionContext) -> str:
+    if context.partition_key == FAILING_DAY:
+        raise RuntimeError(f"flaky fails on {FAILING_DAY}")
+    return f"flaky:{context.partition_key}"
+
+
+@dg.asset(partitions_def=DAYS, backfill_policy=dg.BackfillPolicy.multi_run(3), deps=[flaky])
+def after_flaky(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    return _ranged(context)
+
+
 class ScaleConfig(dg.Config):
     factor: int = 1
     # A file that must exist for a run to succeed (empty: none): a test's first attempt fails, its retry not.
@@ -93,4 +111,6 @@ def scaled(context: dg.AssetExecutionContext, config: ScaleConfig) -> int:
     return config.factor * int(context.partition_key[-2:])
 
 
-defs = dg.Definitions(assets=[single, chunked, after_single, single_child, weekly, running_total, plain, scaled])
+defs = dg.Definitions(
+    assets=[single, chunked, after_single, single_child, weekly, running_total, plain, flaky, after_flaky, scaled]
+)
