@@ -73,7 +73,9 @@ class AssetRuns:
         count = f"{'at most ' if not self.exact else ''}{self.runs} run{'s' if self.runs != 1 else ''}"
         if self.policy is None:
             return f"no policy: {count} (one per partition)"
-        how = f"{self.policy}, {self.batching} batching" if self.batching != Batching.policy else self.policy
+        how = {Batching.policy: self.policy, BATCHING_OFF: f"{self.policy}, --no-batch"}.get(
+            self.batching, f"{self.policy}, {self.batching} batching"
+        )
         return f"{how}: {count}" + (" (one per partition)" if self.exact and self.runs == self.partitions else "")
 
     def to_json(self) -> dict[str, object]:
