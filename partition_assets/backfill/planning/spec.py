@@ -159,7 +159,9 @@ class BackfillSpec:
     exact: bool = option(False, help="only partitions wholly inside the range (no coarser grain, no lookback)")
     downstream: bool = option(False, help="add every downstream (asset, partition) the range reaches")
     batch: bool = option(
-        True, help="contiguous partitions of range-capable assets share runs (the default; --no-batch turns it off)"
+        True,
+        help="partitions of assets with a BackfillPolicy share runs, as --batching says (the default; --no-batch "
+        "runs one partition per run)",
     )
     batching: Batching = option(
         Batching.policy,
