@@ -260,3 +260,13 @@ class NotMaterializedError(RetractError):
 class DownstreamReadersError(RetractError):
     """Partitions asked to be retracted are still read by materialized downstream partitions
     (retract them too with --downstream); nothing was written."""
+
+
+class RunConfigError(BackfillPlanError):
+    """A backfill's run config (`--config FILE.yaml`) cannot be read or does not match the config
+    schema of its assets; nothing was launched or written."""
+
+
+class BatchingError(BackfillPlanError):
+    """A backfill asks for the engine's batching (`--batching engine`) of assets that have no
+    `BackfillPolicy` to batch by; nothing was launched or written."""

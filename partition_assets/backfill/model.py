@@ -189,3 +189,14 @@ class ApprovalChoice(StrEnum):
 
     required = "required"
     none = "none"
+
+
+class Batching(StrEnum):
+    """How the partitions of an asset with a `BackfillPolicy` share runs: `policy`, as Dagster's
+    backfill chunks them (the default: `single_run()` one run per contiguous range,
+    `multi_run(n)` runs of n partitions in partition order, the last one shorter); `engine`, as
+    the engine's scheduler batches ready partitions by their slack, up to the policy's size
+    (backfill/running/scheduling.py). Assets without a policy run one partition per run either way."""
+
+    policy = "policy"
+    engine = "engine"

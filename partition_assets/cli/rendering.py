@@ -23,14 +23,16 @@ _IMPACT_SHOWN = 8  # assets of the impact named
 
 
 def render_plan(plan: BackfillPlan) -> str:
-    """Per asset: nodes, edges in and seconds per node; totals, the critical path, the ETA,
-    the impact outside the selection, schema changes, what catch-up skips and, when the
-    instance's history picked the nodes, how many partitions of each asset each reason selected."""
+    """Per asset: nodes, edges in, seconds per node and the runs its BackfillPolicy makes; totals,
+    the critical path, the ETA, the impact outside the selection, schema changes, what catch-up
+    skips and, when the instance's history picked the nodes, how many partitions of each asset
+    each reason selected."""
     graph, seconds = plan.graph, plan.seconds_per_node
-    lines = [f"{'asset':<32} {'nodes':>8} {'edges in':>9} {'s/node':>7}"]
+    lines = [f"{'asset':<32} {'nodes':>8} {'edges in':>9} {'s/node':>7}  runs"]
     for key, asset_slice in graph.slices.items():
         edges = sum(d.edge_count() for d in graph.dependencies[key])
-        lines.append(f"{key.to_user_string():<32} {len(asset_slice):>8} {edges:>9} {seconds[key]:>7.2f}")
+        runs = plan.asset_runs[key].describe() if key in plan.asset_runs else ""
+        lines.append(f"{key.to_user_string():<32} {len(asset_slice):>8} {edges:>9} {seconds[key]:>7.2f}  {runs}")
     path = plan.critical_path
     lines += [
         f"total: {graph.node_count()} nodes, {graph.edge_count()} edges",
@@ -51,8 +53,10 @@ def render_plan(plan: BackfillPlan) -> str:
 
 
 def plan_json(plan: BackfillPlan) -> dict[str, Any]:
-    """The plan as `plan --json` prints it: its totals and every node, in graph order, with why
-    it is in the plan when the instance's history picked it (`reason`: a ReasonKind, `why`: its text)."""
+    """The plan as `plan --json` prints it: its totals, per asset its policy and runs (`assets`:
+    `policy` as Dagster prints it or null, `batching`, `runs`, `runs_exact`), and every node, in
+    graph order, with why it is in the plan when the instance's history picked it (`reason`: a
+    ReasonKind, `why`: its text)."""
     reasons = plan.graph.reasons
     nodes = []
     for node in plan.graph.nodes():
@@ -66,6 +70,7 @@ def plan_json(plan: BackfillPlan) -> dict[str, Any]:
         "node_count": plan.graph.node_count(),
         "edge_count": plan.graph.edge_count(),
         "eta_seconds": plan.eta_seconds,
+        "assets": {key.to_user_string(): runs.to_json() for key, runs in plan.asset_runs.items()},
     }
 
 

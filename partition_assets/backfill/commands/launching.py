@@ -27,6 +27,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
+from partition_assets.backfill.planning.policy_runs import asset_runs
 from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, BackfillSpec
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
 from partition_assets.backfill.publishing.tables import tables_of
@@ -79,6 +80,7 @@ def plan_backfill(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillP
         impacted=impact(asset_graph, graph, instance),
         schema_changes=tuple(schema_changes),
         current_nodes=len(done),
+        asset_runs=asset_runs(asset_graph, graph, spec.batching, spec.batch),
     )
 
 

@@ -11,13 +11,14 @@ record may change right after (another command, its coordinator).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.policy_runs import AssetRuns
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.diff import DiffRow
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
@@ -41,6 +42,8 @@ class BackfillPlan:
     impacted: Mapping[dg.AssetKey, int]  # assets outside the selection reading rewritten partitions: how many
     schema_changes: tuple[TableSchemaPlan, ...]
     current_nodes: int  # nodes catch-up would skip (0 without --catch-up)
+    # Per asset: its BackfillPolicy and the runs the backfill makes of it (planning/policy_runs.py).
+    asset_runs: Mapping[dg.AssetKey, AssetRuns] = field(default_factory=dict)
 
     @property
     def work_seconds(self) -> float:

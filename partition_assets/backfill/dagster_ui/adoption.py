@@ -94,6 +94,7 @@ def specs_of_dagster_backfill(
             end=(span[1] - timedelta(microseconds=1)).isoformat() if span else None,
             static={name: sorted(keys) for name, keys in static.items()},
             tags=user_tags,
+            run_config=dict(backfill.run_config or {}),
             # The tag's word: the spec takes it as its ApprovalChoice, or refuses it naming it.
             approval=cast("ApprovalChoice | None", backfill.tags.get(APPROVAL_TAG)),
         )

@@ -8,6 +8,8 @@ import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
 from partition_assets.backfill.planning.history import plan_by_history
+from partition_assets.backfill.planning.node_run_config import check_run_config
+from partition_assets.backfill.planning.policy_runs import check_batching
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
 from partition_assets.code_location import load_definitions
 
@@ -15,11 +17,17 @@ from partition_assets.code_location import load_definitions
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance, wording: Wording = flag_of) -> BackfillGraph:
     """The spec's graph, planned against its code location and the instance's dynamic partitions
     (and its materializations, when `produced_by` or `stale` pick the nodes: history.py);
-    a refusal names the spec's fields as `wording` does (see `plan`)."""
+    a refusal names the spec's fields as `wording` does (see `plan`). Its batching must have a
+    policy to follow (policy_runs.check_batching) and its run config must match its assets'
+    config schemas (node_run_config.check_run_config), or nothing is planned."""
     definitions = load_definitions(spec.module)
     if spec.selects_by_history():
-        return plan_by_history(definitions, spec, instance, wording)
-    return plan(definitions.resolve_asset_graph(), spec, dynamic_partitions_store=instance, wording=wording)
+        graph = plan_by_history(definitions, spec, instance, wording)
+    else:
+        graph = plan(definitions.resolve_asset_graph(), spec, dynamic_partitions_store=instance, wording=wording)
+    check_batching(definitions.resolve_asset_graph(), graph.slices, spec.batching, wording)
+    check_run_config(definitions, graph.slices, spec.run_config, wording("run_config"))
+    return graph
 
 
 def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:

@@ -24,9 +24,10 @@ from typing import Any, get_type_hints
 import dagster as dg
 from pydantic import Field, create_model
 
-from partition_assets.backfill.model import ApprovalChoice, OnLease, PublishMode, RunsVia
+from partition_assets.backfill.model import ApprovalChoice, Batching, OnLease, PublishMode, RunsVia
 from partition_assets.backfill.planning.gate_rules import parse_override
 from partition_assets.backfill.planning.launch_window import LaunchWindow
+from partition_assets.backfill.planning.node_run_config import CONFIG_FLAG, run_config_of_files
 from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
@@ -132,9 +133,9 @@ class BackfillSpec:
             not ISO 8601 or inverted; a count that is no whole number or below its minimum; an empty
             static filter or key; a reserved tag; an unknown publish mode or way to run; an
             `inputs_as_of` that is neither 'original' nor an ISO time; a `keep_previous` that is no
-            duration), or two fields contradict
-            (`keys` with a range, `lookback` or `static`; `exact` with `lookback`; `all_partitions`
-            with a range or `keys`).
+            duration; an unknown `batching`; a `run_config` that is no mapping), or two fields
+            contradict (`keys` with a range, `lookback` or `static`; `exact` with `lookback`;
+            `all_partitions` with a range or `keys`; `batching` engine without `batch`).
         GateConfigError: A `gate` override is invalid.
     """
 
@@ -181,7 +182,17 @@ class BackfillSpec:
     exact: bool = option(False, help="only partitions wholly inside the range (no coarser grain, no lookback)")
     downstream: bool = option(False, help="add every downstream (asset, partition) the range reaches")
     batch: bool = option(
-        True, help="contiguous partitions of range-capable assets share runs (the default; --no-batch turns it off)"
+        True,
+        help="partitions of assets with a BackfillPolicy share runs, as --batching says (the default; --no-batch "
+        "runs one partition per run)",
+    )
+    batching: Batching = option(
+        Batching.policy,
+        metavar="|".join(Batching),
+        help="how the partitions of an asset with a BackfillPolicy share runs: policy, as Dagster's backfill "
+        "(single_run(): one run per contiguous range; multi_run(n): runs of n partitions, in order); engine: the "
+        "engine's own batching of ready partitions, up to the policy's size (assets without a policy run one "
+        "partition per run either way)",
     )
     catch_up: bool = option(False, help="only partitions missing or failed in the instance")
     produced_by: str | None = option(
@@ -209,6 +220,16 @@ class BackfillSpec:
         help="a tag on every node run, e.g. team=finance; repeatable",
         parse=_parse_pairs("--tag", "KEY=VALUE", "team=finance", lambda value, tag: tag),
         config_type=dict[str, str],
+    )
+    run_config: Mapping[str, Any] = option(
+        factory=dict,
+        flag=CONFIG_FLAG,
+        metavar="FILE.yaml",
+        help="run config for every node run, as Dagster's backfill takes it (e.g. ops: {my_asset: {config: "
+        "{factor: 10}}}), checked against the assets' config schemas before anything runs; repeatable, later "
+        "files win",
+        parse=run_config_of_files,
+        config_type=dict[str, Any],
     )
     publish: PublishMode = option(
         PublishMode.staged,
@@ -297,6 +318,16 @@ class BackfillSpec:
         self._choose("publish", PublishMode, f"--publish {self.publish!r} is not a mode")
         self._choose("runs_via", RunsVia, f"--runs-via {self.runs_via!r} is not a way to run")
         self._choose("on_lease", OnLease, f"--on-lease {self.on_lease!r} is not a choice")
+        self._choose("batching", Batching, f"--batching {self.batching!r} is not a choice")
+        if not self.batch and self.batching == Batching.engine:
+            raise BackfillPlanError(
+                "--no-batch and --batching engine contradict: --no-batch runs one partition per run; drop one of them"
+            )
+        if not isinstance(self.run_config, Mapping) or not all(isinstance(key, str) for key in self.run_config):
+            raise BackfillPlanError(
+                f"run config {self.run_config!r} is not a mapping of names: give it as Dagster's run config, "
+                "e.g. {'ops': {'my_asset': {'config': {'factor': 10}}}}"
+            )
         if self.approval is not None:
             self._choose("approval", ApprovalChoice, f"--approval {self.approval!r} is not a choice")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):

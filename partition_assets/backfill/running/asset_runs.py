@@ -30,6 +30,7 @@ from collections.abc import Set as AbstractSet
 
 import dagster as dg
 
+from partition_assets.backfill.planning.node_run_config import merged_config
 from partition_assets.dagster_internals import InMemoryJob, core_execute_in_process, merge_run_tags
 from partition_assets.run_console import quiet_console_config
 
@@ -55,11 +56,13 @@ class AssetRuns:
         partition_key: str | None,
         tags: Mapping[str, str],
         run_id: str | None = None,
+        run_config: Mapping[str, object] | None = None,
     ) -> dg.ExecuteInProcessResult:
         """One run of asset `key` (of partition `partition_key`, or of the partitions its
         `tags` name as a range, or unpartitioned), as `job.execute_in_process(instance=instance,
-        asset_selection=[key], partition_key=partition_key, tags=tags, raise_on_error=False)`, as
-        the run of id `run_id` (None: a new id).
+        asset_selection=[key], partition_key=partition_key, tags=tags, raise_on_error=False,
+        run_config=run_config)`, as the run of id `run_id` (None: a new id). `run_config` is
+        merged over the partition's own config, as a backfill's run request's is.
 
         Raises:
             dagster.DagsterInvalidSubsetError: `key` is not an asset of the job.
@@ -67,12 +70,12 @@ class AssetRuns:
         """
         in_process_job = self._in_process_job(key)
         job_def = in_process_job.get_definition()
-        run_config = quiet_console_config(
-            job_def,
+        partition_config = (
             job_def.partitioned_config.get_run_config_for_partition_key(partition_key)
             if partition_key and job_def.partitioned_config
-            else {},
+            else {}
         )
+        run_config = quiet_console_config(job_def, merged_config(partition_config, run_config or {}))
         return core_execute_in_process(
             run_config=run_config,
             job=in_process_job,

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillStatus, PublishMode
+from partition_assets.backfill.model import BackfillStatus, Batching, PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
@@ -430,6 +430,7 @@ class BackfillRun:
                 newest_first=spec.reverse,
                 should_stop=self._stopped_by_command,
                 batch_chains=spec.batch,
+                policy_chunks=spec.batching == Batching.policy,
                 allowance=self._launch_gate.allowance,
                 pools=self._launch_gate.pools,
                 durations=recorded_seconds(self.instance, self.graph),

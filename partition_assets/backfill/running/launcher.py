@@ -32,6 +32,7 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.backfill.planning.node_run_config import merged_config
 from partition_assets.backfill.running.local_workers import failure_message
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
@@ -72,15 +73,17 @@ class _Submitted:
 
 class LaunchedNodeRunner:
     """Submits run units through the instance's run coordinator; each unit is one Dagster
-    run, tagged `tags` and the tags given with it (and, like local workers' runs, the git sha of
-    the code location and the lease proof of the backfill they name: node_run_proofs.py). The
-    same `launch`, `close` and `terminate` as `DagsterNodeRunner`."""
+    run, given `run_config` (the backfill's), tagged `tags` and the tags given with it (and,
+    like local workers' runs, the git sha of the code location and the lease proof of the
+    backfill they name: node_run_proofs.py). The same `launch`, `close` and `terminate` as
+    `DagsterNodeRunner`."""
 
     def __init__(
         self,
         target: str,
         tags: Mapping[str, str],
         instance: dg.DagsterInstance,
+        run_config: Mapping[str, Any] = MappingProxyType({}),
     ) -> None:
         definitions = load_definitions(target)
         self._asset_graph = definitions.resolve_asset_graph()
@@ -88,9 +91,9 @@ class LaunchedNodeRunner:
         job = definitions.resolve_implicit_global_asset_job_def()
         # A unit is one asset's step: Dagster's default executor would spawn a process for it
         # inside the run worker; in process, as local workers run it. Another executor is kept.
-        self._run_config = quiet_console_config(
-            job, _IN_PROCESS if job.executor_def.name == dg.multi_or_in_process_executor.name else {}
-        )
+        # The backfill's `run_config` goes over that, as over each local node run's partition config.
+        executor_config = _IN_PROCESS if job.executor_def.name == dg.multi_or_in_process_executor.name else {}
+        self._run_config = quiet_console_config(job, merged_config(executor_config, run_config))
         sha = definitions_git_sha(definitions)
         self._tags = {**tags, **({GIT_SHA_TAG: sha} if sha else {}), LAUNCHED_TAG: "true"}
         self._instance = instance

@@ -99,7 +99,7 @@ class DagsterNodeRunner:
     """Launches run units into `workers` processes; each unit is one Dagster run in
     `instance` (whose storage exists: workers opening it at once must not race on its
     schema migrations), tagged `tags` and the tags given with it, and with the lease proof of
-    the backfill they name (node_run_proofs.py)."""
+    the backfill they name (node_run_proofs.py), and given `run_config` (the backfill's)."""
 
     def __init__(
         self,
@@ -107,8 +107,10 @@ class DagsterNodeRunner:
         workers: int,
         tags: dict[str, str],
         instance: dg.DagsterInstance,
+        run_config: Mapping[str, Any] = MappingProxyType({}),
     ) -> None:
         self._tags = tags
+        self._run_config = dict(run_config)
         self._proofs = NodeRunProofs(instance)
         self._target = target
         self._workers = workers
@@ -147,11 +149,17 @@ class DagsterNodeRunner:
         finally:  # a pool broken meanwhile (a worker died loading) lets the others go too
             self._all_started.set()
 
-    def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
-        """Runs `unit` as one run (a partition range when several), also tagged `unit_tags`;
-        the future gives a result per node of the unit."""
+    def launch(
+        self,
+        unit: RunUnit,
+        unit_tags: Mapping[str, str] = MappingProxyType({}),
+        run_config: Mapping[str, Any] | None = None,
+    ) -> Future:
+        """Runs `unit` as one run (a partition range when several), also tagged `unit_tags`,
+        given `run_config` (None: the runner's own); the future gives a result per node of the unit."""
         run_id, tags = self._proofs.proved({**self._tags, **unit_tags})
-        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), tags, run_id)
+        config = self._run_config if run_config is None else dict(run_config)
+        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), tags, run_id, config)
 
     def close(self) -> None:
         self._starter.join()
@@ -190,15 +198,18 @@ class DagsterNodeRunner:
 
 
 class TaggedRunner:
-    """`runner`, its runs also tagged `tags`: a runner started before the backfill it runs
-    was known (a standby coordinator's) tags its runs as the backfill's own would."""
+    """`runner`, its runs also tagged `tags` and given `run_config`: a runner started before the
+    backfill it runs was known (a standby coordinator's) runs it as the backfill's own would."""
 
-    def __init__(self, runner: DagsterNodeRunner, tags: Mapping[str, str]) -> None:
+    def __init__(
+        self, runner: DagsterNodeRunner, tags: Mapping[str, str], run_config: Mapping[str, Any] = MappingProxyType({})
+    ) -> None:
         self._runner = runner
         self._tags = dict(tags)
+        self._run_config = dict(run_config)
 
     def launch(self, unit: RunUnit, unit_tags: Mapping[str, str] = MappingProxyType({})) -> Future:
-        return self._runner.launch(unit, {**self._tags, **unit_tags})
+        return self._runner.launch(unit, {**self._tags, **unit_tags}, self._run_config)
 
     def close(self) -> None:
         self._runner.close()
@@ -280,7 +291,9 @@ def _started() -> None:
     _worker["all_started"].wait()
 
 
-def _run_unit(asset: str, partitions: list[str], tags: dict[str, str], run_id: str) -> list[NodeResult]:
+def _run_unit(
+    asset: str, partitions: list[str], tags: dict[str, str], run_id: str, run_config: dict[str, Any]
+) -> list[NodeResult]:
     key = dg.AssetKey.from_user_string(asset)
     if len(partitions) > 1:
         tags = {**tags, **range_tags(partitions[0], partitions[-1])}
@@ -291,6 +304,7 @@ def _run_unit(asset: str, partitions: list[str], tags: dict[str, str], run_id: s
         (partitions[0] or None) if len(partitions) == 1 else None,
         {**tags, **_worker["tags"]},
         run_id,
+        run_config,
     )
     error = None if result.success else failure_message(result.all_events)
     skipped = result.success and not yielded_output(_worker["runs"].job, key, result.all_events)

@@ -47,13 +47,16 @@ def execute(
     allowance: Callable[[], Allowance] = lambda: UNLIMITED,
     pools: Mapping[dg.AssetKey, str] | None = None,
     durations: Mapping[dg.AssetKey, float] | None = None,
+    policy_chunks: bool = False,
 ) -> dict[Node, NodeStatus]:
     """Runs every node of `graph` not in `done`; returns each node's final status.
 
     Ready nodes heading the longest chains of work launch first, then the oldest
     partitions (with `newest_first`: the newest partitions first, whatever the chains).
     With `batch_chains`, a node of an asset that runs partition ranges
-    (`AssetSlice.max_batch`) takes along the partitions that would wait anyway.
+    (`AssetSlice.max_batch`) takes along the partitions that would wait anyway; with
+    `policy_chunks` too, it runs in the chunks of its BackfillPolicy instead, as Dagster's
+    backfill does (scheduling.py, rule 6).
     `on_result` sees every node's final result as its unit finishes: a range run that
     failed is run again in halves first (scheduling.py, rule 4), and reports nothing itself. When `should_stop()`
     turns true, nothing more is launched and running units are left to the caller.
@@ -61,7 +64,7 @@ def execute(
     while it allows nothing, the loop waits, its runs in flight finishing. `durations`:
     seconds per node of the assets earlier runs measured (durations.recorded_seconds).
     """
-    schedule = Schedule(graph, throttle, done, newest_first, batch_chains, pools, durations)
+    schedule = Schedule(graph, throttle, done, newest_first, batch_chains, pools, durations, policy_chunks)
     running: dict[Future, RunUnit] = {}
     while not schedule.is_done and not should_stop():
         for unit in schedule.next_units(allowance(), time.monotonic()):

@@ -1,6 +1,7 @@
 """What runs a backfill's node runs: local worker processes (`DagsterNodeRunner`) or the
 instance's run launcher (`LaunchedNodeRunner`), as the spec's `runs_via` says; and the
-standby's warm workers reused for the backfill it adopts."""
+standby's warm workers reused for the backfill it adopts. Every runner gives its runs the
+spec's run config."""
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -36,8 +37,8 @@ RunnerFactory = Callable[[BackfillSpec, dict[str, str], dg.DagsterInstance], Nod
 def node_runner(spec: BackfillSpec, tags: dict[str, str], instance: dg.DagsterInstance) -> NodeRunner:
     """The runner `spec.runs_via` names: local worker processes, or the instance's run launcher."""
     if spec.runs_via == RunsVia.launcher:
-        return LaunchedNodeRunner(spec.module, tags, instance)
-    return DagsterNodeRunner(spec.module, spec.max_parallel, tags, instance)
+        return LaunchedNodeRunner(spec.module, tags, instance, spec.run_config)
+    return DagsterNodeRunner(spec.module, spec.max_parallel, tags, instance, spec.run_config)
 
 
 def node_runner_reusing(warm: DagsterNodeRunner | None) -> RunnerFactory:
@@ -47,7 +48,7 @@ def node_runner_reusing(warm: DagsterNodeRunner | None) -> RunnerFactory:
 
     def runner_of(spec: BackfillSpec, tags: dict[str, str], instance: dg.DagsterInstance) -> NodeRunner:
         if warm is not None and spec.runs_via != RunsVia.launcher and warm.serves(spec.module, spec.max_parallel):
-            return TaggedRunner(warm, tags)
+            return TaggedRunner(warm, tags, spec.run_config)
         if warm is not None:
             warm.terminate()
         return node_runner(spec, tags, instance)

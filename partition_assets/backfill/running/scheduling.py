@@ -21,7 +21,14 @@ that launches the units and waits for them. Its rules:
    single partitions; only a single partition's failure fails its node. So one bad
    partition fails itself and its descendants, not the siblings it shared a range run with,
    for at most 2n - 1 runs of a range of n: each range runs once, halves never merge again;
-5. the backfill is done when no node is ready or running.
+5. the backfill is done when no node is ready or running;
+6. with `policy_chunks`, an asset's partitions run in the chunks its `BackfillPolicy` makes, as
+   Dagster's backfill makes them (planning/policy_runs.py): a chunk launches as one unit once
+   every member's upstream nodes outside it succeeded, whatever the timing (rule 2's batching
+   and rule 4's halves do not apply to it); a chunk that fails fails every member, as a
+   failed Dagster run fails every partition of its range; once an upstream failure blocks
+   members of an asset's chunks not launched yet, its pending partitions are chunked again
+   without them, as Dagster's backfill chunks only the partitions it can request.
 
 Not guaranteed: the shortest makespan. The order is a list schedule by longest chain
 (within the bound's reach on the generated shapes of bench/dag_shapes.py, simulated:
@@ -37,7 +44,8 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
-from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
+from partition_assets.backfill.planning.policy_runs import policy_runs
 from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
 from partition_assets.backfill.running.durations import Durations
 from partition_assets.errors import BackfillPlanError, SchedulingError
@@ -70,7 +78,8 @@ class Schedule:
     are ignored). The caller launches what `next_units` hands out and reports each
     unit's results to `finish`; nothing else changes the state. `durations` are the
     seconds per node of assets measured by earlier runs (durations.recorded_seconds);
-    the others are estimated, and every estimate follows this backfill's runs.
+    the others are estimated, and every estimate follows this backfill's runs. With
+    `policy_chunks` (and `batch_chains`), assets run in their policy's chunks (rule 6).
     """
 
     def __init__(
@@ -82,6 +91,7 @@ class Schedule:
         batch_chains: bool = True,
         pools: Mapping[dg.AssetKey, str] | None = None,
         durations: Mapping[dg.AssetKey, float] | None = None,
+        policy_chunks: bool = False,
     ) -> None:
         self._graph = graph
         self._pools = dict(pools or {})  # each asset's Dagster pool, for those in one
@@ -98,6 +108,14 @@ class Schedule:
             for node, state in self._status.items()
             if state == NodeStatus.PENDING
         }
+        # Rule 6: each pending node of a chunked asset and its chunk; per chunk not finished, its
+        # members still waiting; the first members on the ready heap, each standing for its chunk.
+        self._chunk_of: dict[Node, RunUnit] = {}
+        self._chunk_waiting: dict[RunUnit, int] = {}
+        self._queued_heads: set[Node] = set()
+        self._chunked = [s for s in graph.slices.values() if s.max_batch > 1] if policy_chunks and batch_chains else []
+        for asset_slice in self._chunked:
+            self._chunk(asset_slice)
         self.durations = Durations(graph.slices, durations)
         # Reordering costs a pass over the graph: at most about MAX_REORDERS of them per backfill.
         self._reorder_every = max(1, len(self._waiting_on) // MAX_REORDERS)
@@ -108,8 +126,13 @@ class Schedule:
         self._unlaunched = Counter(node.asset for node in self._waiting_on)
         # A heap of ready nodes; a node a unit took along stays in it until popped, so
         # `_ready_count` (and `_ready_per_asset`) count the ready nodes still pending.
-        self._ready = [(self._priority[node], node) for node, count in self._waiting_on.items() if count == 0]
+        self._ready = [
+            (self._priority[node], node)
+            for node, count in self._waiting_on.items()
+            if count == 0 and self._heads_ready_unit(node)
+        ]
         heapq.heapify(self._ready)
+        self._queued_heads = {node for _, node in self._ready if node in self._chunk_of}
         self._ready_per_asset = Counter(node.asset for _, node in self._ready)
         self._ready_count = len(self._ready)
         # The seconds of those two counts, by the estimates the nodes are ordered by (`_seconds`).
@@ -120,6 +143,56 @@ class Schedule:
         self._running_per_pool: Counter[str] = Counter()
         # The members of failed units, each to run again only with the members of its half.
         self._halves: dict[Node, RunUnit] = {}
+
+    def _chunk(self, asset_slice: AssetSlice) -> None:
+        """Binds each pending node of the asset to its policy chunk, as Dagster's backfill chunks
+        the partitions it requests together (policy_runs.py; partitions that run, ran or cannot
+        run are left out); a member waits only on upstream nodes outside its chunk (a
+        self-dependency inside it runs in the same run)."""
+        key = asset_slice.key
+        left_out = {p for p in asset_slice.partition_keys if self._status[Node(key, p)] != NodeStatus.PENDING}
+        for chunk in policy_runs(asset_slice, left_out):
+            members = set(chunk.nodes)
+            for member in chunk.nodes:
+                self._chunk_of[member] = chunk
+                self._waiting_on[member] = sum(
+                    1
+                    for parent in self._graph.upstream(member)
+                    if parent not in members and self._status[parent] != NodeStatus.SUCCEEDED
+                )
+            self._chunk_waiting[chunk] = sum(1 for member in chunk.nodes if self._waiting_on[member] > 0)
+
+    def _chunk_again(self, assets: set[dg.AssetKey]) -> None:
+        """The pending nodes of `assets` chunked again, once some of them can no longer run (an
+        upstream node failed): Dagster's backfill chunks the partitions it can request, so the
+        others close ranges up around those that are blocked."""
+        for asset_slice in self._chunked:
+            if asset_slice.key not in assets:
+                continue
+            nodes = (Node(asset_slice.key, partition) for partition in asset_slice.partition_keys)
+            pending = [node for node in nodes if self._status[node] == NodeStatus.PENDING]
+            for node in pending:
+                self._chunk_waiting.pop(self._chunk_of.pop(node), None)
+                if node in self._queued_heads:  # its heap entry is stale: it may head another chunk now
+                    self._queued_heads.discard(node)
+                    self._ready_changed(node.asset, -1)
+            self._chunk(asset_slice)
+            for node in pending:
+                if self._heads_ready_unit(node):
+                    self._push_ready(node)
+
+    def _push_ready(self, node: Node) -> None:
+        heapq.heappush(self._ready, (self._priority[node], node))
+        self._ready_changed(node.asset, 1)
+        if node in self._chunk_of:
+            self._queued_heads.add(node)
+
+    def _heads_ready_unit(self, node: Node) -> bool:
+        """Whether the ready `node` goes on the ready heap: a node of no chunk does; a chunk's
+        first member does once no member waits (it then stands for the whole chunk): the ready
+        heap holds no other member of a chunk."""
+        chunk = self._chunk_of.get(node)
+        return chunk is None or (chunk.nodes[0] == node and self._chunk_waiting[chunk] == 0)
 
     def _order_by_estimates(self) -> None:
         """Each node's chain of work (seconds, by the current estimates) and launch priority."""
@@ -168,6 +241,8 @@ class Schedule:
             node = entry[1]
             if self._status[node] != NodeStatus.PENDING:  # taken along by an earlier unit
                 continue
+            if node in self._chunk_of and node not in self._queued_heads:  # chunked again since: stale
+                continue
             self._ready_changed(node.asset, -1)
             limit = self._throttle.per_asset.get(node.asset)
             pool = self._pools.get(node.asset)
@@ -177,7 +252,10 @@ class Schedule:
                 deferred.append(entry)
                 continue
             half = self._halves.get(node)
-            if half is not None:  # the whole half it belongs to, as far as its members can run together
+            if node in self._chunk_of:
+                unit = self._chunk_of[node]
+                self._queued_heads.discard(node)
+            elif half is not None:  # the whole half it belongs to, as far as its members can run together
                 unit = unit_starting_at(
                     self._graph, node, self._status, self._children, self._waiting_on, len(half.nodes), half
                 )
@@ -273,16 +351,20 @@ class Schedule:
             self._reorder()
         for member in unit.nodes:
             self._halves.pop(member, None)
-        if len(unit.nodes) > 1 and not any(result.succeeded for result in results):
+        if len(unit.nodes) > 1 and unit.nodes[0] not in self._chunk_of and not any(r.succeeded for r in results):
             self._run_again_in_halves(unit)
             return []
+        settled: set[dg.AssetKey] = set()  # assets of nodes that will not run now
         for result in results:
             if result.skipped:
-                self._skipped(result.node)
+                settled |= self._skipped(result.node)
             elif result.succeeded:
                 self._succeeded(result.node)
             else:
-                self._failed(result.node)
+                settled |= self._failed(result.node)
+        self._chunk_waiting.pop(unit, None)
+        if self._chunked and settled:
+            self._chunk_again(settled)
         return list(results)
 
     def _run_again_in_halves(self, unit: RunUnit) -> None:
@@ -312,7 +394,7 @@ class Schedule:
         self._reorder_due = False
 
     def _start(self, unit: RunUnit, now: float | None) -> None:
-        for member in unit.nodes[1:]:
+        for member in unit.nodes[1:] if unit.nodes[0] not in self._chunk_of else ():  # a chunk's head stood for it
             if self._waiting_on[member] == 0:  # a ready member: its heap entry is now stale
                 self._ready_changed(member.asset, -1)
         for member in unit.nodes:
@@ -331,24 +413,32 @@ class Schedule:
                 continue
             self._waiting_on[child] -= 1
             if self._waiting_on[child] == 0:
-                heapq.heappush(self._ready, (self._priority[child], child))
-                self._ready_changed(child.asset, 1)
+                chunk = self._chunk_of.get(child)
+                if chunk is not None:  # ready once its whole chunk is: its first member stands for it
+                    self._chunk_waiting[chunk] -= 1
+                    if self._chunk_waiting[chunk]:
+                        continue
+                    child = chunk.nodes[0]
+                self._push_ready(child)
 
-    def _failed(self, node: Node) -> None:
+    def _failed(self, node: Node) -> set[dg.AssetKey]:
         """`node` failed: every descendant that did not run is blocked, those skipped meanwhile
-        behind another node included (Dagster's steps downstream of a failure do not run)."""
+        behind another node included (Dagster's steps downstream of a failure do not run).
+        Returns the assets of those it settled."""
         self._status[node] = NodeStatus.FAILED
-        self._settle_descendants(node, NodeStatus.BLOCKED, {NodeStatus.PENDING, NodeStatus.SKIPPED})
+        return self._settle_descendants(node, NodeStatus.BLOCKED, {NodeStatus.PENDING, NodeStatus.SKIPPED})
 
-    def _skipped(self, node: Node) -> None:
+    def _skipped(self, node: Node) -> set[dg.AssetKey]:
         """`node`'s run yielded no output: its pending descendants are skipped, as Dagster skips
-        every step reading an output that was not yielded (running/skips.py)."""
+        every step reading an output that was not yielded (running/skips.py). Returns the
+        assets of those it settled."""
         self._status[node] = NodeStatus.SKIPPED
-        self._settle_descendants(node, NodeStatus.SKIPPED, {NodeStatus.PENDING})
+        return self._settle_descendants(node, NodeStatus.SKIPPED, {NodeStatus.PENDING})
 
-    def _settle_descendants(self, node: Node, final: NodeStatus, settled: set[NodeStatus]) -> None:
+    def _settle_descendants(self, node: Node, final: NodeStatus, settled: set[NodeStatus]) -> set[dg.AssetKey]:
         """Every descendant of `node` in one of the `settled` statuses becomes `final`; a
-        pending one no longer counts as work left."""
+        pending one no longer counts as work left. Returns the assets of those it changed."""
+        changed: set[dg.AssetKey] = set()
         stack = list(self._children.get(node, ()))
         while stack:
             child = stack.pop()
@@ -357,7 +447,9 @@ class Schedule:
                     self._unlaunched[child.asset] -= 1
                     self._unlaunched_seconds -= self._seconds[child.asset]
                 self._status[child] = final
+                changed.add(child.asset)
                 stack.extend(self._children.get(child, ()))
+        return changed
 
 
 # Estimates are averages: a share or slack within this fraction of one more member's work still takes it.
