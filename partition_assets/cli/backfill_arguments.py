@@ -3,7 +3,6 @@
 import argparse
 
 from partition_assets.backfill.planning.spec import add_spec_arguments
-from partition_assets.deploy.code_root import add_code_root_options
 
 
 def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
@@ -104,4 +103,15 @@ def _add_verbose(parser: argparse.ArgumentParser) -> None:
         "--verbose",
         action="store_true",
         help="also print Dagster's DEBUG event lines of every node run (always in the runs' logs)",
+    )
+
+
+def add_code_root_options(parser: argparse.ArgumentParser) -> None:
+    """`--code-root` / `--location`: the command runs on a deploy's code (deploy/code_root.py runs it)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--code-root", metavar="DIR", help="import the code location from DIR (e.g. a deploy's worktree)"
+    )
+    where.add_argument(
+        "--location", metavar="NAME", help="a deployed location (`partition-assets deploys`), e.g. example@1a2b3c4d5e6f"
     )

@@ -3,13 +3,6 @@
 import argparse
 from pathlib import Path
 
-from partition_assets.deploy.deployments import (
-    deploy,
-    deployments,
-    repo_root,
-    undeploy,
-)
-
 
 def add_deploy_commands(commands: argparse._SubParsersAction) -> None:
     start = commands.add_parser("deploy", help="serve the code at a git commit as its own code location")
@@ -25,6 +18,9 @@ def add_deploy_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_deploy_command(args: argparse.Namespace) -> int:
     """Runs `deploy`, `deploys` or `undeploy`; a bad input raises DeployError."""
+    # Imported when run: the parser (`--help`) loads no Dagster (cli/main.py).
+    from partition_assets.deploy.deployments import deploy, deployments, repo_root, undeploy
+
     repo = repo_root()
     if args.command == "deploy":
         done = deploy(

@@ -3,9 +3,7 @@
 import argparse
 import sys
 
-from partition_assets.code_location import configured_module
 from partition_assets.errors import CodeLocationError
-from partition_assets.lint import lint_file, lint_module
 
 
 def add_lint_command(commands: argparse._SubParsersAction) -> None:
@@ -25,6 +23,10 @@ def add_lint_command(commands: argparse._SubParsersAction) -> None:
 def run_lint_command(args: argparse.Namespace) -> int:
     """Prints one line per finding: exit 1 with findings, 0 without. A target that cannot be
     read, or that defines no assets, raises CodeLocationError."""
+    # Imported when run: the parser (`--help`) loads no Dagster (cli/main.py).
+    from partition_assets.code_location import configured_module
+    from partition_assets.lint import lint_file, lint_module
+
     if args.python_file:
         target = args.python_file
         report = lint_file(target)

@@ -1,21 +1,20 @@
-"""`partition-assets` (also `python -m partition_assets`): backfills, Spark and tables."""
+"""`partition-assets` (also `python -m partition_assets`): backfills, Spark and tables.
+
+The parser (every command's flags and help) imports the standard library and the modules
+that define flags only: `--help`, a typo and a bad flag answer at once, without Dagster,
+Spark or Delta. A command imports what it runs when it runs (`_run`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from partition_assets.cli.backfill import dagster_home, run_backfill_command
 from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.cli.release import add_release_commands, run_release_command
-from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
-from partition_assets.processes.command_server import serve
-from partition_assets.spark import SparkResource, find_java
-from partition_assets.storage.maintenance import vacuum
-from partition_assets.storage.table_format import checked_retention_hours
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +57,8 @@ def served_refusal(argv: list[str]) -> str | None:
 
 def retention_hours(text: str) -> float:
     """An argparse type: a number of hours `checked_retention_hours` accepts."""
+    from partition_assets.storage.table_format import checked_retention_hours  # only `vacuum` parses it
+
     try:
         hours = float(text)
     except ValueError:
@@ -69,9 +70,15 @@ def retention_hours(text: str) -> float:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    """Runs the parsed command, importing its modules now (see the module's docstring)."""
     if args.command == "backfill":
+        from partition_assets.cli.backfill import dagster_home, run_backfill_command
+        from partition_assets.deploy.code_root import exec_in_code_root
+
         exec_in_code_root(args, argv)  # when asked for
         if args.action == "serve":
+            from partition_assets.processes.command_server import serve
+
             return serve(dagster_home(), main, served_refusal)
         return run_backfill_command(args)
     if args.command in ("deploy", "deploys", "undeploy"):
@@ -81,12 +88,16 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "release":
         return run_release_command(args)
     if args.command == "vacuum":
+        from partition_assets.storage.maintenance import vacuum
+
         result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"
         print(f"{verb} {len(result.data_files)} data files, {len(result.staging_folders)} staging folders")
         for dropped in result.dropped_tables:
             print(f"{'would drop' if args.dry_run else 'dropped'} expired previous version {dropped}")
         return 0
+
+    from partition_assets.spark import SparkResource, find_java
 
     if args.command == "java":
         print(find_java().describe())

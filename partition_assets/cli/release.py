@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import TYPE_CHECKING
 
-from partition_assets.storage.release_reads import ReleasePin, pinned_versions, releases
+if TYPE_CHECKING:
+    from partition_assets.storage.release_reads import ReleasePin
 
 LAKE_ENV = "PARTITION_ASSETS_LAKE"
 
@@ -25,6 +27,9 @@ def add_release_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def run_release_command(args: argparse.Namespace) -> int:
+    # Imported when run: the parser (`--help`) loads no Delta (cli/main.py).
+    from partition_assets.storage.release_reads import pinned_versions, releases
+
     if args.action == "show":
         pin = pinned_versions(args.lake, args.tables, args.release_id)
         print(json.dumps(pin.to_json(), indent=2) if args.json else _describe(pin))

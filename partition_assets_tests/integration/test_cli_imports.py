@@ -23,3 +23,26 @@ def test_the_command_server_client_loads_without_dagster():
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+# Prints which of Dagster, Spark and Delta the command line imported to answer argv (sys.argv[1:]).
+_HEAVY_AFTER_COMMAND = """
+import sys
+from partition_assets.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'pyspark', 'deltalake')))
+"""
+
+
+def test_help_loads_no_dagster_spark_or_delta():
+    """`--help` of the command line, of `backfill` and of `backfill run` answers from the parser
+    alone (cli/main.py): Dagster's import alone is ~1 CPU-s (bench/results/cli_start.md)."""
+    for argv in (["--help"], ["backfill", "--help"], ["backfill", "run", "--help"], ["release", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-c", _HEAVY_AFTER_COMMAND, *argv], capture_output=True, text=True, check=True
+        )
+        assert "usage: partition-assets" in done.stdout, argv
+        assert done.stdout.strip().splitlines()[-1] == "[]", (argv, done.stdout.strip().splitlines()[-1][:200])

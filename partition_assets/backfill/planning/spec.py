@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
-import dagster as dg
-from pydantic import Field, create_model
+if TYPE_CHECKING:  # the command line's flags import this module; Dagster loads when a command runs
+    import dagster as dg
 
 from partition_assets.backfill.model import ApprovalChoice, OnLease, PublishMode, RunsVia
 from partition_assets.backfill.planning.gate_rules import parse_override
@@ -548,6 +548,9 @@ def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
 
 def spec_config_class() -> type[dg.Config]:
     """The Launchpad job's config: every spec field but the code location, which the job names."""
+    import dagster as dg
+    from pydantic import Field, create_model
+
     fields: dict[str, Any] = {}
     for spec_field, how in _options():
         if how.supplied_by_surface:
