@@ -29,12 +29,14 @@ def console() -> None:
         sys.path.insert(0, os.getcwd())
     gc.disable()
     try:
-        from partition_assets.cli import main  # loaded with the collector off
+        from partition_assets.cli.main import loaded
         from partition_assets.processes.quick_exit import exit_now
+
+        command = loaded()  # the command's modules, loaded with the collector off (`--help` exits here)
     finally:
         gc.freeze()
         gc.enable()
-    exit_now(main())
+    exit_now(command())
 
 
 if __name__ == "__main__":

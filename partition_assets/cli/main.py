@@ -2,13 +2,15 @@
 
 The parser (every command's flags and help) imports the standard library and the modules
 that define flags only: `--help`, a typo and a bad flag answer at once, without Dagster,
-Spark or Delta. A command imports what it runs when it runs (`_run`).
+Spark or Delta. A command imports what it runs once parsed (`loaded`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from functools import partial
 
 from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
@@ -18,13 +20,28 @@ from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the command of `argv` (default: the process's arguments); returns its exit code."""
+    return loaded(argv)()
+
+
+def loaded(argv: list[str] | None = None) -> Callable[[], int]:
+    """The command of `argv`, parsed, with the modules it runs imported: calling it runs it and
+    returns its exit code, 2 with one line on stderr on a PartitionAssetsError (a bad input or
+    environment; nothing written). `--help` and a bad flag exit here (argparse's SystemExit),
+    having imported the parser only. `python -m partition_assets` loads a command's modules
+    with the cyclic collector off, then freezes them (__main__.py)."""
     args = build_parser().parse_args(argv)
-    try:
-        return _run(args, sys.argv[1:] if argv is None else list(argv))
-    except PartitionAssetsError as error:
-        # A bad input or environment: one line naming it and the fix, no traceback, exit 2.
-        print(f"partition-assets {args.command}: {error}", file=sys.stderr)
-        return 2
+    run = _runner(args, sys.argv[1:] if argv is None else list(argv))
+
+    def command() -> int:
+        try:
+            return run()
+        except PartitionAssetsError as error:
+            # A bad input or environment: one line naming it and the fix, no traceback, exit 2.
+            print(f"partition-assets {args.command}: {error}", file=sys.stderr)
+            return 2
+
+    return command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,34 +86,37 @@ def retention_hours(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _run(args: argparse.Namespace, argv: list[str]) -> int:
-    """Runs the parsed command, importing its modules now (see the module's docstring)."""
+def _runner(args: argparse.Namespace, argv: list[str]) -> Callable[[], int]:
+    """The parsed command, ready to run: a `backfill` command's Dagster and engine imported now
+    (the other commands' modules, lighter, as they run)."""
     if args.command == "backfill":
-        from partition_assets.cli.backfill import dagster_home, run_backfill_command
-        from partition_assets.deploy.code_root import exec_in_code_root
+        from partition_assets.cli.backfill import run_backfill_command
 
-        exec_in_code_root(args, argv)  # when asked for
-        if args.action == "serve":
-            from partition_assets.processes.command_server import serve
+        return partial(run_backfill_command, args, argv)
+    runs: dict[str, Callable[[argparse.Namespace], int]] = {
+        "deploy": run_deploy_command,
+        "deploys": run_deploy_command,
+        "undeploy": run_deploy_command,
+        "lint": run_lint_command,
+        "release": run_release_command,
+        "vacuum": _vacuum,
+    }
+    return partial(runs.get(args.command, _spark), args)
 
-            return serve(dagster_home(), main, served_refusal)
-        return run_backfill_command(args)
-    if args.command in ("deploy", "deploys", "undeploy"):
-        return run_deploy_command(args)
-    if args.command == "lint":
-        return run_lint_command(args)
-    if args.command == "release":
-        return run_release_command(args)
-    if args.command == "vacuum":
-        from partition_assets.storage.maintenance import vacuum
 
-        result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
-        verb = "would delete" if args.dry_run else "deleted"
-        print(f"{verb} {len(result.data_files)} data files, {len(result.staging_folders)} staging folders")
-        for dropped in result.dropped_tables:
-            print(f"{'would drop' if args.dry_run else 'dropped'} expired previous version {dropped}")
-        return 0
+def _vacuum(args: argparse.Namespace) -> int:
+    from partition_assets.storage.maintenance import vacuum
 
+    result = vacuum(args.table_uri, args.retention_hours, args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {len(result.data_files)} data files, {len(result.staging_folders)} staging folders")
+    for dropped in result.dropped_tables:
+        print(f"{'would drop' if args.dry_run else 'dropped'} expired previous version {dropped}")
+    return 0
+
+
+def _spark(args: argparse.Namespace) -> int:
+    """`java` and `spark start|stop|status`."""
     from partition_assets.spark import SparkResource, find_java
 
     if args.command == "java":
