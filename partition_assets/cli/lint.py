@@ -3,12 +3,16 @@
 import argparse
 import sys
 
+from partition_assets.cli.help_text import add_command
 from partition_assets.errors import CodeLocationError
 
 
 def add_lint_command(commands: argparse._SubParsersAction) -> None:
-    lint = commands.add_parser(
-        "lint", help="find wall-clock reads (datetime.now, current_date, ...) in asset logic; exit 1 if any"
+    lint = add_command(
+        commands,
+        "lint",
+        "find wall-clock reads (datetime.now, current_date, ...) in asset logic; exit 1 if any",
+        ("lint", "lint -m my_project", "lint -f my_project/assets.py"),
     )
     target = lint.add_mutually_exclusive_group()
     target.add_argument(

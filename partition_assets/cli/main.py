@@ -14,6 +14,7 @@ from functools import partial
 
 from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
+from partition_assets.cli.help_text import PROG, add_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.cli.release import add_release_commands, run_release_command
 from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
@@ -45,21 +46,39 @@ def loaded(argv: list[str] | None = None) -> Callable[[], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="partition-assets")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("java", help="print the Java runtime Spark will use")
-    spark = commands.add_parser("spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)")
-    spark.add_argument("action", choices=["start", "stop", "status"])
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="backfill partitioned Dagster assets, one run per (asset, partition), and publish them "
+        "safely\n\nexamples:\n"
+        f"  {PROG} backfill plan -m my_project --select 'key:daily_orders+' --start 2024-01-01 --end 2024-01-07\n"
+        f"  {PROG} backfill run -m my_project --select 'key:daily_orders+' --start 2024-01-01 --end 2024-01-07\n"
+        f"  {PROG} backfill --help  # every backfill command",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_backfill_commands(commands)
+    add_release_commands(commands)
+    spark = add_command(
+        commands,
+        "spark",
+        "start, stop or check the local Spark Connect server the assets' Spark sessions use",
+        ("spark start", "spark status"),
+    )
+    spark.add_argument("action", choices=["start", "stop", "status"])
+    add_command(commands, "java", "print the Java runtime Spark will use", ("java",))
     add_deploy_commands(commands)
     add_lint_command(commands)
-    add_release_commands(commands)
-    vacuum_cmd = commands.add_parser(
-        "vacuum", help="delete files of replaced or killed writes, older than the retention"
+    vacuum_cmd = add_command(
+        commands,
+        "vacuum",
+        "delete a table's files of replaced or killed writes, older than the retention",
+        ("vacuum .lake/daily_orders --dry-run", "vacuum .lake/daily_orders --retention-hours 24"),
     )
-    vacuum_cmd.add_argument("table_uri")
-    vacuum_cmd.add_argument("--retention-hours", type=retention_hours, default=168)
-    vacuum_cmd.add_argument("--dry-run", action="store_true")
+    vacuum_cmd.add_argument("table_uri", help="the table's folder or URI")
+    vacuum_cmd.add_argument(
+        "--retention-hours", type=retention_hours, default=168, help="keep younger files (default: 168, a week)"
+    )
+    vacuum_cmd.add_argument("--dry-run", action="store_true", help="list what it would delete, delete nothing")
     return parser
 
 

@@ -55,6 +55,8 @@ class _Option:
     config_type: Any = None  # the job's config type, when the field's own type is not one Dagster takes
     # Each surface supplies it its own way (the code location: -m/-f, or the job's own module).
     supplied_by_surface: bool = False
+    # The command line's help when it reads otherwise than the config's: shorter, or a --no-... flag.
+    flag_help: str | None = None
 
 
 def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None, **how: Any) -> Any:
@@ -136,7 +138,7 @@ class BackfillSpec:
         factory=list,
         metavar="K1,K2",
         help="exactly these partition keys instead of a range, e.g. 2024-01-02,2024-01-05 or "
-        "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
+        "'2024-01-02|emea' (a multi key); repeatable",
         parse=_partition_keys,
         config_type=list[str],
     )
@@ -145,7 +147,7 @@ class BackfillSpec:
         help="every partition of each selected asset instead of a range (what a schema change that drops, "
         "retypes, renames or splits a column needs)",
     )
-    max_parallel: int = option(DEFAULT_MAX_PARALLEL, help="node runs at once")
+    max_parallel: int = option(DEFAULT_MAX_PARALLEL, metavar="N", help="node runs at once")
     asset_limits: Mapping[str, int] = option(
         factory=dict,
         flag="--asset-limit",
@@ -158,7 +160,9 @@ class BackfillSpec:
     exact: bool = option(False, help="only partitions wholly inside the range (no coarser grain, no lookback)")
     downstream: bool = option(False, help="add every downstream (asset, partition) the range reaches")
     batch: bool = option(
-        True, help="contiguous partitions of range-capable assets share runs (the default; --no-batch turns it off)"
+        True,
+        help="contiguous partitions of range-capable assets share runs (the default; --no-batch turns it off)",
+        flag_help="one run per partition (by default contiguous partitions share one)",
     )
     catch_up: bool = option(False, help="only partitions missing or failed in the instance")
     produced_by: str | None = option(
@@ -193,6 +197,8 @@ class BackfillSpec:
         help="staged: nodes stage their output and every table is published in one commit after the "
         "validation gate (readers see the old data, then the new); per-node: each run publishes its "
         "own partitions as it finishes (readers see progress, and a mix)",
+        flag_help="staged: every table is published in one commit once the nodes succeeded and the gate "
+        "passed; per-node: each run publishes its partitions as it ends",
     )
     inputs_as_of: str | None = option(
         None,
@@ -204,6 +210,8 @@ class BackfillSpec:
         factory=list,
         metavar="ASSET:RULE=VALUE",
         help="override an asset's validation gate for this backfill, e.g. daily_revenue:rows=0.2; repeatable",
+        flag_help="override an asset's validation gate (the checks before publishing), e.g. "
+        "daily_revenue:rows=0.2; repeatable",
         parse=list,
         config_type=list[str],
     )
@@ -500,31 +508,42 @@ def _user_name(name: str) -> str:
     return f"{name} ({flag_of(name)})"
 
 
-def add_spec_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+def add_spec_arguments(
+    parser: argparse.ArgumentParser,
+    only: Sequence[str] | None = None,
+    group_of: Callable[[str], argparse._ActionsContainer] | None = None,
+) -> None:
     """One flag per spec field (except the code location, which the caller adds); of the
-    fields named `only` when given (a command that takes some of a spec's fields)."""
+    fields named `only` when given (a command that takes some of a spec's fields). Each flag
+    goes in the help's group `group_of(field name)` when given; its help states its default."""
     for spec_field, how in _options():
         if how.supplied_by_surface or (only is not None and spec_field.name not in only):
             continue
-        flag = _flag(spec_field, how)
+        flag, where = _flag(spec_field, how), group_of(spec_field.name) if group_of else parser
+        shown = how.flag_help or how.help
         if _type_of(spec_field) is bool:
             action = "store_false" if spec_field.default is True else "store_true"
-            parser.add_argument(flag, dest=spec_field.name, action=action, help=how.help)
+            where.add_argument(flag, dest=spec_field.name, action=action, help=shown)
         elif how.parse is not None:
-            parser.add_argument(
-                flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=how.help
-            )
+            where.add_argument(flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=shown)
         else:
             required = spec_field.default is dataclasses.MISSING
-            parser.add_argument(
+            where.add_argument(
                 flag,
                 dest=spec_field.name,
                 required=required,
                 metavar=how.metavar,
                 type=int if _type_of(spec_field) in (int, int | None) else str,
                 default=None if required else spec_field.default,
-                help=how.help,
+                help=shown if required else _with_default(shown, spec_field.default),
             )
+
+
+def _with_default(help_text: str, default: Any) -> str:
+    """A flag's help ending with its default, unless it names one already or has none to name."""
+    if default is None or "default" in help_text:
+        return help_text
+    return f"{help_text} (default: {default.value if isinstance(default, StrEnum) else default})"
 
 
 def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
