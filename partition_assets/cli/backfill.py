@@ -136,7 +136,7 @@ def _instance() -> dg.DagsterInstance:
     that write the same files (instance/storage.py `same_files_lighter`).
 
     Raises:
-        EnvironmentSetupError: DAGSTER_HOME is not set.
+        EnvironmentSetupError: DAGSTER_HOME is not set, or names no folder.
     """
     dagster_home()
     remember_dagster_migrations()
@@ -152,13 +152,20 @@ def dagster_home() -> str:
     """DAGSTER_HOME, the folder of the instance where backfills are recorded.
 
     Raises:
-        EnvironmentSetupError: DAGSTER_HOME is not set.
+        EnvironmentSetupError: DAGSTER_HOME is not set, or names no folder; nothing was written.
     """
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         raise EnvironmentSetupError(
-            "DAGSTER_HOME is not set: backfills are recorded in the Dagster instance; "
-            "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
+            "DAGSTER_HOME is not set: backfills are recorded in a Dagster instance, the folder Dagster's "
+            "own commands read it from; create one and export it, e.g. `mkdir -p .dagster_home && export "
+            "DAGSTER_HOME=$PWD/.dagster_home`, in every shell that runs dagster or partition-assets; "
+            "nothing was written"
+        )
+    if not Path(home).is_dir():
+        raise EnvironmentSetupError(
+            f"DAGSTER_HOME {home} is not a folder: create it (`mkdir -p {home}`) or export DAGSTER_HOME as "
+            "the folder of your Dagster instance; nothing was written"
         )
     return home
 

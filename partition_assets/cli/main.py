@@ -17,7 +17,7 @@ from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
 from partition_assets.cli.help_text import PROG, add_command
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.cli.release import add_release_commands, run_release_command
-from partition_assets.errors import PartitionAssetsError, VacuumRetentionError
+from partition_assets.errors import CodeImportError, PartitionAssetsError, VacuumRetentionError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +38,10 @@ def loaded(argv: list[str] | None = None) -> Callable[[], int]:
         try:
             return run()
         except PartitionAssetsError as error:
-            # A bad input or environment: one line naming it and the fix, no traceback, exit 2.
+            # A bad input or environment: one line naming it and the fix, exit 2; no traceback but
+            # the user's own, when their code raised.
+            if isinstance(error, CodeImportError):
+                print(error.frames, end="", file=sys.stderr)
             print(f"partition-assets {args.command}: {error}", file=sys.stderr)
             return 2
 
