@@ -29,6 +29,7 @@ from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import engine_defs
+from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import also_on_postgres
 from partition_assets_tests.support.records import record_at
 
@@ -373,9 +374,14 @@ def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_
     assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
     lines = capsys.readouterr().out.splitlines()
     notes = [line for line in lines if line.startswith("instance:")]
-    assert notes == [lines[1]], lines  # once, right after the first line
+    assert notes == [lines[1]], lines  # right after the first line, in two lines with the guide's section
     assert f"about {launching.PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node" in notes[0]
-    [lines_given] = re.findall(r"`([^`]+)`", notes[0])
+    assert lines[2].startswith("  ") and "(docs/guide/sparse-engine.md#per-node-overhead)" in lines[2]
+    assert not any(line.startswith("gate:") for line in lines), lines  # engine_defs declares no gate
+    # Once per instance: the next backfill on it (a command of its own, as a user's) says nothing of it.
+    again = run_cli("backfill", "run", *argv, "--start", "2024-01-03", "--end", "2024-01-03")
+    assert again.returncode == 0 and again.stdout.splitlines()[1].startswith("[1/1] raw"), again.stdout
+    [lines_given] = re.findall(r"`([^`]+)`", lines[2])
     assert lines_given == "instance_class: {module: partition_assets.instance, class: EngineBackfillInstance}"
     fixed = tmp_path / "fixed"
     fixed.mkdir()
