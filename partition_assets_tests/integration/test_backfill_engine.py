@@ -388,3 +388,12 @@ def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_
     (fixed / "dagster.yaml").write_text(lines_given + "\n")
     with dg.DagsterInstance.from_config(str(fixed)) as instance:  # those lines do drop it
         assert launching.per_run_database_note(instance) is None
+
+
+def test_a_staged_backfill_without_a_gate_prints_no_gate_line(home, capsys):
+    """`gate: 0 of 0 checks passed` said nothing but jargon when no asset declares a gate."""
+    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
+    assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].endswith("1 succeeded") and lines[-2].startswith("published:"), lines
+    assert not any(line.startswith("gate:") for line in lines), lines
