@@ -37,6 +37,7 @@ from partition_assets.backfill.running.local_workers import DagsterNodeRunner, s
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import critical_path
+from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.key_values import swap
 from partition_assets.backfill.state.record import BackfillRecord
@@ -50,6 +51,7 @@ from partition_assets.errors import (
     GateFailedError,
     LeaseLapsedError,
     PartitionAssetsError,
+    SparkConnectServerError,
     SparkServerGoneError,
 )
 from partition_assets.ids import checked_backfill_id
@@ -133,7 +135,8 @@ def execute_backfill(
     nodes it runs and, when the deployment's capacity lets it run fewer runs at a time than
     its --max-parallel, how many and why (claims.fewer_runs_note); on Dagster's default event
     log, two lines after it on what that costs and how to drop it (`per_run_database_note`), the
-    first time a backfill runs on the instance only. A failed gate, a refused
+    first time a backfill runs on the instance only; the local Spark server its nodes need
+    started, announced with its time (running/spark_start.py). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
     progress = Progress(record.id, graph, done)
@@ -142,6 +145,11 @@ def execute_backfill(
     storage = per_run_database_note(instance)
     if storage is not None and swap(instance, PER_RUN_DATABASE_NOTE_KEY, None, "shown"):  # once per instance
         console.line(storage)
+    if record.spec.runs_via == RunsVia.local:
+        try:
+            start_spark_for(load_definitions(record.spec.module), graph.slices, console.line)
+        except SparkConnectServerError as error:  # before its first node: nothing ran
+            return RunOutcome(record.id, str(error), succeeded=False)
     run = BackfillRun(
         instance,
         record,
