@@ -31,18 +31,19 @@ def add_command(
     """A command `name` of `commands`: its help opens with `summary` and `examples` (each a
     command line after `partition-assets`, optionally ending `  # why`). `hidden`: its parent's
     help does not list it (the parent's subparsers name no choices: `metavar="COMMAND"`)."""
-    shown = "\n".join(f"  {PROG} {example}" for example in examples)
     listing: dict[str, Any] = {} if hidden else {"help": summary}
     return commands.add_parser(
-        name,
-        usage=usage,
-        description=f"{summary}\n\nexamples:\n{shown}",
-        formatter_class=_formatter,
-        **listing,
+        name, usage=usage, description=described(summary, examples), formatter_class=formatter, **listing
     )
 
 
-def _formatter(prog: str) -> argparse.HelpFormatter:
+def described(summary: str, examples: Sequence[str]) -> str:
+    """A help's opening: `summary`, then `examples` (each after `partition-assets`)."""
+    shown = "\n".join(f"  {PROG} {example}" for example in examples)
+    return f"{summary}\n\nexamples:\n{shown}"
+
+
+def formatter(prog: str) -> argparse.HelpFormatter:
     """The summary and examples as written; a flag's help beside flags of up to 32 characters
     (`-m MODULE, --module-name MODULE`), not on a line of its own."""
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=34)

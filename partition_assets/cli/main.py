@@ -14,7 +14,7 @@ from functools import partial
 
 from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
-from partition_assets.cli.help_text import PROG, add_command
+from partition_assets.cli.help_text import PROG, add_command, described, formatter
 from partition_assets.cli.lint import add_lint_command, run_lint_command
 from partition_assets.cli.release import add_release_commands, run_release_command
 from partition_assets.errors import CodeImportError, PartitionAssetsError, VacuumRetentionError
@@ -51,12 +51,15 @@ def loaded(argv: list[str] | None = None) -> Callable[[], int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="backfill partitioned Dagster assets, one run per (asset, partition), and publish them "
-        "safely\n\nexamples:\n"
-        f"  {PROG} backfill plan -m my_project --select 'key:daily_orders+' --start 2024-01-01 --end 2024-01-07\n"
-        f"  {PROG} backfill run -m my_project --select 'key:daily_orders+' --start 2024-01-01 --end 2024-01-07\n"
-        f"  {PROG} backfill --help  # every backfill command",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=described(
+            "backfill partitioned Dagster assets, one run per (asset, partition), and publish them safely",
+            (
+                "backfill plan -m my_project --select 'key:daily_orders+' --start 2024-01-01 --end 2024-01-07",
+                "backfill run -m my_project --select 'key:daily_orders+' --start 2024-01-01 --end 2024-01-07",
+                "backfill --help  # every backfill command",
+            ),
+        ),
+        formatter_class=formatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_backfill_commands(commands)
