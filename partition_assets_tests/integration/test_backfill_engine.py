@@ -377,6 +377,7 @@ def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_
     assert notes == [lines[1]], lines  # right after the first line, in two lines with the guide's section
     assert f"about {launching.PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node" in notes[0]
     assert lines[2].startswith("  ") and "(docs/guide/sparse-engine.md#per-node-overhead)" in lines[2]
+    assert lines[3].startswith("[1/2] raw"), lines  # two lines, no more
     assert not any(line.startswith("gate:") for line in lines), lines  # engine_defs declares no gate
     # Once per instance: the next backfill on it (a command of its own, as a user's) says nothing of it.
     again = run_cli("backfill", "run", *argv, "--start", "2024-01-03", "--end", "2024-01-03")
