@@ -36,8 +36,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from partition_assets.errors import UnknownReleaseError
-from partition_assets.storage.delta.append import append_rows
-from partition_assets.storage.delta.log import open_table, table_version
+from partition_assets.storage.delta_tables import open_table, table_version
 
 RELEASE_LOG_PATH = "_partition_assets/releases"
 BEGIN, RELEASE = "begin", "release"
@@ -143,6 +142,8 @@ def _append(lake_root: str, kind: str, operation: str, backfill_id: str, version
     ]
     data = pa.Table.from_pylist(rows, schema=SCHEMA)
     uri = release_log_uri(lake_root)
+    from partition_assets.storage.delta.append import append_rows  # a writer's: readers load no Spark (delta_tables.py)
+
     append_rows(uri, data, "the release log", commit_metadata={_RELEASE_ID_KEY: record_id})
     if kind == RELEASE:
         _compact_when_fragmented(uri)
