@@ -1,5 +1,5 @@
 """What a command costs before it does anything: CPU seconds of `partition-assets --help`,
-`backfill --help`, `backfill plan` of a 20-node project and `backfill status`, beside Dagster's
+`backfill --help`, `backfill plan` of a 20-node project, `backfill status` and `release list`, beside Dagster's
 own `dagster --help` and `dagster asset list` on the same project (issue 52's goals: help
 <= 0.3 CPU-s; plan <= 1.5x `dagster asset list`).
 
@@ -98,6 +98,7 @@ def main() -> None:
             "partition-assets backfill run --help": [engine, "backfill", "run", "--help"],
             "partition-assets backfill plan (20 nodes)": [engine, "backfill", "plan", "-f", "twenty.py", *SPEC],
             "partition-assets backfill status": [engine, "backfill", "status", found.group(1)],
+            "partition-assets release list (no release yet)": [engine, "release", "list", "--lake", str(root / "lake")],
             "dagster --help": [dagster, "--help"],
             "dagster asset list (same project)": [dagster, "asset", "list", "-f", "twenty.py"],
         }
