@@ -29,7 +29,8 @@ Not guaranteed: conf whose value Spark itself puts on a command line
 (spark.driver.extraJavaOptions becomes JVM options; executors of a cluster get
 some settings as -D options) stays visible there; the state folder's other
 files (log, pid) follow the umask; `stop` recognises its server by /proc, so
-without /proc (macOS) it stops nothing and says so.
+without /proc (macOS) it stops nothing and says so; without /proc, a listener is taken as this
+folder's server when the pid its folder recorded is alive (its token is not checked).
 """
 
 from __future__ import annotations
