@@ -133,6 +133,7 @@ bench-engine: install postgres
 	$(PY) bench/generated_shapes_bench.py
 
 bench: install postgres
+	$(PY) bench/cli_start.py
 	$(PY) bench/plan_bench.py
 	$(PY) bench/history_selection_bench.py
 	$(PY) bench/scale_bench.py

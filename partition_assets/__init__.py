@@ -14,8 +14,7 @@ Not guaranteed: a name of a module below (e.g. `partition_assets.backfill.planni
 may move between releases; the names of `__all__` stay.
 """
 
-import importlib
-from typing import Any
+from partition_assets.lazy_names import exported_lazily
 
 __all__ = [
     "Budget",
@@ -113,17 +112,4 @@ _HOMES = {
         "WiringError",
     ),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME_OF.get(name)
-    if home is None:
-        raise AttributeError(f"module 'partition_assets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # read once: later reads skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exported_lazily(__name__, _HOMES)

@@ -23,12 +23,14 @@ def console() -> None:
         sys.exit(code)
     gc.disable()
     try:
-        from partition_assets.cli import main  # loaded with the collector off
+        from partition_assets.cli.main import loaded
         from partition_assets.processes.quick_exit import exit_now
+
+        command = loaded()  # the command's modules, loaded with the collector off (`--help` exits here)
     finally:
         gc.freeze()
         gc.enable()
-    exit_now(main())
+    exit_now(command())
 
 
 def working_folder_last() -> None:

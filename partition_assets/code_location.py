@@ -18,8 +18,12 @@ definition it is about (Dagster raises one itself, about sensor `owners`: that i
 import hashlib
 import importlib
 import importlib.util
+import site
+import sys
 import tomllib
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
@@ -28,7 +32,7 @@ import dagster as dg
 import yaml
 
 from partition_assets.dagster_betas import quiet_dagster_betas
-from partition_assets.errors import CodeLocationError
+from partition_assets.errors import CodeImportError, CodeLocationError
 
 
 def dagster_config(root: Path) -> dict:
@@ -109,7 +113,8 @@ def workspace_target(workspace: Path) -> str:
 
 def import_module_named(target: str) -> ModuleType:
     """The module named `target` (dotted), imported. One not on the import path is a
-    CodeLocationError naming it; an error raised by the module's own code propagates as it is."""
+    CodeLocationError naming it; an error raised by the module's own code is a CodeImportError
+    holding its traceback (`own_code_raised`)."""
     try:
         found = importlib.util.find_spec(target)
     except (ImportError, ValueError):
@@ -119,7 +124,40 @@ def import_module_named(target: str) -> ModuleType:
             f"no module {target!r} on the import path: check -m (a dotted module name, e.g. "
             "partition_assets.example) or install the package that holds it"
         )
-    return importlib.import_module(target)
+    with own_code_raised(target):
+        return importlib.import_module(target)
+
+
+@contextmanager
+def own_code_raised(target: str) -> Iterator[None]:
+    """Runs the import of the code location `target`; an exception its code raises becomes a
+    CodeImportError (the exception chained) whose message names `target`, the exception and
+    the fix, and whose `frames` are the traceback cut to the code location's own files.
+
+    Not guaranteed: a project installed into site-packages has no frames of its own there: its
+    traceback's last frame is kept. KeyboardInterrupt and SystemExit pass through as they are."""
+    try:
+        yield
+    except Exception as error:
+        frames = traceback.extract_tb(error.__traceback__)
+        own = [frame for frame in frames if not _outside_the_project(frame.filename)] or frames[-1:]
+        shown = "".join(["Traceback (its own frames):\n", *traceback.format_list(own)])
+        shown += "".join(traceback.format_exception_only(error))
+        first = (str(error).splitlines() or [""])[0]
+        raise CodeImportError(
+            f"{target} raised {type(error).__name__} while it was imported ({first}): fix its code, "
+            "whose traceback is above; nothing was written",
+            shown,
+        ) from error
+
+
+def _outside_the_project(filename: str) -> bool:
+    """Whether a traceback's file is Python's, an installed package's or this package's."""
+    if filename.startswith("<"):  # <frozen importlib._bootstrap> and the like
+        return True
+    path = str(Path(filename).resolve())
+    installed = {sys.prefix, sys.base_prefix, *site.getsitepackages(), str(Path(__file__).resolve().parent)}
+    return any(path.startswith(str(Path(place).resolve()) + "/") for place in installed)
 
 
 def load_definitions(target: str) -> dg.Definitions:
@@ -134,8 +172,8 @@ def load_definitions(target: str) -> dg.Definitions:
     Raises:
         CodeLocationError: the module or file cannot be found, it holds none or several of
             those (naming them), the attribute names none, or a `@dg.definitions` function
-            raised (naming it and its exception); nothing was written. An error raised by the
-            module's own code while it is imported propagates as it is.
+            raised (naming it and its exception); nothing was written.
+        CodeImportError: the module's own code raised while it was imported (`own_code_raised`).
     """
     location, attribute = split_target(target)
     if location.endswith(".py"):
@@ -178,7 +216,8 @@ def _executed_file(target: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise CodeLocationError(f"{target} cannot be imported as a Python file: check -f")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with own_code_raised(target):
+        spec.loader.exec_module(module)
     return module
 
 

@@ -52,6 +52,16 @@ class CodeLocationError(PartitionAssetsError, ValueError):
     """A code location cannot be named or loaded."""
 
 
+class CodeImportError(CodeLocationError):
+    """The code location's own code raised while it was imported; nothing was written. `frames`:
+    the traceback cut to the code location's files (none of Python's, Dagster's or this
+    package's), ending with the exception, as the command line prints it above the message."""
+
+    def __init__(self, message: str, frames: str) -> None:
+        super().__init__(message)
+        self.frames = frames
+
+
 class PartitionScopeError(PartitionAssetsError, ValueError):
     """Data does not fit the partitions of the run; nothing was written."""
 

@@ -117,11 +117,12 @@ def lint_file(path: str | Path) -> WallClockReport:
 def lint_module(name: str) -> WallClockReport:
     """The assets of module `name`, imported: those of its Definitions objects and its
     module-level asset definitions (as `dg.load_assets_from_modules` finds them). A module
-    not on the import path is a CodeLocationError; its own import errors propagate.
+    not on the import path is a CodeLocationError; its own import errors a CodeImportError.
 
     Raises:
         CodeLocationError: No module `name` is on the import path, or an asset's source file
             cannot be read or parsed.
+        CodeImportError: The module's own code raised while it was imported.
     """
     module = import_module_named(name)
     assets: list[object] = list(dg.load_assets_from_modules([module]))

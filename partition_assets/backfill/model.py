@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum, StrEnum
+from typing import TYPE_CHECKING
 
-import dagster as dg
+if TYPE_CHECKING:  # annotations only: the command line's flags import this module without Dagster
+    import dagster as dg
 
 
 @dataclass(frozen=True, order=True)

@@ -45,16 +45,24 @@ from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.live import LiveConsole
 from partition_assets.cli.rendering import plan_json, render_diff, render_ledger, render_lineup, render_plan
 from partition_assets.code_location import configured_module, workspace_target
+from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.instance.storage import same_files_lighter
+from partition_assets.processes.command_server import serve
 from partition_assets.run_console import VERBOSE_ENV
 
 
-def run_backfill_command(args: argparse.Namespace) -> int:
-    """Runs `backfill <action>` in the instance of DAGSTER_HOME and prints its result; a bad
-    input raises a PartitionAssetsError before anything is recorded."""
+def run_backfill_command(args: argparse.Namespace, argv: list[str]) -> int:
+    """Runs `backfill <action>` (the command line `argv`) in the instance of DAGSTER_HOME and prints
+    its result; on a deploy's code root, in a new interpreter, when asked for; a bad input raises a
+    PartitionAssetsError before anything is recorded."""
+    exec_in_code_root(args, argv)  # when asked for
+    if args.action == "serve":
+        from partition_assets.cli.main import main, served_refusal  # cli.main imports this module when it runs
+
+        return serve(dagster_home(), main, served_refusal)
     if getattr(args, "verbose", False):  # read by whatever runs the nodes: workers copy this environment
         os.environ[VERBOSE_ENV] = "1"
     if args.action in ("plan", "run"):
@@ -128,7 +136,7 @@ def _instance() -> dg.DagsterInstance:
     that write the same files (instance/storage.py `same_files_lighter`).
 
     Raises:
-        EnvironmentSetupError: DAGSTER_HOME is not set.
+        EnvironmentSetupError: DAGSTER_HOME is not set, or names no folder.
     """
     dagster_home()
     remember_dagster_migrations()
@@ -144,13 +152,20 @@ def dagster_home() -> str:
     """DAGSTER_HOME, the folder of the instance where backfills are recorded.
 
     Raises:
-        EnvironmentSetupError: DAGSTER_HOME is not set.
+        EnvironmentSetupError: DAGSTER_HOME is not set, or names no folder; nothing was written.
     """
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         raise EnvironmentSetupError(
-            "DAGSTER_HOME is not set: backfills are recorded in the Dagster instance; "
-            "export DAGSTER_HOME=<folder with dagster.yaml> (make dev uses .dagster_home)"
+            "DAGSTER_HOME is not set: backfills are recorded in a Dagster instance, the folder Dagster's "
+            "own commands read it from; create one and export it, e.g. `mkdir -p .dagster_home && export "
+            "DAGSTER_HOME=$PWD/.dagster_home`, in every shell that runs dagster or partition-assets; "
+            "nothing was written"
+        )
+    if not Path(home).is_dir():
+        raise EnvironmentSetupError(
+            f"DAGSTER_HOME {home} is not a folder: create it (`mkdir -p {home}`) or export DAGSTER_HOME as "
+            "the folder of your Dagster instance; nothing was written"
         )
     return home
 

@@ -3,28 +3,33 @@
 import argparse
 from pathlib import Path
 
-from partition_assets.deploy.deployments import (
-    deploy,
-    deployments,
-    repo_root,
-    undeploy,
-)
+from partition_assets.cli.help_text import add_command
 
 
 def add_deploy_commands(commands: argparse._SubParsersAction) -> None:
-    start = commands.add_parser("deploy", help="serve the code at a git commit as its own code location")
+    start = add_command(
+        commands,
+        "deploy",
+        "serve the code at a git commit as its own code location",
+        ("deploy HEAD~3", "deploy 3f2a1c9 --name orders@fix"),
+    )
     start.add_argument("sha", help="a commit (any revision git understands: SHA, tag, HEAD~3)")
     start.add_argument("-m", "--module-name", help="code location module (default: [tool.dagster] module_name)")
     start.add_argument("--name", help="location name (default: <code_location_name>@<sha12>)")
     start.add_argument("--port", type=_port, help="code server port (default: a free one)")
     start.add_argument("--workspace", type=Path, help="workspace file to register in (default: <repo>/workspace.yaml)")
-    commands.add_parser("deploys", help="list deployed commits")
-    stop = commands.add_parser("undeploy", help="stop a deploy, unregister it, remove its worktree")
+    add_command(commands, "deploys", "list deployed commits", ("deploys",))
+    stop = add_command(
+        commands, "undeploy", "stop a deploy, unregister it, remove its worktree", ("undeploy example@1a2b3c4d5e6f",)
+    )
     stop.add_argument("name", help="location name or commit prefix")
 
 
 def run_deploy_command(args: argparse.Namespace) -> int:
     """Runs `deploy`, `deploys` or `undeploy`; a bad input raises DeployError."""
+    # Imported when run: the parser (`--help`) loads no Dagster (cli/main.py).
+    from partition_assets.deploy.deployments import deploy, deployments, repo_root, undeploy
+
     repo = repo_root()
     if args.command == "deploy":
         done = deploy(

@@ -3,14 +3,16 @@
 import argparse
 import sys
 
-from partition_assets.code_location import configured_module
+from partition_assets.cli.help_text import add_command
 from partition_assets.errors import CodeLocationError
-from partition_assets.lint import lint_file, lint_module
 
 
 def add_lint_command(commands: argparse._SubParsersAction) -> None:
-    lint = commands.add_parser(
-        "lint", help="find wall-clock reads (datetime.now, current_date, ...) in asset logic; exit 1 if any"
+    lint = add_command(
+        commands,
+        "lint",
+        "find wall-clock reads (datetime.now, current_date, ...) in asset logic; exit 1 if any",
+        ("lint", "lint -m my_project", "lint -f my_project/assets.py"),
     )
     target = lint.add_mutually_exclusive_group()
     target.add_argument(
@@ -25,6 +27,10 @@ def add_lint_command(commands: argparse._SubParsersAction) -> None:
 def run_lint_command(args: argparse.Namespace) -> int:
     """Prints one line per finding: exit 1 with findings, 0 without. A target that cannot be
     read, or that defines no assets, raises CodeLocationError."""
+    # Imported when run: the parser (`--help`) loads no Dagster (cli/main.py).
+    from partition_assets.code_location import configured_module
+    from partition_assets.lint import lint_file, lint_module
+
     if args.python_file:
         target = args.python_file
         report = lint_file(target)

@@ -18,16 +18,6 @@ from partition_assets.deploy.deployments import find_deployment, repo_root
 from partition_assets.errors import CodeLocationError
 
 
-def add_code_root_options(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--code-root", metavar="DIR", help="import the code location from DIR (e.g. a deploy's worktree)"
-    )
-    where.add_argument(
-        "--location", metavar="NAME", help="a deployed location (`partition-assets deploys`), e.g. example@1a2b3c4d5e6f"
-    )
-
-
 def exec_in_code_root(args: argparse.Namespace, argv: list[str]) -> None:
     """Replaces this process by `partition-assets argv` importing from the code root; returns
     if no code root was asked for."""

@@ -20,12 +20,21 @@ On a shared host the server keeps to its user:
   by a server that died, whose pid another process now has, is removed and that
   process is left alone, also while `stop` waits for the server to end.
 
+A server already listening on the port is used only when it is this state folder's, from this
+package and this Spark: at its start, the folder records an identity (`identity_path`: a random
+token, the package and the Spark it was started from) and its command line carries the token.
+Any other listener (another checkout's server, another user's, one started with other jars, or
+no Spark at all) is refused, named, before anything runs on it; `remote=` (a SparkResource's, or
+PARTITION_ASSETS_SPARK_REMOTE) is how a project uses a server it did not start.
+
 Not guaranteed: conf whose value Spark itself puts on a command line
 (spark.driver.extraJavaOptions becomes JVM options; executors of a cluster get
 some settings as -D options) stays visible there; the state folder's other
 files (log, pid) follow the umask; `stop` recognises its server by /proc, so
 without /proc (macOS) it stops nothing and says so. A pid file written before
-start times were recorded (a bare pid) is checked by the command line alone.
+start times were recorded (a bare pid) is checked by the command line alone. Without /proc, a
+listener is taken as this folder's server when the pid its folder recorded is alive (its token
+is not checked).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -53,6 +63,8 @@ from partition_assets.spark.scheduler_pools import fair_scheduler_conf, preempti
 DEFAULT_PORT = 15002
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+# The conf on a started server's command line that carries the token of its state folder's identity.
+_IDENTITY_CONF = "spark.partition_assets.identity"
 
 # Sized for a small machine: 2 cores, few shuffle partitions, no UI. Timestamps
 # are written as INT64 micros so that delta-rs and DuckDB read them as Delta
@@ -120,17 +132,63 @@ class LocalConnectServer:
             probe.settimeout(0.5)
             return probe.connect_ex(("127.0.0.1", self.port)) == 0
 
+    @property
+    def identity_path(self) -> Path:
+        """The identity of the server this folder started on `port`: JSON of its token (also on
+        its command line), and the package and Spark it was started from."""
+        return self.state_dir / f"spark-connect-{self.port}.identity"
+
     def ensure_running(self, timeout: float = 180.0) -> str:
-        """Starts the server unless it is already listening; returns its sc:// URL."""
+        """Starts the server unless it is already listening; returns its sc:// URL.
+
+        Raises:
+            SparkConnectServerError: The server did not start; or the one listening on `port` is
+                not this folder's (`foreign_server`), named with the ways out; nothing ran on it.
+        """
         if self.is_running():
-            return self.url
+            return self._checked_ours()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with open(self.state_dir / f"spark-connect-{self.port}.lock", "w") as lock:
             # Several runs may start at once; only one of them launches the JVM.
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not self.is_running():
-                process = self._launch()
-                self._wait_until_listening(process, timeout)
+            if self.is_running():
+                return self._checked_ours()  # a process that held the lock before started it
+            process = self._launch()
+            self._wait_until_listening(process, timeout)
+        return self.url
+
+    def foreign_server(self) -> str | None:
+        """Why the server listening on `port` is not the one this folder started from this
+        package and Spark (e.g. another checkout's, or another user's); None when it is."""
+        try:
+            recorded = json.loads(self.identity_path.read_text())
+            server = self.recorded_server()
+        except (OSError, ValueError, TypeError):
+            server = None
+        if server is None:
+            return f"{self.state_dir} records no server of its own on port {self.port}"
+        pid = server.pid
+        if server.is_gone() or not _alive(pid):
+            return f"the server {self.state_dir} started (pid {pid}) is gone; another process took port {self.port}"
+        command = _command_line(pid)
+        if command and f"{_IDENTITY_CONF}={recorded.get('token')}" not in command:
+            return f"pid {pid}, which {self.pid_path} names, is not the server {self.state_dir} started"
+        ours = _identity_of_this_package()
+        for what in ("package", "spark_home"):
+            if recorded.get(what) != ours[what]:
+                return f"it was started from {what} {recorded.get(what)}, not this project's {ours[what]}"
+        return None
+
+    def _checked_ours(self) -> str:
+        foreign = self.foreign_server()
+        if foreign is not None:
+            raise SparkConnectServerError(
+                f"port {self.port} holds a Spark Connect server this project did not start ({foreign}): it "
+                f"would run this project's work with another's jars and settings. Stop it (`partition-assets "
+                "spark stop` where it was started), give this project another port "
+                "(PARTITION_ASSETS_SPARK_CONNECT_PORT), or use it knowingly (PARTITION_ASSETS_SPARK_REMOTE="
+                f"{self.url}); nothing ran on it"
+            )
         return self.url
 
     def record_server(self, server: ProcessIdentity) -> None:
@@ -208,11 +266,14 @@ class LocalConnectServer:
 
     def _forget(self) -> None:
         self.pid_path.unlink(missing_ok=True)
+        self.identity_path.unlink(missing_ok=True)
         self.conf_path.unlink(missing_ok=True)
         self.pools_path.unlink(missing_ok=True)
 
     def _launch(self) -> subprocess.Popen:
         java = find_java()
+        token = secrets.token_hex(16)
+        _write_private(self.identity_path, json.dumps({"token": token, **_identity_of_this_package()}))
         _write_private(
             self.conf_path,
             _properties_text(
@@ -248,6 +309,8 @@ class LocalConnectServer:
                 "spark.connect.grpc.binding.address=127.0.0.1",
                 "--conf",
                 _port_setting(self.port),
+                "--conf",
+                f"{_IDENTITY_CONF}={token}",  # `foreign_server` finds it on the command line
                 "spark-internal",
             ],
         )
@@ -274,6 +337,11 @@ class LocalConnectServer:
         raise SparkConnectServerError(
             f"Spark Connect server did not listen on port {self.port} within {timeout:.0f} s; see {self.log_path}"
         )
+
+
+def _identity_of_this_package() -> dict[str, str]:
+    """What a server started from here runs: this package (its jar) and this Spark (its jars)."""
+    return {"package": str(Path(__file__).resolve().parents[1]), "spark_home": str(spark_home().resolve())}
 
 
 def default_state_dir() -> Path:

@@ -6,25 +6,7 @@ managers do; `replace_partitions` publishes several staged writes in one commit.
 `read_tables` / `pinned_versions` read several tables of a lake at one release (release_reads).
 """
 
-from partition_assets.errors import PartitionScopeError, TableSchemaError
-from partition_assets.storage.delta import DeltaFormat
-from partition_assets.storage.delta.write import replace_partitions
-from partition_assets.storage.io_manager import (
-    InputOptions,
-    SparkDeltaIOManager,
-    SparkParquetIOManager,
-)
-from partition_assets.storage.maintenance import vacuum
-from partition_assets.storage.parquet_table import ParquetFormat
-from partition_assets.storage.partition_scope import PartitionScope, partition_columns
-from partition_assets.storage.release_reads import ReleasePin, pinned_versions, read_tables
-from partition_assets.storage.schema_change import declare_schema_change
-from partition_assets.storage.table_format import (
-    PublishResult,
-    TableFormat,
-    VacuumResult,
-    WriteOptions,
-)
+from partition_assets.lazy_names import exported_lazily
 
 __all__ = [
     "DeltaFormat",
@@ -47,3 +29,38 @@ __all__ = [
     "replace_partitions",
     "vacuum",
 ]
+
+# Each name is imported from its module when first read (lazy_names.py): `release list` reads
+# release_reads.py without the IO managers' Dagster and Spark.
+_HOMES = {
+    "partition_assets.errors": (
+        "PartitionScopeError",
+        "TableSchemaError",
+    ),
+    "partition_assets.storage.delta": ("DeltaFormat",),
+    "partition_assets.storage.delta.write": ("replace_partitions",),
+    "partition_assets.storage.io_manager": (
+        "InputOptions",
+        "SparkDeltaIOManager",
+        "SparkParquetIOManager",
+    ),
+    "partition_assets.storage.maintenance": ("vacuum",),
+    "partition_assets.storage.parquet_table": ("ParquetFormat",),
+    "partition_assets.storage.partition_scope": (
+        "PartitionScope",
+        "partition_columns",
+    ),
+    "partition_assets.storage.release_reads": (
+        "ReleasePin",
+        "pinned_versions",
+        "read_tables",
+    ),
+    "partition_assets.storage.schema_change": ("declare_schema_change",),
+    "partition_assets.storage.table_format": (
+        "PublishResult",
+        "TableFormat",
+        "VacuumResult",
+        "WriteOptions",
+    ),
+}
+__getattr__, __dir__ = exported_lazily(__name__, _HOMES)

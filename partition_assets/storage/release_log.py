@@ -48,8 +48,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from partition_assets.errors import UnknownReleaseError
-from partition_assets.storage.delta.append import append_rows, compact_once
-from partition_assets.storage.delta.log import open_table, table_version
+from partition_assets.storage.delta_tables import open_table, table_version
 
 RELEASE_LOG_PATH = "_partition_assets/releases"
 BEGIN, RELEASE = "begin", "release"
@@ -199,6 +198,8 @@ def _append(
         for table, version in tables or [(None, None)]
     ]
     data = pa.Table.from_pylist(rows, schema=SCHEMA)
+    from partition_assets.storage.delta.append import append_rows  # a writer's: readers load no Spark (delta_tables.py)
+
     append_rows(uri, data, "the release log", commit_metadata={_RELEASE_ID_KEY: record_id})
     if kind == RELEASE:
         _compact_when_fragmented(uri)
@@ -211,6 +212,8 @@ def _compact_when_fragmented(uri: str) -> None:
     100 files 0.58 s, compacted 8 ms). It keeps one row per record, in one guarded commit
     (`compact_once`): of releases compacting at once, one does and the others leave it. The
     small files stay for readers pinned at earlier versions until vacuum removes them."""
+    from partition_assets.storage.delta.append import compact_once  # a writer's, as append_rows
+
     table = DeltaTable(uri)
     if len(table.file_uris()) > _MAX_FILES:
         compact_once(table, _RECORD_KEY)

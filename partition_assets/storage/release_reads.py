@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from partition_assets.errors import ReleaseExpiredError, TableNotFoundError
-from partition_assets.storage.delta.log import table_version
+from partition_assets.storage.delta_tables import table_version
 from partition_assets.storage.release_log import NO_TABLE, LogView, Release, log_version_of, read_log
 
 

@@ -29,6 +29,7 @@ from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import engine_defs
+from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import also_on_postgres
 from partition_assets_tests.support.records import record_at
 
@@ -373,12 +374,27 @@ def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_
     assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
     lines = capsys.readouterr().out.splitlines()
     notes = [line for line in lines if line.startswith("instance:")]
-    assert notes == [lines[1]], lines  # once, right after the first line
+    assert notes == [lines[1]], lines  # right after the first line, in two lines with the guide's section
     assert f"about {launching.PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node" in notes[0]
-    [lines_given] = re.findall(r"`([^`]+)`", notes[0])
+    assert lines[2].startswith("  ") and "(docs/guide/sparse-engine.md#per-node-overhead)" in lines[2]
+    assert lines[3].startswith("[1/2] raw"), lines  # two lines, no more
+    assert not any(line.startswith("gate:") for line in lines), lines  # engine_defs declares no gate
+    # Once per instance: the next backfill on it (a command of its own, as a user's) says nothing of it.
+    again = run_cli("backfill", "run", *argv, "--start", "2024-01-03", "--end", "2024-01-03")
+    assert again.returncode == 0 and again.stdout.splitlines()[1].startswith("[1/1] raw"), again.stdout
+    [lines_given] = re.findall(r"`([^`]+)`", lines[2])
     assert lines_given == "instance_class: {module: partition_assets.instance, class: EngineBackfillInstance}"
     fixed = tmp_path / "fixed"
     fixed.mkdir()
     (fixed / "dagster.yaml").write_text(lines_given + "\n")
     with dg.DagsterInstance.from_config(str(fixed)) as instance:  # those lines do drop it
         assert launching.per_run_database_note(instance) is None
+
+
+def test_a_staged_backfill_without_a_gate_prints_no_gate_line(home, capsys):
+    """`gate: 0 of 0 checks passed` said nothing but jargon when no asset declares a gate."""
+    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
+    assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].endswith("1 succeeded") and lines[-2].startswith("published:"), lines
+    assert not any(line.startswith("gate:") for line in lines), lines

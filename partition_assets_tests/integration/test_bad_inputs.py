@@ -31,6 +31,7 @@ BAD_INPUTS = [
     (["backfill", "plan", *ENGINE, "--select", "key:raw and", *JANUARY], "is not valid"),
     (["backfill", "plan", *ENGINE, "--select", "key:no_such_asset", *JANUARY], "matches no asset"),
     (["backfill", "run", *ENGINE, "--select", "key:rwa", *JANUARY], "close names: ['raw']"),
+    (["backfill", "run", *ENGINE, "--select", "rwa", *JANUARY], "close names: ['raw']"),  # a key without key:
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "0"], "--max-parallel"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "many"], "invalid int"),
     (
@@ -232,6 +233,25 @@ def test_without_dagster_home_a_backfill_command_says_how_to_set_it(monkeypatch,
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     code, stderr = run_in_process(["backfill", "status", KNOWN_ID], capsys)
     assert code == 2 and "export DAGSTER_HOME" in stderr and "Traceback" not in stderr
+
+
+def test_without_dagster_home_the_hint_says_how_to_set_it_in_any_project(monkeypatch, capsys):
+    """Not `make dev uses .dagster_home`, which means nothing outside this repository."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    code, stderr = run_in_process(["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY], capsys)
+    assert code == 2 and len(stderr.splitlines()) == 1, stderr
+    assert "make dev" not in stderr and "mkdir -p .dagster_home && export DAGSTER_HOME=" in stderr, stderr
+
+
+def test_a_dagster_home_that_is_no_folder_is_named_with_how_to_create_it(tmp_path, monkeypatch, capsys):
+    """Dagster's own refusal was a 25-line DagsterInvariantViolationError traceback, exit 1."""
+    missing = tmp_path / "no_such_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(missing))
+    for argv in (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY], ["backfill", "list"]):
+        code, stderr = run_in_process(argv, capsys)
+        assert code == 2 and "Traceback" not in stderr and len(stderr.splitlines()) == 1, stderr
+        assert f"DAGSTER_HOME {missing} is not a folder: create it (`mkdir -p {missing}`)" in stderr, stderr
+    assert not missing.exists() and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("bad_id", ["../../../../escaped/dir/pwn", "{tmp_path}/pwn-absolute", "a/pwn"])

@@ -59,3 +59,36 @@ def test_the_working_folder_resolves_the_project_but_shadows_no_installed_packag
     )
     assert "yaml.py was imported" not in planned.stderr
     assert planned.returncode == 0 and "2 nodes" in planned.stdout, planned.stdout + planned.stderr
+# Prints which of Dagster, Spark and Delta the command line imported to answer argv (sys.argv[1:]).
+_HEAVY_AFTER_COMMAND = """
+import sys
+from partition_assets.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'pyspark', 'deltalake')))
+"""
+
+
+def test_help_loads_no_dagster_spark_or_delta():
+    """`--help` of the command line, of `backfill` and of `backfill run` answers from the parser
+    alone (cli/main.py): Dagster's import alone is ~1 CPU-s (bench/results/cli_start.md)."""
+    for argv in (["--help"], ["backfill", "--help"], ["backfill", "run", "--help"], ["release", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-c", _HEAVY_AFTER_COMMAND, *argv], capture_output=True, text=True, check=True
+        )
+        assert "usage: partition-assets" in done.stdout, argv
+        assert done.stdout.strip().splitlines()[-1] == "[]", (argv, done.stdout.strip().splitlines()[-1][:200])
+
+
+def test_release_list_reads_the_release_log_without_dagster_or_spark(tmp_path):
+    """`release list` reads one Delta table (the release log) with delta-rs: Dagster and Spark's
+    Python package, ~0.4 CPU-s of its start, came with the storage modules it read it through."""
+    argv = ["release", "list", "--lake", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-c", _HEAVY_AFTER_COMMAND, *argv], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines()[0] == f"no release in {tmp_path} yet"
+    loaded = done.stdout.strip().splitlines()[-1]
+    assert "'dagster" not in loaded and "'pyspark" not in loaded, loaded[:300]

@@ -28,6 +28,7 @@ LOWER = [
     "dagster_internals.py",
     "errors.py",
     "ids.py",
+    "lazy_names.py",
     "lint.py",
     "run_console.py",
     "run_tags.py",

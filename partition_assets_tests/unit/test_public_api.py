@@ -25,11 +25,12 @@ def test_the_api_page_lists_exactly_the_public_names():
 def test_every_public_name_is_importable_from_partition_assets_as_its_module_defines_it():
     namespace: dict = {}
     exec("from partition_assets import *", namespace)
+    home_of = {name: module for module, names in partition_assets._HOMES.items() for name in names}
     for name in partition_assets.__all__:
-        home = partition_assets._HOME_OF[name]
+        home = home_of[name]
         assert namespace[name] is getattr(__import__(home, fromlist=[name]), name), name
     # No name is read lazily that __all__ does not list.
-    assert set(partition_assets._HOME_OF) == set(partition_assets.__all__)
+    assert set(home_of) == set(partition_assets.__all__)
 
 
 def test_a_name_the_api_does_not_hold_is_an_attribute_error():

@@ -89,10 +89,31 @@ def test_the_tally_counts_running_done_and_failed_nodes_and_paces_the_eta():
     now = [100.0]
     progress = progress_over_four_days(clock=lambda: now[0])
     progress.launched(RunUnit(orders.key, (day(1), day(2))))
-    now[0] = 110.0
+    now[0] = 130.0  # the first result comes after the workers' and Spark's start-up
     progress.line(failed(orders.key, 1, SCHEMA_ERROR))
-    # 1 of 8 nodes in 10 s: 70 s for the 7 left.
-    assert progress.tally() == Tally(total=8, done=1, failed=1, running=1, eta_seconds=70.0)
+    assert progress.tally() == Tally(total=8, done=1, failed=1, running=1, eta_seconds=None)
+
+
+def test_the_eta_waits_for_three_nodes_and_paces_from_the_first_result_not_the_start():
+    """The first ETA was 32m21s for a run that took 2.5 min: its pace counted the start-up."""
+    now = [100.0]
+    progress = progress_over_four_days(clock=lambda: now[0])
+    for n, finished_at in ((1, 130.0), (2, 132.0)):
+        now[0] = finished_at
+        progress.line(NodeResult(Node(orders.key, day(n)), True, f"run-{n}", 0.0, 1.0))
+        assert progress.tally().eta_seconds is None
+    now[0] = 134.0
+    progress.line(NodeResult(Node(orders.key, day(3)), True, "run-3", 0.0, 1.0))
+    # 2 nodes in the 4 s since the first finished: 2 s a node, 10 s for the 5 left.
+    assert progress.tally().eta_seconds == 10.0
+
+
+def test_one_node_is_a_node():
+    """`1 nodes blocked` read wrong."""
+    progress = progress_over_four_days()
+    progress.line(failed(orders.key, 1, SCHEMA_ERROR))
+    status = {Node(orders.key, day(1)): NodeStatus.FAILED, Node(revenue.key, day(1)): NodeStatus.BLOCKED}
+    assert "; 1 node blocked behind them." in (progress.failure(status) or "")
 
 
 class FakeTerminal(io.StringIO):

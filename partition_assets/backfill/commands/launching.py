@@ -38,7 +38,9 @@ from partition_assets.backfill.running.local_workers import DagsterNodeRunner, s
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import RunnerFactory, node_runner, node_runner_reusing
 from partition_assets.backfill.running.scheduling import critical_path
+from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
+from partition_assets.backfill.state.key_values import swap
 from partition_assets.backfill.state.record import BackfillRecord, by_asset
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
@@ -50,6 +52,7 @@ from partition_assets.errors import (
     GateFailedError,
     LeaseLapsedError,
     PartitionAssetsError,
+    SparkConnectServerError,
     SparkServerGoneError,
 )
 from partition_assets.ids import checked_backfill_id
@@ -135,15 +138,22 @@ def execute_backfill(
     publish; a line per node result and phase goes to `console`, the first saying how many
     nodes it runs and, when the deployment's capacity lets it run fewer runs at a time than
     its --max-parallel, how many and why (claims.fewer_runs_note); on Dagster's default event
-    log, a line after it on what that costs and how to drop it (`per_run_database_note`). A failed gate, a refused
+    log, two lines after it on what that costs and how to drop it (`per_run_database_note`), the
+    first time a backfill runs on the instance only; the local Spark server its nodes need
+    started, announced with its time (running/spark_start.py). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
     progress = Progress(record.id, graph, done)
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
     storage = per_run_database_note(instance)
-    if storage is not None:
+    if storage is not None and swap(instance, PER_RUN_DATABASE_NOTE_KEY, None, "shown"):  # once per instance
         console.line(storage)
+    if record.spec.runs_via == RunsVia.local:
+        try:
+            start_spark_for(load_definitions(record.spec.module), graph.slices, console.line)
+        except SparkConnectServerError as error:  # before its first node: nothing ran
+            return RunOutcome(record.id, str(error), succeeded=False)
     run = BackfillRun(
         instance,
         record,
@@ -168,21 +178,23 @@ def execute_backfill(
 # its workers: 0.108 against 0.053 per node on a quiet machine, 0.120 against 0.053 loaded
 # (bench/results/engine_instances.md).
 PER_RUN_DATABASE_CPU_SECONDS = 0.06
+# The instance's key-value store holds this key once a backfill told it the note (insert-once: `swap`).
+PER_RUN_DATABASE_NOTE_KEY = "partition_assets/per_run_database_note"
 
 
 def per_run_database_note(instance: dg.DagsterInstance) -> str | None:
-    """One line for an instance on Dagster's default event log, a SQLite database per run
-    (no dagster.yaml `storage:` nor this library's instance class): what it costs per node
-    and the dagster.yaml lines that drop it; None on any other event log."""
+    """Two lines for an instance on Dagster's default event log, a SQLite database per run
+    (no dagster.yaml `storage:` nor this library's instance class): what it costs per node,
+    then the dagster.yaml line that drops it and the guide's section that says more (what
+    becomes of earlier runs' events); None on any other event log."""
     storage = instance.event_log_storage
     if not (isinstance(storage, SqliteEventLogStorage) and storage.is_run_sharded):
         return None
     return (
-        f"instance: Dagster's default event log creates a SQLite database per run, about "
-        f"{PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node more than one database for all runs; "
-        "dagster.yaml lines that make it one (events of earlier runs stay in their own databases, "
-        "which the webserver then no longer reads): `instance_class: {module: partition_assets.instance, "
-        "class: EngineBackfillInstance}`"
+        f"instance: Dagster's default event log makes a SQLite database per run, about "
+        f"{PER_RUN_DATABASE_CPU_SECONDS:.2f} CPU-s per node more than one for all runs (said once per instance)\n"
+        "  dagster.yaml line that makes it one: `instance_class: {module: partition_assets.instance, "
+        "class: EngineBackfillInstance}` (docs/guide/sparse-engine.md#per-node-overhead)"
     )
 
 

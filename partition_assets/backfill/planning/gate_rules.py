@@ -32,9 +32,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dagster as dg
+if TYPE_CHECKING:  # the command line's flags (planning/spec.py) import this module without Dagster
+    import dagster as dg
 
 from partition_assets.errors import GateConfigError
 
@@ -163,6 +164,8 @@ def gate_of(metadata: Mapping[str, Any] | None) -> Gate | None:
     Raises:
         GateConfigError: The metadata under GATE_METADATA_KEY is not a mapping, or not a valid gate.
     """
+    import dagster as dg  # loaded by whatever read the metadata
+
     value = (metadata or {}).get(GATE_METADATA_KEY)
     if isinstance(value, dg.JsonMetadataValue):
         value = value.value
@@ -234,7 +237,7 @@ def apply_overrides(gate: Gate | None, asset: dg.AssetKey | str, overrides: Sequ
     Raises:
         GateConfigError: A text of `overrides` (for any asset) is invalid (see `parse_override`).
     """
-    name = asset.to_user_string() if isinstance(asset, dg.AssetKey) else asset
+    name = asset if isinstance(asset, str) else asset.to_user_string()
     for override in map(parse_override, overrides):
         if override.asset != name:
             continue

@@ -36,6 +36,8 @@ def resolve_selection(asset_graph: BaseAssetGraph, selection: str) -> set[dg.Ass
     is invalid or matches nothing."""
     try:
         keys = asset_selection(selection).resolve(asset_graph)
+    except dg.DagsterInvalidSubsetError:  # a bare key no asset has ('daily_ordrs'): named below, as `key:` is
+        keys = set()
     except dg.DagsterError as error:
         raise BackfillPlanError(
             f"selection {selection!r} is not valid ({error}); use Dagster's selection syntax, {SELECTION_EXAMPLES}"

@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
-import dagster as dg
-from pydantic import Field, create_model
+if TYPE_CHECKING:  # the command line's flags import this module; Dagster loads when a command runs
+    import dagster as dg
 
 from partition_assets.backfill.model import ApprovalChoice, Batching, OnLease, PublishMode, RunsVia
 from partition_assets.backfill.planning.gate_rules import parse_override
@@ -60,6 +60,8 @@ class _Option:
     config_type: Any = None  # the job's config type, when the field's own type is not one Dagster takes
     # Each surface supplies it its own way (the code location: -m/-f, or the job's own module).
     supplied_by_surface: bool = False
+    # The command line's help when it reads otherwise than the config's: shorter, or a --no-... flag.
+    flag_help: str | None = None
 
 
 def option(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None, **how: Any) -> Any:
@@ -157,7 +159,7 @@ class BackfillSpec:
         factory=list,
         metavar="K1,K2",
         help="exactly these partition keys instead of a range, e.g. 2024-01-02,2024-01-05 or "
-        "'2024-01-02|emea' (a multi key); each asset takes those that are its own; repeatable",
+        "'2024-01-02|emea' (a multi key); repeatable",
         parse=_partition_keys,
         config_type=list[str],
         whole_flag="--key",
@@ -169,7 +171,7 @@ class BackfillSpec:
         help="every partition of each selected asset instead of a range (what a schema change that drops, "
         "retypes, renames or splits a column needs)",
     )
-    max_parallel: int = option(DEFAULT_MAX_PARALLEL, help="node runs at once")
+    max_parallel: int = option(DEFAULT_MAX_PARALLEL, metavar="N", help="node runs at once")
     asset_limits: Mapping[str, int] = option(
         factory=dict,
         flag="--asset-limit",
@@ -185,6 +187,8 @@ class BackfillSpec:
         True,
         help="partitions of assets with a BackfillPolicy share runs, as --batching says (the default; --no-batch "
         "runs one partition per run)",
+        flag_help="one run per partition (by default partitions of assets with a BackfillPolicy share runs, as "
+        "--batching says)",
     )
     batching: Batching = option(
         Batching.policy,
@@ -237,6 +241,8 @@ class BackfillSpec:
         help="staged: nodes stage their output and every table is published in one commit after the "
         "validation gate (readers see the old data, then the new); per-node: each run publishes its "
         "own partitions as it finishes (readers see progress, and a mix)",
+        flag_help="staged: every table is published in one commit once the nodes succeeded and the gate "
+        "passed; per-node: each run publishes its partitions as it ends",
     )
     inputs_as_of: str | None = option(
         None,
@@ -248,6 +254,8 @@ class BackfillSpec:
         factory=list,
         metavar="ASSET:RULE=VALUE",
         help="override an asset's validation gate for this backfill, e.g. daily_revenue:rows=0.2; repeatable",
+        flag_help="override an asset's validation gate (the checks before publishing), e.g. "
+        "daily_revenue:rows=0.2; repeatable",
         parse=list,
         config_type=list[str],
     )
@@ -554,35 +562,48 @@ def _user_name(name: str) -> str:
     return f"{name} ({flag_of(name)})"
 
 
-def add_spec_arguments(parser: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+def add_spec_arguments(
+    parser: argparse.ArgumentParser,
+    only: Sequence[str] | None = None,
+    group_of: Callable[[str], argparse._ActionsContainer] | None = None,
+) -> None:
     """One flag per spec field (except the code location, which the caller adds); of the
-    fields named `only` when given (a command that takes some of a spec's fields)."""
+    fields named `only` when given (a command that takes some of a spec's fields). Each flag
+    goes in the help's group `group_of(field name)` when given; its help states its default."""
     for spec_field, how in _options():
         if how.supplied_by_surface or (only is not None and spec_field.name not in only):
             continue
-        flag = _flag(spec_field, how)
+        flag, where = _flag(spec_field, how), group_of(spec_field.name) if group_of else parser
+        shown = how.flag_help or how.help
         if _type_of(spec_field) is bool:
             action = "store_false" if spec_field.default is True else "store_true"
-            parser.add_argument(flag, dest=spec_field.name, action=action, help=how.help)
+            where.add_argument(flag, dest=spec_field.name, action=action, help=shown)
         elif how.parse is not None:
-            parser.add_argument(
-                flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=how.help
+            where.add_argument(
+                flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=shown
             )
             if how.whole_flag is not None:
-                parser.add_argument(
+                where.add_argument(
                     how.whole_flag, dest=spec_field.name, action=_AppendWhole, metavar="KEY", help=how.whole_help
                 )
         else:
             required = spec_field.default is dataclasses.MISSING
-            parser.add_argument(
+            where.add_argument(
                 flag,
                 dest=spec_field.name,
                 required=required,
                 metavar=how.metavar,
                 type=int if _type_of(spec_field) in (int, int | None) else str,
                 default=None if required else spec_field.default,
-                help=how.help,
+                help=shown if required else _with_default(shown, spec_field.default),
             )
+
+
+def _with_default(help_text: str, default: Any) -> str:
+    """A flag's help ending with its default, unless it names one already or has none to name."""
+    if default is None or "default" in help_text:
+        return help_text
+    return f"{help_text} (default: {default.value if isinstance(default, StrEnum) else default})"
 
 
 def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
@@ -606,6 +627,9 @@ def spec_from_arguments(args: argparse.Namespace, module: str) -> BackfillSpec:
 
 def spec_config_class() -> type[dg.Config]:
     """The Launchpad job's config: every spec field but the code location, which the job names."""
+    import dagster as dg
+    from pydantic import Field, create_model
+
     fields: dict[str, Any] = {}
     for spec_field, how in _options():
         if how.supplied_by_surface:

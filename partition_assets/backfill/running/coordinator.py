@@ -229,7 +229,8 @@ class BackfillRun:
         self._dagster_view.record_gate(self.record, self.instance, outcome)
         checks, failed = outcome.checks, list(outcome.failed)
         passed = len(checks) - len(failed)
-        self._on_phase(f"gate: {passed} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")
+        if checks:  # no gate declared: nothing to say
+            self._on_phase(f"gate: {passed} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")
         if failed:
             if not self._moved_to(BackfillStatus.GATE_FAILED):
                 self._stop(publication, leases, "canceled", "")

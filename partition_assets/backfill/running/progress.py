@@ -10,6 +10,10 @@ from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 
 _FAILED_SHOWN = 10
+# The ETA is shown once this share of a run's nodes, and at least _ETA_LEAST of them, finished:
+# the first results pace nothing (they include the workers' and Spark's start-up).
+_ETA_SHARE = 0.1
+_ETA_LEAST = 3
 # How long a progress line may wait to be logged with those after it.
 GROUP_SECONDS = 1.0
 
@@ -18,7 +22,8 @@ GROUP_SECONDS = 1.0
 class Tally:
     """Where a run of a backfill stands: of its `total` nodes, `done` finished (`failed` of
     them failed), `running` in runs launched; `eta_seconds` until the last finishes, at the
-    pace of this run so far (None before its first node finished)."""
+    pace of this run since its first node finished (None until a tenth of the nodes it runs,
+    and at least 3, finished: before that the pace says little)."""
 
     total: int
     done: int
@@ -45,12 +50,14 @@ class Progress:
         self._done_before = len(done)
         self._running = 0
         self._clock = clock
-        self._started = clock()
+        self._first_finished: float | None = None  # when this run's first node finished
         self._errors: dict[Node, str] = {}  # why each node that failed in this run failed
 
     def started(self) -> str:
         already = self._finished.total()
-        return f"backfill {self.backfill_id}: {self._total} nodes" + (f", {already} already done" if already else "")
+        return f"backfill {self.backfill_id}: {counted(self._total, 'node')}" + (
+            f", {already} already done" if already else ""
+        )
 
     def launched(self, unit: RunUnit) -> None:
         """Counts `unit`'s nodes as running until their results come (`line`)."""
@@ -59,14 +66,18 @@ class Progress:
     def tally(self) -> Tally:
         done = self._finished.total()
         finished_here = done - self._done_before
-        elapsed = self._clock() - self._started
-        eta = elapsed / finished_here * (self._total - done) if finished_here else None
+        paced = finished_here >= max(_ETA_LEAST, _ETA_SHARE * (self._total - self._done_before))
+        eta = None
+        if paced and self._first_finished is not None:
+            eta = (self._clock() - self._first_finished) / (finished_here - 1) * (self._total - done)
         return Tally(self._total, done, len(self._errors), self._running, eta)
 
     def line(self, result: NodeResult) -> str:
         """`[done/total] asset done/asset-total partition seconds ok|FAILED: error (run id)`,
         the error being the user's `ErrorClass: message` (local_workers.failure_message)."""
         asset = result.node.asset
+        if self._first_finished is None:
+            self._first_finished = self._clock()
         self._finished[asset] += 1
         self._running = max(0, self._running - 1)
         if not result.succeeded:
@@ -96,7 +107,7 @@ class Progress:
         causes = sorted(by_cause.items(), key=lambda cause_nodes: (-len(cause_nodes[1]), cause_nodes[0]))
         parts = [_cause(error, nodes) for error, nodes in causes]
         if blocked:
-            parts.append(f"{blocked} nodes blocked behind them")
+            parts.append(f"{counted(blocked, 'node')} blocked behind them")
         return (
             f"{self.summary(status)}: {'; '.join(parts)}. "
             f"Fix and run `partition-assets backfill retry {self.backfill_id}`."
@@ -107,7 +118,12 @@ def _cause(error: str, nodes: list[Node]) -> str:
     """`error (n nodes: asset[partition], ...)`, the first _FAILED_SHOWN nodes named."""
     names = ", ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in nodes[:_FAILED_SHOWN])
     more = ", …" if len(nodes) > _FAILED_SHOWN else ""
-    return f"{error} ({len(nodes)} node{'s' if len(nodes) > 1 else ''}: {names}{more})"
+    return f"{error} ({counted(len(nodes), 'node')}: {names}{more})"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 node`, `2 nodes`: a count and its noun, plural unless one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 class GroupedLines:

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.storage.backfill_staging import PartitionRow, StagedTable, delete_backfill
 from partition_assets.storage.delta import log, publish, read, rollback, schema_check, stage, vacuum, write
+from partition_assets.storage.delta_tables import table_version
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.table_format import DEFAULT_OPTIONS, PublishResult, VacuumResult, WriteOptions
 
@@ -114,7 +115,7 @@ class DeltaFormat:
         return None if table is None else log.table_schema(table)[0]
 
     def version(self, table_uri: str) -> int | None:
-        return log.table_version(table_uri)
+        return table_version(table_uri)
 
     def version_at(self, table_uri: str, when: datetime) -> int | None:
         return log.version_at(table_uri, when)

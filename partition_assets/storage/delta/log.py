@@ -22,10 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError as DeltaTableNotFoundError
 
 from partition_assets.errors import CommitError
 from partition_assets.storage.backfill_staging import PartitionRow
+from partition_assets.storage.delta_tables import open_table  # here too: the package's modules read it from here
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.table_format import PublishResult
 
@@ -36,26 +36,9 @@ PUBLISH = "publish"
 ROLLBACK = "rollback"
 
 
-def open_table(table_uri: str, version: int | None = None, timestamp: str | None = None) -> DeltaTable | None:
-    """The table at its latest version, or as of `version` or ISO-8601 `timestamp`."""
-    try:
-        table = DeltaTable(table_uri, version=version)
-    except DeltaTableNotFoundError:
-        return None
-    if timestamp is not None:
-        table.load_as_version(datetime.fromisoformat(timestamp))
-    return table
-
-
 def table_schema(table: DeltaTable) -> tuple[pa.Schema, tuple[str, ...]]:
     """The table's schema and partition columns."""
     return pa.schema(table.schema().to_arrow()), tuple(table.metadata().partition_columns)
-
-
-def table_version(table_uri: str) -> int | None:
-    """The table's latest version; None when there is no table."""
-    table = open_table(table_uri)
-    return None if table is None else table.version()
 
 
 def version_at(table_uri: str, when: datetime) -> int | None:

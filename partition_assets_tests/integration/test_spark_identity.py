@@ -1,0 +1,86 @@
+"""The local Spark Connect server as a backfill meets it: one already on the port is used only
+when this project started it (spark/connect_server.py `foreign_server`), another checkout's
+server (another state folder) or any other listener is refused and named before anything runs
+on it; one that is not running is started before the first node, with its time said
+(backfill/running/spark_start.py)."""
+
+import re
+import socket
+import textwrap
+
+import pytest
+
+from partition_assets.cli.main import main
+from partition_assets.errors import SparkConnectServerError
+from partition_assets.spark import LocalConnectServer
+from partition_assets_tests.support.cli_runs import run_cli
+from partition_assets_tests.support.webserver import free_port
+
+# A user's project on the one-call wiring: its asset builds a Spark frame, stored as a Delta table.
+SPARK_PROJECT = """
+import dagster as dg
+import partition_assets as pa
+from partition_assets.spark import SparkResource
+
+
+@dg.asset(partitions_def=pa.daily("2024-01-01"))
+def numbers(context: dg.AssetExecutionContext, spark: SparkResource):
+    return spark.spark_session.createDataFrame([(1, context.partition_key)], "n long, ds string")
+
+
+defs = pa.definitions(assets=[numbers], module=__file__)
+"""
+
+
+def test_another_checkouts_server_on_the_port_is_refused_not_reused(spark_resource, tmp_path):
+    """The session's server, started from its own state folder, is another checkout's for a
+    project whose state folder is elsewhere: the same port, not the same server."""
+    ours = spark_resource.local_server()
+    assert ours.ensure_running() == ours.url  # the session's own: used
+    other_checkout = LocalConnectServer(port=ours.port, state_dir=tmp_path / "other_checkout" / ".state")
+    with pytest.raises(SparkConnectServerError) as refused:
+        other_checkout.ensure_running()
+    message = str(refused.value)
+    assert f"port {ours.port} holds a Spark Connect server this project did not start" in message
+    assert f"PARTITION_ASSETS_SPARK_REMOTE={ours.url}" in message and "nothing ran on it" in message
+    assert not other_checkout.pid_path.exists()  # it started nothing
+    assert ours.ensure_running() == ours.url  # and the session's server is untouched
+
+
+def test_a_listener_that_is_no_server_of_ours_is_refused_by_spark_start(tmp_path, monkeypatch, capsys):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(port))
+        monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(tmp_path / "state"))
+        assert main(["spark", "start"]) == 2
+    refusal = capsys.readouterr().err.strip().splitlines()[-1]
+    assert refusal.startswith(
+        f"partition-assets spark: port {port} holds a Spark Connect server this project did not"
+    ), refusal
+    assert f"{tmp_path / 'state'} records no server of its own on port {port}" in refusal
+
+
+@pytest.mark.slow
+def test_a_backfill_starts_the_server_its_nodes_need_first_and_says_how_long_it_took(home, tmp_path, monkeypatch):
+    """The server's start (22 s in the trial) was silent, inside the first node's run."""
+    project = tmp_path / "spark_project.py"
+    project.write_text(textwrap.dedent(SPARK_PROJECT))
+    server = LocalConnectServer(port=free_port(), state_dir=tmp_path / "state")
+    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(server.port))
+    monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(server.state_dir))
+    monkeypatch.setenv("PARTITION_ASSETS_LAKE", str(tmp_path / "lake"))
+    argv = ["backfill", "run", "-f", str(project), "--select", "key:numbers", "--start", "2024-01-01"]
+    try:
+        first = run_cli(*argv, "--end", "2024-01-01")  # a process of its own: no Spark session left in this one
+        assert first.returncode == 0, first.stderr
+        lines = first.stdout.splitlines()
+        assert lines[1] == f"spark: starting the local Spark Connect server at {server.url} (log: {server.log_path})"
+        assert re.fullmatch(r"spark: server ready in \d+\.\d s", lines[2]), lines
+        assert lines[3].startswith("[1/1] numbers") and lines[3].endswith(")") and " ok " in lines[3], lines
+        # Running, it says nothing the next time.
+        again = run_cli(*argv, "--end", "2024-01-02")
+        assert again.returncode == 0 and not any(line.startswith("spark:") for line in again.stdout.splitlines())
+    finally:
+        server.stop()
