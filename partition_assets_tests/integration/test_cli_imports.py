@@ -59,6 +59,8 @@ def test_the_working_folder_resolves_the_project_but_shadows_no_installed_packag
     )
     assert "yaml.py was imported" not in planned.stderr
     assert planned.returncode == 0 and "2 nodes" in planned.stdout, planned.stdout + planned.stderr
+
+
 # Prints which of Dagster, Spark and Delta the command line imported to answer argv (sys.argv[1:]).
 _HEAVY_AFTER_COMMAND = """
 import sys

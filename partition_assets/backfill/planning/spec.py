@@ -579,9 +579,7 @@ def add_spec_arguments(
             action = "store_false" if spec_field.default is True else "store_true"
             where.add_argument(flag, dest=spec_field.name, action=action, help=shown)
         elif how.parse is not None:
-            where.add_argument(
-                flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=shown
-            )
+            where.add_argument(flag, dest=spec_field.name, action="append", default=[], metavar=how.metavar, help=shown)
             if how.whole_flag is not None:
                 where.add_argument(
                     how.whole_flag, dest=spec_field.name, action=_AppendWhole, metavar="KEY", help=how.whole_help
