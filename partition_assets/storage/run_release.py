@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 
 from partition_assets.errors import TableNotFoundError
 from partition_assets.run_tags import RELEASE_PIN_TAG
-from partition_assets.storage.delta.log import open_table, table_version
+from partition_assets.storage.delta_tables import open_table, table_version
 from partition_assets.storage.release_log import NO_TABLE, LogView, pin_at, release_log_uri, rows_of, table_name
 
 # Per (lake root, run id): the log's records at the run's pin, read once.
