@@ -57,6 +57,7 @@ from partition_assets.run_tags import (
     IN_FLIGHT_STATUSES,
     partitions_of_run,
 )
+from partition_assets.storage.lease_proof import proven_backfill
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
@@ -250,8 +251,9 @@ class _Watcher:
         """Assets a backfill that produced this run will run itself (its downstream included)."""
         run = self.instance.get_run_by_id(run_id)
         tags = run.tags if run else {}
-        if BACKFILL_ID_TAG in tags:
-            backfill_id = tags[BACKFILL_ID_TAG]
+        # The proof, not the id tag: a run only tagged with a backfill's id is production's.
+        backfill_id = proven_backfill(self.instance, run_id, tags)
+        if backfill_id is not None:
             if backfill_id not in self._backfill_selections:
                 try:
                     selection = BackfillStore(self.instance).load(backfill_id).spec.selection
@@ -260,7 +262,7 @@ class _Watcher:
                     keys = set()
                 self._backfill_selections[backfill_id] = keys
             return self._backfill_selections[backfill_id]
-        if DAGSTER_BACKFILL_TAG in tags:
+        if DAGSTER_BACKFILL_TAG in tags and BACKFILL_ID_TAG not in tags:  # a run of one of Dagster's backfills
             backfill = self.instance.get_backfill(tags[DAGSTER_BACKFILL_TAG])
             return set(backfill.asset_selection or ()) if backfill else set()
         return set()
