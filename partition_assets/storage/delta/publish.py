@@ -158,10 +158,32 @@ def _check_publishable(
     change: SchemaChange,
 ) -> None:
     """The refusals a publish checks on each snapshot it commits on: a foreign commit to a staged
-    partition, and a schema change that leaves a partition of the table out."""
+    partition, a schema change that would drop columns a foreign commit added (both unless
+    `expected` is None, as with --force), and a schema change that leaves a partition of the
+    table out."""
     _check_unchanged(current, staged, expected)
     if change.rewrites_every_partition:
+        if expected is not None:
+            _check_no_foreign_columns(current, staged, change)
         _check_every_partition(current, staged, change)
+
+
+def _check_no_foreign_columns(current: DeltaTable | None, staged: StagedTable, change: SchemaChange) -> None:
+    """ForeignCommitError when commits outside the backfill added columns to the table since
+    its first staging that its schema change would drop (columns added alongside a backfill
+    that only adds columns are kept: schema_change.schema_after)."""
+    if current is None or staged.started_from is None:
+        return
+    added = [name for name in table_schema(current)[0].names if name not in staged.started_from.names]
+    dropped = [name for name in added if name not in staged.schema.names]
+    if dropped:
+        raise ForeignCommitError(
+            f"column(s) {dropped} of table {staged.table_uri} were added by a commit outside backfill "
+            f"{staged.backfill_id} since it started, and its schema change ({'; '.join(change.describe())}) "
+            "would drop them: nothing was published to this table and the staged data is kept. Run the "
+            "backfill again over the table as it is now (discard it, then `backfill run`), or publish with "
+            "--force to drop those columns."
+        )
 
 
 def _check_every_partition(current: DeltaTable | None, staged: StagedTable, change: SchemaChange) -> None:
