@@ -180,9 +180,8 @@ def _check_no_foreign_columns(current: DeltaTable | None, staged: StagedTable, c
         raise ForeignCommitError(
             f"column(s) {dropped} of table {staged.table_uri} were added by a commit outside backfill "
             f"{staged.backfill_id} since it started, and its schema change ({'; '.join(change.describe())}) "
-            "would drop them: nothing was published to this table and the staged data is kept. Run the "
-            "backfill again over the table as it is now (discard it, then `backfill run`), or publish with "
-            "--force to drop those columns."
+            "would drop them: nothing was published to this table and the staged data is kept. Discard the "
+            "backfill and run it again over the table as it is now, so that its rewrite covers them."
         )
 
 
