@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 import dagster as dg
 
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
+from partition_assets.storage.key_values import swap, value_of
 
 _SECRET_KEY_PREFIX = "partition_assets/lease_secret/"
 # The identity of the run record each node run's id is bound to (see the module docstring).
@@ -73,9 +74,6 @@ def proven_backfills(instance: dg.DagsterInstance, records: Iterable[dg.RunRecor
     """The backfill each of `records` is a node run of, by run id, as `proven_backfill` says;
     runs that prove none are left out. One read of the key-value store for all of them (and
     one write for each run checked for the first time)."""
-    # Here, not at the top: backfill/ imports storage/ (this module among it) as it loads.
-    from partition_assets.backfill.state.key_values import swap, value_of
-
     signed = {
         record.dagster_run.run_id: (record, backfill_id)
         for record in records

@@ -42,7 +42,6 @@ from partition_assets.backfill.publishing import dagster_events
 from partition_assets.backfill.publishing.event_batches import store_asset_events
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
-from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
     ALEMBIC_SCRIPTS_LOCATION,
@@ -104,6 +103,7 @@ from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, Engin
 from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.instance.storage import instance_storage_defaults
+from partition_assets.storage.key_values import sql_run_storage
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
 SEAM = PACKAGE / "dagster_internals.py"
