@@ -19,12 +19,14 @@ record of that id only: the first process that checks the proof of a run (its ow
 or the coordinator reading its backfill's runs) binds the run id to that record's identity, its
 storage id and creation time (microseconds, set by the database when the run is created), in
 the key-value store, by compare-and-set; every later check compares. A run re-created under the
-id has another creation time, and proves nothing.
+id has another creation time, and proves nothing. Readers of many past runs that only steer
+(duration estimates, capacity, the eager sensor) check bindings without making any.
 
 Not guaranteed: the secret protects against tags, not against code: whoever can read the
 instance's database (any code running against the instance) can read it and sign a run. A node
 run deleted and re-created before anything checked its proof (before its first read or write,
-and before its coordinator read its backfill's runs) binds the id to the re-created run.
+and before its coordinator read its backfill's runs) binds the id to the re-created run; node
+runs made before bindings existed are bound at their next check.
 """
 
 from __future__ import annotations
@@ -70,10 +72,18 @@ def proven_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str
     return None if record is None else proven_backfills(instance, [record]).get(run_id)
 
 
-def proven_backfills(instance: dg.DagsterInstance, records: Iterable[dg.RunRecord]) -> dict[str, str]:
+def proven_backfills(
+    instance: dg.DagsterInstance, records: Iterable[dg.RunRecord], bind: bool = True
+) -> dict[str, str]:
     """The backfill each of `records` is a node run of, by run id, as `proven_backfill` says;
-    runs that prove none are left out. One read of the key-value store for all of them (and
-    one write for each run checked for the first time)."""
+    runs that prove none are left out. One read of the key-value store for all of them.
+
+    Args:
+        bind: Bind each signed run no check bound yet to its record (one write each), as a check
+            that lets a run write or counts its node must. Without it nothing is written and
+            such a run counts as proven: for readers of many past runs that only steer
+            (estimates, capacity, the eager sensor), whose answer moves no data.
+    """
     signed = {
         record.dagster_run.run_id: (record, backfill_id)
         for record in records
@@ -83,11 +93,9 @@ def proven_backfills(instance: dg.DagsterInstance, records: Iterable[dg.RunRecor
     proven = {}
     for run_id, (record, backfill_id) in signed.items():
         identity = _identity(record)
-        if bound.get(run_id) is None:
-            key = _binding_key(run_id)
-            swap(instance, key, None, identity)  # of two first checks at once, one binding stands
-            bound[run_id] = value_of(instance, key)
-        if bound[run_id] == identity:
+        if bound[run_id] is None and bind:
+            bound[run_id] = _bind(instance, run_id, identity)
+        if bound[run_id] in (None, identity):  # None: left unbound, as asked
             proven[run_id] = backfill_id
     return proven
 
@@ -99,8 +107,7 @@ def _signed_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[st
         return None
     known = _known_secrets.setdefault(instance, {})
     if backfill_id not in known:
-        key = lease_secret_key(backfill_id)
-        secret = instance.run_storage.get_cursor_values({key}).get(key)
+        secret = value_of(instance, lease_secret_key(backfill_id))
         if secret is None:
             return None
         known[backfill_id] = secret
@@ -116,6 +123,15 @@ def _bindings(instance: dg.DagsterInstance, run_ids: Iterable[str]) -> dict[str,
         for key, value in instance.run_storage.get_cursor_values(set(unseen)).items():
             seen[unseen[key]] = value
     return {run_id: seen.get(run_id) for run_id in run_ids}
+
+
+def _bind(instance: dg.DagsterInstance, run_id: str, identity: str) -> str | None:
+    """Binds `run_id` to `identity` unless another check bound it first; the identity it is bound to."""
+    key = _binding_key(run_id)
+    bound = identity if swap(instance, key, None, identity) else value_of(instance, key)  # one binding stands
+    if bound is not None:
+        _known_bindings.setdefault(instance, {})[run_id] = bound
+    return bound
 
 
 def _binding_key(run_id: str) -> str:

@@ -91,7 +91,7 @@ def instance_load(
     production_pools: dict[str, int] = {}
     other_pools: dict[str, int] = {}
     records = instance.get_run_records(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES))
-    node_runs = proven_backfills(instance, records)
+    node_runs = proven_backfills(instance, records, bind=False)
     for record in records:
         run, node_run_of = record.dagster_run, node_runs.get(record.dagster_run.run_id)
         run_pools = {pools[key] for key in run.asset_selection or () if key in pools}

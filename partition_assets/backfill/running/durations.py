@@ -132,7 +132,7 @@ def recorded_seconds(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict
     its time is not a node's. One instance query, and one of the key-value store."""
     seconds: dict[dg.AssetKey, list[float]] = {}
     records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]), limit=RECORDED_RUNS_READ)
-    node_runs = proven_backfills(instance, records)
+    node_runs = proven_backfills(instance, records, bind=False)
     for record in records:
         run = record.dagster_run
         selection = run.asset_selection or set()
