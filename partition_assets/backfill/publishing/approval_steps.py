@@ -112,6 +112,8 @@ def approve(
         StagingMissingError, StagingChangedError: Its staging is gone, or not what its gate
             evaluated (publish.check_staging); nothing was written: it stays as it was, its
             leases parked.
+        CommitError: The storage refused the ledger's `approved` rows (a full disk); nothing
+            was recorded: it still awaits approval, its leases parked.
     """
     record = publication.record
     approval.approved(record.approval, approver, now)  # refuses an empty name before anything
@@ -144,9 +146,11 @@ def _approve_and_publish(
     record = publication.record
     tables = publication.tables
     check_staging(record, tables, unpublished_tables(record, tables))  # before the approval is recorded
-    record.approval = approved = approval.approved(record.approval, approver, now)
-    record.save()
+    approved = approval.approved(record.approval, approver, now)
+    # The ledger first: a write the storage refuses (a full disk) leaves the record not approved.
     rows = append_status(publication.ledger, record, LedgerStatus.APPROVED, approved_by=approved.approved_by)
+    record.approval = approved
+    record.save()
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
         versions = publication.publish(instance, force=force, ledger_rows=rows)
