@@ -36,6 +36,7 @@ def test_a_run_tagged_with_a_finished_backfill_s_id_counts_as_production_in_the_
     run_id, proved = NodeRunProofs(instance).proved(node_tags)
     started_run(instance, proved, run_id=run_id)  # a node run of another backfill
     started_run(instance, {BACKFILL_ID_TAG: "asking"}, job_name=ENGINE_JOB)  # a coordinator run
+    started_run(instance, {BACKFILL_ID_TAG: "other"}, job_name="partition_assets_publish")  # its publish run
     assert instance_load(instance, {}, "asking", set()).production_runs == 0
     started_run(instance, {BACKFILL_ID_TAG: "finished"})  # production's, with a stale tag
     started_run(instance, node_tags)  # a node run's tags, copied without a proof for its id

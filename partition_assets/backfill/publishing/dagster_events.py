@@ -361,14 +361,19 @@ def _output_and_metadata(event: dg.DagsterEvent) -> tuple[str, Mapping]:
     return getattr(data, "output_name", ""), getattr(data, "metadata", None) or {}
 
 
+# The job name of every run `run_reporting` makes starts so: the capacity counts none as production's.
+REPORTING_JOB_PREFIX = "partition_assets_"
+
+
 def run_reporting(
     instance: dg.DagsterInstance,
     events: Sequence[AssetEvent | dg.AssetCheckEvaluation],
     tags: dict[str, str],
     name: str,
 ) -> None:
-    """Records `events` from one in-process run named `name` in `instance`: asset events in
-    batches (event_batches.py), check evaluations (one per gated table) as the op's own."""
+    """Records `events` from one in-process run named `name` (starting with
+    REPORTING_JOB_PREFIX) in `instance`: asset events in batches (event_batches.py), check
+    evaluations (one per gated table) as the op's own."""
     asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
     evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
 

@@ -7,8 +7,8 @@ deployment's capacity (dagster.yaml `partition_assets: backfills:`) leaves it, c
 from the instance's runs queued or in progress:
 - a run is a backfill's when its lease proof shows it is an engine backfill's node run
   (storage/lease_proof.py), or it is a run of Dagster's own backfills (tagged `dagster/backfill`
-  without an engine backfill's id); any other run but an engine coordinator run is
-  production's, whatever backfill id its tags carry;
+  without an engine backfill's id); any other run but an engine coordinator run, or one
+  recording a backfill's events, is production's, whatever backfill id its tags carry;
 - a run's pools are those of the assets it materializes (`pool=` on the asset);
 - the running backfills claiming capacity are the records in the running status whose
   coordinator is live (backfill/state/presence.py), and the asking one: a backfill whose
@@ -30,6 +30,7 @@ import dagster as dg
 
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.run_config import ENGINE_JOB
+from partition_assets.backfill.publishing.dagster_events import REPORTING_JOB_PREFIX
 from partition_assets.backfill.running.capacity import (
     STOPPED,
     UNLIMITED,
@@ -74,10 +75,10 @@ def asset_pools(asset_graph: BaseAssetGraph) -> dict[dg.AssetKey, str]:
 def is_production(run: dg.DagsterRun, node_run_of: str | None) -> bool:
     """Whether `run` is production's: not a node run of an engine backfill (`node_run_of`: the
     backfill its lease proof proves, storage/lease_proof.py `proven_backfills`), not a run of a
-    Dagster backfill, not an engine coordinator run. A run that only carries an engine
-    backfill's id tag (typed, copied by a re-execution, left from a finished backfill) is
-    production's: the tag claims a backfill, only the proof shows one."""
-    if node_run_of is not None or run.job_name == ENGINE_JOB:
+    Dagster backfill, not an engine coordinator run nor one recording a backfill's events. A
+    run that only carries an engine backfill's id tag (typed, copied by a re-execution, left
+    from a finished backfill) is production's: the tag claims a backfill, only the proof shows one."""
+    if node_run_of is not None or run.job_name == ENGINE_JOB or run.job_name.startswith(REPORTING_JOB_PREFIX):
         return False
     return DAGSTER_BACKFILL_TAG not in run.tags or BACKFILL_ID_TAG in run.tags
 
