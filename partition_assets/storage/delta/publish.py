@@ -127,10 +127,11 @@ def publish_staged(
     return PublishResult.of([write], version, removed)
 
 
-def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
+def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]] | None) -> None:
     """Raises ForeignCommitError or SchemaChangeError, committing nothing, when `publish_staged`
-    with `expected` would refuse now; nothing when the backfill staged nothing here or has
-    published already. Lets a multi-table publish refuse before committing any table.
+    with `expected` (None: the schema change only) would refuse now; nothing when the backfill
+    staged nothing here or has published already. Lets a multi-table publish refuse before
+    committing any table, and an approval before it is recorded.
 
     Raises:
         ForeignCommitError: A staged partition's published files are no longer `expected`.
