@@ -57,6 +57,7 @@ from partition_assets.run_tags import (
     IN_FLIGHT_STATUSES,
     partitions_of_run,
 )
+from partition_assets.storage.lease_proof import proven_backfills
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
@@ -248,10 +249,11 @@ class _Watcher:
 
     def _selection_of_backfill(self, run_id: str) -> AbstractSet[dg.AssetKey]:
         """Assets a backfill that produced this run will run itself (its downstream included)."""
-        run = self.instance.get_run_by_id(run_id)
-        tags = run.tags if run else {}
-        if BACKFILL_ID_TAG in tags:
-            backfill_id = tags[BACKFILL_ID_TAG]
+        record = self.instance.get_run_record_by_id(run_id)
+        tags = record.dagster_run.tags if record else {}
+        # The proof, not the id tag: a run only tagged with a backfill's id is production's.
+        backfill_id = proven_backfills(self.instance, [record], bind=False).get(run_id) if record else None
+        if backfill_id is not None:
             if backfill_id not in self._backfill_selections:
                 try:
                     selection = BackfillStore(self.instance).load(backfill_id).spec.selection
@@ -260,7 +262,7 @@ class _Watcher:
                     keys = set()
                 self._backfill_selections[backfill_id] = keys
             return self._backfill_selections[backfill_id]
-        if DAGSTER_BACKFILL_TAG in tags:
+        if DAGSTER_BACKFILL_TAG in tags and BACKFILL_ID_TAG not in tags:  # a run of one of Dagster's backfills
             backfill = self.instance.get_backfill(tags[DAGSTER_BACKFILL_TAG])
             return set(backfill.asset_selection or ()) if backfill else set()
         return set()

@@ -63,6 +63,9 @@ class StagedTable:
     files_by_partition: Mapping[PartitionRow, tuple[StagedFile, ...]]  # () holds none: cleared
     # the commit metadata of the staging each partition holds (its run id, input versions, ...)
     metadata_by_partition: Mapping[PartitionRow, Mapping[str, str]]
+    # the published schema the backfill's first staging was checked against: what its own
+    # changes are measured from (None: there was no table, or it was staged before this was kept)
+    started_from: pa.Schema | None = None
 
     @property
     def files(self) -> tuple[StagedFile, ...]:
@@ -175,12 +178,17 @@ def data_folder(table_uri: str, backfill_id: str) -> tuple[pafs.FileSystem, str]
 
 
 def record_staging(
-    write: StagedWrite, backfill_id: str, partitions: Iterable[PartitionRow], metadata: Mapping[str, str]
+    write: StagedWrite,
+    backfill_id: str,
+    partitions: Iterable[PartitionRow],
+    metadata: Mapping[str, str],
+    published_schema: pa.Schema | None,
 ) -> None:
     """Moves `write`'s files into the backfill's data folder, then records them in a new
     manifest as the content of `partitions`, with the write's commit `metadata` (who
-    staged it, from what). A crash before the manifest's rename leaves files no manifest
-    lists: the staging did not happen (discard deletes them).
+    staged it, from what) and the table's `published_schema` it was checked against (None:
+    no table yet). A crash before the manifest's rename leaves files no manifest lists: the
+    staging did not happen (discard deletes them).
 
     Raises:
         BackfillIdError: `backfill_id` cannot name a folder; nothing was written.
@@ -197,7 +205,8 @@ def record_staging(
         "sequence": sequence,
         "partition_columns": list(write.partition_columns),
         "partitions": sorted(list(row) for row in partitions),
-        "schema": base64.b64encode(write.schema.serialize().to_pybytes()).decode(),
+        "schema": _encoded(write.schema),
+        "published_schema": None if published_schema is None else _encoded(published_schema),
         "metadata": dict(metadata),
         "files": [
             {
@@ -221,7 +230,10 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
 
     The schema is the one the table has once it publishes (schema_change.schema_after):
     `published_schema` (the first staging's when None) extended by the columns the
-    current stagings add, or the stagings' own when they drop or retype a column.
+    current stagings add, or the stagings' own when they drop or retype a column. Dropped
+    and retyped are judged against the published schema the backfill's first staging was
+    checked against (`StagedTable.started_from`): a column a commit outside the backfill
+    added since is no column the backfill dropped.
 
     Raises:
         BackfillIdError: `backfill_id` cannot name a folder.
@@ -244,15 +256,25 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
             if owner.get(row) == index:
                 files_by_partition[row].append(file)
     current = [entries[index] for index in sorted(set(owner.values()))]
-    schemas = [pa.ipc.read_schema(pa.py_buffer(base64.b64decode(entry["schema"]))) for entry in current]
+    schemas = [_decoded(entry["schema"]) for entry in current]
+    started_from = _decoded(entries[0]["published_schema"]) if entries[0].get("published_schema") else None
     return StagedTable(
         table_uri,
         backfill_id,
         columns,
-        schema_after(published_schema if published_schema is not None else schemas[0], schemas),
+        schema_after(published_schema if published_schema is not None else schemas[0], schemas, started_from),
         {row: tuple(files) for row, files in files_by_partition.items()},
         {row: entries[index].get("metadata", {}) for row, index in owner.items()},
+        started_from,
     )
+
+
+def _encoded(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def _decoded(encoded: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(encoded)))
 
 
 def staged_file_location(staged: StagedTable, file: StagedFile) -> tuple[str, bool]:

@@ -13,8 +13,20 @@ The proof goes with the run's tags wherever the run executes (a local worker, th
 server's children, a run launcher's process, container or pod, another host), and is checked
 against the instance every run reaches.
 
+A run id alone is not one run: Dagster's GraphQL deletes a run (`deleteRun`) and launches one
+under a chosen id, its tags (the proof among them) copied. So the proof holds for the first run
+record of that id only: the first process that checks the proof of a run (its own IO manager,
+or the coordinator reading its backfill's runs) binds the run id to that record's identity, its
+storage id and creation time (microseconds, set by the database when the run is created), in
+the key-value store, by compare-and-set; every later check compares. A run re-created under the
+id has another creation time, and proves nothing. Readers of many past runs that only steer
+(duration estimates, capacity, the eager sensor) check bindings without making any.
+
 Not guaranteed: the secret protects against tags, not against code: whoever can read the
-instance's database (any code running against the instance) can read it and sign a run.
+instance's database (any code running against the instance) can read it and sign a run. A node
+run deleted and re-created before anything checked its proof (before its first read or write,
+and before its coordinator read its backfill's runs) binds the id to the re-created run; node
+runs made before bindings existed are bound at their next check.
 """
 
 from __future__ import annotations
@@ -22,16 +34,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import dagster as dg
 
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
+from partition_assets.storage.key_values import swap, value_of
 
 _SECRET_KEY_PREFIX = "partition_assets/lease_secret/"
+# The identity of the run record each node run's id is bound to (see the module docstring).
+_BINDING_KEY_PREFIX = "partition_assets/node_run_record/"
 
 # The secrets this process read, by instance, then backfill id: a backfill's secret never changes.
 _known_secrets: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[str, str]] = weakref.WeakKeyDictionary()
+# The bindings this process read or made, by instance, then run id: a binding never changes.
+_known_bindings: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 def lease_secret_key(backfill_id: str) -> str:
@@ -47,15 +64,80 @@ def proof_of(secret: str, run_id: str) -> str:
 def proven_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> str | None:
     """The backfill run `run_id` (tagged `tags`) is a node run of, as its lease proof shows;
     None for every other run, whatever backfill its tags name: without a proof, with a proof
-    made for another run id (a re-execution), or of a backfill that has no secret."""
+    made for another run id (a re-execution), of a backfill that has no secret, or a run
+    re-created under the id of one that proved itself (see the module docstring)."""
+    if _signed_backfill(instance, run_id, tags) is None:  # most runs: no record read
+        return None
+    record = instance.get_run_record_by_id(run_id)
+    return None if record is None else proven_backfills(instance, [record]).get(run_id)
+
+
+def proven_backfills(
+    instance: dg.DagsterInstance, records: Iterable[dg.RunRecord], bind: bool = True
+) -> dict[str, str]:
+    """The backfill each of `records` is a node run of, by run id, as `proven_backfill` says;
+    runs that prove none are left out. One read of the key-value store for all of them.
+
+    Args:
+        bind: Bind each signed run no check bound yet to its record (one write each), as a check
+            that lets a run write or counts its node must. Without it nothing is written and
+            such a run counts as proven: for readers of many past runs that only steer
+            (estimates, capacity, the eager sensor), whose answer moves no data.
+    """
+    signed = {
+        record.dagster_run.run_id: (record, backfill_id)
+        for record in records
+        if (backfill_id := _signed_backfill(instance, record.dagster_run.run_id, record.dagster_run.tags))
+    }
+    bound = _bindings(instance, signed)
+    proven = {}
+    for run_id, (record, backfill_id) in signed.items():
+        identity = _identity(record)
+        if bound[run_id] is None and bind:
+            bound[run_id] = _bind(instance, run_id, identity)
+        if bound[run_id] in (None, identity):  # None: left unbound, as asked
+            proven[run_id] = backfill_id
+    return proven
+
+
+def _signed_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> str | None:
+    """The backfill whose secret signed `run_id` in `tags`; None when none did."""
     backfill_id, proof = tags.get(BACKFILL_ID_TAG), tags.get(LEASE_PROOF_TAG)
     if backfill_id is None or proof is None:
         return None
     known = _known_secrets.setdefault(instance, {})
     if backfill_id not in known:
-        key = lease_secret_key(backfill_id)
-        secret = instance.run_storage.get_cursor_values({key}).get(key)
+        secret = value_of(instance, lease_secret_key(backfill_id))
         if secret is None:
             return None
         known[backfill_id] = secret
     return backfill_id if hmac.compare_digest(proof, proof_of(known[backfill_id], run_id)) else None
+
+
+def _bindings(instance: dg.DagsterInstance, run_ids: Iterable[str]) -> dict[str, str | None]:
+    """The identity each run id is bound to (None: not yet), in one read for the ids this
+    process has not seen bound (a binding never changes once made)."""
+    seen = _known_bindings.setdefault(instance, {})
+    unseen = {_binding_key(run_id): run_id for run_id in run_ids if run_id not in seen}
+    if unseen:
+        for key, value in instance.run_storage.get_cursor_values(set(unseen)).items():
+            seen[unseen[key]] = value
+    return {run_id: seen.get(run_id) for run_id in run_ids}
+
+
+def _bind(instance: dg.DagsterInstance, run_id: str, identity: str) -> str | None:
+    """Binds `run_id` to `identity` unless another check bound it first; the identity it is bound to."""
+    key = _binding_key(run_id)
+    bound = identity if swap(instance, key, None, identity) else value_of(instance, key)  # one binding stands
+    if bound is not None:
+        _known_bindings.setdefault(instance, {})[run_id] = bound
+    return bound
+
+
+def _binding_key(run_id: str) -> str:
+    return f"{_BINDING_KEY_PREFIX}{run_id}"
+
+
+def _identity(record: dg.RunRecord) -> str:
+    """What tells this run record apart from any other ever made under its run id."""
+    return f"{record.storage_id}@{record.create_timestamp.isoformat()}"

@@ -212,18 +212,20 @@ def delta_type_name(arrow_type: pa.DataType) -> str:
     return str(delta_field.type.type if hasattr(delta_field.type, "type") else delta_field.type)
 
 
-def schema_after(published: pa.Schema, staged: Sequence[pa.Schema]) -> pa.Schema:
+def schema_after(published: pa.Schema, staged: Sequence[pa.Schema], started_from: pa.Schema | None = None) -> pa.Schema:
     """The table's schema once `staged` (a backfill's current stagings, in order) publish:
-    the published schema plus the columns the stagings add when they keep every published
-    column and type; else the stagings' own (their first's, plus what later ones add), as
-    only a rewrite of every partition may publish. Changed and added columns are nullable:
+    the published schema plus the columns the stagings add when they keep every column and
+    type of `started_from` (the published schema the backfill started from; None: the
+    published one), so that columns added to the table since by commits outside the backfill
+    stay; else the stagings' own (their first's, plus what later ones add), as only a
+    rewrite of every partition may publish. Changed and added columns are nullable:
     partitions staged without them read null."""
     merged = staged[0]
     for schema in staged[1:]:
         for staged_field in schema:
             if staged_field.name not in merged.names:
                 merged = merged.append(staged_field)
-    if not diff_schemas(published, merged).rewrites_every_partition:
+    if not diff_schemas(published if started_from is None else started_from, merged).rewrites_every_partition:
         return pa.schema([*published, *(f.with_nullable(True) for f in merged if f.name not in published.names)])
     as_published = {f.name: f for f in published}
     return pa.schema(

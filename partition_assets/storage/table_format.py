@@ -279,10 +279,11 @@ class StagingFormat(TableFormat, Protocol):
         """
 
     def check_publish(
-        self, table_uri: str, backfill_id: str, expected: Mapping[tuple[str, ...], frozenset[str]]
+        self, table_uri: str, backfill_id: str, expected: Mapping[tuple[str, ...], frozenset[str]] | None
     ) -> None:
         """Raises ForeignCommitError or SchemaChangeError when `publish_staged` with `expected`
-        would refuse; commits nothing.
+        would refuse; commits nothing. `expected` None: the schema change only, whatever commits
+        were made outside the backfill (as `publish_staged` with --force checks).
 
         Raises:
             ForeignCommitError: A staged partition's published files are no longer `expected`.

@@ -8,9 +8,12 @@ tagged with it try meanwhile (issue 39 hole 3); it needs --force after a failed 
 leaves by discard or expiry with the tables untouched (a forced approval after a failed gate
 expires too); of two approvals at once exactly one publishes and the record keeps what it
 published; and a deployment's approval policy: no option skips it, the launcher is recorded
-and may not approve, nor may a name off its list."""
+and may not approve, nor may a name off its list. A publish refused by a foreign commit keeps
+the partitions leased (parked), and a node run deleted and re-created under its id and tags
+writes nothing (issue 50 holes 6 and 5)."""
 
 import os
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
@@ -29,7 +32,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
 from partition_assets.storage import SparkDeltaIOManager
-from partition_assets.storage.leases import held_by
+from partition_assets.storage.leases import TTL_ENV, held_by
 from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.instances import add_to_config
@@ -320,3 +323,57 @@ def failure_of(instance: dg.DagsterInstance, run_id: str) -> str:
         record.dagster_event.step_failure_data.error.message
         for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     )
+
+
+def test_a_publish_refused_by_a_foreign_commit_keeps_the_backfill_s_partitions_leased(published_2_days, monkeypatch):
+    """Issue 50 hole 6: `approve` (and then `publish`) refused by a foreign commit took the
+    backfill's parked leases back live and left them to lapse with their heartbeat: one TTL
+    later a production run wrote the partitions of a `publish_refused` backfill that still
+    holds staged data. The refusal parks them again."""
+    house = published_2_days
+    bid = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"})))
+    foreign_update(house, "orders", "2024-01-02")  # a commit past the leases: the publish must refuse it
+    for step in (("approve", bid, "--by", "ana"), ("publish", bid)):
+        refused_step = house.cli(*step)
+        assert refused_step.returncode == 2 and "changed partitions it rewrites" in refused_step.stderr, refused_step
+        assert recorded_backfill(house.home, bid).status == BackfillStatus.PUBLISH_REFUSED
+        held = [lease for table in TABLES for lease in held_by(house.uri(table), bid)]
+        assert len(held) == len(TABLES) and all(lease.parked for lease in held), held
+
+    monkeypatch.setenv(TTL_ENV, "1")  # a lease a second past its last heartbeat is dead, unless parked
+    time.sleep(max(0.0, max(lease.heartbeat_at for lease in held) + 1.5 - time.time()))
+    production = house.production_write("2024-01-02")
+    assert not production.success and bid in failure_message(production), failure_message(production)
+
+
+def test_a_node_run_deleted_and_created_again_under_its_id_and_tags_cannot_write(published_2_days, spark_resource):
+    """Issue 50 hole 5: Dagster's GraphQL deletes a run (`deleteRun`) and launches one under a
+    chosen id. A node run of a backfill awaiting approval, deleted and re-created under its id
+    with its tags (its lease proof among them), proved itself the backfill's and wrote into its
+    staging through its parked leases. The proof holds for the run record it was first checked
+    on only: the re-created run is refused, and nothing changes."""
+    house = published_2_days
+    before = house.contents()
+    bid = backfill_id(ok(house.backfill("2024-01-01", "2024-01-02", *REQUIRED, **{FACTOR: "1.2"})))
+    with house.instance() as instance:
+        (node_run,) = [
+            run
+            for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid, "dagster/partition": "2024-01-02"}))
+            if run.asset_selection == {dg.AssetKey("orders")}
+        ]
+        instance.delete_run(node_run.run_id)
+        tags = {key: value for key, value in node_run.tags.items() if key != "dagster/partition"}
+        io_manager = SparkDeltaIOManager(root_uri=str(house.lake), spark=spark_resource)
+        job = dg.Definitions(
+            assets=[safe_defs.orders],
+            resources={"spark": spark_resource, "io_manager": io_manager},
+            jobs=[dg.define_asset_job("orders")],
+        ).resolve_job_def("orders")
+        again = job.execute_in_process(
+            instance=instance, partition_key="2024-01-02", tags=tags, run_id=node_run.run_id, raise_on_error=False
+        )
+    assert not again.success
+    failure = step_failure_of(again)
+    assert f"is tagged {BACKFILL_ID_TAG}={bid}" in failure and "no valid lease proof" in failure, failure
+    assert ok(house.cli("approve", bid, "--by", "ana"))  # its staging is what its gate saw
+    assert house.contents() != before and house.content("orders") == expected_orders(days(1, 2), 1.2)

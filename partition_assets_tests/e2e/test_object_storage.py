@@ -224,7 +224,7 @@ def test_a_staged_backfill_publishes_in_one_commit_through_s3(bucket):
     delta = DeltaFormat()
     for hour, amount in zip(HOURS, (7, 8)):
         write = stage(uri, {hour: [(f"backfilled-{hour}", amount)]}, incoming_folder("bf1"))
-        record_staging(write, "bf1", [(hour,)], {"run_id": f"run-{hour}"})
+        record_staging(write, "bf1", [(hour,)], {"run_id": f"run-{hour}"}, write.schema)  # the table's schema
     staged = delta.staged(uri, "bf1")
     assert set(staged.files_by_partition) == {(hour,) for hour in HOURS}
     assert stored(uri) == [("old", 1, HOURS[0])]  # readers see the published table only

@@ -3,13 +3,15 @@ tables and a Dagster instance (code location: partition_assets_tests/support/sch
 per-column report and its refusal of a partial range, a whole-table retype published in one
 commit with the previous version kept and rolled back exactly, and a declared split gated
 through its mapping (a wrong split fails the gate, the diff naming the changed column) whose
-rollback is refused, writing nothing, once production wrote a newer day in the new schema."""
+rollback is refused, writing nothing, once production wrote a newer day in the new schema; an
+approval whose publish a day written meanwhile refuses is not recorded."""
 
 import re
 
 import dagster as dg
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 
 from partition_assets.backfill.model import BackfillStatus
@@ -140,3 +142,23 @@ def test_a_declared_split_is_gated_through_its_mapping_and_not_rolled_back_over_
     assert (DeltaTable(uri).version(), delta_row_set(uri)) == (version, rows)
     assert recorded_backfill(payments_v1.home, bid).status == BackfillStatus.PUBLISHED
     assert not held_by(uri, bid)  # refused before taking a lease
+
+
+def test_an_approval_whose_publish_a_new_day_refuses_is_not_recorded(payments_v1):
+    """Issue 50 hole 10: a publish refused at `approve` by the schema check left the backfill
+    `awaiting_approval` with its approval recorded. A retype of every partition awaits approval;
+    production then writes a day the backfill never saw, in the old schema: `approve` is refused
+    naming that day before anything is recorded, and the backfill still awaits an approval."""
+    decimal = {schema_defs.SCHEMA_ENV: "decimal"}
+    output = ok(payments_v1.cli("run", *TARGET, "--all-partitions", "--approval", "required", **decimal))
+    bid = backfill_id(output)
+    assert recorded_backfill(payments_v1.home, bid).status == BackfillStatus.AWAITING_APPROVAL
+    uri = payments_v1.uri("payments")
+    day_3 = DeltaTable(uri).to_pyarrow_table(filters=[("ds", "=", "2024-01-03")])
+    day_4 = day_3.set_column(day_3.schema.get_field_index("ds"), "ds", pa.array(["2024-01-04"] * day_3.num_rows))
+    write_deltalake(uri, day_4, mode="append")  # production's new day, outside the backfill's leases
+
+    refused = payments_v1.cli("approve", bid, "--by", "ana")
+    assert refused.returncode != 0 and "ds=2024-01-04" in refused.stderr, refused.stderr
+    record = recorded_backfill(payments_v1.home, bid)
+    assert record.status == BackfillStatus.AWAITING_APPROVAL and record.approval.approved_by is None

@@ -43,7 +43,6 @@ from partition_assets.backfill.publishing.event_batches import store_asset_event
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.skips import yielded_output
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
-from partition_assets.backfill.state.store import sql_run_storage
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_internals import (
     ALEMBIC_SCRIPTS_LOCATION,
@@ -105,6 +104,8 @@ from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, Engin
 from partition_assets.instance.migrations import remember_dagster_migrations
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.instance.storage import instance_storage_defaults
+from partition_assets.storage.key_values import sql_run_storage
+from partition_assets_tests.support.instances import also_on_postgres
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
 SEAM = PACKAGE / "dagster_internals.py"
@@ -389,7 +390,7 @@ def test_an_instance_run_storage_is_a_sql_storage_or_wraps_one_and_connect_execu
 
 @pins("KeyValueStoreTable")
 def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
-    """backfill/state/key_values.py swaps values in Dagster's `kvs` table directly: what it
+    """storage/key_values.py swaps values in Dagster's `kvs` table directly: what it
     inserts `get_cursor_values` reads, what `set_cursor_values` writes it updates, and a
     second row of one key is refused (its compare-and-set of an absent key relies on that)."""
     with dg.DagsterInstance.get() as instance:
@@ -407,6 +408,21 @@ def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
             )
         with pytest.raises(IntegrityError), storage.connect() as connection:
             connection.execute(KeyValueStoreTable.insert().values(key="k", value="again"))
+
+
+@also_on_postgres("home")
+def test_a_run_deleted_and_created_again_under_its_id_is_another_run_record(home):
+    """storage/lease_proof.py binds a node run's id to its run record's storage id and creation
+    time: a run deleted and created again under the same id (as Dagster's GraphQL can) gets
+    another creation time, whatever its storage id (SQLite reuses the highest one)."""
+    with dg.DagsterInstance.get() as instance:
+        run_id = instance.add_run(dg.DagsterRun(job_name="nodes", run_id=str(uuid.uuid4()))).run_id
+        first = instance.get_run_record_by_id(run_id)
+        instance.delete_run(run_id)
+        instance.add_run(dg.DagsterRun(job_name="nodes", run_id=run_id))
+        again = instance.get_run_record_by_id(run_id)
+        assert first is not None and again is not None
+        assert again.create_timestamp != first.create_timestamp
 
 
 @dg.asset

@@ -16,6 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from partition_assets.backfill.state.ledger import SCHEMA, Ledger, LedgerEntry, LedgerStatus, ledger_uri
+from partition_assets.errors import CommitError
 from partition_assets.storage.delta.read import read_partitions
 from partition_assets_tests.support.readers import duckdb_connection
 
@@ -121,6 +122,19 @@ def test_the_ledger_is_append_only_and_partitioned_by_backfill(ledger):
     with pytest.raises(CommitFailedError, match="append-only"):
         table.delete("backfill_id = 'b1'")
     assert len(ledger.entries("b1")) == 1
+
+
+def test_an_append_the_storage_refuses_is_a_commit_error_naming_the_table_and_records_nothing(ledger):
+    """Issue 50 (read in the code): a full disk at `approve` surfaced as a raw `DeltaError`
+    traceback. A write the storage refuses (here a file where the backfill's folder goes) is a
+    CommitError naming the ledger and saying nothing was recorded."""
+    ledger.append([staged("b1", "2024-01-01")])
+    Path(ledger.uri, "backfill_id=b2").write_text("a file where the folder goes")
+    with pytest.raises(
+        CommitError, match=r"the append to the ledger .* failed .* nothing of these entries was recorded"
+    ):
+        ledger.append([staged("b2", "2024-01-01")])
+    assert ledger.entries("b2") == [] and len(ledger.entries("b1")) == 1
 
 
 def test_reading_one_backfill_opens_only_its_files(ledger):

@@ -20,7 +20,13 @@ from partition_assets.backfill.planning.gate_rules import Budget, Gate
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import evaluate
 from partition_assets.backfill.publishing.partition_stats import mapped_to_old, partition_stats
-from partition_assets.errors import MixedSchemaError, SchemaChangeError, SchemaRollbackError, TableSchemaError
+from partition_assets.errors import (
+    ForeignCommitError,
+    MixedSchemaError,
+    SchemaChangeError,
+    SchemaRollbackError,
+    TableSchemaError,
+)
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
 from partition_assets.storage.delta import rollback as delta_rollback
@@ -36,6 +42,7 @@ D1, D2, D3, D4 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"
 ALL = [D1, D2, D3]
 BACKFILL = "schema1"
 CHANGE = WriteOptions(allow_schema_change=True)
+NEW_COLUMNS = WriteOptions(allow_new_columns=True)
 
 
 def scope(*days: str) -> PartitionScope:
@@ -159,6 +166,42 @@ def test_a_column_added_over_a_partial_range_publishes_in_one_commit_older_parti
     assert {row["ds"]: row["note"] is None for row in rows} == {D1: True, D2: False, D3: True}
     assert delta_rs_schema(table, version)["note"] in ("string", "large_string", "string_view")
     assert "note" not in delta_rs_schema(table)
+
+
+def test_a_nullable_column_a_foreign_writer_adds_to_another_partition_is_kept_not_blamed_on_the_backfill(spark, table):
+    """Issue 50 hole 10: while a backfill rewriting D1 (its schema unchanged) awaited its publish,
+    production added a nullable column writing D3. The publish diff read it as the backfill
+    dropping that column, refused it naming the backfill, and advised a rewrite of every
+    partition that would drop production's column. The backfill's changes are measured from
+    the schema it started from: the column is kept, D1 reads it null, D3 keeps its values."""
+    stage(spark, table, [D1], lambda frame: frame.withColumn("tag", F.lit("new")), WriteOptions())
+    expected = DeltaFormat().partition_files(table, scope(D1))  # what the backfill replaces, as it took them
+    production = DeltaFormat().read(spark, table, scope(D3)).withColumn("note", F.lit("production"))
+    DeltaFormat().write(production, table, scope(D3), NEW_COLUMNS)
+
+    DeltaFormat().check_publish(table, BACKFILL, expected)
+    DeltaFormat().publish_staged(table, BACKFILL, expected, {})
+    rows = delta_rs_rows(table)
+    assert {(row["ds"], row["tag"], row["note"]) for row in rows} == {
+        (D1, "new", None),
+        (D2, "old", None),
+        (D3, "old", "production"),
+    }
+
+
+def test_a_column_a_foreign_writer_adds_is_refused_as_a_foreign_commit_when_the_backfill_drops_columns(spark, table):
+    """Issue 50 hole 10, the other side: a backfill rewriting every partition without `tag`
+    would drop a column production added meanwhile (writing a new day). That is a foreign
+    commit, refused as one, naming the column; nothing is published, the staging is kept."""
+    stage(spark, table, ALL, lambda frame: frame.drop("tag"))
+    expected = DeltaFormat().partition_files(table, scope(*ALL))
+    production = DeltaFormat().read(spark, table, scope(D3)).withColumn("ds", F.lit(D4))
+    DeltaFormat().write(production.withColumn("note", F.lit("production")), table, scope(D4), NEW_COLUMNS)
+    version = DeltaTable(table).version()
+
+    with pytest.raises(ForeignCommitError, match=r"column\(s\) \['note'\] .* added by a commit outside backfill"):
+        DeltaFormat().publish_staged(table, BACKFILL, expected, {})
+    assert DeltaTable(table).version() == version and DeltaFormat().staged(table, BACKFILL) is not None
 
 
 def test_a_dropped_column_publishes_in_one_commit_and_rolls_back(spark, table):

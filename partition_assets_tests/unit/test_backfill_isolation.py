@@ -32,6 +32,7 @@ from partition_assets.backfill.running.capacity import (
 )
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.lineup import standings
+from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.state.pausing import pause, unpause
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import (
@@ -172,13 +173,14 @@ def test_outside_its_window_the_loop_launches_nothing_then_launches_once_it_open
     assert len(launched) == graph.node_count() and all(status == "succeeded" for status in statuses.values())
 
 
-def _run(instance, status: dg.DagsterRunStatus, asset: str, tags: dict[str, str] | None = None) -> dg.DagsterRun:
+def _run(instance, status: dg.DagsterRunStatus, asset: str, node_run_of: str | None = None) -> dg.DagsterRun:
+    """A run of `asset` in `status`; with `node_run_of`, a node run of that backfill (its id and
+    tags as its coordinator makes them, lease proof included)."""
+    run_id, tags = str(uuid.uuid4()), {}
+    if node_run_of is not None:
+        run_id, tags = NodeRunProofs(instance).proved({BACKFILL_ID_TAG: node_run_of, DAGSTER_BACKFILL_TAG: node_run_of})
     run = dg.DagsterRun(
-        job_name="__ASSET_JOB",
-        run_id=str(uuid.uuid4()),
-        status=status,
-        tags=tags or {},
-        asset_selection=frozenset({dg.AssetKey(asset)}),
+        job_name="__ASSET_JOB", run_id=run_id, status=status, tags=tags, asset_selection=frozenset({dg.AssetKey(asset)})
     )
     return instance.add_run(run)
 
@@ -206,9 +208,9 @@ def test_the_launch_gate_yields_to_production_runs_of_the_instance_and_grows_bac
     production = _run(instance, dg.DagsterRunStatus.STARTED, "pooled")
     _run(instance, dg.DagsterRunStatus.NOT_STARTED, "other")
     # Another backfill's run in the pool; a finished run and this backfill's own run count for nothing.
-    _run(instance, dg.DagsterRunStatus.STARTED, "pooled", {BACKFILL_ID_TAG: "b0", DAGSTER_BACKFILL_TAG: "b0"})
+    _run(instance, dg.DagsterRunStatus.STARTED, "pooled", node_run_of="b0")
     _run(instance, dg.DagsterRunStatus.SUCCESS, "pooled")
-    _run(instance, dg.DagsterRunStatus.STARTED, "pooled", {BACKFILL_ID_TAG: "b1", DAGSTER_BACKFILL_TAG: "b1"})
+    _run(instance, dg.DagsterRunStatus.STARTED, "pooled", node_run_of="b1")
     assert decided() == Allowance(1, {"spark": 1})  # 2 under production, halved; 4 - production's 1 - 1 free - b0's 1
     instance.report_run_canceled(production)
     for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.NOT_STARTED])):

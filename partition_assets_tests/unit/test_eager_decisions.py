@@ -18,6 +18,7 @@ from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support import automation_defs
+from partition_assets_tests.support.node_runs import materialize_as
 
 SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)
 
@@ -84,11 +85,10 @@ def light_tick(instance):
     sensor = eager_partitions_sensor("group:eager", watch_seconds=0)
     state = {"cursor": None}
 
-    def run(*partitions: str, tags=None) -> set[tuple[str, str]]:
+    def run(*partitions: str, tags=None, node_run_of: str | None = None) -> set[tuple[str, str]]:
+        """`node_run_of`: materialize as a node run of that backfill (its lease proof), else as production."""
         for partition in partitions:
-            assert dg.materialize(
-                [automation_defs.eager_up], partition_key=partition, instance=instance, tags=tags or {}
-            ).success
+            assert materialize_as([automation_defs.eager_up], instance, partition, tags, node_run_of).success
         result = sensor(
             dg.build_sensor_context(instance=instance, cursor=state["cursor"], definitions=automation_defs.defs)
         )
@@ -103,8 +103,17 @@ def test_downstream_of_a_backfill_is_left_to_that_backfill(instance, light_tick)
     store = BackfillStore(instance)
     BackfillRecord(BackfillSpec(module="m", selection="group:eager"), id="covers", store=store).save()
     BackfillRecord(BackfillSpec(module="m", selection="key:eager_up"), id="upstream_only", store=store).save()
-    assert light_tick("2024-01-05", tags={BACKFILL_ID_TAG: "covers"}) == set()
-    assert light_tick("2024-01-07", tags={BACKFILL_ID_TAG: "upstream_only"}) == {("eager_down", "2024-01-07")}
+    assert light_tick("2024-01-05", node_run_of="covers") == set()
+    assert light_tick("2024-01-07", node_run_of="upstream_only") == {("eager_down", "2024-01-07")}
+
+
+def test_a_production_run_tagged_with_a_finished_backfill_s_id_gets_its_children_refreshed(instance, light_tick):
+    """Issue 50 hole 9: a production run carrying the id tag of a long-finished backfill (typed in
+    the Launchpad, or copied by re-executing one of its node runs) got no eager refresh of its
+    children, as if that backfill would run them. Only a node run's lease proof shows a backfill."""
+    store = BackfillStore(instance)
+    BackfillRecord(BackfillSpec(module="m", selection="group:eager"), id="covers", store=store).save()
+    assert light_tick("2024-01-05", tags={BACKFILL_ID_TAG: "covers"}) == {("eager_down", "2024-01-05")}
 
 
 def test_a_partition_targeted_by_a_run_in_flight_waits_for_it(instance, light_tick):

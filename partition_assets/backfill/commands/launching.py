@@ -40,7 +40,7 @@ from partition_assets.backfill.running.runners import RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import critical_path
 from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
-from partition_assets.backfill.state.key_values import swap
+from partition_assets.storage.key_values import swap
 from partition_assets.backfill.state.record import BackfillRecord, by_asset
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions

@@ -28,7 +28,7 @@ from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
-from partition_assets.backfill.publishing.publish_step import check_staging, unpublished_tables
+from partition_assets.backfill.publishing.publish_step import check_schema_changes, check_staging, unpublished_tables
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -125,6 +125,10 @@ def approve(
         StagingMissingError, StagingChangedError: Its staging is gone, or not what its gate
             evaluated (publish.check_staging); nothing was written: it stays as it was, its
             leases parked.
+        SchemaChangeError: Its staged schema change needs a partition it did not stage (one
+            written since it started); nothing was written: it stays as it was, not approved.
+        CommitError: The storage refused the ledger's `approved` rows (a full disk); nothing
+            was recorded: it still awaits approval, its leases parked.
     """
     record = publication.record
     approval.approved(record.approval, approver, now)  # refuses an empty name before anything
@@ -159,10 +163,14 @@ def _approve_and_publish(
     """Records the approval (record and ledger) and publishes, under the claim `announcement`."""
     record = publication.record
     tables = publication.tables
-    check_staging(record, tables, unpublished_tables(record, tables))  # before the approval is recorded
-    record.approval = approved = approval.approved(record.approval, approver, now)
-    record.save()
+    pending = unpublished_tables(record, tables)
+    check_staging(record, tables, pending)  # before the approval is recorded, as the schema check
+    check_schema_changes(record, pending)  # a refused publish must not leave it approved and awaiting
+    approved = approval.approved(record.approval, approver, now)
+    # The ledger first: a write the storage refuses (a full disk) leaves the record not approved.
     rows = append_status(publication.ledger, record, LedgerStatus.APPROVED, approved_by=approved.approved_by)
+    record.approval = approved
+    record.save()
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
         versions = publication.publish(instance, force=force, ledger_rows=rows)

@@ -381,15 +381,20 @@ def _per_run_database_events(
     return found
 
 
+# The job name of every run `run_reporting` makes starts so: the capacity counts none as production's.
+REPORTING_JOB_PREFIX = "partition_assets_"
+
+
 def run_reporting(
     instance: dg.DagsterInstance,
     events: Sequence[AssetEvent | dg.AssetCheckEvaluation],
     tags: dict[str, str],
     name: str,
 ) -> None:
-    """Records `events` from one in-process run named `name` in `instance`: asset events in
-    batches (event_batches.py), then check evaluations as the op's own, each of an asset this
-    run materialized judging the materialization it stored (`judging_stored`)."""
+    """Records `events` from one in-process run named `name` (starting with
+    REPORTING_JOB_PREFIX) in `instance`: asset events in batches (event_batches.py), then check
+    evaluations as the op's own, each of an asset this run materialized judging the
+    materialization it stored (`judging_stored`)."""
     asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
     evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
     materialized = {event.asset_key for event in asset_events if isinstance(event, dg.AssetMaterialization)}

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease, PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing import gate_step, retract_steps, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats, stats_of
@@ -50,11 +50,11 @@ from partition_assets.backfill.publishing.tables import Tables, lake_root, table
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.status import check_transition
+from partition_assets.backfill.state.status import FINAL_STATUSES, check_transition
 from partition_assets.deploy.versioning import definitions_git_sha
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.leases import Heartbeat, Lease, acquire
+from partition_assets.storage.leases import Heartbeat, Lease, acquire, park, release
 
 _log = logging.getLogger(__name__)
 
@@ -146,16 +146,32 @@ class Publication:
     ) -> Iterator[list[Lease]]:
         """`held` for a process that claimed the backfill already (`announcement`, from
         `coordinating`): a step that must check and write its record under the claim
-        before it takes the leases (backfill/publishing/approval_steps.py)."""
+        before it takes the leases (backfill/publishing/approval_steps.py). A block that
+        ends with an error (a publish refused by a foreign commit, an interrupt) leaves the
+        leases as the status it left requires (`settle_leases`), never to lapse with their
+        heartbeat while staged data waits for them."""
         taken = self._leases_for(action)
         freeze(instance, self.graph.assets, self.record.id)
         try:
             with Heartbeat(taken) as heartbeat:
                 self._held = (heartbeat, announcement)
                 yield taken
+        except BaseException:
+            self.settle_leases(taken)
+            raise
         finally:
             self._held = None
             unfreeze(instance, self.record.id)
+
+    def settle_leases(self, leases: list[Lease]) -> None:
+        """Leaves `leases` as the backfill's status requires once a step stops: released when
+        the backfill is final or publishes per node, else parked (its staged data keeps its
+        partitions leased until it is published, resumed or discarded). A lease released
+        already is left alone."""
+        if self.record.status in FINAL_STATUSES or self.record.spec.publish != PublishMode.staged:
+            release(leases)
+        else:
+            park(leases)
 
     def _leases_for(self, action: BackfillCommand) -> list[Lease]:
         """The leases `take_leases` takes; a run of a backfill that waits for leases

@@ -155,6 +155,19 @@ def check_staging(record: BackfillRecord, tables: Tables, pending: Sequence[Back
     _check_as_gated(record, tables, pending)
 
 
+def check_schema_changes(record: BackfillRecord, pending: Sequence[BackfillTable]) -> None:
+    """Refuses, writing nothing, a publish of `pending` (the tables still to publish) whose
+    staged schema change needs a partition the backfill did not stage: what `commit_tables`
+    would refuse whatever commits were made outside the backfill (those it refuses itself,
+    moving the backfill to `publish_refused`).
+
+    Raises:
+        SchemaChangeError: A table's staged schema change needs a partition the backfill did not stage.
+    """
+    for table in pending:
+        table.staging_format.check_publish(table.uri, record.id, None)
+
+
 def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
     """StagingChangedError, writing nothing, when a table of `pending` (the tables still to
     publish) holds a staging other than the one the gate evaluated (gate_step.gate recorded its

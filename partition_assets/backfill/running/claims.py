@@ -5,8 +5,10 @@ the instance, with the backfill's pause and launch window.
 the backfill is paused (its stored status) or outside its window; else what the
 deployment's capacity (dagster.yaml `partition_assets: backfills:`) leaves it, counted
 from the instance's runs queued or in progress:
-- a run tagged `dagster/backfill` is a backfill's (the engine's node runs, and Dagster's
-  own backfills); any other run but an engine coordinator run is production's;
+- a run is a backfill's when its lease proof shows it is an engine backfill's node run
+  (storage/lease_proof.py), or it is a run of Dagster's own backfills (tagged `dagster/backfill`
+  without an engine backfill's id); any other run but an engine coordinator run, or one
+  recording a backfill's events, is production's, whatever backfill id its tags carry;
 - a run's pools are those of the assets it materializes (`pool=` on the asset);
 - the running backfills claiming capacity are the records in the running status whose
   coordinator is live (backfill/state/presence.py), and the asking one: a backfill whose
@@ -27,6 +29,8 @@ from typing import Any
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.planning.run_config import ENGINE_JOB
+from partition_assets.backfill.publishing.dagster_events import REPORTING_JOB_PREFIX
 from partition_assets.backfill.running.capacity import (
     STOPPED,
     UNLIMITED,
@@ -44,6 +48,7 @@ from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BaseAssetGraph
 from partition_assets.errors import CapacityConfigError
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, IN_FLIGHT_STATUSES
+from partition_assets.storage.lease_proof import proven_backfills
 
 # How long an allowance is reused before the instance is read again.
 REFRESH_SECONDS = 1.0
@@ -67,9 +72,15 @@ def asset_pools(asset_graph: BaseAssetGraph) -> dict[dg.AssetKey, str]:
     return {node.key: min(node.pools) for node in asset_graph.asset_nodes if node.pools}
 
 
-def is_production(run: dg.DagsterRun) -> bool:
-    """Whether `run` is production's: neither a backfill's run nor an engine coordinator run."""
-    return DAGSTER_BACKFILL_TAG not in run.tags and BACKFILL_ID_TAG not in run.tags
+def is_production(run: dg.DagsterRun, node_run_of: str | None) -> bool:
+    """Whether `run` is production's: not a node run of an engine backfill (`node_run_of`: the
+    backfill its lease proof proves, storage/lease_proof.py `proven_backfills`), not a run of a
+    Dagster backfill, not an engine coordinator run nor one recording a backfill's events. A
+    run that only carries an engine backfill's id tag (typed, copied by a re-execution, left
+    from a finished backfill) is production's: the tag claims a backfill, only the proof shows one."""
+    if node_run_of is not None or run.job_name == ENGINE_JOB or run.job_name.startswith(REPORTING_JOB_PREFIX):
+        return False
+    return DAGSTER_BACKFILL_TAG not in run.tags or BACKFILL_ID_TAG in run.tags
 
 
 def instance_load(
@@ -80,12 +91,15 @@ def instance_load(
     production = 0
     production_pools: dict[str, int] = {}
     other_pools: dict[str, int] = {}
-    for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES)):
+    records = instance.get_run_records(dg.RunsFilter(statuses=IN_FLIGHT_STATUSES))
+    node_runs = proven_backfills(instance, records, bind=False)
+    for record in records:
+        run, node_run_of = record.dagster_run, node_runs.get(record.dagster_run.run_id)
         run_pools = {pools[key] for key in run.asset_selection or () if key in pools}
-        if is_production(run):
+        if is_production(run, node_run_of):
             production += 1
             counted = production_pools
-        elif DAGSTER_BACKFILL_TAG in run.tags and run.tags.get(BACKFILL_ID_TAG) != backfill_id:
+        elif node_run_of != backfill_id:  # another backfill's (a coordinator run materializes nothing)
             counted = other_pools
         else:
             continue

@@ -47,7 +47,7 @@ from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory,
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
 from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
-from partition_assets.backfill.state.status import FINAL_STATUSES, check_transition
+from partition_assets.backfill.state.status import check_transition
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import (
@@ -325,10 +325,7 @@ class BackfillRun:
         ):
             _log.error("backfill %s failed: %s: %s", self.record.id, type(error).__name__, error)
             publication.notify("failed", f"{type(error).__name__}: {error}")
-        if self.record.status in FINAL_STATUSES or not self.staged:
-            release(leases)
-        else:
-            park(leases)
+        publication.settle_leases(leases)
 
     def _raise_if_spark_gone(self, publication: Publication, what: str, cause: BaseException | None = None) -> None:
         """SparkServerGoneError when a Spark server of the backfill's tables no longer listens."""

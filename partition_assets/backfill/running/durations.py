@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph
-from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run
+from partition_assets.run_tags import partitions_of_run
+from partition_assets.storage.lease_proof import proven_backfills
 
 DEFAULT_SECONDS = 1.0
 # Runs read from the instance for the estimates: the newest, enough to cover every asset of a backfill.
@@ -126,13 +127,16 @@ class Durations:
 def recorded_seconds(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[dg.AssetKey, float]:
     """Each asset of `graph`'s median seconds per partition over its recent successful
     single-asset node runs of engine backfills (among the newest RECORDED_RUNS_READ successful
-    runs); assets without such runs are left out. One instance query."""
+    runs); assets without such runs are left out. A node run is one its lease proof proves
+    (storage/lease_proof.py): a run that only carries a backfill's id tag is production's, and
+    its time is not a node's. One instance query, and one of the key-value store."""
     seconds: dict[dg.AssetKey, list[float]] = {}
     records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]), limit=RECORDED_RUNS_READ)
+    node_runs = proven_backfills(instance, records, bind=False)
     for record in records:
         run = record.dagster_run
         selection = run.asset_selection or set()
-        if len(selection) != 1 or BACKFILL_ID_TAG not in run.tags or not (record.start_time and record.end_time):
+        if len(selection) != 1 or run.run_id not in node_runs or not (record.start_time and record.end_time):
             continue
         (asset,) = selection
         if asset not in graph.slices:

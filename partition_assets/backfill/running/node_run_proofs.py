@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from partition_assets.backfill.state.key_values import swap, value_of
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
+from partition_assets.storage.key_values import swap, value_of
 from partition_assets.storage.lease_proof import lease_secret_key, proof_of
 
 

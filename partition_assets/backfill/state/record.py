@@ -23,7 +23,7 @@ from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
-from partition_assets.storage.lease_proof import proven_backfill
+from partition_assets.storage.lease_proof import proven_backfills
 
 if TYPE_CHECKING:
     from partition_assets.backfill.state.store import BackfillStore
@@ -222,8 +222,9 @@ def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.Dags
     coordinator launched them (storage/lease_proof.py). A run that only carries its tags (a
     node run re-executed from the UI, tags typed in the Launchpad) wrote as a production run:
     it is none of the backfill's nodes, whatever it did."""
-    tagged = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-    return [run for run in tagged if proven_backfill(instance, run.run_id, run.tags) == backfill_id]
+    tagged = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    proven = proven_backfills(instance, tagged)
+    return [record.dagster_run for record in tagged if proven.get(record.dagster_run.run_id) == backfill_id]
 
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:

@@ -44,14 +44,13 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
-from partition_assets.dagster_internals import LegacyRunStorage, SqlRunStorage
 from partition_assets.errors import (
-    EnvironmentSetupError,
     RecordChangedError,
     StoreSchemaError,
     UnknownBackfillError,
 )
 from partition_assets.ids import checked_backfill_id, is_backfill_id
+from partition_assets.storage.key_values import sql_run_storage
 
 SCHEMA_VERSION = 1
 _log = logging.getLogger(__name__)
@@ -284,24 +283,6 @@ class BackfillStore:
             if self._insert(record.id, record.status, json.dumps(record.to_json())):
                 _log.info("backfill %s: its record moved from %s into the Dagster instance", record.id, path)
             path.rename(path.with_name(f"{path.name}.migrated"))
-
-
-def sql_run_storage(instance: dg.DagsterInstance) -> SqlRunStorage:
-    """The SQL run storage of `instance` (SQLite or Postgres), under Dagster's composite wrapper.
-
-    Raises:
-        EnvironmentSetupError: The instance's run storage is not a SQL storage.
-    """
-    storage = instance.run_storage
-    if isinstance(storage, LegacyRunStorage):
-        storage = storage._storage.run_storage  # pinned in partition_assets_tests/integration/test_dagster_internals.py
-    if not isinstance(storage, SqlRunStorage):
-        raise EnvironmentSetupError(
-            f"the Dagster instance at {instance.root_directory} stores runs in {type(storage).__name__}, not in a "
-            "SQL database: backfills are recorded in the instance's database; configure SQLite (the default) or "
-            "Postgres storage in its dagster.yaml. Nothing was written."
-        )
-    return storage
 
 
 def _retrying_once(action: Callable[[], None]) -> None:

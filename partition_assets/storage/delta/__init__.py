@@ -135,7 +135,9 @@ class DeltaFormat:
     ) -> PublishResult:
         return publish.publish_staged(table_uri, backfill_id, expected, metadata)
 
-    def check_publish(self, table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
+    def check_publish(
+        self, table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]] | None
+    ) -> None:
         publish.check_publish(table_uri, backfill_id, expected)
 
     def discard_staged(self, table_uri: str, backfill_id: str) -> int:

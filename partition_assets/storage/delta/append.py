@@ -35,8 +35,9 @@ def append_rows(
     is created by the first); concurrent appends (other threads or processes) all land.
 
     Raises:
-        CommitError: The append lost to concurrent writers 20 times; nothing of `data` was
-            recorded (`what` names the table in the message).
+        CommitError: The append lost to concurrent writers 20 times, or the storage refused it
+            (a full disk, a folder that cannot be written); nothing of `data` was recorded
+            (`what` names the table in the message).
     """
     properties = CommitProperties(custom_metadata=dict(commit_metadata)) if commit_metadata else None
     for attempt in range(1, _COMMIT_ATTEMPTS + 1):
@@ -55,10 +56,14 @@ def append_rows(
             return
         except CommitFailedError:
             pass  # delta-rs retried appends on top of concurrent ones and still lost
-        except DeltaError:
+        except DeltaError as error:
             # Two first appends race to create the table; the loser appends to it next.
             if existed or not DeltaTable.is_deltatable(uri):
-                raise
+                raise CommitError(
+                    f"the append to {what} {uri} failed ({' '.join(str(error).split())}); nothing of these "
+                    "entries was recorded. Fix what the error names (a full disk, a folder that cannot be "
+                    "written), then run the command again."
+                ) from None
         time.sleep(random.uniform(0.01, 0.05) * attempt)
     raise CommitError(
         f"{_COMMIT_ATTEMPTS} appends to {what} {uri} lost to concurrent writers; nothing of "

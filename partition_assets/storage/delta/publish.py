@@ -127,10 +127,11 @@ def publish_staged(
     return PublishResult.of([write], version, removed)
 
 
-def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]]) -> None:
+def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]] | None) -> None:
     """Raises ForeignCommitError or SchemaChangeError, committing nothing, when `publish_staged`
-    with `expected` would refuse now; nothing when the backfill staged nothing here or has
-    published already. Lets a multi-table publish refuse before committing any table.
+    with `expected` (None: the schema change only) would refuse now; nothing when the backfill
+    staged nothing here or has published already. Lets a multi-table publish refuse before
+    committing any table, and an approval before it is recorded.
 
     Raises:
         ForeignCommitError: A staged partition's published files are no longer `expected`.
@@ -158,10 +159,31 @@ def _check_publishable(
     change: SchemaChange,
 ) -> None:
     """The refusals a publish checks on each snapshot it commits on: a foreign commit to a staged
-    partition, and a schema change that leaves a partition of the table out."""
+    partition, a schema change that would drop columns a foreign commit added (both unless
+    `expected` is None, as with --force), and a schema change that leaves a partition of the
+    table out."""
     _check_unchanged(current, staged, expected)
     if change.rewrites_every_partition:
+        if expected is not None:
+            _check_no_foreign_columns(current, staged, change)
         _check_every_partition(current, staged, change)
+
+
+def _check_no_foreign_columns(current: DeltaTable | None, staged: StagedTable, change: SchemaChange) -> None:
+    """ForeignCommitError when commits outside the backfill added columns to the table since
+    its first staging that its schema change would drop (columns added alongside a backfill
+    that only adds columns are kept: schema_change.schema_after)."""
+    if current is None or staged.started_from is None:
+        return
+    added = [name for name in table_schema(current)[0].names if name not in staged.started_from.names]
+    dropped = [name for name in added if name not in staged.schema.names]
+    if dropped:
+        raise ForeignCommitError(
+            f"column(s) {dropped} of table {staged.table_uri} were added by a commit outside backfill "
+            f"{staged.backfill_id} since it started, and its schema change ({'; '.join(change.describe())}) "
+            "would drop them: nothing was published to this table and the staged data is kept. Discard the "
+            "backfill and run it again over the table as it is now, so that its rewrite covers them."
+        )
 
 
 def _check_every_partition(current: DeltaTable | None, staged: StagedTable, change: SchemaChange) -> None:

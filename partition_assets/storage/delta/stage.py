@@ -74,7 +74,8 @@ def stage_frame(
 
     write = stage_validated(frame, table_uri, scope, options, validate, incoming_folder(backfill_id))
     try:
-        record_staging(write, backfill_id, scope.rows if scope else [()], options.commit_metadata)
+        published = None if table is None else table_schema(table)[0]
+        record_staging(write, backfill_id, scope.rows if scope else [()], options.commit_metadata, published)
     except BaseException:
         discard(write)
         raise
@@ -97,4 +98,4 @@ def stage_removal(table_uri: str, scope: PartitionScope | None, backfill_id: str
     schema, columns = table_schema(table)
     _, root = table_filesystem(table_uri)
     removal = StagedWrite(table_uri, f"{root}/{incoming_folder(backfill_id)}/removal", schema, columns, ())
-    record_staging(removal, backfill_id, scope.rows if scope else [()], metadata)
+    record_staging(removal, backfill_id, scope.rows if scope else [()], metadata, schema)

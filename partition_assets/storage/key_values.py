@@ -9,6 +9,8 @@ index on `key` refuses when another writer inserted it first. Each statement is 
 its own (SQLite and Postgres), so of two writers swapping from the same value exactly one
 wins, without a lock or a wait; the loser has written nothing, reads again and decides anew.
 
+Below backfill/, as the lease proof of node runs binds their ids with it too (storage/lease_proof.py).
+
 Not guaranteed: Dagster's `set_cursor_values` (an unconditional upsert) still overwrites a
 key; only writers that all change it through `swap` exclude one another.
 """
@@ -17,8 +19,26 @@ import dagster as dg
 from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 
-from partition_assets.backfill.state.store import sql_run_storage
-from partition_assets.dagster_internals import KeyValueStoreTable
+from partition_assets.dagster_internals import KeyValueStoreTable, LegacyRunStorage, SqlRunStorage
+from partition_assets.errors import EnvironmentSetupError
+
+
+def sql_run_storage(instance: dg.DagsterInstance) -> SqlRunStorage:
+    """The SQL run storage of `instance` (SQLite or Postgres), under Dagster's composite wrapper.
+
+    Raises:
+        EnvironmentSetupError: The instance's run storage is not a SQL storage.
+    """
+    storage = instance.run_storage
+    if isinstance(storage, LegacyRunStorage):
+        storage = storage._storage.run_storage  # pinned in partition_assets_tests/integration/test_dagster_internals.py
+    if not isinstance(storage, SqlRunStorage):
+        raise EnvironmentSetupError(
+            f"the Dagster instance at {instance.root_directory} stores runs in {type(storage).__name__}, not in a "
+            "SQL database: backfills are recorded in the instance's database; configure SQLite (the default) or "
+            "Postgres storage in its dagster.yaml. Nothing was written."
+        )
+    return storage
 
 
 def value_of(instance: dg.DagsterInstance, key: str) -> str | None:
