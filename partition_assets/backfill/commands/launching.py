@@ -40,7 +40,6 @@ from partition_assets.backfill.running.runners import RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import critical_path
 from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
-from partition_assets.storage.key_values import swap
 from partition_assets.backfill.state.record import BackfillRecord, by_asset
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
@@ -58,6 +57,7 @@ from partition_assets.errors import (
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes.coordinators import await_backfill
+from partition_assets.storage.key_values import swap
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
 
