@@ -21,7 +21,7 @@ from sqlalchemy.engine.reflection import Inspector
 
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets.instance.storage import (
+from partition_assets.dagster_instance.storage import (
     POOLED_CONNECTIONS,
     DirectComputeLogManager,
     RunStorage,

@@ -16,13 +16,14 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
 # What the backfill packages build on: partitions, storage, Spark, deploys, process helpers,
-# and the top-level modules every layer shares.
+# the Dagster instance's storage pieces, and the top-level modules every layer shares.
 LOWER = [
     "partitions",
     "storage",
     "spark",
     "deploy",
     "processes",
+    "dagster_instance",
     "code_location.py",
     "dagster_betas.py",
     "dagster_internals.py",
