@@ -114,7 +114,7 @@ class DagsterNodeRunner:
         self._proofs = NodeRunProofs(instance)
         self._target = target
         self._workers = workers
-        self._context = _WorkerRecordingContext(preload_of([target]))
+        self._context = _WorkerRecordingContext(preload_of(_load_worker, [target]))
         self._loaded = self._context.Semaphore(0)  # released by each worker once it has loaded
         self._loaded_count = 0  # of those releases, taken by wait_until_loaded
         self._all_started = self._context.Event()  # set once the pool has started every worker
@@ -234,7 +234,7 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
         load_definitions(target).resolve_implicit_global_asset_job_def()
     if instance is not None:
         _worker["inherited_instance"] = instance
-    fork_here(targets)
+    fork_here(_load_worker, targets)
     if instance is not None:  # once forked: the fork server and its workers keep none of this process's
         keep_connections(instance)
 
