@@ -213,3 +213,11 @@ def test_the_launchpad_jobs_call_commands_and_capture_no_output():
     for path in (PACKAGE / "automation").rglob("*.py"):
         text = path.read_text()
         assert "redirect_stdout" not in text and "argparse.Namespace(" not in text, path
+
+
+@pytest.mark.parametrize("module", ["pause_job.py", "takeover_sensor.py"])
+def test_the_launchpad_s_pause_and_takeover_change_state_through_the_commands(module):
+    """They call backfill/commands/ (as the CLI does), not backfill/state/ directly."""
+    imported = imported_modules(PACKAGE / "automation" / module)
+    assert [name for name in imported if name.startswith("partition_assets.backfill.state")] == []
+    assert any(name.startswith("partition_assets.backfill.commands") for name in imported)
