@@ -4,7 +4,7 @@ Every node of a backfill is a real Dagster run in the instance (run record, even
 captured stdout/stderr). This measures what that costs per node on warm workers
 (`DagsterNodeRunner`, as a backfill runs them), on a fresh embedded SQLite instance:
 - `repo`: the repo's dagster.yaml (`make dev`): consolidated event log and compute logs
-  captured without helper processes (partition_assets/instance/storage.py);
+  captured without helper processes (partition_assets/dagster_instance/storage.py);
 - `stock`: Dagster's own defaults (an empty dagster.yaml): a database per run and
   `tail -F` + watcher processes per captured stream.
 Nodes are single partitions of the bench DAG's `raw` asset with its default policy (one

@@ -34,7 +34,7 @@ from dagster_backfill import FINISHED, backfill_params, launch_backfill, materia
 
 from bench.dag_shapes import SEED_ENV, Shape, definitions
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG
+from partition_assets.dagster_instance.daemon_filter import DAGSTER, ENGINE_TAG
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.webserver import DagsterDev
 

@@ -4,17 +4,17 @@ Dagster's public API does not reach everything this library needs: the asset gra
 types and subsets, backfill records and statuses (and their table and serialized form,
 written per asset by backfill/dagster_ui/), the run-launching internals (workspace
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
-instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
+dagster_instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
 (storage/key_values.py finds it; backfill/state/store.py keeps its tables there) and its
 key-value table (compare-and-set: storage/key_values.py), the gRPC client of a code server,
 serialized errors, cron arithmetic, the body of `execute_in_process` (a worker runs each
 asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
 the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py),
-where Dagster's migration scripts live (instance/migrations.py reads them once per process).
+where Dagster's migration scripts live (dagster_instance/migrations.py reads them once per process).
 Every private name the library imports is imported here and nowhere else. Two private
 modules are named as strings instead, where a module name is what counts:
 `dagster._daemon.backfill` (instance/engine_instance.py compares its callers' module with
-it) and `dagster._core.storage.legacy_storage` (instance/storage.py has Dagster load its
+it) and `dagster._core.storage.legacy_storage` (dagster_instance/storage.py has Dagster load its
 composite storage from it). partition_assets_tests/integration/test_dagster_internals.py pins each name and
 both modules with the behaviour the library relies on, and fails when a name is added here
 without a pin or a private import appears elsewhere: a Dagster upgrade that moves or

@@ -40,6 +40,7 @@ from partition_assets.backfill.commands import (
     retry_backfill,
     rollback_backfill,
 )
+from partition_assets.backfill.model import BackfillCommand
 from partition_assets.backfill.running.progress import Tally
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.backfill.state.store import BackfillStore
@@ -66,9 +67,9 @@ OperationResult = Published | Discarded | RunOutcome | RollbackRequested
 Operation = Callable[[dg.OpExecutionContext, Any, Console], OperationResult]
 
 # job name -> (the command, its config class, the call of its function with the config)
-_OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Operation]] = {
+_OPERATIONS: dict[str, tuple[BackfillCommand, type[BackfillIdConfig], Operation]] = {
     "backfill_approve": (
-        "approve",
+        BackfillCommand.APPROVE,
         ApproveConfig,
         lambda context, c, console: approve_backfill(
             # The Dagster user the run carries, where the instance knows one: an approval is theirs.
@@ -80,29 +81,29 @@ _OPERATIONS: dict[str, tuple[str, type[BackfillIdConfig], Operation]] = {
         ),
     ),
     "backfill_publish": (
-        "publish",
+        BackfillCommand.PUBLISH,
         ForceConfig,
         lambda context, c, console: publish_backfill(context.instance, c.backfill_id, c.force),
     ),
     "backfill_discard": (
-        "discard",
+        BackfillCommand.DISCARD,
         BackfillIdConfig,
         lambda context, c, console: discard_backfill(context.instance, c.backfill_id),
     ),
     "backfill_rollback": (
-        "rollback",
+        BackfillCommand.ROLLBACK,
         ForceConfig,
         lambda context, c, console: rollback_backfill(
             context.instance, c.backfill_id, c.force, requested_by=context.run.tags.get(DAGSTER_USER_TAG)
         ),
     ),
     "backfill_resume": (
-        "resume",
+        BackfillCommand.RESUME,
         BackfillIdConfig,
         lambda context, c, console: resume_backfill(context.instance, c.backfill_id, console),
     ),
     "backfill_retry": (
-        "retry",
+        BackfillCommand.RETRY,
         BackfillIdConfig,
         lambda context, c, console: retry_backfill(context.instance, c.backfill_id, console),
     ),
@@ -117,7 +118,7 @@ def backfill_operation_jobs() -> list[dg.JobDefinition]:
 
 
 def _operation_job(
-    name: str, action: str, config_class: type[BackfillIdConfig], operation: Operation
+    name: str, action: BackfillCommand, config_class: type[BackfillIdConfig], operation: Operation
 ) -> dg.JobDefinition:
     @dg.op(name=f"{name}_op")
     # Dagster reads the config schema from the annotation; mypy cannot see a class chosen at run time.

@@ -1,8 +1,8 @@
 """Pausing and unpausing a backfill from the Launchpad: the job `pause_backfill`.
 
-Its one op takes `{backfill_id, action: pause | unpause}` and makes the same guarded
-status change as `partition-assets backfill pause|unpause <id>` (backfill/state/pausing.py),
-in the instance the run executes in. A refused change (pausing a finished backfill,
+Its one op takes `{backfill_id, action: pause | unpause}` and calls the same command as
+`partition-assets backfill pause|unpause <id>` (backfill/commands/: `pause_backfill`,
+`unpause_backfill`), in the instance the run executes in. A refused change (pausing a finished backfill,
 unpausing a running one, an unknown id) fails the run with the refusal's message, and
 nothing is written.
 
@@ -10,24 +10,33 @@ Not guaranteed: the backfill's coordinator sees the change at its next decision 
 second or so); a run launched after the backfill finished finds it final and fails.
 """
 
-from typing import Literal
+from enum import StrEnum
 
 import dagster as dg
 
-from partition_assets.backfill.state.pausing import pause, unpause
-from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.commands import pause_backfill, unpause_backfill
 from partition_assets.errors import PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
 
 PAUSE_OP = "pause_or_unpause_backfill"
-_ACTIONS = {"pause": pause, "unpause": unpause}
+
+
+class PauseAction(StrEnum):
+    """What the job does to the backfill: its config's `action`. Members are named as their
+    words, which Dagster's config takes (a run config written as `action: pause` loads)."""
+
+    pause = "pause"
+    unpause = "unpause"
+
+
+_COMMANDS = {PauseAction.pause: pause_backfill, PauseAction.unpause: unpause_backfill}
 
 
 class PauseBackfillConfig(dg.Config):
     """Which backfill, and whether to pause or unpause it."""
 
     backfill_id: str
-    action: Literal["pause", "unpause"] = "pause"
+    action: PauseAction = PauseAction.pause
 
 
 def pause_backfill_job(name: str = "pause_backfill") -> dg.JobDefinition:
@@ -37,7 +46,7 @@ def pause_backfill_job(name: str = "pause_backfill") -> dg.JobDefinition:
     def pause_or_unpause(context: dg.OpExecutionContext, config: PauseBackfillConfig) -> None:
         try:
             backfill_id = checked_backfill_id(config.backfill_id, "the backfill_id config")
-            _ACTIONS[config.action](BackfillStore(context.instance), backfill_id)
+            _COMMANDS[config.action](context.instance, backfill_id)
         except PartitionAssetsError as error:
             raise dg.Failure(description=str(error)) from None
         context.log.info(f"backfill {backfill_id} {config.action}d")
@@ -54,6 +63,6 @@ def pause_backfill_job(name: str = "pause_backfill") -> dg.JobDefinition:
     return pause_job
 
 
-def pause_run_config(backfill_id: str, action: str = "pause") -> dict:
+def pause_run_config(backfill_id: str, action: PauseAction = PauseAction.pause) -> dict:
     """Run config for the job: pause or unpause `backfill_id`."""
-    return {"ops": {PAUSE_OP: {"config": {"backfill_id": backfill_id, "action": action}}}}
+    return {"ops": {PAUSE_OP: {"config": {"backfill_id": backfill_id, "action": PauseAction(action).value}}}}

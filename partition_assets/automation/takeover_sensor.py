@@ -2,7 +2,8 @@
 launched as a run of the engine job, wherever the deployment's run launcher runs runs.
 
 Each evaluation claims the backfills whose status needs a coordinator and whose
-coordinator fell silent (backfill/state/takeover_claims.py: one claim per backfill, whichever
+coordinator fell silent (the command `claim_silent_backfills`, backfill/commands/recorded.py,
+over backfill/state/takeover_claims.py: one claim per backfill, whichever
 hosts' sensors notice it at the same moment) and requests one run of `job` (a
 `sparse_backfill_job`) per claim, tagged with the backfill's id and TAKEOVER_TAG: the job
 resumes the recorded backfill as `partition-assets backfill resume` would, by its kind (a
@@ -16,9 +17,8 @@ not taken over: `backfill resume` finishes it.
 
 import dagster as dg
 
+from partition_assets.backfill.commands import TakeoverClaim, claim_silent_backfills
 from partition_assets.backfill.planning.run_config import spec_run_config
-from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 
 
@@ -45,17 +45,17 @@ def coordinator_takeover_sensor(
         description="Resumes backfills whose coordinator died, under a new coordinator run.",
     )
     def _sensor(context: dg.SensorEvaluationContext):
-        store = BackfillStore(context.instance)
-        claimed = claim_takeovers(context.instance, store)
+        claimed = claim_silent_backfills(context.instance)
         if not claimed:
             return dg.SkipReason("no backfill lost its coordinator")
-        return [_resume_request(store, backfill_id) for backfill_id in claimed]
+        return [_resume_request(claim) for claim in claimed]
 
     return _sensor
 
 
-def _resume_request(store: BackfillStore, backfill_id: str) -> dg.RunRequest:
-    """A run of the engine job resuming `backfill_id`; its config is the recorded spec (the
-    job reads the record, so the config only shows what it resumes)."""
-    run_config = spec_run_config(store.load(backfill_id).spec)
-    return dg.RunRequest(run_config=run_config, tags={BACKFILL_ID_TAG: backfill_id, TAKEOVER_TAG: "true"})
+def _resume_request(claim: TakeoverClaim) -> dg.RunRequest:
+    """A run of the engine job resuming the claimed backfill; its config is the recorded spec
+    (the job reads the record, so the config only shows what it resumes)."""
+    return dg.RunRequest(
+        run_config=spec_run_config(claim.spec), tags={BACKFILL_ID_TAG: claim.backfill_id, TAKEOVER_TAG: "true"}
+    )

@@ -153,12 +153,21 @@ class BackfillCommand(StrEnum):
     ROLLBACK = "rollback"
     RETRACT = "retract"  # a new backfill removing partitions: it holds them as their coordinator
     RE_EXECUTE = "re-execute"  # a coordinator run of the engine job, re-executed
+    COORDINATE = "coordinate"  # the coordinator's own steps (the gate, approval, the publish): no command's
 
 
 # The choices: StrEnums, equal to the words the command line and stored records use. Their
 # members are named as those words (lower case), so that each is usable as it is as a Dagster
 # config type (Dagster's config takes a member's name), as dagster-deltalake's WriteMode is;
 # `per_node` is the one word a Python name cannot spell ("per-node").
+
+
+class InputsAsOf(StrEnum):
+    """What `--inputs-as-of` pins inputs to when it is not an ISO time: `original`, each node
+    reads what the original materialization of its partition read. The spec keeps the word
+    as given (a plain string, as records store it), equal to the member."""
+
+    original = "original"
 
 
 class PublishMode(StrEnum):

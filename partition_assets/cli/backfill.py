@@ -45,11 +45,11 @@ from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.live import LiveConsole
 from partition_assets.cli.rendering import plan_json, render_diff, render_ledger, render_lineup, render_plan
 from partition_assets.code_location import configured_module, workspace_target
+from partition_assets.dagster_instance.migrations import remember_dagster_migrations
+from partition_assets.dagster_instance.storage import same_files_lighter
 from partition_assets.deploy.code_root import exec_in_code_root
 from partition_assets.errors import BackfillPlanError, EnvironmentSetupError
 from partition_assets.ids import checked_backfill_id
-from partition_assets.instance.migrations import remember_dagster_migrations
-from partition_assets.instance.storage import same_files_lighter
 from partition_assets.processes.command_server import serve
 from partition_assets.run_console import VERBOSE_ENV
 
@@ -131,9 +131,9 @@ def _on_terminal(command: Callable[[Console], RunOutcome | Published]) -> int:
 
 def _instance() -> dg.DagsterInstance:
     """The Dagster instance of DAGSTER_HOME, where backfills are recorded. This process (and
-    the workers it forks) reads Dagster's migration scripts once (instance/migrations.py), not
+    the workers it forks) reads Dagster's migration scripts once (dagster_instance/migrations.py), not
     per database it opens, and writes Dagster's default storage through its lighter twins
-    that write the same files (instance/storage.py `same_files_lighter`).
+    that write the same files (dagster_instance/storage.py `same_files_lighter`).
 
     Raises:
         EnvironmentSetupError: DAGSTER_HOME is not set, or names no folder.

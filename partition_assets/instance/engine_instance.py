@@ -26,7 +26,7 @@ Contract:
   `partition_assets/engine=dagster`, or no `engine_modules`) is refused: the daemon
   publishes without a gate or an approval.
 - `get_backfills` hides the engine's backfills from Dagster's backfill daemon, and only
-  from it (instance/daemon_filter.py).
+  from it (dagster_instance/daemon_filter.py).
 - `get_backfill` of an engine backfill in progress whose coordinator died carries an error
   text saying so (backfill/dagster_ui/silence.py): the webserver's backfill page shows it.
 
@@ -43,9 +43,9 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE, shown_to
+from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets.dagster_internals import BulkActionsFilter, BulkActionStatus, PartitionBackfill
-from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, shown_to
-from partition_assets.instance.storage import instance_storage_defaults
 from partition_assets.processes.coordinators import keep_standby, start_coordinator
 
 # On a backfill the UI's "Re-execute" created: the one it re-executes.
@@ -81,7 +81,7 @@ class EngineBackfillInstance(dg.DagsterInstance):
 
     @staticmethod
     def config_defaults(base_dir: str) -> Mapping[str, Any]:
-        """Dagster's defaults with lighter storage for many small runs (instance/storage.py)."""
+        """Dagster's defaults with lighter storage for many small runs (dagster_instance/storage.py)."""
         return instance_storage_defaults(base_dir)
 
     def add_backfill(self, partition_backfill: PartitionBackfill) -> None:

@@ -1,5 +1,5 @@
 """The fork server backfill workers are forked from (multiprocessing's forkserver protocol,
-backfill/running/local_workers.py).
+backfill/running/local_workers.py, which hands it the function its workers run).
 
 `backfill run` makes a fork of its own process the fork server (`fork_here`), once it has
 imported Dagster and loaded the code location: the server starts with everything the
@@ -25,22 +25,22 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import connection, resource_tracker
 from typing import Any
 
-RUNNER_MODULE = "partition_assets.backfill.running.local_workers"
+
+def preload_of(runner: Callable[..., Any], targets: Sequence[str]) -> list[str]:
+    """What the fork server imports: the module of `runner` (what each worker it forks runs
+    first, given by its caller: this module names none above it), and the code locations
+    given as modules."""
+    return [runner.__module__, *(target for target in targets if not target.endswith(".py"))]
 
 
-def preload_of(targets: Sequence[str]) -> list[str]:
-    """What the fork server imports: the runner module, and the code locations given as modules."""
-    return [RUNNER_MODULE, *(target for target in targets if not target.endswith(".py"))]
-
-
-def start(targets: Sequence[str]) -> None:
-    """Starts this process's fork server now (if it is not running), importing the runner
-    and the code locations `targets` in the background."""
-    multiprocessing.set_forkserver_preload(preload_of(targets))
+def start(runner: Callable[..., Any], targets: Sequence[str]) -> None:
+    """Starts this process's fork server now (if it is not running), importing `runner`'s
+    module and the code locations `targets` in the background."""
+    multiprocessing.set_forkserver_preload(preload_of(runner, targets))
     multiprocessing.forkserver.ensure_running()
 
 
@@ -52,16 +52,16 @@ def running_pid() -> int:
     return multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
 
 
-def fork_here(targets: Sequence[str]) -> None:
+def fork_here(runner: Callable[..., Any], targets: Sequence[str]) -> None:
     """Makes a fork of this process its fork server, now, unless one is running: the
     workers it forks start with what this process imported (load the code location
     `targets` first). With other threads running here, starts multiprocessing's server
-    instead (`start`)."""
+    instead (`start`), importing `runner`'s module."""
     server: Any = multiprocessing.forkserver._forkserver  # private: typeshed does not declare it
     if server._forkserver_pid is not None:
         return
     if threading.active_count() > 1:
-        start(targets)
+        start(runner, targets)
         return
     resource_tracker.ensure_running()  # as multiprocessing's server does: its workers share the tracker
     for stream in (sys.stdout, sys.stderr):

@@ -11,7 +11,7 @@ from dagster._core.execution.backfill import BulkActionStatus
 from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state.record import BACKFILL_ID_TAG
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE
+from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE
 from partition_assets_tests.support import automation_defs
 from partition_assets_tests.support.instances import ON_SQLITE, also_on_postgres, postgres_url_for
 from partition_assets_tests.support.polling import wait_for

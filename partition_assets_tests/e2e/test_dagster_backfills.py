@@ -28,8 +28,8 @@ from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.errors import BackfillPlanError
-from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from partition_assets_tests.support import REPO

@@ -23,7 +23,7 @@ from partition_assets.backfill.dagster_ui.gate_asset_checks import GATE_CHECK
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.approval import APPROVAL_TAG
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
+from partition_assets.dagster_instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import run_cli

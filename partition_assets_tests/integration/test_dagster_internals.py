@@ -44,6 +44,11 @@ from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.skips import yielded_output
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.dagster_betas import quiet_dagster_betas
+from partition_assets.dagster_instance import migrations
+from partition_assets.dagster_instance.daemon_filter import BACKFILL_DAEMON_MODULE
+from partition_assets.dagster_instance.migrations import remember_dagster_migrations
+from partition_assets.dagster_instance.partition_wipe import wipe_partitions
+from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets.dagster_internals import (
     ALEMBIC_SCRIPTS_LOCATION,
     IO_TYPE_EXTENSION,
@@ -98,12 +103,10 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
-from partition_assets.instance import migrations
-from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
-from partition_assets.instance.migrations import remember_dagster_migrations
-from partition_assets.instance.partition_wipe import wipe_partitions
-from partition_assets.instance.storage import instance_storage_defaults
+from partition_assets.dagster_instance.migrations import remember_dagster_migrations
+from partition_assets.dagster_instance.partition_wipe import wipe_partitions
+from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets.storage.key_values import sql_run_storage
 from partition_assets_tests.support.instances import also_on_postgres
 
@@ -202,7 +205,7 @@ def test_the_backfill_daemon_lists_what_it_runs_cancels_and_fails_from_its_own_m
 
 @pins("ConfigurableClassData", "InstanceRef", "compute_logs_directory")
 def test_the_composite_storage_instance_storage_names_builds_the_storages_it_names(tmp_path):
-    """instance/storage.py names Dagster's composite storage by module and class, with Dagster's
+    """dagster_instance/storage.py names Dagster's composite storage by module and class, with Dagster's
     instance defaults (InstanceRef.config_defaults) and its run storage's config."""
     home = str(tmp_path)
     defaults = InstanceRef.config_defaults(home)
@@ -221,7 +224,7 @@ def test_the_composite_storage_instance_storage_names_builds_the_storages_it_nam
     storage.event_log_storage.dispose()
 
 
-# -- instance/storage.py: the storages and compute-log manager it subclasses ---------------
+# -- dagster_instance/storage.py: the storages and compute-log manager it subclasses ---------------
 
 
 @pins("ConsolidatedSqliteEventLogStorage", "SQLITE_BUSY_TIMEOUT_SECONDS")
@@ -303,7 +306,7 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
 
 @pins("SqlEventLogStorage", "SqlEventLogStorageTable")
 def test_a_partition_wipe_on_the_sql_event_logs_leaves_the_partitions_missing_until_materialized_again(home, tmp_path):
-    """instance/partition_wipe.py: Dagster 1.13's SQL event logs cannot wipe a partition
+    """dagster_instance/partition_wipe.py: Dagster 1.13's SQL event logs cannot wipe a partition
     (NotImplementedError: once they can, the library uses Dagster's own), so the wipe clears
     the partition index of its materialization events and the cached status; on both SQLite
     event logs the partitions then read missing (materialized partitions and the UI's status)
@@ -433,7 +436,7 @@ def one_row() -> None: ...
 def test_dagster_s_migration_scripts_are_read_once_per_process_not_per_run_database(tmp_path, monkeypatch):
     """On Dagster's default event log (a SQLite database per run), each run's new database is
     checked and stamped against Dagster's migration scripts, alembic's `ScriptDirectory`
-    built from `ALEMBIC_SCRIPTS_LOCATION` each time; remembered (instance/migrations.py),
+    built from `ALEMBIC_SCRIPTS_LOCATION` each time; remembered (dagster_instance/migrations.py),
     it is built once per storage in the process whatever the runs."""
     builds: list[str | None] = []
     build = migrations._build

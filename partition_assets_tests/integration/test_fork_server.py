@@ -2,7 +2,7 @@
 a fork of itself the server once it loaded the code location, so the workers start with
 what it loaded and nothing is imported again; a process running other threads starts
 multiprocessing's own server instead; so does the webserver's standby coordinator. The server
-holds none of the instance's database files open (instance/storage.py closes them before a fork).
+holds none of the instance's database files open (dagster_instance/storage.py closes them before a fork).
 
 Runs real processes: a script loads a code location, starts the fork server, and has a
 worker of a forkserver pool report what it found. Pins multiprocessing's private

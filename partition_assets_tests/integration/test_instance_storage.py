@@ -15,14 +15,16 @@ from pathlib import Path
 import dagster as dg
 import psycopg2
 import pytest
+import yaml
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy.engine.reflection import Inspector
 
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets.instance.storage import (
+from partition_assets.dagster_instance.storage import (
     POOLED_CONNECTIONS,
+    ConsolidatedEventLogStorage,
     DirectComputeLogManager,
     RunStorage,
     keep_connections,
@@ -130,6 +132,38 @@ def test_the_defaults_live_under_the_instances_own_home_and_yield_to_dagster_yam
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.event_log_storage) is SqliteEventLogStorage
         assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
+
+
+def test_a_dagster_yaml_naming_the_storages_by_their_former_module_still_opens_on_them(tmp_path):
+    """dagster.yaml files written before the storages moved to partition_assets.dagster_instance
+    name `partition_assets.instance.storage`: they open on the same classes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "event_log_storage": {
+                    "module": "partition_assets.instance.storage",
+                    "class": "ConsolidatedEventLogStorage",
+                    "config": {"base_dir": str(home / "history" / "consolidated")},
+                },
+                "run_storage": {
+                    "module": "partition_assets.instance.storage",
+                    "class": "RunStorage",
+                    "config": {"base_dir": str(home / "history")},
+                },
+                "compute_logs": {
+                    "module": "partition_assets.instance.storage",
+                    "class": "DirectComputeLogManager",
+                    "config": {"base_dir": str(home / "storage")},
+                },
+            }
+        )
+    )
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.event_log_storage) is ConsolidatedEventLogStorage
+        assert type(instance.run_storage) is RunStorage
+        assert type(instance.compute_log_manager) is DirectComputeLogManager
 
 
 @dg.asset(partitions_def=dg.DailyPartitionsDefinition("2024-01-01"))

@@ -13,9 +13,9 @@ from dagster._core.definitions.selector import PartitionRangeSelector, Partition
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back
 from partition_assets.backfill.planning.graph import Node, plan
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.dagster_instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill
 from partition_assets.errors import ApprovalError
-from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets_tests.support.instances import add_to_config
 from partition_assets_tests.support.ui_backfills import dialog_backfill
 

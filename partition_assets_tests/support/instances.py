@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from partition_assets.instance.storage import instance_storage_defaults
+from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets_tests.support import REPO
 
 URL_ENV = "DAGSTER_PG_URL"
@@ -47,7 +47,7 @@ def add_to_config(home: Path, **sections: object) -> None:
 
 def temporary_instance(root: Path) -> AbstractContextManager[dg.DagsterInstance]:
     """Dagster's test instance (SQLite) at `root`, on the storages the repo's dagster.yaml
-    gives an instance (partition_assets.instance.storage): every run's events in one
+    gives an instance (partition_assets.dagster_instance.storage): every run's events in one
     consolidated database and runs in one, each through one SQLAlchemy engine, and a run's
     output captured without helper processes. Dagster's test defaults create a database per
     run and an engine per transaction: for a run that materializes a month of hourly

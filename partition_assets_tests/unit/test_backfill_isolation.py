@@ -11,6 +11,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import pause_backfill_job, pause_run_config
+from partition_assets.automation.pause_job import PAUSE_OP
 from partition_assets.backfill import Schedule, Throttle, execute
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.launch_window import LaunchWindow
@@ -334,3 +335,13 @@ def test_backfill_list_shows_share_queue_position_and_window(instance):
     assert "no share: no live coordinator" in lines["dead"] and "queue" not in lines["dead"]
     assert "paused: launches nothing until `partition-assets backfill unpause held`" in lines["held"]
     assert "queue" not in lines["held"]
+
+
+def test_the_pause_job_reads_a_run_config_written_with_the_action_s_word(instance):
+    """A run config as written before the action was typed (a re-executed run's, say): the word."""
+    store = BackfillStore(instance)
+    record_at(store, "b1", S.PAUSED, SPEC)
+    written = {"ops": {PAUSE_OP: {"config": {"backfill_id": "b1", "action": "unpause"}}}}
+    assert pause_run_config("b1", "unpause") == written
+    assert pause_backfill_job().execute_in_process(run_config=written, instance=instance).success
+    assert store.status("b1") == S.RUNNING

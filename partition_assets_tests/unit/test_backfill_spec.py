@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation.job import sparse_backfill_job
+from partition_assets.backfill.model import InputsAsOf
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.run_config import SparseBackfillConfig
 from partition_assets.backfill.planning.spec import BackfillSpec, add_spec_arguments, config_key_of, spec_from_arguments
@@ -170,3 +171,14 @@ def test_the_launchpad_job_refuses_a_bad_config_before_recording_anything(home):
         assert "max_parallel (--max-parallel) is 0" in failure.event_specific_data.error.message
         assert not (home / "partition_assets").exists()
         assert [run.run_id for run in instance.get_runs()] == [result.run_id]
+
+
+def test_a_record_stored_with_inputs_as_of_original_reads_it_as_the_typed_choice_and_stores_it_the_same():
+    """A record body written before `InputsAsOf` (the plain word) reads as the choice, pinned
+    to the originals (no time), and is stored again as the same word."""
+    stored = {"module": ENGINE_DEFS, "selection": "key:raw", "inputs_as_of": "original", "publish": "per-node"}
+    spec = BackfillSpec.from_json(stored)
+    assert spec.inputs_as_of == InputsAsOf.original and spec.pinned_time() is None
+    assert json.loads(json.dumps(spec.to_json()))["inputs_as_of"] == "original"
+    with pytest.raises(BackfillPlanError, match="is neither 'original' nor an ISO time: give original or"):
+        BackfillSpec.from_json({**stored, "inputs_as_of": "originally"})

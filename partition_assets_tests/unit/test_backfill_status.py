@@ -9,9 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.model import Approval, BackfillStatus, Node
+from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, Node
 from partition_assets.backfill.state.record import by_asset, cancel, nodes_of
-from partition_assets.backfill.state.status import COMMANDS, FINAL_STATUSES, TRANSITIONS, is_allowed
+from partition_assets.backfill.state.status import COMMANDS, FINAL_STATUSES, TRANSITIONS, check_transition, is_allowed
 from partition_assets.backfill.state.store import SCHEMA, SCHEMA_VERSION, BackfillStore
 from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
 from partition_assets_tests.support.records import SPEC, record_at, version_of
@@ -129,3 +129,17 @@ def test_a_record_keeps_its_kind_what_its_catch_up_skipped_and_its_rollback_requ
     assert loaded.rollback_approval == record.rollback_approval
     earlier = record_at(store, "b2", S.RUNNING, SPEC)  # a record that holds none of them
     assert not store.load(earlier.id).is_retract and store.load(earlier.id).rollback_approval is None
+
+
+def test_what_asks_for_a_status_change_is_a_command_named_by_the_word_refusals_always_used():
+    """The coordinator's own steps are `BackfillCommand.COORDINATE`, not a free word; a caller
+    still passing the word (a StrEnum equals it) gets the same refusal."""
+    refusals = []
+    for action in (BackfillCommand.COORDINATE, "coordinate"):
+        with pytest.raises(IllegalTransitionError) as refused:
+            check_transition("b1", S.DONE, S.PUBLISHING, action)
+        refusals.append(str(refused.value))
+    assert refusals[0] == refusals[1]
+    assert refusals[0].startswith(
+        "backfill b1 is done: cannot coordinate it, a done backfill may not become publishing"
+    )

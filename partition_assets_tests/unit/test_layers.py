@@ -1,138 +1,198 @@
-"""The package layers (README "Layout"): nothing below `backfill/` imports it, nor the
-surfaces built on it (automation/, cli/, instance/, example/), so the layout reads as the
+"""The package layers (README "Layout"): every package and top-level module of
+partition_assets has a layer (LAYERS, lowest first), and imports only its own package and
+those of lower layers, never one beside it (cli/ and automation/ both call
+`backfill/commands/`, neither the other) nor above it, so the layout reads as the
 architecture and no import ring closes (it once ran storage -> deploy -> backfill -> storage).
-Inside `backfill/`, its sub-packages are layers too, each importing only those below it
-(BACKFILL_LAYERS), on top of `backfill/model.py`; and the two surfaces that parse and render
-commands, cli/ and automation/, never import each other: both call `backfill/commands/`.
+Inside `backfill/`, its sub-packages are layers too (BACKFILL_LAYERS), on top of
+`backfill/model.py`.
 
-Read from the source (every import statement, function-level ones included), not by
-importing: a lazy import inside a function counts as much as one at the top.
+Read from the source, not by importing: every import statement wherever it is written (a
+lazy import inside a function counts as much as one at the top), and every string that
+names a module of the package (what `importlib` or multiprocessing's preload would import).
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
-# What the backfill packages build on: partitions, storage, Spark, deploys, process helpers,
-# and the top-level modules every layer shares.
-LOWER = [
-    "partitions",
-    "storage",
-    "spark",
-    "deploy",
-    "processes",
-    "code_location.py",
-    "dagster_betas.py",
-    "dagster_internals.py",
-    "errors.py",
-    "ids.py",
-    "lazy_names.py",
-    "lint.py",
-    "run_console.py",
-    "run_tags.py",
-    "settings.py",
-]
-# `_wiring` (a module: partition_assets.definitions) wires a project from them all.
-UPPER = ("backfill", "automation", "cli", "instance", "example", "_wiring")
-# backfill/'s sub-packages, lowest first; model.py is below them all.
-BACKFILL_LAYERS = ("planning", "state", "publishing", "running", "dagster_ui", "commands")
+# partition_assets's packages and top-level modules, lowest layer first: shared modules;
+# partitions, the Dagster instance's storage pieces and the code location; process helpers;
+# deploys and Spark; table storage; the engine; its surfaces; the wiring, the command line
+# and the public API; the example code location, which imports that API.
+LAYERS = (
+    ("errors", "lazy_names", "dagster_betas", "dagster_internals", "run_tags", "run_console"),
+    ("ids", "settings", "code_location", "partitions", "dagster_instance"),
+    ("processes", "lint"),
+    ("deploy", "spark"),
+    ("storage",),
+    ("backfill",),
+    ("automation", "cli", "instance"),
+    ("_wiring", "__main__"),
+    ("__init__",),
+    ("example",),
+)
+# backfill/'s layers, lowest first: model.py, its sub-packages, and its __init__.py (the
+# package's public names, above them all).
+BACKFILL_LAYERS = ("model", "planning", "state", "publishing", "running", "dagster_ui", "commands", "__init__")
+# A string naming a module of the package, e.g. "partition_assets.backfill.running.local_workers".
+MODULE_NAME = re.compile(r"partition_assets(\.[A-Za-z_]\w*)+")
 
 
-def imported_modules(path: Path) -> list[str]:
-    """Every module `path` imports absolutely; `from a import b` counts as `a` and `a.b`."""
+def imported_modules(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Every module `path` (a module of `package`) imports: `from a import b` counts as `a`
+    and `a.b` (`b` a module or a name of `a`'s); relative imports resolved."""
+    own = ("partition_assets", *path.relative_to(package).parent.parts)
     names = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        if isinstance(node, ast.ImportFrom):
+            base = own[: len(own) - node.level + 1] if node.level else ()
+            module = ".".join((*base, *([node.module] if node.module else [])))
+            names += [module, *(f"{module}.{alias.name}" for alias in node.names)]
         elif isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
     return names
 
 
-def is_upper(module: str) -> bool:
-    """Whether `module` is `backfill/` or a surface above it (or one of their modules)."""
+def named_modules(path: Path) -> list[str]:
+    """The strings in `path` that name a package or module of partition_assets that LAYERS
+    places (not metadata keys such as "partition_assets.release_id")."""
+    return [
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and MODULE_NAME.fullmatch(node.value)
+        and node.value.split(".")[1] in {name for layer in LAYERS for name in layer}
+    ]
+
+
+def place(module: str) -> tuple[str, int, int] | None:
+    """`module`'s package (or top-level module) of partition_assets, its layer in LAYERS and
+    its layer in BACKFILL_LAYERS (0 outside backfill/); a name imported from a package is
+    placed as the package's __init__.py. None outside partition_assets."""
     parts = module.split(".")
-    return parts[0] == "partition_assets" and len(parts) > 1 and parts[1] in UPPER
+    if parts[0] != "partition_assets":
+        return None
+    layer_of = {name: index for index, layer in enumerate(LAYERS) for name in layer}
+    name = parts[1] if len(parts) > 1 and parts[1] in layer_of else "__init__"
+    if name != "backfill":
+        return name, layer_of[name], 0
+    inner = parts[2] if len(parts) > 2 and parts[2] in BACKFILL_LAYERS else "__init__"
+    return f"backfill.{inner}", layer_of[name], BACKFILL_LAYERS.index(inner)
 
 
-def lower_modules() -> list[Path]:
-    paths = [PACKAGE / part for part in LOWER]
-    return [file for path in paths for file in ([path] if path.suffix == ".py" else sorted(path.rglob("*.py")))]
+def upward_imports(path: Path, package: Path = PACKAGE) -> list[str]:
+    """What `path` (a module of `package`) imports or names from a package beside its own
+    or in a layer above it."""
+    own = place(".".join(("partition_assets", *path.relative_to(package).with_suffix("").parts)))
+    assert own is not None, path
+    found = []
+    for name in [*imported_modules(path, package), *named_modules(path)]:
+        other = place(name)
+        if other is None or other[0] == own[0]:
+            continue
+        if other[1:] >= own[1:]:  # a higher layer, or the same one (beside it, or backfill/'s above)
+            found.append(name)
+    return found
+
+
+def all_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def test_every_package_and_top_level_module_has_a_layer():
-    """A new package or module is placed below or above `backfill/` here, not left out."""
-    placed = set(LOWER) | set(UPPER) | {"__init__", "__main__"}
+    """A new package or module is placed in LAYERS, not left out."""
     found = {path.stem for path in PACKAGE.iterdir() if path.suffix == ".py" or (path / "__init__.py").exists()}
-    placed = {name.removesuffix(".py") for name in placed}
-    assert found == placed
-
-
-@pytest.mark.parametrize("module", lower_modules(), ids=lambda path: str(path.relative_to(PACKAGE)))
-def test_no_module_below_backfill_imports_it_or_a_surface_above_it(module):
-    assert [name for name in imported_modules(module) if is_upper(name)] == []
-
-
-def test_the_check_sees_an_upward_import_wherever_it_is_written(tmp_path):
-    """The rule above catches what it claims to: top-level, `from` and function-level imports."""
-    source = tmp_path / "module.py"
-    source.write_text(
-        "import partition_assets.cli\n"
-        "from partition_assets import backfill\n"
-        "def later():\n"
-        "    from partition_assets.instance.storage import RunStorage\n"
-    )
-    upward = {name for name in imported_modules(source) if is_upper(name)}
-    assert {"partition_assets.cli", "partition_assets.backfill", "partition_assets.instance.storage"} <= upward
-    assert not is_upper("partition_assets.storage.leases") and not is_upper("partition_assets.backfill_tags")
-
-
-def backfill_layer(module: str) -> int | None:
-    """The position of `module`'s sub-package of backfill/ in BACKFILL_LAYERS (model.py: -1;
-    backfill/__init__.py: above them all), None outside backfill/."""
-    parts = module.split(".")
-    if parts[:2] != ["partition_assets", "backfill"] or len(parts) < 3:
-        return None
-    if parts[2] == "__init__":  # the package's public names: above every layer, as commands/
-        return len(BACKFILL_LAYERS)
-    return BACKFILL_LAYERS.index(parts[2]) if parts[2] in BACKFILL_LAYERS else -1
-
-
-def upward_in_backfill(path: Path, package: Path = PACKAGE) -> list[str]:
-    """What `path` (a module of backfill/ in `package`) imports from a layer above its own."""
-    own = backfill_layer(".".join(("partition_assets", *path.relative_to(package).with_suffix("").parts)))
-    assert own is not None, path
-    return [name for name in imported_modules(path) if (backfill_layer(name) or -1) > own]
-
-
-@pytest.mark.parametrize(
-    "module",
-    sorted((PACKAGE / "backfill").rglob("*.py")),
-    ids=lambda path: str(path.relative_to(PACKAGE)),
-)
-def test_no_module_of_backfill_imports_a_layer_above_its_own(module):
-    assert upward_in_backfill(module) == []
+    assert found == {name for layer in LAYERS for name in layer}
 
 
 def test_every_backfill_sub_package_has_a_layer():
     found = {path.parent.name for path in (PACKAGE / "backfill").glob("*/__init__.py")}
-    assert found == set(BACKFILL_LAYERS)
+    assert found == set(BACKFILL_LAYERS) - {"model", "__init__"}
 
 
-def test_the_backfill_check_sees_an_upward_import_and_lets_a_downward_one_pass(tmp_path):
-    publishing = tmp_path / "backfill" / "publishing"
-    publishing.mkdir(parents=True)
-    upward = publishing / "upward.py"
-    upward.write_text("def later():\n    from partition_assets.backfill.running.scheduling import Schedule\n")
-    downward = publishing / "downward.py"
-    downward.write_text("from partition_assets.backfill.model import Node\nimport partition_assets.backfill.state\n")
-    assert upward_in_backfill(upward, tmp_path) == [
-        "partition_assets.backfill.running.scheduling",
-        "partition_assets.backfill.running.scheduling.Schedule",
-    ]
-    assert upward_in_backfill(downward, tmp_path) == []
+@pytest.mark.parametrize("module", all_modules(), ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_no_module_imports_a_package_beside_its_own_or_above_it(module):
+    assert upward_imports(module) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "upward"),
+    [
+        (
+            "storage/top_level.py",
+            "import partition_assets.backfill.state\n",
+            ["partition_assets.backfill.state"],
+        ),
+        (
+            "storage/in_function.py",
+            "def later():\n    from partition_assets.cli.main import main\n",
+            ["partition_assets.cli.main", "partition_assets.cli.main.main"],
+        ),
+        (
+            "backfill/publishing/sub_layer.py",
+            "def later():\n    from partition_assets.backfill.running.scheduling import Schedule\n",
+            ["partition_assets.backfill.running.scheduling", "partition_assets.backfill.running.scheduling.Schedule"],
+        ),
+        (
+            "backfill/model.py",
+            "from partition_assets.backfill.planning.graph import Node\n",
+            ["partition_assets.backfill.planning.graph", "partition_assets.backfill.planning.graph.Node"],
+        ),
+        (
+            "backfill/running/surface.py",
+            "from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG\n",
+            [
+                "partition_assets.instance.engine_instance",
+                "partition_assets.instance.engine_instance.PARENT_BACKFILL_TAG",
+            ],
+        ),
+        (
+            "cli/beside.py",
+            "from partition_assets.automation.job import sparse_backfill_job\n",
+            ["partition_assets.automation.job", "partition_assets.automation.job.sparse_backfill_job"],
+        ),
+        (
+            "processes/named.py",
+            'RUNNER = "partition_assets.backfill.running.local_workers"\n',
+            ["partition_assets.backfill.running.local_workers"],
+        ),
+        (
+            "backfill/state/relative.py",
+            "from ..commands import results\n",
+            ["partition_assets.backfill.commands", "partition_assets.backfill.commands.results"],
+        ),
+        (
+            "backfill/publishing/downward.py",
+            "from partition_assets.backfill.model import Node\n"
+            "import partition_assets.backfill.state\n"
+            "from partition_assets.dagster_instance.storage import keep_connections\n"
+            "def later():\n    from partition_assets.errors import PartitionAssetsError\n"
+            'KEY = "partition_assets.backfill_id"\n',
+            [],
+        ),
+    ],
+    ids=[
+        "top-level",
+        "in-a-function",
+        "between-backfill-sub-layers",
+        "model-into-planning",
+        "backfill-into-a-surface",
+        "beside",
+        "named-in-a-string",
+        "relative",
+        "downward-passes",
+    ],
+)
+def test_the_check_catches_an_upward_import_of_each_kind(tmp_path, module, source, upward):
+    """The rule above catches what it claims to, on a small source tree of its own."""
+    path = tmp_path / module
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    assert upward_imports(path, tmp_path) == upward
 
 
 @pytest.mark.parametrize(
@@ -153,3 +213,11 @@ def test_the_launchpad_jobs_call_commands_and_capture_no_output():
     for path in (PACKAGE / "automation").rglob("*.py"):
         text = path.read_text()
         assert "redirect_stdout" not in text and "argparse.Namespace(" not in text, path
+
+
+@pytest.mark.parametrize("module", ["pause_job.py", "takeover_sensor.py"])
+def test_the_launchpad_s_pause_and_takeover_change_state_through_the_commands(module):
+    """They call backfill/commands/ (as the CLI does), not backfill/state/ directly."""
+    imported = imported_modules(PACKAGE / "automation" / module)
+    assert [name for name in imported if name.startswith("partition_assets.backfill.state")] == []
+    assert any(name.startswith("partition_assets.backfill.commands") for name in imported)

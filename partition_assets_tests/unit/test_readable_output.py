@@ -9,6 +9,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill import Node, RunUnit, TimeRange, build_graph
+from partition_assets.backfill.commands import Committed, Published
+from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.running.local_workers import user_error_line
 from partition_assets.backfill.running.progress import Progress, Tally
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
@@ -150,3 +152,14 @@ def test_verbose_reaches_the_environment_node_runs_read(command, monkeypatch):
     assert quiet_console_config(job, {}) == {}
     monkeypatch.setenv(VERBOSE_ENV, "")
     assert quiet_console_config(job, {}) == {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def test_a_commit_reads_as_before_its_verb_was_a_typed_choice():
+    """`Published` says what its commit did as a `Committed` and who approved it; its line is
+    the one the commands printed when the verb was a free string."""
+    versions = {"daily": 4, "weekly": None}
+    shown = describe_versions(versions)
+    assert Published("b1", Committed.PUBLISHED, versions).message == f"backfill b1 published: {shown}"
+    assert Published("b1", Committed.ROLLED_BACK, versions).message == f"backfill b1 rolled back: {shown}"
+    approved = Published("b1", Committed.ROLLED_BACK, versions, approved_by="ann")
+    assert approved.message == f"backfill b1 approved by ann and rolled back: {shown}"

@@ -33,6 +33,7 @@ from partition_assets.backfill.commands.recorded import (
     backfill_ledger,
     backfill_status,
     cancel_backfill,
+    claim_silent_backfills,
     diff_backfill,
     discard_backfill,
     list_backfills,
@@ -46,6 +47,7 @@ from partition_assets.backfill.commands.recorded import (
 from partition_assets.backfill.commands.results import (
     BackfillPlan,
     Canceled,
+    Committed,
     DetachedRun,
     DiffReport,
     Discarded,
@@ -59,12 +61,14 @@ from partition_assets.backfill.commands.results import (
     RunOutcome,
     StatusReport,
     TableDiff,
+    TakeoverClaim,
 )
 from partition_assets.backfill.commands.retracting import retract_partitions
 
 __all__ = [
     "BackfillPlan",
     "Canceled",
+    "Committed",
     "Console",
     "DetachedRun",
     "DiffReport",
@@ -81,12 +85,14 @@ __all__ = [
     "SilentConsole",
     "StatusReport",
     "TableDiff",
+    "TakeoverClaim",
     "adopt_backfill",
     "approve_backfill",
     "approve_record",
     "backfill_ledger",
     "backfill_status",
     "cancel_backfill",
+    "claim_silent_backfills",
     "detach_backfill",
     "diff_backfill",
     "discard_backfill",

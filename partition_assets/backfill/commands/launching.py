@@ -43,6 +43,7 @@ from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.record import BackfillRecord, by_asset
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.dagster_internals import SqliteEventLogStorage
 from partition_assets.errors import (
     BackfillPlanError,
@@ -55,7 +56,6 @@ from partition_assets.errors import (
     SparkServerGoneError,
 )
 from partition_assets.ids import checked_backfill_id
-from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes.coordinators import await_backfill
 from partition_assets.storage.key_values import swap
 

@@ -23,6 +23,7 @@ from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.launching import execute_backfill
 from partition_assets.backfill.commands.results import (
     Canceled,
+    Committed,
     DiffReport,
     Discarded,
     LedgerReport,
@@ -33,6 +34,7 @@ from partition_assets.backfill.commands.results import (
     RunOutcome,
     StatusReport,
     TableDiff,
+    TakeoverClaim,
 )
 from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
@@ -66,6 +68,7 @@ from partition_assets.backfill.state.record import (
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.storage.delta.previous import previous_copy
@@ -151,6 +154,20 @@ def unpause_backfill(instance: dg.DagsterInstance, backfill_id: str) -> PauseCha
     return PauseChanged(record.id, paused=False)
 
 
+def claim_silent_backfills(instance: dg.DagsterInstance) -> tuple[TakeoverClaim, ...]:
+    """The backfills whose coordinator fell silent that this caller claimed to resume under a
+    new coordinator, each with its recorded spec (backfill/state/takeover_claims.py: one claim
+    per backfill, whichever hosts ask at the same moment).
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+    """
+    store = BackfillStore(instance)
+    return tuple(
+        TakeoverClaim(backfill_id, store.load(backfill_id).spec) for backfill_id in claim_takeovers(instance, store)
+    )
+
+
 def diff_backfill(instance: dg.DagsterInstance, backfill_id: str) -> DiffReport:
     """Per (asset, partition) of the staged data: old and new rows, measure sums, checksums. Reads only."""
     record = _recorded(instance, backfill_id)
@@ -183,7 +200,7 @@ def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool
     with publication.held(instance, C.PUBLISH) as leases:
         versions = publication.publish(instance, force=force)
         release(leases)
-    return Published(record.id, "published", versions)
+    return Published(record.id, Committed.PUBLISHED, versions)
 
 
 def approve_backfill(
@@ -211,8 +228,8 @@ def approve_record(
     another process changed since is approved as it now stands, or refused."""
     _check_fits(instance, record, C.APPROVE)
     versions = approve(publication_of(record, instance), instance, approver, force, utc_now(), dagster_user)
-    done = "rolled back" if record.status == BackfillStatus.ROLLED_BACK else "published"
-    return Published(record.id, f"approved by {approver} and {done}", versions)
+    done = Committed.ROLLED_BACK if record.status == BackfillStatus.ROLLED_BACK else Committed.PUBLISHED
+    return Published(record.id, done, versions, approved_by=approver)
 
 
 def discard_backfill(instance: dg.DagsterInstance, backfill_id: str) -> Discarded:
@@ -283,7 +300,7 @@ def _rollback(publication: Publication, instance: dg.DagsterInstance, force: boo
     with publication.held(instance, C.ROLLBACK) as leases:
         versions = publication.rollback(instance, force=force)
         release(leases)
-    return Published(publication.record.id, "rolled back", versions)
+    return Published(publication.record.id, Committed.ROLLED_BACK, versions)
 
 
 def _previous_versions(publication: Publication) -> tuple[str, ...]:

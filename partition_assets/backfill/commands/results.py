@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 import dagster as dg
 
@@ -125,13 +126,27 @@ class StatusReport:
         return lines
 
 
+class Committed(StrEnum):
+    """What a command's commit of the backfill's tables did: published it or rolled it back."""
+
+    PUBLISHED = "published"
+    ROLLED_BACK = "rolled back"
+
+
 @dataclass(frozen=True)
 class Published:
-    """A publish, approval or rollback that committed the backfill's tables: {table: version}."""
+    """A publish, approval or rollback that committed the backfill's tables: {table: version};
+    `approved_by` names the approver when an approval did it."""
 
     backfill_id: str
-    verb: str  # "published", "approved by NAME and published" (or "and rolled back"), "rolled back"
+    done: Committed
     versions: Mapping[str, int | None]
+    approved_by: str | None = None
+
+    @property
+    def verb(self) -> str:
+        """ "published", "rolled back", or "approved by NAME and " either."""
+        return self.done if self.approved_by is None else f"approved by {self.approved_by} and {self.done}"
 
     @property
     def message(self) -> str:
@@ -275,3 +290,12 @@ class Lineup:
 
     at: datetime
     standings: tuple[Standing, ...]
+
+
+@dataclass(frozen=True)
+class TakeoverClaim:
+    """A backfill whose coordinator fell silent, claimed by this caller to resume under a new
+    coordinator (`claim_silent_backfills`), with its recorded spec."""
+
+    backfill_id: str
+    spec: BackfillSpec

@@ -33,9 +33,9 @@ from partition_assets.backfill.planning.graph import BackfillGraph, plan
 from partition_assets.backfill.planning.spec import RESERVED_TAG_PREFIXES, BackfillSpec, config_key_of
 from partition_assets.backfill.state.approval import APPROVAL_TAG, SETTINGS_KEY, approval_policy
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.daemon_filter import DAGSTER, ENGINE_TAG
 from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill, SerializableErrorInfo
 from partition_assets.errors import ApprovalError, BackfillPlanError
-from partition_assets.instance.daemon_filter import DAGSTER, ENGINE_TAG
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph

@@ -43,6 +43,7 @@ from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord, cancel
+from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     BulkActionStatus,
@@ -51,7 +52,6 @@ from partition_assets.dagster_internals import (
     serializable_error_info_from_exc_info,
 )
 from partition_assets.errors import BackfillStateError
-from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph

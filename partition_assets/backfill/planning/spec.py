@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 if TYPE_CHECKING:  # the command line's flags import this module; Dagster loads when a command runs
     import dagster as dg
 
-from partition_assets.backfill.model import ApprovalChoice, Batching, OnLease, PublishMode, RunsVia
+from partition_assets.backfill.model import ApprovalChoice, Batching, InputsAsOf, OnLease, PublishMode, RunsVia
 from partition_assets.backfill.planning.gate_rules import parse_override
 from partition_assets.backfill.planning.launch_window import LaunchWindow
 from partition_assets.backfill.planning.node_run_config import CONFIG_FLAG, run_config_of_files
@@ -32,8 +32,6 @@ from partition_assets.errors import BackfillPlanError
 
 # Tags the engine and Dagster set themselves: a user tag must not overwrite them.
 RESERVED_TAG_PREFIXES = ("dagster/", "partition_assets/")
-# --inputs-as-of original: each node reads what the original materialization of its partition read.
-INPUTS_AS_OF_ORIGINAL = "original"
 SELECTION_EXAMPLES = "e.g. 'key:daily_orders+', 'key:a or key:b', 'group:revenue'"
 
 
@@ -246,7 +244,7 @@ class BackfillSpec:
     )
     inputs_as_of: str | None = option(
         None,
-        metavar=f"{INPUTS_AS_OF_ORIGINAL}|ISO-TIME",
+        metavar=f"{InputsAsOf.original}|ISO-TIME",
         help="pin the input tables the backfill does not rewrite: 'original' reads each at the version "
         "the partition's original materialization read, an ISO time reads all as of then",
     )
@@ -342,7 +340,7 @@ class BackfillSpec:
             raise BackfillPlanError(f"--priority is {self.priority!r}: give a whole number (higher runs first)")
         if self.window is not None:
             self.launch_window()  # raises LaunchWindowError naming the text and the form
-        if self.inputs_as_of not in (None, INPUTS_AS_OF_ORIGINAL):
+        if self.inputs_as_of not in (None, InputsAsOf.original):
             self.pinned_time()  # raises naming the value and the two forms
         if self.keep_previous is not None:
             self.keep_previous_for()  # raises naming the value and the form
@@ -431,14 +429,14 @@ class BackfillSpec:
         Raises:
             BackfillPlanError: `inputs_as_of` is neither 'original' nor an ISO time.
         """
-        if self.inputs_as_of in (None, INPUTS_AS_OF_ORIGINAL):
+        if self.inputs_as_of in (None, InputsAsOf.original):
             return None
         try:
             return _parse_time(self.inputs_as_of)
         except BackfillPlanError:
             raise BackfillPlanError(
-                f"--inputs-as-of {self.inputs_as_of!r} is neither {INPUTS_AS_OF_ORIGINAL!r} nor an ISO time: "
-                f"give {INPUTS_AS_OF_ORIGINAL} or e.g. 2024-03-01T12:00:00+00:00"
+                f"--inputs-as-of {self.inputs_as_of!r} is neither {InputsAsOf.original.value!r} nor an ISO time: "
+                f"give {InputsAsOf.original} or e.g. 2024-03-01T12:00:00+00:00"
             ) from None
 
     def launch_window(self) -> LaunchWindow | None:

@@ -1,7 +1,7 @@
 """What Dagster records of a staged backfill, once readers can see it: one publish
 run holding a materialization of every node it ran, and after a rollback, the old
 content's materializations and the created partitions wiped (or observed removed).
-A retract's partitions are wiped (instance/partition_wipe.py) and observed removed; its
+A retract's partitions are wiped (dagster_instance/partition_wipe.py) and observed removed; its
 rollback records them materialized again.
 A publish or rollback that changed a table's schema adds the schema readers now see
 (`dagster/column_schema`) and the change to its materializations.
@@ -26,6 +26,7 @@ from partition_assets.backfill.publishing.provenance import provenance_from_json
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord, node_states, nodes_of
+from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_internals import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     AssetCheckEvaluationTargetMaterializationData,
@@ -37,7 +38,6 @@ from partition_assets.dagster_internals import (
 )
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
-from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import BACKFILL_ID_TAG, DEFER_ASSET_EVENTS_TAG
 from partition_assets.storage.delta import DeltaFormat
@@ -166,7 +166,7 @@ def reflect_rollback(
     partition (each it ran, each a retract removed) gets a materialization of its old content,
     with the commit (`git_sha`), code version and runtime that made it when the backfill started
     (`record.restored_provenance`; none for a record of an earlier release);
-    each partition the backfill created is wiped, missing again (instance/partition_wipe.py:
+    each partition the backfill created is wiped, missing again (dagster_instance/partition_wipe.py:
     Dagster's own wipe, or its effect on the SQL event logs that lack one), and gets an
     observation saying the rollback removed it."""
     created = {(asset, partition) for asset, partitions in record.created.items() for partition in partitions}
@@ -206,7 +206,7 @@ def _restored_materialization(
 
 def record_retraction(instance: dg.DagsterInstance, record: BackfillRecord) -> None:
     """The partitions `record`'s retract removed (`record.retracted`), marked not materialized
-    in `instance` (instance/partition_wipe.py; an unpartitioned asset is wiped whole) and each
+    in `instance` (dagster_instance/partition_wipe.py; an unpartitioned asset is wiped whole) and each
     observed as removed by it, in one run: the UI and `--catch-up` see them missing, and why.
     Done again (a retract resumed after a kill), it wipes nothing more and observes them again."""
     events = []

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
+from partition_assets.backfill.model import InputsAsOf
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
-from partition_assets.backfill.planning.spec import INPUTS_AS_OF_ORIGINAL, BackfillSpec
+from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.tables import input_tables
 from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_differences
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, recorded_git_sha, run_git_shas
@@ -147,7 +148,7 @@ def pin_inputs(
     if unpinnable:
         more = f" and {len(unpinnable) - _SHOWN} more" if len(unpinnable) > _SHOWN else ""
         raise BackfillPlanError(
-            f"--inputs-as-of {INPUTS_AS_OF_ORIGINAL}: {'; '.join(unpinnable[:_SHOWN])}{more}, so the version its "
+            f"--inputs-as-of {InputsAsOf.original}: {'; '.join(unpinnable[:_SHOWN])}{more}, so the version its "
             "original read is unknown. Pin to a time (--inputs-as-of 2024-03-01T00:00:00+00:00) or run "
             "without --inputs-as-of; nothing was launched"
         )

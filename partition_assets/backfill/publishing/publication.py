@@ -252,7 +252,7 @@ class Publication:
         with split.step("ledger"):
             append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
             self.record.save()
-            self.record.move_to(BackfillStatus.PUBLISHED, "publish")
+            self.record.move_to(BackfillStatus.PUBLISHED, BackfillCommand.PUBLISH)
         self.notify("published", f"{len(self.tables)} tables")
         self.publish_split = split
         return versions
@@ -293,7 +293,7 @@ class Publication:
         if publish_recorded(instance, self.record.id):
             reflect_rollback(instance, self.record, self.graph, self.tables)
         append_status(self.ledger, self.record, LedgerStatus.ROLLED_BACK)
-        self.record.move_to(BackfillStatus.ROLLED_BACK, "rollback")
+        self.record.move_to(BackfillStatus.ROLLED_BACK, BackfillCommand.ROLLBACK)
         self.notify("rolled_back", f"{len(versions)} tables restored")
         return versions
 

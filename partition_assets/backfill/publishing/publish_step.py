@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.publishing import release_steps
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.record import BackfillRecord
@@ -68,12 +68,12 @@ def commit_tables(
         check_staging(record, tables, pending)
     except StagingChangedError:
         if not published_versions(record) and is_allowed(record.status, BackfillStatus.PUBLISH_REFUSED):
-            record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
+            record.move_to(BackfillStatus.PUBLISH_REFUSED, BackfillCommand.PUBLISH)
         raise
     if not force:
         _check_unchanged(record, tables, pending)
-    record.move_to(BackfillStatus.PUBLISHING, "publish")
-    release_steps.begin(lake, release_steps.PUBLISH, record.id, pending)
+    record.move_to(BackfillStatus.PUBLISHING, BackfillCommand.PUBLISH)
+    release_steps.begin(lake, release_steps.ReleaseOperation.PUBLISH, record.id, pending)
     for table in pending:
         fingerprint = None if force else fingerprint_of(record, table)
         try:
@@ -88,7 +88,7 @@ def commit_tables(
             table.staging_format.check_one_schema(table.spark_session, table.uri, result.version)
         _keep_previous(record, table, result.version)
         failpoint("between_table_commits")
-    release_steps.release(lake, release_steps.PUBLISH, record.id, tables, record.published_versions)
+    release_steps.release(lake, release_steps.ReleaseOperation.PUBLISH, record.id, tables, record.published_versions)
     return dict(record.published_versions)
 
 
@@ -214,7 +214,7 @@ def _check_unchanged(record: BackfillRecord, tables: Tables, pending: Sequence[B
     if not refusals:
         return
     if not published_versions(record):
-        record.move_to(BackfillStatus.PUBLISH_REFUSED, "publish")
+        record.move_to(BackfillStatus.PUBLISH_REFUSED, BackfillCommand.PUBLISH)
         raise ForeignCommitError(
             f"backfill {record.id}: nothing was published, as commits outside the backfill changed "
             f"partitions it rewrites: {' '.join(refusals)}"

@@ -6,15 +6,21 @@ that readers through the library read either every table as before or every tabl
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from enum import StrEnum
 
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.storage.release_log import append_release, begin_release
 
-PUBLISH = "publish"
-ROLLBACK = "rollback"
+
+class ReleaseOperation(StrEnum):
+    """An operation of a backfill over several tables, as the release log records it: its
+    values are the words stored there, so a log written before reads the same."""
+
+    PUBLISH = "publish"
+    ROLLBACK = "rollback"
 
 
-def begin(lake: str | None, operation: str, backfill_id: str, tables: Iterable[BackfillTable]) -> None:
+def begin(lake: str | None, operation: ReleaseOperation, backfill_id: str, tables: Iterable[BackfillTable]) -> None:
     """Records in the release log of `lake` (the lake's root) that `operation` of the backfill
     is about to commit to `tables` (nothing when none, or when there is no lake)."""
     uris = [table.uri for table in tables]
@@ -23,7 +29,11 @@ def begin(lake: str | None, operation: str, backfill_id: str, tables: Iterable[B
 
 
 def release(
-    lake: str | None, operation: str, backfill_id: str, tables: Tables, versions: Mapping[str, int | None]
+    lake: str | None,
+    operation: ReleaseOperation,
+    backfill_id: str,
+    tables: Tables,
+    versions: Mapping[str, int | None],
 ) -> None:
     """Records the release of `operation`: `versions` maps each asset (user string) of
     `tables` it changed to its table's version after (None: unchanged); nothing without a lake."""

@@ -46,7 +46,7 @@ def discard(instance: dg.DagsterInstance, record: BackfillRecord, tables: Tables
         files = sum(table.staging_format.discard_staged(table.uri, record.id) for table in tables.values())
         release([lease for table in tables.values() for lease in held_by(table.uri, record.id)])
         unfreeze(instance, record.id)
-        record.move_to(BackfillStatus.DISCARDED, "discard")
+        record.move_to(BackfillStatus.DISCARDED, BackfillCommand.DISCARD)
         append_status(ledger, record, LedgerStatus.DISCARDED)
     return files
 
@@ -65,8 +65,8 @@ def restore_tables(
     moves to `rolling_back` first. After a commit that restored a schema, the table is
     checked to read in one schema."""
     record.save()
-    record.move_to(BackfillStatus.ROLLING_BACK, "rollback")
-    release_steps.begin(lake, release_steps.ROLLBACK, record.id, [table for table, _ in published])
+    record.move_to(BackfillStatus.ROLLING_BACK, BackfillCommand.ROLLBACK)
+    release_steps.begin(lake, release_steps.ReleaseOperation.ROLLBACK, record.id, [table for table, _ in published])
     versions = {}
     for table, version in published:
         result = table.staging_format.rollback(table.uri, record.id, version, force=force)
@@ -74,7 +74,7 @@ def restore_tables(
         if result.version is not None:
             table.staging_format.check_one_schema(table.spark_session, table.uri, result.version)
         failpoint("between_rollback_commits")
-    release_steps.release(lake, release_steps.ROLLBACK, record.id, tables, versions)
+    release_steps.release(lake, release_steps.ReleaseOperation.ROLLBACK, record.id, tables, versions)
     for table in tables.values():  # what a publish stopped part-way left staged
         table.staging_format.discard_staged(table.uri, record.id)
     return versions

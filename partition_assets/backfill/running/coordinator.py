@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillStatus, Batching, PublishMode
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Batching, PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
@@ -131,7 +131,7 @@ class BackfillRun:
             IllegalTransitionError: Its status refuses a run (see the class docstring); nothing was changed.
             SparkServerGoneError: Its Spark Connect server stopped listening; it failed, its leases parked.
         """
-        check_transition(self.record.id, self.record.status, self._entering, "run")
+        check_transition(self.record.id, self.record.status, self._entering, BackfillCommand.RUN)
         with ExitStack() as stack:
             # Workers start loading the code location now, while the coordinator prepares.
             runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
@@ -353,7 +353,7 @@ class BackfillRun:
         """Sets the record's status to `target`; False when a cancel got there first (the
         compare-and-set refuses canceled -> `target`), which then stands."""
         try:
-            self.record.move_to(target, "coordinate")
+            self.record.move_to(target, BackfillCommand.COORDINATE)
         except IllegalTransitionError:
             if self.record.stored_status() != BackfillStatus.CANCELED:
                 raise
@@ -403,7 +403,7 @@ class BackfillRun:
         staging holds them back) record their materializations and check results in their own
         runs, as Dagster's runs do, whatever the backfill's outcome."""
         record = self.record
-        record.move_to(BackfillStatus.RUNNING, "run")
+        record.move_to(BackfillStatus.RUNNING, BackfillCommand.RUN)
         spec = record.spec
 
         def launch(unit: RunUnit) -> Future:

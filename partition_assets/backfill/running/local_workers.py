@@ -48,10 +48,10 @@ from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.migrations import remember_dagster_migrations
+from partition_assets.dagster_instance.storage import keep_connections
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
-from partition_assets.instance.migrations import remember_dagster_migrations
-from partition_assets.instance.storage import keep_connections
 from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
 from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
@@ -114,7 +114,7 @@ class DagsterNodeRunner:
         self._proofs = NodeRunProofs(instance)
         self._target = target
         self._workers = workers
-        self._context = _WorkerRecordingContext(preload_of([target]))
+        self._context = _WorkerRecordingContext(preload_of(_load_worker, [target]))
         self._loaded = self._context.Semaphore(0)  # released by each worker once it has loaded
         self._loaded_count = 0  # of those releases, taken by wait_until_loaded
         self._all_started = self._context.Event()  # set once the pool has started every worker
@@ -226,15 +226,15 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
     as theirs (`_instance`): opening an instance costs each worker ~40 ms of CPU (Dagster
     reads its ~90 migration scripts to check each SQLite storage's schema), all at once when
     the first runs start. This process and its forks read those scripts once
-    (instance/migrations.py): on Dagster's default event log, a database per run, each node
+    (dagster_instance/migrations.py): on Dagster's default event log, a database per run, each node
     run would read them twice. From then on this process's instance keeps its database server
-    connections open (instance/storage.py `keep_connections`), as each worker does its own."""
+    connections open (dagster_instance/storage.py `keep_connections`), as each worker does its own."""
     remember_dagster_migrations()
     for target in targets:
         load_definitions(target).resolve_implicit_global_asset_job_def()
     if instance is not None:
         _worker["inherited_instance"] = instance
-    fork_here(targets)
+    fork_here(_load_worker, targets)
     if instance is not None:  # once forked: the fork server and its workers keep none of this process's
         keep_connections(instance)
 
@@ -276,7 +276,7 @@ def _instance() -> dg.DagsterInstance:
     while their backfill is planned, and a backfill refused meanwhile (a bad input, leased
     partitions) must leave the instance's files as they were. The copy of it the fork server
     was started with when it is the same instance (its storages connect anew in each
-    process: instance/storage.py), else opened from its ref."""
+    process: dagster_instance/storage.py), else opened from its ref."""
     if "instance" not in _worker:
         inherited = _worker.get("inherited_instance")
         same = inherited is not None and inherited.get_ref() == _worker["instance_ref"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.model import Approval, BackfillStatus, NodeStatus
+from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
@@ -106,7 +106,7 @@ class BackfillRecord:
         for name in (f.name for f in fields(self) if f.name != "store"):
             setattr(self, name, getattr(stored, name))
 
-    def move_to(self, target: BackfillStatus, action: str) -> None:
+    def move_to(self, target: BackfillStatus, action: BackfillCommand) -> None:
         """Changes the stored status to `target` (see BackfillStore.transition), and this object's with it.
 
         Raises:
@@ -177,7 +177,7 @@ def cancel(store: BackfillStore, backfill_id: str) -> None:
         IllegalTransitionError: The backfill may not be canceled; nothing was written.
         UnknownBackfillError: No record of `backfill_id`.
     """
-    store.transition(backfill_id, BackfillStatus.CANCELED, "cancel")
+    store.transition(backfill_id, BackfillStatus.CANCELED, BackfillCommand.CANCEL)
 
 
 _RECORD_FIELDS = ("id", "status", "fingerprints", "published_versions", "created", "pinned_inputs")

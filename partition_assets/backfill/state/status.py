@@ -114,7 +114,7 @@ _FITTING = {
 }
 
 # Why each command is refused wherever the table refuses it.
-_REFUSED_BECAUSE: dict[str, str] = {
+_REFUSED_BECAUSE: dict[BackfillCommand, str] = {
     C.CANCEL: "it is past canceling: there is nothing to cancel",
     C.RESUME: "there is nothing to resume",
     C.RETRY: "there is nothing to retry",
@@ -134,12 +134,14 @@ def is_allowed(current: BackfillStatus, target: BackfillStatus) -> bool:
     return target in TRANSITIONS[current]
 
 
-def check_transition(backfill_id: str, current: BackfillStatus, target: BackfillStatus, action: str) -> None:
+def check_transition(
+    backfill_id: str, current: BackfillStatus, target: BackfillStatus, action: BackfillCommand
+) -> None:
     """Nothing when `current` may become `target`; else IllegalTransitionError naming
     `current`, the `action` refused and the command that fits `current`.
 
     Args:
-        action: What asked for the change, as the refusal names it (e.g. "cancel", "publish").
+        action: What asked for the change, as the refusal names it (e.g. cancel, publish).
 
     Raises:
         IllegalTransitionError: `current` may not become `target`; nothing was written.
@@ -148,7 +150,9 @@ def check_transition(backfill_id: str, current: BackfillStatus, target: Backfill
         raise _refusal(backfill_id, current, action, f"a {current.value} backfill may not become {target.value}")
 
 
-def _refusal(backfill_id: str, current: BackfillStatus, action: str, otherwise: str) -> IllegalTransitionError:
+def _refusal(
+    backfill_id: str, current: BackfillStatus, action: BackfillCommand, otherwise: str
+) -> IllegalTransitionError:
     because = _REFUSED_BECAUSE.get(action, otherwise)
     return IllegalTransitionError(
         f"backfill {backfill_id} is {current.value}: cannot {action} it, {because}; "

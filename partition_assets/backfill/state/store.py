@@ -41,7 +41,7 @@ import dagster as dg
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String, Table, Text, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.errors import (
@@ -159,12 +159,12 @@ class BackfillStore:
                 record.stored_body = body
                 return
 
-    def transition(self, backfill_id: str, target: BackfillStatus, action: str) -> BackfillStatus:
+    def transition(self, backfill_id: str, target: BackfillStatus, action: BackfillCommand) -> BackfillStatus:
         """Sets the status of `backfill_id` to `target` by compare-and-set; returns the
         status it replaced.
 
         Args:
-            action: What asks for the change, as a refusal names it (e.g. "cancel").
+            action: What asks for the change, as a refusal names it (e.g. cancel).
 
         Raises:
             IllegalTransitionError: The stored status may not become `target`; nothing was written.

@@ -1,0 +1,365 @@
+"""Instance storage with less bookkeeping per run, for instances that run many small runs.
+
+`EngineBackfillInstance` (partition_assets/instance/engine_instance.py) takes these as its defaults, for
+whatever dagster.yaml leaves unset (`instance_storage_defaults`):
+- the event log: `ConsolidatedEventLogStorage`, Dagster's consolidated SQLite storage (one
+  database for every run's events under `<home>/history/consolidated`, where Dagster's
+  default SQLite storage creates a database per run, schema included);
+- runs: `RunStorage`, Dagster's SQLite run storage (`<home>/history/runs.db`). Both keep
+  one SQLAlchemy engine per process where Dagster's build one per transaction (~30 per
+  run, ~1 ms of CPU each), and keep its connections open between transactions in WAL
+  `synchronous=NORMAL` (`_pooled_engine`);
+- both answer Dagster's schema checks (does the runs table have a column, the event log a
+  table?) from memory once a check found what it looks for (`_found_once`): Dagster makes
+  ~9 such checks per run, each reflecting a table's columns, ~5 % of a run's CPU;
+- compute logs: `DirectComputeLogManager`, a run's stdout and stderr written straight into
+  the files Dagster's `LocalComputeLogManager` uses (`<home>/storage`). Dagster's mirrors each
+  captured stream back to the terminal through a `tail -F` process plus a Python orphan
+  watcher, two per stream: four processes started, and waited for, per run. For a backfill
+  node that is most of the CPU a run costs (bench/results/node_overhead.md).
+Their connections are closed before the process forks (`_close_before_fork`): SQLite's
+state of a connection open across a fork corrupts the database.
+The webserver shows and follows both as before (partition_assets_tests/integration/test_instance_storage.py).
+On an instance that leaves Dagster's defaults in place (no dagster.yaml: what a new project
+has), the engine's command writes through `same_files_lighter`: `RunStorage` and
+`DirectComputeLogManager` on Dagster's own files, its per-run event log databases as they are.
+A `storage:` block in dagster.yaml (Postgres) replaces the event log default; a
+`compute_logs:` block the compute log default.
+
+Not guaranteed: a step's output no longer also appears on the terminal of the process that
+runs it (`dagster dev`'s, a backfill command's); it is in the webserver's run view and under
+`<home>/storage`. The consolidated event log serializes every run's event writes on one
+SQLite file (WAL). In `synchronous=NORMAL` a commit survives the process dying but not the
+machine losing power: the last events or run updates before a power loss may be lost (a
+resumed backfill runs those nodes again; staged writes and publishing are idempotent). A
+connection another thread holds at a fork (inside a transaction) stays open across it.
+Relies on Dagster's `InstanceRef.config_defaults`, its composite storage, the two SQLite
+storages' `_connect`/`connect` seams, the consolidated storage's `watch` state (`_obs`,
+`_watchers`, `on_modified`), `redirect_to_file` and the file layout of
+`LocalComputeLogManager`, and the names of the schema checks Dagster calls per run (pinned
+by the tests).
+"""
+
+import functools
+import os
+import sqlite3
+import sys
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import yaml
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.pool import QueuePool
+from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
+from watchdog.observers import Observer
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+from partition_assets.dagster_internals import (
+    IO_TYPE_EXTENSION,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    CapturedLogContext,
+    ComputeIOType,
+    ConfigurableClassData,
+    ConsolidatedSqliteEventLogStorage,
+    InstanceRef,
+    LocalComputeLogManager,
+    SqliteRunStorage,
+    compute_logs_directory,
+    ensure_file,
+    redirect_to_file,
+    touch_file,
+)
+
+# Connections an engine keeps open: a run's process writes from one or two threads at a time.
+POOLED_CONNECTIONS = 4
+# How long a kept database server connection is reused before it is replaced (Dagster's
+# webserver default): a server may drop idle connections.
+POOL_RECYCLE_SECONDS = 3600
+# Every engine `_OneEngine` built in this process: their connections are closed before it forks.
+_ENGINES: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+def _close_before_fork() -> None:
+    """Closes the SQLite connections this process keeps open, before it forks (the engine's
+    fork server, a command server's command, anything else that calls `os.fork`).
+
+    Why: SQLite keeps, per process, a table of the database files it has open, each with its
+    locks and its mapped WAL index (the -shm file), and a new connection to a file already
+    open joins that entry. A fork copies the table but not the locks: the fork's connections,
+    and those of the workers a fork server forks from it later, read and write through an
+    index no other process sees in use. When the last connection elsewhere closes, SQLite
+    deletes the -shm and -wal files and the next one creates new ones; the workers kept
+    writing frames through the old index, and a checkpoint then copied their pages over the
+    wrong ones: a second `run_backfill` in one process, its fork server forked during the
+    first, overwrote page 1 of runs.db (issue 50). SQLite's rule: no connection open across
+    a fork. The next transaction here opens a new one (~0.1 ms).
+
+    Not guaranteed: a connection checked out by another thread at the fork (inside a
+    transaction) is not closed; the engine forks its fork server with one thread running."""
+    for engine in list(_ENGINES):
+        engine.dispose()
+
+
+os.register_at_fork(before=_close_before_fork)
+
+
+class _OneEngine:
+    """One SQLAlchemy engine per storage object and process, built on first use, keeping
+    its SQLite connections open between transactions."""
+
+    _conn_string: str
+    _connect_args: ClassVar[dict[str, Any]] = {}
+
+    @property
+    def _engine(self) -> Engine:
+        # Keyed by process: a forked child never uses its parent's open connections.
+        engines: dict[int, Engine] = self.__dict__.setdefault("_engines_by_pid", {})
+        pid = os.getpid()
+        if pid not in engines:
+            engines.clear()  # the parent's, dropped without closing its connections
+            engines[pid] = _pooled_engine(self._conn_string, self._connect_args)
+            _ENGINES.add(engines[pid])
+        return engines[pid]
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        with self._engine.connect() as connection, connection.begin():
+            yield connection
+
+    def _close_connections(self) -> None:
+        """Closes this process's open connections; the last one to a WAL database
+        checkpoints it and removes its -wal and -shm files, as Dagster's storages leave it."""
+        engine = self.__dict__.get("_engines_by_pid", {}).pop(os.getpid(), None)
+        if engine is not None:
+            engine.dispose()
+
+
+def _pooled_engine(conn_string: str, connect_args: Mapping[str, Any]) -> Engine:
+    """An engine keeping up to `POOLED_CONNECTIONS` SQLite connections open (more are opened
+    and closed as needed, never waited for), in `synchronous=NORMAL` on WAL databases.
+
+    Why: Dagster's storages open and close a connection per transaction (NullPool). Closing
+    the last connection to a WAL database checkpoints it, and each commit syncs the WAL to
+    disk: ~3.4 ms per stored event against ~0.7 ms here (bench/results/node_overhead.md)."""
+    engine = create_engine(
+        conn_string, poolclass=QueuePool, pool_size=POOLED_CONNECTIONS, max_overflow=-1, connect_args=dict(connect_args)
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        cursor = dbapi_connection.cursor()
+        (journal_mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
+        if journal_mode == "wal":  # NORMAL is corruption-safe only with a WAL
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
+
+
+def _found_once(check: Callable[..., bool]) -> Callable[..., bool]:
+    """`check`, a storage's schema check (is a column or a table there?), answered True from
+    memory for the same names once it found them: migrations add columns and tables, never
+    drop them. One that found nothing asks the database again next time (a migration may
+    run meanwhile). The connection some checks take is not part of the question."""
+
+    @functools.wraps(check)
+    def remembered(storage: object, *args: Any) -> bool:
+        question = (check.__name__, *(arg for arg in args if isinstance(arg, str)))
+        found: set[tuple[str, ...]] = storage.__dict__.setdefault("_schema_found", set())
+        if question in found:
+            return True
+        if check(storage, *args):
+            found.add(question)
+            return True
+        return False
+
+    return remembered
+
+
+class ConsolidatedEventLogStorage(_OneEngine, ConsolidatedSqliteEventLogStorage):
+    """Dagster's consolidated SQLite event log, one engine for its transactions."""
+
+    has_table = _found_once(ConsolidatedSqliteEventLogStorage.has_table)
+    _has_asset_key_col_on_connection = _found_once(ConsolidatedSqliteEventLogStorage._has_asset_key_col_on_connection)
+
+    _connect_args: ClassVar[dict[str, Any]] = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+
+    @contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        with self._transaction() as connection:
+            yield connection
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._close_connections()
+
+    def watch(self, run_id: str, cursor: str | None, callback: Any) -> None:
+        """Dagster's `watch`, with a watchdog on the database's WAL too (`_WriteWatchdog`)."""
+        if not self._obs:
+            observer = Observer()
+            observer.start()
+            observer.schedule(_WriteWatchdog(self), self._base_dir, recursive=True)
+            self._obs = observer  # type: ignore[assignment]  # Dagster declares it None until watched
+        self._watchers[run_id][callback] = cursor
+
+
+class _WriteWatchdog(PatternMatchingEventHandler):
+    """Tells `storage` (its `on_modified`: watchers read their runs' new events) when its
+    database or the database's WAL changed. Dagster's watches the database alone, written
+    when its last connection closes; with connections kept open a commit writes the WAL
+    only, and the database changes only at checkpoints."""
+
+    def __init__(self, storage: ConsolidatedEventLogStorage) -> None:
+        self._storage = storage
+        database = storage.get_db_path()
+        super().__init__(patterns=[database, f"{database}-wal"])
+
+    def on_modified(self, event: FileSystemEvent) -> None:
+        self._storage.on_modified()
+
+
+class RunStorage(_OneEngine, SqliteRunStorage):
+    """Dagster's SQLite run storage, one engine for its transactions."""
+
+    has_run_stats_index_cols = _found_once(SqliteRunStorage.has_run_stats_index_cols)
+    has_backfill_id_column = _found_once(SqliteRunStorage.has_backfill_id_column)
+    has_bulk_actions_selector_cols = _found_once(SqliteRunStorage.has_bulk_actions_selector_cols)
+    has_bulk_action_job_name_column = _found_once(SqliteRunStorage.has_bulk_action_job_name_column)
+    has_backfill_tags_table = _found_once(SqliteRunStorage.has_backfill_tags_table)
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]) -> Self:
+        # Dagster's names its own class here, not `cls`.
+        return cls.from_local(inst_data=inst_data, **config_value)
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with self._transaction() as connection:
+            yield connection
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._close_connections()
+
+
+class DirectComputeLogManager(LocalComputeLogManager):
+    """`LocalComputeLogManager` capturing stdout/stderr into its files by file-descriptor
+    redirection alone."""
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> "DirectComputeLogManager":
+        return cls(inst_data=inst_data, **config_value)
+
+    @contextmanager
+    def capture_logs(self, log_key: Sequence[str]) -> Iterator[CapturedLogContext]:
+        paths = {
+            io_type: self.get_captured_local_path(log_key, IO_TYPE_EXTENSION[io_type])
+            for io_type in (ComputeIOType.STDOUT, ComputeIOType.STDERR)
+        }
+        for path in paths.values():
+            ensure_file(path)
+        with (
+            redirect_to_file(sys.stdout, paths[ComputeIOType.STDOUT]),
+            redirect_to_file(sys.stderr, paths[ComputeIOType.STDERR]),
+        ):
+            yield CapturedLogContext(log_key)
+        # The marker Dagster's webserver reads to stop following the files.
+        touch_file(self.complete_artifact_path(log_key))
+
+
+def _class_data(module: str, name: str, config: Mapping[str, Any]) -> ConfigurableClassData:
+    return ConfigurableClassData(module, name, yaml.dump(dict(config), default_flow_style=False))
+
+
+def instance_storage_defaults(home: str) -> dict[str, ConfigurableClassData | None]:
+    """Dagster's instance defaults for the instance at `home`, with `ConsolidatedEventLogStorage`
+    and `RunStorage` (in Dagster's composite storage, beside its default schedule storage)
+    and `DirectComputeLogManager`."""
+    defaults = dict(InstanceRef.config_defaults(home))
+    event_log = _class_data(
+        __name__, ConsolidatedEventLogStorage.__name__, {"base_dir": os.path.join(home, "history", "consolidated")}
+    )
+    defaults["run_storage"] = _pooled_runs(defaults["run_storage"])
+    defaults["event_log_storage"] = event_log
+    defaults["storage"] = _composite(defaults["run_storage"], event_log, defaults["schedule_storage"])
+    defaults["compute_logs"] = _class_data(
+        __name__, DirectComputeLogManager.__name__, {"base_dir": compute_logs_directory(home)}
+    )
+    return defaults
+
+
+def same_files_lighter(ref: InstanceRef) -> InstanceRef:
+    """`ref` with those of Dagster's defaults this module has a lighter twin of, writing the
+    same files, swapped for the twin: Dagster's default SQLite storage (a dagster.yaml without
+    `storage:`, or none) for Dagster's composite of `RunStorage` on the same runs database
+    and Dagster's own event log (a database per run) and schedule storage on theirs; Dagster's
+    `LocalComputeLogManager` for `DirectComputeLogManager` on the same folder. What the
+    webserver and daemon read is unchanged; an instance of this process opened from the
+    result writes runs without a new SQLAlchemy engine per transaction nor four helper
+    processes per run. Anything else (the repo's instance class, Postgres) is returned as is.
+
+    Not guaranteed: as `DirectComputeLogManager` says, a step's output no longer also appears
+    on this process's terminal. The per-run event log databases stay Dagster's (a webserver
+    follows a run by watching its database file, which connections kept open would not
+    change)."""
+    storage, compute_logs = ref.storage_data, ref.compute_logs_data
+    if _is_dagster_default("storage", storage):
+        assert storage is not None  # a Dagster default
+        defaults = InstanceRef.config_defaults(yaml.safe_load(storage.config_yaml)["base_dir"])
+        storage = _composite(
+            _pooled_runs(defaults["run_storage"]), defaults["event_log_storage"], defaults["schedule_storage"]
+        )
+    if _is_dagster_default("compute_logs", compute_logs):
+        compute_logs = ConfigurableClassData(__name__, DirectComputeLogManager.__name__, compute_logs.config_yaml)
+    return ref._replace(storage_data=storage, compute_logs_data=compute_logs)
+
+
+def _is_dagster_default(kind: str, data: ConfigurableClassData | None) -> bool:
+    """Whether `data` names the class Dagster's instance defaults give `kind` (e.g. "storage")."""
+    default = InstanceRef.config_defaults(os.curdir)[kind]
+    return data is not None and default is not None and data[:2] == default[:2]  # module and class
+
+
+def _pooled_runs(runs: ConfigurableClassData | None) -> ConfigurableClassData:
+    """`RunStorage` on the runs database of Dagster's SQLite run storage `runs`."""
+    assert runs is not None  # Dagster's defaults name every storage
+    return ConfigurableClassData(__name__, RunStorage.__name__, runs.config_yaml)
+
+
+def _composite(
+    runs: ConfigurableClassData | None, event_log: ConfigurableClassData | None, schedules: ConfigurableClassData | None
+) -> ConfigurableClassData:
+    """Dagster's composite storage of the three storages named."""
+
+    def part(data: ConfigurableClassData | None) -> dict[str, str]:
+        assert data is not None  # Dagster's defaults name every storage
+        return {"module_name": data.module_name, "class_name": data.class_name, "config_yaml": data.config_yaml}
+
+    return _class_data(
+        "dagster._core.storage.legacy_storage",
+        "CompositeStorage",
+        {"run_storage": part(runs), "event_log_storage": part(event_log), "schedule_storage": part(schedules)},
+    )
+
+
+def keep_connections(instance: "DagsterInstance") -> None:
+    """Has `instance`'s storages on a database server (Postgres) keep a connection open in
+    this process, as Dagster's webserver has them do (`optimize_for_webserver`), rather than
+    connect anew for every transaction: ~35 connections per node run, each a connection set-up
+    and a server process started on Postgres. No statement timeout is set. Storages that keep
+    no server connection (SQLite) are unchanged.
+
+    Call it in the process that uses the instance, after the last fork that inherits it: a
+    connection open before a fork would be shared by both processes (the engine calls it in
+    its coordinator once its workers' fork server is started, and in each worker).
+    Not guaranteed: one connection is kept per storage; a thread that needs one while another
+    holds it opens and closes an extra one, as before."""
+    instance.optimize_for_webserver(
+        statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOLED_CONNECTIONS
+    )
