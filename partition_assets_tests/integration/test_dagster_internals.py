@@ -104,9 +104,6 @@ from partition_assets.dagster_internals import (
     touch_file,
 )
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
-from partition_assets.dagster_instance.migrations import remember_dagster_migrations
-from partition_assets.dagster_instance.partition_wipe import wipe_partitions
-from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets.storage.key_values import sql_run_storage
 from partition_assets_tests.support.instances import also_on_postgres
 
