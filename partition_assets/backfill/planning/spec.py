@@ -158,11 +158,11 @@ class BackfillSpec:
         metavar="K1,K2",
         help="exactly these partition keys instead of a range, e.g. 2024-01-02,2024-01-05 or "
         "'2024-01-02|emea' (a multi key); repeatable",
+        flag_help="these keys instead of a range ('d|emea': a multi key); repeatable",
         parse=_partition_keys,
         config_type=list[str],
         whole_flag="--key",
-        whole_help="one partition key, taken whole: a key holding ',' (which --keys splits on), '/', spaces or "
-        "any character Dagster accepts; repeatable, with or instead of --keys",
+        whole_help="one key, whole (',' included); repeatable",
     )
     all_partitions: bool = option(
         False,
@@ -185,8 +185,7 @@ class BackfillSpec:
         True,
         help="partitions of assets with a BackfillPolicy share runs, as --batching says (the default; --no-batch "
         "runs one partition per run)",
-        flag_help="one run per partition (by default partitions of assets with a BackfillPolicy share runs, as "
-        "--batching says)",
+        flag_help="one run per partition, whatever the policy",
     )
     batching: Batching = option(
         Batching.policy,
