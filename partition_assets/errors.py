@@ -255,3 +255,8 @@ class NotMaterializedError(RetractError):
 class DownstreamReadersError(RetractError):
     """Partitions asked to be retracted are still read by materialized downstream partitions
     (retract them too with --downstream); nothing was written."""
+
+
+class UnguardedScriptError(PartitionAssetsError, RuntimeError):
+    """A script runs a backfill's nodes from its top level, outside `if __name__ == "__main__":`
+    (its workers import the script again); nothing was run."""

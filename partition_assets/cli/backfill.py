@@ -37,10 +37,9 @@ from partition_assets.backfill.commands import (
     stand_by,
     unpause_backfill,
 )
-from partition_assets.backfill.commands.console import Console
+from partition_assets.backfill.commands.console import Console, PrintingConsole
 from partition_assets.backfill.commands.results import Published
 from partition_assets.backfill.planning.spec import spec_from_arguments
-from partition_assets.backfill.running.progress import Tally
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.live import LiveConsole
 from partition_assets.cli.rendering import plan_json, render_diff, render_ledger, render_lineup, render_plan
@@ -91,14 +90,8 @@ def run_backfill_command(args: argparse.Namespace) -> int:
         return _ended(adopt_backfill(instance, args.backfill_id, TerminalConsole()))
 
 
-class TerminalConsole:
-    """The console of a command whose output is piped: each line printed as it comes."""
-
-    def line(self, text: str) -> None:
-        print(text, flush=True)
-
-    def node(self, text: str, tally: Tally) -> None:
-        self.line(text)
+# The console of a command whose output is piped: each line printed as it comes.
+TerminalConsole = PrintingConsole
 
 
 @contextmanager

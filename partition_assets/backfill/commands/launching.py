@@ -6,6 +6,9 @@ Each takes a spec (or a Dagster backfill's id) and the instance, reports progres
 refuses (a bad selection, a schema change the partitions cannot take, leased partitions)
 raises a PartitionAssetsError before anything is recorded or written.
 
+A script calling the commands that run nodes (run, resume, retry) calls them under
+`if __name__ == "__main__":`: their workers import it again (processes/main_guard.py).
+
 Not guaranteed: `run_backfill` returns when the backfill has run, gated and published (or
 stopped short); a Ctrl-C or a kill leaves it for `resume` (its record says where it is).
 """
@@ -54,6 +57,7 @@ from partition_assets.errors import (
 from partition_assets.ids import checked_backfill_id
 from partition_assets.instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.processes.coordinators import await_backfill
+from partition_assets.processes.main_guard import refuse_unguarded_script
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
 
@@ -93,7 +97,9 @@ def run_backfill(
     Raises:
         PartitionAssetsError: The plan refuses the spec, or its partitions are leased; nothing
             was recorded or written.
+        UnguardedScriptError: A script calls it outside `if __name__ == "__main__":`; nothing was run.
     """
+    refuse_unguarded_script("run_backfill")
     spec = pinned_history(spec, instance)  # its record re-plans the same nodes when resumed
     on_workers = spec.runs_via != RunsVia.launcher
     if on_workers:  # before any thread: the server is a fork of this process

@@ -58,6 +58,7 @@ from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id
+from partition_assets.processes.main_guard import refuse_unguarded_script
 from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
 
@@ -91,6 +92,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
     """Finishes the backfill: runs every node that has not succeeded, then its gate and
     publish; a backfill whose coordinator died mid-publish or mid-rollback has that step
     finished (a rollback's result is `Published`, verb "rolled back")."""
+    refuse_unguarded_script("resume_backfill")
     record = _recorded(instance, backfill_id, C.RESUME)
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
@@ -107,6 +109,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
 
 def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
     """Re-runs the backfill's failed nodes and their descendants (nothing when none failed)."""
+    refuse_unguarded_script("retry_backfill")
     record = _recorded(instance, backfill_id, C.RETRY)
     graph = graph_of(record.spec, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
