@@ -165,6 +165,8 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
     for line in (*report.retracted_lines, *report.failed_lines, *notes, *(report.previous_versions or ())):
         if line is not None:
             print(line)
+    if report.unpublished is not None:  # last: a failed staged backfill published nothing, and the fix
+        print(report.unpublished)
     if args.html:
         Path(args.html).write_text(heatmap.html())
     if args.png:

@@ -23,6 +23,7 @@ import dagster as dg
 from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.detaching import submit_coordinator_run
 from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun, RunOutcome
+from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import RunsVia
@@ -162,7 +163,10 @@ def execute_backfill(
     except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         return RunOutcome(record.id, str(error), succeeded=False)
     failure = progress.failure(status)
-    return RunOutcome(record.id, failure or progress.summary(status), succeeded=failure is None)
+    if failure is None:
+        return RunOutcome(record.id, progress.summary(status), succeeded=True)
+    unpublished = nothing_published(record.id, record.spec, status, graph.node_count())
+    return RunOutcome(record.id, failure + (f" {unpublished}" if unpublished else ""), succeeded=False)
 
 
 # What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's

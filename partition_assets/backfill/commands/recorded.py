@@ -33,6 +33,7 @@ from partition_assets.backfill.commands.results import (
     StatusReport,
     TableDiff,
 )
+from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
@@ -85,6 +86,11 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
         silence=silent_coordinator(instance, record.id, record.status),
         previous_versions=_previous_versions(publication_of(record, instance)) if keeps_previous else None,
         fewer_runs=fewer_runs_note(instance, record) if record.status == BackfillStatus.RUNNING else None,
+        unpublished=(
+            nothing_published(record.id, record.spec, states, graph.node_count())
+            if record.status == BackfillStatus.FAILED
+            else None
+        ),
     )
 
 
