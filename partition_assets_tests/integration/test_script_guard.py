@@ -22,9 +22,8 @@ import dagster as dg
 import partition_assets
 
 threading.Thread(target=threading.Event().wait, daemon=True).start()
-spec = partition_assets.BackfillSpec(
-    module="partition_assets_tests.support.user_projects.wired_visits", selection="*", start="2024-01-02", end="2024-01-03"
-)
+location = "partition_assets_tests.support.user_projects.wired_visits"
+spec = partition_assets.BackfillSpec(module=location, selection="*", start="2024-01-02", end="2024-01-03")
 with dg.DagsterInstance.get() as instance:
     print(partition_assets.run_backfill(spec, instance, partition_assets.PrintingConsole()).message)
 """
@@ -37,7 +36,7 @@ def test_a_script_calling_run_backfill_outside_its_main_guard_is_refused_by_name
     assert ran.returncode == 1, ran.stdout + ran.stderr
     last = ran.stderr.strip().splitlines()[-1]
     assert last == (
-        f"partition_assets.errors.UnguardedScriptError: run_backfill is called at line 12 of {script}, outside "
+        f"partition_assets.errors.UnguardedScriptError: run_backfill is called at line 11 of {script}, outside "
         "`if __name__ == \"__main__\":`: the backfill's worker processes import your script again, as Python's "
         'multiprocessing does, and would each run it. Put the calls under `if __name__ == "__main__":`. '
         "Nothing was recorded or run."
