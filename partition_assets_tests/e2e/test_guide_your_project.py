@@ -75,6 +75,20 @@ class GuideShell:
         return Path((self.state / "cwd").read_text().strip())
 
 
+def installed_off_pins(shell: GuideShell) -> dict[str, tuple[str, str]]:
+    """The packages of constraints.txt that the guide's venv holds in another release than
+    the pinned one: {name: (installed, pinned)}."""
+    pins = dict(line.split("==") for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
+    listed = shell.run("python -m pip freeze --disable-pip-version-check")
+    installed = dict(line.lower().split("==") for line in listed.stdout.splitlines() if "==" in line)
+    assert {"dagster", "pyspark", "create-dagster"} <= installed.keys(), listed.stdout
+    return {
+        name: (installed[name], pinned)
+        for name, pinned in pins.items()
+        if name in installed and installed[name] != pinned
+    }
+
+
 def _quoted(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
@@ -125,6 +139,8 @@ def _run_blocks(shell: GuideShell, spark: bool, printed: list[str]) -> None:
             last = shell.run(text, prelude=UV_PIP if block.kind == "install" else "")
             assert last.returncode == 0, f"{block.text}\n{last.stdout}\n{last.stderr}"
             printed.append(last.stdout)
+            if block.kind == "install":
+                assert installed_off_pins(shell) == {}
         elif block.kind == "output" and last is not None:
             lines = last.stdout.splitlines()
             for line in block.text.splitlines():
