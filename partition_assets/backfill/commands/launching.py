@@ -26,7 +26,7 @@ from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun
 from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import RunsVia
+from partition_assets.backfill.model import PublishMode, RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
@@ -141,7 +141,7 @@ def execute_backfill(
     log, a line after it on what that costs and how to drop it (`per_run_database_note`). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
-    progress = Progress(record.id, graph, done)
+    progress = Progress(record.id, graph, done, staged=record.spec.publish == PublishMode.staged)
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
     storage = per_run_database_note(instance)
