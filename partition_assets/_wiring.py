@@ -3,9 +3,13 @@
 It returns the project's Definitions with every part the engine and its Dagster surfaces
 need, each replaceable by an option and each but the assets optional:
 
-- the Delta IO manager (`io_manager`, default `SparkDeltaIOManager` on `lake`) and the Spark
-  resource it uses (`spark`, default `SparkResource.from_env()`: no server starts before a
-  step asks for a session);
+- Spark and the Delta IO manager, when the project uses them (`delta`): by default when an
+  asset asks for them, by requesting the `spark` resource or the `delta_io_manager` IO manager
+  key, or when `spark` or `lake` is given. Then the Delta IO manager (`SparkDeltaIOManager` on
+  `lake`) is the default IO manager (`io_manager` replaces it) and the `delta_io_manager` key,
+  and the Spark resource it uses is the `spark` one (default `SparkResource.from_env()`: no
+  server starts before a step asks for a session). Otherwise the project keeps Dagster's
+  default IO manager (or `io_manager`), and nothing of Spark is wired;
 - the gates as asset checks (`gate_checks`: each backfill records its evaluation on the
   asset's Checks tab);
 - the engine job (`engine`, default `sparse_backfill_job(module)`), the pause job and the
@@ -19,7 +23,9 @@ need, each replaceable by an option and each but the assets optional:
 
 The result is resolved (`code_location.resolved`): an error in the definitions raises here.
 
-Not guaranteed: an option this call does not know raises WiringError, but a wrong value of a
+Not guaranteed: an asset that makes a Spark DataFrame without the `spark` resource, in a
+project where no asset asks for Spark, is stored by Dagster's default IO manager (which
+cannot pickle it): pass `delta=True`. An option this call does not know raises WiringError, but a wrong value of a
 known one (an IO manager of another kind, a job named as the engine's) is Dagster's to refuse,
 when it does.
 """
@@ -51,6 +57,11 @@ from partition_assets.spark import SparkResource
 from partition_assets.storage import SparkDeltaIOManager
 
 LAKE_ENV = "PARTITION_ASSETS_LAKE"
+# The IO manager key an asset names (`io_manager_key=...`) to be stored as Delta in a project
+# whose default IO manager is another.
+DELTA_IO_MANAGER_KEY = "delta_io_manager"
+# The resource keys by which an asset asks for Spark and Delta.
+_SPARK_KEYS = frozenset({"spark", DELTA_IO_MANAGER_KEY})
 
 
 def lake_root() -> str:
@@ -70,6 +81,7 @@ def definitions(
     lake: str | None = None,
     spark: SparkResource | None = None,
     io_manager: Any = None,
+    delta: bool | None = None,
     engine: dg.JobDefinition | None = None,
     gate_checks: bool = True,
     operation_jobs: bool = True,
@@ -89,9 +101,13 @@ def definitions(
         sensors: The project's own, added to the eager sensor.
         schedules: The project's schedules.
         resources: The project's own; an `io_manager` or `spark` key here replaces the default one.
-        lake: Where the default IO manager stores tables (default `lake_root()`).
-        spark: The Spark resource (default `SparkResource.from_env()`).
-        io_manager: The IO manager (default `SparkDeltaIOManager(root_uri=lake, spark=spark)`).
+        lake: Where the Delta IO manager stores tables (default `lake_root()`).
+        spark: The Spark resource (default `SparkResource.from_env()`, when Spark is wired).
+        io_manager: The default IO manager (default: the Delta one when Delta is wired, else
+            Dagster's own).
+        delta: Whether Spark and the Delta IO manager are wired: True always, False never
+            (the `spark` resource still is, when an asset requests it or `spark` is given),
+            None (default) when an asset asks for them or `spark` or `lake` is given.
         engine: The engine job (default `sparse_backfill_job(module)`); pass the one your
             catch-up sensors launch.
         gate_checks: Whether the gates are asset checks.
@@ -106,7 +122,6 @@ def definitions(
     """
     if unknown:
         raise WiringError(_unknown_options_message(sorted(unknown)))
-    chosen_spark = spark or SparkResource.from_env()
     project_assets = list(assets)
     engine_job = engine or sparse_backfill_job(module=module)
     built = dg.Definitions(
@@ -123,15 +138,27 @@ def definitions(
             *sensors,
         ],
         schedules=list(schedules),
-        resources={
-            "spark": chosen_spark,
-            "io_manager": io_manager or SparkDeltaIOManager(root_uri=lake or lake_root(), spark=chosen_spark),
-            **(resources or {}),
-        },
+        resources={**_storage_resources(project_assets, delta, spark, lake, io_manager), **(resources or {})},
     )
     # Resolved here, so that the code server and the CLI read it resolved (without Dagster's
     # own beta warning).
     return resolved(with_git_versions(built, _file_of(module)) if git_versions else built)
+
+
+def _storage_resources(
+    assets: list[Any], delta: bool | None, spark: SparkResource | None, lake: str | None, io_manager: Any
+) -> dict[str, Any]:
+    """The IO managers and the Spark resource of a project (see `definitions`' `delta`)."""
+    asked = set().union(*(getattr(asset, "required_resource_keys", ()) for asset in assets))
+    wired = delta if delta is not None else bool(asked & _SPARK_KEYS) or spark is not None or lake is not None
+    found: dict[str, Any] = {} if io_manager is None else {"io_manager": io_manager}
+    if not wired:  # Dagster's default IO manager, or the one given; Spark only if requested
+        requested = spark is not None or "spark" in asked
+        return {"spark": spark or SparkResource.from_env(), **found} if requested else found
+    chosen_spark = spark or SparkResource.from_env()
+    delta_io = SparkDeltaIOManager(root_uri=lake or lake_root(), spark=chosen_spark)
+    named = {DELTA_IO_MANAGER_KEY: delta_io} if DELTA_IO_MANAGER_KEY in asked else {}
+    return {"spark": chosen_spark, "io_manager": delta_io, **found, **named}
 
 
 def _file_of(module: str) -> str:

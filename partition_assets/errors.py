@@ -280,3 +280,8 @@ class RunConfigError(BackfillPlanError):
 class BatchingError(BackfillPlanError):
     """A backfill asks for the engine's batching (`--batching engine`) of assets that have no
     `BackfillPolicy` to batch by; nothing was launched or written."""
+
+
+class UnguardedScriptError(PartitionAssetsError, RuntimeError):
+    """A script runs a backfill's nodes from its top level, outside `if __name__ == "__main__":`
+    (its workers import the script again); nothing was run."""

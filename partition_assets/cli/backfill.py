@@ -37,10 +37,9 @@ from partition_assets.backfill.commands import (
     stand_by,
     unpause_backfill,
 )
-from partition_assets.backfill.commands.console import Console
+from partition_assets.backfill.commands.console import Console, PrintingConsole
 from partition_assets.backfill.commands.results import Published
 from partition_assets.backfill.planning.spec import spec_from_arguments
-from partition_assets.backfill.running.progress import Tally
 from partition_assets.cli.heatmap import Heatmap
 from partition_assets.cli.live import LiveConsole
 from partition_assets.cli.rendering import plan_json, render_diff, render_ledger, render_lineup, render_plan
@@ -99,14 +98,8 @@ def run_backfill_command(args: argparse.Namespace, argv: list[str]) -> int:
         return _ended(adopt_backfill(instance, args.backfill_id, TerminalConsole()))
 
 
-class TerminalConsole:
-    """The console of a command whose output is piped: each line printed as it comes."""
-
-    def line(self, text: str) -> None:
-        print(text, flush=True)
-
-    def node(self, text: str, tally: Tally) -> None:
-        self.line(text)
+# The console of a command whose output is piped: each line printed as it comes.
+TerminalConsole = PrintingConsole
 
 
 @contextmanager
@@ -193,6 +186,8 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
     ):
         if line is not None:
             print(line)
+    if report.unpublished is not None:  # last: a failed staged backfill published nothing, and the fix
+        print(report.unpublished)
     if args.html:
         Path(args.html).write_text(heatmap.html())
     if args.png:

@@ -51,11 +51,18 @@ class LiveConsole:
 
 
 def progress_line(tally: Tally) -> str:
-    """`[========>           ] 12/40 done, 4 running, 1 failed, ETA 2m05s`."""
+    """`[========>           ] 12/40 done, 4 running, 1 failed, ETA 2m05s`; `11/40 staged, 0
+    published` (its succeeded nodes) for a staged backfill."""
     filled = _BAR_WIDTH * tally.done // tally.total if tally.total else _BAR_WIDTH
     bar = ("=" * filled + (">" if filled < _BAR_WIDTH else "")).ljust(_BAR_WIDTH)
     eta = "" if tally.eta_seconds is None else f", ETA {_duration(tally.eta_seconds)}"
-    return f"[{bar}] {tally.done}/{tally.total} done, {tally.running} running, {tally.failed} failed{eta}"
+    # A staged backfill's succeeded nodes are staged: it publishes them all at its end.
+    done = (
+        f"{tally.done - tally.failed}/{tally.total} staged, 0 published"
+        if tally.staged
+        else f"{tally.done}/{tally.total} done"
+    )
+    return f"[{bar}] {done}, {tally.running} running, {tally.failed} failed{eta}"
 
 
 def _duration(seconds: float) -> str:

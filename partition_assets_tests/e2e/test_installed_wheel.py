@@ -5,7 +5,6 @@ that holds every release (offline, ~2 s, each package linked rather than copied)
 index, as `make install` does."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from partition_assets_tests.support import REPO
-
-UV = str(Path(sys.executable).parent / "uv")
+from partition_assets_tests.support.checkout import UV, source_copy, uv
 
 # The project's assets are code_location_forms' own (Dagster's default partitions and IO manager).
 ASSETS = REPO / "partition_assets_tests" / "support" / "code_location_forms" / "visits.py"
@@ -30,20 +28,9 @@ defs = partition_assets.definitions(assets=[visits, doubled_visits], module=__na
 PYPROJECT = '[tool.dg]\ndirectory_type = "project"\n\n[tool.dg.project]\nroot_module = "my_project"\n'
 
 
-def uv(*args: str) -> None:
-    """`uv args` from uv's cache alone, else from the index."""
-    if subprocess.run([UV, *args, "--offline"], capture_output=True).returncode != 0:
-        subprocess.run([UV, *args], check=True, capture_output=True)
-
-
 def installed_wheel(root: Path) -> Path:
     """A fresh venv under `root` holding the wheel of this checkout's package; its python."""
-    source = root / "source"
-    shutil.copytree(
-        REPO / "partition_assets", source / "partition_assets", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, source)
+    source = source_copy(root / "source")
     uv("build", "--wheel", "-q", "-o", str(root / "dist"), str(source))
     python = root / "venv" / "bin" / "python"
     subprocess.run([UV, "venv", "-q", "--python", sys.executable, str(root / "venv")], check=True)

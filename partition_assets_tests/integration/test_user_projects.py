@@ -1,10 +1,12 @@
 """Any user's assets, as Dagster runs them (issue 43 point 2; docs/guide/your-project.md, steps
-1 and 2): four code locations written as Dagster users write them, nothing of partition_assets
+1 to 3): four code locations written as Dagster users write them, nothing of partition_assets
 in them: a `dg`-scaffolded project loading its `defs/` folder, a `@repository`, a DuckDB
 project on Dagster's default IO manager, and a subsettable multi-asset with asset checks (a
-blocking one). Each backfills one day on the engine (`partition-assets backfill run`, its node
-runs in worker processes) and on Dagster (`dagster asset materialize`, Dagster's own command),
-each in an instance of its own; the two instances then hold the same materializations, the
+blocking one); and a fifth wired by `partition_assets.definitions` alone, whose assets ask for
+no Spark: it keeps Dagster's default IO manager and starts no Spark server. Each backfills
+one day on the engine (`partition-assets backfill run`, its node runs in worker processes)
+and on Dagster (`dagster asset materialize`, Dagster's own command), each in an instance of
+its own; the two instances then hold the same materializations, the
 same check results, and Dagster's default IO manager stored the same outputs."""
 
 import json
@@ -18,6 +20,7 @@ from dagster._cli.asset import asset_materialize_command
 
 from partition_assets.cli.main import main
 from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.webserver import free_port, listening
 
 DAY = "2024-01-03"
 LOCATIONS = {
@@ -25,7 +28,10 @@ LOCATIONS = {
     "@repository": "partition_assets_tests.support.code_location_forms.repository_location",
     "DuckDB": "partition_assets_tests.support.user_projects.duckdb_views",
     "multi-asset and checks": "partition_assets_tests.support.user_projects.orders_with_checks",
+    "one call, no Spark": "partition_assets_tests.support.user_projects.wired_visits",
 }
+# The code locations whose executor `partition_assets.definitions` made in-process already.
+WIRED = {LOCATIONS["one call, no Spark"]}
 # Dagster runs the steps of a run in one process (as the engine's node runs do), not a process each.
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
 
@@ -61,6 +67,10 @@ def what_the_instance_holds(home: Path) -> tuple[dict, set, dict]:
 def test_the_engine_backfills_a_users_code_location_as_dagster_materializes_it(
     module, home, home_template, tmp_path, monkeypatch, capsys
 ):
+    # Where a Spark Connect server this test started would leave its pid file and listen.
+    monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(tmp_path / "spark_state"))
+    spark_port = free_port()
+    monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(spark_port))
     code = main(["backfill", "run", "-m", module, "--select", "*", "--start", DAY, "--end", DAY])
     assert code == 0, capsys.readouterr()
     dagster_home = tmp_path / "dagster_materialize_home"
@@ -68,7 +78,16 @@ def test_the_engine_backfills_a_users_code_location_as_dagster_materializes_it(
     for name, value in instance_env(dagster_home).items():
         monkeypatch.setenv(name, value)
     asset_materialize_command.main(
-        ["-m", module, "--select", "*", "--partition", DAY, "--config-json", IN_PROCESS], standalone_mode=False
+        [
+            "-m",
+            module,
+            "--select",
+            "*",
+            "--partition",
+            DAY,
+            *([] if module in WIRED else ["--config-json", IN_PROCESS]),
+        ],
+        standalone_mode=False,
     )
 
     on_engine, by_dagster = what_the_instance_holds(home), what_the_instance_holds(dagster_home)
@@ -76,5 +95,8 @@ def test_the_engine_backfills_a_users_code_location_as_dagster_materializes_it(
     materialized, checks, outputs = on_engine
     assert materialized and all(partitions == {DAY} for partitions in materialized.values()), materialized
     assert len(outputs) == len(materialized), outputs
+    # No Spark server was started: none has its files in the state folder, none listens.
+    assert not list((tmp_path / "spark_state").glob("spark-connect-*.pid"))
+    assert not listening(spark_port)
     if "checks" in module:
         assert checks == {("orders_are_positive", True, "ERROR"), ("no_refunds", False, "WARN")}

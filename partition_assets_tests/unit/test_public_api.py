@@ -58,3 +58,36 @@ def test_the_example_imports_from_partition_assets_alone():
                 if module.split(".")[0] == "partition_assets" and not own:
                     deeper[path.name] = module
     assert deeper == {}
+
+
+# What a script that plans, runs and reads a backfill needs (docs/guide/your-project.md, "A script").
+SCRIPT_NAMES = {
+    "BackfillSpec",
+    "Console",
+    "PrintingConsole",
+    "SilentConsole",
+    "UnguardedScriptError",
+    "plan_backfill",
+    "run_backfill",
+    "backfill_status",
+    "list_backfills",
+    "resume_backfill",
+    "retry_backfill",
+    "cancel_backfill",
+    "pause_backfill",
+    "unpause_backfill",
+    "diff_backfill",
+    "publish_backfill",
+    "approve_backfill",
+    "discard_backfill",
+    "rollback_backfill",
+    "backfill_ledger",
+    "retract_partitions",
+    "detach_backfill",
+}
+
+
+def test_a_script_finds_the_commands_the_spec_and_a_printing_console_in_partition_assets(capsys):
+    assert SCRIPT_NAMES <= set(partition_assets.__all__)
+    partition_assets.PrintingConsole().line("backfill 0123456789ab: 4 nodes")
+    assert capsys.readouterr().out == "backfill 0123456789ab: 4 nodes\n"

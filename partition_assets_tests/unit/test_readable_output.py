@@ -36,13 +36,13 @@ def day(n: int) -> str:
     return f"2024-01-{n:02d}"
 
 
-def progress_over_four_days(clock=lambda: 0.0) -> Progress:
+def progress_over_four_days(clock=lambda: 0.0, staged=False) -> Progress:
     graph = build_graph(
         dg.Definitions(assets=[orders, revenue]).resolve_asset_graph(),
         [orders.key, revenue.key],
         TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 5, tzinfo=UTC)),
     )
-    return Progress("b1", graph, done=(), clock=clock)
+    return Progress("b1", graph, done=(), clock=clock, staged=staged)
 
 
 def failed(asset: dg.AssetKey, n: int, error: str) -> NodeResult:
@@ -140,6 +140,13 @@ def test_the_live_line_is_redrawn_in_place_and_failed_nodes_stay_above_it():
         f"{erase}"  # closed: the command's last line starts on a clean line
     )
     assert progress_line(Tally(8, 8, 0, 0, None)) == "[====================] 8/8 done, 0 running, 0 failed"
+
+
+def test_a_staged_backfills_progress_counts_its_nodes_staged_against_published():
+    # 3 of 8 finished, 1 of them failed: 2 staged, none published until the backfill's end.
+    staged = Tally(8, 3, 1, 2, None, staged=True)
+    assert progress_line(staged) == "[=======>            ] 2/8 staged, 0 published, 2 running, 1 failed"
+    assert progress_over_four_days(staged=True).tally().staged
 
 
 @pytest.mark.parametrize("command", ["retry", "resume"])

@@ -26,7 +26,7 @@ def test_one_call_adds_every_part_the_engine_needs(monkeypatch, tmp_path):
         partitions_def=partition_assets.daily("2024-01-01"),
         metadata=partition_assets.backfill_gate(row_change=0.1),
     )(lambda: 1)
-    defs = partition_assets.definitions(assets=[visits, gated], module=__name__, git_versions=False)
+    defs = partition_assets.definitions(assets=[visits, gated], module=__name__, delta=True, git_versions=False)
     jobs = {job.name for job in defs.jobs}
     assert jobs == {"sparse_backfill", "pause_backfill", *OPERATION_JOBS}
     assert [sensor.name for sensor in defs.sensors] == ["eager_partitions"]
@@ -76,3 +76,36 @@ def test_an_option_it_does_not_take_is_refused_by_name_and_nothing_is_built():
     message = str(refused.value)
     assert "takes no option 'lakes' (did you mean 'lake'?)" in message and "nothing was built" in message
     assert isinstance(refused.value, partition_assets.PartitionAssetsError)
+
+
+@dg.asset(partitions_def=partition_assets.daily("2024-01-01"))
+def spark_visits(spark: SparkResource) -> None: ...
+
+
+@dg.asset(partitions_def=partition_assets.daily("2024-01-01"), io_manager_key="delta_io_manager")
+def delta_visits() -> None: ...
+
+
+def test_a_project_asking_for_no_spark_keeps_dagsters_io_manager_and_no_spark():
+    defs = partition_assets.definitions(assets=[visits], module=__name__, git_versions=False)
+    assert set(defs.resources or {}) == set()  # Dagster's default IO manager, no Spark resource
+    own_io = dg.FilesystemIOManager(base_dir="/tmp")
+    kept = partition_assets.definitions(assets=[visits], module=__name__, io_manager=own_io, git_versions=False)
+    assert dict(kept.resources or {}) == {"io_manager": own_io}
+
+
+def test_spark_and_delta_are_wired_when_an_asset_asks_for_them_or_delta_is_asked(tmp_path):
+    for assets, options in (([visits, spark_visits], {}), ([visits], {"delta": True}), ([visits], {"lake": "x"})):
+        defs = partition_assets.definitions(assets=assets, module=__name__, git_versions=False, **options)
+        assert isinstance(defs.resources["io_manager"], SparkDeltaIOManager), options
+        assert isinstance(defs.resources["spark"], SparkResource)
+    # An asset naming the Delta key is stored as Delta beside the project's own default IO manager.
+    own_io = dg.FilesystemIOManager(base_dir=str(tmp_path))
+    mixed = partition_assets.definitions(
+        assets=[visits, delta_visits], module=__name__, io_manager=own_io, git_versions=False
+    )
+    assert mixed.resources["io_manager"] is own_io
+    assert isinstance(mixed.resources[partition_assets.DELTA_IO_MANAGER_KEY], SparkDeltaIOManager)
+    # delta=False: the spark resource an asset requests, never the Delta IO manager.
+    plain = partition_assets.definitions(assets=[spark_visits], module=__name__, delta=False, git_versions=False)
+    assert set(plain.resources) == {"spark"}

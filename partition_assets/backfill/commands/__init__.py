@@ -7,16 +7,17 @@ returning a result; those that run nodes report progress to a `Console`. The com
 
     from partition_assets.backfill.commands import run_backfill, publish_backfill
 
-Not guaranteed: the commands that run nodes (run, resume, retry, adopt) start worker
-processes, which import the caller's main module again as Python's multiprocessing does: a
-script calling them must do so under `if __name__ == "__main__":`.
+The commands that run nodes (run, resume, retry, adopt) start worker processes, which import
+the caller's main script again as Python's multiprocessing does: a script calls them under
+`if __name__ == "__main__":`, and run, resume and retry called outside it raise
+UnguardedScriptError before anything is recorded (processes/main_guard.py).
 
 Modules: launching.py (plan, run, detach, adopt, stand by), recorded.py (the commands on a
 recorded backfill, and list), retracting.py (retract), detaching.py (the run handed to the run launcher),
 results.py (what each returns), console.py (where progress goes).
 """
 
-from partition_assets.backfill.commands.console import Console, SilentConsole
+from partition_assets.backfill.commands.console import Console, PrintingConsole, SilentConsole
 from partition_assets.backfill.commands.engine_run import EngineRunPlan, plan_engine_run, run_engine_plan
 from partition_assets.backfill.commands.launching import (
     adopt_backfill,
@@ -77,6 +78,7 @@ __all__ = [
     "LedgerReport",
     "Lineup",
     "PauseChanged",
+    "PrintingConsole",
     "Published",
     "RemovedPartition",
     "Retracted",

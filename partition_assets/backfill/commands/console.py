@@ -36,3 +36,15 @@ class SilentConsole:
 
     def node(self, text: str, tally: Tally) -> None:
         """Drops `text`."""
+
+
+class PrintingConsole:
+    """A console that prints each line to stdout as it comes: a script's default."""
+
+    def line(self, text: str) -> None:
+        """Prints `text` now."""
+        print(text, flush=True)
+
+    def node(self, text: str, tally: Tally) -> None:
+        """Prints the node's line."""
+        self.line(text)

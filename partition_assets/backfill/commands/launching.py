@@ -6,6 +6,9 @@ Each takes a spec (or a Dagster backfill's id) and the instance, reports progres
 refuses (a bad selection, a schema change the partitions cannot take, leased partitions)
 raises a PartitionAssetsError before anything is recorded or written.
 
+A script calling the commands that run nodes (run, resume, retry) calls them under
+`if __name__ == "__main__":`: their workers import it again (processes/main_guard.py).
+
 Not guaranteed: `run_backfill` returns when the backfill has run, gated and published (or
 stopped short); a Ctrl-C or a kill leaves it for `resume` (its record says where it is).
 """
@@ -20,9 +23,10 @@ import dagster as dg
 from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.detaching import submit_coordinator_run
 from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun, RunOutcome
+from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import RunsVia
+from partition_assets.backfill.model import PublishMode, RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
@@ -57,6 +61,7 @@ from partition_assets.errors import (
 )
 from partition_assets.ids import checked_backfill_id
 from partition_assets.processes.coordinators import await_backfill
+from partition_assets.processes.main_guard import refuse_unguarded_script
 from partition_assets.storage.key_values import swap
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
@@ -98,7 +103,9 @@ def run_backfill(
     Raises:
         PartitionAssetsError: The plan refuses the spec, or its partitions are leased; nothing
             was recorded or written.
+        UnguardedScriptError: A script calls it outside `if __name__ == "__main__":`; nothing was run.
     """
+    refuse_unguarded_script("run_backfill")
     spec = pinned_history(spec, instance)  # its record re-plans the same nodes when resumed
     on_workers = spec.runs_via != RunsVia.launcher
     if on_workers:  # before any thread: the server is a fork of this process
@@ -143,7 +150,7 @@ def execute_backfill(
     started, announced with its time (running/spark_start.py). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed."""
-    progress = Progress(record.id, graph, done)
+    progress = Progress(record.id, graph, done, staged=record.spec.publish == PublishMode.staged)
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
     storage = per_run_database_note(instance)
@@ -170,7 +177,10 @@ def execute_backfill(
     except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         return RunOutcome(record.id, str(error), succeeded=False)
     failure = progress.failure(status)
-    return RunOutcome(record.id, failure or progress.summary(status), succeeded=failure is None)
+    if failure is None:
+        return RunOutcome(record.id, progress.summary(status), succeeded=True)
+    unpublished = nothing_published(record.id, record.spec, status, graph.node_count())
+    return RunOutcome(record.id, failure + (f" {unpublished}" if unpublished else ""), succeeded=False)
 
 
 # What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's

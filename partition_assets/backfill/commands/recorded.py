@@ -37,6 +37,7 @@ from partition_assets.backfill.commands.results import (
     TakeoverClaim,
 )
 from partition_assets.backfill.commands.retracting import resume_retract
+from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
@@ -71,6 +72,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id
+from partition_assets.processes.main_guard import refuse_unguarded_script
 from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
 
@@ -99,6 +101,11 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
         silence=silent_coordinator(instance, record.id, record.status),
         previous_versions=_previous_versions(publication_of(record, instance)) if keeps_previous else None,
         fewer_runs=fewer_runs_note(instance, record) if record.status == BackfillStatus.RUNNING else None,
+        unpublished=(
+            nothing_published(record.id, record.spec, states, graph.node_count())
+            if record.status == BackfillStatus.FAILED
+            else None
+        ),
     )
 
 
@@ -109,6 +116,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
     rollback's result is `Published`, verb "rolled back"). A retract is finished as a retract
     (commands/retracting.py `resume_retract`, as a taken-over coordinator run does): running its
     graph's nodes would compute again what it removes."""
+    refuse_unguarded_script("resume_backfill")
     record = _recorded(instance, backfill_id, C.RESUME)
     if record.status == BackfillStatus.ROLLING_BACK:  # its coordinator died mid-rollback
         return _rollback(publication_of(record, instance), instance, force=False)
@@ -120,6 +128,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
 
 def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
     """Re-runs the backfill's failed nodes and their descendants (nothing when none failed)."""
+    refuse_unguarded_script("retry_backfill")
     record = _recorded(instance, backfill_id, C.RETRY)
     graph = graph_of(record.spec, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):

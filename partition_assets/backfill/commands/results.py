@@ -92,6 +92,7 @@ class StatusReport:
     silence: str | None  # its coordinator has gone silent: what to do
     previous_versions: tuple[str, ...] | None  # with --keep-previous: the versions kept
     fewer_runs: str | None = None  # running with fewer runs at a time than --max-parallel: how many and why
+    unpublished: str | None = None  # a staged backfill that failed: nothing published, and what publishes it
 
     @property
     def title(self) -> str:

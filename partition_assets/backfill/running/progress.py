@@ -30,11 +30,12 @@ class Tally:
     failed: int
     running: int
     eta_seconds: float | None
+    staged: bool = False  # a staged backfill: its finished nodes are staged, published only at its end
 
 
 class Progress:
     """Counts finished nodes of one run of backfill `backfill_id`, starting from `done`;
-    `clock` (seconds, monotonic) paces the ETA."""
+    `clock` (seconds, monotonic) paces the ETA; `staged`: its nodes stage what they write."""
 
     def __init__(
         self,
@@ -42,8 +43,10 @@ class Progress:
         graph: BackfillGraph,
         done: Collection[Node],
         clock: Callable[[], float] = time.monotonic,
+        staged: bool = False,
     ) -> None:
         self.backfill_id = backfill_id
+        self._staged = staged
         self._graph = graph
         self._total = graph.node_count()
         self._finished = Counter(node.asset for node in done)
@@ -70,7 +73,7 @@ class Progress:
         eta = None
         if paced and self._first_finished is not None:
             eta = (self._clock() - self._first_finished) / (finished_here - 1) * (self._total - done)
-        return Tally(self._total, done, len(self._errors), self._running, eta)
+        return Tally(self._total, done, len(self._errors), self._running, eta, self._staged)
 
     def line(self, result: NodeResult) -> str:
         """`[done/total] asset done/asset-total partition seconds ok|FAILED: error (run id)`,
