@@ -219,10 +219,15 @@ def _checked_cursor(storage: SqlEventLogStorage) -> int:
             or the cursor is beyond the event log's last event.
         ProvenanceIndexVersionError: A newer release wrote the index.
     """
-    try:
-        _create(storage)
-    except (IntegrityError, OperationalError, ProgrammingError):
-        _create(storage)  # a concurrent CREATE TABLE on Postgres fails the loser
+    with _transaction(storage) as connection:
+        present = {table for table in _COLUMNS if inspect(connection).has_table(table)}
+    if not present:
+        try:
+            _create(storage)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            _create(storage)  # a concurrent CREATE TABLE on Postgres fails the loser
+    elif present != set(_COLUMNS):
+        raise _Unreadable(f"table {sorted(set(_COLUMNS) - present)[0]} is missing")
     with _transaction(storage) as connection:
         inspector = inspect(connection)
         for table, columns in _COLUMNS.items():
@@ -233,7 +238,7 @@ def _checked_cursor(storage: SqlEventLogStorage) -> int:
         if row is None:
             if connection.execute(select(PROVENANCE.c.asset_key).limit(1)).first() is not None:
                 raise _Unreadable("its rows have no cursor")
-            connection.execute(CURSOR.insert().values(name=_CURSOR_NAME, format_version=FORMAT_VERSION, storage_id=_BUILD))
+            _start_cursor(connection)
             return _BUILD
     version, cursor = row.format_version, row.storage_id
     if not isinstance(version, int) or not isinstance(cursor, int):
@@ -260,13 +265,21 @@ def _create(storage: SqlEventLogStorage) -> None:
 
 
 def _reset(storage: SqlEventLogStorage) -> int:
-    """Drops and creates the index's tables, empty with a cursor that has read nothing, in one transaction."""
+    """Drops and creates the index's tables, empty with a cursor that has read nothing. Two
+    processes may reset at once: each statement tolerates the other's."""
     with _transaction(storage) as connection:
         for table in _metadata.sorted_tables:
             connection.execute(DropTable(table, if_exists=True))
-            connection.execute(CreateTable(table))
-        connection.execute(CURSOR.insert().values(name=_CURSOR_NAME, format_version=FORMAT_VERSION, storage_id=_BUILD))
+            connection.execute(CreateTable(table, if_not_exists=True))
+        _start_cursor(connection)
     return _BUILD
+
+
+def _start_cursor(connection: Connection) -> None:
+    """The cursor of an index that has read nothing, unless another process wrote one meanwhile."""
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(CURSOR).values(name=_CURSOR_NAME, format_version=FORMAT_VERSION, storage_id=_BUILD)
+    connection.execute(statement.on_conflict_do_nothing(index_elements=[CURSOR.c.name]))
 
 
 def _read_since(
@@ -291,7 +304,9 @@ def _read_since(
         with _transaction(storage) as connection:
             _upsert(connection, rows)
             connection.execute(
-                update(CURSOR).where(CURSOR.c.name == _CURSOR_NAME, CURSOR.c.storage_id < cursor).values(storage_id=cursor)
+                update(CURSOR)
+                .where(CURSOR.c.name == _CURSOR_NAME, CURSOR.c.storage_id < cursor)
+                .values(storage_id=cursor)
             )
         read += len(records)
         if building:
