@@ -153,7 +153,8 @@ def latest_provenance(
     instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], progress: Callable[[str], None] = _to_stderr
 ) -> dict[dg.AssetKey, dict[str, Provenance]]:
     """Per asset of `keys`, per partition: its latest materialization, the index updated first.
-    Rows older than their asset's last wipe are left out (as Dagster leaves out its events);
+    Rows older than their asset's last wipe are left out (as Dagster leaves out its events:
+    `dagster asset wipe`);
     a row without a commit gets its run's tag when the run has one now.
 
     Raises:
@@ -161,14 +162,14 @@ def latest_provenance(
     """
     update_index(instance, progress)
     wanted = list(keys)
-    wiped = _wipe_timestamps(instance, wanted)
+    shown_after = _shown_after(instance, wanted)
     storage = sql_event_log(instance)
     try:
-        found = _rows(storage, wanted, wiped)
+        found = _rows(storage, wanted, shown_after)
     except (ValueError, TypeError) as why:  # a row not of the format
         progress(f"provenance index: a row cannot be read ({why}); building it again from the event log")
         rebuild_index(instance, progress)
-        found = _rows(storage, wanted, wiped)
+        found = _rows(storage, wanted, shown_after)
     untagged = sorted({p.run_id for by_partition in found.values() for p in by_partition.values() if not p.git_sha})
     shas = run_git_shas(instance, untagged) if untagged else {}
     for by_partition in found.values():
@@ -379,27 +380,32 @@ def _upsert(connection: Connection, rows: list[dict]) -> None:
     connection.execute(statement, rows)
 
 
-def _wipe_timestamps(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[str, float]:
-    """The time each of `keys` wiped last (`dagster asset wipe`), for those ever wiped."""
-    wiped = {}
+def _shown_after(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[str, float]:
+    """Per asset of `keys` that Dagster lists, the time its events count from: its last wipe
+    (`dagster asset wipe`), else -inf. Dagster lists no asset wiped and not materialized since."""
+    shown = {}
     for record in instance.get_asset_records(keys):
         details = record.asset_entry.asset_details
-        if details is not None and details.last_wipe_timestamp:
-            wiped[record.asset_entry.asset_key.to_string()] = details.last_wipe_timestamp
-    return wiped
+        wiped = details.last_wipe_timestamp if details is not None else None
+        shown[record.asset_entry.asset_key.to_string()] = wiped or float("-inf")
+    return shown
 
 
 def _rows(
-    storage: SqlEventLogStorage, keys: list[dg.AssetKey], wiped: Mapping[str, float]
+    storage: SqlEventLogStorage, keys: list[dg.AssetKey], shown_after: Mapping[str, float]
 ) -> dict[dg.AssetKey, dict[str, Provenance]]:
+    """The rows of `keys`, those of each asset's events Dagster shows (`_shown_after`) alone.
+
+    Raises:
+        ValueError, TypeError: A row is not of the format."""
     by_name = {key.to_string(): key for key in keys}
     found: dict[dg.AssetKey, dict[str, Provenance]] = {key: {} for key in keys}
-    names = sorted(by_name)
+    names = sorted(name for name in by_name if name in shown_after)
     with _transaction(storage) as connection:
         for start in range(0, len(names), 500):  # SQLite caps a statement's variables
             chunk = names[start : start + 500]
             for row in connection.execute(select(PROVENANCE).where(PROVENANCE.c.asset_key.in_(chunk))):
-                if row.timestamp <= wiped.get(row.asset_key, float("-inf")):
+                if row.timestamp <= shown_after[row.asset_key]:
                     continue
                 inputs = json.loads(row.input_data_versions)
                 if not isinstance(row.storage_id, int) or not isinstance(inputs, dict):
