@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -331,7 +331,7 @@ def _wiped_event_ids(storage: SqlEventLogStorage, first: int, last: int) -> set[
         return set(connection.execute(query).scalars())
 
 
-def _rows_of(instance: dg.DagsterInstance, records: list[dg.EventLogRecord], unindexed: set[int]) -> list[dict]:
+def _rows_of(instance: dg.DagsterInstance, records: Sequence[dg.EventLogRecord], unindexed: set[int]) -> list[dict]:
     """The latest row per (asset, partition) of `records` (ascending), leaving out the events
     of wiped partitions; a commit not in the metadata is read from its run's tag."""
     latest: dict[tuple[str, str], dict] = {}

@@ -34,7 +34,8 @@ from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG, USER_TAG
 from dagster._daemon import backfill as daemon_backfill
 from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
-from sqlalchemy import inspect, select
+from sqlalchemy import inspect as inspect_database
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from partition_assets import dagster_internals
@@ -99,11 +100,10 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
-from partition_assets.instance import migrations
+from partition_assets.instance import migrations, provenance_index
 from partition_assets.instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
 from partition_assets.instance.migrations import remember_dagster_migrations
-from partition_assets.instance import provenance_index
 from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.instance.storage import instance_storage_defaults
 
@@ -375,7 +375,7 @@ def test_the_provenance_index_reads_events_after_its_cursor_dagster_s_version_ta
             assert provenance_index.update_index(instance, progress=lambda line: None) == 2
             storage = provenance_index.sql_event_log(instance)
             with storage.index_transaction() as connection:
-                assert inspect(connection).has_table(provenance_index.PROVENANCE.name)
+                assert inspect_database(connection).has_table(provenance_index.PROVENANCE.name)
             cursor = storage.get_maximum_record_id()
             assert dg.materialize([up], partition_key="2024-01-02", instance=instance).success
             after = storage.get_event_records(
