@@ -39,11 +39,13 @@ read is missed (storage ids are handed out at insert, not at commit; Dagster's o
 this); a run deleted from the instance (`dagster run delete`) leaves its rows until a rebuild;
 a wiped asset (`dagster asset wipe`) is answered by filtering its rows older than the wipe, as
 Dagster filters its events. A commit recorded only as its run's tag, tagged after the index read
-the event (the tag is set once the run succeeded), is looked up when the index is read.
+the event (the tag is set once the run succeeded), is looked up when `--produced-by` reads
+the index (`with_run_commits`), as the scan did: one query per 500 runs of such rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -154,8 +156,8 @@ def latest_provenance(
 ) -> dict[dg.AssetKey, dict[str, Provenance]]:
     """Per asset of `keys`, per partition: its latest materialization, the index updated first.
     Rows older than their asset's last wipe are left out (as Dagster leaves out its events:
-    `dagster asset wipe`);
-    a row without a commit gets its run's tag when the run has one now.
+    `dagster asset wipe`). A row's commit is the one recorded when the index read its event
+    (`with_run_commits` looks up those that had none).
 
     Raises:
         ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
@@ -170,13 +172,26 @@ def latest_provenance(
         progress(f"provenance index: a row cannot be read ({why}); building it again from the event log")
         rebuild_index(instance, progress)
         found = _rows(storage, wanted, shown_after)
+    return found
+
+
+def with_run_commits(
+    instance: dg.DagsterInstance, found: dict[dg.AssetKey, dict[str, Provenance]]
+) -> dict[dg.AssetKey, dict[str, Provenance]]:
+    """`found` with each row that records no commit given its run's tag, when the run has one
+    now (the tag is set once a run succeeded, maybe after the index read its events): one
+    query per 500 runs."""
     untagged = sorted({p.run_id for by_partition in found.values() for p in by_partition.values() if not p.git_sha})
     shas = run_git_shas(instance, untagged) if untagged else {}
-    for by_partition in found.values():
-        for partition, made in by_partition.items():
-            if made.git_sha is None and made.run_id in shas:
-                by_partition[partition] = Provenance(**{**made.__dict__, "git_sha": shas[made.run_id]})
-    return found
+    return {
+        key: {
+            partition: dataclasses.replace(made, git_sha=shas[made.run_id])
+            if made.git_sha is None and made.run_id in shas
+            else made
+            for partition, made in by_partition.items()
+        }
+        for key, by_partition in found.items()
+    }
 
 
 def forget_partitions(connection: Connection, asset: dg.AssetKey, partitions: Iterable[str]) -> None:

@@ -45,7 +45,7 @@ from partition_assets.code_location import import_module_named, split_target
 from partition_assets.deploy.git import commits_named, source_version_at
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, asset_function, recorded_git_sha, run_git_shas
 from partition_assets.errors import BackfillPlanError, NoCodeVersionError
-from partition_assets.instance.provenance_index import latest_provenance
+from partition_assets.instance.provenance_index import latest_provenance, with_run_commits
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
@@ -124,12 +124,16 @@ def latest_materializations(
     instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], spec: BackfillSpec
 ) -> dict[dg.AssetKey, dict[str, Made]]:
     """Per asset, per partition ("" for an unpartitioned asset): its latest materialization up to
-    `spec.history_as_of`, from the provenance index (instance/provenance_index.py, updated first).
+    `spec.history_as_of`, from the provenance index (instance/provenance_index.py, updated first;
+    with `produced_by`, a commit not recorded when the index read the event is looked up).
     A partition whose latest materialization came after `history_as_of` is read from the event
     log as of then (`scanned_materializations`, for those partitions alone)."""
+    provenance = latest_provenance(instance, keys)
+    if spec.produced_by:
+        provenance = with_run_commits(instance, provenance)
     latest = {
         key: {partition: Made(p.storage_id, p.git_sha, p.code_version) for partition, p in by_partition.items()}
-        for key, by_partition in latest_provenance(instance, keys).items()
+        for key, by_partition in provenance.items()
     }
     if spec.history_as_of is not None:
         later = {
