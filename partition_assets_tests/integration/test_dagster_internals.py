@@ -378,6 +378,8 @@ def test_the_provenance_index_reads_events_after_its_cursor_dagster_s_version_ta
                 assert inspect_database(connection).has_table(provenance_index.PROVENANCE.name)
             cursor = storage.get_maximum_record_id()
             assert dg.materialize([up], partition_key="2024-01-02", instance=instance).success
+            lines: list[str] = []
+            assert provenance_index.update_index(instance, progress=lines.append) == 1 and lines == []
             after = storage.get_event_records(
                 dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION, after_cursor=cursor),
                 limit=10,
