@@ -330,3 +330,37 @@ def test_two_processes_building_the_index_at_once_leave_what_a_full_scan_answers
         _, err = process.communicate(timeout=120)
         assert process.returncode == 0, err
     assert history.index() == history.scan()
+
+
+def test_as_of_an_earlier_event_more_partitions_made_again_than_a_query_names_are_read_as_of_then(
+    tmp_path, home_template
+):
+    """A resumed backfill judges history as of its start: here 600 partitions were made again
+    since (more than one query names: the asset's whole history is read, then filtered)."""
+    home = tmp_path / "dagster_home"
+    shutil.copytree(home_template, home)
+    key = dg.AssetKey("wide")
+    partitions = [f"p{n:03}" for n in range(600)]
+
+    def report(version: str) -> None:
+        @dg.op(name=f"report_{version}")
+        def made():
+            for partition in partitions:
+                yield dg.AssetMaterialization(key, partition=partition, tags={"dagster/code_version": version})
+            yield dg.Output(None)
+
+        assert (
+            dg.GraphDefinition(name=f"reporting_{version}", node_defs=[made])
+            .to_job()
+            .execute_in_process(instance=instance)
+            .success
+        )
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        report("1")
+        first = instance.event_log_storage.get_maximum_record_id()
+        report("2")
+        spec = BackfillSpec(module=__file__, selection="*", stale=True, history_as_of=first)
+        then = latest_materializations(instance, [key], spec)[key]
+        assert then == scanned_materializations(instance, {key: None}, first)[key]
+        assert {made.code_version for made in then.values()} == {"1"} and set(then) == set(partitions)

@@ -20,7 +20,8 @@ version the commits' source gives its asset's function, which only a top-level f
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
 
 _PAGE = 10_000  # materialization records per query
+# Partitions a query names at most (SQLite caps a statement's variables); more: the asset's whole history.
+_NAMED_AT_MOST = 500
 
 
 def pinned_history(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillSpec:
@@ -137,7 +140,7 @@ def latest_materializations(
     }
     if spec.history_as_of is not None:
         later = {
-            key: sorted(p for p, made in by_partition.items() if made.storage_id > spec.history_as_of)
+            key: {p for p, made in by_partition.items() if made.storage_id > spec.history_as_of}
             for key, by_partition in latest.items()
         }
         later = {key: partitions for key, partitions in later.items() if partitions}
@@ -147,7 +150,7 @@ def latest_materializations(
 
 
 def scanned_materializations(
-    instance: dg.DagsterInstance, partitions: Mapping[dg.AssetKey, Sequence[str] | None], history_as_of: int | None
+    instance: dg.DagsterInstance, partitions: Mapping[dg.AssetKey, AbstractSet[str] | None], history_as_of: int | None
 ) -> dict[dg.AssetKey, dict[str, Made]]:
     """What `latest_materializations` answers, read from the event log: per asset of
     `partitions`, of its partitions listed (None: all), the latest materialization up to
@@ -158,7 +161,8 @@ def scanned_materializations(
     latest: dict[dg.AssetKey, dict[str, Made]] = {}
     untagged: dict[str, list[tuple[dg.AssetKey, str]]] = {}  # run id -> what it made without a commit
     for key, wanted in partitions.items():
-        named = None if wanted is None or "" in wanted else list(wanted)  # "": an unpartitioned asset
+        # "": an unpartitioned asset
+        named = None if wanted is None or "" in wanted or len(wanted) > _NAMED_AT_MOST else list(wanted)
         by_partition: dict[str, dg.EventLogRecord] = {}
         cursor = None
         while True:
@@ -169,7 +173,9 @@ def scanned_materializations(
                 ascending=True,
             )
             for record in page.records:  # ascending: a later one replaces an earlier one
-                by_partition[_materialization(record).partition or ""] = record
+                partition = _materialization(record).partition or ""
+                if wanted is None or partition in wanted:
+                    by_partition[partition] = record
             if not page.has_more:
                 break
             cursor = page.cursor
