@@ -28,15 +28,17 @@ and write the same rows: the result is the same whatever their order. Planning u
 index first, so that its answers are those of a full scan of the event log.
 
 A missing index is built from the event log, a page at a time, each with a progress line; an
-index that cannot be read (a row or the cursor not of the format, the cursor beyond the event
-log's last event: an instance wiped or replaced) is dropped and built again; one written by a
+index that cannot be read (a table, a row or the cursor not of the format) or that indexes
+another history (the last event it read is no longer in the event log: the instance was wiped
+or replaced, or that run deleted) is dropped and built again; one written by a
 newer release (`FORMAT_VERSION`) is refused (ProvenanceIndexVersionError), as an older release
 could not tell what it misreads. `python -m partition_assets.instance.provenance_index rebuild`
 builds it again from the event log (it is derived: nothing is lost).
 
 Not guaranteed: on Postgres, an event whose transaction commits after a later event's has been
 read is missed (storage ids are handed out at insert, not at commit; Dagster's own cursors share
-this); a run deleted from the instance (`dagster run delete`) leaves its rows until a rebuild;
+this); a run deleted from the instance (`dagster run delete`) leaves its rows until a rebuild
+(unless it held the last event read);
 a wiped asset (`dagster asset wipe`) is answered by filtering its rows older than the wipe, as
 Dagster filters its events; a partition wiped while an update is between reading its event and
 writing its row keeps that row; a rebuild while another process reads the index may leave that
@@ -235,7 +237,7 @@ def _checked_cursor(storage: SqlEventLogStorage) -> int:
 
     Raises:
         _Unreadable: A table's columns, the cursor or its format version are not the index's,
-            or the cursor is beyond the event log's last event.
+            or the event log no longer holds the last event the index read.
         ProvenanceIndexVersionError: A newer release wrote the index.
     """
     with _transaction(storage) as connection:
@@ -271,10 +273,19 @@ def _checked_cursor(storage: SqlEventLogStorage) -> int:
         )
     if version < FORMAT_VERSION:
         raise _Unreadable(f"it is at format version {version}, older than this release's {FORMAT_VERSION}")
-    last = storage.get_maximum_record_id() or 0
-    if cursor > last:
-        raise _Unreadable(f"its cursor (event {cursor}) is beyond the event log's last event ({last})")
+    if cursor != _BUILD and not _holds_event(storage, cursor):
+        raise _Unreadable(
+            f"the last event it read ({cursor}) is no longer in the event log (the instance was wiped or replaced, "
+            "or that run deleted)"
+        )
     return cursor
+
+
+def _holds_event(storage: SqlEventLogStorage, storage_id: int) -> bool:
+    """Whether the event log still holds event `storage_id` (one lookup of its primary key)."""
+    table = SqlEventLogStorageTable
+    with storage.index_connection() as connection:
+        return connection.execute(select(table.c.id).where(table.c.id == storage_id)).first() is not None
 
 
 def _create(storage: SqlEventLogStorage) -> None:
