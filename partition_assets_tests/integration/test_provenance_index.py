@@ -374,18 +374,18 @@ def test_as_of_an_earlier_event_more_partitions_made_again_than_a_query_names_ar
         assert {made.code_version for made in then.values()} == {"1"} and set(then) == set(partitions)
 
 
-def test_an_instance_wiped_whole_then_materialized_again_is_indexed_anew(tmp_path, home_template):
-    """`dagster instance wipe` deletes every event, and storage ids go on from where they were:
-    the index, whose last event read is gone, is built again from what the event log holds."""
-    home = tmp_path / "dagster_home"
-    shutil.copytree(home_template, home)
+@also_on_postgres("home")
+def test_an_instance_wiped_whole_then_materialized_again_is_indexed_anew(home):
+    """`dagster instance wipe` deletes every event; on Postgres storage ids then go on from where
+    they were (a sequence), on SQLite they start again: either way the index, whose last event
+    read is gone, is built again from what the event log holds."""
     days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-04")
 
     @dg.asset(partitions_def=days)
     def made() -> int:
         return 1
 
-    with dg.DagsterInstance.from_config(str(home)) as instance:
+    with dg.DagsterInstance.get() as instance:
         for day in days.get_partition_keys():
             assert dg.materialize([made], partition_key=day, instance=instance).success
         update_index(instance)
