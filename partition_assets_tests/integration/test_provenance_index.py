@@ -290,18 +290,17 @@ def test_an_index_of_a_newer_format_is_refused_naming_its_version_then_rebuilt_o
     assert history.index() == history.scan()
 
 
-def test_a_wiped_partition_leaves_the_index_and_a_rebuild_does_not_bring_it_back(tmp_path, home_template):
+@also_on_postgres("home")
+def test_a_wiped_partition_leaves_the_index_and_a_rebuild_does_not_bring_it_back(home):
     """What `--catch-up` reads (materialized_nodes): a partition wiped (a rollback of a publish)
     is missing, as Dagster's own partition index says."""
-    home = tmp_path / "dagster_home"
-    shutil.copytree(home_template, home)
     days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-04")
 
     @dg.asset(partitions_def=days)
     def made() -> int:
         return 1
 
-    with dg.DagsterInstance.from_config(str(home)) as instance:
+    with dg.DagsterInstance.get() as instance:
         for day in days.get_partition_keys():
             assert dg.materialize([made], partition_key=day, instance=instance).success
         update_index(instance)
