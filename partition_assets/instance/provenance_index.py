@@ -307,8 +307,9 @@ def _reset(storage: SqlEventLogStorage) -> int:
 
 def _start_cursor(connection: Connection) -> None:
     """The cursor of an index that has read nothing, unless another process wrote one meanwhile."""
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(CURSOR).values(name=_CURSOR_NAME, format_version=FORMAT_VERSION, storage_id=_BUILD)
+    statement = _upserting(connection, CURSOR).values(
+        name=_CURSOR_NAME, format_version=FORMAT_VERSION, storage_id=_BUILD
+    )
     connection.execute(statement.on_conflict_do_nothing(index_elements=[CURSOR.c.name]))
 
 
@@ -399,14 +400,18 @@ def _upsert(connection: Connection, rows: list[dict]) -> None:
     is higher: idempotent, and the same whatever order concurrent writers commit in."""
     if not rows:
         return
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(PROVENANCE)
+    statement = _upserting(connection, PROVENANCE)
     statement = statement.on_conflict_do_update(
         index_elements=[PROVENANCE.c.asset_key, PROVENANCE.c.partition],
         set_={name: statement.excluded[name] for name in _COLUMNS[PROVENANCE.name] - {"asset_key", "partition"}},
         where=PROVENANCE.c.storage_id < statement.excluded.storage_id,
     )
     connection.execute(statement, rows)
+
+
+def _upserting(connection: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into `table` that can say what to do on a conflict (ON CONFLICT: SQLite, Postgres)."""
+    return postgresql.insert(table) if connection.dialect.name == "postgresql" else sqlite.insert(table)
 
 
 def _shown_after(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[str, float]:
