@@ -30,17 +30,16 @@ index first, so that its answers are those of a full scan of the event log.
 A missing index is built from the event log, a page at a time, each with a progress line; an
 index that cannot be read (a table, a row or the cursor not of the format) or that indexes
 another history (the last event it read is no longer in the event log: the instance was wiped
-or replaced, or that run deleted) is dropped and built again; one written by a
-newer release (`FORMAT_VERSION`) is refused (ProvenanceIndexVersionError), as an older release
-could not tell what it misreads. `python -m partition_assets.instance.provenance_index rebuild`
+or replaced, or that run deleted) is dropped and built again; one written by a newer release
+(`FORMAT_VERSION`) is refused (ProvenanceIndexVersionError), as an older release could not tell
+what it misreads. `python -m partition_assets.instance.provenance_index rebuild`
 builds it again from the event log (it is derived: nothing is lost).
 
 Not guaranteed: on Postgres, an event whose transaction commits after a later event's has been
 read is missed (storage ids are handed out at insert, not at commit; Dagster's own cursors share
 this); a run deleted from the instance (`dagster run delete`) leaves its rows until a rebuild
-(unless it held the last event read);
-a wiped asset (`dagster asset wipe`) is answered by filtering its rows older than the wipe, as
-Dagster filters its events; a partition wiped while an update is between reading its event and
+(unless it held the last event read: then that is one); a wiped asset (`dagster asset wipe`) is
+answered by filtering its rows older than the wipe, as Dagster filters its events; a partition wiped while an update is between reading its event and
 writing its row keeps that row; a rebuild while another process reads the index may leave that
 reader a partial answer until its next update (two rebuilds at once are safe). A commit
 recorded only as its run's tag, tagged after the index read the event (the tag is set once the
