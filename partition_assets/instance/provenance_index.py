@@ -39,12 +39,13 @@ Not guaranteed: on Postgres, an event whose transaction commits after a later ev
 read is missed (storage ids are handed out at insert, not at commit; Dagster's own cursors share
 this); a run deleted from the instance (`dagster run delete`) leaves its rows until a rebuild
 (unless it held the last event read: then that is one); a wiped asset (`dagster asset wipe`) is
-answered by filtering its rows older than the wipe, as Dagster filters its events; a partition wiped while an update is between reading its event and
-writing its row keeps that row; a rebuild while another process reads the index may leave that
-reader a partial answer until its next update (two rebuilds at once are safe). A commit
-recorded only as its run's tag, tagged after the index read the event (the tag is set once the
-run succeeded), is looked up when `--produced-by` reads the index (`with_run_commits`), as the
-scan did: one query per 500 runs of such rows.
+answered by filtering its rows older than the wipe, as Dagster filters its events; a partition
+wiped while an update is between reading its event and writing its row keeps that row; a rebuild
+while another process reads the index may leave that reader a partial answer until its next
+update (two rebuilds at once are safe). A commit recorded only as its run's tag, tagged after
+the index read the event (the tag is set once the run succeeded), is looked up when
+`--produced-by` reads the index (`with_run_commits`), as the scan did: one query per 500 runs of
+such rows.
 """
 
 from __future__ import annotations
