@@ -4,16 +4,21 @@ partitions (730,000 partitions, each materialized once, plus 6,000 made again).
 The instance (SQLite, the repo's storages) is filled with materialization events written in
 batches of 500 rows (`prepare_insert_event_batch`): the `event_logs` rows the selection reads,
 each a real serialized EventLogEntry with its `git_sha` metadata and `dagster/code_version`
-tag. Left out: Dagster's per-asset summary and tag index (written by `store_event`, read by
-neither selection), the runs (the events record their commit, so no run tag is read), and
+tag, and each asset's summary row (its latest event: the assets the instance lists, which the
+index reads). Left out: Dagster's tag index (written by `store_event`, read by neither
+selection), the runs (the events record their commit, so no run tag is read), and
 loading a code location: the 2,000 assets are built here (200 chains of 10, identity
 mappings), every 7th with a new code version. Every 10th asset (each chain's head) has its last
 30 days made again by the newer commit: their readers' partitions are stale through them.
 
-Each selection is planned in a fresh process (`plan_by_history`, as `backfill plan` does it:
-candidates, instance reads, rules, graph), its wall time and peak resident memory measured.
+Each step runs in a fresh process, its wall and CPU time and peak resident memory measured:
+today's full scan of the event log (for comparison), the provenance index's first build
+(dagster_instance/provenance_index.py), each selection planned from it (`plan_by_history`, as `backfill
+plan` does it: candidates, index, rules, graph), then the index's update after `--new-events`
+more materializations (each asset's last days made again by the newer commit).
 
-Usage: python bench/history_selection_bench.py [--assets 2000] [--days 365] [--out bench/results/history_selection.md]
+Usage: python bench/history_selection_bench.py [--assets 2000] [--days 365] [--new-events 1000]
+       [--out bench/results/history_selection.md]
 """
 
 from __future__ import annotations
@@ -59,13 +64,35 @@ def definitions(assets: int, days: int) -> dg.Definitions:
 def fill(instance: dg.DagsterInstance, defs: dg.Definitions, old: str, new: str) -> int:
     """Writes every partition of every asset once (commit `old`, version v1), then each chain
     head's last days again (commit `new`); returns the events written."""
+    keys = _keys(defs)
+    days = _days(defs)
+    wanted = [(key, day, old) for key in keys for day in days]
+    wanted += [(key, day, new) for n, key in enumerate(keys) if n % CHAIN == 0 for day in days[-REMADE_DAYS:]]
+    return write_events(instance, wanted)
+
+
+def fill_more(instance: dg.DagsterInstance, defs: dg.Definitions, new: str, count: int) -> int:
+    """Writes `count` more materializations (commit `new`): each asset's last day again, then
+    the day before, and so on; returns the events written."""
+    keys, days = _keys(defs), _days(defs)
+    wanted = [(keys[n % len(keys)], days[-1 - n // len(keys)], new) for n in range(count)]
+    return write_events(instance, wanted)
+
+
+def _keys(defs: dg.Definitions) -> list[dg.AssetKey]:
+    return sorted(defs.resolve_asset_graph().get_all_asset_keys(), key=lambda k: int(k.path[0].split("_")[1]))
+
+
+def _days(defs: dg.Definitions) -> list[str]:
+    partitions_def = defs.resolve_asset_graph().get(_keys(defs)[0]).partitions_def
+    assert partitions_def is not None
+    return list(partitions_def.get_partition_keys())
+
+
+def write_events(instance: dg.DagsterInstance, wanted: list[tuple[dg.AssetKey, str, str]]) -> int:
+    """Writes a materialization event per (asset, day, commit) of `wanted`, in batches."""
     from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
     from dagster._core.events.log import EventLogEntry
-
-    keys = sorted(defs.resolve_asset_graph().get_all_asset_keys(), key=lambda k: int(k.path[0].split("_")[1]))
-    partitions_def = defs.resolve_asset_graph().get(keys[0]).partitions_def
-    assert partitions_def is not None
-    days = partitions_def.get_partition_keys()
 
     def event(key: dg.AssetKey, day: str, sha: str) -> EventLogEntry:
         materialization = dg.AssetMaterialization(
@@ -86,35 +113,57 @@ def fill(instance: dg.DagsterInstance, defs: dg.Definitions, old: str, new: str)
         )
 
     storage = instance.event_log_storage
-    wanted = [(key, day, old) for key in keys for day in days]
-    wanted += [(key, day, new) for n, key in enumerate(keys) if n % CHAIN == 0 for day in days[-REMADE_DAYS:]]
     for start in range(0, len(wanted), BATCH):
         statement = storage.prepare_insert_event_batch([event(*w) for w in wanted[start : start + BATCH]])
         with storage.run_connection("fill") as connection:
             connection.execute(statement)
+    # Dagster's per-asset summary (`store_event` writes it): the assets the instance lists.
+    for key in dict.fromkeys(key for key, _, _ in wanted):
+        (latest,) = instance.fetch_materializations(key, limit=1).records
+        storage.store_asset_event(latest.event_log_entry, latest.storage_id)
     return len(wanted)
 
 
 def measure(home: str, assets: int, days: int, fields: dict) -> dict:
-    """Plans one selection in this process: its seconds, nodes and peak memory."""
-    from partition_assets.backfill.planning.history import plan_by_history
+    """Does one step in this process: its wall and CPU seconds, what it counted (nodes planned,
+    events read) and peak memory. `fields` is a selection's spec fields, or {"step": ...}: the
+    index's first build, its update, or today's full scan of every asset's materializations."""
+    from partition_assets.backfill.planning.history import plan_by_history, scanned_materializations
     from partition_assets.backfill.planning.spec import BackfillSpec, flag_of
+    from partition_assets.dagster_instance.provenance_index import rebuild_index, update_index
 
     defs = definitions(assets, days)
-    spec = BackfillSpec(module=__file__, selection="*", **fields)
+    step = fields.get("step")
     with dg.DagsterInstance.from_config(home) as instance:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        cpu = _cpu_seconds()
         started = time.perf_counter()
-        graph = plan_by_history(defs, spec, instance, flag_of)
+        if step == "build":
+            count = rebuild_index(instance, progress=lambda line: None)
+        elif step == "update":
+            count = update_index(instance, progress=lambda line: None)
+        elif step == "scan":
+            scanned = scanned_materializations(instance, dict.fromkeys(_keys(defs)), None)
+            count = sum(len(by_partition) for by_partition in scanned.values())
+        else:
+            spec = BackfillSpec(module=__file__, selection="*", **fields)
+            count = plan_by_history(defs, spec, instance, flag_of).node_count()
         seconds = time.perf_counter() - started
+        cpu = _cpu_seconds() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": seconds, "nodes": graph.node_count(), "before_mb": before, "peak_mb": peak}
+    return {"seconds": seconds, "cpu": cpu, "count": count, "before_mb": before, "peak_mb": peak}
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--assets", type=int, default=2000)
     parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--new-events", type=int, default=1000, help="materializations written before the update")
     parser.add_argument("--out", default=str(REPO / "bench/results/history_selection.md"))
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # child: JSON of the fields, with --home
     parser.add_argument("--home", help=argparse.SUPPRESS)
@@ -135,11 +184,8 @@ def main() -> None:
             events = fill(instance, definitions(args.assets, args.days), old, new)
             fill_seconds = time.perf_counter() - started
         rows = [f"- filled {events:,} materialization events in {fill_seconds:.0f} s (batches of {BATCH})"]
-        for name, fields in (
-            ("--stale", {"stale": True}),
-            (f"--produced-by {new[:7]}", {"produced_by": new}),
-            (f"--produced-by {old[:7]}..{new[:7]}", {"produced_by": f"{old}..{new}"}),
-        ):
+
+        def run(name: str, fields: dict, counted: str) -> None:
             load = os.getloadavg()[0]
             child = [sys.executable, __file__, "--assets", str(args.assets), "--days", str(args.days)]
             done = subprocess.run(
@@ -151,22 +197,36 @@ def main() -> None:
             assert done.returncode == 0, done.stdout + done.stderr
             result = json.loads(done.stdout.strip().splitlines()[-1])
             rows.append(
-                f"- `{name}`: {result['nodes']:,} nodes selected in {result['seconds']:.1f} s, peak resident memory "
-                f"{result['peak_mb']:,.0f} MB ({result['before_mb']:,.0f} MB before planning); load average {load:.1f}"
+                f"- {name}: {result['count']:,} {counted} in {result['seconds']:.2f} s ({result['cpu']:.2f} s CPU), "
+                f"peak resident memory {result['peak_mb']:,.0f} MB ({result['before_mb']:,.0f} MB before); "
+                f"load average {load:.1f}"
             )
+
+        run("full scan of the event log (what planning read before the index)", {"step": "scan"}, "partitions")
+        run("provenance index, first build", {"step": "build"}, "materializations read")
+        for name, fields in (
+            ("--stale", {"stale": True}),
+            (f"--produced-by {new[:7]}", {"produced_by": new}),
+            (f"--produced-by {old[:7]}..{new[:7]}", {"produced_by": f"{old}..{new}"}),
+        ):
+            run(f"`{name}` with the index", fields, "nodes selected")
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            fill_more(instance, definitions(args.assets, args.days), new, args.new_events)
+        run(f"index update after {args.new_events:,} new materializations", {"step": "update"}, "materializations read")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     lines = [
-        "# Selecting by history: --stale and --produced-by",
+        "# Selecting by history: --stale and --produced-by, from the provenance index",
         "",
-        f"Command: `python bench/history_selection_bench.py --assets {args.assets} --days {args.days}` (2 cores; "
+        f"Command: `python bench/history_selection_bench.py --assets {args.assets} --days {args.days} "
+        f"--new-events {args.new_events}` (2 cores; "
         "load average, the 1-minute one when each selection started, beside each figure)",
         "",
         f"- {args.assets:,} daily assets x {args.days} partitions; every 10th asset's last {REMADE_DAYS} days made "
         f"again by the newer commit; every {NEW_VERSION_EVERY}th asset has a new code version",
         *rows,
         "",
-        "Left out (see the bench's docstring): Dagster's per-asset summary and tag index, runs (the commit is read "
+        "Left out (see the bench's docstring): Dagster's tag index, runs (the commit is read "
         "from the metadata, not the run tag), loading a code location; the instance is SQLite.",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")

@@ -180,6 +180,10 @@ class StoreSchemaError(PartitionAssetsError, RuntimeError):
     """The instance's backfill tables were created by a newer partition_assets; nothing was written."""
 
 
+class ProvenanceIndexVersionError(PartitionAssetsError, RuntimeError):
+    """The instance's provenance index was written by a newer partition_assets; nothing was written."""
+
+
 class CoordinatorLiveError(BackfillStateError):
     """The backfill's coordinator is live: this action would race it; nothing was changed."""
 

@@ -4,7 +4,8 @@ the same effect on a SQL event log (SQLite, Postgres), whose Dagster 1.13 implem
 raises NotImplementedError: the partition index of the partitions' materialization events
 is cleared (the events stay in their runs' logs, no longer indexed under a partition) and
 the asset's cached partition status dropped, so that Dagster rebuilds it from the index.
-Either way, `get_materialized_partitions`, the UI's partition status and `--catch-up`
+Either way, the partitions' rows of the provenance index (dagster_instance/provenance_index.py) are
+deleted, and `get_materialized_partitions`, the UI's partition status and `--catch-up`
 (backfill/planning/instance_state.py) see the partitions missing; a later materialization of
 one makes it materialized again.
 
@@ -15,6 +16,7 @@ left as it is: `wipe_partitions` says so by returning False.
 import dagster as dg
 
 from partition_assets.dagster_internals import SqlEventLogStorage, SqlEventLogStorageTable
+from partition_assets.dagster_instance.provenance_index import forget_partitions
 
 # The event types that make a partition materialized, or planned or failed to be: each is indexed
 # by partition, and a wiped partition keeps none of them (as Dagster's own wipe keeps none).
@@ -28,11 +30,14 @@ _INDEXED_TYPES = (
 def wipe_partitions(instance: dg.DagsterInstance, asset: dg.AssetKey, partitions: list[str]) -> bool:
     """Marks `partitions` of `asset` not materialized in `instance` (see the module's
     docstring); False when its event log can do neither (then nothing was changed)."""
+    storage = instance.event_log_storage
     try:
         instance.wipe_asset_partitions(asset, partitions)
+        if isinstance(storage, SqlEventLogStorage):
+            with storage.index_transaction() as connection:
+                forget_partitions(connection, asset, partitions)
         return True
     except NotImplementedError:
-        storage = instance.event_log_storage
         if not isinstance(storage, SqlEventLogStorage):
             return False
     table = SqlEventLogStorageTable
@@ -46,5 +51,6 @@ def wipe_partitions(instance: dg.DagsterInstance, asset: dg.AssetKey, partitions
             )
             .values(partition=None)
         )
+        forget_partitions(connection, asset, partitions)
     instance.wipe_asset_cached_status([asset])
     return True

@@ -27,12 +27,14 @@ import dagster as dg
 import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from dagster._core.definitions import data_version
 from dagster._core.execution.asset_backfill import AssetBackfillData
 from dagster._core.snap import JobSnap
 from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG, USER_TAG
 from dagster._daemon import backfill as daemon_backfill
 from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
+from sqlalchemy import inspect as inspect_database
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -103,6 +105,8 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
+from partition_assets.dagster_instance import migrations, provenance_index
+from partition_assets.dagster_instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
 from partition_assets.storage.key_values import sql_run_storage
 from partition_assets_tests.support.instances import also_on_postgres
@@ -345,6 +349,63 @@ def test_a_partition_wipe_on_the_sql_event_logs_leaves_the_partitions_missing_un
             assert len(materializations) == 3
             materialize(instance, ["2024-01-02"])
             assert instance.get_materialized_partitions(key) == set(days)
+
+
+@pins("SqlEventLogStorage")
+def test_the_provenance_index_reads_events_after_its_cursor_dagster_s_version_tags_and_asset_wipes(home, tmp_path):
+    """dagster_instance/provenance_index.py: on both SQLite event logs, its tables live where
+    `index_transaction` connects (the consolidated database; the index shard of the per-run
+    log); `get_event_records` with `after_cursor` (a storage id) and ascending returns the
+    materializations after it alone; a materialization's data version and the upstream data
+    versions it read are the tags the index names (Dagster's tag of `up` is the version it
+    computed for the read, not always `up`'s own data version); a wiped asset's events are older than its
+    `last_wipe_timestamp`, and Dagster lists no asset record of an asset wiped and not
+    materialized since (the index leaves those rows out, as Dagster its events)."""
+    assert provenance_index.DATA_VERSION_TAG == data_version.DATA_VERSION_TAG
+    assert provenance_index.INPUT_DATA_VERSION_TAG_PREFIX == f"{data_version.INPUT_DATA_VERSION_TAG_PREFIX}/"
+    days = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-03")
+
+    @dg.asset(partitions_def=days, code_version="1")
+    def up() -> int:
+        return 1
+
+    @dg.asset(partitions_def=days, code_version="1")
+    def down(up: int) -> int:
+        return up
+
+    with dg.DagsterInstance.get() as consolidated, dg.instance_for_test(temp_dir=str(tmp_path)) as run_sharded:
+        for instance in (consolidated, run_sharded):
+            assert dg.materialize([up, down], partition_key="2024-01-01", instance=instance).success
+            assert provenance_index.update_index(instance, progress=lambda line: None) == 2
+            storage = provenance_index.sql_event_log(instance)
+            with storage.index_transaction() as connection:
+                assert inspect_database(connection).has_table(provenance_index.PROVENANCE.name)
+            cursor = storage.get_maximum_record_id()
+            assert dg.materialize([up], partition_key="2024-01-02", instance=instance).success
+            lines: list[str] = []
+            assert provenance_index.update_index(instance, progress=lines.append) == 1 and lines == []
+            after = storage.get_event_records(
+                dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION, after_cursor=cursor),
+                limit=10,
+                ascending=True,
+            )
+            assert [(r.asset_key, r.partition_key) for r in after] == [(up.key, "2024-01-02")]
+            latest = provenance_index.latest_provenance(instance, [up.key, down.key], progress=lambda line: None)
+            made_up = latest[up.key]["2024-01-01"]
+            assert made_up.data_version is not None
+            (made_down,) = instance.fetch_materializations(down.key, limit=1).records
+            read = (made_down.asset_materialization.tags or {})[data_version.get_input_data_version_tag(up.key)]
+            assert latest[down.key]["2024-01-01"].input_data_versions == {"up": read}
+            instance.wipe_assets([up.key])
+            assert instance.get_asset_records([up.key]) == []  # wiped, not materialized since
+            latest = provenance_index.latest_provenance(instance, [up.key, down.key], progress=lambda line: None)
+            assert latest[up.key] == {} and set(latest[down.key]) == {"2024-01-01"}
+            assert dg.materialize([up], partition_key="2024-01-02", instance=instance).success
+            (record,) = instance.get_asset_records([up.key])
+            assert record.asset_entry.asset_details is not None
+            assert record.asset_entry.asset_details.last_wipe_timestamp > made_up.timestamp
+            latest = provenance_index.latest_provenance(instance, [up.key], progress=lambda line: None)
+            assert set(latest[up.key]) == {"2024-01-02"}
 
 
 @pins("SqliteRunStorage")

@@ -3,9 +3,11 @@ materialization a commit, or a range of commits, made) and `stale`, each node wi
 
 `plan_by_history` plans the spec's candidates as `plan` does (the range, keys or, when the spec
 names neither, every partition of the selection), keeps those a rule of reasons.py selects,
-then adds what they feed when `downstream` asks. It reads, per asset, the materializations up
-to the spec's `history_as_of` in one paginated query (not one per partition), and the run tags
-of those recording no commit in one query for them all.
+then adds what they feed when `downstream` asks. It reads each partition's latest
+materialization from the provenance index (dagster_instance/provenance_index.py), brought up to the
+event log's last event first: its cost follows the partitions planned and the events since the
+last plan, not the history. Partitions made again after the spec's `history_as_of` are read
+from the event log as of then, those alone.
 
 A recorded backfill keeps `history_as_of` (`pinned_history`, when it is recorded), so that
 resuming it plans the same nodes once its own runs have made them current.
@@ -18,7 +20,8 @@ version the commits' source gives its asset's function, which only a top-level f
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,11 +46,14 @@ from partition_assets.code_location import import_module_named, split_target
 from partition_assets.deploy.git import commits_named, source_version_at
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, asset_function, recorded_git_sha, run_git_shas
 from partition_assets.errors import BackfillPlanError, NoCodeVersionError
+from partition_assets.dagster_instance.provenance_index import latest_provenance, with_run_commits
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
 
 _PAGE = 10_000  # materialization records per query
+# Partitions a query names at most (SQLite caps a statement's variables); more: the asset's whole history.
+_NAMED_AT_MOST = 500
 
 
 def pinned_history(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillSpec:
@@ -122,21 +128,55 @@ def latest_materializations(
     instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], spec: BackfillSpec
 ) -> dict[dg.AssetKey, dict[str, Made]]:
     """Per asset, per partition ("" for an unpartitioned asset): its latest materialization up to
-    `spec.history_as_of`. One paginated query per asset, and the run tags of those recording no
+    `spec.history_as_of`, from the provenance index (dagster_instance/provenance_index.py, updated first;
+    with `produced_by`, a commit not recorded when the index read the event is looked up).
+    A partition whose latest materialization came after `history_as_of` is read from the event
+    log as of then (`scanned_materializations`, for those partitions alone)."""
+    provenance = latest_provenance(instance, keys)
+    if spec.produced_by:
+        provenance = with_run_commits(instance, provenance)
+    latest = {
+        key: {partition: Made(p.storage_id, p.git_sha, p.code_version) for partition, p in by_partition.items()}
+        for key, by_partition in provenance.items()
+    }
+    if spec.history_as_of is not None:
+        later = {
+            key: {p for p, made in by_partition.items() if made.storage_id > spec.history_as_of}
+            for key, by_partition in latest.items()
+        }
+        later = {key: partitions for key, partitions in later.items() if partitions}
+        for key, then in scanned_materializations(instance, later, spec.history_as_of).items():
+            latest[key] = {p: made for p, made in latest[key].items() if p not in later[key]} | then
+    return latest
+
+
+def scanned_materializations(
+    instance: dg.DagsterInstance, partitions: Mapping[dg.AssetKey, AbstractSet[str] | None], history_as_of: int | None
+) -> dict[dg.AssetKey, dict[str, Made]]:
+    """What `latest_materializations` answers, read from the event log: per asset of
+    `partitions`, of its partitions listed (None: all), the latest materialization up to
+    `history_as_of`. One paginated query per asset, and the run tags of those recording no
     commit in their metadata in one query per 500 runs; only the few fields the rules read are
     kept (not Dagster's records: a year of 2,000 assets is 730k of them)."""
-    before = None if spec.history_as_of is None else spec.history_as_of + 1
+    before = None if history_as_of is None else history_as_of + 1
     latest: dict[dg.AssetKey, dict[str, Made]] = {}
     untagged: dict[str, list[tuple[dg.AssetKey, str]]] = {}  # run id -> what it made without a commit
-    for key in keys:
+    for key, wanted in partitions.items():
+        # "": an unpartitioned asset
+        named = None if wanted is None or "" in wanted or len(wanted) > _NAMED_AT_MOST else list(wanted)
         by_partition: dict[str, dg.EventLogRecord] = {}
         cursor = None
         while True:
             page = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=key, before_storage_id=before), _PAGE, cursor, ascending=True
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=named, before_storage_id=before),
+                _PAGE,
+                cursor,
+                ascending=True,
             )
             for record in page.records:  # ascending: a later one replaces an earlier one
-                by_partition[_materialization(record).partition or ""] = record
+                partition = _materialization(record).partition or ""
+                if wanted is None or partition in wanted:
+                    by_partition[partition] = record
             if not page.has_more:
                 break
             cursor = page.cursor

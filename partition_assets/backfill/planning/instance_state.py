@@ -12,6 +12,7 @@ from partition_assets.backfill.planning.node_run_config import check_run_config
 from partition_assets.backfill.planning.policy_runs import check_batching
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.provenance_index import latest_provenance
 
 
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance, wording: Wording = flag_of) -> BackfillGraph:
@@ -56,14 +57,12 @@ def failed_partitions(
 
 
 def materialized_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
-    """The graph's nodes that hold a materialization in the instance (whatever ran since)."""
+    """The graph's nodes that hold a materialization in the instance (whatever ran since), as
+    the provenance index lists them (dagster_instance/provenance_index.py, updated first)."""
+    latest = latest_provenance(instance, graph.slices)
     return {
         Node(key, partition)
         for key, asset_slice in graph.slices.items()
-        for partition in (
-            instance.get_materialized_partitions(key)
-            if asset_slice.partitions_def
-            else ({""} if instance.get_latest_materialization_event(key) else set())
-        )
+        for partition in latest[key]
         if partition in asset_slice.index_of
     }
