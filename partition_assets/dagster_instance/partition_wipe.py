@@ -15,8 +15,8 @@ left as it is: `wipe_partitions` says so by returning False.
 
 import dagster as dg
 
-from partition_assets.dagster_internals import SqlEventLogStorage, SqlEventLogStorageTable
 from partition_assets.dagster_instance.provenance_index import forget_partitions
+from partition_assets.dagster_internals import SqlEventLogStorage, SqlEventLogStorageTable
 
 # The event types that make a partition materialized, or planned or failed to be: each is indexed
 # by partition, and a wiped partition keeps none of them (as Dagster's own wipe keeps none).

@@ -268,8 +268,8 @@ def _checked_cursor(storage: SqlEventLogStorage) -> int:
         raise ProvenanceIndexVersionError(
             f"the provenance index of this Dagster instance (table {PROVENANCE.name}) is at format version {version}, "
             f"newer than this release's {FORMAT_VERSION}: upgrade partition_assets on this host, or build it again "
-            "for this release with `python -m partition_assets.dagster_instance.provenance_index rebuild` (it is derived "
-            "from the event log: nothing is lost). Nothing was planned."
+            "for this release with `python -m partition_assets.dagster_instance.provenance_index rebuild` (it is "
+            "derived from the event log: nothing is lost). Nothing was planned."
         )
     if version < FORMAT_VERSION:
         raise _Unreadable(f"it is at format version {version}, older than this release's {FORMAT_VERSION}")

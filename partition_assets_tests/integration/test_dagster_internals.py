@@ -46,7 +46,7 @@ from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.skips import yielded_output
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.dagster_betas import quiet_dagster_betas
-from partition_assets.dagster_instance import migrations
+from partition_assets.dagster_instance import migrations, provenance_index
 from partition_assets.dagster_instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.dagster_instance.migrations import remember_dagster_migrations
 from partition_assets.dagster_instance.partition_wipe import wipe_partitions
@@ -105,8 +105,6 @@ from partition_assets.dagster_internals import (
     submit_asset_run,
     touch_file,
 )
-from partition_assets.dagster_instance import migrations, provenance_index
-from partition_assets.dagster_instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
 from partition_assets.storage.key_values import sql_run_storage
 from partition_assets_tests.support.instances import also_on_postgres

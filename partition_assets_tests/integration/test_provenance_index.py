@@ -25,6 +25,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._cli.asset import asset_materialize_command
+from partition_assets.instance.partition_wipe import wipe_partitions
 from sqlalchemy import delete, select, text, update
 
 from partition_assets.backfill.commands import plan_backfill
@@ -35,10 +36,7 @@ from partition_assets.backfill.planning.instance_state import materialized_nodes
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.cli.main import main as cli_main
 from partition_assets.code_location import load_definitions
-from partition_assets.deploy import git_sha
-from partition_assets.errors import ProvenanceIndexVersionError
 from partition_assets.dagster_instance import provenance_index
-from partition_assets.instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_instance.provenance_index import (
     CURSOR,
     FORMAT_VERSION,
@@ -47,6 +45,8 @@ from partition_assets.dagster_instance.provenance_index import (
     sql_event_log,
     update_index,
 )
+from partition_assets.deploy import git_sha
+from partition_assets.errors import ProvenanceIndexVersionError
 from partition_assets_tests.support.git_repo import git
 from partition_assets_tests.support.instances import (
     ON_SQLITE,

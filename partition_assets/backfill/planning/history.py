@@ -43,10 +43,10 @@ from partition_assets.backfill.planning.reasons import (
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording
 from partition_assets.backfill.planning.windows import WindowCache, padding_of
 from partition_assets.code_location import import_module_named, split_target
+from partition_assets.dagster_instance.provenance_index import latest_provenance, with_run_commits
 from partition_assets.deploy.git import commits_named, source_version_at
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, asset_function, recorded_git_sha, run_git_shas
 from partition_assets.errors import BackfillPlanError, NoCodeVersionError
-from partition_assets.dagster_instance.provenance_index import latest_provenance, with_run_commits
 
 if TYPE_CHECKING:
     from partition_assets.dagster_internals import BaseAssetGraph
