@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from partition_assets.cli.backfill import dagster_home, run_backfill_command
 from partition_assets.cli.backfill_arguments import add_backfill_commands
@@ -28,8 +29,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that refuses an abbreviated long option (argparse otherwise reads any unambiguous
+    prefix as the option: a mistyped `--key` was taken for `--keys`). Subcommands' parsers are
+    of this class too: `add_subparsers` makes them of their parent's class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="partition-assets")
+    parser = _Parser(prog="partition-assets")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("java", help="print the Java runtime Spark will use")
     spark = commands.add_parser("spark", help="the shared local Spark Connect server (PARTITION_ASSETS_SPARK_* env)")
