@@ -74,6 +74,7 @@ def test_a_canceled_backfill_leaves_the_instance_saying_what_the_storage_holds(h
     canceled = backfill_cli(home, "cancel", canceled_id)
     assert canceled.returncode == 0, canceled.stderr
     output, _ = coordinator.communicate(timeout=120)
+    assert coordinator.returncode == 1 and output.splitlines()[-1].endswith("(canceled)"), output
     on_engine = holdings(home, MODULE)
 
     stored = {

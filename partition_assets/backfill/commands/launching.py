@@ -22,7 +22,7 @@ from partition_assets.backfill.commands.detaching import submit_coordinator_run
 from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun, RunOutcome
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import RunsVia
+from partition_assets.backfill.model import BackfillStatus, RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
@@ -137,7 +137,8 @@ def execute_backfill(
     its --max-parallel, how many and why (claims.fewer_runs_note); on Dagster's default event
     log, a line after it on what that costs and how to drop it (`per_run_database_note`). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
-    did not succeed."""
+    did not succeed, as does a cancel (`backfill cancel`, the UI) while it ran: its last line
+    says canceled."""
     progress = Progress(record.id, graph, done)
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
@@ -160,7 +161,10 @@ def execute_backfill(
     except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         return RunOutcome(record.id, str(error), succeeded=False)
     failure = progress.failure(status)
-    return RunOutcome(record.id, failure or progress.summary(status), succeeded=failure is None)
+    message = failure or progress.summary(status)
+    if record.stored_status() == BackfillStatus.CANCELED:  # by `backfill cancel` or the UI, while it ran
+        return RunOutcome(record.id, f"{message} (canceled)", succeeded=False)
+    return RunOutcome(record.id, message, succeeded=failure is None)
 
 
 # What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's
