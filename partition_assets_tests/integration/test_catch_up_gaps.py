@@ -81,6 +81,7 @@ def test_partitions_a_backfill_skipped_are_left_out_by_the_sensor_and_planned_by
     assert isinstance(tick, dg.SkipReason), tick
     assert tick.skip_message == (
         "no gaps to fill in group:arrivals (left out: 4 whose latest run yielded no output (run again, they would "
-        "skip again): arrivals 2024-01-02, arrivals 2024-01-04, arrivals_doubled 2024-01-02, arrivals_doubled 2024-01-04)"
+        "skip again): arrivals 2024-01-02, arrivals 2024-01-04, arrivals_doubled 2024-01-02, "
+        "arrivals_doubled 2024-01-04)"
     )
     assert to_run == missing == skipped_nodes
