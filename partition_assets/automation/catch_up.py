@@ -21,7 +21,8 @@ It also leaves out the gaps no backfill would fill, and says which in its tick's
 
 Not guaranteed: a gap overlapping, in time, one that reads a missing parent (of a coarser
 asset) waits as long as that one does; a partition skipped once is filled again only by a
-backfill run by hand (or when a range launched for other gaps spans it).
+backfill run by hand (or when a range launched for other gaps spans it), even when it was
+materialized since and then wiped (a retract).
 """
 
 import time
@@ -181,35 +182,35 @@ def fillable_gaps(
 def _skipped(
     instance: dg.DagsterInstance, asset_graph: AssetGraph, gaps: dict[dg.AssetKey, list[Gap]], memo: MappingMemo
 ) -> set[tuple[dg.AssetKey, str]]:
-    """The never-materialized (not failed) partitions among `gaps` whose latest run succeeded
-    without their output (SKIPPED_TAG), and those reading one of these or any partition such a
-    run skipped (the engine skips them without a run, as Dagster skips the step)."""
+    """The never-materialized (not failed) partitions among `gaps` that a run succeeded without
+    (SKIPPED_TAG), and those reading one of these or any partition such a run skipped (the
+    engine skipped them without a run, as Dagster skips the step). Only a parent with skipped
+    partitions has its mapping asked."""
     runs = instance.get_runs(dg.RunsFilter(tags={SKIPPED_TAG: "true"}, statuses=[dg.DagsterRunStatus.SUCCESS]))
-    skipped = {
-        (key, partition)
-        for run in runs
-        for key in run.asset_selection or ()
-        if asset_graph.has(key)
-        for partition in partitions_of_run(run, asset_graph.get(key).partitions_def)
-    }
+    skipped: dict[dg.AssetKey, set[str]] = {}
+    for run in runs:
+        for key in run.asset_selection or ():
+            if asset_graph.has(key):
+                skipped.setdefault(key, set()).update(partitions_of_run(run, asset_graph.get(key).partitions_def))
     found: set[tuple[dg.AssetKey, str]] = set()
     for key in asset_graph.toposorted_asset_keys:  # parents first: a child reads what they skipped
-        asset_def = asset_graph.get(key).partitions_def
+        node = asset_graph.get(key)
+        parents = [parent for parent in node.parent_keys if parent in skipped]
         for gap in gaps.get(key, ()):
             if gap.failed:
                 continue
-            if (key, gap.partition) in skipped or any(
-                (parent, upstream) in skipped or (parent, upstream) in found
-                for parent in asset_graph.get(key).parent_keys
-                if asset_graph.has(parent)
+            if gap.partition in skipped.get(key, ()) or any(
+                upstream in skipped[parent]
+                for parent in parents
                 for upstream in memo.upstream_keys(
                     asset_graph.get_partition_mapping(key, parent),
-                    asset_def,
+                    node.partitions_def,
                     gap.partition,
                     asset_graph.get(parent).partitions_def,
                 )
             ):
                 found.add((key, gap.partition))
+                skipped.setdefault(key, set()).add(gap.partition)  # its children read nothing of it
     return found
 
 
