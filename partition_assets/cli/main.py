@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from partition_assets.cli.backfill_arguments import add_backfill_commands
 from partition_assets.cli.deploy import add_deploy_commands, run_deploy_command
@@ -48,8 +49,17 @@ def loaded(argv: list[str] | None = None) -> Callable[[], int]:
     return command
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that refuses an abbreviated long option (argparse otherwise reads any unambiguous
+    prefix as the option: a mistyped `--key` was taken for `--keys`). Subcommands' parsers are
+    of this class too: `add_subparsers` makes them of their parent's class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=described(
             "backfill partitioned Dagster assets, one run per (asset, partition), and publish them safely",

@@ -2,14 +2,18 @@
 manager writes each output as its node runs, which a staged backfill cannot hold back. Its
 node runs then record their materializations (and check results) as Dagster's runs do, so
 that the instance says what the storage holds whatever the backfill's outcome: one day
-failing, or the backfill rolled back after it published (which restores Delta tables, not a
-plain IO manager's files)."""
+failing, the backfill canceled mid-way, or rolled back after it published (which restores
+Delta tables, not a plain IO manager's files)."""
+
+import subprocess
 
 import dagster as dg
 import pytest
 
 from partition_assets_tests.conformance.compare import by_dagster, engine_command, holdings, on_the_engine
-from partition_assets_tests.support.cli_runs import backfill_id
+from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id, runs_by_node, start_cli
+from partition_assets_tests.support.polling import wait_for
+from partition_assets_tests.support.records import recorded_ids
 from partition_assets_tests.support.user_projects.failing_day import FAILING_DAY
 
 MODULE = "partition_assets_tests.support.user_projects.failing_day"
@@ -58,3 +62,25 @@ def test_a_rolled_back_backfill_leaves_the_instance_saying_what_the_storage_hold
             for day in GOOD_DAYS[:2]
         ]
     assert not [record for record in latest if "rolled_back_backfill_id" in record.asset_materialization.metadata]
+
+
+@pytest.mark.slow
+def test_a_canceled_backfill_leaves_the_instance_saying_what_the_storage_holds(home):
+    # 2 x 179 nodes after the failing day, one run at a time: still running when the cancel lands.
+    days = ["--start", "2024-01-04", "--end", "2024-06-30", "--max-parallel", "1"]
+    coordinator = start_cli("backfill", "run", "-m", MODULE, "--select", "*", *days, stdout=subprocess.PIPE)
+    wait_for(lambda: any(dg.DagsterRunStatus.SUCCESS in s for s in runs_by_node(home).values()), 300, step=0.2)
+    (canceled_id,) = recorded_ids(home)
+    canceled = backfill_cli(home, "cancel", canceled_id)
+    assert canceled.returncode == 0, canceled.stderr
+    output, _ = coordinator.communicate(timeout=120)
+    assert coordinator.returncode == 1 and output.splitlines()[-1].endswith("(canceled)"), output
+    on_engine = holdings(home, MODULE)
+
+    stored = {
+        asset: {path.split("/")[1] for path in on_engine.outputs if path.startswith(f"{asset}/")}
+        for asset in ("readings", "reading_total")
+    }
+    assert 0 < len(stored["readings"]) < 179, output  # canceled mid-way
+    assert {asset: on_engine.materialized.get(asset, set()) for asset in stored} == stored
+    assert "(canceled)" in backfill_cli(home, "status", canceled_id).stdout

@@ -129,6 +129,14 @@ BAD_INPUTS = [
     (["deploy", "HEAD", "--port", "{busy_port}"], "is in use"),
     (["undeploy", "no_such_deploy"], "0 deploys match"),
     (["spark", "restart"], "invalid choice"),
+    # an abbreviated long option is refused (argparse would read it as the option it begins)
+    (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--max-par", "2"], "unrecognized arguments: --max"),
+    (["backfill", "ledger", KNOWN_ID, "--js"], "unrecognized arguments: --js"),
+    (
+        ["backfill", "plan", "--module", "partition_assets_tests.support.engine_defs", "--select", "key:raw", *JANUARY],
+        "unrecognized arguments: --module",
+    ),
+    (["vacuum", "{not_a_table}", "--retention", "200"], "unrecognized arguments: --retention 200"),
 ]
 
 

@@ -123,6 +123,6 @@ def run_engine_plan(instance: dg.DagsterInstance, plan: EngineRunPlan, console: 
                 cancel(record.store, record.id)
         cancel_in_flight(instance, record.id)
         raise
-    if record.stored_status() == BackfillStatus.CANCELED:
+    if record.is_retract and record.stored_status() == BackfillStatus.CANCELED:  # execute_backfill says so itself
         return RunOutcome(record.id, f"{outcome.message} (canceled)", succeeded=False)
     return outcome

@@ -26,7 +26,7 @@ from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun
 from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import PublishMode, RunsVia
+from partition_assets.backfill.model import BackfillStatus, PublishMode, RunsVia
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
@@ -149,7 +149,8 @@ def execute_backfill(
     first time a backfill runs on the instance only; the local Spark server its nodes need
     started, announced with its time (running/spark_start.py). A failed gate, a refused
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
-    did not succeed."""
+    did not succeed, as does a cancel (`backfill cancel`, the UI) while it ran: its last line
+    says canceled."""
     progress = Progress(record.id, graph, done, staged=record.spec.publish == PublishMode.staged)
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
@@ -177,8 +178,11 @@ def execute_backfill(
     except (GateFailedError, CommitError, LeaseLapsedError, SparkServerGoneError) as error:  # stopped short
         return RunOutcome(record.id, str(error), succeeded=False)
     failure = progress.failure(status)
+    message = failure or progress.summary(status)
+    if record.stored_status() == BackfillStatus.CANCELED:  # by `backfill cancel` or the UI, while it ran
+        return RunOutcome(record.id, f"{message} (canceled)", succeeded=False)
     if failure is None:
-        return RunOutcome(record.id, progress.summary(status), succeeded=True)
+        return RunOutcome(record.id, message, succeeded=True)
     unpublished = nothing_published(record.id, record.spec, status, graph.node_count())
     return RunOutcome(record.id, failure + (f" {unpublished}" if unpublished else ""), succeeded=False)
 

@@ -38,28 +38,12 @@ def refuse_missing_parents(
         MissingParentPartitionError: Naming, per asset and parent, the partitions that read missing
             ones, the missing ones, the parent's partitions, and the two fixes.
     """
-    found: list[str] = []
-    for key, keys in keys_by_asset.items():
-        if not keys:
-            continue
-        asset_def = asset_graph.get(key).partitions_def
-        for parent in sorted(asset_graph.get(key).parent_keys):
-            parent_def = asset_graph.get(parent).partitions_def
-            if parent_def is None:
-                continue
-            mapping = asset_graph.get_partition_mapping(key, parent)
-            if not memo.nonexistent_upstream_keys(mapping, asset_def, keys, parent_def):
-                continue  # the usual answer, asked once for all the keys
-            # Which keys read which missing partitions: asked key by key, on this path only
-            # (time keys are asked as a span, which may hold keys that are not planned).
-            by_key = {k: memo.nonexistent_upstream_keys(mapping, asset_def, (k,), parent_def) for k in keys}
-            readers = [k for k, absent in by_key.items() if absent]
-            missing = list(dict.fromkeys(m for k in readers for m in by_key[k]))
-            if readers:
-                found.append(
-                    f"{key.to_user_string()} {_shown(readers)} read{'s' if len(readers) == 1 else ''} "
-                    f"{parent.to_user_string()} {_shown(missing)}, {_absent_from(parent_def, memo)}"
-                )
+    found = [
+        f"{key.to_user_string()} {_shown(readers)} read{'s' if len(readers) == 1 else ''} "
+        f"{parent.to_user_string()} {_shown(missing)}, {_absent_from(asset_graph.get(parent).partitions_def, memo)}"
+        for key, keys in keys_by_asset.items()
+        for parent, (readers, missing) in missing_parents(asset_graph, key, keys, memo).items()
+    ]
     if found:
         raise MissingParentPartitionError(
             "partitions read parent partitions that do not exist (Dagster's backfill refuses them too: "
@@ -69,12 +53,38 @@ def refuse_missing_parents(
         )
 
 
+def missing_parents(
+    asset_graph: BaseAssetGraph, key: dg.AssetKey, keys: Sequence[str], memo: MappingMemo
+) -> dict[dg.AssetKey, tuple[list[str], list[str]]]:
+    """Per parent of asset `key` that lacks partitions some of `keys` (in partition order) read:
+    those keys, and the partitions they read that it lacks; {} when every parent partition exists."""
+    found: dict[dg.AssetKey, tuple[list[str], list[str]]] = {}
+    if not keys:
+        return found
+    asset_def = asset_graph.get(key).partitions_def
+    for parent in sorted(asset_graph.get(key).parent_keys):
+        parent_def = asset_graph.get(parent).partitions_def
+        if parent_def is None:
+            continue
+        mapping = asset_graph.get_partition_mapping(key, parent)
+        if not memo.nonexistent_upstream_keys(mapping, asset_def, keys, parent_def):
+            continue  # the usual answer, asked once for all the keys
+        # Which keys read which missing partitions: asked key by key, on this path only
+        # (time keys are asked as a span, which may hold keys that are not planned).
+        by_key = {k: memo.nonexistent_upstream_keys(mapping, asset_def, (k,), parent_def) for k in keys}
+        readers = [k for k, absent in by_key.items() if absent]
+        if readers:
+            found[parent] = (readers, list(dict.fromkeys(m for k in readers for m in by_key[k])))
+    return found
+
+
 def _shown(keys: Sequence[str]) -> str:
     listed = ", ".join(keys[:_SHOWN])
     return listed if len(keys) <= _SHOWN else f"{listed}, ... ({len(keys)} partitions)"
 
 
-def _absent_from(partitions_def: dg.PartitionsDefinition, memo: MappingMemo) -> str:
+def _absent_from(partitions_def: dg.PartitionsDefinition | None, memo: MappingMemo) -> str:
     """Where the parent's partitions are: its first and last key."""
+    assert partitions_def is not None, "only a partitioned parent lacks partitions"
     keys = partitions_def.get_partition_keys(dynamic_partitions_store=memo.store)
     return f"absent from its partitions {keys[0]}..{keys[-1]}" if keys else "absent: it has no partition yet"

@@ -8,11 +8,12 @@ staging the statistics were computed on, which the publish checks. It returns it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
 
+from partition_assets.backfill.model import Node
 from partition_assets.backfill.publishing.backfill_stats import TableStats, gate_of_table, stats_of
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, evaluate
 from partition_assets.backfill.publishing.ledger_writes import record_staged
@@ -40,10 +41,12 @@ def gate(
     tables: Tables,
     ledger: Ledger | None,
     ahead: Mapping[dg.AssetKey, TableStats | None] | None = None,
+    skipped: Collection[Node] = (),
 ) -> GateOutcome:
     """Evaluates the gate of each of `tables` on `record`'s staged data, records in `record`
     what the gate saw (the partitions the backfill creates, each staging's fingerprint) and
-    appends the ledger's `staged` (or `gate_failed`) rows; returns what it evaluated.
+    appends the ledger's `staged` (or `gate_failed`) rows, and a `skipped` row for each node of
+    `skipped` (no output: nothing staged) whose asset is one of `tables`; returns what it evaluated.
     Stats already computed `ahead` (while other nodes ran) are used as they are."""
     failpoint("gating")
     all_stats = stats_of(record, tables, ahead=ahead)
@@ -58,7 +61,8 @@ def gate(
     # What the gate saw: a publish commits exactly this (publish_step.check_staging).
     record.gated_staging = {stats.table.asset.to_user_string(): stats.staging.to_json() for stats in all_stats}
     record.save()
-    record_staged(ledger, record, all_stats, checks, LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED)
+    status = LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED
+    record_staged(ledger, record, all_stats, checks, status, [node for node in skipped if node.asset in tables])
     return GateOutcome(tuple(all_stats), tuple(checks))
 
 

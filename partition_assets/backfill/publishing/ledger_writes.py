@@ -1,15 +1,18 @@
 """The ledger rows a staged backfill appends: one per (asset, partition) when it is
-gated, then again with each later status (published, discarded, rolled back). Each takes
-the ledger (None: the lake keeps none, and nothing is written) and the backfill's record.
+gated, then again with each later status (published, discarded, rolled back). A partition
+its backfill skipped (no output: running/skips.py) has one `skipped` row, written when it is
+gated, which later statuses leave as it is: nothing of it was written. Each takes the ledger
+(None: the lake keeps none, and nothing is written) and the backfill's record.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+from partition_assets.backfill.model import Node
 from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus
@@ -25,9 +28,10 @@ def record_staged(
     all_stats: list[TableStats],
     checks: list[GateCheck],
     status: LedgerStatus,
+    skipped: Iterable[Node] = (),
 ) -> None:
     """A row of `status` (staged or gate_failed) per partition the gate evaluated, with its
-    provenance, statistics and checks."""
+    provenance, statistics and checks; a `skipped` row per node of `skipped` (nothing staged)."""
     if ledger is None:
         return
     checks_by_partition: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
@@ -60,6 +64,17 @@ def record_staged(
                     recorded_at=now,
                 )
             )
+    entries += [
+        LedgerEntry(
+            backfill_id=record.id,
+            asset=node.asset.to_user_string(),
+            partition=node.partition,
+            inputs_as_of=record.spec.inputs_as_of,
+            status=LedgerStatus.SKIPPED,
+            recorded_at=now,
+        )
+        for node in skipped
+    ]
     ledger.append(entries)
 
 
@@ -76,7 +91,8 @@ def append_status(
     rows: Sequence[LedgerEntry] | None = None,
 ) -> list[LedgerEntry]:
     """The latest ledger rows again, with `status` and the table version now published (and
-    `approved_by`, when given: later rows keep it); returns the rows appended, now the latest.
+    `approved_by`, when given: later rows keep it), but the `skipped` ones, which stay as they
+    are (nothing of them is published or undone); returns the rows appended, now the latest.
     `rows`: the latest rows when the caller read them already (a publish reads them for
     Dagster's records), which spares reading the ledger again (a second of 9,125 rows)."""
     if ledger is None:
@@ -93,6 +109,7 @@ def append_status(
             approved_by=approved_by or entry.approved_by,
         )
         for entry in (latest(ledger, record.id) if rows is None else rows)
+        if entry.status != LedgerStatus.SKIPPED
     ]
     if entries:
         ledger.append(entries)

@@ -24,7 +24,7 @@ between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -226,9 +226,11 @@ class Publication:
         """Each table's statistics computed as soon as its asset's nodes are done (nodes `done` already are)."""
         return StatsAhead(self.record, self.tables, self.graph, done)
 
-    def gate(self, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None) -> gate_step.GateOutcome:
+    def gate(
+        self, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None, skipped: Collection[Node] = ()
+    ) -> gate_step.GateOutcome:
         """See gate_step.gate."""
-        return gate_step.gate(self.record, self.tables, self.ledger, ahead)
+        return gate_step.gate(self.record, self.tables, self.ledger, ahead, skipped)
 
     def publish(
         self, instance: dg.DagsterInstance, force: bool = False, ledger_rows: Sequence[LedgerEntry] | None = None

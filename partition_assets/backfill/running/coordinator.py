@@ -8,7 +8,7 @@ in by the surface, never fetched here), the record, the graph and the runner.
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 
@@ -212,7 +212,8 @@ class BackfillRun:
                 else:
                     self._stop(publication, leases, "canceled", "")
             else:
-                self._gate_and_publish(publication, leases, ahead_stats)
+                skipped = [node for node, state in status.items() if state == NodeStatus.SKIPPED]
+                self._gate_and_publish(publication, leases, ahead_stats, skipped)
         return status
 
     def _gate_and_publish(
@@ -220,12 +221,14 @@ class BackfillRun:
         publication: Publication,
         leases: list[Lease],
         ahead_stats: Mapping[dg.AssetKey, TableStats | None] | None,
+        skipped: Collection[Node],
     ) -> None:
-        """Gates a staged backfill whose nodes all succeeded, then publishes it, unless it was
-        canceled meanwhile or lost its leases (both are checked again before publishing)."""
+        """Gates a staged backfill whose nodes all succeeded or were skipped (the ledger's rows
+        name those: `skipped`), then publishes it, unless it was canceled meanwhile or lost its
+        leases (both are checked again before publishing)."""
         self._check_held(publication, leases)
         started = time.monotonic()
-        outcome = publication.gate(ahead_stats)
+        outcome = publication.gate(ahead_stats, skipped)
         self._dagster_view.record_gate(self.record, self.instance, outcome)
         checks, failed = outcome.checks, list(outcome.failed)
         passed = len(checks) - len(failed)

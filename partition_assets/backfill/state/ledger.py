@@ -65,6 +65,9 @@ class LedgerStatus(str, Enum):
     DISCARDED = "discarded"
     ROLLED_BACK = "rolled_back"
     APPROVED = "approved"  # its publish approved, by `approved_by` at `recorded_at`
+    # Its node yielded no output, or read a parent's that was not produced (running/skips.py):
+    # nothing was written, so it is neither published nor rolled back; the row stays as it is.
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True, kw_only=True)
