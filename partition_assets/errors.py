@@ -270,3 +270,13 @@ class RunConfigError(BackfillPlanError):
 class BatchingError(BackfillPlanError):
     """A backfill asks for the engine's batching (`--batching engine`) of assets that have no
     `BackfillPolicy` to batch by; nothing was launched or written."""
+
+
+class StoredPlanError(BackfillStateError):
+    """A backfill's stored plan no longer matches its code location (an asset it names is gone, or
+    its partitions definition lists other keys for a stored range); nothing was written."""
+
+
+class ExtendError(BackfillStateError):
+    """`backfill extend` cannot widen the backfill as asked (a retract, no time range, a range that
+    shrinks or does not widen); nothing was written."""

@@ -37,7 +37,6 @@ from partition_assets.backfill.commands.results import (
 from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
-from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
     approve,
@@ -66,6 +65,7 @@ from partition_assets.backfill.state.record import (
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.storage.delta.previous import previous_copy
@@ -82,7 +82,7 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
     versions it keeps and, while it runs, why the capacity lets it run fewer runs at a time
     than its --max-parallel, if it does. Reads only."""
     record = _recorded(instance, backfill_id)
-    graph = graph_of(record.spec, instance)
+    graph = recorded_graph(record, instance)
     states = with_downstream_skips(
         graph, {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
     )
@@ -111,14 +111,14 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
         return _rollback(publication_of(record, instance), instance, force=False)
     if record.is_retract:
         return resume_retract(instance, record).outcome
-    graph = graph_of(record.spec, instance)
+    graph = recorded_graph(record, instance)
     return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 
 
 def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Console) -> RunOutcome:
     """Re-runs the backfill's failed nodes and their descendants (nothing when none failed)."""
     record = _recorded(instance, backfill_id, C.RETRY)
-    graph = graph_of(record.spec, instance)
+    graph = recorded_graph(record, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
         return RunOutcome(record.id, f"backfill {record.id} has no failed nodes", succeeded=True)
     return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)

@@ -160,6 +160,38 @@ class BackfillStore:
                 record.stored_body = body
                 return
 
+    def store_plan(self, record: BackfillRecord, plan: dict) -> None:
+        """Stores `plan` (backfill/state/stored_plan.py) in the record of `record.id` when it
+        holds none (a record of an earlier release), by compare-and-set on the row's version,
+        changing no other field; a plan another process stored first is kept. `record` takes
+        the stored plan, and the stored body when its other fields are still as stored.
+
+        Raises:
+            UnknownBackfillError: No record of `record.id`.
+        """
+        while True:
+            row = self._row(record.id, BACKFILLS.c.body, BACKFILLS.c.version)
+            if row is None:
+                raise self._unknown(record.id)
+            saved = json.loads(row.body)
+            if saved.get("plan") is not None:  # another process stored it first
+                body = row.body
+                break
+            saved["plan"] = plan
+            body = json.dumps(saved)
+            with self._connect() as connection:
+                swapped = connection.execute(
+                    update(BACKFILLS)
+                    .where(BACKFILLS.c.id == record.id, BACKFILLS.c.version == row.version)
+                    .values(body=body, version=row.version + 1, updated_at=time.time())
+                )
+            if swapped.rowcount == 1:
+                break
+        stored = json.loads(body)
+        record.stored_plan = stored["plan"]
+        if record.stored_body is not None and {**json.loads(record.stored_body), "plan": record.stored_plan} == stored:
+            record.stored_body = body
+
     def transition(self, backfill_id: str, target: BackfillStatus, action: str) -> BackfillStatus:
         """Sets the status of `backfill_id` to `target` by compare-and-set; returns the
         status it replaced.
