@@ -35,6 +35,7 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         ("cancel", "stop launching and cancel runs in flight"),
         ("pause", "stop launching new node runs; runs in flight finish"),
         ("unpause", "launch a paused backfill's node runs again"),
+        ("extend", "widen the time range of a paused, canceled, failed or approval-awaiting backfill"),
         ("adopt", "run a backfill launched from the webserver on the engine (the instance starts it)"),
         ("diff", "per (asset, partition): old and new rows, measure sums and checksums"),
         ("publish", "publish a staged backfill whose gate failed, after review"),
@@ -64,6 +65,9 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
                 "--by",
                 help="who asks for it (under an approval policy, someone else approves it; default: the OS user)",
             )
+        if name == "extend":
+            parser.add_argument("--start", help="the new first day or time (inclusive; default: its own)")
+            parser.add_argument("--end", help="the new last day or time (inclusive; default: its own)")
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
         if name in ("resume", "retry"):

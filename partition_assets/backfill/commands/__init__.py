@@ -12,12 +12,13 @@ processes, which import the caller's main module again as Python's multiprocessi
 script calling them must do so under `if __name__ == "__main__":`.
 
 Modules: launching.py (plan, run, detach, adopt, stand by), recorded.py (the commands on a
-recorded backfill, and list), retracting.py (retract), detaching.py (the run handed to the run launcher),
-results.py (what each returns), console.py (where progress goes).
+recorded backfill, and list), retracting.py (retract), extending.py (extend), detaching.py (the
+run handed to the run launcher), results.py (what each returns), console.py (where progress goes).
 """
 
 from partition_assets.backfill.commands.console import Console, SilentConsole
 from partition_assets.backfill.commands.engine_run import EngineRunPlan, plan_engine_run, run_engine_plan
+from partition_assets.backfill.commands.extending import extend_backfill
 from partition_assets.backfill.commands.launching import (
     adopt_backfill,
     detach_backfill,
@@ -49,6 +50,7 @@ from partition_assets.backfill.commands.results import (
     DetachedRun,
     DiffReport,
     Discarded,
+    Extended,
     LedgerReport,
     Lineup,
     PauseChanged,
@@ -70,6 +72,7 @@ __all__ = [
     "DiffReport",
     "Discarded",
     "EngineRunPlan",
+    "Extended",
     "LedgerReport",
     "Lineup",
     "PauseChanged",
@@ -91,6 +94,7 @@ __all__ = [
     "diff_backfill",
     "discard_backfill",
     "execute_backfill",
+    "extend_backfill",
     "list_backfills",
     "pause_backfill",
     "plan_backfill",

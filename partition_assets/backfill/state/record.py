@@ -263,6 +263,11 @@ def done_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.Dagste
     judged again), and those whose latest run in this backfill succeeded; runs a dead
     coordinator left in flight are canceled first, since nobody will finish them."""
     cancel_in_flight(instance, record.id)
+    return finished_nodes(record, graph, instance)
+
+
+def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """`done_nodes` as they stand now, canceling nothing: reads only."""
     succeeded = {
         node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
     }

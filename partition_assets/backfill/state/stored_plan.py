@@ -121,7 +121,7 @@ def recorded_graph(record: BackfillRecord, instance: dg.DagsterInstance) -> Back
     return graph_from(record.id, record.stored_plan, asset_graph)
 
 
-def _stored_keys(asset_slice: AssetSlice, windows: WindowCache) -> dict[str, list]:
+def _stored_keys(asset_slice: AssetSlice, windows: WindowCache) -> dict[str, Any]:
     """`{"ranges": [[first, last, count], ...]}` for time partitions, else `{"keys": ...}` (the
     JSON list of keys, compressed)."""
     partitions_def = asset_slice.partitions_def
@@ -135,7 +135,7 @@ def _stored_keys(asset_slice: AssetSlice, windows: WindowCache) -> dict[str, lis
 
 
 def _keys_from(
-    backfill_id: str, asset: str, stored: dict[str, list], partitions_def: dg.PartitionsDefinition | None
+    backfill_id: str, asset: str, stored: dict[str, Any], partitions_def: dg.PartitionsDefinition | None
 ) -> list[str]:
     if "keys" in stored:
         return json.loads(_decompressed(stored["keys"]))
