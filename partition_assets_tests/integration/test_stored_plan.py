@@ -34,10 +34,8 @@ from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore, sql_run_storage
 from partition_assets.backfill.state.stored_plan import graph_from, recorded_graph, stored_plan
 from partition_assets.code_location import load_definitions
-from partition_assets_tests.support import extend_defs
-from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id
+from partition_assets_tests.integration.test_backfill_extend import CODE_LOCATION, run_cli_backfill
 
-CODE_LOCATION = extend_defs.__name__
 # A record as the code before stored plans wrote it (commit 0fe2d38): spec and fields, no plan.
 RECORD_BEFORE_STORED_PLANS = Path(__file__).parents[1] / "support" / "record_before_stored_plans.json"
 PLANNER = (graph_module.plan, graph_module.build_graph, history.plan_by_history, instance_state.graph_of)
@@ -76,19 +74,8 @@ def forbidden_calls(monkeypatch) -> Counter:
     return calls
 
 
-def run_awaiting_approval(home: Path, *days: str) -> str:
-    """A staged backfill of `source` and `report` over `days` run by the command line to
-    `awaiting_approval`; its id."""
-    result = backfill_cli(
-        home, "run", "-m", CODE_LOCATION, "--select", "key:source or key:report",
-        "--start", days[0], "--end", days[-1], "--approval", "required", "--by", "alice",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    return backfill_id(result.stdout)
-
-
 def test_approve_publish_and_rollback_make_no_planner_call_and_no_git_call(home, forbidden_calls):
-    backfill = run_awaiting_approval(home, "2024-01-01", "2024-01-02")
+    backfill = run_cli_backfill(home, "2024-01-01", "2024-01-02", "--approval", "required", "--by", "alice")
     with dg.DagsterInstance.get() as instance:
         assert BackfillStore(instance).status(backfill) == BackfillStatus.AWAITING_APPROVAL
         assert backfill_status(instance, backfill).graph.node_count() == 4
@@ -135,7 +122,12 @@ def test_a_record_written_before_stored_plans_is_planned_once_and_its_plan_store
 
 def test_a_plan_another_process_stored_first_is_kept(instance):
     """Two commands reading the same old record: the second to store a plan keeps the first's."""
-    spec = BackfillSpec(module=CODE_LOCATION, selection="key:source", start="2024-01-01", end="2024-01-02")
+    spec = BackfillSpec(
+        module=CODE_LOCATION,
+        selection="key:source",
+        start="2024-01-01",
+        end="2024-01-02",
+    )
     old = BackfillRecord(spec, id="old-record", store=BackfillStore(instance))
     old.save()
     reader = BackfillStore(instance).load("old-record")
@@ -176,7 +168,12 @@ def test_the_stored_plan_rebuilds_the_planned_graph_exactly_and_compactly(instan
 
 def test_a_record_s_graph_comes_from_its_plan_not_from_its_spec(instance):
     """A stored plan is what the commands read, even where the spec would plan otherwise now."""
-    spec = BackfillSpec(module=CODE_LOCATION, selection="key:source", start="2024-01-01", end="2024-01-03")
+    spec = BackfillSpec(
+        module=CODE_LOCATION,
+        selection="key:source",
+        start="2024-01-01",
+        end="2024-01-03",
+    )
     narrower = instance_state.graph_of(BackfillSpec.from_json({**spec.to_json(), "end": "2024-01-02"}), instance)
     record = BackfillRecord(spec, store=BackfillStore(instance), stored_plan=stored_plan(narrower))
     record.save()
