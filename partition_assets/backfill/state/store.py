@@ -3,8 +3,8 @@ deployment sharing it (Postgres) sees the same backfills; SQLite for one host.
 
 Two tables, created on first use through the SQL engine of the instance's run storage:
 - `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
-  every write, its record's other fields as JSON (`body`: spec, fingerprints, published
-  versions, created partitions, pins), and when a host last claimed it to take it over
+  every write, its record's other fields as JSON (`body`: spec, stored plan, fingerprints,
+  published versions, created partitions, pins), and when a host last claimed it to take it over
   (`taken_over_at`: backfill/state/takeover_claims.py);
 - `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
   written by a newer release is refused (StoreSchemaError) rather than misread.
@@ -21,6 +21,8 @@ got in between, it starts over from what that writer left.
   body another process wrote since is RecordChangedError, nothing written, so a writer
   holding a stale record (a second approval, a coordinator that lost its claim) never
   overwrites what another wrote. A status change alone does not conflict with it.
+- A record of an earlier release takes its plan once (`store_plan`), by compare-and-set
+  on the row's version: the plan another process stored first is kept.
 Each statement is atomic on its own (SQLite in a transaction, Postgres in autocommit),
 so none needs a lock.
 
