@@ -9,14 +9,11 @@ commands under test run in this process, against that instance, with the planner
 and git's subprocess made to raise."""
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import dagster as dg
 import numpy as np
-import pytest
 
 from partition_assets.backfill.commands import (
     approve_backfill,
@@ -27,55 +24,22 @@ from partition_assets.backfill.commands import (
     rollback_backfill,
 )
 from partition_assets.backfill.model import BackfillStatus, Node
-from partition_assets.backfill.planning import graph as graph_module
-from partition_assets.backfill.planning import history, instance_state
+from partition_assets.backfill.planning import instance_state
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore, sql_run_storage
 from partition_assets.backfill.state.stored_plan import graph_from, recorded_graph, stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets_tests.integration.test_backfill_extend import CODE_LOCATION, run_cli_backfill
+from partition_assets_tests.support.forbidden_calls import forbid_planner_and_git
 
 # A record as the code before stored plans wrote it (commit 0fe2d38): spec and fields, no plan.
 RECORD_BEFORE_STORED_PLANS = Path(__file__).parents[1] / "support" / "record_before_stored_plans.json"
-PLANNER = (graph_module.plan, graph_module.build_graph, history.plan_by_history, instance_state.graph_of)
 
 
-class ForbiddenCallError(AssertionError):
-    """A planner entry point or git was called where the stored plan must do."""
-
-
-@pytest.fixture
-def forbidden_calls(monkeypatch) -> Counter:
-    """Every binding of a planner entry point in partition_assets' modules, and git's
-    subprocess, made to raise ForbiddenCallError; the calls they met, counted by name."""
-    calls: Counter = Counter()
-
-    def forbidden(name: str):
-        def call(*args, **kwargs):
-            calls[name] += 1
-            raise ForbiddenCallError(f"{name} was called")
-
-        return call
-
-    for module in [m for name, m in sys.modules.items() if name.startswith("partition_assets.") and m is not None]:
-        for attribute, value in list(vars(module).items()):
-            if any(value is function for function in PLANNER):
-                monkeypatch.setattr(module, attribute, forbidden(value.__name__))
-    real_init = subprocess.Popen.__init__
-
-    def popen(self, args, *rest, **kwargs):
-        program = args[0] if isinstance(args, list | tuple) else str(args).split()[0]
-        if Path(str(program)).name == "git":
-            forbidden("git")()
-        real_init(self, args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
-    return calls
-
-
-def test_approve_publish_and_rollback_make_no_planner_call_and_no_git_call(home, forbidden_calls):
+def test_approve_publish_and_rollback_make_no_planner_call_and_no_git_call(home, monkeypatch):
     backfill = run_cli_backfill(home, "2024-01-01", "2024-01-02", "--approval", "required", "--by", "alice")
+    forbidden_calls = forbid_planner_and_git(monkeypatch)
     with dg.DagsterInstance.get() as instance:
         assert BackfillStore(instance).status(backfill) == BackfillStatus.AWAITING_APPROVAL
         assert backfill_status(instance, backfill).graph.node_count() == 4
