@@ -14,8 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.commands import extend_backfill
-from partition_assets.backfill.commands.recorded import pause_backfill
+from partition_assets.backfill.commands import extend_backfill, pause_backfill
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
@@ -25,7 +24,7 @@ from partition_assets.backfill.publishing.tables import tables_of
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.code_location import load_definitions
-from partition_assets.errors import ExtendError, IllegalTransitionError, PartitionLeasedError
+from partition_assets.errors import CoordinatorLiveError, ExtendError, IllegalTransitionError, PartitionLeasedError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.leases import acquire, held_by, release
 from partition_assets_tests.support import extend_defs
@@ -129,7 +128,7 @@ def test_extend_a_paused_backfill_whose_coordinator_died(home):
             pause_backfill(instance, backfill)  # source 2024-01-02 in flight: it finishes, nothing new starts
             (home / extend_defs.HELD_DAYS).unlink()
             wait_for(lambda: runs_by_node(home, backfill)[("source", "2024-01-02")] == [SUCCESS], 120)
-            with pytest.raises(Exception, match="has a live coordinator"):  # its coordinator runs its plan
+            with pytest.raises(CoordinatorLiveError, match="has a live coordinator"):  # its coordinator runs its plan
                 extend_backfill(instance, backfill, end="2024-01-04")
     finally:
         os.killpg(coordinator.pid, signal.SIGKILL)

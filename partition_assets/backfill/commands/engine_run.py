@@ -59,8 +59,8 @@ def plan_engine_run(
 ) -> EngineRunPlan | None:
     """The plan of the coordinator `run` for backfill `backfill_id`: a new backfill of `spec`,
     recorded here once its launch passes the approval policy; for a re-executed or takeover
-    run, the backfill's record as it stands (its fingerprints, published versions and pins,
-    not `spec`), resumed like `backfill resume`. None when that backfill is final.
+    run, the backfill's record as it stands (its stored plan, fingerprints, published versions
+    and pins, not `spec`), resumed like `backfill resume`. None when that backfill is final.
 
     Raises:
         BackfillIdError: `backfill_id` cannot name a backfill; nothing was recorded.
