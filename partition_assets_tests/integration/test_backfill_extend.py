@@ -21,6 +21,7 @@ from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.publishing.tables import tables_of
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.code_location import load_definitions
@@ -141,7 +142,7 @@ def test_extend_a_paused_backfill_whose_coordinator_died(home):
     resume_and_check(home, backfill, done_before, nodes(days(1, 4)))
 
 
-def test_extend_is_refused_over_another_backfill_s_lease_and_on_a_running_backfill(instance):
+def test_extend_is_refused_over_another_backfill_s_lease_on_a_running_backfill_and_on_a_retract(instance):
     spec = BackfillSpec(module=CODE_LOCATION, selection="key:stored_days", start="2024-01-01", end="2024-01-03")
     store = BackfillStore(instance)
     record_at(store, "stopped", S.FAILED, spec)
@@ -164,6 +165,12 @@ def test_extend_is_refused_over_another_backfill_s_lease_and_on_a_running_backfi
     record_at(store, "running", S.RUNNING, spec)
     with pytest.raises(IllegalTransitionError, match="pause a running one"):
         extend_backfill(instance, "running", end="2024-01-04")
+    retract = BackfillRecord(
+        spec, id="retract", store=store, status=S.FAILED, retracted={"stored_days": ["2024-01-01"]}
+    )
+    retract.save()
+    with pytest.raises(ExtendError, match="is a retract: it removes partitions and is never extended"):
+        extend_backfill(instance, "retract", end="2024-01-04")
 
 
 def test_extend_a_backfill_awaiting_approval_waits_paused_and_is_approved_again_over_the_whole_range(home):

@@ -13,7 +13,7 @@ The stored form (`stored_plan`), per asset in topological order:
   (contiguous `starts`/`stops`, or `explicit` lists), each delta-encoded, zlib-compressed and
   base64-encoded, so no partition mapping is evaluated again.
 A 365-day backfill of the example's 17 assets (15,051 nodes, 34,231 edges) stores in 11.5 kB of
-JSON (its keys alone, listed, take 283 kB); it is rebuilt in 0.2 s, where planning it takes 1.8 s.
+JSON (its keys alone, listed, take 283 kB); it is rebuilt in 0.11 CPU-s, where planning it takes 1.0.
 
 A record written before plans were stored holds none: the first command that reads it plans it
 once, as earlier releases did for every command, and stores the result by compare-and-set
