@@ -116,7 +116,9 @@ def test_extend_a_failed_backfill_runs_the_new_nodes_and_publishes_the_whole_ran
 
 
 def test_extend_a_paused_backfill_whose_coordinator_died(home):
-    (home / extend_defs.HELD_DAYS).write_text("2024-01-02\n")
+    """Paused while a run of 2024-01-02 is in flight (every run of 2024-01-02 and 03 waits), its
+    coordinator killed with its workers: the nodes it finished stay done, the rest run on resume."""
+    (home / extend_defs.HELD_DAYS).write_text("2024-01-02\n2024-01-03\n")
     coordinator = start_cli(
         "backfill", "run", "-m", CODE_LOCATION, "--select", SELECTION,
         "--start", "2024-01-01", "--end", "2024-01-03", "--max-parallel", "1",
@@ -126,19 +128,19 @@ def test_extend_a_paused_backfill_whose_coordinator_died(home):
         (backfill,) = recorded_ids(home)
         wait_for(lambda: ("source", "2024-01-02") in runs_by_node(home, backfill), 120, alive=[coordinator])
         with dg.DagsterInstance.from_config(str(home)) as instance:
-            pause_backfill(instance, backfill)  # source 2024-01-02 in flight: it finishes, nothing new starts
-            (home / extend_defs.HELD_DAYS).unlink()
-            wait_for(lambda: runs_by_node(home, backfill)[("source", "2024-01-02")] == [SUCCESS], 120)
-            with pytest.raises(CoordinatorLiveError, match="has a live coordinator"):  # its coordinator runs its plan
+            pause_backfill(instance, backfill)
+            with pytest.raises(CoordinatorLiveError, match="has a live coordinator"):  # it runs the plan it has
                 extend_backfill(instance, backfill, end="2024-01-04")
     finally:
         os.killpg(coordinator.pid, signal.SIGKILL)
         coordinator.wait()
+    (home / extend_defs.HELD_DAYS).unlink()
     done_before = {node for node, statuses in runs_by_node(home, backfill).items() if SUCCESS in statuses}
-    assert nodes(["2024-01-01"]) | {("source", "2024-01-02")} <= done_before < nodes(days(1, 3))
+    assert ("source", "2024-01-01") in done_before and not done_before & nodes(days(2, 3))
     with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert BackfillStore(instance).status(backfill) == S.PAUSED
         extended = extend_backfill(instance, backfill, start="2024-01-01", end="2024-01-04")
-        assert (extended.added, extended.status) == (2, S.PAUSED)
+        assert (extended.added, extended.pending, extended.status) == (2, 8 - len(done_before), S.PAUSED)
     resume_and_check(home, backfill, done_before, nodes(days(1, 4)))
 
 

@@ -58,19 +58,22 @@ def extend_backfill(
     """
     store = BackfillStore(instance)
     record = store.load(checked_backfill_id(backfill_id))
-    check_command(record.id, record.status, C.EXTEND)  # before anything is planned
-    spec = _widened(record, start, end)
-    graph = graph_of(spec, instance)  # the planner runs here, and for a new backfill only
+    check_command(record.id, record.status, C.EXTEND)  # before anything is claimed or planned
+    _widened(record, start, end)
     with coordinating(instance, record.id, C.EXTEND):
-        record.reload()  # under the claim: another command may have moved it meanwhile
+        record.reload()  # under the claim: another command may have moved or extended it meanwhile
         check_command(record.id, record.status, C.EXTEND)
+        spec = _widened(record, start, end)
+        graph = graph_of(spec, instance)  # the planner runs here, and for a new backfill only
         before = recorded_graph(record, instance)
         dropped = set(before.nodes()) - set(graph.nodes())
         if dropped:
+            node = min(dropped)
             raise ExtendError(
                 f"backfill {record.id}: the plan of {spec.start}..{spec.end} lacks {len(dropped)} of its nodes "
-                f"(e.g. {min(dropped)}): its code location changed since it started. Nothing was written; finish "
-                f"it as it is (`partition-assets backfill resume {record.id}`) and start another backfill."
+                f"(e.g. {node.asset.to_user_string()}[{node.partition}]): its code location changed since it "
+                f"started. Nothing was written; finish it as it is (`partition-assets backfill resume {record.id}`) "
+                "and start another backfill."
             )
         added = set(graph.nodes()) - set(before.nodes())
         publication = staged_publication(record, load_definitions(spec.module), graph)
