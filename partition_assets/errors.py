@@ -289,3 +289,13 @@ class BatchingError(BackfillPlanError):
 class UnguardedScriptError(PartitionAssetsError, RuntimeError):
     """A script runs a backfill's nodes from its top level, outside `if __name__ == "__main__":`
     (its workers import the script again); nothing was run."""
+
+
+class StoredPlanError(BackfillStateError):
+    """A backfill's stored plan no longer matches its code location (an asset it names is gone, or
+    its partitions definition lists other keys for a stored range); nothing was written."""
+
+
+class ExtendError(BackfillStateError):
+    """`backfill extend` cannot widen the backfill as asked (a retract, no time range, a range that
+    shrinks or does not widen); nothing was written."""

@@ -9,6 +9,7 @@ the backfill id in their config: the safe-backfill workflow without a shell.
 | `backfill_rollback` | backfill_id, force | `backfill rollback <id> [--force]` |
 | `backfill_resume` | backfill_id | `backfill resume <id>` |
 | `backfill_retry` | backfill_id | `backfill retry <id>` |
+| `backfill_extend` | backfill_id, start, end | `backfill extend <id> [--start DATE] [--end DATE]` |
 
 Each op calls the command's own function (backfill/commands/) in the run's process on the
 run's instance, so it writes the same records, ledger rows and status transitions, and
@@ -30,11 +31,13 @@ from pydantic import Field
 from partition_assets.backfill.commands import (
     Console,
     Discarded,
+    Extended,
     Published,
     RollbackRequested,
     RunOutcome,
     approve_backfill,
     discard_backfill,
+    extend_backfill,
     publish_backfill,
     resume_backfill,
     retry_backfill,
@@ -57,12 +60,17 @@ class ForceConfig(BackfillIdConfig):
     force: bool = Field(default=False, description="as the command's --force")
 
 
+class ExtendConfig(BackfillIdConfig):
+    start: str | None = Field(default=None, description="the new first day or time (the command's --start)")
+    end: str | None = Field(default=None, description="the new last day or time (the command's --end)")
+
+
 class ApproveConfig(ForceConfig):
     approver: str = Field(description="who approves: the ledger records the name (the command's --by)")
 
 
 # What an operation returns: the result of the command it calls.
-OperationResult = Published | Discarded | RunOutcome | RollbackRequested
+OperationResult = Published | Discarded | RunOutcome | RollbackRequested | Extended
 # A command called with the run's context, its config and the console of the run's log.
 Operation = Callable[[dg.OpExecutionContext, Any, Console], OperationResult]
 
@@ -106,6 +114,11 @@ _OPERATIONS: dict[str, tuple[BackfillCommand, type[BackfillIdConfig], Operation]
         BackfillCommand.RETRY,
         BackfillIdConfig,
         lambda context, c, console: retry_backfill(context.instance, c.backfill_id, console),
+    ),
+    "backfill_extend": (
+        "extend",
+        ExtendConfig,
+        lambda context, c, console: extend_backfill(context.instance, c.backfill_id, c.start, c.end),
     ),
 }
 OPERATION_JOBS = tuple(_OPERATIONS)

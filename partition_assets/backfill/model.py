@@ -151,6 +151,7 @@ class BackfillCommand(StrEnum):
     APPROVE = "approve"
     DISCARD = "discard"
     ROLLBACK = "rollback"
+    EXTEND = "extend"  # widens the time range of a backfill no coordinator holds (commands/extending.py)
     RETRACT = "retract"  # a new backfill removing partitions: it holds them as their coordinator
     RE_EXECUTE = "re-execute"  # a coordinator run of the engine job, re-executed
     COORDINATE = "coordinate"  # the coordinator's own steps (the gate, approval, the publish): no command's

@@ -1,5 +1,5 @@
 """`partition-assets backfill` and its commands: plan, run, status, list, resume, retry, cancel, pause,
-unpause, diff, publish, approve, discard, ledger, rollback, retract.
+unpause, extend, diff, publish, approve, discard, ledger, rollback, retract.
 
 This module parses the command line, calls the command's function (backfill/commands/) and
 renders its result (cli/rendering.py, cli/heatmap.py); the commands themselves, and every
@@ -25,6 +25,7 @@ from partition_assets.backfill.commands import (
     detach_backfill,
     diff_backfill,
     discard_backfill,
+    extend_backfill,
     list_backfills,
     pause_backfill,
     plan_backfill,
@@ -218,6 +219,9 @@ _ON_RECORD: dict[str, Callable[[dg.DagsterInstance, str, argparse.Namespace], in
     "cancel": lambda instance, backfill_id, args: _shown(cancel_backfill(instance, backfill_id).message),
     "pause": lambda instance, backfill_id, args: _shown(pause_backfill(instance, backfill_id).message),
     "unpause": lambda instance, backfill_id, args: _shown(unpause_backfill(instance, backfill_id).message),
+    "extend": lambda instance, backfill_id, args: _shown(
+        extend_backfill(instance, backfill_id, args.start, args.end).message
+    ),
     "publish": lambda instance, backfill_id, args: _shown(publish_backfill(instance, backfill_id, args.force).message),
     "approve": lambda instance, backfill_id, args: _shown(
         approve_backfill(instance, backfill_id, args.by, args.force).message

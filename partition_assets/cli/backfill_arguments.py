@@ -34,6 +34,10 @@ _ON_RECORD = {
     "cancel": ("stop launching a backfill's nodes and cancel its runs in flight", ("cancel 3f2a1c9e0b12",)),
     "pause": ("stop launching a backfill's nodes; its runs in flight finish", ("pause 3f2a1c9e0b12",)),
     "unpause": ("launch a paused backfill's nodes again", ("unpause 3f2a1c9e0b12",)),
+    "extend": (
+        "widen the time range of a paused, canceled, failed or approval-awaiting backfill",
+        ("extend 3f2a1c9e0b12 --end 2024-01-31", "extend 3f2a1c9e0b12 --start 2023-12-01"),
+    ),
     "adopt": (
         "run a backfill launched from the webserver on the engine (the instance starts it)",
         ("adopt 3f2a1c9e0b12",),
@@ -113,6 +117,9 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
                 "--by",
                 help="who asks for it (under an approval policy, someone else approves it; default: the OS user)",
             )
+        if name == "extend":
+            parser.add_argument("--start", help="the new first day or time (inclusive; default: its own)")
+            parser.add_argument("--end", help="the new last day or time (inclusive; default: its own)")
         if name == "ledger":
             parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
         if name in ("resume", "retry"):

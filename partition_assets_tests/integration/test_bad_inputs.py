@@ -112,6 +112,9 @@ BAD_INPUTS = [
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--on-lease", "later"], "is not a choice"),
     (["backfill", "unpause", KNOWN_ID], "it is not paused"),
     (["backfill", "pause", "no_such_id"], f"known: {KNOWN_ID}"),
+    # extend: only a backfill stopped short of publishing, and an id that is recorded
+    (["backfill", "extend", KNOWN_ID, "--end", "2024-02-01"], "cannot extend it"),
+    (["backfill", "extend", "no_such_id", "--end", "2024-02-01"], f"known: {KNOWN_ID}"),
     # backfill ids become file names: no '/', no '..', never absolute (audit hole 4)
     (["backfill", "status", "../../escaped/dir/pwn"], "cannot name a backfill"),
     (["backfill", "resume", "/tmp/escaped"], "cannot name a backfill"),

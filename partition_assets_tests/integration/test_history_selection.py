@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,17 +24,22 @@ import dagster as dg
 import pytest
 
 from partition_assets.automation import sparse_backfill_job
-from partition_assets.backfill.commands import plan_backfill
+from partition_assets.backfill.commands import backfill_status, discard_backfill, plan_backfill
+from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.history import pinned_history
+from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy import git_sha
 from partition_assets.deploy.git import source_version_at
 from partition_assets.deploy.versioning import asset_function
 from partition_assets.errors import CommitRangeError, NoCodeVersionError, UnknownCommitError
 from partition_assets_tests.support.cli_runs import backfill_cli, ok
+from partition_assets_tests.support.forbidden_calls import forbid_planner_and_git
 from partition_assets_tests.support.git_repo import git
 from partition_assets_tests.support.records import recorded_ids
 
@@ -285,3 +291,25 @@ def test_the_engine_job_plans_from_produced_by_in_its_config_and_logs_the_reason
     (record,) = [BackfillStore(history.instance).load(i) for i in recorded_ids(history.home)]
     assert record.spec.produced_by == second and record.spec.history_as_of is not None
     assert record.spec.history_as_of < history.instance.event_log_storage.get_maximum_record_id()
+
+
+def test_a_recorded_produced_by_backfill_is_read_from_its_stored_plan_with_no_git_call(history, tmp_path, monkeypatch):
+    """Its status and discard read the nodes its record stores: neither asks git for the commit
+    again, nor plans (issue 53: approving a backfill depended on the repository at approval time)."""
+    _, first, _ = history.commits
+    home = tmp_path / "dagster_home"
+    shutil.copytree(history.home, home)  # its own instance: the other tests count the backfills recorded
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        spec = pinned_history(
+            BackfillSpec(module=str(history.location), selection="group:sales", produced_by=first), instance
+        )
+        graph = graph_of(spec, instance)
+        record = BackfillRecord(
+            spec, store=BackfillStore(instance), status=BackfillStatus.FAILED, stored_plan=stored_plan(graph)
+        )
+        record.save()
+        forbidden_calls = forbid_planner_and_git(monkeypatch)
+        status = backfill_status(instance, record.id)
+        assert status.graph.node_count() == graph.node_count() == 15
+        assert discard_backfill(instance, record.id).backfill_id == record.id
+    assert forbidden_calls == Counter()

@@ -23,7 +23,8 @@ def test_a_backfill_awaits_approval_only_after_running_and_leaves_only_by_publis
     # Paused too: its runs in flight may finish, the gate pass, while it launches nothing new.
     assert {status for status in S if is_allowed(status, S.AWAITING_APPROVAL)} == {S.RUNNING, S.PAUSED}
     # Its publish refused by a commit made outside it, before any commit, is publish_refused (issue 39, hole 9).
-    assert TRANSITIONS[S.AWAITING_APPROVAL] == {S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}
+    # Extended (`backfill extend`, issue 53), it waits paused for its new nodes, its approval dropped.
+    assert TRANSITIONS[S.AWAITING_APPROVAL] == {S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED, S.PAUSED}
     assert COMMANDS["approve"] == {
         S.AWAITING_APPROVAL: S.PUBLISHING,
         S.GATE_FAILED: S.PUBLISHING,

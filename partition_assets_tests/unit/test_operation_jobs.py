@@ -39,8 +39,9 @@ def cli_refusal(instance, monkeypatch, capsys, *args: str) -> str:
         (S.PUBLISHED, "backfill_approve", {"approver": "ana"}, ["approve", "--by", "ana"]),  # approved twice
         (S.GATE_FAILED, "backfill_rollback", {}, ["rollback"]),
         (S.DISCARDED, "backfill_publish", {"force": True}, ["publish", "--force"]),
+        (S.PUBLISHED, "backfill_extend", {"end": "2024-01-05"}, ["extend", "--end", "2024-01-05"]),
     ],
-    ids=["unknown id", "approve twice", "rollback unpublished", "publish discarded"],
+    ids=["unknown id", "approve twice", "rollback unpublished", "publish discarded", "extend published"],
 )
 def test_a_bad_input_fails_the_run_with_the_clis_message_and_writes_nothing(
     instance, monkeypatch, capsys, status, job, config, command

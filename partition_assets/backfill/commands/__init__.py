@@ -13,12 +13,13 @@ the caller's main script again as Python's multiprocessing does: a script calls 
 UnguardedScriptError before anything is recorded (processes/main_guard.py).
 
 Modules: launching.py (plan, run, detach, adopt, stand by), recorded.py (the commands on a
-recorded backfill, and list), retracting.py (retract), detaching.py (the run handed to the run launcher),
-results.py (what each returns), console.py (where progress goes).
+recorded backfill, and list), retracting.py (retract), extending.py (extend), detaching.py (the
+run handed to the run launcher), results.py (what each returns), console.py (where progress goes).
 """
 
 from partition_assets.backfill.commands.console import Console, PrintingConsole, SilentConsole
 from partition_assets.backfill.commands.engine_run import EngineRunPlan, plan_engine_run, run_engine_plan
+from partition_assets.backfill.commands.extending import extend_backfill
 from partition_assets.backfill.commands.launching import (
     adopt_backfill,
     detach_backfill,
@@ -52,6 +53,7 @@ from partition_assets.backfill.commands.results import (
     DetachedRun,
     DiffReport,
     Discarded,
+    Extended,
     LedgerReport,
     Lineup,
     PauseChanged,
@@ -75,6 +77,7 @@ __all__ = [
     "DiffReport",
     "Discarded",
     "EngineRunPlan",
+    "Extended",
     "LedgerReport",
     "Lineup",
     "PauseChanged",
@@ -99,6 +102,7 @@ __all__ = [
     "diff_backfill",
     "discard_backfill",
     "execute_backfill",
+    "extend_backfill",
     "list_backfills",
     "pause_backfill",
     "plan_backfill",

@@ -37,6 +37,7 @@ from partition_assets.backfill.state.presence import refuse_if_live
 from partition_assets.backfill.state.record import BackfillRecord, by_asset, cancel, cancel_in_flight, done_nodes
 from partition_assets.backfill.state.status import FINAL_STATUSES
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import recorded_graph, stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillStateError, PartitionAssetsError
 from partition_assets.ids import checked_backfill_id
@@ -58,8 +59,8 @@ def plan_engine_run(
 ) -> EngineRunPlan | None:
     """The plan of the coordinator `run` for backfill `backfill_id`: a new backfill of `spec`,
     recorded here once its launch passes the approval policy; for a re-executed or takeover
-    run, the backfill's record as it stands (its fingerprints, published versions and pins,
-    not `spec`), resumed like `backfill resume`. None when that backfill is final.
+    run, the backfill's record as it stands (its stored plan, fingerprints, published versions
+    and pins, not `spec`), resumed like `backfill resume`. None when that backfill is final.
 
     Raises:
         BackfillIdError: `backfill_id` cannot name a backfill; nothing was recorded.
@@ -74,7 +75,9 @@ def plan_engine_run(
         graph = graph_of(spec, instance, config_key_of)
         done = nodes_to_skip(spec, graph, instance)
         who = launcher(None, run.tags.get(DAGSTER_USER_TAG))
-        record = BackfillRecord(spec, id=backfill_id, store=store, launched_by=who, skipped=by_asset(done))
+        record = BackfillRecord(
+            spec, id=backfill_id, store=store, launched_by=who, skipped=by_asset(done), stored_plan=stored_plan(graph)
+        )
         # before it is recorded
         check_launch(staged_publication(record, load_definitions(spec.module), graph), instance)
         record.save()
@@ -88,9 +91,9 @@ def plan_engine_run(
         )
     refuse_if_live(instance, backfill_id, BackfillCommand.RE_EXECUTE)
     record = store.load(backfill_id)
-    graph = graph_of(record.spec, instance, config_key_of)
     if record.status in FINAL_STATUSES:
         return None
+    graph = recorded_graph(record, instance)
     return EngineRunPlan(record, graph, done_nodes(record, graph, instance))
 
 

@@ -46,6 +46,7 @@ from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.record import BackfillRecord, by_asset
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
 from partition_assets.dagster_internals import SqliteEventLogStorage
@@ -115,7 +116,11 @@ def run_backfill(
     with warm_workers(spec.module if on_workers else None, spec.max_parallel, instance) as warm:
         graph, done, _ = _planned(spec, instance)
         record = BackfillRecord(
-            spec, store=BackfillStore(instance), launched_by=launcher(launched_by, None), skipped=by_asset(done)
+            spec,
+            store=BackfillStore(instance),
+            launched_by=launcher(launched_by, None),
+            skipped=by_asset(done),
+            stored_plan=stored_plan(graph),
         )
         return execute_backfill(instance, record, graph, done, console, node_runner_reusing(warm))
 
@@ -241,7 +246,9 @@ def adopt_backfill(
         mark_failed(instance, backfill_id, error)
         raise
     who = launcher(None, backfill.tags.get(DAGSTER_USER_TAG))
-    record = BackfillRecord(spec, id=backfill_id, store=BackfillStore(instance), launched_by=who)
+    record = BackfillRecord(
+        spec, id=backfill_id, store=BackfillStore(instance), launched_by=who, stored_plan=stored_plan(graph)
+    )
     try:
         return execute_backfill(instance, record, graph, set(), console, node_runner_reusing(warm))
     except PartitionAssetsError as error:  # refused before its first node, e.g. leased partitions

@@ -40,7 +40,6 @@ from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
-from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
     approve,
@@ -69,6 +68,7 @@ from partition_assets.backfill.state.record import (
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id
@@ -87,7 +87,7 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
     versions it keeps and, while it runs, why the capacity lets it run fewer runs at a time
     than its --max-parallel, if it does. Reads only."""
     record = _recorded(instance, backfill_id)
-    graph = graph_of(record.spec, instance)
+    graph = recorded_graph(record, instance)
     states = with_downstream_skips(
         graph, {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
     )
@@ -122,7 +122,7 @@ def resume_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Con
         return _rollback(publication_of(record, instance), instance, force=False)
     if record.is_retract:
         return resume_retract(instance, record).outcome
-    graph = graph_of(record.spec, instance)
+    graph = recorded_graph(record, instance)
     return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)
 
 
@@ -130,7 +130,7 @@ def retry_backfill(instance: dg.DagsterInstance, backfill_id: str, console: Cons
     """Re-runs the backfill's failed nodes and their descendants (nothing when none failed)."""
     refuse_unguarded_script("retry_backfill")
     record = _recorded(instance, backfill_id, C.RETRY)
-    graph = graph_of(record.spec, instance)
+    graph = recorded_graph(record, instance)
     if not any(state == NodeStatus.FAILED for state, _ in node_states(instance, record.id, graph).values()):
         return RunOutcome(record.id, f"backfill {record.id} has no failed nodes", succeeded=True)
     return execute_backfill(instance, record, graph, done_nodes(record, graph, instance), console)

@@ -259,6 +259,28 @@ class PauseChanged:
 
 
 @dataclass(frozen=True)
+class Extended:
+    """A backfill whose time range `extend_backfill` widened to `start`..`end`: `added` nodes
+    joined its plan of `nodes`, `pending` of which its `resume` runs (the others are done)."""
+
+    backfill_id: str
+    start: str
+    end: str
+    added: int
+    nodes: int
+    pending: int
+    status: BackfillStatus
+
+    @property
+    def message(self) -> str:
+        return (
+            f"backfill {self.backfill_id} extended to {self.start}..{self.end} ({self.status.value}): {self.added} "
+            f"nodes joined its plan of {self.nodes}; `partition-assets backfill resume {self.backfill_id}` runs the "
+            f"{self.pending} not done, then gates and publishes the whole range"
+        )
+
+
+@dataclass(frozen=True)
 class TableDiff:
     """One table's staged rows against its published ones, per partition."""
 

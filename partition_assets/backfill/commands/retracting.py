@@ -38,6 +38,7 @@ from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.approval import launcher, utc_now
 from partition_assets.backfill.state.record import BackfillRecord, by_asset, nodes_of
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import RetractError
 from partition_assets.storage.leases import Lease, park, release
@@ -68,10 +69,15 @@ def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launche
     reach = graph_of(dataclasses.replace(spec, downstream=True), instance)
     nodes = retracted_nodes(selected, reach, materialized_nodes(reach, instance), spec.downstream)
     # The partitions it removes are in its record from its first save: whatever stops it, it stays a retract.
+    graph = reach if spec.downstream else selected
     record = BackfillRecord(
-        spec, store=BackfillStore(instance), launched_by=launcher(launched_by, None), retracted=by_asset(nodes)
+        spec,
+        store=BackfillStore(instance),
+        launched_by=launcher(launched_by, None),
+        retracted=by_asset(nodes),
+        stored_plan=stored_plan(graph),
     )
-    publication = staged_publication(record, load_definitions(spec.module), reach if spec.downstream else selected)
+    publication = staged_publication(record, load_definitions(spec.module), graph)
     unstored = [node for node in nodes if node.asset not in publication.tables]
     if unstored:
         raise RetractError(
@@ -80,7 +86,7 @@ def retract_partitions(spec: BackfillSpec, instance: dg.DagsterInstance, launche
         )
     _staging_formats(publication.tables.values())  # refuses Parquet before any lease
     # What made them, before the retract wipes them from the instance: what its rollback restores.
-    found = originals(instance, reach if spec.downstream else selected)
+    found = originals(instance, graph)
     record.restored_provenance = provenance_to_json({node: found[node] for node in nodes if node in found})
     return _retract(publication, instance, BackfillCommand.RETRACT)
 

@@ -24,7 +24,6 @@ from datetime import datetime
 import dagster as dg
 
 from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, PublishMode
-from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
@@ -34,6 +33,7 @@ from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import Announcement, coordinating
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_command
+from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import ApprovalError
 from partition_assets.storage.leases import release
@@ -269,5 +269,6 @@ def discard_approval_freeze(instance: dg.DagsterInstance, backfill_id: str) -> N
 
 
 def publication_of(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:
-    """The publication of `record`: its code location loaded, its graph planned again."""
-    return staged_publication(record, load_definitions(record.spec.module), graph_of(record.spec, instance))
+    """The publication of `record`: its code location loaded, its graph as its record stores it
+    (backfill/state/stored_plan.py: nothing is planned, no git is read)."""
+    return staged_publication(record, load_definitions(record.spec.module), recorded_graph(record, instance))

@@ -150,6 +150,7 @@ _REFUSALS: dict[BackfillCommand, str] = {
     BackfillCommand.ROLLBACK: "it is still running",
     BackfillCommand.RE_EXECUTE: "it is running already",
     BackfillCommand.RETRACT: "it is retracting its partitions already",
+    BackfillCommand.EXTEND: "its coordinator runs the plan it started with",
 }
 
 

@@ -1,7 +1,8 @@
 """A backfill's record: its parameters and progress in the Dagster instance's database
 (backfill/state/store.py), its nodes' states in the instance's runs.
 
-The plan's parameters are kept (the graph is recomputed from them). Each node's state is
+The plan is kept: its parameters (the spec) and its nodes and edges (`stored_plan`:
+backfill/state/stored_plan.py), from which every command rebuilds the graph. Each node's state is
 that of its latest run tagged with the backfill id and proving its coordinator launched it
 (storage/lease_proof.py), so the instance stays the single truth: a node whose run succeeded
 is never run again, whatever happened to the coordinator.
@@ -79,6 +80,9 @@ class BackfillRecord:
     skipped: dict[str, list[str]] = field(default_factory=dict)
     # who asked for its rollback under an approval policy, when, who approved it; None until asked
     rollback_approval: Approval | None = None
+    # its graph's nodes and edges (backfill/state/stored_plan.py), stored when it starts or is
+    # extended; None in records of earlier releases until a command plans them once
+    stored_plan: dict | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -142,6 +146,7 @@ class BackfillRecord:
             "restored_provenance": self.restored_provenance,
             "skipped": self.skipped,
             "rollback_approval": self.rollback_approval.to_json() if self.rollback_approval else {},
+            "plan": self.stored_plan,
         }
 
     @classmethod
@@ -164,6 +169,7 @@ class BackfillRecord:
             saved.get("restored_provenance"),
             saved.get("skipped", {}),
             Approval.from_json(saved.get("rollback_approval")),
+            saved.get("plan"),
             store=store,
         )
 
@@ -258,6 +264,11 @@ def done_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.Dagste
     judged again), and those whose latest run in this backfill succeeded; runs a dead
     coordinator left in flight are canceled first, since nobody will finish them."""
     cancel_in_flight(instance, record.id)
+    return finished_nodes(record, graph, instance)
+
+
+def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+    """`done_nodes` as they stand now, canceling nothing: reads only."""
     succeeded = {
         node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
     }

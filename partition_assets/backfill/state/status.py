@@ -48,8 +48,9 @@ TRANSITIONS: dict[BackfillStatus, frozenset[BackfillStatus]] = {
     S.FAILED: frozenset({S.FAILED, S.RUNNING, S.CANCELED, S.DISCARDED}),
     S.GATE_FAILED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     # Approval before publish (backfill/state/approval.py): approved (published), its publish
-    # refused before any commit by a commit made outside the backfill, or discarded.
-    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
+    # refused before any commit by a commit made outside the backfill, or discarded; extended
+    # (`backfill extend`), it waits paused for its new nodes to run.
+    S.AWAITING_APPROVAL: frozenset({S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED, S.PAUSED}),
     S.PUBLISH_REFUSED: frozenset({S.RUNNING, S.CANCELED, S.PUBLISHING, S.PUBLISH_REFUSED, S.DISCARDED}),
     # Discarded only while no table holds its publish commit (a publish killed before its first
     # commit, whose moved files a vacuum may have deleted: undo_steps.discard checks the logs).
@@ -84,6 +85,8 @@ COMMANDS: dict[BackfillCommand, dict[BackfillStatus, BackfillStatus]] = {
         S.ROLLBACK_AWAITING_APPROVAL: S.ROLLING_BACK,
     },
     C.PAUSE: {S.RUNNING: S.PAUSED, S.PAUSED: S.PAUSED},
+    # Widening its range (commands/extending.py): its nodes wait for `resume`, one awaiting approval paused.
+    C.EXTEND: {S.PAUSED: S.PAUSED, S.CANCELED: S.CANCELED, S.FAILED: S.FAILED, S.AWAITING_APPROVAL: S.PAUSED},
     C.UNPAUSE: {S.PAUSED: S.RUNNING},
 }
 
@@ -124,6 +127,9 @@ _REFUSED_BECAUSE: dict[BackfillCommand, str] = {
     C.APPROVE: "only a backfill (or rollback) awaiting approval, or one whose gate failed (with --force), is approved",
     C.PAUSE: "only a running backfill is paused: it has nothing left to launch",
     C.UNPAUSE: "it is not paused",
+    C.EXTEND: "only a backfill that stopped short of publishing (paused, canceled, failed, awaiting approval) is "
+    "extended: pause a running one and stop its coordinator once its runs in flight finished, or cancel it, then "
+    "extend it and resume it",
     # A coordinator run (a re-executed or taken-over one, say) of a backfill past its node runs.
     C.RUN: "its nodes ran and it is past running",
 }

@@ -3,8 +3,8 @@ deployment sharing it (Postgres) sees the same backfills; SQLite for one host.
 
 Two tables, created on first use through the SQL engine of the instance's run storage:
 - `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
-  every write, its record's other fields as JSON (`body`: spec, fingerprints, published
-  versions, created partitions, pins), and when a host last claimed it to take it over
+  every write, its record's other fields as JSON (`body`: spec, stored plan, fingerprints,
+  published versions, created partitions, pins), and when a host last claimed it to take it over
   (`taken_over_at`: backfill/state/takeover_claims.py);
 - `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
   written by a newer release is refused (StoreSchemaError) rather than misread.
@@ -21,6 +21,8 @@ got in between, it starts over from what that writer left.
   body another process wrote since is RecordChangedError, nothing written, so a writer
   holding a stale record (a second approval, a coordinator that lost its claim) never
   overwrites what another wrote. A status change alone does not conflict with it.
+- A record of an earlier release takes its plan once (`store_plan`), by compare-and-set
+  on the row's version: the plan another process stored first is kept.
 Each statement is atomic on its own (SQLite in a transaction, Postgres in autocommit),
 so none needs a lock.
 
@@ -158,6 +160,38 @@ class BackfillStore:
             if swapped.rowcount == 1:
                 record.stored_body = body
                 return
+
+    def store_plan(self, record: BackfillRecord, plan: dict) -> None:
+        """Stores `plan` (backfill/state/stored_plan.py) in the record of `record.id` when it
+        holds none (a record of an earlier release), by compare-and-set on the row's version,
+        changing no other field; a plan another process stored first is kept. `record` takes
+        the stored plan, and the stored body when its other fields are still as stored.
+
+        Raises:
+            UnknownBackfillError: No record of `record.id`.
+        """
+        while True:
+            row = self._row(record.id, BACKFILLS.c.body, BACKFILLS.c.version)
+            if row is None:
+                raise self._unknown(record.id)
+            saved = json.loads(row.body)
+            if saved.get("plan") is not None:  # another process stored it first
+                body = row.body
+                break
+            saved["plan"] = plan
+            body = json.dumps(saved)
+            with self._connect() as connection:
+                swapped = connection.execute(
+                    update(BACKFILLS)
+                    .where(BACKFILLS.c.id == record.id, BACKFILLS.c.version == row.version)
+                    .values(body=body, version=row.version + 1, updated_at=time.time())
+                )
+            if swapped.rowcount == 1:
+                break
+        stored = json.loads(body)
+        record.stored_plan = stored["plan"]
+        if record.stored_body is not None and {**json.loads(record.stored_body), "plan": record.stored_plan} == stored:
+            record.stored_body = body
 
     def transition(self, backfill_id: str, target: BackfillStatus, action: BackfillCommand) -> BackfillStatus:
         """Sets the status of `backfill_id` to `target` by compare-and-set; returns the
