@@ -116,7 +116,7 @@ _OPERATIONS: dict[str, tuple[BackfillCommand, type[BackfillIdConfig], Operation]
         lambda context, c, console: retry_backfill(context.instance, c.backfill_id, console),
     ),
     "backfill_extend": (
-        "extend",
+        BackfillCommand.EXTEND,
         ExtendConfig,
         lambda context, c, console: extend_backfill(context.instance, c.backfill_id, c.start, c.end),
     ),
