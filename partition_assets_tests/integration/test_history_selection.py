@@ -198,6 +198,9 @@ def test_produced_by_a_rebased_range_names_the_commits_the_materializations_reco
         f"materializations name commits {second[:7]}, {first[:7]} (are they from before a rebase?"
     ) in str(raised.value)
     assert "nothing was planned" in str(raised.value)
+    args = ["plan", "-f", str(spec.module), "--select", "group:sales", "--produced-by", f"{root}..{head}"]
+    refused = backfill_cli(history.home, *args)  # as an empty selection is: bad input, one line
+    assert refused.returncode == 2 and "(are they from before a rebase?" in refused.stderr, refused.stderr
 
 
 def test_stale_selects_the_changed_asset_the_readers_of_a_remade_partition_and_the_missing(history):
