@@ -9,9 +9,9 @@ import pytest
 from partition_assets.backfill.publishing import freeze
 from partition_assets.backfill.state import presence
 from partition_assets.backfill.state.presence import Announcement, live_coordinator
+from partition_assets.dagster_instance import key_values
 from partition_assets.dagster_instance.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
-from partition_assets.storage import key_values
 from partition_assets_tests.support.instances import also_on_postgres
 
 
