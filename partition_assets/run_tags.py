@@ -35,9 +35,8 @@ SKIPPED_TAG = "partition_assets/skipped"
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
-DAGSTER_BACKFILL_TAG = (
-    "dagster/backfill"  # runs of a Dagster backfill (the daemon's, or the engine's: see is_backfill_run)
-)
+# Runs of a Dagster backfill: the daemon's, and the engine's node runs (see is_backfill_run).
+DAGSTER_BACKFILL_TAG = "dagster/backfill"
 # Dagster records no materialization for the outputs of a run with this tag (execute_step.py,
 # `assets_are_externally_managed`): a staged node run's data is not readable yet.
 DEFER_ASSET_EVENTS_TAG = "dagster/defer_asset_events"
