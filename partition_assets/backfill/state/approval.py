@@ -43,8 +43,9 @@ from the environment); in the Launchpad, the run's `user` tag (the Dagster user)
 job config's `approver`; for a webserver backfill's launcher, its `user` tag. That tag is a
 plain run tag: Dagster+ sets it to the user who launches, but on open-source Dagster anyone
 who can launch a run can type `user=<name>` and approve or launch under that name, and a
-shell has no identity to check. Anyone who can write the instance's database can change a
-record past these checks.
+shell has no identity to check. A backfill launched from the webserver without a `user` tag
+records the OS user of the process running its coordinator as its launcher. Anyone who can
+write the instance's database can change a record past these checks.
 """
 
 from __future__ import annotations
