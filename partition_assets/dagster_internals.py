@@ -5,8 +5,8 @@ types and subsets, backfill records and statuses (and their table and serialized
 written per asset by backfill/dagster_ui/), the run-launching internals (workspace
 load targets, `submit_asset_run`), the SQLite storages and compute-log manager that
 dagster_instance/storage.py extends, the SQL run storage under Dagster's composite wrapper
-(storage/key_values.py finds it; backfill/state/store.py keeps its tables there) and its
-key-value table (compare-and-set: storage/key_values.py), the gRPC client of a code server,
+(dagster_instance/key_values.py finds it; backfill/state/store.py keeps its tables there) and its
+key-value table (compare-and-set: dagster_instance/key_values.py), the gRPC client of a code server,
 serialized errors, cron arithmetic, the body of `execute_in_process` (a worker runs each
 asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
 the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py),

@@ -13,7 +13,7 @@ BACKFILL_ID_TAG = "partition_assets/backfill_id"
 # On the node runs of a staged backfill: their IO managers stage outputs and read the overlay.
 STAGED_TAG = "partition_assets/staged"
 # On each node run of a backfill: the proof, bound to the run's id, that its coordinator launched
-# it (storage/lease_proof.py). The tags above only claim a backfill; re-execution copies them.
+# it (dagster_instance/lease_proof.py). The tags above only claim a backfill; re-execution copies them.
 LEASE_PROOF_TAG = "partition_assets/lease_proof"
 # On the node runs of a backfill with pinned inputs: how they were pinned ("original" or an
 # ISO time), and the version each input table outside the backfill is read at (JSON).
@@ -35,7 +35,8 @@ SKIPPED_TAG = "partition_assets/skipped"
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
-DAGSTER_BACKFILL_TAG = "dagster/backfill"  # runs of a Dagster backfill (the daemon's, or the engine's)
+# Runs of a Dagster backfill: the daemon's, and the engine's node runs (see is_backfill_run).
+DAGSTER_BACKFILL_TAG = "dagster/backfill"
 # Dagster records no materialization for the outputs of a run with this tag (execute_step.py,
 # `assets_are_externally_managed`): a staged node run's data is not readable yet.
 DEFER_ASSET_EVENTS_TAG = "dagster/defer_asset_events"
@@ -55,9 +56,26 @@ IN_FLIGHT_STATUSES = [
 
 def staging_backfill(tags: Mapping[str, str], proven_backfill: str | None) -> str | None:
     """The backfill whose staged data a run with `tags` writes and reads: the one the run proves
-    it belongs to (`proven_backfill`, storage/lease_proof.py), when its tags say it stages; None
+    it belongs to (`proven_backfill`, dagster_instance/lease_proof.py), when its tags say it stages; None
     for a run that publishes, and for a run whose tags claim a backfill it cannot prove."""
     return proven_backfill if tags.get(STAGED_TAG) == "true" else None
+
+
+def dagster_backfill_of(tags: Mapping[str, str]) -> str | None:
+    """The Dagster backfill a run with `tags` is a run of (tagged `dagster/backfill` by Dagster's
+    backfill daemon); None for other runs, and for a run claiming an engine backfill: its node
+    runs carry both tags, and only their lease proof shows them a backfill's (`is_backfill_run`)."""
+    return None if BACKFILL_ID_TAG in tags else tags.get(DAGSTER_BACKFILL_TAG)
+
+
+def is_backfill_run(tags: Mapping[str, str], proven_backfill: str | None) -> bool:
+    """Whether a run with `tags` runs for a backfill rather than production: a node run of the
+    engine backfill its lease proof proves (`proven_backfill`, dagster_instance/lease_proof.py),
+    or a run of one of Dagster's own backfills (`dagster_backfill_of`; Dagster drops the tag when
+    it re-executes a run of a finished backfill). A run that only claims an engine backfill by its
+    id tag (typed in the Launchpad, copied by a re-execution, left from a finished backfill) is
+    production's."""
+    return proven_backfill is not None or dagster_backfill_of(tags) is not None
 
 
 def node_run_tags(backfill_id: str, staged: bool) -> dict[str, str]:

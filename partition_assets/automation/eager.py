@@ -50,14 +50,9 @@ from partition_assets.automation.repository import AssetGraph, sensor_asset_grap
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_betas import asset_selection
+from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.errors import PartitionAssetsError, SensorConfigError
-from partition_assets.run_tags import (
-    BACKFILL_ID_TAG,
-    DAGSTER_BACKFILL_TAG,
-    IN_FLIGHT_STATUSES,
-    partitions_of_run,
-)
-from partition_assets.storage.lease_proof import proven_backfills
+from partition_assets.run_tags import IN_FLIGHT_STATUSES, dagster_backfill_of, partitions_of_run
 
 WATCH_SECONDS = 5.0
 HOLD_SECONDS = 2.0
@@ -262,8 +257,9 @@ class _Watcher:
                     keys = set()
                 self._backfill_selections[backfill_id] = keys
             return self._backfill_selections[backfill_id]
-        if DAGSTER_BACKFILL_TAG in tags and BACKFILL_ID_TAG not in tags:  # a run of one of Dagster's backfills
-            backfill = self.instance.get_backfill(tags[DAGSTER_BACKFILL_TAG])
+        dagster_backfill = dagster_backfill_of(tags)
+        if dagster_backfill is not None:  # a run of one of Dagster's backfills
+            backfill = self.instance.get_backfill(dagster_backfill)
             return set(backfill.asset_selection or ()) if backfill else set()
         return set()
 

@@ -9,8 +9,9 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
+from partition_assets.dagster_instance.lease_proof import proven_backfill
 from partition_assets.errors import SparkConfigError
-from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
+from partition_assets.run_tags import is_backfill_run
 from partition_assets.settings import on_or_off, whole_number
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
@@ -171,16 +172,26 @@ class SparkResource(LazyPySparkResource):
         return session
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Takes the FAIR pool of the run's kind: a backfill's node run (tagged
-        `dagster/backfill`, or in a backfill's local worker) or production."""
+        """Takes the FAIR pool of the run's kind (`scheduler_pool_of`)."""
         run = context.dagster_run
-        in_backfill = os.environ.get(POOL_ENV) == BACKFILL_POOL or (
-            run is not None and DAGSTER_BACKFILL_TAG in run.tags
-        )
-        self._pool = BACKFILL_POOL if in_backfill else PRODUCTION_POOL
+        self._pool = _pool_of_process() if run is None else scheduler_pool_of(context.instance, run)
 
     def _static_conf(self) -> dict[str, str]:
         return {key: str(value) for key, value in self.spark_config.items() if not key.startswith("spark.sql.")}
+
+
+def scheduler_pool_of(instance: dg.DagsterInstance | None, run: dg.DagsterRun) -> str:
+    """The FAIR pool the Spark jobs of `run` (in `instance`) join: the backfill pool for a run in
+    a backfill's local worker, a node run its lease proof shows an engine backfill's, and a run
+    of one of Dagster's own backfills (run_tags.py `is_backfill_run`); the production pool for
+    every other run, one that only carries an engine backfill's id tag included (re-executed
+    from the UI, typed in the Launchpad): it writes as production, so it runs as production,
+    not in the pool whose tasks production preempts. The proof is checked without binding the
+    run id (dagster_instance/lease_proof.py): the pool only steers, the IO manager binds."""
+    if _pool_of_process() == BACKFILL_POOL:
+        return BACKFILL_POOL
+    proven = None if instance is None else proven_backfill(instance, run.run_id, run.tags, bind=False)
+    return BACKFILL_POOL if is_backfill_run(run.tags, proven) else PRODUCTION_POOL
 
 
 def _pool_of_process() -> str:

@@ -11,9 +11,11 @@ task). So:
   (`allocation_xml`, written next to its other state files) defining both pools, production's
   minShare being the server's cores (`cores_of` its master): whenever production has tasks
   waiting, every core that frees goes to it before any backfill task;
-- a session of a node run of a backfill (a run tagged `dagster/backfill`, or any run in a
-  backfill's local worker, which sets `POOL_ENV`) joins `BACKFILL_POOL`; every other
-  session joins `PRODUCTION_POOL` (spark/resource.py sets it when the session is made);
+- a session of a backfill's run (a node run its lease proof shows an engine backfill's, a run
+  of one of Dagster's own backfills, or any run in a backfill's local worker, which sets
+  `POOL_ENV`) joins `BACKFILL_POOL`; every other session joins `PRODUCTION_POOL`, a run that
+  only carries an engine backfill's id tag included (spark/resource.py `scheduler_pool_of`,
+  set when the session is made);
 - the scheduler never preempts a running task by itself, and a backfill task may take as
   long as its whole job (a partition's scan in one task per core): so the server runs
   `PREEMPTING_LISTENER` (spark/jvm/ProductionFirstListener.java; `preemption_conf`). When a

@@ -5,7 +5,7 @@ commits, merges, retries) is the format's `write` / `read`. What each format doe
 not guarantee is in its module docstrings (the delta package, parquet_table).
 
 A node run of a staged backfill (its run tags say so, see partition_assets/run_tags.py, and
-its lease proof shows that the backfill's coordinator launched it: storage/lease_proof.py)
+its lease proof shows that the backfill's coordinator launched it: dagster_instance/lease_proof.py)
 stages its output instead of publishing it and reads its inputs as the backfill sees them
 (`StagingFormat.read_overlay`). Every other write, a run whose tags claim a backfill it
 cannot prove included, holds a lease on its partitions while it lasts and fails fast when a
@@ -21,6 +21,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from partition_assets.dagster_instance.lease_proof import proven_backfill
 from partition_assets.deploy.runtime import RUNTIME_METADATA, runtime_versions
 from partition_assets.deploy.versioning import git_sha_metadata
 from partition_assets.errors import (
@@ -41,7 +42,6 @@ from partition_assets.run_tags import (
 )
 from partition_assets.spark import SparkResource
 from partition_assets.storage.delta import DeltaFormat
-from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets.storage.leases import check_write, run_lease
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
@@ -339,7 +339,7 @@ def _run_tags(context: dg.InputContext | dg.OutputContext) -> Mapping[str, str]:
 
 def _proven_backfill(context: dg.InputContext | dg.OutputContext) -> str | None:
     """The backfill the run doing the IO is a node run of, as its lease proof shows
-    (storage/lease_proof.py); None for any other run, and for a context built outside a run."""
+    (dagster_instance/lease_proof.py); None for any other run, and for a context built outside a run."""
     try:
         step = context.step_context
     except dg.DagsterInvariantViolationError:

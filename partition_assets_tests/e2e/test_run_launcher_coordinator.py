@@ -13,8 +13,8 @@ from collections import Counter
 import dagster as dg
 import pytest
 
+from partition_assets.dagster_instance.lease_proof import proven_backfill
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES
-from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import backfill_cli, kill_then_resume, runs_by_node, start_cli
 from partition_assets_tests.support.instances import also_on_postgres

@@ -25,9 +25,9 @@ from partition_assets.backfill.running.scheduling import RunUnit
 from partition_assets.backfill.state.record import node_states
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
+from partition_assets.dagster_instance.lease_proof import proven_backfill
 from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
-from partition_assets.storage.lease_proof import proven_backfill
 from partition_assets_tests.support import engine_defs
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import also_on_postgres
@@ -76,7 +76,8 @@ def test_nodes_start_after_their_upstream_and_no_later_than_needed(home):
         assert {(r.asset_selection and next(iter(r.asset_selection)), r.tags["dagster/partition"]) for r in runs} == {
             (n.asset, n.partition) for n in graph.nodes()
         }
-        # Each proves it is a node run of the backfill (storage/lease_proof.py): its proof is bound to its own id.
+        # Each proves it is a node run of the backfill (dagster_instance/lease_proof.py): its proof is bound
+        # to its own id.
         assert all(proven_backfill(instance, r.run_id, r.tags) == "bf-order" for r in runs)
         assert len({r.tags[LEASE_PROOF_TAG] for r in runs}) == len(runs)
         assert instance.get_materialized_partitions(dg.AssetKey("rolling")) == set(

@@ -48,6 +48,7 @@ from partition_assets.backfill.state.approval import DAGSTER_USER_TAG
 from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.dagster_instance import migrations, provenance_index
 from partition_assets.dagster_instance.daemon_filter import BACKFILL_DAEMON_MODULE
+from partition_assets.dagster_instance.key_values import sql_run_storage
 from partition_assets.dagster_instance.migrations import remember_dagster_migrations
 from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_instance.storage import instance_storage_defaults
@@ -106,7 +107,6 @@ from partition_assets.dagster_internals import (
     touch_file,
 )
 from partition_assets.instance.engine_instance import PARENT_BACKFILL_TAG, EngineBackfillInstance
-from partition_assets.storage.key_values import sql_run_storage
 from partition_assets_tests.support.instances import also_on_postgres
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
@@ -449,7 +449,7 @@ def test_an_instance_run_storage_is_a_sql_storage_or_wraps_one_and_connect_execu
 
 @pins("KeyValueStoreTable")
 def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
-    """storage/key_values.py swaps values in Dagster's `kvs` table directly: what it
+    """dagster_instance/key_values.py swaps values in Dagster's `kvs` table directly: what it
     inserts `get_cursor_values` reads, what `set_cursor_values` writes it updates, and a
     second row of one key is refused (its compare-and-set of an absent key relies on that)."""
     with dg.DagsterInstance.get() as instance:
@@ -471,7 +471,7 @@ def test_the_key_value_table_is_where_cursor_values_live_one_row_per_key(home):
 
 @also_on_postgres("home")
 def test_a_run_deleted_and_created_again_under_its_id_is_another_run_record(home):
-    """storage/lease_proof.py binds a node run's id to its run record's storage id and creation
+    """dagster_instance/lease_proof.py binds a node run's id to its run record's storage id and creation
     time: a run deleted and created again under the same id (as Dagster's GraphQL can) gets
     another creation time, whatever its storage id (SQLite reuses the highest one)."""
     with dg.DagsterInstance.get() as instance:
@@ -968,7 +968,7 @@ def test_an_asset_s_in_process_job_built_once_records_each_run_as_execute_in_pro
         )
         assert _recorded(instance, ours) == _recorded(instance, dagsters)
         assert ours.success and ours.run_id != dagsters.run_id
-    # The run takes the id given: a node run's lease proof is bound to it (storage/lease_proof.py).
+    # The run takes the id given: a node run's lease proof is bound to it (dagster_instance/lease_proof.py).
     given = str(uuid.uuid4())
     assert runs.execute(instance, days, "2024-01-07", {}, given).run_id == given
     # Bad input fails as execute_in_process fails, with no run recorded.

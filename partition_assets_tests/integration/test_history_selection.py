@@ -37,7 +37,7 @@ from partition_assets.code_location import load_definitions
 from partition_assets.deploy import git_sha
 from partition_assets.deploy.git import source_version_at
 from partition_assets.deploy.versioning import asset_function
-from partition_assets.errors import CommitRangeError, NoCodeVersionError, UnknownCommitError
+from partition_assets.errors import BackfillPlanError, CommitRangeError, NoCodeVersionError, UnknownCommitError
 from partition_assets_tests.support.cli_runs import backfill_cli, ok
 from partition_assets_tests.support.forbidden_calls import forbid_planner_and_git
 from partition_assets_tests.support.git_repo import git
@@ -185,6 +185,28 @@ def test_produced_by_a_range_takes_the_commits_git_rev_list_lists(history):
     assert {asset: len(days) for asset, days in both.items()} == dict.fromkeys(SALES, 4)
     assert both["orders"]["2024-01-03"] == f"produced by {second[:7]}"
     assert both["orders"]["2024-01-01"] == f"produced by {first[:7]}"
+
+
+def test_produced_by_a_rebased_range_names_the_commits_the_materializations_record(history, tmp_path):
+    """Issue 50 (read in the code): after a rebase, A..B names new commit ids that no recorded
+    materialization names; the plan was refused only as "none qualifies", without the cause."""
+    _, first, second = history.commits
+    rebased = tmp_path / "rebased"
+    git(history.location.parent, "clone", "-q", str(history.location.parent), str(rebased))
+    git(rebased, "rebase", "-q", "--root", "--exec", "git commit --amend -q -m rebased")  # every id changes
+    root, head = git(rebased, "rev-list", "--max-parents=0", "HEAD"), git(rebased, "rev-parse", "HEAD")
+    assert not {root, head} & set(history.commits)
+    spec = BackfillSpec(module=str(rebased / "location.py"), selection="group:sales", produced_by=f"{root}..{head}")
+    with pytest.raises(BackfillPlanError) as raised:
+        plan_backfill(spec, history.instance)
+    assert (
+        f"no partition of the selection was produced by the 2 commits of {root}..{head}; the instance's "
+        f"materializations name commits {second[:7]}, {first[:7]} (are they from before a rebase?"
+    ) in str(raised.value)
+    assert "nothing was planned" in str(raised.value)
+    args = ["plan", "-f", str(spec.module), "--select", "group:sales", "--produced-by", f"{root}..{head}"]
+    refused = backfill_cli(history.home, *args)  # as an empty selection is: bad input, one line
+    assert refused.returncode == 2 and "(are they from before a rebase?" in refused.stderr, refused.stderr
 
 
 def test_stale_selects_the_changed_asset_the_readers_of_a_remade_partition_and_the_missing(history):

@@ -1,4 +1,4 @@
-"""Compare-and-set on the instance's key-value store (storage/key_values.py), and the
+"""Compare-and-set on the instance's key-value store (dagster_instance/key_values.py), and the
 state that goes through it: a coordinator's claim (backfill/state/presence.py) and the list of
 freezing backfills (backfill/publishing/freeze.py). Each race is staged: the rival writes
 between the claimant's read and its write, where a read-modify-write would lose one of them."""
@@ -9,9 +9,9 @@ import pytest
 from partition_assets.backfill.publishing import freeze
 from partition_assets.backfill.state import presence
 from partition_assets.backfill.state.presence import Announcement, live_coordinator
+from partition_assets.dagster_instance import key_values
+from partition_assets.dagster_instance.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
-from partition_assets.storage import key_values
-from partition_assets.storage.key_values import swap, value_of
 from partition_assets_tests.support.instances import also_on_postgres
 
 

@@ -1,6 +1,7 @@
 """Spark isolation (issues 24 and 44): the shared Spark Connect server runs the FAIR
 scheduler, each run's Spark jobs land in the pool of its kind (spark/scheduler_pools.py),
-as a task of the job reads it back, a production job's tasks start while a backfill job's
+as a task of the job reads it back (a run carrying a node run's tags without its proof is
+production's), a production job's tasks start while a backfill job's
 tasks are still queued, and a production job takes the cores of a backfill job's running
 tasks, which run again, on the test session's shared server."""
 
@@ -15,7 +16,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from partition_assets.run_tags import DAGSTER_BACKFILL_TAG
+from partition_assets.run_tags import DAGSTER_BACKFILL_TAG, node_run_tags
 from partition_assets.spark import LocalConnectServer, SparkResource
 from partition_assets.spark.resource import TASKS_PER_CORE_ENV, spark_conf_from_env
 from partition_assets.spark.scheduler_pools import (
@@ -27,6 +28,7 @@ from partition_assets.spark.scheduler_pools import (
     SLICED_TASKS_PER_CORE,
     backfill_slicing_conf,
 )
+from partition_assets_tests.support.node_runs import materialize_as
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.webserver import free_port
 
@@ -56,13 +58,25 @@ def test_a_backfill_runs_spark_jobs_in_the_backfill_pool_and_production_in_its_o
     monkeypatch.setenv(TASKS_PER_CORE_ENV, str(SLICED_TASKS_PER_CORE))  # slicing turned on
     spark_resource = SparkResource.from_env()  # the process's one Connect session, sliced for backfills
     pools = {}
-    # Production last: the runs share this process's session, which later tests use as production's.
-    for kind, tags in (("backfill", {DAGSTER_BACKFILL_TAG: "bf-pools"}), ("production", {})):
-        result = dg.materialize([pool_probe], resources={"spark": spark_resource}, instance=instance, tags=tags)
+    node_tags = node_run_tags("bf-pools", staged=False)
+    runs: dict[str, tuple[dict[str, str], str | None]] = {
+        "node run": (node_tags, "bf-pools"),  # with its coordinator's proof
+        "node run's tags only": (node_tags, None),  # re-executed from the UI, typed in the Launchpad
+        "Dagster's backfill": ({DAGSTER_BACKFILL_TAG: "bf-dagster"}, None),
+        # Production last: the runs share this process's session, which later tests use as production's.
+        "production": ({}, None),
+    }
+    for kind, (tags, node_run_of) in runs.items():
+        result = materialize_as([pool_probe], instance, None, tags, node_run_of, resources={"spark": spark_resource})
         metadata = result.asset_materializations_for_node("pool_probe")[0].metadata
         pools[kind] = (metadata["pool"].value, metadata["mode"].value, metadata["slices"].value)
     sliced = str(SLICED_TASKS_PER_CORE * SERVER_CORES)
-    assert pools == {"production": (PRODUCTION_POOL, "FAIR", None), "backfill": (BACKFILL_POOL, "FAIR", sliced)}
+    assert pools == {
+        "node run": (BACKFILL_POOL, "FAIR", sliced),
+        "node run's tags only": (PRODUCTION_POOL, "FAIR", None),  # it writes as production (issue 50)
+        "Dagster's backfill": (BACKFILL_POOL, "FAIR", sliced),
+        "production": (PRODUCTION_POOL, "FAIR", None),
+    }
 
 
 def task_starts(session: SparkSession, rows: int, seconds_a_row: float, started: Path) -> list[float]:

@@ -124,7 +124,12 @@ def test_under_a_policy_neither_the_launcher_nor_a_name_off_the_list_nor_another
             None,
             "may not approve backfill b1: dagster.yaml `partition_assets: approval: approvers:` allows only ana, bruno",
         ),
-        (approval.ApprovalPolicy(), "bruno", "carol@corp", "is not the Dagster user 'carol@corp'"),
+        (
+            approval.ApprovalPolicy(),
+            "bruno",
+            "carol@corp",
+            "is not the Dagster user 'carol@corp' whose run approves backfill b1 (the run's 'user' tag)",
+        ),
     ]:
         with pytest.raises(ApprovalError, match=re.escape(text) + ".*Nothing was written"):
             policy.check_approver("b1", approver, launched_by="ana", dagster_user=dagster_user)

@@ -1,7 +1,7 @@
 """A run that only carries an engine backfill's id tag (typed in the Launchpad, copied by
 re-executing a node run, left on a run long after its backfill finished) is production's for
-the backfills' capacity and duration estimates: only a node run's lease proof shows a backfill
-(storage/lease_proof.py), against a real instance (the eager sensor's side of it:
+the backfills' capacity, duration estimates and Spark pools: only a node run's lease proof shows a backfill
+(dagster_instance/lease_proof.py), against a real instance (the eager sensor's side of it:
 test_eager_decisions.py)."""
 
 import uuid
@@ -14,7 +14,9 @@ from partition_assets.backfill.planning.run_config import ENGINE_JOB
 from partition_assets.backfill.running.claims import instance_load
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
-from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, node_run_tags
+from partition_assets.spark.resource import scheduler_pool_of
+from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_ENV, PRODUCTION_POOL
 from partition_assets_tests.support import automation_defs
 from partition_assets_tests.support.node_runs import materialize_as
 
@@ -51,3 +53,27 @@ def test_duration_estimates_read_node_runs_only(instance):
     asset_graph = automation_defs.defs.resolve_asset_graph()
     graph = build_graph(asset_graph, [dg.AssetKey("eager_up"), dg.AssetKey("eager_down")], FIRST_10_DAYS)
     assert set(recorded_seconds(instance, graph)) == {dg.AssetKey("eager_down")}
+
+
+def test_only_a_backfill_s_proven_node_runs_and_dagster_s_backfill_runs_join_the_spark_backfill_pool(
+    instance, monkeypatch
+):
+    """Issue 50 (read in the code): the Spark resource put every run tagged `dagster/backfill`
+    in the backfill pool, whose tasks production preempts; a node run's tags copied by a
+    re-execution or typed in the Launchpad write as production, and now run as production."""
+    monkeypatch.delenv(POOL_ENV, raising=False)  # not in a backfill's local worker
+    node_tags = node_run_tags("pooled", staged=False)
+    runs = {
+        "node run": materialize_as([automation_defs.eager_up], instance, "2024-01-05", node_tags, node_run_of="pooled"),
+        "tags copied": materialize_as([automation_defs.eager_up], instance, "2024-01-06", node_tags),
+        "Dagster's backfill": materialize_as(
+            [automation_defs.eager_up], instance, "2024-01-07", {DAGSTER_BACKFILL_TAG: "dagster-made"}
+        ),
+        "production": materialize_as([automation_defs.eager_up], instance, "2024-01-08"),
+    }
+    assert {name: scheduler_pool_of(instance, result.dagster_run) for name, result in runs.items()} == {
+        "node run": BACKFILL_POOL,
+        "tags copied": PRODUCTION_POOL,
+        "Dagster's backfill": BACKFILL_POOL,
+        "production": PRODUCTION_POOL,
+    }

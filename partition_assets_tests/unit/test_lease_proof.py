@@ -1,12 +1,12 @@
-"""The lease proof of a backfill's node runs (storage/lease_proof.py) and the staging
+"""The lease proof of a backfill's node runs (dagster_instance/lease_proof.py) and the staging
 fingerprint a publish compares with its gate's (storage/backfill_staging.py), as pure logic:
 the secrets in an ephemeral instance's key-value store."""
 
 import dagster as dg
 
+from partition_assets.dagster_instance.lease_proof import lease_secret_key, proof_of, proven_backfill, proven_backfills
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
 from partition_assets.storage.backfill_staging import StagingFingerprint
-from partition_assets.storage.lease_proof import lease_secret_key, proof_of, proven_backfill, proven_backfills
 
 
 def run_of(instance: dg.DagsterInstance, run_id: str, tags: dict[str, str]) -> str:

@@ -49,6 +49,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE, runs_on_engine
+from partition_assets.dagster_instance.key_values import swap
 from partition_assets.dagster_internals import SqliteEventLogStorage
 from partition_assets.errors import (
     BackfillPlanError,
@@ -63,7 +64,6 @@ from partition_assets.errors import (
 from partition_assets.ids import checked_backfill_id
 from partition_assets.processes.coordinators import await_backfill
 from partition_assets.processes.main_guard import refuse_unguarded_script
-from partition_assets.storage.key_values import swap
 
 _DEFAULT_SECONDS_PER_NODE = 1.0
 

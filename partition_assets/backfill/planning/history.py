@@ -15,6 +15,9 @@ resuming it plans the same nodes once its own runs have made them current.
 Not guaranteed: a commit is matched exactly (a `-dirty` checkout is no commit); a
 materialization recording no commit (neither metadata nor run tag) is matched by the code
 version the commits' source gives its asset's function, which only a top-level function has.
+After a rebase the commits the runs ran have other ids than those `A..B` names: a selection
+of none of them is refused naming the recorded commits, not mapped to their new ids (git keeps
+no such link).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from partition_assets.backfill.planning.edges import edges_between
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph, build_graph, plan
 from partition_assets.backfill.planning.mapping_memo import MappingMemo
 from partition_assets.backfill.planning.reasons import (
+    SHORT_SHA,
     Made,
     NodeReasons,
     UpstreamMade,
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
 _PAGE = 10_000  # materialization records per query
 # Partitions a query names at most (SQLite caps a statement's variables); more: the asset's whole history.
 _NAMED_AT_MOST = 500
+_COMMITS_SHOWN = 5  # of the commits the materializations name, when --produced-by found none
 
 
 def pinned_history(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillSpec:
@@ -112,11 +117,14 @@ def plan_by_history(
         reasons[key] = {k: found[k] for k in candidate.partition_keys if k in found}
     picked = {key: list(by_partition) for key, by_partition in reasons.items() if by_partition}
     if not picked:
-        raise BackfillPlanError(
-            f"{spec.describe()} with {_judged_by(spec, wording)} selects no partition: none of the "
-            f"{candidates.node_count()} candidate partitions' latest materializations qualifies "
+        recorded = _recorded_commits(candidates, latest) if commits is not None else []
+        why = (
+            _other_commits(spec, commits, recorded)
+            if commits is not None and recorded
+            else f"none of the {candidates.node_count()} candidate partitions' latest materializations qualifies "
             "(nothing to re-run); widen the selection or the range"
         )
+        raise BackfillPlanError(f"{spec.describe()} with {_judged_by(spec, wording)} selects no partition: {why}")
     graph = build_graph(
         asset_graph, picked, dynamic_partitions_store=instance, downstream=spec.downstream, picked_keys=picked
     )
@@ -246,6 +254,30 @@ def _source_directory(target: str) -> Path:
     if location.endswith(".py"):
         return Path(location).resolve().parent
     return Path(str(import_module_named(location).__file__)).resolve().parent
+
+
+def _recorded_commits(candidates: BackfillGraph, latest: dict[dg.AssetKey, dict[str, Made]]) -> list[str]:
+    """The commits the candidates' latest materializations record, the latest made first."""
+    newest: dict[str, int] = {}
+    for key, candidate in candidates.slices.items():
+        for partition in candidate.partition_keys:
+            made = latest[key].get(partition)
+            if made is not None and made.git_sha is not None:
+                newest[made.git_sha] = max(newest.get(made.git_sha, -1), made.storage_id)
+    return sorted(newest, key=newest.__getitem__, reverse=True)
+
+
+def _other_commits(spec: BackfillSpec, commits: frozenset[str], recorded: list[str]) -> str:
+    """Why `produced_by` found nothing when the materializations record other commits than its
+    `commits` (`recorded`): after a rebase (an amend, a squash) their commits have new ids."""
+    shown = ", ".join(sha[:SHORT_SHA] for sha in recorded[:_COMMITS_SHOWN])
+    more = f" and {len(recorded) - _COMMITS_SHOWN} more" if len(recorded) > _COMMITS_SHOWN else ""
+    of = f"the {len(commits)} commits of" if len(commits) != 1 else "commit"
+    return (
+        f"no partition of the selection was produced by {of} {spec.produced_by}; the instance's materializations "
+        f"name commits {shown}{more} (are they from before a rebase? A rebased commit gets a new id: name the "
+        "commits the runs ran, which `git reflog` lists until git collects them); nothing was planned"
+    )
 
 
 def _judged_by(spec: BackfillSpec, wording: Wording) -> str:

@@ -17,7 +17,7 @@ before lifting it freezes nothing once its heartbeat is older than the lease TTL
 cancel and discard lift it at once. A freeze set by a direct call of `freeze`, outside
 any coordinator, counts until `unfreeze`.
 
-The list of backfills changes by compare-and-set (storage/key_values.py): a
+The list of backfills changes by compare-and-set (dagster_instance/key_values.py): a
 change replaces only the list it read, else reads the list again and applies itself to
 that, so two processes changing it at once both land.
 
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 import dagster as dg
 
 from partition_assets.backfill.state.presence import stopped_coordinators
-from partition_assets.storage.key_values import swap, value_of
+from partition_assets.dagster_instance.key_values import swap, value_of
 
 INDEX_KEY = "partition_assets/frozen"
 

@@ -6,7 +6,7 @@ the backfill is paused (its stored status) or outside its window; else what the
 deployment's capacity (dagster.yaml `partition_assets: backfills:`) leaves it, counted
 from the instance's runs queued or in progress:
 - a run is a backfill's when its lease proof shows it is an engine backfill's node run
-  (storage/lease_proof.py), or it is a run of Dagster's own backfills (tagged `dagster/backfill`
+  (dagster_instance/lease_proof.py), or it is a run of Dagster's own backfills (tagged `dagster/backfill`
   without an engine backfill's id); any other run but an engine coordinator run, or one
   recording a backfill's events, is production's, whatever backfill id its tags carry;
 - a run's pools are those of the assets it materializes (`pool=` on the asset);
@@ -45,10 +45,10 @@ from partition_assets.backfill.state.presence import live_coordinators
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.dagster_internals import BaseAssetGraph
 from partition_assets.errors import CapacityConfigError
-from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, IN_FLIGHT_STATUSES
-from partition_assets.storage.lease_proof import proven_backfills
+from partition_assets.run_tags import IN_FLIGHT_STATUSES, is_backfill_run
 
 # How long an allowance is reused before the instance is read again.
 REFRESH_SECONDS = 1.0
@@ -74,13 +74,13 @@ def asset_pools(asset_graph: BaseAssetGraph) -> dict[dg.AssetKey, str]:
 
 def is_production(run: dg.DagsterRun, node_run_of: str | None) -> bool:
     """Whether `run` is production's: not a node run of an engine backfill (`node_run_of`: the
-    backfill its lease proof proves, storage/lease_proof.py `proven_backfills`), not a run of a
+    backfill its lease proof proves, dagster_instance/lease_proof.py `proven_backfills`), not a run of a
     Dagster backfill, not an engine coordinator run nor one recording a backfill's events. A
     run that only carries an engine backfill's id tag (typed, copied by a re-execution, left
     from a finished backfill) is production's: the tag claims a backfill, only the proof shows one."""
-    if node_run_of is not None or run.job_name == ENGINE_JOB or run.job_name.startswith(REPORTING_JOB_PREFIX):
+    if run.job_name == ENGINE_JOB or run.job_name.startswith(REPORTING_JOB_PREFIX):
         return False
-    return DAGSTER_BACKFILL_TAG not in run.tags or BACKFILL_ID_TAG in run.tags
+    return not is_backfill_run(run.tags, node_run_of)
 
 
 def instance_load(

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 import dagster as dg
 
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.run_tags import partitions_of_run
-from partition_assets.storage.lease_proof import proven_backfills
 
 DEFAULT_SECONDS = 1.0
 # Runs read from the instance for the estimates: the newest, enough to cover every asset of a backfill.
@@ -128,7 +128,7 @@ def recorded_seconds(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict
     """Each asset of `graph`'s median seconds per partition over its recent successful
     single-asset node runs of engine backfills (among the newest RECORDED_RUNS_READ successful
     runs); assets without such runs are left out. A node run is one its lease proof proves
-    (storage/lease_proof.py): a run that only carries a backfill's id tag is production's, and
+    (dagster_instance/lease_proof.py): a run that only carries a backfill's id tag is production's, and
     its time is not a node's. One instance query, and one of the key-value store."""
     seconds: dict[dg.AssetKey, list[float]] = {}
     records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]), limit=RECORDED_RUNS_READ)

@@ -1,4 +1,4 @@
-"""The lease proof of each node run a backfill's runners launch (storage/lease_proof.py):
+"""The lease proof of each node run a backfill's runners launch (dagster_instance/lease_proof.py):
 the runner picks the run's id and tags the run with its proof, made with the backfill's
 secret, which the first runner of the backfill creates in the instance's key-value store
 (a compare-and-set: of two first runners, one secret stands) and every later one, a resumed
@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 import dagster as dg
 
+from partition_assets.dagster_instance.key_values import swap, value_of
+from partition_assets.dagster_instance.lease_proof import lease_secret_key, proof_of
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
-from partition_assets.storage.key_values import swap, value_of
-from partition_assets.storage.lease_proof import lease_secret_key, proof_of
 
 
 class NodeRunProofs:

@@ -37,11 +37,15 @@ Without the setting, none of this applies.
 
 Not guaranteed: an expired approval is discarded when someone next tries to approve it
 (the approval is refused, naming the expiry); until then it keeps waiting, its leases
-parked, and `backfill discard <id>` ends it. On the command line the approver and the
-launcher are the names given (`--by`, else the OS user from the environment): Dagster's
-open-source webserver and a shell have no identity to check them against; only a Dagster
-user the instance records on the run (Dagster+) is one. Anyone who can write the
-instance's database can change a record past these checks.
+parked, and `backfill discard <id>` ends it. The rules hold between names, not people. On
+the command line the approver and the launcher are the names given (`--by`, else the OS user
+from the environment); in the Launchpad, the run's `user` tag (the Dagster user), else the
+job config's `approver`; for a webserver backfill's launcher, its `user` tag. That tag is a
+plain run tag: Dagster+ sets it to the user who launches, but on open-source Dagster anyone
+who can launch a run can type `user=<name>` and approve or launch under that name, and a
+shell has no identity to check. A backfill launched from the webserver without a `user` tag
+records the OS user of the process running its coordinator as its launcher. Anyone who can
+write the instance's database can change a record past these checks.
 """
 
 from __future__ import annotations
@@ -144,8 +148,8 @@ class ApprovalPolicy:
         if dagster_user is not None and who != dagster_user:
             raise ApprovalError(
                 f"the approver {who!r} is not the Dagster user {dagster_user!r} whose run approves backfill "
-                f"{backfill_id}: the run approves in its user's name; give approver {dagster_user!r}, or have "
-                f"{who!r} launch the approval. Nothing was written."
+                f"{backfill_id} (the run's {DAGSTER_USER_TAG!r} tag): the run approves in its user's name; give "
+                f"approver {dagster_user!r}, or have {who!r} launch the approval. Nothing was written."
             )
         if self.approvers and who not in self.approvers:
             raise ApprovalError(

@@ -10,8 +10,11 @@ and `gate` are JSON text so that every reader sees plain columns.
 
 Not guaranteed: entries are ordered by `recorded_at`; entries with the same time keep
 their order only within one append, so give a later entry a later time. Each append
-adds a small file: the ledger is not compacted here (delta-rs `optimize.compact()` may
-be run on it; it keeps the rows).
+adds a small file: the ledger is not compacted here, and needs no compaction (reading a
+backfill opens only its own few files). A compaction run on it must run alone: delta-rs's
+`optimize.compact()` run by several processes at once commits each one's copy of every row
+(measured: 60 rows for 30 entries with 2 processes, 120 with 4). `latest` still reads one
+entry per (asset, partition); `entries` and other Delta readers see the copies.
 """
 
 from __future__ import annotations

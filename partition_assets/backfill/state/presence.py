@@ -23,7 +23,7 @@ for one process. The freeze of a backfill whose coordinator is not live is ignor
 (backfill/publishing/freeze.py), so a killed coordinator never freezes its assets for good.
 
 Claims, beats and the release are compare-and-sets on the announcement
-(storage/key_values.py): a claim replaces only the announcement it read (absent,
+(dagster_instance/key_values.py): a claim replaces only the announcement it read (absent,
 let go, or dead), a beat or the release only this process's own last one. Of two
 processes claiming the same backfill at once, on any hosts, exactly one wins; the other
 reads the winner's announcement and is refused.
@@ -46,9 +46,9 @@ from dataclasses import asdict, dataclass
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand
+from partition_assets.dagster_instance.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
 from partition_assets.processes.identity import ProcessIdentity
-from partition_assets.storage.key_values import swap, value_of
 from partition_assets.storage.leases import lease_ttl
 
 KEY_PREFIX = "partition_assets/coordinator"

@@ -4,7 +4,7 @@
 The plan is kept: its parameters (the spec) and its nodes and edges (`stored_plan`:
 backfill/state/stored_plan.py), from which every command rebuilds the graph. Each node's state is
 that of its latest run tagged with the backfill id and proving its coordinator launched it
-(storage/lease_proof.py), so the instance stays the single truth: a node whose run succeeded
+(dagster_instance/lease_proof.py), so the instance stays the single truth: a node whose run succeeded
 is never run again, whatever happened to the coordinator.
 """
 
@@ -22,9 +22,9 @@ from partition_assets.backfill.model import Approval, BackfillCommand, BackfillS
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
-from partition_assets.storage.lease_proof import proven_backfills
 
 if TYPE_CHECKING:
     from partition_assets.backfill.state.store import BackfillStore
@@ -225,7 +225,7 @@ def _run_state(run: dg.DagsterRun) -> NodeStatus:
 
 def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.DagsterRun]:
     """The backfill's node runs, newest first: the runs tagged with its id that prove their
-    coordinator launched them (storage/lease_proof.py). A run that only carries its tags (a
+    coordinator launched them (dagster_instance/lease_proof.py). A run that only carries its tags (a
     node run re-executed from the UI, tags typed in the Launchpad) wrote as a production run:
     it is none of the backfill's nodes, whatever it did."""
     tagged = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))

@@ -46,13 +46,13 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import check_transition
+from partition_assets.dagster_instance.key_values import sql_run_storage
 from partition_assets.errors import (
     RecordChangedError,
     StoreSchemaError,
     UnknownBackfillError,
 )
 from partition_assets.ids import checked_backfill_id, is_backfill_id
-from partition_assets.storage.key_values import sql_run_storage
 
 SCHEMA_VERSION = 1
 _log = logging.getLogger(__name__)

@@ -19,8 +19,9 @@ record of that id only: the first process that checks the proof of a run (its ow
 or the coordinator reading its backfill's runs) binds the run id to that record's identity, its
 storage id and creation time (microseconds, set by the database when the run is created), in
 the key-value store, by compare-and-set; every later check compares. A run re-created under the
-id has another creation time, and proves nothing. Readers of many past runs that only steer
-(duration estimates, capacity, the eager sensor) check bindings without making any.
+id has another creation time, and proves nothing. Readers that only steer (duration
+estimates, capacity, the eager sensor over many past runs; the Spark resource picking its
+run's scheduler pool) check bindings without making any.
 
 Not guaranteed: the secret protects against tags, not against code: whoever can read the
 instance's database (any code running against the instance) can read it and sign a run. A node
@@ -38,8 +39,8 @@ from collections.abc import Iterable, Mapping
 
 import dagster as dg
 
+from partition_assets.dagster_instance.key_values import swap, value_of
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
-from partition_assets.storage.key_values import swap, value_of
 
 _SECRET_KEY_PREFIX = "partition_assets/lease_secret/"
 # The identity of the run record each node run's id is bound to (see the module docstring).
@@ -61,15 +62,18 @@ def proof_of(secret: str, run_id: str) -> str:
     return hmac.new(secret.encode(), run_id.encode(), hashlib.sha256).hexdigest()
 
 
-def proven_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> str | None:
+def proven_backfill(
+    instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str], bind: bool = True
+) -> str | None:
     """The backfill run `run_id` (tagged `tags`) is a node run of, as its lease proof shows;
     None for every other run, whatever backfill its tags name: without a proof, with a proof
     made for another run id (a re-execution), of a backfill that has no secret, or a run
-    re-created under the id of one that proved itself (see the module docstring)."""
+    re-created under the id of one that proved itself (see the module docstring). `bind`: as
+    `proven_backfills` has it."""
     if _signed_backfill(instance, run_id, tags) is None:  # most runs: no record read
         return None
     record = instance.get_run_record_by_id(run_id)
-    return None if record is None else proven_backfills(instance, [record]).get(run_id)
+    return None if record is None else proven_backfills(instance, [record], bind).get(run_id)
 
 
 def proven_backfills(

@@ -9,7 +9,7 @@ index on `key` refuses when another writer inserted it first. Each statement is 
 its own (SQLite and Postgres), so of two writers swapping from the same value exactly one
 wins, without a lock or a wait; the loser has written nothing, reads again and decides anew.
 
-Below backfill/, as the lease proof of node runs binds their ids with it too (storage/lease_proof.py).
+Beside the lease proof of node runs, which binds their ids with it (dagster_instance/lease_proof.py).
 
 Not guaranteed: Dagster's `set_cursor_values` (an unconditional upsert) still overwrites a
 key; only writers that all change it through `swap` exclude one another.
