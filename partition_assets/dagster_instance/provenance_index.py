@@ -75,8 +75,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.schema import CreateTable, DropTable
 
+from partition_assets.dagster_instance.recorded_versions import CODE_VERSION_TAG, recorded_git_sha, run_git_shas
 from partition_assets.dagster_internals import SqlEventLogStorage, SqlEventLogStorageTable
-from partition_assets.deploy.versioning import CODE_VERSION_TAG, recorded_git_sha, run_git_shas
 from partition_assets.errors import EnvironmentSetupError, ProvenanceIndexVersionError
 
 FORMAT_VERSION = 1

@@ -1,5 +1,5 @@
-"""Stamp a code location with its git commit: code versions, run tags, materialization metadata;
-and read back the commit a materialization recorded."""
+"""Stamp a code location with its git commit: code versions, run tags, materialization metadata
+(dagster_instance/recorded_versions.py names where each is recorded, and reads them back)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import cast
 
 import dagster as dg
 
+# Where a commit is recorded, and how to read it back, lives below the deploys; named here too.
+from partition_assets.dagster_instance.recorded_versions import CODE_VERSION_TAG as CODE_VERSION_TAG
+from partition_assets.dagster_instance.recorded_versions import GIT_SHA_METADATA, GIT_SHA_TAG, metadata_text
+from partition_assets.dagster_instance.recorded_versions import recorded_git_sha as recorded_git_sha
+from partition_assets.dagster_instance.recorded_versions import run_git_shas as run_git_shas
+
 # Definitions is a record: Dagster's own mappers (map_asset_specs) rebuild it with this.
 from partition_assets.dagster_internals import replace
 from partition_assets.deploy.git import git_sha, source_version
-
-GIT_SHA_TAG = "partition_assets/git_sha"  # run tag, and the definitions' metadata key
-GIT_SHA_METADATA = "git_sha"  # materialization metadata key
-CODE_VERSION_TAG = "dagster/code_version"  # the tag Dagster gives a materialization its asset's code version
-_RUNS_PER_QUERY = 500  # run ids per query (SQLite caps a statement's variables)
 
 
 def with_git_versions(defs: dg.Definitions, path: str | Path) -> dg.Definitions:
@@ -54,38 +55,14 @@ def _stamped(version: str | None, sha: str) -> Callable[[dg.AssetSpec], dg.Asset
 def definitions_git_sha(defs: dg.Definitions) -> str | None:
     """The commit `with_git_versions` stamped on `defs`, if any."""
     value = (defs.metadata or {}).get(GIT_SHA_TAG)
-    return _metadata_text(value)
+    return metadata_text(value)
 
 
 def git_sha_metadata(context: dg.OutputContext) -> dict[str, str]:
     """`{"git_sha": sha}` for an IO manager's `context.add_output_metadata`, when the asset is stamped."""
     sha = (context.definition_metadata or {}).get(GIT_SHA_METADATA)
-    sha = _metadata_text(sha)
+    sha = metadata_text(sha)
     return {GIT_SHA_METADATA: sha} if sha else {}
-
-
-def recorded_git_sha(materialization: dg.AssetMaterialization) -> str | None:
-    """The commit `materialization`'s metadata records (`git_sha`); None when it records none."""
-    return _metadata_text(materialization.metadata.get(GIT_SHA_METADATA))
-
-
-def run_git_shas(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, str]:
-    """The commit each of `run_ids` is tagged with (`partition_assets/git_sha`), for those
-    tagged: one query per 500 runs."""
-    shas: dict[str, str] = {}
-    for start in range(0, len(run_ids), _RUNS_PER_QUERY):
-        for record in instance.get_run_records(dg.RunsFilter(run_ids=run_ids[start : start + _RUNS_PER_QUERY])):
-            sha = record.dagster_run.tags.get(GIT_SHA_TAG)
-            if sha:
-                shas[record.dagster_run.run_id] = sha
-    return shas
-
-
-def _metadata_text(value: object) -> str | None:
-    """A metadata entry as text: definitions hold MetadataValues, contexts sometimes plain strings."""
-    if isinstance(value, dg.MetadataValue):
-        value = value.value
-    return value if isinstance(value, str) else None
 
 
 def _op_source_version(node_def: dg.NodeDefinition) -> str | None:

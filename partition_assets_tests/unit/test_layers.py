@@ -19,16 +19,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
 # partition_assets's packages and top-level modules, lowest layer first: shared modules;
-# partitions and the code location; process helpers; deploys and Spark; table storage and the
-# Dagster instance's storage pieces (its provenance index reads deploys' version tags); the
-# engine; its surfaces; the wiring, the command line and the public API; the example code
-# location, which imports that API.
+# partitions, the Dagster instance's storage pieces and the code location; process helpers;
+# deploys and Spark; table storage; the engine; its surfaces; the wiring, the command line
+# and the public API; the example code location, which imports that API.
 LAYERS = (
     ("errors", "lazy_names", "dagster_betas", "dagster_internals", "run_tags", "run_console"),
-    ("ids", "settings", "code_location", "partitions"),
+    ("ids", "settings", "code_location", "partitions", "dagster_instance"),
     ("processes", "lint"),
     ("deploy", "spark"),
-    ("storage", "dagster_instance"),
+    ("storage",),
     ("backfill",),
     ("automation", "cli", "instance"),
     ("_wiring", "__main__"),
