@@ -80,6 +80,7 @@ SCRIPT_NAMES = {
     "publish_backfill",
     "approve_backfill",
     "discard_backfill",
+    "extend_backfill",
     "rollback_backfill",
     "backfill_ledger",
     "retract_partitions",

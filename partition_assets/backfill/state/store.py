@@ -151,15 +151,20 @@ class BackfillStore:
                 raise self._unknown(record.id)
             if row.body != record.stored_body:
                 raise self._changed(record.id, "another process changed its record since this one read it")
-            with self._connect() as connection:
-                swapped = connection.execute(
-                    update(BACKFILLS)
-                    .where(BACKFILLS.c.id == record.id, BACKFILLS.c.version == row.version)
-                    .values(body=body, version=row.version + 1, updated_at=time.time())
-                )
-            if swapped.rowcount == 1:
+            if self._swap_body(record.id, row.version, body):
                 record.stored_body = body
                 return
+
+    def _swap_body(self, backfill_id: str, version: int, body: str) -> bool:
+        """Writes `body` as the record of `backfill_id` if its row is still at `version` (the
+        compare-and-set every change of a body goes through); whether it was written."""
+        with self._connect() as connection:
+            swapped = connection.execute(
+                update(BACKFILLS)
+                .where(BACKFILLS.c.id == backfill_id, BACKFILLS.c.version == version)
+                .values(body=body, version=version + 1, updated_at=time.time())
+            )
+        return swapped.rowcount == 1
 
     def store_plan(self, record: BackfillRecord, plan: dict) -> None:
         """Stores `plan` (backfill/state/stored_plan.py) in the record of `record.id` when it
@@ -180,13 +185,7 @@ class BackfillStore:
                 break
             saved["plan"] = plan
             body = json.dumps(saved)
-            with self._connect() as connection:
-                swapped = connection.execute(
-                    update(BACKFILLS)
-                    .where(BACKFILLS.c.id == record.id, BACKFILLS.c.version == row.version)
-                    .values(body=body, version=row.version + 1, updated_at=time.time())
-                )
-            if swapped.rowcount == 1:
+            if self._swap_body(record.id, row.version, body):
                 break
         stored = json.loads(body)
         record.stored_plan = stored["plan"]
