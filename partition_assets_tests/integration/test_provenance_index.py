@@ -25,7 +25,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._cli.asset import asset_materialize_command
-from partition_assets.instance.partition_wipe import wipe_partitions
 from sqlalchemy import delete, select, text, update
 
 from partition_assets.backfill.commands import plan_backfill
@@ -37,6 +36,7 @@ from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.cli.main import main as cli_main
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_instance import provenance_index
+from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_instance.provenance_index import (
     CURSOR,
     FORMAT_VERSION,
@@ -294,25 +294,16 @@ def test_an_index_of_a_newer_format_is_refused_naming_its_version_then_rebuilt_o
 def test_a_wiped_partition_leaves_the_index_and_a_rebuild_does_not_bring_it_back(home):
     """What `--catch-up` reads (materialized_nodes): a partition wiped (a rollback of a publish)
     is missing, as Dagster's own partition index says."""
-    days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-04")
-
-    @dg.asset(partitions_def=days)
-    def made() -> int:
-        return 1
-
     with dg.DagsterInstance.get() as instance:
-        for day in days.get_partition_keys():
-            assert dg.materialize([made], partition_key=day, instance=instance).success
-        update_index(instance)
-        assert wipe_partitions(instance, made.key, ["2024-01-02"])
-        keys = days.get_partition_keys()
+        _three_days_indexed(instance)
+        assert wipe_partitions(instance, _made.key, ["2024-01-02"])
+        keys = _DAYS.get_partition_keys()
         graph = build_graph(
-            dg.Definitions(assets=[made]).resolve_asset_graph(), [made.key], picked_keys={made.key: keys}
+            dg.Definitions(assets=[_made]).resolve_asset_graph(), [_made.key], picked_keys={_made.key: keys}
         )
-        expected = {Node(made.key, day) for day in instance.get_materialized_partitions(made.key)}
-        assert (
-            materialized_nodes(graph, instance) == expected == {Node(made.key, d) for d in ("2024-01-01", "2024-01-03")}
-        )
+        expected = {Node(_made.key, day) for day in instance.get_materialized_partitions(_made.key)}
+        kept = {Node(_made.key, day) for day in ("2024-01-01", "2024-01-03")}
+        assert materialized_nodes(graph, instance) == expected == kept
         provenance_index.rebuild_index(instance, progress=lambda line: None)
         assert materialized_nodes(graph, instance) == expected
 
@@ -378,19 +369,26 @@ def test_an_instance_wiped_whole_then_materialized_again_is_indexed_anew(home):
     """`dagster instance wipe` deletes every event; on Postgres storage ids then go on from where
     they were (a sequence), on SQLite they start again: either way the index, whose last event
     read is gone, is built again from what the event log holds."""
-    days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-04")
-
-    @dg.asset(partitions_def=days)
-    def made() -> int:
-        return 1
-
     with dg.DagsterInstance.get() as instance:
-        for day in days.get_partition_keys():
-            assert dg.materialize([made], partition_key=day, instance=instance).success
-        update_index(instance)
+        _three_days_indexed(instance)
         instance.wipe()
-        assert dg.materialize([made], partition_key="2024-01-02", instance=instance).success
+        assert dg.materialize([_made], partition_key="2024-01-02", instance=instance).success
         lines: list[str] = []
-        assert set(latest_provenance(instance, [made.key], lines.append)[made.key]) == {"2024-01-02"}
-        assert instance.get_materialized_partitions(made.key) == {"2024-01-02"}
+        assert set(latest_provenance(instance, [_made.key], lines.append)[_made.key]) == {"2024-01-02"}
+        assert instance.get_materialized_partitions(_made.key) == {"2024-01-02"}
         assert any("no longer in the event log" in line for line in lines), lines
+
+
+_DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-04")
+
+
+@dg.asset(partitions_def=_DAYS, key="made")
+def _made() -> int:
+    return 1
+
+
+def _three_days_indexed(instance: dg.DagsterInstance) -> None:
+    """`made` materialized for each of its three days in `instance`, then the index updated."""
+    for day in _DAYS.get_partition_keys():
+        assert dg.materialize([_made], partition_key=day, instance=instance).success
+    update_index(instance)
