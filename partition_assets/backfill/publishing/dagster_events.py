@@ -1,6 +1,8 @@
 """What Dagster records of a staged backfill, once readers can see it: one publish
 run holding a materialization of every node it ran, and after a rollback, the old
 content's materializations and the created partitions wiped (or observed removed).
+Of any backfill whose nodes failed: the nodes it never ran behind them, planned in a run
+that fails, as Dagster's failed run leaves them (`record_blocked`).
 A retract's partitions are wiped (dagster_instance/partition_wipe.py) and observed removed; its
 rollback records them materialized again.
 A publish or rollback that changed a table's schema adds the schema readers now see
@@ -29,6 +31,7 @@ from partition_assets.backfill.state.record import BackfillRecord, node_states, 
 from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_internals import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
+    AssetMaterializationPlannedData,
     AssetCheckEvaluationTargetMaterializationData,
     AssetGraph,
     SqlEventLogStorageTable,
@@ -381,6 +384,58 @@ def _per_run_database_events(
     return found
 
 
+def record_blocked(
+    instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph, status: Mapping[Node, NodeStatus]
+) -> list[Node]:
+    """Records the nodes of `graph` that a run of backfill `backfill_id`'s nodes (`status`,
+    as the scheduler left them) never ran because a node upstream of them failed, as Dagster
+    leaves the steps its failed run never ran: `dagster asset materialize` of such a partition
+    (and Dagster's asset backfill, running it with its parent) plans it
+    (ASSET_MATERIALIZATION_PLANNED), then the run fails, and Dagster's partition status (the
+    UI's, `get_status_by_partition`, the catch-up's) reads a partition planned in a failed run
+    and not materialized since as failed. One run (BLOCKED_JOB) plans them all, then fails,
+    naming the failed nodes; a later materialization of a partition (its retry's, its
+    publish's) reads materialized again. Nothing is recorded materialized. Returns the nodes
+    recorded, in graph order; none (and no run) when no node is blocked behind a failure.
+
+    Not guaranteed: a node blocked only behind canceled runs (a cancel, a run terminated) is
+    not recorded: Dagster counts the partitions a canceled run planned neither failed nor
+    materialized. The run fails as Dagster's did: a user's run-failure sensor sees it too.
+    """
+    if NodeStatus.BLOCKED not in status.values():
+        return []
+    behind = {
+        node
+        for node, (_, run) in node_states(instance, backfill_id, graph).items()
+        if run.status == dg.DagsterRunStatus.FAILURE
+    }
+    failed = [node for node in graph.nodes() if node in behind]
+    blocked = []
+    for node in graph.nodes():  # parents before their children
+        if status.get(node) == NodeStatus.BLOCKED and any(parent in behind for parent in graph.upstream(node)):
+            behind.add(node)
+            blocked.append(node)
+    if not blocked:
+        return []
+    planned = [AssetMaterializationPlannedData(node.asset, partition=node.partition or None) for node in blocked]
+    named = ", ".join(_described(node) for node in failed[:_NODES_NAMED])
+    more = f" and {len(failed) - _NODES_NAMED} more" if len(failed) > _NODES_NAMED else ""
+    failure = (
+        f"backfill {backfill_id}: {len(blocked)} nodes never ran, blocked behind failed nodes ({named}{more}); "
+        f"`partition-assets backfill retry {backfill_id}` runs them"
+    )
+    run_reporting(instance, planned, {BACKFILL_ID_TAG: backfill_id}, BLOCKED_JOB, failure=failure)
+    return blocked
+
+
+def _described(node: Node) -> str:
+    return f"{node.asset.to_user_string()} {node.partition}".rstrip()
+
+
+# The failed nodes a blocked run's failure names; more are counted.
+_NODES_NAMED = 3
+
+
 # The job name of every run `run_reporting` makes starts so: the capacity counts none as production's.
 REPORTING_JOB_PREFIX = "partition_assets_"
 
@@ -390,28 +445,40 @@ def run_reporting(
     events: Sequence[AssetEvent | dg.AssetCheckEvaluation],
     tags: dict[str, str],
     name: str,
+    failure: str | None = None,
 ) -> None:
     """Records `events` from one in-process run named `name` (starting with
     REPORTING_JOB_PREFIX) in `instance`: asset events in batches (event_batches.py), then check
     evaluations as the op's own, each of an asset this run materialized judging the
-    materialization it stored (`judging_stored`)."""
+    materialization it stored (`judging_stored`). With `failure`, the run then fails, its op
+    raising `dg.Failure(failure)` (what the run records is what a failed run of Dagster's left:
+    `record_blocked`); any other error is raised."""
     asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
     evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
     materialized = {event.asset_key for event in asset_events if isinstance(event, dg.AssetMaterialization)}
+    stop = dg.Failure(description=failure) if failure is not None else None
 
     @dg.op(name=f"{name}_op")
     def report():
         context = dg.OpExecutionContext.get()
         store_asset_events(context, asset_events)
         yield from judging_stored(context.instance, evaluations, materialized)
+        if stop is not None:
+            raise stop
         yield dg.Output(None)
 
     @dg.job(name=name, executor_def=dg.in_process_executor)
     def reporting_job():
         report()
 
-    # Its console quiet, as the node runs' are: the events are in the run's log.
-    reporting_job.execute_in_process(instance=instance, tags=tags, run_config=quiet_console_config(reporting_job, {}))
+    try:
+        # Its console quiet, as the node runs' are: the events are in the run's log.
+        reporting_job.execute_in_process(
+            instance=instance, tags=tags, run_config=quiet_console_config(reporting_job, {})
+        )
+    except dg.Failure as error:
+        if error is not stop:  # Dagster raises the op's own exception
+            raise
 
 
 def judging_stored(
@@ -448,3 +515,4 @@ def judging_stored(
 STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT
 CHECK_EVALUATION = dg.DagsterEventType.ASSET_CHECK_EVALUATION
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
+BLOCKED_JOB = f"{REPORTING_JOB_PREFIX}blocked"

@@ -24,6 +24,7 @@ from partition_assets.backfill.publishing.approval_steps import (
     start_waiting,
 )
 from partition_assets.backfill.publishing.backfill_stats import TableStats
+from partition_assets.backfill.publishing.dagster_events import record_blocked
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
@@ -198,6 +199,7 @@ class BackfillRun:
             finally:
                 if ahead is not None:
                     ahead.close()
+            record_blocked(self.instance, record.id, self.graph, status)  # failed in Dagster, as its runs leave them
             if self._stopped_by_command():
                 self._stop(publication, leases, "canceled", "")
             elif not _all_succeeded(status):

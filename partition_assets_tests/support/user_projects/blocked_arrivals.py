@@ -1,0 +1,33 @@
+"""Daily arrivals on Dagster's default IO manager, judged by a blocking partitioned asset
+check that fails on BLOCKED_DAY, and two assets downstream of them: a user's project as
+Dagster runs it. The day the check fails, Dagster's run keeps both downstream steps from
+running and fails."""
+
+import dagster as dg
+
+DAYS = dg.DailyPartitionsDefinition("2024-01-01")
+BLOCKED_DAY = "2024-01-03"
+
+
+@dg.asset(partitions_def=DAYS)
+def arrivals(context: dg.AssetExecutionContext) -> int:
+    return int(context.partition_key[-2:])
+
+
+@dg.asset_check(asset=arrivals, partitions_def=DAYS, blocking=True)
+def arrivals_were_counted(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    """Fails (an error: blocking) on BLOCKED_DAY, whose counter was down."""
+    return dg.AssetCheckResult(passed=context.partition_key != BLOCKED_DAY)
+
+
+@dg.asset(partitions_def=DAYS)
+def arrivals_doubled(arrivals: int) -> int:
+    return 2 * arrivals
+
+
+@dg.asset(partitions_def=DAYS)
+def arrivals_report(arrivals_doubled: int) -> str:
+    return f"{arrivals_doubled} arrivals, doubled"
+
+
+defs = dg.Definitions(assets=[arrivals, arrivals_doubled, arrivals_report], asset_checks=[arrivals_were_counted])
