@@ -31,9 +31,9 @@ from partition_assets.backfill.state.record import BackfillRecord, node_states, 
 from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_internals import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
-    AssetMaterializationPlannedData,
     AssetCheckEvaluationTargetMaterializationData,
     AssetGraph,
+    AssetMaterializationPlannedData,
     SqlEventLogStorageTable,
     SqliteEventLogStorage,
     deserialize_value,
