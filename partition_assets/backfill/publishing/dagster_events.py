@@ -22,6 +22,7 @@ from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.gate_rules import GATE_CHECK
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
+from partition_assets.backfill.planning.retraction import describe_nodes
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.originals import Original
 from partition_assets.backfill.publishing.provenance import provenance_from_json
@@ -418,22 +419,12 @@ def record_blocked(
     if not blocked:
         return []
     planned = [AssetMaterializationPlannedData(node.asset, partition=node.partition or None) for node in blocked]
-    named = ", ".join(_described(node) for node in failed[:_NODES_NAMED])
-    more = f" and {len(failed) - _NODES_NAMED} more" if len(failed) > _NODES_NAMED else ""
     failure = (
-        f"backfill {backfill_id}: {len(blocked)} nodes never ran, blocked behind failed nodes ({named}{more}); "
-        f"`partition-assets backfill retry {backfill_id}` runs them"
+        f"backfill {backfill_id}: {describe_nodes(blocked)} never ran, blocked behind the failed "
+        f"{describe_nodes(failed)}; `partition-assets backfill retry {backfill_id}` runs them"
     )
     run_reporting(instance, planned, {BACKFILL_ID_TAG: backfill_id}, BLOCKED_JOB, failure=failure)
     return blocked
-
-
-def _described(node: Node) -> str:
-    return f"{node.asset.to_user_string()} {node.partition}".rstrip()
-
-
-# The failed nodes a blocked run's failure names; more are counted.
-_NODES_NAMED = 3
 
 
 # The job name of every run `run_reporting` makes starts so: the capacity counts none as production's.
@@ -450,35 +441,41 @@ def run_reporting(
     """Records `events` from one in-process run named `name` (starting with
     REPORTING_JOB_PREFIX) in `instance`: asset events in batches (event_batches.py), then check
     evaluations as the op's own, each of an asset this run materialized judging the
-    materialization it stored (`judging_stored`). With `failure`, the run then fails, its op
-    raising `dg.Failure(failure)` (what the run records is what a failed run of Dagster's left:
-    `record_blocked`); any other error is raised."""
+    materialization it stored (`judging_stored`). With `failure`, the run then fails as a run
+    of Dagster's whose step failed (`dg.Failure(failure)`: what the run recorded is what such a
+    run left, `record_blocked`); an error recording the events is raised either way."""
     asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
     evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
     materialized = {event.asset_key for event in asset_events if isinstance(event, dg.AssetMaterialization)}
-    stop = dg.Failure(description=failure) if failure is not None else None
+    errors: list[Exception] = []  # what recording the events raised
 
     @dg.op(name=f"{name}_op")
     def report():
         context = dg.OpExecutionContext.get()
-        store_asset_events(context, asset_events)
-        yield from judging_stored(context.instance, evaluations, materialized)
-        if stop is not None:
-            raise stop
+        try:
+            store_asset_events(context, asset_events)
+            yield from judging_stored(context.instance, evaluations, materialized)
+        except Exception as error:
+            errors.append(error)
+            raise
+        if failure is not None:
+            raise dg.Failure(description=failure)
         yield dg.Output(None)
 
     @dg.job(name=name, executor_def=dg.in_process_executor)
     def reporting_job():
         report()
 
-    try:
-        # Its console quiet, as the node runs' are: the events are in the run's log.
-        reporting_job.execute_in_process(
-            instance=instance, tags=tags, run_config=quiet_console_config(reporting_job, {})
-        )
-    except dg.Failure as error:
-        if error is not stop:  # Dagster raises the op's own exception
-            raise
+    # Its console quiet, as the node runs' are: the events are in the run's log. Not raising
+    # on the step's failure, the run ends as Dagster's do: failed because a step failed.
+    reporting_job.execute_in_process(
+        instance=instance,
+        tags=tags,
+        run_config=quiet_console_config(reporting_job, {}),
+        raise_on_error=failure is None,
+    )
+    if errors:
+        raise errors[0]
 
 
 def judging_stored(

@@ -80,6 +80,10 @@ class BackfillRun:
     nodes (bench/scale_bench.py passes one whose runs finish at once, to measure everything
     else).
 
+    Nodes it left blocked behind a failed node are recorded as Dagster's failed run leaves
+    the steps it never ran: failed in Dagster's partition status, never materialized
+    (backfill/publishing/dagster_events.py `record_blocked`), staged or per node.
+
     A staged backfill (the default) then evaluates its gate and publishes every table in
     one commit each (backfill/publishing/publication.py); a failed gate raises
     GateFailedError with nothing published; one whose spec or assets require approval waits
