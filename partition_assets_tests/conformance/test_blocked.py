@@ -5,7 +5,8 @@ plans every step of the run, then the run fails: Dagster's partition status (the
 `get_status_by_partition`) reads the steps it never ran as failed, not missing. After the
 engine's backfill (staged or `--publish per-node`) each asset's partitions read as after
 Dagster's runs, nothing more is recorded materialized, and `backfill status` shows those
-nodes blocked, as its last line counts them. A retry that succeeds reads them materialized."""
+nodes blocked, as its last line counts them. A retry that succeeds reads them materialized.
+A staged backfill of Delta tables that published nothing records nothing materialized."""
 
 import pytest
 
@@ -23,6 +24,12 @@ from partition_assets_tests.support.user_projects.failing_day import FAILING_DAY
 DAYS = ["2024-01-02", "2024-01-03", "2024-01-04"]
 BLOCKED_ARRIVALS = "partition_assets_tests.support.user_projects.blocked_arrivals"
 FAILING_READINGS = "partition_assets_tests.support.user_projects.failing_day"
+FAILING_DELIVERIES = "partition_assets_tests.support.user_projects.failing_deliveries"
+# FAILING_DELIVERIES's lake, the day its feed fails and the switch that fixes it, named here:
+# importing it reads its lake, which the engine's runs do, not this module.
+DELTA_LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
+FAILING_DELIVERY_DAY = "2024-01-03"
+FEED_FIXED_ENV = "DELIVERIES_FEED_FIXED"
 
 
 def _all_materialized_but(bad_day: str, status: str) -> dict[str, str]:
@@ -78,3 +85,22 @@ def test_a_retry_that_succeeds_leaves_the_blocked_partitions_materialized(home, 
     assert after == {asset: _all_materialized_but(BLOCKED_DAY, "materialized") for asset in before}
     assert status_code == 0, status
     assert not [line for line in status.splitlines() if line.startswith(("blocked:", "failed:"))], status
+
+
+def test_a_staged_delta_backfill_reads_its_failed_and_blocked_days_failed_and_nothing_materialized_until_published(
+    spark_resource, lake, home, monkeypatch
+):
+    monkeypatch.setenv(DELTA_LAKE_ENV, str(lake))
+    code, output = on_the_engine(FAILING_DELIVERIES, "*", DAYS[0], DAYS[-1])
+    before = partition_statuses(home, FAILING_DELIVERIES, DAYS)
+    monkeypatch.setenv(FEED_FIXED_ENV, "1")  # the day's feed is fixed: the retry succeeds and publishes
+    retry_code, retried = engine_command("backfill", "retry", backfill_id(output))
+    after = partition_statuses(home, FAILING_DELIVERIES, DAYS)
+
+    assert code == 1, output
+    # Nothing published: the days that ran read missing (their runs staged them), the failed
+    # day and the day blocked behind it failed, as Dagster's failed run leaves them.
+    failed_day_only = {day: "failed" if day == FAILING_DELIVERY_DAY else "missing" for day in DAYS}
+    assert before == {"deliveries": failed_day_only, "delivery_summary": failed_day_only}
+    assert retry_code == 0, retried
+    assert after == {asset: _all_materialized_but(FAILING_DELIVERY_DAY, "materialized") for asset in before}

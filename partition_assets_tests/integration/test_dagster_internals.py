@@ -306,7 +306,7 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
 
 @pins("AssetMaterializationPlannedData")
 def test_partitions_planned_by_a_failed_run_read_failed_until_materialized(home, tmp_path):
-    """backfill/publishing/dagster_events.py `record_blocked`: partitions planned (written in a
+    """backfill/publishing/dagster_events.py `record_failures`: partitions planned (written in a
     batch: event_batches.py) by a reporting run that fails read failed in Dagster's partition
     status, on both SQLite event logs, as the steps a failed run of Dagster's never ran do;
     nothing reads materialized; a later materialization of one reads materialized."""

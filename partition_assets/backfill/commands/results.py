@@ -115,7 +115,7 @@ class StatusReport:
     @property
     def blocked_lines(self) -> list[str]:
         """A line per asset with partitions blocked behind a failed node (never run: Dagster's
-        partition status reads them failed, publishing/dagster_events.py `record_blocked`),
+        partition status reads them failed, publishing/dagster_events.py `record_failures`),
         naming them in partition order: `blocked: arrivals_doubled 2024-01-03`."""
         return self._lines_of(NodeStatus.BLOCKED)
 

@@ -2,7 +2,7 @@
 publish or rollback records costs a handful of writes per asset, not a few per node. The
 events are materializations, observations, and materializations planned (what Dagster logs
 for each asset partition a run intends to materialize: publishing/dagster_events.py
-`record_blocked`).
+`record_failures`).
 
 `store_asset_events(context, events)`, called from inside an op, stores each event as the
 op's own `yield` would (the same run, step, job, message and event data), but without
