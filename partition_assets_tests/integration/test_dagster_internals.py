@@ -305,11 +305,12 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
 
 
 @pins("AssetMaterializationPlannedData")
+@also_on_postgres("home")
 def test_partitions_planned_by_a_failed_run_read_failed_until_materialized(home, tmp_path):
     """backfill/publishing/dagster_events.py `record_failures`: partitions planned (written in a
     batch: event_batches.py) by a reporting run that fails read failed in Dagster's partition
-    status, on both SQLite event logs, as the steps a failed run of Dagster's never ran do;
-    nothing reads materialized; a later materialization of one reads materialized."""
+    status, on both SQLite event logs and on Postgres's, as the steps a failed run of Dagster's
+    never ran do; nothing reads materialized; a later materialization of one reads materialized."""
     days, key = ["2024-01-01", "2024-01-02"], dg.AssetKey("a")
     partitions_def = dg.DailyPartitionsDefinition("2024-01-01")
     planned = [AssetMaterializationPlannedData(key, partition=day) for day in days]
