@@ -6,7 +6,8 @@ plans every step of the run, then the run fails: Dagster's partition status (the
 engine's backfill (staged or `--publish per-node`) each asset's partitions read as after
 Dagster's runs, nothing more is recorded materialized, and `backfill status` shows those
 nodes blocked, as its last line counts them. A retry that succeeds reads them materialized.
-A staged backfill of Delta tables that published nothing records nothing materialized."""
+A staged backfill of Delta tables that published nothing records nothing materialized; its
+failed day (whose staged run planned nothing) and the day blocked behind it read failed."""
 
 import pytest
 
