@@ -9,7 +9,8 @@ dagster_instance/storage.py extends, the SQL run storage under Dagster's composi
 key-value table (compare-and-set: dagster_instance/key_values.py), the gRPC client of a code server,
 serialized errors, cron arithmetic, the body of `execute_in_process` (a worker runs each
 asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
-the SQL event log's batch write and asset event data (backfill/publishing/event_batches.py),
+the SQL event log's batch write and asset event data, planned materializations included
+(backfill/publishing/event_batches.py),
 where Dagster's migration scripts live (dagster_instance/migrations.py reads them once per process).
 Every private name the library imports is imported here and nowhere else. Two private
 modules are named as strings instead, where a module name is what counts:
@@ -36,7 +37,7 @@ from dagster._core.definitions.job_base import InMemoryJob
 from dagster._core.definitions.partitions.subset import PartitionsSubset
 from dagster._core.definitions.partitions.utils.multi import PartitionDimensionDefinition
 from dagster._core.errors import DagsterUserCodeUnreachableError
-from dagster._core.events import AssetObservationData, StepMaterializationData
+from dagster._core.events import AssetMaterializationPlannedData, AssetObservationData, StepMaterializationData
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus, PartitionBackfill
 from dagster._core.execution.compute_logs import redirect_to_file
 from dagster._core.execution.execute_in_process import core_execute_in_process, merge_run_tags
@@ -75,6 +76,7 @@ __all__ = [
     "AssetGraph",
     "AssetGraphSubset",
     "AssetKeyPartitionKey",
+    "AssetMaterializationPlannedData",
     "AssetObservationData",
     "BaseAssetGraph",
     "BaseAssetNode",

@@ -181,6 +181,7 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
     for line in (
         *report.retracted_lines,
         *report.failed_lines,
+        *report.blocked_lines,
         *report.skipped_lines,
         *notes,
         *(report.previous_versions or ()),

@@ -1,4 +1,5 @@
-"""A backfill's per-asset partition heatmap: done / failed / running / skipped / missing, as text, HTML or PNG."""
+"""A backfill's per-asset partition heatmap: done / failed / blocked / running / skipped / missing, as text, HTML
+or PNG."""
 
 from collections import Counter
 from dataclasses import dataclass
@@ -9,12 +10,14 @@ from partition_assets.backfill.running.scheduling import NodeStatus
 _GLYPHS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "█",
     NodeStatus.FAILED: "✗",
+    NodeStatus.BLOCKED: "⊘",
     NodeStatus.RUNNING: "▶",
     NodeStatus.SKIPPED: "○",
 }
 COLORS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "#2e7d32",
     NodeStatus.FAILED: "#c62828",
+    NodeStatus.BLOCKED: "#ef9a9a",  # a lighter red: never ran, failed in Dagster's eyes
     NodeStatus.RUNNING: "#f9a825",
     NodeStatus.SKIPPED: "#90a4ae",
 }
@@ -41,7 +44,10 @@ class Heatmap:
         ]
 
     def text(self) -> str:
-        lines = [self.title, "legend: █ done  ✗ failed  ▶ running  ○ skipped (no output)  · missing"]
+        lines = [
+            self.title,
+            "legend: █ done  ✗ failed  ⊘ blocked (behind a failure)  ▶ running  ○ skipped (no output)  · missing",
+        ]
         for asset, _, states in self.rows():
             cells = "".join(_GLYPHS.get(state, "·") for state in states)
             counts = Counter(state.value if state else "missing" for state in states)

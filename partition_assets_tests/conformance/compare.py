@@ -80,6 +80,24 @@ def holdings(home: Path, module: str) -> Holdings:
     return Holdings(materialized, checks, outputs)
 
 
+def partition_statuses(home: Path, module: str, partitions: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Each partitioned asset of code location `module` -> the status of each of `partitions`
+    in the instance at `home` as Dagster's UI shows it (`get_status_by_partition`, the asset's
+    partition status cache): "materialized", "failed", "in_progress" or "missing"."""
+    asset_graph = load_definitions(module).resolve_asset_graph()
+    statuses = {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for key in asset_graph.materializable_asset_keys:
+            partitions_def = asset_graph.get(key).partitions_def
+            if partitions_def is not None:
+                status = instance.get_status_by_partition(key, list(partitions), partitions_def) or {}
+                statuses[key.to_user_string()] = {
+                    partition: found.value.lower() if (found := status.get(partition)) else "missing"
+                    for partition in partitions
+                }
+    return statuses
+
+
 def on_the_engine(module: str, select: str, start: str, end: str, *options: str) -> tuple[int, str]:
     """`partition-assets backfill run` of the assets `select` picks of `module` over
     `start`..`end`, in the instance of the test's DAGSTER_HOME: its exit code and its output."""

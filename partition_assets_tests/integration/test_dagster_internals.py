@@ -59,6 +59,7 @@ from partition_assets.dagster_internals import (
     AssetGraph,
     AssetGraphSubset,
     AssetKeyPartitionKey,
+    AssetMaterializationPlannedData,
     AssetObservationData,
     BaseAssetGraph,
     BaseAssetNode,
@@ -301,6 +302,34 @@ def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_pat
             ]
             assert isinstance(observed.event_log_entry.dagster_event.event_specific_data, AssetObservationData)
             assert observed.event_log_entry.dagster_event.step_key == "report"
+
+
+@pins("AssetMaterializationPlannedData")
+@also_on_postgres("home")
+def test_partitions_planned_by_a_failed_run_read_failed_until_materialized(home, tmp_path):
+    """backfill/publishing/dagster_events.py `record_failures`: partitions planned (written in a
+    batch: event_batches.py) by a reporting run that fails read failed in Dagster's partition
+    status, on both SQLite event logs and on Postgres's, as the steps a failed run of Dagster's
+    never ran do; nothing reads materialized; a later materialization of one reads materialized."""
+    days, key = ["2024-01-01", "2024-01-02"], dg.AssetKey("a")
+    partitions_def = dg.DailyPartitionsDefinition("2024-01-01")
+    planned = [AssetMaterializationPlannedData(key, partition=day) for day in days]
+    with dg.DagsterInstance.get() as consolidated, dg.instance_for_test(temp_dir=str(tmp_path)) as run_sharded:
+        for target in (consolidated, run_sharded):
+            dagster_events.run_reporting(target, planned, {}, "partition_assets_plan", failure="blocked")
+            [run] = target.get_runs(dg.RunsFilter(job_name="partition_assets_plan"))
+            assert run.status == dg.DagsterRunStatus.FAILURE
+            assert target.get_latest_planned_materialization_info(key, days[1]).run_id == run.run_id
+            assert target.get_materialized_partitions(key) == set()
+            failed = dict.fromkeys(days, dg.AssetPartitionStatus.FAILED)
+            assert target.get_status_by_partition(key, days, partitions_def) == failed
+            dagster_events.run_reporting(
+                target, [dg.AssetMaterialization(key, partition=days[0])], {}, "partition_assets_x"
+            )
+            assert target.get_status_by_partition(key, days, partitions_def) == {
+                days[0]: dg.AssetPartitionStatus.MATERIALIZED,
+                days[1]: dg.AssetPartitionStatus.FAILED,
+            }
 
 
 @pins("SqlEventLogStorage", "SqlEventLogStorageTable")

@@ -14,6 +14,7 @@ import pytest
 from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
 from partition_assets.backfill.running.durations import RunTimings
 from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
+from partition_assets.backfill.state.record import with_nodes_settled_without_run
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings
 from partition_assets.run_tags import PARTITION_TAG, partitions_of_run, range_tags
@@ -334,6 +335,24 @@ def test_a_skip_skips_exactly_its_descendants_without_running_them():
     }
     assert not skipped & {member for launched_unit in launched for member in launched_unit.nodes}
     assert schedule.is_done
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_status_read_back_from_the_nodes_that_ran_is_the_schedulers(seed):
+    """state/record.py `with_nodes_settled_without_run` (what `backfill status` shows) gives the
+    nodes that never ran the status the scheduler gave them: blocked behind a failure (which
+    wins over a skip), skipped behind a skip."""
+    graph = graph_of("src", "clean", "rolling")
+    schedule = Schedule(graph, Throttle(2), batch_chains=False)
+    rng = random.Random(seed)
+    failing_day, skipping_day = rng.sample(range(1, 9), 2)
+    launched = drive(
+        schedule, graph, failing={node("clean", failing_day)}, skipping={node("src", skipping_day)}, choose=rng.choice
+    )
+    ran = {member for launched_unit in launched for member in launched_unit.nodes}
+    statuses = schedule.statuses()
+    assert NodeStatus.BLOCKED in statuses.values()
+    assert with_nodes_settled_without_run(graph, {n: s for n, s in statuses.items() if n in ran}) == statuses
 
 
 def test_a_failure_blocks_the_descendants_a_skip_skipped_before_it():

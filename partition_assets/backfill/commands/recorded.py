@@ -64,7 +64,7 @@ from partition_assets.backfill.state.record import (
     cancel_in_flight,
     done_nodes,
     node_states,
-    with_downstream_skips,
+    with_nodes_settled_without_run,
 )
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
@@ -88,7 +88,7 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
     than its --max-parallel, if it does. Reads only."""
     record = _recorded(instance, backfill_id)
     graph = recorded_graph(record, instance)
-    states = with_downstream_skips(
+    states = with_nodes_settled_without_run(
         graph, {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
     )
     windowed = record.status == BackfillStatus.PAUSED or record.spec.launch_window() is not None

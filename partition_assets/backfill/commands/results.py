@@ -113,6 +113,13 @@ class StatusReport:
         return self._lines_of(NodeStatus.FAILED)
 
     @property
+    def blocked_lines(self) -> list[str]:
+        """A line per asset with partitions blocked behind a failed node (never run: Dagster's
+        partition status reads them failed, publishing/dagster_events.py `record_failures`),
+        naming them in partition order: `blocked: arrivals_doubled 2024-01-03`."""
+        return self._lines_of(NodeStatus.BLOCKED)
+
+    @property
     def skipped_lines(self) -> list[str]:
         """A line per asset with skipped partitions (no output yielded, by it or upstream:
         running/skips.py), naming them in partition order: `skipped: arrivals 2024-01-02`."""

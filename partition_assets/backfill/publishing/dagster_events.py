@@ -1,6 +1,8 @@
 """What Dagster records of a staged backfill, once readers can see it: one publish
 run holding a materialization of every node it ran, and after a rollback, the old
 content's materializations and the created partitions wiped (or observed removed).
+Of any backfill whose nodes failed: those nodes and the ones it never ran behind them,
+planned in a run that fails, as Dagster's failed run leaves them (`record_failures`).
 A retract's partitions are wiped (dagster_instance/partition_wipe.py) and observed removed; its
 rollback records them materialized again.
 A publish or rollback that changed a table's schema adds the schema readers now see
@@ -20,6 +22,7 @@ from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.gate_rules import GATE_CHECK
 from partition_assets.backfill.planning.graph import BackfillGraph, Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
+from partition_assets.backfill.planning.retraction import describe_nodes
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events
 from partition_assets.backfill.publishing.originals import Original
 from partition_assets.backfill.publishing.provenance import provenance_from_json
@@ -31,6 +34,7 @@ from partition_assets.dagster_internals import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     AssetCheckEvaluationTargetMaterializationData,
     AssetGraph,
+    AssetMaterializationPlannedData,
     SqlEventLogStorageTable,
     SqliteEventLogStorage,
     deserialize_value,
@@ -381,6 +385,50 @@ def _per_run_database_events(
     return found
 
 
+def record_failures(
+    instance: dg.DagsterInstance, backfill_id: str, graph: BackfillGraph, status: Mapping[Node, NodeStatus]
+) -> list[Node]:
+    """Records what a run of backfill `backfill_id`'s nodes (`status`, as the scheduler left
+    them) left failed as Dagster's failed runs leave it: `dagster asset materialize` of a
+    partition (and Dagster's asset backfill, running a child with its parent) plans every step
+    of its run (ASSET_MATERIALIZATION_PLANNED), then the run fails, and Dagster's partition
+    status (the UI's, `get_status_by_partition`, the catch-up's) reads a partition planned in a
+    failed run and not materialized since as failed, the steps it never ran included. Planned
+    here, in one run (FAILURES_JOB) that then fails naming them: the nodes never run because a
+    node upstream of them failed (blocked), and the failed nodes whose runs planned nothing (a
+    staged run defers its asset events; any other run planned its own). Nothing is recorded
+    materialized; a later materialization of a partition (a retry's, a publish's) reads
+    materialized again. Returns the nodes planned: the failed ones, then the blocked ones, each
+    in graph order; none (and no run) when nothing is left to plan.
+
+    Not guaranteed: a node blocked only behind canceled runs (a cancel, a run terminated) is
+    not recorded: Dagster counts the partitions a canceled run planned neither failed nor
+    materialized. The run fails as Dagster's did: a user's run-failure sensor sees it too.
+    """
+    if not {NodeStatus.FAILED, NodeStatus.BLOCKED} & set(status.values()):
+        return []
+    states = node_states(instance, backfill_id, graph)
+    behind = {node for node, (_, run) in states.items() if run.status == dg.DagsterRunStatus.FAILURE}
+    failed = [node for node in graph.nodes() if node in behind]
+    blocked = []
+    for node in graph.nodes():  # parents before their children
+        if status.get(node) == NodeStatus.BLOCKED and any(parent in behind for parent in graph.upstream(node)):
+            behind.add(node)
+            blocked.append(node)
+    unplanned = [node for node in failed if _deferred(states[node][1])]
+    if not unplanned and not blocked:
+        return []
+    recorded = [*unplanned, *blocked]
+    planned = [AssetMaterializationPlannedData(node.asset, partition=node.partition or None) for node in recorded]
+    never_ran = f"; {describe_nodes(blocked)} never ran, blocked behind them" if blocked else ""
+    failure = (
+        f"backfill {backfill_id}: {describe_nodes(failed)} failed{never_ran}. "
+        f"`partition-assets backfill retry {backfill_id}` runs them again"
+    )
+    run_reporting(instance, planned, {BACKFILL_ID_TAG: backfill_id}, FAILURES_JOB, failure=failure)
+    return recorded
+
+
 # The job name of every run `run_reporting` makes starts so: the capacity counts none as production's.
 REPORTING_JOB_PREFIX = "partition_assets_"
 
@@ -390,28 +438,46 @@ def run_reporting(
     events: Sequence[AssetEvent | dg.AssetCheckEvaluation],
     tags: dict[str, str],
     name: str,
+    failure: str | None = None,
 ) -> None:
     """Records `events` from one in-process run named `name` (starting with
     REPORTING_JOB_PREFIX) in `instance`: asset events in batches (event_batches.py), then check
     evaluations as the op's own, each of an asset this run materialized judging the
-    materialization it stored (`judging_stored`)."""
+    materialization it stored (`judging_stored`). With `failure`, the run then fails as a run
+    of Dagster's whose step failed (`dg.Failure(failure)`: what the run recorded is what such a
+    run left, `record_failures`); an error recording the events is raised either way."""
     asset_events = [event for event in events if not isinstance(event, dg.AssetCheckEvaluation)]
     evaluations = [event for event in events if isinstance(event, dg.AssetCheckEvaluation)]
     materialized = {event.asset_key for event in asset_events if isinstance(event, dg.AssetMaterialization)}
+    errors: list[Exception] = []  # what recording the events raised
 
     @dg.op(name=f"{name}_op")
     def report():
         context = dg.OpExecutionContext.get()
-        store_asset_events(context, asset_events)
-        yield from judging_stored(context.instance, evaluations, materialized)
+        try:
+            store_asset_events(context, asset_events)
+            yield from judging_stored(context.instance, evaluations, materialized)
+        except Exception as error:
+            errors.append(error)
+            raise
+        if failure is not None:
+            raise dg.Failure(description=failure)
         yield dg.Output(None)
 
     @dg.job(name=name, executor_def=dg.in_process_executor)
     def reporting_job():
         report()
 
-    # Its console quiet, as the node runs' are: the events are in the run's log.
-    reporting_job.execute_in_process(instance=instance, tags=tags, run_config=quiet_console_config(reporting_job, {}))
+    # Its console quiet, as the node runs' are: the events are in the run's log. Not raising
+    # on the step's failure, the run ends as Dagster's do: failed because a step failed.
+    reporting_job.execute_in_process(
+        instance=instance,
+        tags=tags,
+        run_config=quiet_console_config(reporting_job, {}),
+        raise_on_error=failure is None,
+    )
+    if errors:
+        raise errors[0]
 
 
 def judging_stored(
@@ -448,3 +514,4 @@ def judging_stored(
 STEP_OUTPUT = dg.DagsterEventType.STEP_OUTPUT
 CHECK_EVALUATION = dg.DagsterEventType.ASSET_CHECK_EVALUATION
 PUBLISH_RUN_TAG = "partition_assets/publish_run"
+FAILURES_JOB = f"{REPORTING_JOB_PREFIX}failures"

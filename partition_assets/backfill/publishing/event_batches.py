@@ -1,5 +1,8 @@
 """Writing many asset events of one step to the instance's event log in batches: what a
-publish or rollback records costs a handful of writes per asset, not a few per node.
+publish or rollback records costs a handful of writes per asset, not a few per node. The
+events are materializations, observations, and materializations planned (what Dagster logs
+for each asset partition a run intends to materialize: publishing/dagster_events.py
+`record_failures`).
 
 `store_asset_events(context, events)`, called from inside an op, stores each event as the
 op's own `yield` would (the same run, step, job, message and event data), but without
@@ -31,6 +34,7 @@ import dagster as dg
 import sqlalchemy as db
 
 from partition_assets.dagster_internals import (
+    AssetMaterializationPlannedData,
     AssetObservationData,
     EventLogStorage,
     SqlEventLogStorage,
@@ -42,7 +46,7 @@ from partition_assets.dagster_internals import (
 # Rows per insert: well under SQLite's 32,766 bound variables at the event table's columns.
 BATCH_SIZE = 1000
 
-AssetEvent = dg.AssetMaterialization | dg.AssetObservation
+AssetEvent = dg.AssetMaterialization | dg.AssetObservation | AssetMaterializationPlannedData
 
 
 def store_asset_events(context: dg.OpExecutionContext, events: Sequence[AssetEvent]) -> None:
@@ -55,13 +59,18 @@ def store_asset_events(context: dg.OpExecutionContext, events: Sequence[AssetEve
 
 
 def _entry(step: Any, run_id: str, event: AssetEvent) -> dg.EventLogEntry:
-    """The log entry Dagster's `DagsterEvent.asset_materialization` / `asset_observation` and
-    its log manager make of `event` yielded by the op of `step` (Dagster's private
-    StepExecutionContext, as `get_step_execution_context` returns it)."""
-    data: StepMaterializationData | AssetObservationData
+    """The log entry Dagster's `DagsterEvent.asset_materialization` / `asset_observation` /
+    `build_asset_materialization_planned_event` and its log manager make of `event` yielded
+    (or planned) by the op of `step` (Dagster's private StepExecutionContext, as
+    `get_step_execution_context` returns it)."""
+    data: StepMaterializationData | AssetObservationData | AssetMaterializationPlannedData
+    message: str | None
     if isinstance(event, dg.AssetMaterialization):
         event_type, data = dg.DagsterEventType.ASSET_MATERIALIZATION, StepMaterializationData(event)
         message = event.description or (f"Materialized value {event.label}." if event.label else "Materialized value.")
+    elif isinstance(event, AssetMaterializationPlannedData):
+        event_type, data = dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, event
+        message = f"{step.job_name} intends to materialize asset {event.asset_key.to_string()}"
     else:
         event_type, data, message = dg.DagsterEventType.ASSET_OBSERVATION, AssetObservationData(event), None
     dagster_event = dg.DagsterEvent(

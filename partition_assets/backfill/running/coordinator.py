@@ -24,6 +24,7 @@ from partition_assets.backfill.publishing.approval_steps import (
     start_waiting,
 )
 from partition_assets.backfill.publishing.backfill_stats import TableStats
+from partition_assets.backfill.publishing.dagster_events import record_failures
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
@@ -78,6 +79,10 @@ class BackfillRun:
     a line per step after the nodes (the gate, the publish); `runner_of` makes what runs the
     nodes (bench/scale_bench.py passes one whose runs finish at once, to measure everything
     else).
+
+    Nodes that failed, and those it left blocked behind them, read failed in Dagster's
+    partition status, as Dagster's failed runs leave their steps, never materialized
+    (backfill/publishing/dagster_events.py `record_failures`), staged or per node.
 
     A staged backfill (the default) then evaluates its gate and publishes every table in
     one commit each (backfill/publishing/publication.py); a failed gate raises
@@ -198,6 +203,7 @@ class BackfillRun:
             finally:
                 if ahead is not None:
                     ahead.close()
+            record_failures(self.instance, record.id, self.graph, status)  # as Dagster's failed runs leave them
             if self._stopped_by_command():
                 self._stop(publication, leases, "canceled", "")
             elif not _all_succeeded(status):

@@ -206,12 +206,18 @@ def node_states(
     return states
 
 
-def with_downstream_skips(graph: BackfillGraph, states: dict[Node, NodeStatus]) -> dict[Node, NodeStatus]:
-    """`states` (of the nodes that ran), and each node with no run downstream of a skipped
-    one as skipped: the coordinator skipped it without a run (running/skips.py)."""
+def with_nodes_settled_without_run(graph: BackfillGraph, states: dict[Node, NodeStatus]) -> dict[Node, NodeStatus]:
+    """`states` (of the nodes that ran), and each node with no run downstream of a failed or
+    blocked one as blocked, else of a skipped one as skipped: the coordinator settled it
+    without a run, a failure winning over a skip (running/scheduling.py, running/skips.py)."""
     shown = dict(states)
     for node in graph.nodes():  # parents before their children
-        if node not in shown and any(shown.get(parent) == NodeStatus.SKIPPED for parent in graph.upstream(node)):
+        if node in shown:
+            continue
+        parents = {shown.get(parent) for parent in graph.upstream(node)}
+        if parents & {NodeStatus.FAILED, NodeStatus.BLOCKED}:
+            shown[node] = NodeStatus.BLOCKED
+        elif NodeStatus.SKIPPED in parents:
             shown[node] = NodeStatus.SKIPPED
     return shown
 
