@@ -127,7 +127,7 @@ def node_sized_writes(writes: int, repeats: int, work: Path) -> dict[str, dict[s
         sessions = {
             name: SparkSession.builder.remote(server.ensure_running()).create() for name, server in servers.items()
         }
-        pids = {name: int(server.pid_path.read_text()) for name, server in servers.items()}
+        pids = {name: server.recorded_server().pid for name, server in servers.items()}
         for name, session in sessions.items():  # warm-up: JIT, caches
             _write_week(frame(session, 7_000, week), work / f"warm_{name}", scope, 1)
         for repeat in range(repeats):

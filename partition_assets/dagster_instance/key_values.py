@@ -11,12 +11,18 @@ wins, without a lock or a wait; the loser has written nothing, reads again and d
 
 Beside the lease proof of node runs, which binds their ids with it (dagster_instance/lease_proof.py).
 
+`insert_absent(instance, values)` is the same first write for many keys at once, in one
+statement: each key absent until then takes its value, each present one keeps its own.
+
 Not guaranteed: Dagster's `set_cursor_values` (an unconditional upsert) still overwrites a
 key; only writers that all change it through `swap` exclude one another.
 """
 
+from collections.abc import Mapping
+
 import dagster as dg
 from sqlalchemy import insert, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from partition_assets.dagster_internals import KeyValueStoreTable, LegacyRunStorage, SqlRunStorage
@@ -68,3 +74,22 @@ def swap(instance: dg.DagsterInstance, key: str, expected: str | None, new: str)
             .values(value=new)
         )
     return changed.rowcount == 1
+
+
+def insert_absent(instance: dg.DagsterInstance, values: Mapping[str, str]) -> None:
+    """Inserts each key of `values` that is absent from the key-value store, in one statement
+    (INSERT ... ON CONFLICT DO NOTHING, on SQLite and Postgres); a key another writer inserted
+    first keeps its value (read it back with `get_cursor_values`).
+
+    Raises:
+        EnvironmentSetupError: The instance's run storage is not a SQL storage.
+    """
+    if not values:
+        return
+    storage = sql_run_storage(instance)
+    rows = [{"key": key, "value": value} for key, value in values.items()]
+    with storage.connect() as connection:
+        dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+        connection.execute(
+            dialect.insert(KeyValueStoreTable).values(rows).on_conflict_do_nothing(index_elements=["key"])
+        )

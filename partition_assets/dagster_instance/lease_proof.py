@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 
 import dagster as dg
 
-from partition_assets.dagster_instance.key_values import swap, value_of
+from partition_assets.dagster_instance.key_values import insert_absent, value_of
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG
 
 _SECRET_KEY_PREFIX = "partition_assets/lease_secret/"
@@ -94,14 +94,14 @@ def proven_backfills(
         if (backfill_id := _signed_backfill(instance, record.dagster_run.run_id, record.dagster_run.tags))
     }
     bound = _bindings(instance, signed)
-    proven = {}
-    for run_id, (record, backfill_id) in signed.items():
-        identity = _identity(record)
-        if bound[run_id] is None and bind:
-            bound[run_id] = _bind(instance, run_id, identity)
-        if bound[run_id] in (None, identity):  # None: left unbound, as asked
-            proven[run_id] = backfill_id
-    return proven
+    identities = {run_id: _identity(record) for run_id, (record, _) in signed.items()}
+    if bind:
+        bound.update(_bind(instance, {run_id: identities[run_id] for run_id in signed if bound[run_id] is None}))
+    return {
+        run_id: backfill_id
+        for run_id, (_, backfill_id) in signed.items()
+        if bound[run_id] in (None, identities[run_id])  # None: left unbound, as asked
+    }
 
 
 def _signed_backfill(instance: dg.DagsterInstance, run_id: str, tags: Mapping[str, str]) -> str | None:
@@ -129,12 +129,16 @@ def _bindings(instance: dg.DagsterInstance, run_ids: Iterable[str]) -> dict[str,
     return {run_id: seen.get(run_id) for run_id in run_ids}
 
 
-def _bind(instance: dg.DagsterInstance, run_id: str, identity: str) -> str | None:
-    """Binds `run_id` to `identity` unless another check bound it first; the identity it is bound to."""
-    key = _binding_key(run_id)
-    bound = identity if swap(instance, key, None, identity) else value_of(instance, key)  # one binding stands
-    if bound is not None:
-        _known_bindings.setdefault(instance, {})[run_id] = bound
+def _bind(instance: dg.DagsterInstance, identities: Mapping[str, str]) -> dict[str, str | None]:
+    """Binds each run id of `identities` to its identity unless another check bound it first
+    (one binding stands), in two statements however many; the identity each is bound to."""
+    if not identities:
+        return {}
+    keys = {_binding_key(run_id): run_id for run_id in identities}
+    insert_absent(instance, {key: identities[run_id] for key, run_id in keys.items()})
+    stored = instance.run_storage.get_cursor_values(set(keys))
+    bound = {run_id: stored.get(key) for key, run_id in keys.items()}
+    _known_bindings.setdefault(instance, {}).update({run_id: value for run_id, value in bound.items() if value})
     return bound
 
 

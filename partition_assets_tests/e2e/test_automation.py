@@ -243,7 +243,7 @@ def test_engine_job_fails_with_the_failed_nodes_named(dev, instance):
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     message = failure.event_specific_data.error.message
     assert "RuntimeError: job_raw fails on 2024-01-03 (1 node: job_raw[2024-01-03])" in message
-    assert "1 nodes blocked" in message
+    assert "1 node blocked" in message
     backfill_id = instance.get_run_by_id(result.run_id).tags[BACKFILL_ID_TAG]
     assert f"partition-assets backfill retry {backfill_id}" in message
 

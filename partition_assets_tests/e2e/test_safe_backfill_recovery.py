@@ -138,7 +138,7 @@ def test_a_backfill_whose_spark_server_dies_fails_in_bounded_time_with_its_parti
         },
     )
     house.wait_until_a_node_runs()
-    os.killpg(int(server.pid_path.read_text()), signal.SIGKILL)
+    os.killpg(server.recorded_server().pid, signal.SIGKILL)
     try:
         stdout, stderr = process.communicate(timeout=SPARK_DEATH_BOUND_SECONDS)
     except subprocess.TimeoutExpired:

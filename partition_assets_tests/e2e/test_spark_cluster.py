@@ -195,7 +195,7 @@ def test_example_backfill_runs_on_a_standalone_cluster(standalone_cluster, backf
     ]
     assert [(app["cores"], app["memoryperexecutor"], app["state"]) for app in apps] == [(1, 512, "RUNNING")]
     app_id = apps[0]["id"]
-    driver_cmdline = Path(f"/proc/{server.pid_path.read_text().strip()}/cmdline").read_bytes().split(b"\0")
+    driver_cmdline = Path(f"/proc/{server.recorded_server().pid}/cmdline").read_bytes().split(b"\0")
     assert b"-Xmx1g" in driver_cmdline
 
     # Its one executor runs on the worker, and that executor ran the tasks that wrote the staged
