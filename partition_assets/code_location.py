@@ -250,7 +250,9 @@ def _chosen_attribute(module: ModuleType, target: str) -> str:
             f"{target} holds {len(names)} code locations ({', '.join(names)}): name the one to load, "
             f"e.g. {_named(target, names[0])}, or call it `defs`; nothing was written"
         )
-    found = f" (its `defs` is {_described(module.defs)})" if hasattr(module, "defs") else ""
+    # A dg project's `defs/` folder, once imported, is its root module's `defs`: no object of it.
+    named_defs = hasattr(module, "defs") and not isinstance(module.defs, ModuleType)
+    found = f" (its `defs` is {_described(module.defs)})" if named_defs else ""
     raise CodeLocationError(
         f"{target} holds no code location{found}: define {_LOADABLE_WORDING} in it, e.g. "
         f"`defs = dg.Definitions(assets=[...])`{_definitions_module_hint(module)}; nothing was written"
