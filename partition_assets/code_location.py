@@ -250,11 +250,21 @@ def _chosen_attribute(module: ModuleType, target: str) -> str:
             f"{target} holds {len(names)} code locations ({', '.join(names)}): name the one to load, "
             f"e.g. {_named(target, names[0])}, or call it `defs`; nothing was written"
         )
-    found = "its `defs` is " + _described(module.defs) if hasattr(module, "defs") else "it holds none"
+    # A dg project's `defs/` folder, once imported, is its root module's `defs`: no object of it.
+    named_defs = hasattr(module, "defs") and not isinstance(module.defs, ModuleType)
+    found = f" (its `defs` is {_described(module.defs)})" if named_defs else ""
     raise CodeLocationError(
-        f"{target} holds no code location ({found}): define {_LOADABLE_WORDING} in it, e.g. "
-        "`defs = dg.Definitions(assets=[...])`; nothing was written"
+        f"{target} holds no code location{found}: define {_LOADABLE_WORDING} in it, e.g. "
+        f"`defs = dg.Definitions(assets=[...])`{_definitions_module_hint(module)}; nothing was written"
     )
+
+
+def _definitions_module_hint(package: ModuleType) -> str:
+    """`, or name its definitions module: -m PACKAGE.definitions` when `package` is a package with
+    a `definitions` module (the root module of a dg project, whose code location that is)."""
+    if not hasattr(package, "__path__") or importlib.util.find_spec(f"{package.__name__}.definitions") is None:
+        return ""
+    return f", or name its definitions module: -m {package.__name__}.definitions"
 
 
 def _named(target: str, attribute: str) -> str:

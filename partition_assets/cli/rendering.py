@@ -16,6 +16,7 @@ import dagster as dg
 from partition_assets.backfill.commands import BackfillPlan, DiffReport, LedgerReport, Lineup
 from partition_assets.backfill.planning.reasons import reason_lines
 from partition_assets.backfill.publishing.diff import format_diff
+from partition_assets.backfill.running.progress import counted
 from partition_assets.backfill.state.ledger import LedgerEntry
 
 _PATH_SHOWN = 6  # nodes of the critical path named
@@ -35,8 +36,8 @@ def render_plan(plan: BackfillPlan) -> str:
         lines.append(f"{key.to_user_string():<32} {len(asset_slice):>8} {edges:>9} {seconds[key]:>7.2f}  {runs}")
     path = plan.critical_path
     lines += [
-        f"total: {graph.node_count()} nodes, {graph.edge_count()} edges",
-        f"critical path: {len(path)} nodes, {plan.critical_seconds:.1f} s: "
+        f"total: {counted(graph.node_count(), 'node')}, {counted(graph.edge_count(), 'edge')}",
+        f"critical path: {counted(len(path), 'node')}, {plan.critical_seconds:.1f} s: "
         + " -> ".join(f"{n.asset.to_user_string()}[{n.partition}]" for n in path[:_PATH_SHOWN])
         + (" -> ..." if len(path) > _PATH_SHOWN else ""),
         f"ETA with {plan.spec.max_parallel} slots: {plan.eta_seconds:.1f} s (max of critical path and work/slots)",

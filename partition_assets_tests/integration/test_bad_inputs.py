@@ -30,8 +30,9 @@ BAD_INPUTS = [
     (["backfill", "plan", *ENGINE, "--select", "", *JANUARY], "the selection is empty"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw and", *JANUARY], "is not valid"),
     (["backfill", "plan", *ENGINE, "--select", "key:no_such_asset", *JANUARY], "matches no asset"),
-    (["backfill", "run", *ENGINE, "--select", "key:rwa", *JANUARY], "close names: ['raw']"),
-    (["backfill", "run", *ENGINE, "--select", "rwa", *JANUARY], "close names: ['raw']"),  # a key without key:
+    (["backfill", "run", *ENGINE, "--select", "key:rwa", *JANUARY], "close names: ['raw']; nothing was written"),
+    # a key without key:
+    (["backfill", "run", *ENGINE, "--select", "rwa", *JANUARY], "close names: ['raw']; nothing was written"),
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "0"], "--max-parallel"),
     (["backfill", "plan", *ENGINE, "--select", "key:raw", *JANUARY, "--max-parallel", "many"], "invalid int"),
     (

@@ -77,6 +77,9 @@ def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopt
             "holds 2 code locations (all_visits, visits_only): name the one to load",
         ),
         (["-m", f"{FORMS}.no_location"], "holds no code location (its `defs` is the undecorated function defs)"),
+        # A dg project's root module (`create-dagster project` puts its code location in definitions.py).
+        (["-m", f"{FORMS}.dg_project"], "holds no code location: define a dg.Definitions object"),
+        (["-m", f"{FORMS}.dg_project"], f", or name its definitions module: -m {FORMS}.dg_project.definitions;"),
         (
             ["-m", f"{FORMS}.raising_location"],
             f"@dg.definitions function {FORMS}.raising_location.defs raised KeyError",
@@ -90,7 +93,15 @@ def test_a_webserver_backfill_of_a_repository_or_a_definitions_function_is_adopt
             "2 python_module or python_file entries (analytics,",
         ),
     ],
-    ids=["several", "none", "raising", "no such attribute", "workspace of two"],
+    ids=[
+        "several",
+        "none",
+        "none, nothing said twice",
+        "dg project root",
+        "raising",
+        "no such attribute",
+        "workspace of two",
+    ],
 )
 def test_a_module_with_several_none_or_a_raising_definitions_function_is_refused_and_nothing_recorded(
     target, names, home, capsys

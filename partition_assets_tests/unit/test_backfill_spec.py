@@ -182,3 +182,16 @@ def test_a_record_stored_with_inputs_as_of_original_reads_it_as_the_typed_choice
     assert json.loads(json.dumps(spec.to_json()))["inputs_as_of"] == "original"
     with pytest.raises(BackfillPlanError, match="is neither 'original' nor an ISO time: give original or"):
         BackfillSpec.from_json({**stored, "inputs_as_of": "originally"})
+
+
+def test_a_range_of_whole_days_is_described_as_days_whatever_surface_recorded_it():
+    """The webserver records a launch of whole days by instants (adoption.py); `status` shows days."""
+    from_dialog = BackfillSpec(
+        module=ENGINE_DEFS, selection="*", start="2024-01-04T00:00:00+00:00", end="2024-01-06T23:59:59.999999+00:00"
+    )
+    assert from_dialog.describe() == "* 2024-01-04..2024-01-06"
+    assert BackfillSpec(module=ENGINE_DEFS, selection="*", start="2024-01-02", end="2024-01-03").describe() == (
+        "* 2024-01-02..2024-01-03"
+    )
+    hours = BackfillSpec(module=ENGINE_DEFS, selection="*", start="2024-01-04T06:00", end="2024-01-04T17:00")
+    assert hours.describe() == "* 2024-01-04T06:00..2024-01-04T17:00"

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dagster as dg
 import yaml
 
 from partition_assets.errors import RunConfigError
+
+if TYPE_CHECKING:  # the command line's flags import this module (spec.py); Dagster loads when a command runs
+    import dagster as dg
 
 # The flag that gives node runs their run config (`--config FILE.yaml`, repeatable).
 CONFIG_FLAG = "--config"
@@ -80,6 +82,8 @@ def check_run_config(
     Raises:
         RunConfigError: The run config does not match; the message names each field at fault.
     """
+    import dagster as dg
+
     job = definitions.resolve_implicit_global_asset_job_def().get_subset(asset_selection=frozenset(assets))
     try:
         dg.validate_run_config(job, dict(run_config))

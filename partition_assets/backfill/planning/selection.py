@@ -40,7 +40,8 @@ def resolve_selection(asset_graph: BaseAssetGraph, selection: str) -> set[dg.Ass
         keys = set()
     except dg.DagsterError as error:
         raise BackfillPlanError(
-            f"selection {selection!r} is not valid ({error}); use Dagster's selection syntax, {SELECTION_EXAMPLES}"
+            f"selection {selection!r} is not valid ({error}); use Dagster's selection syntax, {SELECTION_EXAMPLES}; "
+            "nothing was written"
         ) from None
     if keys:
         return set(keys)
@@ -49,7 +50,9 @@ def resolve_selection(asset_graph: BaseAssetGraph, selection: str) -> set[dg.Ass
     words = set(re.findall(r"[\w/.-]+", selection)) - _SYNTAX_WORDS
     close = sorted({match for word in words for match in difflib.get_close_matches(word, names + groups, n=3)})
     hint = f"close names: {close}" if close else f"its assets: {names[:12]}{' …' if len(names) > 12 else ''}"
-    raise BackfillPlanError(f"selection {selection!r} matches no asset of the code location; {hint}")
+    raise BackfillPlanError(
+        f"selection {selection!r} matches no asset of the code location; {hint}; nothing was written"
+    )
 
 
 def check_static_filters(

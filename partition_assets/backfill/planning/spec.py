@@ -467,7 +467,7 @@ class BackfillSpec:
         if self.keys:
             shown = ",".join(self.keys[:3]) + (f",... ({len(self.keys)} keys)" if len(self.keys) > 3 else "")
             return f"{self.selection} keys {shown}"
-        span = f" {self.start}..{self.end}" if self.start else ""
+        span = f" {_shown_span(self.start, self.end)}" if self.start else ""
         return f"{self.selection}{span}"
 
     def _choose(self, name: str, kind: type[StrEnum], refusal: str) -> None:
@@ -505,6 +505,19 @@ def _duration(name: str, value: str | None) -> timedelta | None:
             f"{flag_of(name)} {value!r} is not a duration: give a whole number > 0 followed by d, h or m, e.g. 30d"
         )
     return timedelta(**{unit: int(text[:-1])})
+
+
+def _shown_span(start: str, end: str | None) -> str:
+    """`start..end` for people: as days (`2024-01-04..2024-01-06`) when they are the first and
+    the last instant of days, as the webserver's launch of whole days is recorded
+    (`2024-01-04T00:00:00+00:00..2024-01-06T23:59:59.999999+00:00`); else as given."""
+    try:
+        first, last = datetime.fromisoformat(start), datetime.fromisoformat(end or "")
+    except ValueError:
+        return f"{start}..{end}"
+    if first.time() == time.min and last.time() == time.max and first.tzinfo == last.tzinfo:
+        return f"{first.date()}..{last.date()}"
+    return f"{start}..{end}"
 
 
 def _parse_time(value: str) -> datetime:

@@ -155,11 +155,14 @@ class BackfillRun:
 
     def _check_staging(self, publication: Publication) -> None:
         """Refuses a format that cannot publish at once, before any run; warns about assets
-        that other IO managers write as their nodes run (their node runs record them)."""
+        that other IO managers write as their nodes run (their node runs record them) when
+        the backfill also holds tables back until it publishes: only then are some of its
+        assets seen before others. A backfill with no table to stage writes every asset as
+        Dagster's runs do, which its last line says (`published: no tables`)."""
         for table in publication.tables.values():
             table.staging_format  # noqa: B018 -- raises for such a format
         unstaged = unstaged_assets(publication.definitions, self.graph)
-        if unstaged:
+        if unstaged and publication.tables:
             _log.warning(
                 "backfill %s: %s are stored by other IO managers, which write them as their nodes run: "
                 "readers see those before the backfill publishes, and each node run records its materialization "
