@@ -130,3 +130,28 @@ def by_dagster(
         except click.ClickException:  # "Materialization failed.": its run failed
             succeeded.append(False)
     return succeeded
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """One case run both ways: the engine's exit code, output and holdings, then Dagster's
+    holdings and whether each of its runs succeeded."""
+
+    code: int
+    output: str
+    on_engine: Holdings
+    by_dagster: Holdings
+    dagster_runs: list[bool]
+
+
+def side_by_side(
+    module: str, select: str, days: Sequence[str], home: Path, home_template: Path, tmp_path: Path, monkeypatch
+) -> SideBySide:
+    """`partition-assets backfill run` of `module`'s `select` over `days` in the test's
+    DAGSTER_HOME (`home`), then `dagster asset materialize` of the same partitions, one run per
+    day, in a fresh instance (`by_dagster`; the DAGSTER_HOME from then on)."""
+    code, output = on_the_engine(module, select, days[0], days[-1])
+    on_engine = holdings(home, module)
+    dagster_home = tmp_path / "dagster_materialize_home"
+    dagster_runs = by_dagster(dagster_home, home_template, module, select, days, monkeypatch)
+    return SideBySide(code, output, on_engine, holdings(dagster_home, module), dagster_runs)

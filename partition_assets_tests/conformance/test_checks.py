@@ -9,7 +9,7 @@ line names it."""
 
 import pytest
 
-from partition_assets_tests.conformance.compare import by_dagster, holdings, on_the_engine
+from partition_assets_tests.conformance.compare import by_dagster, holdings, on_the_engine, side_by_side
 from partition_assets_tests.support.user_projects.checked_visits import BLOCKED_DAY
 
 MODULE = "partition_assets_tests.support.user_projects.checked_visits"
@@ -23,13 +23,12 @@ LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 def test_after_a_staged_publish_every_check_judged_the_materialization_dagster_would_show(
     home, home_template, tmp_path, monkeypatch
 ):
-    code, output = on_the_engine(MODULE, "*", PASSING_DAYS[0], PASSING_DAYS[-1])
-    on_engine = holdings(home, MODULE)
-    dagster_home = tmp_path / "dagster_materialize_home"
-    assert by_dagster(dagster_home, home_template, MODULE, "*", PASSING_DAYS, monkeypatch) == [True, True]
+    both = side_by_side(MODULE, "*", PASSING_DAYS, home, home_template, tmp_path, monkeypatch)
+    on_engine = both.on_engine
 
-    assert code == 0, output
-    assert on_engine == holdings(dagster_home, MODULE)
+    assert both.dagster_runs == [True, True]
+    assert both.code == 0, both.output
+    assert on_engine == both.by_dagster
     assert on_engine.checks[("visits_are_counted", None)] == ("SUCCEEDED", True)
     assert on_engine.checks[("no_bots", None)] == ("FAILED", True)
     assert {on_engine.checks[("visits_of_the_day", day)] for day in PASSING_DAYS} == {("SUCCEEDED", True)}
@@ -40,13 +39,12 @@ def test_after_a_staged_publish_of_a_delta_table_every_check_judged_its_publishe
     spark_resource, lake, home, home_template, tmp_path, monkeypatch
 ):
     monkeypatch.setenv(LAKE_ENV, str(lake))
-    code, output = on_the_engine(DELTA_MODULE, "*", PASSING_DAYS[0], PASSING_DAYS[-1])
-    on_engine = holdings(home, DELTA_MODULE)
-    dagster_home = tmp_path / "dagster_materialize_home"
-    assert by_dagster(dagster_home, home_template, DELTA_MODULE, "*", PASSING_DAYS, monkeypatch) == [True, True]
+    both = side_by_side(DELTA_MODULE, "*", PASSING_DAYS, home, home_template, tmp_path, monkeypatch)
+    on_engine = both.on_engine
 
-    assert code == 0, output
-    assert on_engine == holdings(dagster_home, DELTA_MODULE)
+    assert both.dagster_runs == [True, True]
+    assert both.code == 0, both.output
+    assert on_engine == both.by_dagster
     assert on_engine.materialized == {"deliveries": set(PASSING_DAYS)}
     assert on_engine.checks[("deliveries_arrived", None)] == ("SUCCEEDED", True)
     assert on_engine.checks[("no_returns", None)] == ("FAILED", True)

@@ -10,7 +10,7 @@ import subprocess
 import dagster as dg
 import pytest
 
-from partition_assets_tests.conformance.compare import by_dagster, engine_command, holdings, on_the_engine
+from partition_assets_tests.conformance.compare import by_dagster, engine_command, holdings, on_the_engine, side_by_side
 from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id, runs_by_node, start_cli
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.records import recorded_ids
@@ -25,14 +25,12 @@ GOOD_DAYS = [day for day in DAYS if day != FAILING_DAY]
 def test_a_failed_sibling_leaves_what_the_others_wrote_recorded_as_dagster_does(
     home, home_template, tmp_path, monkeypatch
 ):
-    code, output = on_the_engine(MODULE, "*", DAYS[0], DAYS[-1])
-    on_engine = holdings(home, MODULE)
-    dagster_home = tmp_path / "dagster_materialize_home"
-    dagster_runs = by_dagster(dagster_home, home_template, MODULE, "*", DAYS, monkeypatch)
+    both = side_by_side(MODULE, "*", DAYS, home, home_template, tmp_path, monkeypatch)
+    on_engine = both.on_engine
 
-    assert dagster_runs == [day != FAILING_DAY for day in DAYS]
-    assert code == 1, output
-    assert on_engine == holdings(dagster_home, MODULE)
+    assert both.dagster_runs == [day != FAILING_DAY for day in DAYS]
+    assert both.code == 1, both.output
+    assert on_engine == both.by_dagster
     assert on_engine.materialized == {"readings": set(GOOD_DAYS), "reading_total": set(GOOD_DAYS)}
     assert len(on_engine.outputs) == 2 * len(GOOD_DAYS)
 
