@@ -42,7 +42,8 @@ from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.partitions import daily, mappings, monthly, multi, static, weekly
 
 if TYPE_CHECKING:  # the planning package imports Spark's client: seconds a process, not for a code location
-    from partition_assets.backfill import BackfillGraph, Node
+    from partition_assets.backfill.model import Node
+    from partition_assets.backfill.planning.graph import BackfillGraph
 
 # The environment variable naming the seed of the shape bench/shape_location.py loads.
 SEED_ENV = "DAG_SHAPE_SEED"
@@ -133,7 +134,8 @@ class Shape:
 
     def graph(self) -> "BackfillGraph":
         """The backfill graph of every asset over the shape's days, as `backfill run --select '*'` plans it."""
-        from partition_assets.backfill import TimeRange, build_graph  # see the TYPE_CHECKING import
+        from partition_assets.backfill.planning.graph import build_graph  # see the TYPE_CHECKING import
+        from partition_assets.backfill.planning.spec import TimeRange
 
         asset_graph = definitions(self).resolve_asset_graph()
         first = datetime.fromisoformat(START).replace(tzinfo=UTC)

@@ -40,7 +40,8 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents
 import dagster as dg
 import engine_dag
 
-from partition_assets.backfill import TimeRange, build_graph
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.code_location import load_definitions
 
 REPO = Path(__file__).resolve().parents[1]

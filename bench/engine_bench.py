@@ -54,8 +54,12 @@ import dagster_backfill
 import engine_dag
 from engine_command import INSTANCES, CommandResult, backfill_only_instance_env, range_args, run_backfill_command
 
-from partition_assets.backfill import RunUnit, Throttle, TimeRange, build_graph, execute
+from partition_assets.backfill.model import RunUnit
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
+from partition_assets.backfill.running.loop import execute
+from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets_tests.support.instances import instance_env
 from partition_assets_tests.support.postgres import PostgresServer
 from partition_assets_tests.support.simulated_runs import makespan_bound

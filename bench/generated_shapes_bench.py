@@ -57,8 +57,8 @@ import warm_launch
 from engine_command import INSTANCES, CommandResult, backfill_only_instance_env, command_env, run_backfill_command
 
 from bench.dag_shapes import SEED_ENV, definitions, generate
-from partition_assets.backfill import Throttle
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets_tests.support.command_servers import command_server
 from partition_assets_tests.support.postgres import PostgresServer
 from partition_assets_tests.support.simulated_runs import Bound, Work, makespan_bound, simulate

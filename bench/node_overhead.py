@@ -46,8 +46,8 @@ def measure(config: str, nodes: int, workers: int) -> dict:
     import dagster as dg
     import engine_dag
 
+    from partition_assets.backfill.model import RunUnit
     from partition_assets.backfill.running.local_workers import DagsterNodeRunner
-    from partition_assets.backfill.running.scheduling import RunUnit
     from partition_assets_tests.support.instances import instance_env, open_instance
 
     home = Path(tempfile.mkdtemp(prefix=f"node-overhead-{config}-"))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from partition_assets.backfill import TimeRange, build_graph
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.partitions import daily, hourly, mappings
 
 REPO = Path(__file__).resolve().parents[1]

@@ -37,7 +37,7 @@ import sqlalchemy
 # This checkout's package and test helpers, even when the installed package is another work tree's.
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from partition_assets.backfill.running.scheduling import RunUnit
+from partition_assets.backfill.model import RunUnit
 from partition_assets.run_tags import PARTITION_TAG, range_tags
 from partition_assets_tests.support.scale import Clocks, ImmediateRunner, example_spec, json_of_fresh_process
 

@@ -108,7 +108,7 @@ class FakeProgress(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
+        from partition_assets.backfill.model import NodeResult, RunUnit
 
         started, done = time.monotonic(), 0
         for asset, asset_slice in self._graph.slices.items():

@@ -14,7 +14,7 @@ Rooms: `partitions` (definitions and mappings), `spark` (session resource), `sto
 managers), `backfill` (the engine), `automation` (its Dagster jobs and sensors), `cli`, and
 `example` (the example code location, written against this API alone).
 
-Not guaranteed: a name of a module below (e.g. `partition_assets.backfill.planning.graph.Node`)
+Not guaranteed: a name of a module below (e.g. `partition_assets.backfill.model.Node`)
 may move between releases; the names of `__all__` stay.
 """
 

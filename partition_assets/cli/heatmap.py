@@ -4,8 +4,8 @@ or PNG."""
 from collections import Counter
 from dataclasses import dataclass
 
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.running.scheduling import NodeStatus
+from partition_assets.backfill.model import Node, NodeStatus
+from partition_assets.backfill.planning.graph import BackfillGraph
 
 _GLYPHS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "█",

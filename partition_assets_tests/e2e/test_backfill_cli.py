@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 from PIL import Image
 
-from partition_assets.backfill.running.loop import NodeStatus
+from partition_assets.backfill.model import NodeStatus
 from partition_assets.cli import heatmap
 from partition_assets.cli.heatmap import COLORS
 from partition_assets.cli.main import main

@@ -13,8 +13,8 @@ from collections import Counter
 import dagster as dg
 import pytest
 
+from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import node_states
 from partition_assets.run_tags import BACKFILL_ID_TAG, RANGE_END_TAG, RANGE_START_TAG
 from partition_assets_tests.support.cli_runs import LAUNCHING_INSTANCE_YAML, backfill_cli, backfill_id, ok

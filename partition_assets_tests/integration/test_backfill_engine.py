@@ -12,16 +12,16 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import Node, TimeRange, build_graph
 from partition_assets.backfill.commands import launching
-from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.model import BackfillStatus, Node, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange
 from partition_assets.backfill.running import local_workers
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner
-from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
+from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import node_runner_reusing
-from partition_assets.backfill.running.scheduling import RunUnit
+from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.record import node_states
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main

@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 import dagster as dg
 import yaml
 
-from partition_assets.backfill import TimeRange, build_graph
-from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.model import BackfillStatus, NodeResult, NodeStatus
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.local_workers import WORKER_NICENESS, DagsterNodeRunner
-from partition_assets.backfill.running.loop import NodeStatus, Throttle, execute
-from partition_assets.backfill.running.scheduling import NodeResult
+from partition_assets.backfill.running.loop import execute
+from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
 from partition_assets_tests.support import isolation_defs

@@ -8,7 +8,8 @@ skipped ones again, as Dagster's "materialize missing" does."""
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.planning.graph import Node, plan
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.instance_state import current_nodes
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.planning.spec import BackfillSpec

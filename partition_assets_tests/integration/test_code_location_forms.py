@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import Node
 from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
 from partition_assets_tests.support import REPO

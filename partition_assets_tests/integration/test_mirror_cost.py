@@ -14,9 +14,9 @@ import pytest
 import sqlalchemy
 
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
-from partition_assets.backfill.planning.graph import Node, plan
+from partition_assets.backfill.model import Node, NodeResult, RunUnit
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_internals import BulkActionStatus

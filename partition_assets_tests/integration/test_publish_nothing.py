@@ -16,12 +16,12 @@ import pytest
 import sqlalchemy
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
+from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
-from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG

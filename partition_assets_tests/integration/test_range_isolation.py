@@ -10,13 +10,12 @@ instance shows whether it published."""
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import BackfillStatus, Batching
+from partition_assets.backfill.model import BackfillStatus, Batching, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.running.coordinator import BackfillRun
-from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main

@@ -11,7 +11,8 @@ import pytest
 from dagster._core.definitions.selector import PartitionRangeSelector, PartitionsByAssetSelector, PartitionsSelector
 
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back
-from partition_assets.backfill.planning.graph import Node, plan
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.dagster_instance.daemon_filter import DAGSTER, ENGINE_TAG, SPARSE
 from partition_assets.dagster_internals import BulkActionStatus, PartitionBackfill

@@ -42,13 +42,12 @@ from typing import Any
 import dagster as dg
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import PublishMode
+from partition_assets.backfill.model import NodeResult, PublishMode, RunUnit
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.running.progress import Progress
 from partition_assets.backfill.running.runners import NodeRunner
-from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets_tests.support import REPO

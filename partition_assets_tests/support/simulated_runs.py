@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from partition_assets.backfill import BackfillGraph, Node, RunUnit, Schedule, Throttle
-from partition_assets.backfill.running.scheduling import NodeResult
+from partition_assets.backfill.model import Node, NodeResult, RunUnit
+from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.running.scheduling import Schedule, Throttle
 
 Work = Callable[[Node], float]
 

@@ -10,7 +10,7 @@ import pytest
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import Node
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     AssetKeyPartitionKey,

@@ -7,7 +7,10 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import BackfillPlanError, Node, TimeRange, build_graph
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
+from partition_assets.errors import BackfillPlanError
 from partition_assets.example import defs as example_defs
 from partition_assets.partitions import (
     cron,

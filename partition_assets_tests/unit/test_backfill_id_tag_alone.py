@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from partition_assets.backfill import TimeRange, build_graph
+from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.run_config import ENGINE_JOB
+from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.backfill.running.claims import instance_load
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs

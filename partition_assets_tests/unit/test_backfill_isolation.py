@@ -12,7 +12,6 @@ import pytest
 
 from partition_assets.automation import pause_backfill_job, pause_run_config
 from partition_assets.automation.pause_job import PAUSE_OP
-from partition_assets.backfill import Schedule, Throttle, execute
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.launch_window import LaunchWindow
 from partition_assets.backfill.planning.spec import BackfillSpec
@@ -33,7 +32,9 @@ from partition_assets.backfill.running.capacity import (
 )
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.lineup import standings
+from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
+from partition_assets.backfill.running.scheduling import Schedule, Throttle
 from partition_assets.backfill.state.pausing import pause, unpause
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import (

@@ -221,3 +221,74 @@ def test_the_launchpad_s_pause_and_takeover_change_state_through_the_commands(mo
     imported = imported_modules(PACKAGE / "automation" / module)
     assert [name for name in imported if name.startswith("partition_assets.backfill.state")] == []
     assert any(name.startswith("partition_assets.backfill.commands") for name in imported)
+
+
+# Where a name imported from a module of partition_assets is looked for: the code, its tests
+# and the benchmarks.
+SOURCE_TREES = ("partition_assets", "partition_assets_tests", "bench")
+MODEL = "partition_assets.backfill.model"
+
+
+def defined_names(path: Path) -> set[str]:
+    """The names `path`'s own top-level statements define (classes, functions, assignments),
+    not those it imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
+
+
+def defined_in(module: str, root: Path) -> set[str]:
+    """The names module `module` (of `root`'s SOURCE_TREES) defines; none for another module."""
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return defined_names(path)
+    return set()
+
+
+def imports_through_another_module(names: set[str], home: str, root: Path) -> list[str]:
+    """Each `from X import name` under `root`'s SOURCE_TREES of one of `names` (defined in
+    module `home`) from an X that only passes it on (X is not `home` and does not define a
+    name of its own so called), as "file:line: from X import name"."""
+    found = []
+    for tree in SOURCE_TREES:
+        for path in sorted((root / tree).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module not in (home, None):
+                    found += [
+                        f"{path.relative_to(root)}:{node.lineno}: from {node.module} import {alias.name}"
+                        for alias in node.names
+                        if alias.name in names and alias.name not in defined_in(node.module, root)
+                    ]
+    return found
+
+
+def test_the_model_s_names_are_imported_from_the_model_alone():
+    """`Node`, `RunUnit`, `NodeStatus`... have one import path, `partition_assets.backfill.model`:
+    never the package (`partition_assets.backfill`) nor a module that imports them for its own
+    use (`planning/graph.py`, `running/scheduling.py`), so that moving one of those modules
+    breaks no import."""
+    root = PACKAGE.parent
+    names = defined_names(PACKAGE / "backfill" / "model.py")
+    assert {"Node", "NodeResult", "NodeStatus", "RunUnit"} <= names
+    assert imports_through_another_module(names, MODEL, root) == []
+
+
+def test_the_one_path_check_catches_an_import_through_another_module(tmp_path):
+    for tree in SOURCE_TREES:
+        (tmp_path / tree).mkdir()
+    (tmp_path / "bench" / "through_the_graph.py").write_text(
+        "def later():\n    from partition_assets.backfill.planning.graph import BackfillGraph, Node\n"
+    )
+    # Importing it from its home, or another module's own `Node` from that module, passes.
+    (tmp_path / "partition_assets" / "home.py").write_text(f"from {MODEL} import Node\n")
+    (tmp_path / "partition_assets" / "own.py").write_text("class Node: ...\n")
+    (tmp_path / "partition_assets_tests" / "uses_own.py").write_text("from partition_assets.own import Node\n")
+    assert imports_through_another_module({"Node"}, MODEL, tmp_path) == [
+        "bench/through_the_graph.py:2: from partition_assets.backfill.planning.graph import Node"
+    ]

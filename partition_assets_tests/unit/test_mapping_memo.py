@@ -5,7 +5,8 @@ computed table by table."""
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import Node, plan
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.partitions import daily, multi, static
 

@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from partition_assets.backfill import Node, Schedule, Throttle, TimeRange, build_graph
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
+from partition_assets.backfill.model import Node, NodeResult, NodeStatus
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
+from partition_assets.backfill.running.scheduling import Schedule, Throttle
 from partition_assets.partitions import daily
 
 DAYS = daily("2024-01-01")

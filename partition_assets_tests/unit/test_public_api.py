@@ -5,16 +5,23 @@ imports nothing deeper than `partition_assets` (its own modules aside)."""
 import ast
 import re
 
+import pytest
+
 import partition_assets
+from partition_assets import backfill
 from partition_assets_tests.support import REPO
 
 API_PAGE = REPO / "docs" / "reference" / "api.md"
 EXAMPLE = REPO / "partition_assets" / "example"
 
 
-def documented_names() -> set[str]:
-    """The names in the first column of the API page's tables."""
-    return set(re.findall(r"^\| `(\w+)` \|", API_PAGE.read_text(), flags=re.MULTILINE))
+def documented_names(section: str = "") -> set[str]:
+    """The names in the first column of the API page's tables (of its `## {section}` alone
+    when one is named)."""
+    text = API_PAGE.read_text()
+    if section:
+        text = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(\w+)` \|", text, flags=re.MULTILINE))
 
 
 def test_the_api_page_lists_exactly_the_public_names():
@@ -40,6 +47,19 @@ def test_a_name_the_api_does_not_hold_is_an_attribute_error():
         assert "'definition'" in str(error)
     else:
         raise AssertionError("partition_assets.definition was found")
+
+
+def test_the_backfill_package_exports_exactly_the_safe_backfill_names_of_the_api_page():
+    """`partition_assets.backfill` holds what a code location declares (its gates and approval),
+    the same objects as `partition_assets`'s, and no engine internal: `Node`, `Schedule` or
+    `execute` are imported from their modules."""
+    assert set(backfill.__all__) == documented_names("Safe backfills")
+    assert {name for names in backfill._HOMES.values() for name in names} == set(backfill.__all__)
+    for name in backfill.__all__:
+        assert getattr(backfill, name) is getattr(partition_assets, name), name
+    for internal in ("Node", "Schedule", "Throttle", "execute", "build_graph"):
+        with pytest.raises(AttributeError, match=f"'{internal}'"):
+            getattr(backfill, internal)
 
 
 def test_the_example_imports_from_partition_assets_alone():

@@ -8,12 +8,13 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import Node, RunUnit, TimeRange, build_graph
 from partition_assets.backfill.commands import Committed, Published
+from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.running.local_workers import user_error_line
 from partition_assets.backfill.running.progress import Progress, Tally
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
 from partition_assets.cli.live import LiveConsole, progress_line
 from partition_assets.cli.main import main
 from partition_assets.dagster_internals import SerializableErrorInfo

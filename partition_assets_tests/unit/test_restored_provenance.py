@@ -7,8 +7,7 @@ from typing import cast
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import BackfillStatus, Node
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.originals import Original
 from partition_assets.backfill.publishing.provenance import provenance_from_json, provenance_to_json

@@ -6,7 +6,8 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.commands import RemovedPartition, Retracted
-from partition_assets.backfill.planning.graph import Node, plan
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.retraction import SHOWN_IN_REFUSALS, describe_nodes, retracted_nodes
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck

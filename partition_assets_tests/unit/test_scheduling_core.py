@@ -11,9 +11,12 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from partition_assets.backfill import Node, RunUnit, Schedule, Throttle, TimeRange, build_graph, execute
+from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.backfill.running.durations import RunTimings
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus
+from partition_assets.backfill.running.loop import execute
+from partition_assets.backfill.running.scheduling import Schedule, Throttle
 from partition_assets.backfill.state.record import with_nodes_settled_without_run
 from partition_assets.errors import BackfillPlanError
 from partition_assets.partitions import daily, mappings

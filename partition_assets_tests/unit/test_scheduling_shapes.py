@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from bench.dag_shapes import MOTIFS, POLICY_MIXES, AssetShape, Edge, Shape, generate
-from partition_assets.backfill import Throttle
+from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets_tests.support.simulated_runs import makespan_bound, simulate
 
 SLOTS = 4

@@ -25,8 +25,8 @@ from partition_assets.backfill.commands.console import Console
 from partition_assets.backfill.commands.launching import execute_backfill
 from partition_assets.backfill.commands.results import RunOutcome
 from partition_assets.backfill.commands.retracting import resume_retract
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Node
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.spec import BackfillSpec, config_key_of

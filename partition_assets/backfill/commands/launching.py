@@ -26,8 +26,8 @@ from partition_assets.backfill.commands.results import BackfillPlan, DetachedRun
 from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.adoption import adopted_plan, hand_back, mark_failed
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
-from partition_assets.backfill.model import BackfillStatus, PublishMode, RunsVia
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import BackfillStatus, Node, PublishMode, RunsVia
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact

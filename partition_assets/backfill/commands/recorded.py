@@ -39,7 +39,7 @@ from partition_assets.backfill.commands.results import (
 from partition_assets.backfill.commands.retracting import resume_retract
 from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, NodeStatus
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
     approve,
@@ -53,7 +53,6 @@ from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.lineup import launch_line, standings
-from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state import pausing
 from partition_assets.backfill.state.approval import launcher, utc_now
 from partition_assets.backfill.state.liveness import silent_coordinator

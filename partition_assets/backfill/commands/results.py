@@ -17,8 +17,8 @@ from enum import StrEnum
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import BackfillStatus, Node, NodeStatus
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.policy_runs import AssetRuns
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.diff import DiffRow
@@ -26,7 +26,6 @@ from partition_assets.backfill.publishing.gate_evaluation import GateCheck, form
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.running.lineup import Standing
-from partition_assets.backfill.running.scheduling import NodeStatus
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from partition_assets.backfill.model import PublishMode
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import Node, NodeStatus, PublishMode
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.running.scheduling import NodeStatus
 
 
 def nothing_published(

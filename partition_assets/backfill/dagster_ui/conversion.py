@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.dagster_internals import AssetGraphSubset, AssetKeyPartitionKey, PartitionsSubset
 

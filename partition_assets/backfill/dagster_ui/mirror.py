@@ -39,9 +39,8 @@ from sqlalchemy.exc import OperationalError
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
 from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
-from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.model import BackfillStatus, Node, NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.state.record import BackfillRecord, cancel
 from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE
 from partition_assets.dagster_internals import (

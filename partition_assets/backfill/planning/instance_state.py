@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import BackfillGraph, Node, plan
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import BackfillGraph, plan
 from partition_assets.backfill.planning.history import plan_by_history
 from partition_assets.backfill.planning.node_run_config import check_run_config
 from partition_assets.backfill.planning.policy_runs import check_batching

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.errors import DownstreamReadersError, NotMaterializedError
 
 # Partitions a refusal names before "and N more".

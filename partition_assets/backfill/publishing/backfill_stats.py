@@ -15,9 +15,9 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DataType
 
-from partition_assets.backfill.model import NodeResult
+from partition_assets.backfill.model import Node, NodeResult
 from partition_assets.backfill.planning.gate_rules import Gate, apply_overrides, gate_of
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing.partition_stats import PartitionStats, mapped_to_old, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.record import BackfillRecord

@@ -18,9 +18,9 @@ from contextlib import closing
 
 import dagster as dg
 
-from partition_assets.backfill.model import NodeStatus
+from partition_assets.backfill.model import Node, NodeStatus
 from partition_assets.backfill.planning.gate_rules import GATE_CHECK
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.retraction import describe_nodes
 from partition_assets.backfill.publishing.event_batches import AssetEvent, store_asset_events

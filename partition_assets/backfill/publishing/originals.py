@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
-from partition_assets.backfill.model import InputsAsOf
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import InputsAsOf, Node
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.tables import input_tables

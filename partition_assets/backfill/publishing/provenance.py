@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import Node
 from partition_assets.backfill.publishing.originals import Original
 
 # asset -> its groups, as a backfill's record keeps them: each {"git_sha", "code_version",

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus, OnLease, PublishMode
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Node, OnLease, PublishMode
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing import gate_step, retract_steps, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats, stats_of
 from partition_assets.backfill.publishing.dagster_events import (

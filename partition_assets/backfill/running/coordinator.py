@@ -14,8 +14,17 @@ from contextlib import ExitStack, contextmanager
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Batching, PublishMode
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import (
+    BackfillCommand,
+    BackfillStatus,
+    Batching,
+    Node,
+    NodeResult,
+    NodeStatus,
+    PublishMode,
+    RunUnit,
+)
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing.approval_steps import (
     approval_required,
     check_launch,
@@ -45,7 +54,7 @@ from partition_assets.backfill.running.dagster_view import HIDDEN, DagsterView
 from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit, Throttle
+from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
 from partition_assets.backfill.state.status import check_transition

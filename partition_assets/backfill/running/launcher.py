@@ -32,10 +32,10 @@ from typing import Any
 
 import dagster as dg
 
+from partition_assets.backfill.model import NodeResult, RunUnit
 from partition_assets.backfill.planning.node_run_config import merged_config
 from partition_assets.backfill.running.local_workers import failure_message
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
-from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.backfill.state.record import cancel_launched_run
 from partition_assets.code_location import load_definitions, split_target

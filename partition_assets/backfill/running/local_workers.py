@@ -42,10 +42,9 @@ from typing import Any
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import Node
+from partition_assets.backfill.model import Node, NodeResult, RunUnit
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
-from partition_assets.backfill.running.scheduling import NodeResult, RunUnit
 from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_instance.migrations import remember_dagster_migrations

@@ -15,16 +15,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 import dagster as dg
 
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.running.capacity import UNLIMITED, Allowance
-from partition_assets.backfill.running.scheduling import (
-    NodeResult,
-    NodeStatus,
-    RunUnit,
-    Schedule,
-    Throttle,
-    failed_launch_results,
-)
+from partition_assets.backfill.running.scheduling import Schedule, Throttle, failed_launch_results
 
 _log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
-from partition_assets.backfill.running.scheduling import NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
+from partition_assets.backfill.planning.graph import BackfillGraph
 
 _FAILED_SHOWN = 10
 # The ETA is shown once this share of a run's nodes, and at least _ETA_LEAST of them, finished:

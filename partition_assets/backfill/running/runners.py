@@ -10,11 +10,10 @@ from typing import Protocol
 
 import dagster as dg
 
-from partition_assets.backfill.model import RunsVia
+from partition_assets.backfill.model import RunsVia, RunUnit
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.running.launcher import LaunchedNodeRunner
 from partition_assets.backfill.running.local_workers import DagsterNodeRunner, TaggedRunner
-from partition_assets.backfill.running.scheduling import RunUnit
 
 
 class NodeRunner(Protocol):

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, NodeStatus
-from partition_assets.backfill.planning.graph import BackfillGraph, Node
+from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, Node, NodeStatus
+from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.dagster_instance.lease_proof import proven_backfills
