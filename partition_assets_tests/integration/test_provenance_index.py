@@ -211,9 +211,11 @@ def test_each_row_keeps_its_event_s_data_version_and_the_upstream_data_versions_
             read = tags.get(f"dagster/input_data_version/{upstream}")
             assert made.input_data_versions == ({upstream: read} if read else {}), (key, partition)
             read_events += read is not None
-    # Every partition Dagster made in its runs; the two the engine's publish recorded carry none
-    # (its events record no data versions: daily 2024-01-03 and 04).
-    assert read_events == 2 * len(DAYS) - 2
+    # Every partition of daily and summary: those the engine backfilled (daily 2024-01-03 and 04)
+    # too, since an asset on Dagster's IO manager records itself in its node run, as Dagster's
+    # runs do, with the data versions it read. (A staged table's materializations, which the
+    # engine's publish records, carry none.)
+    assert read_events == 2 * len(DAYS)
 
 
 @also_on_postgres("history")
