@@ -180,6 +180,11 @@ class StoreSchemaError(PartitionAssetsError, RuntimeError):
     """The instance's backfill tables were created by a newer partition_assets; nothing was written."""
 
 
+class StateFormatError(StoreSchemaError):
+    """A backfill's record or coordinator announcement is in a format newer than this
+    partition_assets reads (backfill/state/formats.py); it was not read, nothing was written."""
+
+
 class ProvenanceIndexVersionError(PartitionAssetsError, RuntimeError):
     """The instance's provenance index was written by a newer partition_assets; nothing was written."""
 

@@ -7,11 +7,9 @@ Not guaranteed: `record_at` and `announce` write past the library's checks (the 
 table, a real coordinator's heartbeat): a test's setup only.
 """
 
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -87,7 +85,7 @@ def race_transitions(home: str, steps: list[tuple[str, str, str]], barrier: Barr
 def announce(instance: dg.DagsterInstance, backfill_id: str, seconds_ago: float) -> None:
     """A coordinator announcement of `backfill_id` from another host, its last beat `seconds_ago`."""
     presence = Presence(ProcessIdentity("another-host", 4242), "token", time.time() - seconds_ago)
-    instance.run_storage.set_cursor_values({f"{KEY_PREFIX}/{backfill_id}": json.dumps(asdict(presence))})
+    instance.run_storage.set_cursor_values({f"{KEY_PREFIX}/{backfill_id}": presence.to_text()})
 
 
 def race_takeovers(home: str, barrier: Barrier, outcomes: Queue) -> None:

@@ -54,8 +54,8 @@ def test_an_announcement_naming_host_and_pid_alone_is_judged_by_its_heartbeat():
     """As written before announcements said which process: never dead before its TTL."""
     now = time.time()
     me = ProcessIdentity.of_this_process()
-    legacy = _parse(json.dumps({"host": me.host, "pid": NO_SUCH_PID, "token": "t", "heartbeat_at": now - 1}))
+    legacy = _parse(json.dumps({"host": me.host, "pid": NO_SUCH_PID, "token": "t", "heartbeat_at": now - 1}), "b1")
     assert legacy == Presence(ProcessIdentity(me.host, NO_SUCH_PID), "t", now - 1)
     assert legacy.is_live(now, TTL)
     current = Presence(me, "t", now)
-    assert _parse(json.dumps(dataclasses.asdict(current))) == current
+    assert _parse(current.to_text(), "b1") == current

@@ -22,6 +22,10 @@ rollback, re-executing a coordinator run) are refused while one is live
 for one process. The freeze of a backfill whose coordinator is not live is ignored
 (backfill/publishing/freeze.py), so a killed coordinator never freezes its assets for good.
 
+An announcement carries its format version (backfill/state/formats.py): one a newer release
+wrote is refused (StateFormatError), never taken for "no coordinator", so a process not yet
+upgraded never claims a backfill a newer coordinator holds.
+
 Claims, beats and the release are compare-and-sets on the announcement
 (dagster_instance/key_values.py): a claim replaces only the announcement it read (absent,
 let go, or dead), a beat or the release only this process's own last one. Of two
@@ -46,6 +50,7 @@ from dataclasses import asdict, dataclass
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand
+from partition_assets.backfill.state.formats import FORMAT_FIELD, PRESENCE_FORMAT, checked_format
 from partition_assets.dagster_instance.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
 from partition_assets.processes.identity import ProcessIdentity
@@ -73,6 +78,10 @@ class Presence:
         """A beat younger than `ttl`, from a process not provably gone (see the module docstring)."""
         return now - self.heartbeat_at < ttl and not self.process.is_gone()
 
+    def to_text(self) -> str:
+        """The announcement as stored, in this release's format."""
+        return json.dumps({FORMAT_FIELD: PRESENCE_FORMAT, **asdict(self)})
+
     def describe(self, now: float) -> str:
         process = self.process
         return f"pid {process.pid} on {process.host}, last heartbeat {max(0.0, now - self.heartbeat_at):.0f} s ago"
@@ -83,6 +92,7 @@ def live_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str])
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        StateFormatError: A newer release wrote the announcement, in a format this one does not read.
     """
     return {
         backfill_id: presence
@@ -97,6 +107,7 @@ def stopped_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[st
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        StateFormatError: A newer release wrote the announcement, in a format this one does not read.
     """
     now, ttl = time.time(), lease_ttl()
     return {
@@ -112,7 +123,11 @@ def _announced(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dic
     if not ids:
         return {}
     values = instance.run_storage.get_cursor_values({_key(backfill_id) for backfill_id in ids})
-    return {backfill_id: _parse(values[_key(backfill_id)]) for backfill_id in ids if _key(backfill_id) in values}
+    return {
+        backfill_id: _parse(values[_key(backfill_id)], backfill_id)
+        for backfill_id in ids
+        if _key(backfill_id) in values
+    }
 
 
 def silent_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str]) -> dict[str, Presence]:
@@ -121,6 +136,7 @@ def silent_coordinators(instance: dg.DagsterInstance, backfill_ids: Iterable[str
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        StateFormatError: A newer release wrote the announcement, in a format this one does not read.
     """
     now, ttl = time.time(), lease_ttl()
     return {
@@ -135,6 +151,7 @@ def live_coordinator(instance: dg.DagsterInstance, backfill_id: str) -> Presence
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        StateFormatError: A newer release wrote the announcement, in a format this one does not read.
     """
     return live_coordinators(instance, [backfill_id]).get(backfill_id)
 
@@ -164,6 +181,7 @@ def refuse_if_live(instance: dg.DagsterInstance, backfill_id: str, action: Backf
     Raises:
         CoordinatorLiveError: `backfill_id`'s coordinator is live; nothing was changed.
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        StateFormatError: A newer release wrote the announcement, in a format this one does not read.
     """
     presence = live_coordinator(instance, backfill_id)
     if presence is not None:
@@ -209,11 +227,12 @@ class Announcement:
         Raises:
             CoordinatorLiveError: Another live coordinator holds the backfill.
             EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+            StateFormatError: A newer release wrote the announcement, in a format this one does not read.
         """
         ttl = lease_ttl()
         for _ in range(_CLAIM_ROUNDS):
             current = value_of(self._instance, self._key)
-            presence = _parse(current)
+            presence = _parse(current, self._backfill_id)
             if presence is not None and presence.is_live(time.time(), ttl):
                 raise _refusal(self._backfill_id, presence, action)
             if self._swap_from(current):
@@ -242,7 +261,7 @@ class Announcement:
     def _swap_from(self, expected: str | None) -> bool:
         """A fresh beat in place of `expected`, if the store still holds it."""
         presence = Presence(ProcessIdentity.of_this_process(), self._token, time.time())
-        text = json.dumps(asdict(presence))
+        text = presence.to_text()
         if not swap(self._instance, self._key, expected, text):
             return False
         self._announced = text
@@ -261,6 +280,7 @@ def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: Backfil
     Raises:
         CoordinatorLiveError: Another coordinator of `backfill_id` is live; nothing was changed.
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
+        StateFormatError: A newer release wrote the announcement, in a format this one does not read.
     """
     announcement = Announcement(instance, backfill_id)
     announcement.claim(action)
@@ -270,10 +290,17 @@ def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: Backfil
         announcement.release()
 
 
-def _parse(text: str | None) -> Presence | None:
+def _parse(text: str | None, backfill_id: str) -> Presence | None:
+    """The announcement `text` of `backfill_id` (None: none, or let go), in this release's format or an older one.
+
+    Raises:
+        StateFormatError: A newer release wrote it, in a format this one does not read.
+    """
     if not text:
         return None
     fields = json.loads(text)
+    checked_format(fields, PRESENCE_FORMAT, f"the coordinator announcement of backfill {backfill_id}")
+    fields.pop(FORMAT_FIELD, None)
     process = fields.pop("process", None)
     if process is None:  # written before announcements said which process: host and pid alone
         process = {"host": fields.pop("host"), "pid": fields.pop("pid")}

@@ -22,6 +22,7 @@ from partition_assets.backfill.model import Approval, BackfillCommand, BackfillS
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.formats import FORMAT_FIELD, RECORD_FORMAT, checked_format
 from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
@@ -131,8 +132,9 @@ class BackfillRecord:
         return self.status
 
     def to_json(self) -> dict:
-        """Every field but the id and status, as stored."""
+        """Every field but the id and status, as stored, in this release's format (backfill/state/formats.py)."""
         return {
+            FORMAT_FIELD: RECORD_FORMAT,
             "spec": self.spec.to_json(),
             "fingerprints": self.fingerprints,
             "published_versions": self.published_versions,
@@ -151,7 +153,13 @@ class BackfillRecord:
 
     @classmethod
     def from_json(cls, saved: dict, status: BackfillStatus, backfill_id: str, store: BackfillStore) -> BackfillRecord:
-        """The record `to_json` wrote (or a record file of an earlier release: see store.py)."""
+        """The record `to_json` wrote, in this release's format or an older one (or a record file
+        of an earlier release: see store.py).
+
+        Raises:
+            StateFormatError: `saved` is in a format newer than this release reads; nothing was written.
+        """
+        check_record_format(saved, backfill_id)
         # Records written before the spec existed hold its fields at the top level.
         spec = saved.get("spec") or {k: v for k, v in saved.items() if k not in _RECORD_FIELDS}
         return cls(
@@ -172,6 +180,11 @@ class BackfillRecord:
             saved.get("plan"),
             store=store,
         )
+
+
+def check_record_format(saved: Mapping, backfill_id: str) -> None:
+    """StateFormatError when the record body `saved` is in a format newer than this release reads."""
+    checked_format(saved, RECORD_FORMAT, f"the record of backfill {backfill_id}")
 
 
 def cancel(store: BackfillStore, backfill_id: str) -> None:

@@ -4,7 +4,8 @@ deployment sharing it (Postgres) sees the same backfills; SQLite for one host.
 Two tables, created on first use through the SQL engine of the instance's run storage:
 - `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
   every write, its record's other fields as JSON (`body`: spec, stored plan, fingerprints,
-  published versions, created partitions, pins), and when a host last claimed it to take it over
+  published versions, created partitions, pins; its format version: backfill/state/formats.py),
+  and when a host last claimed it to take it over
   (`taken_over_at`: backfill/state/takeover_claims.py);
 - `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
   written by a newer release is refused (StoreSchemaError) rather than misread.
@@ -44,7 +45,7 @@ from sqlalchemy import Column, Connection, Float, Integer, MetaData, Row, String
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, check_record_format
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.dagster_instance.key_values import sql_run_storage
 from partition_assets.errors import (
@@ -100,6 +101,7 @@ class BackfillStore:
         Raises:
             UnknownBackfillError: No record of `backfill_id`; the message lists the recorded ids.
             BackfillIdError: `backfill_id` cannot name a backfill.
+            StateFormatError: A newer release wrote the record in a format this one does not read.
         """
         row = self._row(checked_backfill_id(backfill_id), BACKFILLS.c.status, BACKFILLS.c.body)
         if row is None:
@@ -174,12 +176,15 @@ class BackfillStore:
 
         Raises:
             UnknownBackfillError: No record of `record.id`.
+            StateFormatError: A newer release rewrote the record meanwhile, in a format this one
+                does not read; nothing was written.
         """
         while True:
             row = self._row(record.id, BACKFILLS.c.body, BACKFILLS.c.version)
             if row is None:
                 raise self._unknown(record.id)
             saved = json.loads(row.body)
+            check_record_format(saved, record.id)
             if saved.get("plan") is not None:  # another process stored it first
                 body = row.body
                 break
