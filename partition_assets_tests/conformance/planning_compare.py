@@ -19,8 +19,6 @@ Not guaranteed: how Dagster groups targets into runs (the assets of one partitio
 backfill policies) is not compared here: the engine runs one node per (asset, partition).
 """
 
-import logging
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,12 +26,7 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster._core.definitions.selector import PartitionRangeSelector, PartitionsByAssetSelector, PartitionsSelector
 from dagster._core.execution.asset_backfill import AssetBackfillData
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
-from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._daemon import backfill as daemon_backfill
+from dagster._core.execution.backfill import BulkActionStatus
 
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.keys import UNPARTITIONED
@@ -44,12 +37,10 @@ from partition_assets.dagster_internals import (
     AssetKeyPartitionKey,
     DynamicPartitionsStore,
 )
-from partition_assets_tests.support import REPO
+from partition_assets_tests.conformance.dagster_backfill import run_dagster_backfill
 
 # An (asset, partition): the asset's user string, the partition key ("" when unpartitioned).
 Target = tuple[str, str]
-# A backfill that has not finished after this many iterations of Dagster's daemon is a failure.
-_MOST_ITERATIONS = 30
 
 
 @dataclass(frozen=True)
@@ -142,29 +133,7 @@ def dagster_backfill(module: str, asset_graph: AssetGraph, target: AssetGraphSub
     fresh instance whose runs execute in this process as they are submitted; `module` is the code
     location of `asset_graph` (its assets must use the in-process executor)."""
     with dg.instance_for_test(synchronous_run_coordinator=True, synchronous_run_launcher=True) as instance:
-        backfill_id = "conformance"
-        instance.add_backfill(
-            PartitionBackfill.from_asset_graph_subset(
-                backfill_id=backfill_id,
-                asset_graph_subset=target,
-                backfill_timestamp=time.time(),
-                tags={},
-                dynamic_partitions_store=instance,
-                title=None,
-                description=None,
-                run_config=None,
-            )
-        )
-        origin = InProcessCodeLocationOrigin(
-            LoadableTargetOrigin(executable_path=sys.executable, module_name=module, working_directory=str(REPO))
-        )
-        with WorkspaceProcessContext(instance, InProcessTestWorkspaceLoadTarget(origin)) as context:
-            for _ in range(_MOST_ITERATIONS):
-                list(daemon_backfill.execute_backfill_iteration(context, logging.getLogger(__name__)))
-                backfill = instance.get_backfill(backfill_id)
-                assert backfill is not None
-                if backfill.status != BulkActionStatus.REQUESTED:
-                    break
+        backfill = run_dagster_backfill(instance, module, target, None)
         # Runs oldest first (each one's events in a store of its own: their ids order one run's events only).
         runs = [
             [

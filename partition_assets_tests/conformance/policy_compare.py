@@ -14,10 +14,7 @@ iteration requests what the runs before it made ready, as the daemon does on its
 from __future__ import annotations
 
 import json
-import logging
 import pickle
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass
@@ -28,27 +25,21 @@ from typing import Any
 import dagster as dg
 import pytest
 from dagster._core.definitions.partitions.partition_key_range import PartitionKeyRange
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
-from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._daemon import backfill as daemon_backfill
 
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import AssetGraphSubset, AssetKeyPartitionKey
-from partition_assets_tests.support import REPO
+from partition_assets_tests.conformance.dagster_backfill import run_dagster_backfill
 
 POLICY_DEFS = "partition_assets_tests.support.policy_defs"
-# Iterations of Dagster's backfill daemon before a backfill that is not done fails the test.
-_MAX_ITERATIONS = 30
+
 # Dagster runs the steps of a run in one process, as the engine's node runs do (its default
 # executor would start a process per step, a run's whole cost here).
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
@@ -119,31 +110,10 @@ def by_dagster(
     subset = AssetGraphSubset.from_asset_partition_set(
         {AssetKeyPartitionKey(dg.AssetKey.from_user_string(a), p) for a, ps in nodes.items() for p in ps}, asset_graph
     )
-    origin = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(executable_path=sys.executable, module_name=POLICY_DEFS, working_directory=str(REPO))
-    )
     root.mkdir(parents=True, exist_ok=True)
     with dg.instance_for_test(temp_dir=str(root), overrides=_RUN_AT_ONCE) as instance:
-        instance.add_backfill(
-            PartitionBackfill.from_asset_graph_subset(
-                backfill_id="conformance",
-                backfill_timestamp=time.time(),
-                tags={},
-                dynamic_partitions_store=instance,
-                asset_graph_subset=subset,
-                title=None,
-                description=None,
-                run_config={**IN_PROCESS, **(run_config or {})},
-            )
-        )
-        with WorkspaceProcessContext(instance, InProcessTestWorkspaceLoadTarget(origin)) as context:
-            for _ in range(_MAX_ITERATIONS):
-                list(daemon_backfill.execute_backfill_iteration(context, logging.getLogger(__name__)))
-                backfill = instance.get_backfill("conformance")
-                assert backfill is not None
-                if backfill.status != BulkActionStatus.REQUESTED:
-                    break
-            assert backfill.status == ends, backfill.status
+        backfill = run_dagster_backfill(instance, POLICY_DEFS, subset, {**IN_PROCESS, **(run_config or {})})
+        assert backfill.status == ends, backfill.status
         return outcome_of(instance, root / "storage")
 
 
