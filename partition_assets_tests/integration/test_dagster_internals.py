@@ -417,7 +417,9 @@ def test_the_provenance_index_reads_events_after_its_cursor_dagster_s_version_ta
                 ascending=True,
             )
             assert [(r.asset_key, r.partition_key) for r in after] == [(up.key, "2024-01-02")]
-            latest = provenance_index.latest_provenance(instance, [up.key, down.key], progress=lambda line: None)
+            latest = provenance_index.latest_provenance(
+                instance, [up.key, down.key], progress=lambda line: None, with_inputs=True
+            )
             made_up = latest[up.key]["2024-01-01"]
             assert made_up.data_version is not None
             (made_down,) = instance.fetch_materializations(down.key, limit=1).records

@@ -32,6 +32,7 @@ from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.history import latest_materializations, scanned_materializations
 from partition_assets.backfill.planning.instance_state import materialized_nodes
+from partition_assets.backfill.planning.reasons import Made
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.cli.main import main as cli_main
 from partition_assets.code_location import load_definitions
@@ -108,8 +109,11 @@ class History:
     def index(self, history_as_of: int | None = None, progress=None):
         spec = BackfillSpec(module=str(self.location), selection="*", stale=True, history_as_of=history_as_of)
         if progress is not None:
-            latest_provenance(self.instance, ASSETS, progress)
-        return latest_materializations(self.instance, ASSETS, spec)
+            latest_provenance(self.instance, ASSETS, progress, with_inputs=True)
+        return {  # as the scan answers: the fields the rules read
+            key: {partition: Made(m.storage_id, m.git_sha, m.code_version) for partition, m in by_partition.items()}
+            for key, by_partition in latest_materializations(self.instance, ASSETS, spec).items()
+        }
 
 
 def _commit(repo: Path, formula: int) -> str:
@@ -186,7 +190,7 @@ def test_the_index_answers_what_a_full_scan_of_the_event_log_answers(history):
 
 @also_on_postgres("history")
 def test_each_row_keeps_its_event_s_data_version_and_the_upstream_data_versions_it_read(history):
-    provenance = latest_provenance(history.instance, ASSETS)
+    provenance = latest_provenance(history.instance, ASSETS, with_inputs=True)
     ids = [made.storage_id for by_partition in provenance.values() for made in by_partition.values()]
     events = {
         record.storage_id: record

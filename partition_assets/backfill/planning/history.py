@@ -38,6 +38,7 @@ from partition_assets.backfill.planning.mapping_memo import MappingMemo
 from partition_assets.backfill.planning.reasons import (
     SHORT_SHA,
     Made,
+    Materialized,
     NodeReasons,
     UpstreamMade,
     add_downstream_reasons,
@@ -134,7 +135,7 @@ def plan_by_history(
 
 def latest_materializations(
     instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], spec: BackfillSpec
-) -> dict[dg.AssetKey, dict[str, Made]]:
+) -> dict[dg.AssetKey, Mapping[str, Materialized]]:
     """Per asset, per partition ("" for an unpartitioned asset): its latest materialization up to
     `spec.history_as_of`, from the provenance index (dagster_instance/provenance_index.py, updated first;
     with `produced_by`, a commit not recorded when the index read the event is looked up).
@@ -143,10 +144,7 @@ def latest_materializations(
     provenance = latest_provenance(instance, keys)
     if spec.produced_by:
         provenance = with_run_commits(instance, provenance)
-    latest = {
-        key: {partition: Made(p.storage_id, p.git_sha, p.code_version) for partition, p in by_partition.items()}
-        for key, by_partition in provenance.items()
-    }
+    latest: dict[dg.AssetKey, Mapping[str, Materialized]] = dict(provenance)  # the index's rows, not copied
     if spec.history_as_of is not None:
         later = {
             key: {p for p, made in by_partition.items() if made.storage_id > spec.history_as_of}
@@ -198,7 +196,7 @@ def scanned_materializations(
             latest[key][partition] = Made(record.storage_id, sha, code_version)
     for run_id, sha in run_git_shas(instance, sorted(untagged)).items():
         for key, partition in untagged[run_id]:
-            latest[key][partition] = dataclasses.replace(latest[key][partition], git_sha=sha)
+            latest[key][partition] = latest[key][partition]._replace(git_sha=sha)
     return latest
 
 
@@ -211,7 +209,7 @@ def _materialization(record: dg.EventLogRecord) -> dg.AssetMaterialization:
 def _upstreams(
     asset_graph: BaseAssetGraph,
     candidate: AssetSlice,
-    latest: dict[dg.AssetKey, dict[str, Made]],
+    latest: dict[dg.AssetKey, Mapping[str, Materialized]],
     mappings: dict[tuple[dg.AssetKey, dg.AssetKey], dg.PartitionMapping],
     windows: WindowCache,
     memo: MappingMemo,
@@ -256,7 +254,7 @@ def _source_directory(target: str) -> Path:
     return Path(str(import_module_named(location).__file__)).resolve().parent
 
 
-def _recorded_commits(candidates: BackfillGraph, latest: dict[dg.AssetKey, dict[str, Made]]) -> list[str]:
+def _recorded_commits(candidates: BackfillGraph, latest: dict[dg.AssetKey, Mapping[str, Materialized]]) -> list[str]:
     """The commits the candidates' latest materializations record, the latest made first."""
     newest: dict[str, int] = {}
     for key, candidate in candidates.slices.items():

@@ -1,7 +1,7 @@
 """Why each node is in a plan that the instance's history picks (`--produced-by`, `--stale`):
 one typed `Reason` per (asset, partition), the rules that give them, and their counts.
 
-The rules are pure: they take each partition's latest materialization as `Made` (what
+The rules are pure: they take each partition's latest materialization as `Materialized` (what
 history.py reads from the instance) and return the partitions they select with their
 reason. A partition selected by several rules keeps the first: produced by, then code
 version changed, then upstream re-materialized, then missing. A node that only
@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import dagster as dg
 import numpy as np
@@ -64,18 +64,30 @@ class Reason:
 NodeReasons = dict[dg.AssetKey, dict[str, Reason]]
 
 
-@dataclass(frozen=True)
-class Made:
-    """The latest materialization of one partition, as the rules read it."""
+class Materialized(Protocol):
+    """The latest materialization of one partition, as the rules read it: a row of the
+    provenance index as it is (dagster_instance/provenance_index.Provenance: a plan reads
+    hundreds of thousands, not copied) or a `Made`."""
+
+    @property
+    def storage_id(self) -> int: ...
+    @property
+    def git_sha(self) -> str | None: ...  # the commit that made it (metadata, else its run's tag); None when unrecorded
+    @property
+    def code_version(self) -> str | None: ...
+
+
+class Made(NamedTuple):
+    """A `Materialized` read from the event log (history.scanned_materializations)."""
 
     storage_id: int
-    git_sha: str | None  # the commit that made it (metadata, else its run's tag); None when unrecorded
+    git_sha: str | None
     code_version: str | None
 
 
 def produced_by(
     partitions: Sequence[str],
-    latest: Mapping[str, Made],
+    latest: Mapping[str, Materialized],
     commits: frozenset[str],
     versions_of_commits: Callable[[], frozenset[str]],
 ) -> dict[str, Reason]:
@@ -112,7 +124,7 @@ class UpstreamMade:
 
 def stale(
     partitions: Sequence[str],
-    latest: Mapping[str, Made],
+    latest: Mapping[str, Materialized],
     current_version: str,
     upstreams: Sequence[UpstreamMade],
 ) -> dict[str, Reason]:
