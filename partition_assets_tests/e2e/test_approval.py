@@ -33,7 +33,6 @@ from partition_assets.errors import PartitionAssetsError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, STAGED_TAG
 from partition_assets.storage import SparkDeltaIOManager
 from partition_assets.storage.leases import TTL_ENV, held_by
-from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.instances import add_to_config
 from partition_assets_tests.support.lakehouse import (
@@ -44,6 +43,7 @@ from partition_assets_tests.support.lakehouse import (
     foreign_update,
     run_coordinator_job,
 )
+from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.racing import racing_context, racing_process
 from partition_assets_tests.support.records import recorded_backfill, recorded_ids
 from partition_assets_tests.support.results import failure_message

@@ -8,8 +8,8 @@ import dagster as dg
 import psycopg2
 
 from partition_assets.automation import eager_partitions_sensor
-from partition_assets_tests.support import automation_defs
 from partition_assets_tests.support.instances import instance_env, open_instance
+from partition_assets_tests.support.locations import automation_defs
 from partition_assets_tests.support.polling import wait_for
 
 HOLD_INSERT_OF_2024_01_05 = """

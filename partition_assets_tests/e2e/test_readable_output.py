@@ -8,9 +8,9 @@ import dagster as dg
 import pytest
 
 from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id
-from partition_assets_tests.support.failing_defs import OTHER_CAUSE_PARTITION
+from partition_assets_tests.support.locations.failing_defs import OTHER_CAUSE_PARTITION
 
-TARGET = ["-m", "partition_assets_tests.support.failing_defs"]
+TARGET = ["-m", "partition_assets_tests.support.locations.failing_defs"]
 THREE_DAYS = ["--select", "key:drifting", "--start", "2024-01-01", "--end", "2024-01-03"]
 FAILED_LINE = re.compile(r"^\[\d/3\] drifting \d/3 (2024-01-0\d) [\d.]+s FAILED: (.+) \(run ([\w-]+)\)$")
 SCHEMA_ERROR = "SourceSchemaError: column amount became a string: cast it in the source query"

@@ -1,5 +1,5 @@
 """Schema-changing backfills end to end, through `partition-assets backfill` on real Spark, Delta
-tables and a Dagster instance (code location: partition_assets_tests/support/schema_defs.py): the plan's
+tables and a Dagster instance (code location: partition_assets_tests/support/locations/schema_defs.py): the plan's
 per-column report and its refusal of a partial range, a whole-table retype published in one
 commit with the previous version kept and rolled back exactly, and a declared split gated
 through its mapping (a wrong split fails the gate, the diff naming the changed column) whose
@@ -19,15 +19,15 @@ from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import held_by
-from partition_assets_tests.support import schema_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import Lakehouse
+from partition_assets_tests.support.locations import schema_defs
 from partition_assets_tests.support.readers import delta_row_set, duckdb_connection
 from partition_assets_tests.support.records import recorded_backfill
 
 pytestmark = pytest.mark.slow
 
-TARGET = ["-m", "partition_assets_tests.support.schema_defs", "--select", "*"]
+TARGET = ["-m", "partition_assets_tests.support.locations.schema_defs", "--select", "*"]
 JANUARY_1_TO_3 = ["--start", "2024-01-01", "--end", "2024-01-03"]
 
 

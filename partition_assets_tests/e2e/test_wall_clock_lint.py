@@ -9,7 +9,7 @@ from partition_assets_tests.unit.test_wall_clock_lint import EXPECTED, FIXTURE
 
 
 def test_the_cli_prints_each_finding_and_exits_1():
-    for target in (["-f", FIXTURE], ["-m", "partition_assets_tests.support.wall_clock_assets"]):
+    for target in (["-f", FIXTURE], ["-m", "partition_assets_tests.support.locations.wall_clock_assets"]):
         done = run_cli("lint", *target)
 
         assert done.returncode == 1, done.stderr

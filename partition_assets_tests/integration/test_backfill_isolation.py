@@ -19,10 +19,10 @@ from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG
-from partition_assets_tests.support import isolation_defs
+from partition_assets_tests.support.locations import isolation_defs
 from partition_assets_tests.support.records import record_at
 
-MODULE = "partition_assets_tests.support.isolation_defs"
+MODULE = "partition_assets_tests.support.locations.isolation_defs"
 BACKFILL = "bf-iso"
 FIRST_12_DAYS = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 13, tzinfo=UTC))
 

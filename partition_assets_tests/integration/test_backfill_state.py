@@ -265,7 +265,7 @@ def test_hosts_noticing_a_dead_coordinator_at_once_take_its_backfill_over_exactl
 
 def test_the_takeover_sensor_requests_one_engine_run_per_dead_coordinator_tagged_to_resume_it(home, monkeypatch):
     monkeypatch.setenv(TTL_ENV, "30")
-    job = sparse_backfill_job("partition_assets_tests.support.engine_defs")
+    job = sparse_backfill_job("partition_assets_tests.support.locations.engine_defs")
     sensor = coordinator_takeover_sensor(job)
     with dg.DagsterInstance.get() as instance:
         record_at(BackfillStore(instance), "dead1", S.RUNNING, SPEC)

@@ -16,10 +16,11 @@ from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets_tests.support import REPO, automation_defs
+from partition_assets_tests.support import REPO
+from partition_assets_tests.support.locations import automation_defs
 from partition_assets_tests.support.records import recorded_ids
 
-ENGINE = ["-m", "partition_assets_tests.support.engine_defs"]
+ENGINE = ["-m", "partition_assets_tests.support.locations.engine_defs"]
 EXAMPLE = ["-m", "partition_assets.example"]
 JANUARY = ["--start", "2024-01-01", "--end", "2024-01-08"]
 KNOWN_ID = "known0backfill"
@@ -137,7 +138,15 @@ BAD_INPUTS = [
     (["backfill", "run", *ENGINE, "--select", "key:raw", *JANUARY, "--max-par", "2"], "unrecognized arguments: --max"),
     (["backfill", "ledger", KNOWN_ID, "--js"], "unrecognized arguments: --js"),
     (
-        ["backfill", "plan", "--module", "partition_assets_tests.support.engine_defs", "--select", "key:raw", *JANUARY],
+        [
+            "backfill",
+            "plan",
+            "--module",
+            "partition_assets_tests.support.locations.engine_defs",
+            "--select",
+            "key:raw",
+            *JANUARY,
+        ],
         "unrecognized arguments: --module",
     ),
     (["vacuum", "{not_a_table}", "--retention", "200"], "unrecognized arguments: --retention 200"),
@@ -151,7 +160,7 @@ def with_a_recorded_backfill(home: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     with dg.DagsterInstance.get() as instance:
         BackfillRecord(
             BackfillSpec(
-                module="partition_assets_tests.support.engine_defs",
+                module="partition_assets_tests.support.locations.engine_defs",
                 selection="key:raw",
                 start="2024-01-01",
                 end="2024-01-02",
@@ -233,7 +242,15 @@ def test_a_bad_backfill_capacity_in_dagster_yaml_refuses_the_backfill_and_record
     config = yaml.safe_load((home / "dagster.yaml").read_text())
     config["partition_assets"]["backfills"] = capacity
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
-    argv = ["backfill", "run", "-m", "partition_assets_tests.support.isolation_defs", "--select", "key:free", *JANUARY]
+    argv = [
+        "backfill",
+        "run",
+        "-m",
+        "partition_assets_tests.support.locations.isolation_defs",
+        "--select",
+        "key:free",
+        *JANUARY,
+    ]
     code, stderr = run_in_process(argv, capsys)
     assert code == 2 and names in stderr and "Nothing was launched" in stderr and "Traceback" not in stderr, stderr
     assert recorded_ids(home) == [KNOWN_ID]

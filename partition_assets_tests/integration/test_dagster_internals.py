@@ -1049,7 +1049,7 @@ def test_a_worker_s_runs_of_several_assets_build_the_whole_job_s_snapshot_once(i
 
 # -- the webserver's and the daemon's handling of backfills ------------------------------
 
-ENGINE_DEFS = "partition_assets_tests.support.engine_defs"
+ENGINE_DEFS = "partition_assets_tests.support.locations.engine_defs"
 
 
 def test_dagster_internals_the_engine_relies_on():

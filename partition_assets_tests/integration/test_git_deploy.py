@@ -19,8 +19,9 @@ from partition_assets.deploy import (
 )
 from partition_assets.deploy.deployments import DEPLOYS_DIR, Deployment, deployments, save_deployment
 from partition_assets.processes.identity import ProcessIdentity
-from partition_assets_tests.support import REPO, probe_assets
+from partition_assets_tests.support import REPO
 from partition_assets_tests.support.git_repo import git
+from partition_assets_tests.support.locations import probe_assets
 
 
 def test_delta_io_manager_records_the_commit_of_this_checkout(run_assets, instance, spark):

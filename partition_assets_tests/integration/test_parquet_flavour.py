@@ -19,7 +19,7 @@ from partition_assets.storage import ParquetFormat, SparkParquetIOManager
 from partition_assets.storage.failpoints import ENV
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.example_tables import EXAMPLE_ASSETS
-from partition_assets_tests.support.probe_assets import numbers
+from partition_assets_tests.support.locations.probe_assets import numbers
 from partition_assets_tests.support.readers import (
     canonical,
     parquet_with_duckdb,

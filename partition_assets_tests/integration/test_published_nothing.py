@@ -9,7 +9,7 @@ import dagster as dg
 
 from partition_assets.cli.main import main
 from partition_assets_tests.support.cli_runs import backfill_id
-from partition_assets_tests.support.range_failure_defs import FAILING_DAY
+from partition_assets_tests.support.locations.range_failure_defs import FAILING_DAY
 
 # One run per day (--no-batch): under its single_run() policy one run of the three days fails whole.
 DAYS = ["--select", "key:daily_counts", "--start", "2024-01-06", "--end", "2024-01-08", "--no-batch"]
@@ -24,7 +24,7 @@ def nothing_published(backfill: str) -> str:
 
 
 def test_a_failed_staged_backfill_says_last_that_nothing_was_published_and_what_publishes_it(home, capsys):
-    code = main(["backfill", "run", "-m", "partition_assets_tests.support.range_failure_defs", *DAYS])
+    code = main(["backfill", "run", "-m", "partition_assets_tests.support.locations.range_failure_defs", *DAYS])
     ran = capsys.readouterr().out
     assert code == 1, ran
     backfill = backfill_id(ran)

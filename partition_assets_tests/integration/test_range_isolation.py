@@ -20,9 +20,9 @@ from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
-from partition_assets_tests.support.range_failure_defs import FAILING_DAY
+from partition_assets_tests.support.locations.range_failure_defs import FAILING_DAY
 
-CODE_LOCATION = "partition_assets_tests.support.range_failure_defs"
+CODE_LOCATION = "partition_assets_tests.support.locations.range_failure_defs"
 RANGE = [f"2024-01-{day:02d}" for day in range(2, 10)]
 
 

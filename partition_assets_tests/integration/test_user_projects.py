@@ -25,11 +25,11 @@ from partition_assets_tests.support.webserver import free_port, listening
 
 DAY = "2024-01-03"
 LOCATIONS = {
-    "dg project": "partition_assets_tests.support.code_location_forms.dg_project.definitions",
-    "@repository": "partition_assets_tests.support.code_location_forms.repository_location",
-    "DuckDB": "partition_assets_tests.support.user_projects.duckdb_views",
-    "multi-asset and checks": "partition_assets_tests.support.user_projects.orders_with_checks",
-    "one call, no Spark": "partition_assets_tests.support.user_projects.wired_visits",
+    "dg project": "partition_assets_tests.support.locations.code_location_forms.dg_project.definitions",
+    "@repository": "partition_assets_tests.support.locations.code_location_forms.repository_location",
+    "DuckDB": "partition_assets_tests.support.locations.user_projects.duckdb_views",
+    "multi-asset and checks": "partition_assets_tests.support.locations.user_projects.orders_with_checks",
+    "one call, no Spark": "partition_assets_tests.support.locations.user_projects.wired_visits",
 }
 # The code locations whose executor `partition_assets.definitions` made in-process already.
 WIRED = {LOCATIONS["one call, no Spark"]}

@@ -17,7 +17,7 @@ from partition_assets.errors import SensorConfigError
 from partition_assets.example import defs, sources
 from partition_assets.example.definitions import build_definitions
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets_tests.support import automation_defs
+from partition_assets_tests.support.locations import automation_defs
 from partition_assets_tests.support.node_runs import materialize_as
 
 SENSOR = eager_partitions_sensor(dg.AssetSelection.all(), watch_seconds=0)

@@ -12,7 +12,7 @@ from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.publishing.freeze import freeze, frozen_assets, is_frozen, unfreeze
 from partition_assets.backfill.publishing.notify import BackfillEvent, notification_hook, notify
 from partition_assets.errors import NotificationHookError
-from partition_assets_tests.support import automation_defs
+from partition_assets_tests.support.locations import automation_defs
 
 ORDERS, REVENUE, CUSTOMERS = dg.AssetKey("orders"), dg.AssetKey(["finance", "revenue"]), dg.AssetKey("customers")
 

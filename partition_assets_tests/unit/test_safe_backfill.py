@@ -6,7 +6,7 @@ import dagster as dg
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.tables import tables_of, unstaged_assets
-from partition_assets_tests.support import safe_defs
+from partition_assets_tests.support.locations import safe_defs
 
 
 def test_assets_another_io_manager_stores_are_named_as_not_held_back(lake):

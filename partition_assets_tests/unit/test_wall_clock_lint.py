@@ -7,9 +7,10 @@ import pytest
 
 from partition_assets.errors import CodeLocationError, WallClockError
 from partition_assets.lint import FIX, check_wall_clock, lint_file, lint_module
-from partition_assets_tests.support import REPO, wall_clock_assets
+from partition_assets_tests.support import REPO
+from partition_assets_tests.support.locations import wall_clock_assets
 
-FIXTURE = "partition_assets_tests/support/wall_clock_assets.py"
+FIXTURE = "partition_assets_tests/support/locations/wall_clock_assets.py"
 
 # (line, call as written, asset, helpers from the asset to the call) for every flagged form.
 EXPECTED = [
@@ -54,7 +55,7 @@ def test_reading_the_file_finds_exactly_each_flagged_form():
 
 
 def test_importing_the_module_finds_the_same_through_its_asset_definitions():
-    assert found(lint_module("partition_assets_tests.support.wall_clock_assets")) == EXPECTED
+    assert found(lint_module("partition_assets_tests.support.locations.wall_clock_assets")) == EXPECTED
 
 
 def test_a_finding_names_the_place_the_call_the_helper_its_asset_and_the_fix():

@@ -79,7 +79,7 @@ def job_clean() -> None:
     time.sleep(0.5)
 
 
-engine = sparse_backfill_job(module="partition_assets_tests.support.automation_defs")
+engine = sparse_backfill_job(module="partition_assets_tests.support.locations.automation_defs")
 
 defs = dg.Definitions(
     assets=[eager_up, eager_down, eager_pair, gap_raw, gap_clean, job_raw, job_clean],

@@ -9,7 +9,7 @@ import dagster as dg
 
 from partition_assets.automation import catch_up_sensor, sparse_backfill_job
 
-MODULE = "partition_assets_tests.support.catch_up_defs"
+MODULE = "partition_assets_tests.support.locations.catch_up_defs"
 MONTHS = dg.MonthlyPartitionsDefinition("2024-01-01", end_date="2024-03-01")  # January and February
 DAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-03-11")  # the newest: 2024-03-10
 FIRST_DAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-06")  # the newest: 2024-01-05

@@ -98,4 +98,4 @@ defs = dg.Definitions(
 def backfill_job() -> dg.JobDefinition:
     """The engine's coordinator job over this code location (reconstructable by name, as a
     run worker rebuilds it)."""
-    return sparse_backfill_job("partition_assets_tests.support.safe_defs")
+    return sparse_backfill_job("partition_assets_tests.support.locations.safe_defs")

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from partition_assets_tests.support.code_location_forms.visits import doubled_visits, visits
+from partition_assets_tests.support.locations.code_location_forms.visits import doubled_visits, visits
 
 
 @dg.repository

@@ -9,7 +9,7 @@ import dagster as dg
 from pyspark.sql import DataFrame
 
 from partition_assets.spark import SparkResource
-from partition_assets_tests.support.user_projects.delta_deliveries import DAYS, deliveries_project
+from partition_assets_tests.support.locations.user_projects.delta_deliveries import DAYS, deliveries_project
 
 FAILING_DAY = "2024-01-03"
 FEED_FIXED_ENV = "DELIVERIES_FEED_FIXED"

@@ -5,7 +5,7 @@ summary in the same lake that reads them."""
 import dagster as dg
 
 from partition_assets.spark import SparkResource
-from partition_assets_tests.support.user_projects.delta_deliveries import DAYS, deliveries_project
+from partition_assets_tests.support.locations.user_projects.delta_deliveries import DAYS, deliveries_project
 
 
 @dg.asset(partitions_def=DAYS, output_required=False)
