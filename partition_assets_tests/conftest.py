@@ -186,7 +186,7 @@ LONGEST_FIRST = (
     "partition_assets_tests/e2e/test_rerun.py",
     "partition_assets_tests/e2e/test_webserver.py",
     "partition_assets_tests/e2e/test_automation.py",
-    "partition_assets_tests/e2e/test_approval.py",
+    "partition_assets_tests/e2e/test_backfill_approve.py",
     "partition_assets_tests/e2e/test_shell.py",
 )
 

@@ -1,5 +1,5 @@
 """The eager sensor on PostgreSQL: an event that commits after a higher-numbered one was read
-is acted on (partition_assets_tests/unit/test_eager_decisions.py evaluates the sensor's decisions)."""
+is acted on (partition_assets_tests/unit/test_eager.py evaluates the sensor's decisions)."""
 
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing

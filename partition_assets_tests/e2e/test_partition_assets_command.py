@@ -1,13 +1,13 @@
 """Bad inputs through the installed command (a fresh interpreter) and a deploy whose code
 does not load: exit code 2, one line, no traceback, nothing left behind (every subcommand's
-bad inputs through `main()`: partition_assets_tests/integration/test_bad_inputs.py)."""
+bad inputs through `main()`: partition_assets_tests/integration/test_cli_main.py)."""
 
 import os
 import subprocess
 
 import pytest
 
-from partition_assets_tests.integration.test_bad_inputs import (
+from partition_assets_tests.integration.test_cli_main import (
     ENGINE,
     JANUARY,
     KNOWN_ID,

@@ -27,7 +27,7 @@ from partition_assets.dagster_internals import BulkActionStatus
 from partition_assets.errors import RecordChangedError
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.leases import TTL_ENV
-from partition_assets_tests.integration.test_bad_inputs import files_under, run_in_process
+from partition_assets_tests.integration.test_cli_main import files_under, run_in_process
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.instances import also_on_postgres
 from partition_assets_tests.support.pid_namespaces import NamespacedCoordinator, pid_free_here, usable

@@ -5,7 +5,7 @@ strings. A Dagster upgrade that moves or changes one fails here, naming it; a na
 the seam without a pin here fails `test_every_name_in_the_seam_is_pinned_here`.
 
 Pins elsewhere stay where they are: test_instance_storage.py (the storages end to end), test_run_launcher.py
-(`submit_asset_run` launching real runs), test_git_deploy.py (a real code server's reply).
+(`submit_asset_run` launching real runs), e2e/test_deploy.py (a real code server's reply).
 """
 
 import ast

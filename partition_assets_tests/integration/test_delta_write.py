@@ -22,7 +22,7 @@ KEYS = ["2024-01-01", "2024-01-02"]
 WRITER = """
 import sys
 from partition_assets.spark import SparkResource
-from partition_assets_tests.integration.test_crash_safety import write
+from partition_assets_tests.integration.test_delta_write import write
 write(SparkResource.from_env().spark_session, sys.argv[1], sys.argv[2], int(sys.argv[3]))
 """
 

@@ -1,6 +1,6 @@
 """Materializations stamped with the git commit of their code, in this process: this checkout's
 commit and its dirty state, explicit code versions (a deploy per commit, run through the
-CLI and the webserver: partition_assets_tests/e2e/test_git_deploy.py)."""
+CLI and the webserver: partition_assets_tests/e2e/test_deploy.py)."""
 
 import dataclasses
 import subprocess

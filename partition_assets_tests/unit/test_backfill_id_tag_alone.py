@@ -2,7 +2,7 @@
 re-executing a node run, left on a run long after its backfill finished) is production's for
 the backfills' capacity, duration estimates and Spark pools: only a node run's lease proof shows a backfill
 (dagster_instance/lease_proof.py), against a real instance (the eager sensor's side of it:
-test_eager_decisions.py)."""
+test_eager.py)."""
 
 import uuid
 from datetime import UTC, datetime

@@ -1,7 +1,7 @@
 """What the eager sensor requests over the example pipeline's mappings (fan-in, cron,
 multi-dimension, self-dependency), evaluated against a real instance whose
 materializations are reported without running Spark. (On PostgreSQL, an event that commits
-after a higher-numbered one was read: partition_assets_tests/e2e/test_eager_decisions.py.)"""
+after a higher-numbered one was read: partition_assets_tests/e2e/test_eager_on_postgres.py.)"""
 
 import json
 

@@ -1,5 +1,5 @@
 """`partition-assets vacuum` of a folder that holds no table: refused before anything is read
-(what a killed write leaves is vacuumed in partition_assets_tests/integration/test_crash_safety.py);
+(what a killed write leaves is vacuumed in partition_assets_tests/integration/test_delta_write.py);
 a failpoint set to raise an unexpected error."""
 
 import pytest

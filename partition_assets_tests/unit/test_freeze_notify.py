@@ -1,7 +1,7 @@
 """Freezing assets in a real Dagster instance (seen by every process of the deployment:
-partition_assets_tests/integration/test_freeze_notify.py freezes from several at once), the catch-up sensor
+partition_assets_tests/integration/test_freeze.py freezes from several at once), the catch-up sensor
 honouring it, and the backfill notification hook on a real Definitions object. (The eager
-sensor's freeze test is in test_eager_decisions.py.)"""
+sensor's freeze test is in test_eager.py.)"""
 
 import logging
 

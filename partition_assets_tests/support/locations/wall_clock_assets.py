@@ -1,6 +1,6 @@
 """Assets that read the wall clock, one form each, beside look-alikes that do not.
 
-Read by test_wall_clock_lint.py, which names the expected findings by line: keep lines
+Read by partition_assets_tests/unit/test_lint.py, which names the expected findings by line: keep lines
 in place when editing (add new cases at the end). The assets are never materialized.
 """
 
