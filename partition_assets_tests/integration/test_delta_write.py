@@ -1,5 +1,5 @@
 """A writer killed with SIGKILL at any point leaves the previous version whole and readable;
-a re-run converges; `partition-assets vacuum` removes what the killed write left."""
+a re-run converges; `vacuum` (what `partition-assets vacuum` calls) removes what the killed write left."""
 
 import signal
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from partition_assets.cli import main as cli
+from partition_assets import vacuum
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.failpoints import ENV, WRITE_POINTS
@@ -71,7 +71,7 @@ def assert_converges_and_vacuums(spark, uri: str) -> None:
     write(spark, uri, "rerun")
     assert tags_by_partition(uri) == {k: {"rerun"} for k in KEYS}
     backdate(Path(uri), 2)  # what the killed write left, past the retention
-    assert cli(["vacuum", uri, "--retention-hours", "1"]) == 0
+    vacuum(uri, retention_hours=1)
     # Every file no version references went; the replaced ones stay for the retention,
     # which starts at their removal.
     assert parquet_on_disk(uri) == files_of_every_version(uri)
