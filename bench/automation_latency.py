@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 import dagster as dg
 
-from partition_assets_tests.support import automation_defs
+from partition_assets_tests.support.locations import automation_defs
 from partition_assets_tests.support.webserver import DagsterDev
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     random.seed(5)
     with tempfile.TemporaryDirectory() as workdir:
-        dev = DagsterDev(Path(workdir), "partition_assets_tests.support.automation_defs")
+        dev = DagsterDev(Path(workdir), "partition_assets_tests.support.locations.automation_defs")
         try:
             dev.wait_until_ready()
             dev.start_sensor("eager")

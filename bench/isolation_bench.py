@@ -35,7 +35,7 @@ Usage: python bench/isolation_bench.py [--asset spark-heavy] [--days 31] [--alon
 The full run for the issue 44 figure on an idle machine: `make bench-isolation`.
 
 Not measured: production launched through the instance's run queue (a daemon and a code
-server); the capacity counts such runs the same way (partition_assets_tests/unit/test_backfill_isolation.py).
+server); the capacity counts such runs the same way (partition_assets_tests/unit/test_capacity.py).
 """
 
 from __future__ import annotations

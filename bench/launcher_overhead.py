@@ -46,7 +46,7 @@ def run_mode(mode: str, nodes: int, workdir: Path) -> dict[str, float]:
             "backfill",
             "run",
             "-m",
-            "partition_assets_tests.support.engine_defs",
+            "partition_assets_tests.support.locations.engine_defs",
         ]
         + ["--select", "key:wide", "--start", "2024-01-01", "--end", f"2024-01-{nodes:02d}"]
         + ["--max-parallel", "1", "--no-batch", "--runs-via", mode],

@@ -15,7 +15,9 @@ by their own commands (PostgreSQL, moto's S3, a Spark standalone cluster), the r
 launcher, deploys) and partition_assets_tests/conformance (a user's small project backfilled
 twice on fresh instances, by the engine and by Dagster's own command, and what each instance
 and storage holds compared: the engine follows Dagster's rules; docs/guarantees.md "Dagster's
-semantics"). partition_assets_tests/support holds the code locations and helpers.
+semantics"). partition_assets_tests/support holds the helpers, support/locations the code
+locations the tests load. A test file is named after the module or command it tests
+(`test_<module>.py`), each name in one tier only (unit/test_tiers.py checks both).
 Every temporary folder (tmp_path, the DAGSTER_HOMEs, lakes, the PostgreSQL data folder) is
 on /dev/shm when it is a writable tmpfs with room to spare (PARTITION_ASSETS_TEST_TMP names
 another root; set it to /tmp to test on disk): Dagster's SQLite storages commit with fsync,
@@ -186,7 +188,7 @@ LONGEST_FIRST = (
     "partition_assets_tests/e2e/test_rerun.py",
     "partition_assets_tests/e2e/test_webserver.py",
     "partition_assets_tests/e2e/test_automation.py",
-    "partition_assets_tests/e2e/test_approval.py",
+    "partition_assets_tests/e2e/test_backfill_approve.py",
     "partition_assets_tests/e2e/test_shell.py",
 )
 

@@ -38,7 +38,7 @@ from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import AssetGraphSubset, AssetKeyPartitionKey
 from partition_assets_tests.conformance.dagster_backfill import run_dagster_backfill
 
-POLICY_DEFS = "partition_assets_tests.support.policy_defs"
+POLICY_DEFS = "partition_assets_tests.support.locations.policy_defs"
 
 # Dagster runs the steps of a run in one process, as the engine's node runs do (its default
 # executor would start a process per step, a run's whole cost here).

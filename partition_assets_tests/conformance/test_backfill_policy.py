@@ -20,7 +20,7 @@ from partition_assets_tests.conformance.policy_compare import (
     planned_nodes,
     refused,
 )
-from partition_assets_tests.support.policy_defs import FAILING_DAY
+from partition_assets_tests.support.locations.policy_defs import FAILING_DAY
 
 TEN_DAYS = ["--start", "2024-01-01", "--end", "2024-01-10"]
 DAYS = [f"2024-01-{day:02d}" for day in range(1, 11)]

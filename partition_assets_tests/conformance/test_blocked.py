@@ -19,13 +19,13 @@ from partition_assets_tests.conformance.compare import (
     partition_statuses,
 )
 from partition_assets_tests.support.cli_runs import backfill_id
-from partition_assets_tests.support.user_projects.blocked_arrivals import BLOCKED_DAY, COUNTER_FIXED_ENV
-from partition_assets_tests.support.user_projects.failing_day import FAILING_DAY
+from partition_assets_tests.support.locations.user_projects.blocked_arrivals import BLOCKED_DAY, COUNTER_FIXED_ENV
+from partition_assets_tests.support.locations.user_projects.failing_day import FAILING_DAY
 
 DAYS = ["2024-01-02", "2024-01-03", "2024-01-04"]
-BLOCKED_ARRIVALS = "partition_assets_tests.support.user_projects.blocked_arrivals"
-FAILING_READINGS = "partition_assets_tests.support.user_projects.failing_day"
-FAILING_DELIVERIES = "partition_assets_tests.support.user_projects.failing_deliveries"
+BLOCKED_ARRIVALS = "partition_assets_tests.support.locations.user_projects.blocked_arrivals"
+FAILING_READINGS = "partition_assets_tests.support.locations.user_projects.failing_day"
+FAILING_DELIVERIES = "partition_assets_tests.support.locations.user_projects.failing_deliveries"
 # FAILING_DELIVERIES's lake, the day its feed fails and the switch that fixes it, named here:
 # importing it reads its lake, which the engine's runs do, not this module.
 DELTA_LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"

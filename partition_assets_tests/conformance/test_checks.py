@@ -10,10 +10,10 @@ line names it."""
 import pytest
 
 from partition_assets_tests.conformance.compare import by_dagster, holdings, on_the_engine, side_by_side
-from partition_assets_tests.support.user_projects.checked_visits import BLOCKED_DAY
+from partition_assets_tests.support.locations.user_projects.checked_visits import BLOCKED_DAY
 
-MODULE = "partition_assets_tests.support.user_projects.checked_visits"
-DELTA_MODULE = "partition_assets_tests.support.user_projects.checked_deliveries"
+MODULE = "partition_assets_tests.support.locations.user_projects.checked_visits"
+DELTA_MODULE = "partition_assets_tests.support.locations.user_projects.checked_deliveries"
 PASSING_DAYS = ["2024-01-01", "2024-01-02"]
 # Where DELTA_MODULE's lake is (read when it is imported: by the engine's run, not here).
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"

@@ -12,11 +12,11 @@ import pytest
 
 from partition_assets_tests.conformance.compare import by_dagster, engine_command, holdings, on_the_engine, side_by_side
 from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id, runs_by_node, start_cli
+from partition_assets_tests.support.locations.user_projects.failing_day import FAILING_DAY
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.records import recorded_ids
-from partition_assets_tests.support.user_projects.failing_day import FAILING_DAY
 
-MODULE = "partition_assets_tests.support.user_projects.failing_day"
+MODULE = "partition_assets_tests.support.locations.user_projects.failing_day"
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
 GOOD_DAYS = [day for day in DAYS if day != FAILING_DAY]
 

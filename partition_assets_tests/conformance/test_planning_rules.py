@@ -26,8 +26,8 @@ from partition_assets_tests.conformance.planning_compare import (
     engine_side,
     respects,
 )
-from partition_assets_tests.support import planning_rules_defs as rules
 from partition_assets_tests.support.cli_runs import backfill_cli, ok
+from partition_assets_tests.support.locations import planning_rules_defs as rules
 from partition_assets_tests.support.records import recorded_ids
 
 MODULE = rules.__name__

@@ -13,8 +13,8 @@ import pytest
 from partition_assets_tests.conformance.compare import by_dagster, engine_command, holdings, on_the_engine
 from partition_assets_tests.support.cli_runs import backfill_id
 
-MODULE = "partition_assets_tests.support.user_projects.skipping_days"
-DELTA_MODULE = "partition_assets_tests.support.user_projects.skipping_deliveries"
+MODULE = "partition_assets_tests.support.locations.user_projects.skipping_days"
+DELTA_MODULE = "partition_assets_tests.support.locations.user_projects.skipping_deliveries"
 # Where DELTA_MODULE's lake is (read when it is imported: by the engine's run, not here).
 DELTA_LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]

@@ -12,8 +12,8 @@ from partition_assets.automation import CATCH_UP_TAG, backfill_run_config
 from partition_assets.backfill.state.record import BACKFILL_ID_TAG
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_instance.daemon_filter import ENGINE_TAG, SPARSE
-from partition_assets_tests.support import automation_defs
 from partition_assets_tests.support.instances import ON_SQLITE, also_on_postgres, postgres_url_for
+from partition_assets_tests.support.locations import automation_defs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import alive, started_at
 from partition_assets_tests.support.webserver import DagsterDev
@@ -29,7 +29,7 @@ def dev(request, tmp_path_factory):
     """`dagster dev` on SQLite; for tests marked also_on_postgres, a second one on Postgres."""
     server = DagsterDev(
         tmp_path_factory.mktemp("automation"),
-        "partition_assets_tests.support.automation_defs",
+        "partition_assets_tests.support.locations.automation_defs",
         postgres_url=postgres_url_for(request),
     )
     try:

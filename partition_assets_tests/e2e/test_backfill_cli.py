@@ -16,12 +16,12 @@ from partition_assets.cli.heatmap import COLORS
 from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.cli_runs import backfill_cli, kill_then_resume, runs_by_node, start_cli
-from partition_assets_tests.support.engine_defs import FAILING_PARTITION
+from partition_assets_tests.support.locations.engine_defs import FAILING_PARTITION
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import session_members
 from partition_assets_tests.support.records import recorded_ids
 
-TARGET = ["-m", "partition_assets_tests.support.engine_defs"]
+TARGET = ["-m", "partition_assets_tests.support.locations.engine_defs"]
 
 pytestmark = pytest.mark.slow
 
@@ -213,7 +213,7 @@ def test_a_backfill_killed_by_kill_minus_9_gives_its_capacity_share_back_at_once
     priority), so a new backfill launched no node for 60 s, until the dead one was canceled. Only backfills whose
     coordinator is live claim a share."""
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    isolation = ["-m", "partition_assets_tests.support.isolation_defs"]
+    isolation = ["-m", "partition_assets_tests.support.locations.isolation_defs"]
     # A quarter of nodes (~15 s of runs): still running when it is killed.
     quarter = ["--select", "key:free", "--start", "2024-01-01", "--end", "2024-03-31", "--max-parallel", "3"]
     quarter += ["--priority", "1"]

@@ -27,7 +27,7 @@ from partition_assets_tests.support.processes import session_members
 
 pytestmark = pytest.mark.slow
 
-TARGET = ["-m", "partition_assets_tests.support.engine_defs"]
+TARGET = ["-m", "partition_assets_tests.support.locations.engine_defs"]
 RAW_AND_CLEAN = ["--select", "key:raw or key:clean", "--max-parallel", "2"]
 NOT_TAKEN = "the command server did not take this command"
 

@@ -37,7 +37,7 @@ from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import add_to_config
 from partition_assets_tests.support.polling import wait_for
 
-ENGINE_DEFS = "partition_assets_tests.support.engine_defs"
+ENGINE_DEFS = "partition_assets_tests.support.locations.engine_defs"
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from partition_assets_tests.support import REPO
 from partition_assets_tests.support.checkout import UV, source_copy, uv
 
 # The project's assets are code_location_forms' own (Dagster's default partitions and IO manager).
-ASSETS = REPO / "partition_assets_tests" / "support" / "code_location_forms" / "visits.py"
+ASSETS = REPO / "partition_assets_tests" / "support" / "locations" / "code_location_forms" / "visits.py"
 USER_DEFINITIONS = """\
 import dagster as dg
 

@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 
-from partition_assets_tests.support import REPO, safe_defs
+from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import ok
 from partition_assets_tests.support.instances import URL_ENV
 from partition_assets_tests.support.lakehouse import Lakehouse, days, expected_orders
+from partition_assets_tests.support.locations import safe_defs
 
 NEW = {safe_defs.FACTOR_ENV: "1.25"}
 SLOW_NEW = {**NEW, safe_defs.SLOW_ENV: "2"}
@@ -99,7 +100,7 @@ faulthandler.dump_traceback_later(360, exit=True, file=open(os.dup(2), "w"))
 import dagster as dg
 from partition_assets.automation import coordinator_takeover_sensor
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets_tests.support.safe_defs import backfill_job
+from partition_assets_tests.support.locations.safe_defs import backfill_job
 
 with dg.DagsterInstance.get() as instance:
     requests = coordinator_takeover_sensor(backfill_job())(dg.build_sensor_context(instance=instance))

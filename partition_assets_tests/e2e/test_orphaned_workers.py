@@ -13,16 +13,16 @@ import pytest
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.cli_runs import start_cli
 from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.locations.ui_engine_defs import RELEASE_DIR_ENV
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import alive, session_descendants
-from partition_assets_tests.support.ui_engine_defs import RELEASE_DIR_ENV
 
 pytestmark = pytest.mark.slow
 
 HELD_BACKFILL = [
     "run",
     "-m",
-    "partition_assets_tests.support.ui_engine_defs",
+    "partition_assets_tests.support.locations.ui_engine_defs",
     "--select",
     "key:held",
     "--start",

@@ -1,5 +1,5 @@
 """The Dagster instance on PostgreSQL as README "Scaling out" configures it (the README shows
-exactly this configuration: partition_assets_tests/unit/test_postgres_instance.py): a DAGSTER_HOME with it
+exactly this configuration: partition_assets_tests/unit/test_postgres_readme.py): a DAGSTER_HOME with it
 stores runs and events in its own database on the session's throwaway server. (The engine,
 sensor and webserver tests marked also_on_postgres run their cases on it.)"""
 

@@ -15,8 +15,8 @@ from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.storage.backfill_staging import BACKFILLS_DIR
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
-from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
+from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.records import recorded_backfill
 from partition_assets_tests.support.retention import backdate
 

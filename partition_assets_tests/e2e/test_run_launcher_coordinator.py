@@ -119,7 +119,7 @@ def test_run_detach_hands_the_coordinator_to_the_run_launcher_as_a_run_of_the_en
         home,
         "run",
         "-m",
-        "partition_assets_tests.support.automation_defs",
+        "partition_assets_tests.support.locations.automation_defs",
         "--select",
         "group:jobs",
         "--start",

@@ -17,9 +17,9 @@ from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage import DeltaFormat, PartitionScope
 from partition_assets.storage.leases import run_lease
-from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import TABLES, days, expected_orders
+from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.records import recorded_ids
 from partition_assets_tests.support.results import failure_message

@@ -20,9 +20,9 @@ from partition_assets.spark.unreachable import UNREACHABLE_ENV
 from partition_assets.storage import DeltaFormat
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import held_by
-from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import TABLES, Lakehouse, days, expected_orders
+from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.records import recorded_backfill
 from partition_assets_tests.support.results import failure_message
 

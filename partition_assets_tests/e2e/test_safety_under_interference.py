@@ -14,7 +14,6 @@ from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.leases import TTL_ENV, leases
-from partition_assets_tests.support import safe_defs
 from partition_assets_tests.support.cli_runs import backfill_id, ok
 from partition_assets_tests.support.lakehouse import (
     TABLES,
@@ -24,6 +23,7 @@ from partition_assets_tests.support.lakehouse import (
     foreign_update,
     run_coordinator_job,
 )
+from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.readers import delta_row_set
 from partition_assets_tests.support.records import recorded_backfill

@@ -1,15 +1,15 @@
 """The wall-clock lint through the real CLI (`partition-assets lint`): each finding printed,
-exit codes 1 and 2, the example clean (the library itself: partition_assets_tests/unit/test_wall_clock_lint.py)."""
+exit codes 1 and 2, the example clean (the library itself: partition_assets_tests/unit/test_lint.py)."""
 
 import dagster as dg
 
 from partition_assets.lint import FIX
 from partition_assets_tests.support.cli_runs import run_cli
-from partition_assets_tests.unit.test_wall_clock_lint import EXPECTED, FIXTURE
+from partition_assets_tests.unit.test_lint import EXPECTED, FIXTURE
 
 
 def test_the_cli_prints_each_finding_and_exits_1():
-    for target in (["-f", FIXTURE], ["-m", "partition_assets_tests.support.wall_clock_assets"]):
+    for target in (["-f", FIXTURE], ["-m", "partition_assets_tests.support.locations.wall_clock_assets"]):
         done = run_cli("lint", *target)
 
         assert done.returncode == 1, done.stderr

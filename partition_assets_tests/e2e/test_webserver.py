@@ -30,9 +30,9 @@ from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.example_tables import assert_tables_hold_the_days, days_of, hours_of
 from partition_assets_tests.support.instances import ON_SQLITE, URL_ENV, also_on_postgres, postgres_url_for
 from partition_assets_tests.support.launched_runs import assert_launched_by_the_launcher, node_runs
+from partition_assets_tests.support.locations.ui_engine_defs import FACTOR_FILE, RELEASE_DIR_ENV
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.processes import session_members
-from partition_assets_tests.support.ui_engine_defs import FACTOR_FILE, RELEASE_DIR_ENV
 from partition_assets_tests.support.webserver import DagsterDev
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 BACKFILL_TIMEOUT = 420
-UI_ENGINE_DEFS = "partition_assets_tests.support.ui_engine_defs"
+UI_ENGINE_DEFS = "partition_assets_tests.support.locations.ui_engine_defs"
 # The docs' screenshots of the workflow (docs/assets/ui-*.png) are this walk-through's, taken
 # anew with PARTITION_ASSETS_DOCS_SCREENSHOTS=1; otherwise they go to the test's temp folder,
 # so that `make test` leaves the work tree as it found it.
@@ -60,7 +60,7 @@ DOCS_SCREENSHOTS_ENV = "PARTITION_ASSETS_DOCS_SCREENSHOTS"
 
 @pytest.fixture(scope="module")
 def release_dir(tmp_path_factory) -> Path:
-    """Where the tests release `held`'s runs (partition_assets_tests/support/ui_engine_defs.py)."""
+    """Where the tests release `held`'s runs (partition_assets_tests/support/locations/ui_engine_defs.py)."""
     return tmp_path_factory.mktemp("release")
 
 

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.commands import launching
+from partition_assets.backfill import commands
+from partition_assets.backfill.commands import PrintingConsole, SilentConsole, backfill_status, launching
 from partition_assets.backfill.model import BackfillStatus, Node, NodeStatus, RunUnit
 from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.spec import BackfillSpec, TimeRange
@@ -24,15 +25,15 @@ from partition_assets.backfill.running.runners import node_runner_reusing
 from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.record import node_states
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.cli.main import main
 from partition_assets.dagster_instance.lease_proof import proven_backfill
 from partition_assets.errors import BackfillPlanError
 from partition_assets.run_tags import BACKFILL_ID_TAG, LEASE_PROOF_TAG, RANGE_END_TAG, RANGE_START_TAG
-from partition_assets_tests.support import engine_defs
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import also_on_postgres
+from partition_assets_tests.support.locations import engine_defs
 from partition_assets_tests.support.records import record_at
 
+ENGINE_DEFS = "partition_assets_tests.support.locations.engine_defs"
 JANUARY_1_TO_8 = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC))
 
 
@@ -43,7 +44,10 @@ def run_backfill(selection, backfill_id, max_parallel=2, done=()):
     with (
         dg.DagsterInstance.get() as instance,
         DagsterNodeRunner(
-            "partition_assets_tests.support.engine_defs", max_parallel, {BACKFILL_ID_TAG: backfill_id}, instance
+            "partition_assets_tests.support.locations.engine_defs",
+            max_parallel,
+            {BACKFILL_ID_TAG: backfill_id},
+            instance,
         ) as runner,
     ):
         status = execute(
@@ -188,7 +192,7 @@ def test_terminate_kills_its_own_workers_and_no_other_child_process(home):
     try:
         with dg.DagsterInstance.get() as instance:
             runner = DagsterNodeRunner(
-                "partition_assets_tests.support.engine_defs", 2, {BACKFILL_ID_TAG: "bf-terminate"}, instance
+                "partition_assets_tests.support.locations.engine_defs", 2, {BACKFILL_ID_TAG: "bf-terminate"}, instance
             )
         first = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)))
         assert first.result()[0].succeeded  # a worker is up, its code loaded
@@ -208,8 +212,10 @@ def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(home):
     # A standby coordinator's workers, started before the backfill was known.
     children_before = set(multiprocessing.active_children())
     with dg.DagsterInstance.get() as instance:
-        warm = DagsterNodeRunner("partition_assets_tests.support.engine_defs", 4, {}, instance)
-        spec = BackfillSpec(module="partition_assets_tests.support.engine_defs", selection="key:raw", max_parallel=2)
+        warm = DagsterNodeRunner("partition_assets_tests.support.locations.engine_defs", 4, {}, instance)
+        spec = BackfillSpec(
+            module="partition_assets_tests.support.locations.engine_defs", selection="key:raw", max_parallel=2
+        )
         runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-warm"}, instance)
     try:
         (result,) = runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",)), {"unit": "tag"}).result()
@@ -228,10 +234,12 @@ def test_a_warm_runner_serves_a_backfill_it_fits_with_the_backfills_tags(home):
 def test_a_warm_runner_that_does_not_fit_is_terminated_for_a_new_one(home):
     children_before = set(multiprocessing.active_children())
     with dg.DagsterInstance.get() as instance:
-        warm = DagsterNodeRunner("partition_assets_tests.support.engine_defs", 2, {}, instance)
+        warm = DagsterNodeRunner("partition_assets_tests.support.locations.engine_defs", 2, {}, instance)
         warm.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
         warm_workers = set(multiprocessing.active_children()) - children_before
-        spec = BackfillSpec(module="partition_assets_tests.support.engine_defs", selection="key:raw", max_parallel=3)
+        spec = BackfillSpec(
+            module="partition_assets_tests.support.locations.engine_defs", selection="key:raw", max_parallel=3
+        )
         runner = node_runner_reusing(warm)(spec, {BACKFILL_ID_TAG: "bf-cold"}, instance)  # needs 3 workers: warm has 2
     try:
         assert isinstance(runner, DagsterNodeRunner) and runner is not warm
@@ -247,7 +255,7 @@ def test_terminate_kills_every_started_worker_when_one_never_started(home):
     no file descriptor left) has no process; the workers after it are killed all the same."""
     children_before = set(multiprocessing.active_children())
     with dg.DagsterInstance.get() as instance:
-        runner = DagsterNodeRunner("partition_assets_tests.support.engine_defs", 2, {}, instance)
+        runner = DagsterNodeRunner("partition_assets_tests.support.locations.engine_defs", 2, {}, instance)
         runner.launch(RunUnit(dg.AssetKey("raw"), ("2024-01-01",))).result()  # its workers are up
     started = set(multiprocessing.active_children()) - children_before
     # What a failed start leaves: a process made by the pool's context, first in its list.
@@ -267,7 +275,7 @@ def test_workers_load_one_at_a_time_when_the_coordinator_leaves_one_core(home, t
             f"""
             import time
             from pathlib import Path
-            from partition_assets_tests.support.engine_defs import defs
+            from partition_assets_tests.support.locations.engine_defs import defs
             started = time.time()
             time.sleep(0.3)
             with Path({str(loads)!r}).open("a") as noted:
@@ -300,7 +308,7 @@ def test_a_runner_starts_every_worker_even_when_each_loads_before_the_next_is_st
 
     monkeypatch.setattr(local_workers._WorkerRecordingContext, "Process", slow_to_start)
     with dg.DagsterInstance.get() as instance:
-        runner = DagsterNodeRunner("partition_assets_tests.support.engine_defs", 3, {}, instance)
+        runner = DagsterNodeRunner("partition_assets_tests.support.locations.engine_defs", 3, {}, instance)
     waiting = threading.Thread(target=runner.wait_until_loaded, daemon=True)
     try:
         waiting.start()
@@ -327,17 +335,9 @@ def test_backfill_run_starts_its_workers_before_planning_and_kills_them_when_the
     monkeypatch.setattr(launching, "DagsterNodeRunner", NotedRunner)
     monkeypatch.setattr(launching, "graph_of", refused_plan)
     children_before = set(multiprocessing.active_children())
-    argv = [
-        "-m",
-        "partition_assets_tests.support.engine_defs",
-        "--select",
-        "key:raw",
-        "--start",
-        "2024-01-01",
-        "--end",
-        "2024-01-02",
-    ]
-    assert main(["backfill", "run", *argv]) == 2
+    spec = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", start="2024-01-01", end="2024-01-02")
+    with dg.DagsterInstance.get() as instance, pytest.raises(BackfillPlanError, match="refused for the test"):
+        commands.run_backfill(spec, instance, SilentConsole())
     assert len(runners) == 1
     assert set(multiprocessing.active_children()) <= children_before  # its workers are gone
 
@@ -348,31 +348,28 @@ def test_a_backfill_given_fewer_runs_than_max_parallel_says_how_many_and_why_fir
         "runs at most 3 at a time, not --max-parallel 4: the instance runs at most 4 at a time "
         "(run_queue.max_concurrent_runs), partition_assets.backfills.reserve_runs keeps 1 free for production runs"
     )
-    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
-    span = ["--start", "2024-01-01", "--end", "2024-01-02"]
-    assert main(["backfill", "run", *argv, *span, "--max-parallel", "4"]) == 0
-    first, *rest = capsys.readouterr().out.splitlines()
-    assert re.fullmatch(rf"backfill \S+: 2 nodes; {re.escape(why)}", first), first
-    assert not [line for line in rest if line.startswith("instance:")]  # one database for all runs here
+    span = {"selection": "key:raw", "start": "2024-01-01", "end": "2024-01-02"}
     with dg.DagsterInstance.get() as instance:
+        spec = BackfillSpec(module=ENGINE_DEFS, **span, max_parallel=4)
+        assert commands.run_backfill(spec, instance, PrintingConsole()).succeeded
+        first, *rest = capsys.readouterr().out.splitlines()
+        assert re.fullmatch(rf"backfill \S+: 2 nodes; {re.escape(why)}", first), first
+        assert not [line for line in rest if line.startswith("instance:")]  # one database for all runs here
         store = BackfillStore(instance)
         for backfill_id, max_parallel in (("bf-four", 4), ("bf-three", 3)):
-            spec = BackfillSpec(
-                module=argv[1], selection="key:raw", start="2024-01-01", end="2024-01-02", max_parallel=max_parallel
-            )
+            spec = BackfillSpec(module=ENGINE_DEFS, **span, max_parallel=max_parallel)
             record_at(store, backfill_id, BackfillStatus.RUNNING, spec)
-    assert main(["backfill", "status", "bf-four"]) == 0
-    assert why in capsys.readouterr().out.splitlines()
-    assert main(["backfill", "status", "bf-three"]) == 0
-    assert "runs at most" not in capsys.readouterr().out  # 3 fit: nothing to say
+        assert backfill_status(instance, "bf-four").fewer_runs == why
+        assert backfill_status(instance, "bf-three").fewer_runs is None  # 3 fit: nothing to say
 
 
 def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_the_lines_that_drop_it(
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # no dagster.yaml: what a new project has
-    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
-    assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
+    spec = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", start="2024-01-01", end="2024-01-02")
+    with dg.DagsterInstance.get() as instance:
+        assert commands.run_backfill(spec, instance, PrintingConsole()).succeeded
     lines = capsys.readouterr().out.splitlines()
     notes = [line for line in lines if line.startswith("instance:")]
     assert notes == [lines[1]], lines  # right after the first line, in two lines with the guide's section
@@ -381,6 +378,7 @@ def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_
     assert lines[3].startswith("[1/2] raw"), lines  # two lines, no more
     assert not any(line.startswith("gate:") for line in lines), lines  # engine_defs declares no gate
     # Once per instance: the next backfill on it (a command of its own, as a user's) says nothing of it.
+    argv = ["-m", ENGINE_DEFS, "--select", "key:raw"]
     again = run_cli("backfill", "run", *argv, "--start", "2024-01-03", "--end", "2024-01-03")
     assert again.returncode == 0 and again.stdout.splitlines()[1].startswith("[1/1] raw"), again.stdout
     [lines_given] = re.findall(r"`([^`]+)`", lines[2])
@@ -394,8 +392,10 @@ def test_on_dagster_s_default_event_log_the_command_says_once_what_it_costs_and_
 
 def test_a_staged_backfill_without_a_gate_prints_no_gate_line(home, capsys):
     """`gate: 0 of 0 checks passed` said nothing but jargon when no asset declares a gate."""
-    argv = ["-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw"]
-    assert main(["backfill", "run", *argv, "--start", "2024-01-01", "--end", "2024-01-01"]) == 0
+    spec = BackfillSpec(module=ENGINE_DEFS, selection="key:raw", start="2024-01-01", end="2024-01-01")
+    with dg.DagsterInstance.get() as instance:
+        outcome = commands.run_backfill(spec, instance, PrintingConsole())
+    assert outcome.succeeded, outcome.message
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1].endswith("1 succeeded") and lines[-2].startswith("published:"), lines
+    assert outcome.message.endswith("1 succeeded") and lines[-1].startswith("published:"), (outcome.message, lines)
     assert not any(line.startswith("gate:") for line in lines), lines

@@ -5,7 +5,7 @@ it is refused, nothing written, on a published or running backfill, for a range 
 and where another backfill holds a lease on the new partitions.
 
 The backfills run through the command line (a real coordinator, workers and instance, on a
-location that needs no Spark: support/extend_defs.py); `extend` runs in this process."""
+location that needs no Spark: support/locations/extend_defs.py); `extend` runs in this process."""
 
 import os
 import signal
@@ -28,8 +28,8 @@ from partition_assets.code_location import load_definitions
 from partition_assets.errors import CoordinatorLiveError, ExtendError, IllegalTransitionError, PartitionLeasedError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.leases import acquire, held_by, release
-from partition_assets_tests.support import extend_defs
 from partition_assets_tests.support.cli_runs import backfill_cli, backfill_id, runs_by_node, start_cli
+from partition_assets_tests.support.locations import extend_defs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.records import backfill_store, record_at, recorded_ids, version_of
 

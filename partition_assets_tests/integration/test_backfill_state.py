@@ -2,7 +2,7 @@
 status that does not allow it (exit 2, the status and the command that fits named, nothing
 written); writers in separate processes racing to change one status lose no update, and
 one writing a record it read before another wrote it is refused;
-`backfill status` and the UI's backfill page show a coordinator that fell silent, never a live one in another pid
+`backfill_status` and the UI's backfill page show a coordinator that fell silent, never a live one in another pid
 namespace of this host; and hosts noticing it at once take its backfill over exactly once (the opt-in takeover
 sensor)."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from partition_assets import SilentConsole, backfill_status, resume_backfill
 from partition_assets.automation import coordinator_takeover_sensor, sparse_backfill_job
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
 from partition_assets.backfill.model import Approval, BackfillStatus
@@ -21,13 +22,12 @@ from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover_claims import claim_takeovers
-from partition_assets.cli.main import main
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_internals import BulkActionStatus
-from partition_assets.errors import RecordChangedError
+from partition_assets.errors import CoordinatorLiveError, RecordChangedError
 from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.leases import TTL_ENV
-from partition_assets_tests.integration.test_bad_inputs import files_under, run_in_process
+from partition_assets_tests.integration.test_cli_main import files_under, run_in_process
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.instances import also_on_postgres
 from partition_assets_tests.support.pid_namespaces import NamespacedCoordinator, pid_free_here, usable
@@ -175,33 +175,28 @@ def test_a_record_written_from_a_stale_read_is_refused_and_a_status_change_meanw
             BackfillRecord(SPEC, id="cas1", store=second).save()
 
 
-def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_command_that_takes_over(
-    home, capsys, monkeypatch
-):
+def test_status_shows_a_coordinator_silent_for_longer_than_the_ttl_and_the_command_that_takes_over(home, monkeypatch):
     monkeypatch.setenv(TTL_ENV, "30")
     with backfill_store(home) as store:
         record_at(store, "live1", S.RUNNING, SPEC)
         record_at(store, "dead1", S.RUNNING, SPEC)
         record_at(store, "done1", S.PUBLISHED, SPEC)
+    announced = ("live1", "dead1", "done1")
     with dg.DagsterInstance.get() as instance:
         announce(instance, "live1", seconds_ago=5)
         announce(instance, "dead1", seconds_ago=31)
         announce(instance, "done1", seconds_ago=31)  # a published backfill needs no coordinator
+        # The status's `coordinator:` line, if any (what `backfill status` prints of it).
+        noted = {backfill_id: backfill_status(instance, backfill_id).silence or "" for backfill_id in announced}
 
-    printed = {}
-    for backfill_id in ("live1", "dead1", "done1"):
-        capsys.readouterr()
-        assert main(["backfill", "status", backfill_id]) == 0
-        printed[backfill_id] = capsys.readouterr().out
-
-    silent = [line for line in printed["dead1"].splitlines() if line.startswith("coordinator: silent")]
-    assert len(silent) == 1, printed["dead1"]
+    silent = [line for line in noted["dead1"].splitlines() if line.startswith("coordinator: silent")]
+    assert len(silent) == 1, noted["dead1"]
     assert re.search(r"pid 4242 on another-host, last heartbeat 3\d s ago; the lease TTL is 30 s", silent[0]), silent
     assert "`partition-assets backfill resume dead1` takes it over" in silent[0], silent
-    assert "coordinator:" not in printed["live1"] + printed["done1"]
+    assert "coordinator:" not in noted["live1"] + noted["done1"]
 
 
-def test_a_live_coordinator_in_another_pid_namespace_of_this_host_is_not_taken_for_dead(home, capsys, monkeypatch):
+def test_a_live_coordinator_in_another_pid_namespace_of_this_host_is_not_taken_for_dead(home, monkeypatch):
     """Issue 39, hole 5: a coordinator in a container on this host (host networking: same host name) announced a
     pid that names no process outside it. `status` called it dead, `resume` was accepted (every node then ran twice)
     and the takeover sensor claimed it. Its pid cannot be looked up here, so its heartbeat judges it: live while it
@@ -217,14 +212,13 @@ def test_a_live_coordinator_in_another_pid_namespace_of_this_host_is_not_taken_f
         assert coordinator.pid_or_error() == pid
         assert not Path(f"/proc/{pid}").exists()  # no process of this namespace has its pid
 
-        capsys.readouterr()
-        assert main(["backfill", "status", "bf1"]) == 0
-        assert "coordinator:" not in capsys.readouterr().out
-        assert main(["backfill", "resume", "bf1"]) == 2
-        refused = capsys.readouterr().err
-        assert f"backfill bf1 has a live coordinator (pid {pid} on {socket.gethostname()}," in refused, refused
-        assert "Nothing was changed." in refused
         with dg.DagsterInstance.get() as instance:
+            assert backfill_status(instance, "bf1").silence is None  # no `coordinator:` line
+            with pytest.raises(CoordinatorLiveError) as refusal:
+                resume_backfill(instance, "bf1", SilentConsole())
+            refused = str(refusal.value)
+            assert f"backfill bf1 has a live coordinator (pid {pid} on {socket.gethostname()}," in refused, refused
+            assert "Nothing was changed." in refused
             assert claim_takeovers(instance, BackfillStore(instance)) == []
             assert BackfillStore(instance).status("bf1") == S.RUNNING
 
@@ -265,7 +259,7 @@ def test_hosts_noticing_a_dead_coordinator_at_once_take_its_backfill_over_exactl
 
 def test_the_takeover_sensor_requests_one_engine_run_per_dead_coordinator_tagged_to_resume_it(home, monkeypatch):
     monkeypatch.setenv(TTL_ENV, "30")
-    job = sparse_backfill_job("partition_assets_tests.support.engine_defs")
+    job = sparse_backfill_job("partition_assets_tests.support.locations.engine_defs")
     sensor = coordinator_takeover_sensor(job)
     with dg.DagsterInstance.get() as instance:
         record_at(BackfillStore(instance), "dead1", S.RUNNING, SPEC)

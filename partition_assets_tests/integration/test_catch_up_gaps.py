@@ -14,8 +14,8 @@ from partition_assets.backfill.planning.instance_state import current_nodes
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets_tests.conformance.compare import on_the_engine
-from partition_assets_tests.support import catch_up_defs
-from partition_assets_tests.support.catch_up_defs import MODULE
+from partition_assets_tests.support.locations import catch_up_defs
+from partition_assets_tests.support.locations.catch_up_defs import MODULE
 
 ASSET_GRAPH = catch_up_defs.defs.resolve_asset_graph()
 DAYS_BEFORE_MARCH = catch_up_defs.DAYS.get_partition_keys_in_range(dg.PartitionKeyRange("2024-01-01", "2024-02-29"))

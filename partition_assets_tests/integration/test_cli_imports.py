@@ -9,7 +9,7 @@ import pytest
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import CLI, CONSOLE_SCRIPT
 
-VISITS = REPO / "partition_assets_tests" / "support" / "code_location_forms" / "visits.py"
+VISITS = REPO / "partition_assets_tests" / "support" / "locations" / "code_location_forms" / "visits.py"
 
 
 def test_the_command_line_loads_without_grpc_or_pillow():

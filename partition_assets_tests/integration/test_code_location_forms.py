@@ -18,8 +18,8 @@ from partition_assets_tests.support import REPO
 from partition_assets_tests.support.records import recorded_ids
 from partition_assets_tests.support.ui_backfills import dialog_backfill
 
-FORMS = "partition_assets_tests.support.code_location_forms"
-FORMS_FOLDER = REPO / "partition_assets_tests" / "support" / "code_location_forms"
+FORMS = "partition_assets_tests.support.locations.code_location_forms"
+FORMS_FOLDER = REPO / "partition_assets_tests" / "support" / "locations" / "code_location_forms"
 TWO_DAYS = ["--select", "key:visits+", "--start", "2024-01-02", "--end", "2024-01-03"]
 REPOSITORY = f"{FORMS}.repository_location"
 DG_PROJECT = f"{FORMS}.dg_project.definitions"

@@ -5,7 +5,7 @@ strings. A Dagster upgrade that moves or changes one fails here, naming it; a na
 the seam without a pin here fails `test_every_name_in_the_seam_is_pinned_here`.
 
 Pins elsewhere stay where they are: test_instance_storage.py (the storages end to end), test_run_launcher.py
-(`submit_asset_run` launching real runs), test_git_deploy.py (a real code server's reply).
+(`submit_asset_run` launching real runs), e2e/test_deploy.py (a real code server's reply).
 """
 
 import ast
@@ -1051,7 +1051,7 @@ def test_a_worker_s_runs_of_several_assets_build_the_whole_job_s_snapshot_once(i
 
 # -- the webserver's and the daemon's handling of backfills ------------------------------
 
-ENGINE_DEFS = "partition_assets_tests.support.engine_defs"
+ENGINE_DEFS = "partition_assets_tests.support.locations.engine_defs"
 
 
 def test_dagster_internals_the_engine_relies_on():

@@ -13,7 +13,7 @@ from partition_assets.partitions import daily, mappings
 from partition_assets.run_tags import range_tags
 from partition_assets.spark import SparkResource
 from partition_assets_tests.support.example_tables import EXAMPLE_ASSETS
-from partition_assets_tests.support.probe_assets import numbers
+from partition_assets_tests.support.locations.probe_assets import numbers
 from partition_assets_tests.support.results import failure_message
 
 DAYS = daily("2024-01-01")

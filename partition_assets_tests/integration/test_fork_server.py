@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent(
     SEEN = (
         "{'mark': getattr(__import__('sys'), 'fork_server_test_mark', None),"
         " 'fork_server': __import__('os').getppid(),"
-        " 'location_loaded': 'partition_assets_tests.support.engine_defs' in __import__('sys').modules}"
+        " 'location_loaded': 'partition_assets_tests.support.locations.engine_defs' in __import__('sys').modules}"
     )
 
     def command_of(pid):
@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent(
         sys.fork_server_test_mark = "set after the imports"
         if sys.argv[1] == "with_a_thread":
             threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
-        local_workers.start_fork_server(["partition_assets_tests.support.engine_defs"])
+        local_workers.start_fork_server(["partition_assets_tests.support.locations.engine_defs"])
         server = multiprocessing.forkserver._forkserver._forkserver_pid
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
             worker = pool.submit(eval, SEEN).result()
@@ -76,14 +76,14 @@ def test_a_process_running_other_threads_starts_multiprocessing_s_fork_server_in
     report = _report("with_a_thread")
     assert report["server_command"] != report["own_command"]
     assert "from multiprocessing.forkserver import main" in report["server_command"]
-    assert "partition_assets_tests.support.engine_defs" in report["server_command"]  # preloaded there instead
+    assert "partition_assets_tests.support.locations.engine_defs" in report["server_command"]  # preloaded there instead
     assert report["worker"] == {"mark": None, "fork_server": report["server"], "location_loaded": True}
 
 
 def test_the_webservers_standby_forks_its_workers_from_a_fork_of_itself(tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, **instance_env(home)}
-    add_to_config(home, partition_assets={"engine_modules": ["partition_assets_tests.support.engine_defs"]})
+    add_to_config(home, partition_assets={"engine_modules": ["partition_assets_tests.support.locations.engine_defs"]})
     standby = subprocess.Popen(
         [*CLI, "backfill", "standby"], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -130,7 +130,7 @@ INHERITING_SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         with dg.DagsterInstance.get() as instance:
             instance.add_run(dg.DagsterRun(job_name="before_the_fork", run_id="r1"))
-            local_workers.start_fork_server(["partition_assets_tests.support.engine_defs"], instance)
+            local_workers.start_fork_server(["partition_assets_tests.support.locations.engine_defs"], instance)
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
                 print(json.dumps(pool.submit(eval, TAKE).result()))
     """
@@ -158,7 +158,7 @@ HELD_FILES_SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         with dg.DagsterInstance.get() as instance:
             instance.add_run(dg.DagsterRun(job_name="before_the_fork", run_id="r1"))
-            local_workers.start_fork_server(["partition_assets_tests.support.engine_defs"], instance)
+            local_workers.start_fork_server(["partition_assets_tests.support.locations.engine_defs"], instance)
             server = running_pid()
             held = {os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd")}
             print(json.dumps(sorted(path for path in held if ".db" in path)))

@@ -290,8 +290,8 @@ import dagster as dg
 from partition_assets.backfill.commands import run_backfill
 from partition_assets.backfill.commands.console import SilentConsole
 from partition_assets.backfill.planning.spec import BackfillSpec
-spec = BackfillSpec(module="partition_assets_tests.support.engine_defs", selection="key:raw", start="2024-01-01",
-                    end="2024-01-02")
+spec = BackfillSpec(module="partition_assets_tests.support.locations.engine_defs", selection="key:raw",
+                    start="2024-01-01", end="2024-01-02")
 for _ in range(2):
     with dg.DagsterInstance.get() as instance:
         assert run_backfill(spec, instance, SilentConsole()).succeeded
@@ -299,7 +299,7 @@ for _ in range(2):
     "main": """
 from partition_assets.cli.main import main
 for _ in range(2):
-    assert main(["backfill", "run", "-m", "partition_assets_tests.support.engine_defs", "--select", "key:raw",
+    assert main(["backfill", "run", "-m", "partition_assets_tests.support.locations.engine_defs", "--select", "key:raw",
                  "--start", "2024-01-01", "--end", "2024-01-02"]) == 0
 """,
 }

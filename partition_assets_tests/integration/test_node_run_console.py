@@ -8,7 +8,7 @@ import pytest
 
 from partition_assets.backfill.running.asset_runs import AssetRuns
 from partition_assets.run_console import VERBOSE_ENV
-from partition_assets_tests.support.failing_defs import defs, drifting
+from partition_assets_tests.support.locations.failing_defs import defs, drifting
 
 
 @pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "verbose"])

@@ -15,11 +15,11 @@ from partition_assets.errors import VacuumRetentionError
 from partition_assets.partitions import daily, mappings
 from partition_assets.run_tags import range_tags
 from partition_assets.spark import SparkResource
-from partition_assets.storage import ParquetFormat, SparkParquetIOManager
+from partition_assets.storage import ParquetFormat, SparkParquetIOManager, vacuum
 from partition_assets.storage.failpoints import ENV
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.example_tables import EXAMPLE_ASSETS
-from partition_assets_tests.support.probe_assets import numbers
+from partition_assets_tests.support.locations.probe_assets import numbers
 from partition_assets_tests.support.readers import (
     canonical,
     parquet_with_duckdb,
@@ -202,8 +202,6 @@ def test_merge_is_refused_for_parquet(lake, run_parquet):
 
 
 def test_vacuum_deletes_what_killed_writes_left(lake, run_parquet):
-    from partition_assets.cli import main as cli
-
     assert run_parquet([numbers], ["numbers"], partition_key="2024-01-05").success
     before = read(lake, "numbers")
     leftovers = [lake / "numbers" / "_trash" / "a" / "ds=2024-01-04", lake / "numbers" / "_staging" / "b"]
@@ -215,6 +213,6 @@ def test_vacuum_deletes_what_killed_writes_left(lake, run_parquet):
     with pytest.raises(VacuumRetentionError, match="retention 0.5 hours is refused"):
         ParquetFormat().vacuum(table, 0.5, dry_run=False)
     assert all(folder.exists() for folder in leftovers)
-    assert cli(["vacuum", table, "--retention-hours", "1"]) == 0
+    vacuum(table, retention_hours=1)
     assert not any(folder.exists() for folder in leftovers)
     assert read(lake, "numbers").equals(before)

@@ -1,4 +1,4 @@
-"""partitioned_schedule's ticks (evaluated as in partition_assets_tests/unit/test_partitioned_schedule.py) with
+"""partitioned_schedule's ticks (evaluated as in partition_assets_tests/unit/test_schedule.py) with
 the requested runs executed for real: Spark, Delta tables through the IO manager, a real
 Dagster instance."""
 
@@ -12,7 +12,7 @@ from partition_assets.automation import SCHEDULE_TAG, SKIPPED_TICKS_TAG, TICK_TA
 from partition_assets.spark import SparkResource
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.readers import delta_with_delta_rs
-from partition_assets_tests.unit.test_partitioned_schedule import (
+from partition_assets_tests.unit.test_schedule import (
     DAYS,
     MONDAY,
     TUESDAY,

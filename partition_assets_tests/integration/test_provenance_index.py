@@ -27,7 +27,7 @@ import pytest
 from dagster._cli.asset import asset_materialize_command
 from sqlalchemy import delete, select, text, update
 
-from partition_assets.backfill.commands import plan_backfill
+from partition_assets.backfill.commands import SilentConsole, plan_backfill, run_backfill
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.history import latest_materializations, scanned_materializations
@@ -153,8 +153,8 @@ def history(request, home_template, tmp_path_factory) -> Iterator[History]:
         )
         marks.append(instance.event_log_storage.get_maximum_record_id() or 0)
         second = _commit(repo, 2)
-        engine = ["backfill", "run", "-f", str(location), "--select", "daily", "--start", DAYS[2], "--end", DAYS[3]]
-        assert cli_main(engine) == 0
+        engine = BackfillSpec(module=str(location), selection="daily", start=DAYS[2], end=DAYS[3])
+        assert run_backfill(engine, instance, SilentConsole()).succeeded
         marks.append(instance.event_log_storage.get_maximum_record_id() or 0)
         _materialize(location, instance, "key:events", [DAYS[4]])
         _materialize(location, instance, "key:reference", [None])

@@ -1,7 +1,7 @@
 """A staged backfill's publish costs per table, asset and run, not per node; and the
 materializations it records keep the metadata each node's body gave its output.
 
-One backfill of partition_assets_tests/support/publish_defs.py (a Delta table and an asset returning
+One backfill of partition_assets_tests/support/locations/publish_defs.py (a Delta table and an asset returning
 `MaterializeResult`, one range run each) runs through the real coordinator, workers, Spark
 and instance; what its publish does is counted as it happens: SQL statements on the
 instance, the event-log inserts of materializations, Delta commits of the table and of
@@ -32,7 +32,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.instances import instance_env
 
-CODE_LOCATION = "partition_assets_tests.support.publish_defs"  # imported once its lake is in the environment
+CODE_LOCATION = "partition_assets_tests.support.locations.publish_defs"  # imported once its lake is in the environment
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 FIRST_DAY, LAST_DAY, DAYS = "2024-01-01", "2024-03-30", 90
 ASSETS = ("stored", "reported")

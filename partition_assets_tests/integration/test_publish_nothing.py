@@ -27,7 +27,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.instances import instance_env
 
-CODE_LOCATION = "partition_assets_tests.support.no_table_defs"
+CODE_LOCATION = "partition_assets_tests.support.locations.no_table_defs"
 ASSETS = 2
 
 

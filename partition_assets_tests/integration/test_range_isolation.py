@@ -2,13 +2,14 @@
 batching (`--batching engine`). A staged backfill of a range-capable asset, one day of which
 fails, runs through the real coordinator, workers and instance: 8 of its days start as one
 range run, which fails; the engine runs the range again in halves down to the failing day, so
-7 of the 8 end succeeded and 1 failed; `backfill status` names that day, and nothing is
+7 of the 8 end succeeded and 1 failed; `backfill_status` names that day, and nothing is
 published: no publish run, no materialization. The asset stores nothing, so that no run waits
 for Spark: a staged backfill's materializations are recorded only by its publish, so the
 instance shows whether it published."""
 
 import dagster as dg
 
+from partition_assets import backfill_status
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import BackfillStatus, Batching, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph
@@ -18,11 +19,10 @@ from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.cli.main import main
 from partition_assets.run_tags import BACKFILL_ID_TAG, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
-from partition_assets_tests.support.range_failure_defs import FAILING_DAY
+from partition_assets_tests.support.locations.range_failure_defs import FAILING_DAY
 
-CODE_LOCATION = "partition_assets_tests.support.range_failure_defs"
+CODE_LOCATION = "partition_assets_tests.support.locations.range_failure_defs"
 RANGE = [f"2024-01-{day:02d}" for day in range(2, 10)]
 
 
@@ -44,7 +44,7 @@ def _days(run: dg.DagsterRun) -> tuple[str, str]:
     return run.tags[PARTITION_TAG], run.tags[PARTITION_TAG]
 
 
-def test_a_failing_day_fails_alone_its_range_runs_again_in_halves_and_a_staged_backfill_publishes_nothing(home, capsys):
+def test_a_failing_day_fails_alone_its_range_runs_again_in_halves_and_a_staged_backfill_publishes_nothing(home):
     daily_counts = dg.AssetKey("daily_counts")
     with dg.DagsterInstance.get() as instance:
         # 01-01 runs alone (how long a day takes is unknown until a run tells), then the 8 days
@@ -79,6 +79,5 @@ def test_a_failing_day_fails_alone_its_range_runs_again_in_halves_and_a_staged_b
         assert not instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: "halves", PUBLISH_RUN_TAG: "true"}))
         assert instance.get_materialized_partitions(daily_counts) == set()
 
-    capsys.readouterr()
-    assert main(["backfill", "status", "halves"]) == 0
-    assert f"failed: daily_counts {FAILING_DAY}\n" in capsys.readouterr().out
+    with dg.DagsterInstance.get() as instance:
+        assert f"failed: daily_counts {FAILING_DAY}" in backfill_status(instance, "halves").failed_lines

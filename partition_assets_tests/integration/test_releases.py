@@ -3,7 +3,7 @@ two table commits, or stopped part-way by a foreign commit, a reader through the
 (`read_tables`, the IO manager's inputs) joins both tables as before or both as after; a
 raw delta-rs reader of the latest versions sees the mix (so this test can fail).
 
-One backfill of partition_assets_tests/support/release_defs.py runs through the real
+One backfill of partition_assets_tests/support/locations/release_defs.py runs through the real
 coordinator, workers, Spark and instance, its publish held by the failpoint
 `between_table_commits:hold=<file>` while a thread reads in a loop, runs a downstream
 asset, and makes a foreign commit that stops the publish part-way.
@@ -33,7 +33,7 @@ from partition_assets.storage.release_log import release_log_uri
 from partition_assets.storage.release_reads import pinned_versions, read_tables
 from partition_assets_tests.support.polling import wait_for
 
-CODE_LOCATION = "partition_assets_tests.support.release_defs"  # imported once its lake is in the environment
+CODE_LOCATION = "partition_assets_tests.support.locations.release_defs"  # imported once its lake is in the environment
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 TABLES = ("payouts_daily", "payouts_quarterly")
 DAY = "2024-01-01"

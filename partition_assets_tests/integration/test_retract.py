@@ -3,7 +3,7 @@ backfill rewrites them (staged removals, gate, one commit per table, ledger rows
 not materialized in the instance; `backfill rollback` brings back rows and materializations;
 and the bad inputs, each refused writing nothing.
 
-One module-scoped lake and instance: support/retract_defs.py's `events` and `daily_counts`
+One module-scoped lake and instance: support/locations/retract_defs.py's `events` and `daily_counts`
 materialized for seven of their ten days by one range run, through the commands layer; the
 command line once, as a process, against the same instance (a DAGSTER_HOME)."""
 
@@ -48,9 +48,10 @@ from partition_assets.run_tags import BACKFILL_ID_TAG, TAKEOVER_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
 from partition_assets.storage.failpoints import InjectedFailure
 from partition_assets.storage.leases import held_by
-from partition_assets_tests.support import REPO, retract_defs
+from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.instances import add_to_config
+from partition_assets_tests.support.locations import retract_defs
 from partition_assets_tests.support.results import failure_message
 
 MATERIALIZED = [f"2024-01-0{day}" for day in range(1, 8)]  # 2024-01-08 to 10 never are
@@ -64,7 +65,7 @@ def retract_lake(spark_resource, home_template, tmp_path_factory):
     materialized for MATERIALIZED in one run."""
     root = tmp_path_factory.mktemp("retract")
     lake = root / "lake"
-    source = (REPO / "partition_assets_tests" / "support" / "retract_defs.py").read_text()
+    source = (REPO / "partition_assets_tests" / "support" / "locations" / "retract_defs.py").read_text()
     location = root / "retract_defs.py"
     location.write_text(source.replace('os.environ.get(LAKE_ENV, ".lake-retract-tests")', repr(str(lake))))
     assert repr(str(lake)) in location.read_text()

@@ -3,7 +3,7 @@ with points 1, 2 and 6): after a staged backfill by commit 2 over partitions com
 rolled back, and after a retract is rolled back, `--produced-by <commit 1>` selects those
 partitions again and `--stale` (the code back at commit 1's) does not call them changed.
 
-One git repository holds support/retract_defs.py stamped with its commit (with_git_versions),
+One git repository holds support/locations/retract_defs.py stamped with its commit (with_git_versions),
 its lake in a temporary folder: commit 1 materializes both assets for DAYS in one range run;
 commit 2 changes `daily_counts`'s code (not its result); commit 3 reverts it. Plans go through
 the Python commands layer; the backfill runs through the real coordinator, workers, Spark and
@@ -66,7 +66,7 @@ def repo(spark_resource, home_template, tmp_path_factory) -> Iterator[Repo]:
     root = tmp_path_factory.mktemp("rollback_provenance")
     folder, home = root / "repo", root / "dagster_home"
     folder.mkdir()
-    source = (REPO / "partition_assets_tests" / "support" / "retract_defs.py").read_text()
+    source = (REPO / "partition_assets_tests" / "support" / "locations" / "retract_defs.py").read_text()
     stamped = (
         source.replace('os.environ.get(LAKE_ENV, ".lake-retract-tests")', repr(str(root / "lake")))
         .replace(

@@ -22,7 +22,7 @@ import dagster as dg
 import partition_assets
 
 threading.Thread(target=threading.Event().wait, daemon=True).start()
-location = "partition_assets_tests.support.user_projects.wired_visits"
+location = "partition_assets_tests.support.locations.user_projects.wired_visits"
 spec = partition_assets.BackfillSpec(module=location, selection="*", start="2024-01-02", end="2024-01-03")
 with dg.DagsterInstance.get() as instance:
     print(partition_assets.run_backfill(spec, instance, partition_assets.PrintingConsole()).message)

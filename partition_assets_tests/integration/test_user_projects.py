@@ -4,7 +4,7 @@ in them: a `dg`-scaffolded project loading its `defs/` folder, a `@repository`, 
 project on Dagster's default IO manager, and a subsettable multi-asset with asset checks (a
 blocking one); and a fifth wired by `partition_assets.definitions` alone, whose assets ask for
 no Spark: it keeps Dagster's default IO manager and starts no Spark server. Each backfills
-one day on the engine (`partition-assets backfill run`, its node runs in worker processes)
+one day on the engine (`run_backfill`, as `partition-assets backfill run` does: its node runs in worker processes)
 and on Dagster (`dagster asset materialize`, Dagster's own command), each in an instance of
 its own; the two instances then hold the same materializations, the
 same check results, and Dagster's default IO manager stored the same outputs. With no table to
@@ -19,17 +19,17 @@ import dagster as dg
 import pytest
 from dagster._cli.asset import asset_materialize_command
 
-from partition_assets.cli.main import main
+from partition_assets import BackfillSpec, SilentConsole, run_backfill
 from partition_assets_tests.support.instances import instance_env
 from partition_assets_tests.support.webserver import free_port, listening
 
 DAY = "2024-01-03"
 LOCATIONS = {
-    "dg project": "partition_assets_tests.support.code_location_forms.dg_project.definitions",
-    "@repository": "partition_assets_tests.support.code_location_forms.repository_location",
-    "DuckDB": "partition_assets_tests.support.user_projects.duckdb_views",
-    "multi-asset and checks": "partition_assets_tests.support.user_projects.orders_with_checks",
-    "one call, no Spark": "partition_assets_tests.support.user_projects.wired_visits",
+    "dg project": "partition_assets_tests.support.locations.code_location_forms.dg_project.definitions",
+    "@repository": "partition_assets_tests.support.locations.code_location_forms.repository_location",
+    "DuckDB": "partition_assets_tests.support.locations.user_projects.duckdb_views",
+    "multi-asset and checks": "partition_assets_tests.support.locations.user_projects.orders_with_checks",
+    "one call, no Spark": "partition_assets_tests.support.locations.user_projects.wired_visits",
 }
 # The code locations whose executor `partition_assets.definitions` made in-process already.
 WIRED = {LOCATIONS["one call, no Spark"]}
@@ -66,14 +66,17 @@ def what_the_instance_holds(home: Path) -> tuple[dict, set, dict]:
 @pytest.mark.filterwarnings("ignore:Function `asset_materialize_command` is superseded")
 @pytest.mark.parametrize("module", LOCATIONS.values(), ids=LOCATIONS.keys())
 def test_the_engine_backfills_a_users_code_location_as_dagster_materializes_it(
-    module, home, home_template, tmp_path, monkeypatch, capsys, caplog
+    module, home, home_template, tmp_path, monkeypatch, caplog
 ):
     # Where a Spark Connect server this test started would leave its pid file and listen.
     monkeypatch.setenv("PARTITION_ASSETS_STATE_DIR", str(tmp_path / "spark_state"))
     spark_port = free_port()
     monkeypatch.setenv("PARTITION_ASSETS_SPARK_CONNECT_PORT", str(spark_port))
-    code = main(["backfill", "run", "-m", module, "--select", "*", "--start", DAY, "--end", DAY])
-    assert code == 0, capsys.readouterr()
+    with dg.DagsterInstance.get() as instance:
+        outcome = run_backfill(
+            BackfillSpec(module=module, selection="*", start=DAY, end=DAY), instance, SilentConsole()
+        )
+    assert outcome.succeeded, outcome.message
     # No table to stage: every asset is written as Dagster's runs write it, nothing to warn of.
     assert "stored by other IO managers" not in caplog.text
     dagster_home = tmp_path / "dagster_materialize_home"

@@ -18,7 +18,7 @@ from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets_tests.support import REPO
 
 URL_ENV = "DAGSTER_PG_URL"
-# README "Scaling out" shows this block verbatim (test_postgres_instance checks it).
+# README "Scaling out" shows this block verbatim (unit/test_postgres_readme.py checks it).
 POSTGRES_STORAGE_YAML = """\
 storage:
   postgres:

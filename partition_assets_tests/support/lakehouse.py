@@ -21,14 +21,15 @@ import dagster as dg
 from deltalake import DeltaTable
 
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
-from partition_assets_tests.support import REPO, safe_defs
+from partition_assets_tests.support import REPO
 from partition_assets_tests.support.cli_runs import run_cli, start_cli
 from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.readers import delta_row_set
 from partition_assets_tests.support.records import recorded_ids
 
-TARGET = ["-m", "partition_assets_tests.support.safe_defs"]
+TARGET = ["-m", "partition_assets_tests.support.locations.safe_defs"]
 TABLES = ("orders", "revenue", "revenue_report")
 # A numeric column of each table, for a commit outside the backfill to change.
 NUMBERS = {"orders": "amount", "revenue": "revenue", "revenue_report": "average_order"}
@@ -40,7 +41,7 @@ import json
 import sys
 import dagster as dg
 from partition_assets.backfill.planning.run_config import backfill_run_config
-from partition_assets_tests.support.safe_defs import backfill_job
+from partition_assets_tests.support.locations.safe_defs import backfill_job
 
 config, parent_id = json.loads(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None
 with dg.DagsterInstance.get() as instance:

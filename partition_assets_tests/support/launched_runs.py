@@ -18,7 +18,7 @@ from partition_assets_tests.support.instances import POSTGRES_STORAGE_YAML
 # The (hidden) tag the DefaultRunLauncher sets on each run it launches: the code server it asked.
 GRPC_INFO_TAG = ".dagster/grpc_info"
 # The code location of the run-launcher tests.
-TARGET = ["-m", "partition_assets_tests.support.engine_defs"]
+TARGET = ["-m", "partition_assets_tests.support.locations.engine_defs"]
 
 
 def launching_home(home: Path) -> Path:

@@ -27,7 +27,10 @@ from partition_assets.processes.identity import ProcessIdentity
 
 # A backfill of the engine test location's `raw` over two days, for records a test sets up.
 SPEC = BackfillSpec(
-    module="partition_assets_tests.support.engine_defs", selection="key:raw", start="2024-01-01", end="2024-01-02"
+    module="partition_assets_tests.support.locations.engine_defs",
+    selection="key:raw",
+    start="2024-01-01",
+    end="2024-01-02",
 )
 
 

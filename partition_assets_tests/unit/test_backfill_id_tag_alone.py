@@ -2,7 +2,7 @@
 re-executing a node run, left on a run long after its backfill finished) is production's for
 the backfills' capacity, duration estimates and Spark pools: only a node run's lease proof shows a backfill
 (dagster_instance/lease_proof.py), against a real instance (the eager sensor's side of it:
-test_eager_decisions.py)."""
+test_eager.py)."""
 
 import uuid
 from datetime import UTC, datetime
@@ -18,7 +18,7 @@ from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.run_tags import BACKFILL_ID_TAG, DAGSTER_BACKFILL_TAG, node_run_tags
 from partition_assets.spark.resource import scheduler_pool_of
 from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_ENV, PRODUCTION_POOL
-from partition_assets_tests.support import automation_defs
+from partition_assets_tests.support.locations import automation_defs
 from partition_assets_tests.support.node_runs import materialize_as
 
 FIRST_10_DAYS = TimeRange(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 11, tzinfo=UTC))

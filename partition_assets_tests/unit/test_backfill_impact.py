@@ -6,14 +6,14 @@ from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.lineage import impact
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.cli.main import main
-from partition_assets_tests.support import engine_defs
+from partition_assets_tests.support.locations import engine_defs
 
 ASSET_GRAPH = engine_defs.defs.resolve_asset_graph()
 
 
 def planned(selection: str, start: str, end: str, downstream: bool = False):
     spec = BackfillSpec(
-        module="partition_assets_tests.support.engine_defs",
+        module="partition_assets_tests.support.locations.engine_defs",
         selection=selection,
         start=start,
         end=end,
@@ -56,7 +56,7 @@ def test_impact_leaves_out_what_the_backfill_rewrites_itself():
 
 def test_plan_prints_the_impact(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    target = ["-m", "partition_assets_tests.support.engine_defs"]
+    target = ["-m", "partition_assets_tests.support.locations.engine_defs"]
     window = ["--start", "2024-01-10", "--end", "2024-01-10"]
     assert main(["backfill", "plan", *target, "--select", "key:clean or key:total or key:ledger", *window]) == 0
     assert "impact: 2 assets outside the selection read rewritten partitions" in capsys.readouterr().out

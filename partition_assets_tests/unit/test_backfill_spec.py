@@ -20,7 +20,7 @@ from partition_assets.code_location import load_definitions
 from partition_assets.errors import BackfillPlanError
 from partition_assets_tests.support.instances import temporary_instance
 
-ENGINE_DEFS = "partition_assets_tests.support.engine_defs"
+ENGINE_DEFS = "partition_assets_tests.support.locations.engine_defs"
 
 
 def parsed(*argv: str) -> BackfillSpec:

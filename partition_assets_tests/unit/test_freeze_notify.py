@@ -1,7 +1,7 @@
 """Freezing assets in a real Dagster instance (seen by every process of the deployment:
-partition_assets_tests/integration/test_freeze_notify.py freezes from several at once), the catch-up sensor
+partition_assets_tests/integration/test_freeze.py freezes from several at once), the catch-up sensor
 honouring it, and the backfill notification hook on a real Definitions object. (The eager
-sensor's freeze test is in test_eager_decisions.py.)"""
+sensor's freeze test is in test_eager.py.)"""
 
 import logging
 
@@ -12,7 +12,7 @@ from partition_assets.backfill.planning.run_config import COORDINATOR_OP
 from partition_assets.backfill.publishing.freeze import freeze, frozen_assets, is_frozen, unfreeze
 from partition_assets.backfill.publishing.notify import BackfillEvent, notification_hook, notify
 from partition_assets.errors import NotificationHookError
-from partition_assets_tests.support import automation_defs
+from partition_assets_tests.support.locations import automation_defs
 
 ORDERS, REVENUE, CUSTOMERS = dg.AssetKey("orders"), dg.AssetKey(["finance", "revenue"]), dg.AssetKey("customers")
 

@@ -1,5 +1,5 @@
 """Leases on real tables' folders: overlap, races between threads (between processes:
-partition_assets_tests/integration/test_leases.py), expiry, heartbeats and the per-write run lease."""
+partition_assets_tests/integration/test_leases_across_processes.py), expiry, heartbeats and the per-write run lease."""
 
 import threading
 import time

@@ -1,5 +1,5 @@
 """Which local Spark servers write with the chmod-free Hadoop filesystem, and how the product's
-jar joins their conf (the filesystem itself: partition_assets_tests/integration/test_local_filesystem.py)."""
+jar joins their conf (the filesystem itself: partition_assets_tests/integration/test_jvm_jar.py)."""
 
 import os
 

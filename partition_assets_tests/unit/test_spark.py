@@ -2,7 +2,7 @@
 unreachable server, the FAIR pools and backfill slicing sized from the server's cores, and the
 listener that preempts backfill tasks joining the server's conf (Java
 discovery and the local Spark Connect server:
-partition_assets_tests/integration/test_spark.py)."""
+partition_assets_tests/integration/test_connect_server.py)."""
 
 import os
 from xml.etree import ElementTree
