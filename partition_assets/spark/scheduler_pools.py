@@ -55,7 +55,7 @@ PRODUCTION_POOL, BACKFILL_POOL = "production", "backfill"
 POOL_ENV = "PARTITION_ASSETS_SPARK_POOL"
 POOL_CONF = "spark.scheduler.pool"
 # The listener that kills a backfill's running tasks for a production stage; it names both
-# pools as above (partition_assets_tests/unit/test_spark_pools.py holds them equal).
+# pools as above (partition_assets_tests/integration/test_spark_pools.py holds them equal).
 PREEMPTING_LISTENER = "partition_assets.spark.ProductionFirstListener"
 LISTENERS_KEY = "spark.extraListeners"
 # The server conf the listener reads: how often one backfill task may be killed; from its
