@@ -31,17 +31,18 @@ from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
 from partition_assets.storage.table_format import (
     DEFAULT_OPTIONS,
+    FormatCapabilities,
     PublishResult,
     VacuumResult,
     WriteOptions,
     checked_retention_hours,
-    spark_schema,
-    stage_validated,
 )
 from partition_assets.storage.write_staging import (
     StagedWrite,
     delete_dir,
     parse_partition_path,
+    spark_schema,
+    stage_validated,
     stale_folders,
     sweep_staging,
     table_filesystem,
@@ -58,6 +59,10 @@ class ParquetFormat:
     """TableFormat: plain Parquet in a Hive-style layout."""
 
     name = "parquet"
+    capabilities = FormatCapabilities()  # no versions, no staging: see the module docstring
+
+    def holds_table(self, table_uri: str) -> bool:
+        return read_schema(table_uri) is not None
 
     def write(
         self,
