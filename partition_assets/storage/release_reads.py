@@ -155,7 +155,7 @@ def _local_tables(root: str) -> set[str]:
     path = Path(root.removeprefix("file://"))
     if "://" in root and not root.startswith("file://") or not path.is_dir():
         return set()
-    found = set()
+    found: set[str] = set()
     for folder in _visible_folders(path):
         table_format = format_at(str(folder))
         if table_format is None:

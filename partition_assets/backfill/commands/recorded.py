@@ -317,7 +317,7 @@ def _previous_versions(publication: Publication) -> tuple[str, ...]:
     lines = []
     for table in publication.tables.values():
         if not table.table_format.capabilities.keep_previous:
-            continue  # its publish was refused: it kept nothing (publish_step._check_keeps_previous)
+            continue  # refused at launch: it kept nothing (BackfillTable.check_stageable)
         copy = cast(PreviousKeepingFormat, table.table_format).kept_previous(table.uri)
         if copy is not None and copy.backfill_id == publication.record.id:
             lines.append(

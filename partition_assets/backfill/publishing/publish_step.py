@@ -37,7 +37,7 @@ from partition_assets.errors import (
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.backfill_staging import StagingFingerprint, staging_fingerprint
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.table_format import PreviousKeepingFormat, requires
+from partition_assets.storage.table_format import PreviousKeepingFormat
 
 
 def commit_tables(
@@ -72,7 +72,6 @@ def commit_tables(
         raise
     if not force:
         _check_unchanged(record, tables, pending)
-    _check_keeps_previous(record, pending)
     record.move_to(BackfillStatus.PUBLISHING, BackfillCommand.PUBLISH)
     release_steps.begin(lake, release_steps.ReleaseOperation.PUBLISH, record.id, pending)
     for table in pending:
@@ -93,15 +92,6 @@ def commit_tables(
     return dict(record.published_versions)
 
 
-def _check_keeps_previous(record: BackfillRecord, pending: Sequence[BackfillTable]) -> None:
-    """With --keep-previous, UnsupportedByFormatError before any commit for a table whose format
-    cannot keep its previous version."""
-    if record.spec.keep_previous_for() is None:
-        return
-    for table in pending:
-        requires(table.table_format, "keep_previous", table.uri, "publish without --keep-previous")
-
-
 def _keep_previous(record: BackfillRecord, table: BackfillTable, version: int | None) -> None:
     """With --keep-previous, the table's version before the publish kept as `<table>__previous`
     until the expiry (PreviousKeepingFormat); nothing when the publish created the table."""
@@ -109,7 +99,7 @@ def _keep_previous(record: BackfillRecord, table: BackfillTable, version: int | 
     if keep_for is None or not version:
         return
     expires_at = datetime.now(UTC) + keep_for  # bookkeeping time of the copy, not asset logic
-    keeping = cast(PreviousKeepingFormat, table.table_format)  # _check_keeps_previous checked it
+    keeping = cast(PreviousKeepingFormat, table.table_format)  # checked at launch: BackfillTable.check_stageable
     keeping.keep_previous(table.uri, version - 1, record.id, expires_at)
 
 

@@ -20,7 +20,7 @@ from partition_assets.dagster_internals import AssetGraph
 from partition_assets.spark import SparkResource
 from partition_assets.storage.io_manager import SparkTableIOManager
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
-from partition_assets.storage.table_format import StagingFormat, TableFormat, required_staging, staging
+from partition_assets.storage.table_format import StagingFormat, TableFormat, required_staging, requires, staging
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,6 +71,18 @@ class BackfillTable:
             self.uri,
             f"run asset {self.asset.to_user_string()} with --publish per-node, or store it in a format that has it",
         )
+
+    def check_stageable(self, keep_previous: bool) -> None:
+        """Refuses, before a staged backfill launches anything, a format that cannot do what it
+        asks: publish staged partitions, and with --keep-previous (`keep_previous`) keep the
+        version before its publish.
+
+        Raises:
+            UnsupportedByFormatError: The format lacks a capability asked for; nothing was launched or written.
+        """
+        self.staging_format  # noqa: B018 -- raises for a format without staged_publish
+        if keep_previous:
+            requires(self.table_format, "keep_previous", self.uri, "run the backfill without --keep-previous")
 
 
 # A backfill's tables by asset, upstream first (as `tables_of` gives them): what its publishing steps take.

@@ -8,7 +8,6 @@ Not guaranteed: a table is opened afresh on each call; two calls may see two ver
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -81,7 +80,7 @@ class RecordTable:
         # One thread: a threaded delta-rs scan aborts the process at exit (see backfill/state/ledger.py).
         return self._table.to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
 
-    def commits(self, limit: int | None = None) -> list[Mapping[str, Any]]:
+    def commits(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The newest `limit` commits (None: all), newest first: each its `version`, its
         `timestamp` (milliseconds) and the custom metadata it was committed with."""
         return self._table.history(limit=limit)
