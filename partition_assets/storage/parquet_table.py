@@ -19,15 +19,16 @@ What it guarantees, and what it does not (Delta does all of these):
   write before the retention ends).
 """
 
+from __future__ import annotations
+
 import uuid
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.errors import TableNotFoundError, UnsupportedByFormatError
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
 from partition_assets.storage.table_format import (
     DEFAULT_OPTIONS,
@@ -47,6 +48,11 @@ from partition_assets.storage.write_staging import (
     sweep_staging,
     table_filesystem,
 )
+
+if TYPE_CHECKING:  # a reader of the registry (storage/table_formats.py) loads no Spark or Dagster
+    from pyspark.sql import DataFrame, SparkSession
+
+    from partition_assets.storage.partition_scope import PartitionScope
 
 # The table's schema and partitioning: Parquet folders alone cannot say which
 # columns a table has once columns were added, nor that it is partitioned.

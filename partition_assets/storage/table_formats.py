@@ -16,6 +16,7 @@ the built-in ones and those. Two formats holding one folder: the first registere
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -37,17 +38,19 @@ def register_format(table_format: TableFormat) -> None:
     _registered.setdefault(table_format.name, table_format)
 
 
-def registered_formats() -> list[TableFormat]:
-    """Every known format: the built-in ones first, then in registration order."""
+def registered_formats() -> Iterator[TableFormat]:
+    """Every known format: the built-in ones first, each imported when reached, then in
+    registration order."""
     for name, (module, cls) in _BUILT_IN.items():
         if name not in _registered:
             register_format(getattr(importlib.import_module(module), cls)())
-    built_in = [_registered[name] for name in _BUILT_IN]
-    return built_in + [table_format for name, table_format in _registered.items() if name not in _BUILT_IN]
+        yield _registered[name]
+    yield from [table_format for name, table_format in _registered.items() if name not in _BUILT_IN]
 
 
 def format_at(table_uri: str) -> TableFormat | None:
-    """The format of the table stored at `table_uri`; None when no known format holds one there."""
+    """The format of the table stored at `table_uri` (the formats asked in turn); None when no
+    known format holds one there."""
     return next((f for f in registered_formats() if f.holds_table(table_uri)), None)
 
 
