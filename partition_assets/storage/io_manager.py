@@ -329,8 +329,8 @@ def _record_input_version(
     if with_versions is None or options.timestamp is not None:
         return
     version: int | str | None = options.version if options.version is not None else with_versions.version(table_uri)
-    staged_by = staging(table_format) if staging_for is not None and options.version is None else None
-    if staged_by is not None and staging_for is not None and staged_by.staged(table_uri, staging_for):
+    staged_by = staging(table_format)
+    if staging_for is not None and options.version is None and staged_by and staged_by.staged(table_uri, staging_for):
         version = f"staged:{staging_for}"
     if version is not None and context.step_context is not None:
         step = (context.step_context.run_id, context.step_context.step.key)

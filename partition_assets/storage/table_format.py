@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pyarrow as pa
 
@@ -87,10 +88,30 @@ class VacuumResult:
     dropped_tables: list[str] = field(default_factory=list)  # kept previous versions past their expiry
 
 
+class Capability(StrEnum):
+    """What a caller may ask of a format (`requires`): each a field of FormatCapabilities."""
+
+    VERSIONS = "versions"
+    STAGED_PUBLISH = "staged_publish"
+    ROLLBACK = "rollback"
+    SCHEMA_CHANGES = "schema_changes"
+    KEEP_PREVIOUS = "keep_previous"
+
+    def enables(self) -> str:
+        """What the capability lets a caller do, as UnsupportedByFormatError says it."""
+        return {
+            Capability.VERSIONS: "read a table at a version or time and pin it to a release",
+            Capability.STAGED_PUBLISH: "stage a backfill's partitions and publish each table in one commit",
+            Capability.ROLLBACK: "roll a backfill's publish back in one commit",
+            Capability.SCHEMA_CHANGES: "change a table's schema through a staged backfill",
+            Capability.KEEP_PREVIOUS: "keep the version before a publish readable as <table>__previous",
+        }[self]
+
+
 @dataclass(frozen=True)
 class FormatCapabilities:
     """What a table format can do beyond TableFormat's write, read and vacuum: each field
-    names what a caller asks before it relies on it (`requires`)."""
+    names what a caller asks before it relies on it (`requires`, by its Capability)."""
 
     # Numbered versions: a read pinned at a version or time, the latest version looked up, a
     # version read whole (VersionedFormat); what a run's release pin and the release log need.
@@ -104,6 +125,9 @@ class FormatCapabilities:
     schema_changes: bool = False
     # The version before a publish kept readable as `<table>__previous` (PreviousKeepingFormat).
     keep_previous: bool = False
+
+    def has(self, capability: Capability) -> bool:
+        return bool(getattr(self, capability.value))
 
 
 class TableFormat(Protocol):
@@ -205,7 +229,6 @@ class VersionedFormat(TableFormat, Protocol):
         when there is no table."""
 
 
-@runtime_checkable
 class StagingFormat(VersionedFormat, Protocol):
     """A format whose writes can be staged for a backfill and published later, all
     partitions of a table in one commit (`capabilities.staged_publish`: Delta). Parquet
@@ -371,28 +394,18 @@ class PreviousKeepingFormat(StagingFormat, Protocol):
         """The table's kept previous version; None when there is none."""
 
 
-# What each capability lets a caller do, for UnsupportedByFormatError's message.
-_ENABLES = {
-    "versions": "read a table at a version or time and pin it to a release",
-    "staged_publish": "stage a backfill's partitions and publish each table in one commit",
-    "rollback": "roll a backfill's publish back in one commit",
-    "schema_changes": "change a table's schema through a staged backfill",
-    "keep_previous": "keep the version before a publish readable as <table>__previous",
-}
-
-
-def requires(table_format: TableFormat, capability: str, table_uri: str, fix: str) -> None:
-    """Raises UnsupportedByFormatError unless `table_format` has `capability` (a field of
-    FormatCapabilities), before the caller reads or writes anything.
+def requires(table_format: TableFormat, capability: Capability, table_uri: str, fix: str) -> None:
+    """Raises UnsupportedByFormatError unless `table_format` has `capability`, before the
+    caller reads or writes anything.
 
     Raises:
         UnsupportedByFormatError: The format lacks `capability`; the message names the format, the
             capability, `fix` (what the caller can do instead) and that nothing was written.
     """
-    if not getattr(table_format.capabilities, capability):
+    if not table_format.capabilities.has(capability):
         raise UnsupportedByFormatError(
-            f"table {table_uri} is stored as {table_format.name}, which lacks the capability {capability!r} "
-            f"(to {_ENABLES[capability]}): {fix}. Nothing was written."
+            f"table {table_uri} is stored as {table_format.name}, which lacks the capability "
+            f"'{capability.value}' (to {capability.enables()}): {fix}. Nothing was written."
         )
 
 
@@ -412,5 +425,5 @@ def required_staging(table_format: TableFormat, table_uri: str, fix: str) -> Sta
     Raises:
         UnsupportedByFormatError: It cannot publish staged backfills (`requires`); nothing was written.
     """
-    requires(table_format, "staged_publish", table_uri, fix)
+    requires(table_format, Capability.STAGED_PUBLISH, table_uri, fix)
     return cast(StagingFormat, table_format)

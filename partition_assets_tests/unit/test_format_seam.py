@@ -12,7 +12,7 @@ import pytest
 
 from partition_assets.errors import UnsupportedByFormatError
 from partition_assets.storage.parquet_table import ParquetFormat
-from partition_assets.storage.table_format import required_staging, requires
+from partition_assets.storage.table_format import Capability, required_staging, requires
 from partition_assets_tests.unit.test_layers import PACKAGE, imported_modules
 
 DELTA_PACKAGE = PACKAGE / "storage" / "delta"
@@ -110,4 +110,4 @@ def test_a_format_lacking_a_capability_is_refused_naming_it_the_capability_and_t
         "Nothing was written."
     )
     with pytest.raises(UnsupportedByFormatError, match="'versions'"):
-        requires(ParquetFormat(), "versions", "lake/t", "read it unpinned")
+        requires(ParquetFormat(), Capability.VERSIONS, "lake/t", "read it unpinned")

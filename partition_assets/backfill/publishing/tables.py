@@ -20,7 +20,14 @@ from partition_assets.dagster_internals import AssetGraph
 from partition_assets.spark import SparkResource
 from partition_assets.storage.io_manager import SparkTableIOManager
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
-from partition_assets.storage.table_format import StagingFormat, TableFormat, required_staging, requires, staging
+from partition_assets.storage.table_format import (
+    Capability,
+    StagingFormat,
+    TableFormat,
+    required_staging,
+    requires,
+    staging,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,7 +89,7 @@ class BackfillTable:
         """
         self.staging_format  # noqa: B018 -- raises for a format without staged_publish
         if keep_previous:
-            requires(self.table_format, "keep_previous", self.uri, "run the backfill without --keep-previous")
+            requires(self.table_format, Capability.KEEP_PREVIOUS, self.uri, "run the backfill without --keep-previous")
 
 
 # A backfill's tables by asset, upstream first (as `tables_of` gives them): what its publishing steps take.

@@ -22,7 +22,7 @@ from partition_assets.backfill.state.status import check_command
 from partition_assets.errors import BackfillStateError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.leases import held_by, release
-from partition_assets.storage.table_format import requires
+from partition_assets.storage.table_format import Capability, requires
 
 
 def discard(instance: dg.DagsterInstance, record: BackfillRecord, tables: Tables, ledger: Ledger | None) -> int:
@@ -103,6 +103,6 @@ def check_rollback(record: BackfillRecord, tables: Tables, force: bool = False) 
         if (version := record.published_versions.get(table.asset.to_user_string())) is not None
     ]
     for table, version in published:
-        requires(table.table_format, "rollback", table.uri, "discard the published partitions by a new backfill")
+        requires(table.table_format, Capability.ROLLBACK, table.uri, "rewrite the partitions by a new backfill")
         table.staging_format.check_rollback(table.uri, record.id, version, force=force)
     return published
