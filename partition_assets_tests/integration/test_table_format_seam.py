@@ -29,7 +29,7 @@ from partition_assets.storage import read_tables, vacuum
 from partition_assets.storage.release_reads import releases
 from partition_assets.storage.table_formats import format_at
 from partition_assets_tests.support.instances import instance_env
-from partition_assets_tests.support.snapshot_format import PUBLISH, ROLLBACK, SnapshotFormat, snapshots
+from partition_assets_tests.support.snapshot_format import PUBLISH, ROLLBACK, WRITE, SnapshotFormat, snapshots
 
 CODE_LOCATION = "partition_assets_tests.support.snapshot_defs"  # imported once its lake is in the environment
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
@@ -102,6 +102,18 @@ def test_a_staged_backfill_of_a_format_that_is_not_delta_publishes_and_rolls_bac
         assert lake.tags(table) == {day: "first" for day in days} == lake.tags(table, version=0)
     assert [(r.backfill_id, r.operation) for r in releases(str(lake.root))][-1] == (second, "rollback")
     assert {row["tag"] for row in read_tables(str(lake.root), ["readings"])["readings"].to_pylist()} == {"first"}
+    # A production run writes through the format, and its downstream input is read at the release.
+    (lake.home / TAG_FILE).write_text("production")
+    code_location = importlib.import_module(CODE_LOCATION)
+    with dg.DagsterInstance.get() as instance:
+        assets = [code_location.readings, code_location.tagged_days]
+        ran = dg.materialize(
+            assets, partition_key="2024-01-02", instance=instance, resources=code_location.defs.resources
+        )
+        assert ran.success
+    for table in TABLES:
+        assert snapshots(str(lake.root / table))[-1].action == WRITE
+        assert lake.tags(table) == {**{day: "first" for day in days}, "2024-01-02": "production"}
     # Maintenance finds the table's format through the registry: nothing unreferenced to delete.
     result = vacuum(str(lake.root / "readings"), retention_hours=1)
     assert result.data_files == [] and result.staging_folders == []

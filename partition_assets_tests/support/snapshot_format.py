@@ -28,6 +28,7 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.errors import (
@@ -487,9 +488,15 @@ def _find(table_uri: str, action: str, backfill_id: str) -> Snapshot | None:
 
 
 def _result(table_uri: str, snapshot: Snapshot, before: Snapshot | None) -> PublishResult:
+    """What `snapshot` changed (`before`: the snapshot it followed; None: not known, none counted removed)."""
     removed = sum(len(before.files.get(row, ())) for row in snapshot.changed) if before else 0
+    root = _root(table_uri)
+    rows = {
+        row: sum(pq.read_metadata(f"{root}/{path}").num_rows for path in snapshot.files.get(row, ()))
+        for row in snapshot.changed
+    }
     added = sum(len(snapshot.files.get(row, ())) for row in snapshot.changed)
-    return PublishResult(table_uri, snapshot.version, added, removed, 0, {})
+    return PublishResult(table_uri, snapshot.version, added, removed, sum(rows.values()), rows)
 
 
 def _spark_read(
