@@ -1,7 +1,7 @@
 """The TableFormat seam holds (issue 53): a format that is not Delta, picked the way a user
 picks one (its IO manager names it: support/snapshot_format.py), goes through a staged
 backfill's publish and rollback end to end, recorded in the release log and read back through
-it; vacuum finds its tables through the registry; and an operation its format lacks the
+it; vacuum finds its tables through the registry (storage/maintenance.py); and an operation its format lacks the
 capability for is refused naming the format, the capability and the fix.
 
 The backfills of support/snapshot_defs.py run through the real coordinator, workers, Spark
@@ -25,10 +25,12 @@ from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.errors import UnsupportedByFormatError
-from partition_assets.storage import read_tables, vacuum
+from partition_assets.partitions import daily
+from partition_assets.storage import PartitionScope, read_tables, vacuum
 from partition_assets.storage.release_reads import releases
 from partition_assets.storage.table_formats import format_at
 from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.retention import backdate
 from partition_assets_tests.support.snapshot_format import PUBLISH, ROLLBACK, WRITE, SnapshotFormat, snapshots
 
 CODE_LOCATION = "partition_assets_tests.support.snapshot_defs"  # imported once its lake is in the environment
@@ -129,3 +131,20 @@ def test_a_capability_the_format_lacks_is_refused_before_anything_is_written(lak
     assert "stored as snapshots" in message and "'keep_previous'" in message, message
     assert "run the backfill without --keep-previous" in message and "Nothing was written" in message, message
     assert not any((lake.root / table).exists() for table in TABLES)
+
+
+def test_vacuum_reaches_a_registered_formats_table_through_the_registry(spark, tmp_path):
+    """`vacuum` (storage/maintenance.py) asks the registry which format holds the table: the
+    snapshot format, registered by its IO manager's class, deletes the file no snapshot names
+    (a write killed before its commit) and keeps the one its snapshot names."""
+    uri = str(tmp_path / "t")
+    day = PartitionScope.for_keys(daily("2024-01-01"), ["2024-01-01"], ("ds",))
+    SnapshotFormat().write(spark.createDataFrame([("2024-01-01", "a")], "ds string, tag string"), uri, day)
+    [named] = (tmp_path / "t" / "ds=2024-01-01").glob("*.parquet")
+    orphan = named.with_name("orphan.parquet")
+    shutil.copy(named, orphan)
+    backdate(tmp_path / "t", hours=2)
+
+    result = vacuum(uri, retention_hours=1)
+
+    assert result.data_files == [str(orphan)] and named.exists() and not orphan.exists()
