@@ -53,8 +53,7 @@ def read_version(table_uri: str, version: int) -> pa.Table:
         return DeltaTable(table_uri, version=version).to_pyarrow_dataset().to_table(use_threads=False)
     except (DeltaError, OSError) as error:
         raise ReleaseExpiredError(
-            f"version {version} of Delta table {table_uri} can no longer be read ({str(error).splitlines()[0]}); "
-            "nothing was read."
+            f"Delta table {table_uri} has no readable version {version}: {str(error).splitlines()[0]}"
         ) from None
 
 
