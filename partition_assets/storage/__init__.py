@@ -4,12 +4,15 @@
 `ParquetFormat()`) writes a frame to a table outside Dagster, exactly as the IO
 managers do; `replace_partitions` publishes several staged writes in one commit.
 `read_tables` / `pinned_versions` read several tables of a lake at one release (release_reads).
+A format of your own: a `TableFormat` with its `FormatCapabilities`, picked by a subclass of
+`SparkTableIOManager` (docs/guide/storage.md, "Adding a table format").
 """
 
 from partition_assets.lazy_names import exported_lazily
 
 __all__ = [
     "DeltaFormat",
+    "FormatCapabilities",
     "InputOptions",
     "ParquetFormat",
     "PartitionScope",
@@ -18,6 +21,7 @@ __all__ = [
     "ReleasePin",
     "SparkDeltaIOManager",
     "SparkParquetIOManager",
+    "SparkTableIOManager",
     "TableFormat",
     "TableSchemaError",
     "VacuumResult",
@@ -43,6 +47,7 @@ _HOMES = {
         "InputOptions",
         "SparkDeltaIOManager",
         "SparkParquetIOManager",
+        "SparkTableIOManager",
     ),
     "partition_assets.storage.maintenance": ("vacuum",),
     "partition_assets.storage.parquet_table": ("ParquetFormat",),
@@ -57,6 +62,7 @@ _HOMES = {
     ),
     "partition_assets.storage.schema_change": ("declare_schema_change",),
     "partition_assets.storage.table_format": (
+        "FormatCapabilities",
         "PublishResult",
         "TableFormat",
         "VacuumResult",

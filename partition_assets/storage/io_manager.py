@@ -30,7 +30,6 @@ from partition_assets.errors import (
     OutputTypeError,
     PartitionLeasedError,
     TableNotFoundError,
-    UnsupportedByFormatError,
 )
 from partition_assets.partitions.mappings import SELF_DEPENDENCY_METADATA
 from partition_assets.run_tags import (
@@ -47,7 +46,15 @@ from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
 from partition_assets.storage.run_release import released_version
 from partition_assets.storage.schema_change import SCHEMA_CHANGE_METADATA_KEY
-from partition_assets.storage.table_format import StagingFormat, TableFormat, WriteOptions
+from partition_assets.storage.table_format import (
+    StagingFormat,
+    TableFormat,
+    WriteOptions,
+    required_staging,
+    staging,
+    versioned,
+)
+from partition_assets.storage.table_formats import register_format
 
 # Output metadata of a staged write: the backfill it was staged for (readers cannot see it yet).
 STAGED_FOR_METADATA = "staged_for_backfill"
@@ -92,7 +99,15 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
     root_uri: str
     spark: dg.ResourceDependency[SparkResource]
 
+    # The format of its tables: a subclass naming one picks it for the assets it stores
+    # (SparkDeltaIOManager, SparkParquetIOManager) and registers it (storage/table_formats.py).
     table_format: ClassVar[TableFormat]
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: object) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "table_format" in vars(cls):
+            register_format(cls.table_format)
 
     @classmethod
     def input_config_schema(cls) -> type[dg.Config]:
@@ -152,7 +167,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         inputs_as_of = tags.get(INPUTS_AS_OF_TAG)
         if staging_for is not None:
             check_write(table_uri, scope, holder=staging_for)
-            result = _staging_format(self.table_format).stage(obj, table_uri, scope, options, staging_for)
+            result = _staging_format(self.table_format, table_uri).stage(obj, table_uri, scope, options, staging_for)
         elif holder is not None:  # a node run of a backfill publishing per node: it holds the lease
             check_write(table_uri, scope, holder=holder)
             result = self.table_format.write(obj, table_uri, scope, options)
@@ -213,14 +228,15 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
                 partition_columns(context.asset_partitions_def, upstream_metadata),
             )
         staging_for = staging_backfill(_run_tags(context), _proven_backfill(context))
-        if _reads_by_release(self.table_format, options, staging_for):
+        with_versions = versioned(self.table_format)
+        if with_versions is not None and _reads_by_release(options, staging_for):
             # Never a backfill half-published across tables: the version of the run's release.
-            version = released_version(context, self.root_uri.rstrip("/"), table_uri)
+            version = released_version(context, self.root_uri.rstrip("/"), with_versions, table_uri)
             options = options.model_copy(update={"version": version})
         if is_self_dependency and scope is not None:
             self._check_predecessors(context, table_uri, scope, staging_for)
         if staging_for is not None and options.version is None and options.timestamp is None:
-            frame = _staging_format(self.table_format).read_overlay(
+            frame = _staging_format(self.table_format, table_uri).read_overlay(
                 self.spark.spark_session, table_uri, scope, staging_for
             )
         else:
@@ -278,7 +294,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
         published nor staged by the run's backfill."""
         missing = set(self.table_format.missing_partitions(table_uri, scope))
         if missing and staging_for is not None:
-            staged = _staging_format(self.table_format).staged(table_uri, staging_for)
+            staged = _staging_format(self.table_format, table_uri).staged(table_uri, staging_for)
             missing -= set(staged.files_by_partition) if staged else set()
         return missing
 
@@ -309,10 +325,12 @@ def _record_input_version(
 ) -> None:
     """Notes which version of `table_uri` the step read: the pinned one, the latest
     published one, or "staged" when its backfill staged partitions of it."""
-    if not isinstance(table_format, StagingFormat) or options.timestamp is not None:
+    with_versions = versioned(table_format)
+    if with_versions is None or options.timestamp is not None:
         return
-    version: int | str | None = options.version if options.version is not None else table_format.version(table_uri)
-    if staging_for is not None and options.version is None and table_format.staged(table_uri, staging_for):
+    version: int | str | None = options.version if options.version is not None else with_versions.version(table_uri)
+    staged_by = staging(table_format)
+    if staging_for is not None and options.version is None and staged_by and staged_by.staged(table_uri, staging_for):
         version = f"staged:{staging_for}"
     if version is not None and context.step_context is not None:
         step = (context.step_context.run_id, context.step_context.step.key)
@@ -372,24 +390,17 @@ def _production_lease(
         yield
 
 
-def _staging_format(table_format: TableFormat) -> StagingFormat:
-    if not isinstance(table_format, StagingFormat):
-        raise UnsupportedByFormatError(
-            f"{table_format.name} tables cannot be staged for a backfill and published at once; "
-            "run the backfill with --publish per-node, or store the asset as Delta. Nothing was written."
-        )
-    return table_format
-
-
-def _reads_by_release(table_format: TableFormat, options: InputOptions, staging_for: str | None) -> bool:
-    """Whether an input is read at its run's release (storage/run_release.py): a Delta table read
-    neither at a pinned version or time nor as a staged backfill's overlay."""
-    return (
-        isinstance(table_format, DeltaFormat)
-        and options.version is None
-        and options.timestamp is None
-        and not staging_for
+def _staging_format(table_format: TableFormat, table_uri: str) -> StagingFormat:
+    return required_staging(
+        table_format, table_uri, "run the backfill with --publish per-node, or store the asset in a format that has it"
     )
+
+
+def _reads_by_release(options: InputOptions, staging_for: str | None) -> bool:
+    """Whether an input of a format that keeps versions is read at its run's release
+    (storage/run_release.py): read neither at a pinned version or time nor as a staged
+    backfill's overlay."""
+    return options.version is None and options.timestamp is None and not staging_for
 
 
 def _known_options(metadata: Mapping[str, object] | None) -> dict:

@@ -1,5 +1,6 @@
 """Vacuum: removes what killed or superseded writes left behind, after a retention window
-of at least an hour (`checked_retention_hours`: a shorter one is refused, nothing deleted).
+of at least an hour (`checked_retention_hours`: a shorter one is refused, nothing deleted),
+through the format the registry finds holding the table (storage/table_formats.py).
 
 Not guaranteed: a folder holding only `_staging/` (a first write that died before
 publishing) is not a table yet, so vacuum refuses it; delete such a folder by hand.
@@ -8,14 +9,8 @@ up to 2 h. Files are aged by their modification time, which a write's move into 
 table keeps: a write whose Spark job ran longer than the retention can lose files.
 """
 
-import pyarrow.fs as pafs
-from deltalake import DeltaTable
-
-from partition_assets.errors import TableNotFoundError
-from partition_assets.storage.delta import DeltaFormat
-from partition_assets.storage.parquet_table import ParquetFormat, read_schema
-from partition_assets.storage.table_format import TableFormat, VacuumResult
-from partition_assets.storage.write_staging import table_filesystem
+from partition_assets.storage.table_format import VacuumResult
+from partition_assets.storage.table_formats import table_format_at
 
 
 def vacuum(table_uri: str, retention_hours: float = 168, dry_run: bool = False) -> VacuumResult:
@@ -23,26 +18,7 @@ def vacuum(table_uri: str, retention_hours: float = 168, dry_run: bool = False) 
     the format of the table at `table_uri` (see each format's `vacuum`).
 
     Raises:
-        TableNotFoundError: `table_uri` is missing or holds no table; nothing was deleted.
+        TableNotFoundError: `table_uri` is missing or holds no table of a known format; nothing was deleted.
         VacuumRetentionError: `retention_hours` is under an hour, or not a finite number; nothing was deleted.
     """
     return table_format_at(table_uri).vacuum(table_uri, retention_hours, dry_run)
-
-
-def table_format_at(table_uri: str) -> TableFormat:
-    """The format of the table stored at `table_uri`.
-
-    Raises:
-        TableNotFoundError: `table_uri` does not exist, or holds neither a Delta nor a Parquet table.
-    """
-    if DeltaTable.is_deltatable(table_uri):
-        return DeltaFormat()
-    fs, root = table_filesystem(table_uri)
-    if fs.get_file_info(root).type == pafs.FileType.NotFound:
-        raise TableNotFoundError(f"{table_uri} does not exist: pass the folder of a table (e.g. .lake/<asset>)")
-    if read_schema(table_uri) is not None:
-        return ParquetFormat()
-    raise TableNotFoundError(
-        f"{table_uri} is not a table: it holds neither a Delta log (_delta_log/) nor a "
-        "Parquet table's _schema.arrow; pass the folder of a table (e.g. .lake/<asset>)"
-    )

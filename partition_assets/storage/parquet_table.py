@@ -19,33 +19,40 @@ What it guarantees, and what it does not (Delta does all of these):
   write before the retention ends).
 """
 
+from __future__ import annotations
+
 import uuid
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame, SparkSession
 
 from partition_assets.errors import TableNotFoundError, UnsupportedByFormatError
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import new_columns
 from partition_assets.storage.table_format import (
     DEFAULT_OPTIONS,
+    FormatCapabilities,
     PublishResult,
     VacuumResult,
     WriteOptions,
     checked_retention_hours,
-    spark_schema,
-    stage_validated,
 )
 from partition_assets.storage.write_staging import (
     StagedWrite,
     delete_dir,
     parse_partition_path,
+    spark_schema,
+    stage_validated,
     stale_folders,
     sweep_staging,
     table_filesystem,
 )
+
+if TYPE_CHECKING:  # a reader of the registry (storage/table_formats.py) loads no Spark or Dagster
+    from pyspark.sql import DataFrame, SparkSession
+
+    from partition_assets.storage.partition_scope import PartitionScope
 
 # The table's schema and partitioning: Parquet folders alone cannot say which
 # columns a table has once columns were added, nor that it is partitioned.
@@ -58,6 +65,10 @@ class ParquetFormat:
     """TableFormat: plain Parquet in a Hive-style layout."""
 
     name = "parquet"
+    capabilities = FormatCapabilities()  # no versions, no staging: see the module docstring
+
+    def holds_table(self, table_uri: str) -> bool:
+        return read_schema(table_uri) is not None
 
     def write(
         self,

@@ -45,10 +45,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
 
 from partition_assets.errors import UnknownReleaseError
-from partition_assets.storage.delta_tables import open_table, table_version
+from partition_assets.storage.delta.tables import RecordTable
+from partition_assets.storage.table_formats import current_version
 
 RELEASE_LOG_PATH = "_partition_assets/releases"
 BEGIN, RELEASE = "begin", "release"
@@ -147,7 +147,7 @@ def begin_release(lake_root: str, operation: str, backfill_id: str, table_uris: 
     """
     versions = {}
     for uri in table_uris:
-        version = table_version(uri)
+        version = current_version(uri)
         versions[uri] = NO_TABLE if version is None else version
     return _append(lake_root, BEGIN, operation, backfill_id, versions)[1]
 
@@ -178,7 +178,7 @@ def _append(
     coordinator), and the highest sequence."""
     record_id = f"{kind[0]}-{uuid.uuid4().hex[:12]}"
     uri = release_log_uri(lake_root)
-    view = LogView.latest(rows_of(open_table(uri)))
+    view = LogView.latest(rows_of(RecordTable.open(uri)))
     operation_id = view.open_operation(backfill_id) or record_id
     sequence = view.last_sequence() + 1
     now = datetime.now(UTC)  # bookkeeping time of the record, not asset logic
@@ -198,7 +198,7 @@ def _append(
         for table, version in tables or [(None, None)]
     ]
     data = pa.Table.from_pylist(rows, schema=SCHEMA)
-    from partition_assets.storage.delta.append import append_rows  # a writer's: readers load no Spark (delta_tables.py)
+    from partition_assets.storage.delta.append import append_rows  # a writer's: readers load no Spark (delta/tables.py)
 
     append_rows(uri, data, "the release log", commit_metadata={_RELEASE_ID_KEY: record_id})
     if kind == RELEASE:
@@ -212,11 +212,9 @@ def _compact_when_fragmented(uri: str) -> None:
     100 files 0.58 s, compacted 8 ms). It keeps one row per record, in one guarded commit
     (`compact_once`): of releases compacting at once, one does and the others leave it. The
     small files stay for readers pinned at earlier versions until vacuum removes them."""
-    from partition_assets.storage.delta.append import compact_once  # a writer's, as append_rows
+    from partition_assets.storage.delta.append import compact_when_fragmented  # a writer's, as append_rows
 
-    table = DeltaTable(uri)
-    if len(table.file_uris()) > _MAX_FILES:
-        compact_once(table, _RECORD_KEY)
+    compact_when_fragmented(uri, _MAX_FILES, _RECORD_KEY)
 
 
 def _operation_of(row: Mapping[str, Any]) -> str:
@@ -334,10 +332,10 @@ def read_log(lake_root: str, log_version: int | None = None) -> LogView:
     `log_version` then the version read; -1 when there is no log): one read of the log, two
     when pinned at an earlier version."""
     uri = release_log_uri(lake_root)
-    table = open_table(uri)
+    table = RecordTable.open(uri)
     rows = rows_of(table)
     if log_version is None:
-        return LogView.latest(rows, -1 if table is None else table.version())
+        return LogView.latest(rows, -1 if table is None else table.version)
     pinned = [] if log_version < 0 else _rows(uri, log_version)
     return LogView(rows, pinned, log_version)
 
@@ -356,26 +354,23 @@ def versions_in_use(lake_root: str, table: str, released_before: datetime) -> se
 
 
 def _rows(uri: str, version: int | None) -> list[dict[str, Any]]:
-    return rows_of(open_table(uri, version=version))
+    return rows_of(RecordTable.open(uri, version=version))
 
 
-def rows_of(table: DeltaTable | None) -> list[dict[str, Any]]:
+def rows_of(table: RecordTable | None) -> list[dict[str, Any]]:
     """The records of the release log `table` as opened (none when there is no log)."""
-    if table is None:
-        return []
-    # One thread: a threaded delta-rs scan aborts the process at exit (see backfill/state/ledger.py).
-    return table.to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
+    return [] if table is None else table.rows()
 
 
 def pin_at(lake_root: str, when: datetime) -> int:
     """The version of the release log as it was at `when` (-1: it had no record yet)."""
-    table = open_table(release_log_uri(lake_root))
+    table = RecordTable.open(release_log_uri(lake_root))
     if table is None:
         return -1
     millis = when.timestamp() * 1000
     # The newest commits first: a run starts after most of the log; the whole history only when
     # none of them is older than its start.
-    for commits in (table.history(limit=_RECENT_COMMITS), table.history()):
+    for commits in (table.commits(limit=_RECENT_COMMITS), table.commits()):
         found = [c["version"] for c in commits if c["timestamp"] <= millis]
         if found or len(commits) < _RECENT_COMMITS:
             return max(found, default=-1)
@@ -388,8 +383,8 @@ def log_version_of(lake_root: str, release_id: str) -> int:
     Raises:
         UnknownReleaseError: The log holds no release of that id; nothing was read or written.
     """
-    table = open_table(release_log_uri(lake_root))
-    for commit in table.history() if table is not None else []:
+    table = RecordTable.open(release_log_uri(lake_root))
+    for commit in table.commits() if table is not None else []:
         if commit.get(_RELEASE_ID_KEY) == release_id and release_id.startswith(RELEASE[0]):
             return int(commit["version"])
     raise UnknownReleaseError(

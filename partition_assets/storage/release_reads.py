@@ -7,6 +7,9 @@ release log once, and reads every operation whole or not at all (LogView.read_ve
 not released yet, or released but overlapping one that is not, holds its tables at their
 versions before it; a publish landing between the lookups and the log read too.
 
+Tables are reached through their format (storage/table_formats.py): any format that keeps
+versions (`FormatCapabilities.versions`) is read at its pinned version.
+
 Not guaranteed: a reader of the tables' raw latest versions (delta-rs, DuckDB, Spark without
 a version) sees each table's newest commit, so between the first and the last table commit of
 a publish, and after a publish stopped part-way until it is finished or rolled back, it can
@@ -18,15 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
 
 from partition_assets.errors import ReleaseExpiredError, TableNotFoundError
-from partition_assets.storage.delta_tables import table_version
 from partition_assets.storage.release_log import NO_TABLE, LogView, Release, log_version_of, read_log
+from partition_assets.storage.table_formats import current_version, format_at, read_at_version
+
+if TYPE_CHECKING:
+    from partition_assets.storage.table_format import TableFormat
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def pinned_versions(
     lake_root: str, tables: Sequence[str] | None = None, release: str | None = None, log_version: int | None = None
 ) -> ReleasePin:
     """The version at which to read each of `tables` (folders under `lake_root`; None: every
-    table the release log names, and every Delta table in a local lake's top folders).
+    table the release log names, and every versioned table in a local lake's top folders).
 
     By default the safe version now: a table under an operation not released yet at its
     version before, and so a table of a released operation that overlaps one not released
@@ -99,7 +103,7 @@ def releases(lake_root: str) -> list[Release]:
 def read_tables(
     lake_root: str, tables: Sequence[str], release: str | None = None, log_version: int | None = None
 ) -> dict[str, pa.Table]:
-    """The rows of each of `tables`, read with delta-rs at its `pinned_versions` (same arguments).
+    """The rows of each of `tables`, read through its format at its `pinned_versions` (same arguments).
 
     Raises:
         UnknownReleaseError: `release` is not in the release log.
@@ -116,16 +120,19 @@ def read_tables(
                 "Nothing was read or written."
             )
         try:
-            table = DeltaTable(uri, version=version)
-            # One thread: a threaded delta-rs scan aborts the process at exit (see backfill/state/ledger.py).
-            frames[name] = table.to_pyarrow_dataset().to_table(use_threads=False)
-        except (DeltaError, OSError) as error:
+            frames[name] = read_at_version(uri, version)
+        except ReleaseExpiredError as error:
             raise ReleaseExpiredError(
                 f"version {version} of table {name} ({uri}) can no longer be read ({str(error).splitlines()[0]}): "
                 "vacuum or log cleanup removed it, so that release is older than the tables' retention. Read a newer "
                 "release (`partition-assets release list`). Nothing was read or written."
             ) from None
     return frames
+
+
+def table_version(table_uri: str) -> int | None:
+    """The latest version of the table at `table_uri` (None: none): the lookup a pin makes first."""
+    return current_version(table_uri)
 
 
 def _latest_version(root: str, name: str) -> int:
@@ -142,14 +149,29 @@ def _released_versions(view: LogView) -> dict[str, int]:
 
 
 def _local_tables(root: str) -> set[str]:
-    """The Delta tables in the top folders of a local lake (a folder holding `_delta_log`,
-    one or two levels down, not under `_` or `.` folders); none for a remote lake."""
+    """The tables of a format that keeps versions in the top folders of a local lake (one or
+    two levels down, not under `_` or `.` folders, as its format finds them); none for a
+    remote lake."""
     path = Path(root.removeprefix("file://"))
     if "://" in root and not root.startswith("file://") or not path.is_dir():
         return set()
-    found = set()
-    for log in [*path.glob("*/_delta_log"), *path.glob("*/*/_delta_log")]:
-        table = log.parent.relative_to(path)
-        if not any(part.startswith(("_", ".")) for part in table.parts):
-            found.add(table.as_posix())
+    found: set[str] = set()
+    for folder in _visible_folders(path):
+        table_format = format_at(str(folder))
+        if table_format is None:
+            found.update(
+                deeper.relative_to(path).as_posix()
+                for deeper in _visible_folders(folder)
+                if _keeps_versions(format_at(str(deeper)))
+            )
+        elif _keeps_versions(table_format):
+            found.add(folder.relative_to(path).as_posix())
     return found
+
+
+def _visible_folders(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def _keeps_versions(table_format: TableFormat | None) -> bool:
+    return table_format is not None and table_format.capabilities.versions

@@ -13,30 +13,33 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import dagster as dg
-from deltalake import DeltaTable
 
 from partition_assets.errors import TableNotFoundError
 from partition_assets.run_tags import RELEASE_PIN_TAG
-from partition_assets.storage.delta_tables import open_table, table_version
+from partition_assets.storage.delta.tables import RecordTable
 from partition_assets.storage.release_log import NO_TABLE, LogView, pin_at, release_log_uri, rows_of, table_name
+from partition_assets.storage.table_format import VersionedFormat
 
 # Per (lake root, run id): the log's records at the run's pin, read once.
 _pinned: dict[tuple[str, str], tuple[int, list[dict]]] = {}
 # Per lake root: the latest log, refreshed incrementally.
-_latest: dict[str, tuple[DeltaTable, int, list[dict]]] = {}
+_latest: dict[str, tuple[RecordTable, list[dict]]] = {}
 
 
-def released_version(context: dg.InputContext, lake_root: str, table_uri: str) -> int | None:
-    """The version of `table_uri` the run of `context` reads: its version before an operation
-    not complete at the run's pin (or overlapping one that is not: each operation is read whole
-    or not at all, storage/release_log.py), else its latest; None when there is no table.
+def released_version(
+    context: dg.InputContext, lake_root: str, table_format: VersionedFormat, table_uri: str
+) -> int | None:
+    """The version of `table_uri` (a table of `table_format`) the run of `context` reads: its
+    version before an operation not complete at the run's pin (or overlapping one that is not:
+    each operation is read whole or not at all, storage/release_log.py), else its latest; None
+    when there is no table.
 
     Raises:
         TableNotFoundError: The table exists only through an operation not complete at the run's pin.
     """
     pin = _run_pin(context, lake_root)
     # The table's version before the latest log: see release_reads.pinned_versions.
-    latest = table_version(table_uri)
+    latest = table_format.version(table_uri)
     latest_rows = _latest_rows(lake_root)
     view = LogView.latest(latest_rows) if pin is None else LogView(latest_rows, pin[1], pin[0])
     name = table_name(lake_root, table_uri)
@@ -63,7 +66,7 @@ def _run_pin(context: dg.InputContext, lake_root: str) -> tuple[int, list[dict]]
         else:
             version = pin_at(lake_root, _run_start(step.instance, step.run_id))
             step.instance.add_run_tags(step.run_id, {RELEASE_PIN_TAG: str(version)})  # every step: the same value
-        rows = [] if version < 0 else rows_of(open_table(release_log_uri(lake_root), version=version))
+        rows = [] if version < 0 else rows_of(RecordTable.open(release_log_uri(lake_root), version=version))
         _pinned[key] = (version, rows)
     return _pinned[key]
 
@@ -81,13 +84,12 @@ def _latest_rows(lake_root: str) -> list[dict]:
     """The latest log's records: read again only when a listing of its commits finds a new one."""
     cached = _latest.get(lake_root)
     if cached is None:
-        table = open_table(release_log_uri(lake_root))
+        table = RecordTable.open(release_log_uri(lake_root))
         if table is None:
             return []
-        cached = _latest[lake_root] = (table, table.version(), rows_of(table))
-    table, version, rows = cached
-    table.update_incremental()
-    if table.version() != version:
+        cached = _latest[lake_root] = (table, rows_of(table))
+    table, rows = cached
+    if table.refresh():
         rows = rows_of(table)
-        _latest[lake_root] = (table, table.version(), rows)
+        _latest[lake_root] = (table, rows)
     return rows

@@ -3,9 +3,9 @@ never drop or retype them, and the partitioning never changes. A backfill declar
 schema change is the one way to drop or retype columns (storage/schema_change.py)."""
 
 import pyarrow as pa
-from deltalake import Schema
 
 from partition_assets.errors import TableSchemaError
+from partition_assets.storage.delta.types import same_delta_type
 from partition_assets.storage.write_staging import StagedWrite
 
 
@@ -33,7 +33,9 @@ def new_columns(
             "and backfill every partition with a staged backfill. Nothing was written."
         )
     retyped = {
-        name: (existing[name], incoming[name]) for name in existing if not _same_type(existing[name], incoming[name])
+        name: (existing[name], incoming[name])
+        for name in existing
+        if not same_delta_type(existing[name], incoming[name])  # readers report strings as large or view types
     }
     if retyped:
         described = ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in retyped.items())
@@ -65,8 +67,3 @@ def check_partitioning(table_partitioning: tuple[str, ...], staged: StagedWrite)
             f"{list(staged.partition_columns)}: keep the asset's partitions definition and "
             "partition columns, or write to a new table. Nothing was written."
         )
-
-
-def _same_type(table_type: pa.DataType, frame_type: pa.DataType) -> bool:
-    # Readers report strings as large or view types; the logical (Delta) type is what matters.
-    return Schema.from_arrow(pa.schema([("c", table_type)])) == Schema.from_arrow(pa.schema([("c", frame_type)]))

@@ -25,9 +25,9 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import pyarrow as pa
-from deltalake import Schema
 
 from partition_assets.errors import SchemaChangeError
+from partition_assets.storage.delta.types import delta_type_name
 
 SCHEMA_CHANGE_METADATA_KEY = "partition_assets/schema_change"
 # Dagster's asset metadata of an asset's columns: what the code declares, and what a publish records.
@@ -203,13 +203,6 @@ def diff_schemas(old: pa.Schema, new: pa.Schema, mapping: ColumnMapping = NO_MAP
         if name not in old_types and name not in mapped_to:
             changes.append(ColumnChange("added", name, None, delta_type_name(new_type)))
     return SchemaChange(tuple(changes))
-
-
-def delta_type_name(arrow_type: pa.DataType) -> str:
-    """The type as Delta names it (double, decimal(18,6), string): readers report strings as
-    large or view types, and the logical type is what a schema change is about."""
-    delta_field = Schema.from_arrow(pa.schema([("c", arrow_type)])).fields[0]
-    return str(delta_field.type.type if hasattr(delta_field.type, "type") else delta_field.type)
 
 
 def schema_after(published: pa.Schema, staged: Sequence[pa.Schema], started_from: pa.Schema | None = None) -> pa.Schema:

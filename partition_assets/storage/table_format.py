@@ -1,5 +1,11 @@
-"""What a table format (Delta, Parquet) provides to the IO managers: one `write`
-that stages, validates and publishes a frame, scoped `read`s, and `vacuum`.
+"""What a table format (Delta, Parquet) provides to the IO managers and the backfill
+engine: one `write` that stages, validates and publishes a frame, scoped `read`s, and
+`vacuum` (TableFormat); versions read by number (VersionedFormat); a backfill's staging
+published in one commit per table and rolled back (StagingFormat); previous versions kept
+readable (PreviousKeepingFormat). A format declares which it provides in its
+`capabilities` (FormatCapabilities): callers ask `requires` for one, never the format's
+class, so a new format needs no change outside its module and its registration
+(storage/table_formats.py).
 
 Not guaranteed by the protocol: atomicity, versions, merges and concurrent
 writers differ by format (see each format's module docstring); a format that
@@ -13,19 +19,19 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import StructType
 
-from partition_assets.errors import PartitionScopeError, VacuumRetentionError
-from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.errors import UnsupportedByFormatError, VacuumRetentionError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: this module loads without Spark or Dagster (storage/table_formats.py)
+    from pyspark.sql import DataFrame, SparkSession
+
     from partition_assets.storage.backfill_staging import StagedTable
-from partition_assets.storage.write_staging import STAGING_DIR, StagedWrite, discard, stage_dataframe
+    from partition_assets.storage.partition_scope import PartitionScope
+    from partition_assets.storage.write_staging import StagedWrite
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,54 @@ class VacuumResult:
     dropped_tables: list[str] = field(default_factory=list)  # kept previous versions past their expiry
 
 
+class Capability(StrEnum):
+    """What a caller may ask of a format (`requires`): each a field of FormatCapabilities."""
+
+    VERSIONS = "versions"
+    STAGED_PUBLISH = "staged_publish"
+    ROLLBACK = "rollback"
+    SCHEMA_CHANGES = "schema_changes"
+    KEEP_PREVIOUS = "keep_previous"
+
+    def enables(self) -> str:
+        """What the capability lets a caller do, as UnsupportedByFormatError says it."""
+        return {
+            Capability.VERSIONS: "read a table at a version or time and pin it to a release",
+            Capability.STAGED_PUBLISH: "stage a backfill's partitions and publish each table in one commit",
+            Capability.ROLLBACK: "roll a backfill's publish back in one commit",
+            Capability.SCHEMA_CHANGES: "change a table's schema through a staged backfill",
+            Capability.KEEP_PREVIOUS: "keep the version before a publish readable as <table>__previous",
+        }[self]
+
+
+@dataclass(frozen=True)
+class FormatCapabilities:
+    """What a table format can do beyond TableFormat's write, read and vacuum: each field
+    names what a caller asks before it relies on it (`requires`, by its Capability)."""
+
+    # Numbered versions: a read pinned at a version or time, the latest version looked up, a
+    # version read whole (VersionedFormat); what a run's release pin and the release log need.
+    versions: bool = False
+    # A backfill's writes staged and each table's published in one commit (StagingFormat).
+    staged_publish: bool = False
+    # A backfill's publish commit undone in one commit (StagingFormat.rollback).
+    rollback: bool = False
+    # A backfill may drop, retype or rename columns (the whole table rewritten in one commit),
+    # known before it runs; the schema at each version is read back (VersionedFormat.schema).
+    schema_changes: bool = False
+    # The version before a publish kept readable as `<table>__previous` (PreviousKeepingFormat).
+    keep_previous: bool = False
+
+    def has(self, capability: Capability) -> bool:
+        return bool(getattr(self, capability.value))
+
+
 class TableFormat(Protocol):
-    name: str
+    name: str  # the format's name in the registry (storage/table_formats.py) and in messages
+    capabilities: FormatCapabilities
+
+    def holds_table(self, table_uri: str) -> bool:
+        """Whether `table_uri` holds a table of this format (what the registry detects it by)."""
 
     def write(
         self,
@@ -156,47 +208,31 @@ def checked_retention_hours(retention_hours: float) -> float:
     return float(retention_hours)
 
 
-def stage_validated(
-    frame: DataFrame,
-    table_uri: str,
-    scope: PartitionScope | None,
-    options: WriteOptions,
-    validate: Callable[[StagedWrite], object],
-    folder: str = STAGING_DIR,
-) -> StagedWrite:
-    """`frame` staged for `table_uri` under `folder`, refused when empty (unless allowed)
-    or when `validate` raises; on any error the staged files are deleted.
+class VersionedFormat(TableFormat, Protocol):
+    """A format whose tables keep numbered versions (`capabilities.versions`)."""
 
-    Raises:
-        PartitionScopeError: The frame does not fit `scope` (see `stage_dataframe`), or has no
-            rows and `options.allow_empty` is not set.
-    """
-    staged = stage_dataframe(frame, table_uri, scope, folder)
-    try:
-        if not staged.files and not options.allow_empty:
-            raise PartitionScopeError(
-                f"the frame for table {table_uri} has no rows for "
-                f"{scope.describe() if scope else 'the table'}; nothing was written. "
-                "Set asset metadata allow_empty=True to clear the partitions instead."
-            )
-        validate(staged)
-    except BaseException:
-        discard(staged)
-        raise
-    return staged
+    def version(self, table_uri: str) -> int | None:
+        """The table's latest version; None when there is no table."""
+
+    def version_at(self, table_uri: str, when: datetime) -> int | None:
+        """The table's version as of `when`; None when the table did not exist then."""
+
+    def read_version(self, table_uri: str, version: int) -> pa.Table:
+        """Every row of the table as of `version`, without Spark.
+
+        Raises:
+            ReleaseExpiredError: The version can no longer be read (vacuum removed it); nothing was read.
+        """
+
+    def schema(self, table_uri: str, version: int | None = None) -> pa.Schema | None:
+        """The table's schema (partition columns included), latest or as of `version`; None
+        when there is no table."""
 
 
-def spark_schema(schema: pa.Schema, partition_columns: tuple[str, ...] | list[str]) -> StructType:
-    """The table's schema as Spark reads it back: partition columns last."""
-    data = [f for f in schema if f.name not in partition_columns]
-    return from_arrow_schema(pa.schema(data + [schema.field(c) for c in partition_columns]))
-
-
-@runtime_checkable
-class StagingFormat(TableFormat, Protocol):
+class StagingFormat(VersionedFormat, Protocol):
     """A format whose writes can be staged for a backfill and published later, all
-    partitions of a table in one commit (Delta). Parquet cannot: its partition swaps
-    are one folder at a time."""
+    partitions of a table in one commit (`capabilities.staged_publish`: Delta). Parquet
+    cannot: its partition swaps are one folder at a time."""
 
     def stage(
         self,
@@ -235,12 +271,6 @@ class StagingFormat(TableFormat, Protocol):
         Raises:
             BackfillIdError: `backfill_id` cannot name a folder.
         """
-
-    def version(self, table_uri: str) -> int | None:
-        """The table's latest version; None when there is no table."""
-
-    def version_at(self, table_uri: str, when: datetime) -> int | None:
-        """The table's version as of `when`; None when the table did not exist then."""
 
     def staged(self, table_uri: str, backfill_id: str) -> StagedTable | None:
         """What backfill `backfill_id` staged for the table; None when nothing.
@@ -338,3 +368,62 @@ class StagingFormat(TableFormat, Protocol):
             MixedSchemaError: A file holds a column the schema lacks or a changed column in another
                 type, or Spark fails to read; the commit stands (the message says how to undo it).
         """
+
+
+class KeptVersion(Protocol):
+    """A table's version before a backfill's publish, kept readable as a table of its own."""
+
+    uri: str  # where it is kept
+    version: int  # the table's version it holds
+    backfill_id: str  # the backfill whose publish replaced it
+    expires_at: datetime  # vacuum drops it after
+
+
+class PreviousKeepingFormat(StagingFormat, Protocol):
+    """A format that keeps a table's version before a publish readable (`capabilities.keep_previous`)."""
+
+    def keep_previous(self, table_uri: str, version: int, backfill_id: str, expires_at: datetime) -> KeptVersion:
+        """Makes `<table>__previous` hold version `version` of the table until `expires_at`;
+        idempotent for one backfill.
+
+        Raises:
+            CommitError: The table has no version `version`; nothing was committed.
+        """
+
+    def kept_previous(self, table_uri: str) -> KeptVersion | None:
+        """The table's kept previous version; None when there is none."""
+
+
+def requires(table_format: TableFormat, capability: Capability, table_uri: str, fix: str) -> None:
+    """Raises UnsupportedByFormatError unless `table_format` has `capability`, before the
+    caller reads or writes anything.
+
+    Raises:
+        UnsupportedByFormatError: The format lacks `capability`; the message names the format, the
+            capability, `fix` (what the caller can do instead) and that nothing was written.
+    """
+    if not table_format.capabilities.has(capability):
+        raise UnsupportedByFormatError(
+            f"table {table_uri} is stored as {table_format.name}, which lacks the capability "
+            f"'{capability.value}' (to {capability.enables()}): {fix}. Nothing was written."
+        )
+
+
+def versioned(table_format: TableFormat) -> VersionedFormat | None:
+    """`table_format` as a VersionedFormat when it keeps versions; None when not."""
+    return cast(VersionedFormat, table_format) if table_format.capabilities.versions else None
+
+
+def staging(table_format: TableFormat) -> StagingFormat | None:
+    """`table_format` as a StagingFormat when it publishes staged backfills; None when not."""
+    return cast(StagingFormat, table_format) if table_format.capabilities.staged_publish else None
+
+
+def required_staging(table_format: TableFormat, table_uri: str, fix: str) -> StagingFormat:
+    """`table_format` as a StagingFormat.
+
+    Raises:
+        UnsupportedByFormatError: It cannot publish staged backfills (`requires`); nothing was written.
+    """
+    requires(table_format, Capability.STAGED_PUBLISH, table_uri, fix)
+    return cast(StagingFormat, table_format)

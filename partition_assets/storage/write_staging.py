@@ -17,20 +17,24 @@ import time
 import urllib.parse
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import DateType, StringType, StructField, StructType
 
 from partition_assets.errors import PartitionScopeError
 from partition_assets.storage.failpoints import failpoint
-from partition_assets.storage.partition_scope import PartitionScope
+
+if TYPE_CHECKING:  # Spark is imported by the functions that use it: a format's module loads without it
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from partition_assets.storage.partition_scope import PartitionScope
+    from partition_assets.storage.table_format import WriteOptions
 
 STAGING_DIR = "_staging"
 # What Spark names the directory of a null (or empty-string) partition value.
@@ -203,6 +207,9 @@ def partitioned_frame(df: DataFrame, scope: PartitionScope | None) -> tuple[Data
         PartitionScopeError: A partition column is missing while `scope` holds several partitions;
             a partition column is neither a string nor a date; a date column's keys are not ISO dates.
     """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, StringType, StructField, StructType
+
     fields = list(df.schema.fields)
     if scope is None:
         return df, StructType(fields)
@@ -257,6 +264,8 @@ def _is_iso_date(text: str) -> bool:
 def _table_schema(spark_schema: StructType) -> pa.Schema:
     # Every column nullable: a frame's non-null flags vary with how it was built,
     # and a table must not reject the next write over them.
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     arrow = to_arrow_schema(spark_schema)
     return pa.schema([pa.field(f.name, f.type, nullable=True) for f in arrow])
 
@@ -315,3 +324,41 @@ def _staged_file(
         partition_values={k: v for k, v in partition.items() if v is not None},
         num_records=num_records,
     )
+
+
+def stage_validated(
+    frame: DataFrame,
+    table_uri: str,
+    scope: PartitionScope | None,
+    options: WriteOptions,
+    validate: Callable[[StagedWrite], object],
+    folder: str = STAGING_DIR,
+) -> StagedWrite:
+    """`frame` staged for `table_uri` under `folder`, refused when empty (unless allowed)
+    or when `validate` raises; on any error the staged files are deleted.
+
+    Raises:
+        PartitionScopeError: The frame does not fit `scope` (see `stage_dataframe`), or has no
+            rows and `options.allow_empty` is not set.
+    """
+    staged = stage_dataframe(frame, table_uri, scope, folder)
+    try:
+        if not staged.files and not options.allow_empty:
+            raise PartitionScopeError(
+                f"the frame for table {table_uri} has no rows for "
+                f"{scope.describe() if scope else 'the table'}; nothing was written. "
+                "Set asset metadata allow_empty=True to clear the partitions instead."
+            )
+        validate(staged)
+    except BaseException:
+        discard(staged)
+        raise
+    return staged
+
+
+def spark_schema(schema: pa.Schema, partition_columns: tuple[str, ...] | list[str]) -> StructType:
+    """The table's schema as Spark reads it back: partition columns last."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    data = [f for f in schema if f.name not in partition_columns]
+    return from_arrow_schema(pa.schema(data + [schema.field(c) for c in partition_columns]))

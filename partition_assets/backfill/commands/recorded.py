@@ -16,6 +16,7 @@ first write is refused by the store's compare-and-set, not by these checks.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 import dagster as dg
 
@@ -72,8 +73,8 @@ from partition_assets.backfill.state.takeover_claims import claim_takeovers
 from partition_assets.errors import ApprovalError, BackfillStateError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.processes.main_guard import refuse_unguarded_script
-from partition_assets.storage.delta.previous import previous_copy
 from partition_assets.storage.leases import release
+from partition_assets.storage.table_format import PreviousKeepingFormat
 
 C = BackfillCommand
 # The commands that act as the backfill's coordinator: refused while another one is live.
@@ -315,7 +316,9 @@ def _previous_versions(publication: Publication) -> tuple[str, ...]:
     """A line per table whose version before this backfill is kept (--keep-previous)."""
     lines = []
     for table in publication.tables.values():
-        copy = previous_copy(table.uri)
+        if not table.table_format.capabilities.keep_previous:
+            continue  # refused at launch: it kept nothing (BackfillTable.check_stageable)
+        copy = cast(PreviousKeepingFormat, table.table_format).kept_previous(table.uri)
         if copy is not None and copy.backfill_id == publication.record.id:
             lines.append(
                 f"previous version of {table.asset.to_user_string()} (v{copy.version}) kept as {copy.uri} "

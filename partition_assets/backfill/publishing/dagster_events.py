@@ -44,7 +44,6 @@ from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import BACKFILL_ID_TAG, DEFER_ASSET_EVENTS_TAG
-from partition_assets.storage.delta import DeltaFormat
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
 from partition_assets.storage.schema_change import (
     COLUMN_SCHEMA_METADATA,
@@ -53,6 +52,7 @@ from partition_assets.storage.schema_change import (
     delta_type_name,
     diff_schemas,
 )
+from partition_assets.storage.table_format import versioned
 
 
 def record_materializations(
@@ -280,9 +280,10 @@ def _schema_metadata(table: BackfillTable, published: int | None, rolled_back: b
     """When the publish commit at version `published` changed the table's schema: the schema
     readers now see as `dagster/column_schema` (so the UI shows its columns) and the change,
     column by column; after a rollback, the restored schema and the change back to it."""
-    if not published or not isinstance(table.table_format, DeltaFormat):
+    with_versions = versioned(table.table_format)
+    if not published or with_versions is None:
         return {}
-    before, after = table.table_format.schema(table.uri, published - 1), table.table_format.schema(table.uri, published)
+    before, after = with_versions.schema(table.uri, published - 1), with_versions.schema(table.uri, published)
     if rolled_back:
         before, after = after, before
     if before is None or after is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.publishing import release_steps
@@ -35,9 +36,8 @@ from partition_assets.errors import (
 )
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.backfill_staging import StagingFingerprint, staging_fingerprint
-from partition_assets.storage.delta import DeltaFormat
-from partition_assets.storage.delta.previous import keep_previous
 from partition_assets.storage.failpoints import failpoint
+from partition_assets.storage.table_format import PreviousKeepingFormat
 
 
 def commit_tables(
@@ -94,12 +94,13 @@ def commit_tables(
 
 def _keep_previous(record: BackfillRecord, table: BackfillTable, version: int | None) -> None:
     """With --keep-previous, the table's version before the publish kept as `<table>__previous`
-    until the expiry (storage/delta/previous.py); nothing when the publish created the table."""
+    until the expiry (PreviousKeepingFormat); nothing when the publish created the table."""
     keep_for = record.spec.keep_previous_for()
-    if keep_for is None or not version or not isinstance(table.table_format, DeltaFormat):
+    if keep_for is None or not version:
         return
     expires_at = datetime.now(UTC) + keep_for  # bookkeeping time of the copy, not asset logic
-    keep_previous(table.uri, version - 1, record.id, expires_at)
+    keeping = cast(PreviousKeepingFormat, table.table_format)  # checked at launch: BackfillTable.check_stageable
+    keeping.keep_previous(table.uri, version - 1, record.id, expires_at)
 
 
 def unpublished_tables(record: BackfillRecord, tables: Tables) -> list[BackfillTable]:

@@ -21,12 +21,10 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-from deltalake import Field, Schema
-from deltalake.schema import PrimitiveType
 
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.errors import SchemaChangeError
-from partition_assets.storage.delta import DeltaFormat
+from partition_assets.storage.delta.types import arrow_type
 from partition_assets.storage.schema_change import COLUMN_SCHEMA_METADATA, ColumnMapping, SchemaChange, diff_schemas
 
 _ALIASES = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte", "bool": "boolean"}
@@ -71,14 +69,14 @@ def declared_schema(metadata: Mapping[str, Any]) -> pa.Schema | None:
     for column in declared.columns:
         name = _ALIASES.get(column.type.lower(), column.type.lower())
         try:
-            fields.append(Field(column.name, PrimitiveType(name), nullable=True))
-        except Exception:  # delta-rs raises its own errors for an unknown name
+            fields.append(pa.field(column.name, arrow_type(name), nullable=True))
+        except ValueError:
             raise SchemaChangeError(
                 f"column {column.name!r} declares type {column.type!r} in {COLUMN_SCHEMA_METADATA}, which is no "
                 "Delta type: use long, integer, double, decimal(18,6), string, date, timestamp, boolean. "
                 "Nothing was run."
             ) from None
-    return pa.schema(Schema(fields).to_arrow())
+    return pa.schema(fields)
 
 
 def plan_schema_changes(
@@ -94,9 +92,9 @@ def plan_schema_changes(
     plans = []
     for table in tables.values():
         declared = declared_schema(table.metadata)
-        if declared is None or not isinstance(table.table_format, DeltaFormat):
+        if declared is None or not table.table_format.capabilities.schema_changes:
             continue
-        published = table.table_format.schema(table.uri)
+        published = table.staging_format.schema(table.uri)
         if published is None:
             continue  # the backfill creates the table: any schema goes
         data_columns = [f.name for f in published if f.name not in table.columns]
@@ -107,7 +105,7 @@ def plan_schema_changes(
         )
         if not change:
             continue
-        published_rows = set(table.table_format.partition_files(table.uri, None))
+        published_rows = set(table.staging_format.partition_files(table.uri, None))
         rewritten = table.scope.rows if table.scope is not None else published_rows
         plan = TableSchemaPlan(
             table, change, len(published_rows - rewritten), tuple((readers or {}).get(table.asset, ()))

@@ -17,11 +17,17 @@ import dagster as dg
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.dagster_internals import AssetGraph
-from partition_assets.errors import UnsupportedByFormatError
 from partition_assets.spark import SparkResource
 from partition_assets.storage.io_manager import SparkTableIOManager
 from partition_assets.storage.partition_scope import PartitionScope, partition_columns
-from partition_assets.storage.table_format import StagingFormat, TableFormat
+from partition_assets.storage.table_format import (
+    Capability,
+    StagingFormat,
+    TableFormat,
+    required_staging,
+    requires,
+    staging,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,13 +68,28 @@ class BackfillTable:
 
     @property
     def staging_format(self) -> StagingFormat:
-        if not isinstance(self.table_format, StagingFormat):
-            raise UnsupportedByFormatError(
-                f"asset {self.asset.to_user_string()} is stored as {self.table_format.name}, which cannot "
-                "publish a backfill's partitions in one commit: run it with --publish per-node, or store "
-                "it as Delta. Nothing was launched."
-            )
-        return self.table_format
+        """Its format, which publishes staged backfills.
+
+        Raises:
+            UnsupportedByFormatError: The format lacks `staged_publish`; nothing was launched or written.
+        """
+        return required_staging(
+            self.table_format,
+            self.uri,
+            f"run asset {self.asset.to_user_string()} with --publish per-node, or store it in a format that has it",
+        )
+
+    def check_stageable(self, keep_previous: bool) -> None:
+        """Refuses, before a staged backfill launches anything, a format that cannot do what it
+        asks: publish staged partitions, and with --keep-previous (`keep_previous`) keep the
+        version before its publish.
+
+        Raises:
+            UnsupportedByFormatError: The format lacks a capability asked for; nothing was launched or written.
+        """
+        self.staging_format  # noqa: B018 -- raises for a format without staged_publish
+        if keep_previous:
+            requires(self.table_format, Capability.KEEP_PREVIOUS, self.uri, "run the backfill without --keep-previous")
 
 
 # A backfill's tables by asset, upstream first (as `tables_of` gives them): what its publishing steps take.
@@ -121,9 +142,10 @@ def input_tables(definitions: dg.Definitions, graph: BackfillGraph) -> dict[dg.A
         for parent in sorted(asset_graph.get(key).parent_keys - set(graph.slices)):
             node = asset_graph.get(parent)
             io_manager = resources.get(node.io_manager_key)
-            if isinstance(io_manager, SparkTableIOManager) and isinstance(io_manager.table_format, StagingFormat):
+            staged_by = staging(io_manager.table_format) if isinstance(io_manager, SparkTableIOManager) else None
+            if isinstance(io_manager, SparkTableIOManager) and staged_by is not None:
                 uri = io_manager.table_uri(parent, node.metadata)
-                found[key].append(InputTable(parent, uri, io_manager.table_format))
+                found[key].append(InputTable(parent, uri, staged_by))
     return found
 
 

@@ -22,6 +22,7 @@ from partition_assets.backfill.state.status import check_command
 from partition_assets.errors import BackfillStateError
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.leases import held_by, release
+from partition_assets.storage.table_format import Capability, requires
 
 
 def discard(instance: dg.DagsterInstance, record: BackfillRecord, tables: Tables, ledger: Ledger | None) -> int:
@@ -89,7 +90,8 @@ def check_rollback(record: BackfillRecord, tables: Tables, force: bool = False) 
 
     Raises:
         IllegalTransitionError: The backfill's status does not allow a rollback.
-        RollbackError: A table refuses (see DeltaFormat.check_rollback); SchemaRollbackError when
+        UnsupportedByFormatError: A table's format lacks `rollback`; nothing was written.
+        RollbackError: A table refuses (see StagingFormat.check_rollback); SchemaRollbackError when
             a schema change's table had a partition outside the backfill written since its publish.
     """
     if record.status != BackfillStatus.ROLLBACK_AWAITING_APPROVAL:  # one approved (approval_steps.py) goes on
@@ -101,5 +103,6 @@ def check_rollback(record: BackfillRecord, tables: Tables, force: bool = False) 
         if (version := record.published_versions.get(table.asset.to_user_string())) is not None
     ]
     for table, version in published:
+        requires(table.table_format, Capability.ROLLBACK, table.uri, "rewrite the partitions by a new backfill")
         table.staging_format.check_rollback(table.uri, record.id, version, force=force)
     return published

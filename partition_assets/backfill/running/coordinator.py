@@ -169,7 +169,7 @@ class BackfillRun:
         assets seen before others. A backfill with no table to stage writes every asset as
         Dagster's runs do, which its last line says (`published: no tables`)."""
         for table in publication.tables.values():
-            table.staging_format  # noqa: B018 -- raises for such a format
+            table.check_stageable(keep_previous=self.record.spec.keep_previous is not None)
         unstaged = unstaged_assets(publication.definitions, self.graph)
         if unstaged and publication.tables:
             _log.warning(

@@ -71,6 +71,13 @@ def append_rows(
     )
 
 
+def compact_when_fragmented(uri: str, max_files: int, key: Sequence[str]) -> bool:
+    """Compacts the append-only table at `uri` (`compact_once`) once it holds more than
+    `max_files` files; whether this call committed a compaction."""
+    table = DeltaTable(uri)
+    return len(table.file_uris()) > max_files and compact_once(table, key)
+
+
 def compact_once(table: DeltaTable, key: Sequence[str]) -> bool:
     """Rewrites the files of the unpartitioned append-only `table`, as opened, into one holding
     its rows, one per value of the columns `key` (a record written twice keeps one row): one

@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 
 from partition_assets.errors import CommitError
 from partition_assets.storage.backfill_staging import PartitionRow
-from partition_assets.storage.delta_tables import open_table  # here too: the package's modules read it from here
+from partition_assets.storage.delta.tables import open_table  # here too: the package's modules read it from here
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.table_format import PublishResult
 

@@ -23,8 +23,7 @@ from partition_assets.storage.backfill_staging import (
 )
 from partition_assets.storage.delta.log import open_table, table_schema
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.table_format import spark_schema
-from partition_assets.storage.write_staging import spark_path, table_filesystem
+from partition_assets.storage.write_staging import spark_path, spark_schema, table_filesystem
 
 
 def read_table(

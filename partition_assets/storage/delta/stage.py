@@ -23,8 +23,8 @@ from partition_assets.storage.delta.read import read_overlay, staging_of
 from partition_assets.storage.delta.write import merge_rows
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema import check_partitioning, new_columns
-from partition_assets.storage.table_format import PublishResult, WriteOptions, stage_validated
-from partition_assets.storage.write_staging import StagedWrite, discard, table_filesystem
+from partition_assets.storage.table_format import PublishResult, WriteOptions
+from partition_assets.storage.write_staging import StagedWrite, discard, stage_validated, table_filesystem
 
 
 def stage_frame(

@@ -25,8 +25,14 @@ from partition_assets.storage.delta.commit import add_action, check_schema, comm
 from partition_assets.storage.delta.log import open_table
 from partition_assets.storage.delta.read import read_partitions
 from partition_assets.storage.partition_scope import PartitionScope
-from partition_assets.storage.table_format import DEFAULT_OPTIONS, PublishResult, WriteOptions, stage_validated
-from partition_assets.storage.write_staging import StagedWrite, discard, move_into_layout, with_partition_columns
+from partition_assets.storage.table_format import DEFAULT_OPTIONS, PublishResult, WriteOptions
+from partition_assets.storage.write_staging import (
+    StagedWrite,
+    discard,
+    move_into_layout,
+    stage_validated,
+    with_partition_columns,
+)
 
 _MERGE_ATTEMPTS = 5
 _log = logging.getLogger(__name__)
