@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from partition_assets.errors import ReleaseExpiredError, TableNotFoundError
+from partition_assets.errors import ReleaseExpiredError, TableNotFoundError, UnsupportedByFormatError
 from partition_assets.storage.table_format import TableFormat, versioned
 
 # The built-in formats: name -> (module, class), imported when first asked for.
@@ -33,9 +33,20 @@ _registered: dict[str, TableFormat] = {}
 
 
 def register_format(table_format: TableFormat) -> None:
-    """Makes `table_format` known under its `name`, after those known before it; a format
-    of a name already known is kept as it was (the first one registered)."""
-    _registered.setdefault(table_format.name, table_format)
+    """Makes `table_format` known under its `name`, after those known before it; the same
+    format class registered again (another IO manager naming it) changes nothing.
+
+    Raises:
+        UnsupportedByFormatError: Another format class already has that name (a table's format
+            would be ambiguous); nothing was registered.
+    """
+    known = _registered.setdefault(table_format.name, table_format)
+    if type(known) is not type(table_format):
+        raise UnsupportedByFormatError(
+            f"table format name {table_format.name!r} is taken by {type(known).__qualname__}, so "
+            f"{type(table_format).__qualname__} cannot be registered under it: give it another `name`. "
+            "Nothing was registered."
+        )
 
 
 def registered_formats() -> Iterator[TableFormat]:

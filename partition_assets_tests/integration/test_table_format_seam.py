@@ -4,7 +4,7 @@ backfill's publish and rollback end to end, recorded in the release log and read
 it; vacuum finds its tables through the registry (storage/maintenance.py); and an operation its format lacks the
 capability for is refused naming the format, the capability and the fix.
 
-The backfills of support/snapshot_defs.py run through the real coordinator, workers, Spark
+The backfills of support/locations/snapshot_defs.py run through the real coordinator, workers, Spark
 and instance (as test_publish_cost.py's); rollback and vacuum through their commands."""
 
 import importlib
@@ -33,7 +33,7 @@ from partition_assets_tests.support.instances import instance_env
 from partition_assets_tests.support.retention import backdate
 from partition_assets_tests.support.snapshot_format import PUBLISH, ROLLBACK, WRITE, SnapshotFormat, snapshots
 
-CODE_LOCATION = "partition_assets_tests.support.snapshot_defs"  # imported once its lake is in the environment
+CODE_LOCATION = "partition_assets_tests.support.locations.snapshot_defs"  # imported once its lake is in the environment
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
 TAG_FILE = "tag"  # snapshot_defs.TAG_FILE, in the instance's folder
 FIRST_DAY, LAST_DAY, DAYS = "2024-01-01", "2024-01-03", 3

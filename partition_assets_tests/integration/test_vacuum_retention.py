@@ -19,9 +19,9 @@ import pytest
 from partition_assets.cli.main import main
 from partition_assets.errors import PartitionAssetsError, ReleaseExpiredError
 from partition_assets.storage import DeltaFormat, PartitionScope
+from partition_assets.storage.delta.tables import table_version
 from partition_assets.storage.delta.vacuum import vacuum_table
 from partition_assets.storage.delta.write import replace_partitions
-from partition_assets.storage.delta_tables import table_version
 from partition_assets.storage.maintenance import vacuum
 from partition_assets.storage.release_log import append_release, begin_release, release_log_uri
 from partition_assets.storage.release_reads import read_tables

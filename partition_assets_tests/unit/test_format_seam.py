@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from partition_assets.errors import UnsupportedByFormatError
+from partition_assets.storage import table_formats
 from partition_assets.storage.parquet_table import ParquetFormat
 from partition_assets.storage.table_format import Capability, required_staging, requires
+from partition_assets.storage.table_formats import register_format
 from partition_assets_tests.unit.test_layers import PACKAGE, imported_modules
 
 DELTA_PACKAGE = PACKAGE / "storage" / "delta"
@@ -111,3 +113,16 @@ def test_a_format_lacking_a_capability_is_refused_naming_it_the_capability_and_t
     )
     with pytest.raises(UnsupportedByFormatError, match="'versions'"):
         requires(ParquetFormat(), Capability.VERSIONS, "lake/t", "read it unpinned")
+
+
+def test_a_second_format_class_under_a_taken_name_is_refused_and_the_same_class_again_changes_nothing():
+    class Impostor(ParquetFormat):
+        pass
+
+    register_format(ParquetFormat())  # the built-in class again: nothing changes
+    assert type(table_formats._registered["parquet"]) is ParquetFormat
+    with pytest.raises(UnsupportedByFormatError) as refused:
+        register_format(Impostor())
+    assert "'parquet' is taken by ParquetFormat" in str(refused.value)
+    assert "Nothing was registered" in str(refused.value)
+    assert type(table_formats._registered["parquet"]) is ParquetFormat
