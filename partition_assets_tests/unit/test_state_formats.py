@@ -1,4 +1,4 @@
-"""The format versions of the state other processes read (backfill/state/formats.py, issue 55):
+"""The format versions of the state other processes read (state_formats.py, issue 55):
 a record or coordinator announcement an earlier release wrote (no format field) is read as it
 always was, this release writes its own format, and one a newer release wrote is refused by
 name, nothing written, never misread: a newer announcement is never taken for "no coordinator"."""
@@ -11,13 +11,13 @@ import pytest
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.state.formats import PRESENCE_FORMAT, RECORD_FORMAT
 from partition_assets.backfill.state.presence import KEY_PREFIX, Presence, coordinating, live_coordinator
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
 from partition_assets.dagster_instance.key_values import sql_run_storage, value_of
 from partition_assets.errors import CoordinatorLiveError, StateFormatError
 from partition_assets.processes.identity import ProcessIdentity
+from partition_assets.state_formats import PRESENCE_FORMAT, RECORD_FORMAT
 from partition_assets_tests.support.records import SPEC
 
 # A record as the code before stored plans wrote it (commit 0fe2d38), before formats were versioned.

@@ -182,13 +182,23 @@ def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[Ba
     if not changed:
         return
     uris = [table.uri for asset, table in tables.items() if asset.to_user_string() in changed]
+    staged = f"the staged data of {', '.join(changed)} ({', '.join(uris)})"
+    if not record.gated_staging:
+        cause = (
+            f"{staged} has no fingerprint of what its validation gate evaluated (it was gated by a release of "
+            "partition_assets before staging fingerprints, or extended since): it cannot be shown to be what the "
+            "gate evaluated"
+        )
+    else:
+        cause = (
+            f"{staged} is not what its validation gate evaluated (files were staged, replaced, removed or touched "
+            "after the gate, e.g. by a run that is not one of the backfill's node runs, or by hand)"
+        )
     raise StagingChangedError(
-        f"backfill {record.id}: the staged data of {', '.join(changed)} ({', '.join(uris)}) is not what its "
-        "validation gate evaluated (files were staged, replaced, removed or touched after the gate, e.g. by a "
-        "run that is not one of the backfill's node runs, or by hand); nothing was published and the staging "
-        "is kept. Find what changed it; then `partition-assets backfill resume "
-        f"{record.id}` gates the staging as it is now (a backfill whose publish was refused), or "
-        f"`partition-assets backfill discard {record.id}` drops it."
+        f"backfill {record.id}: {cause}; nothing was published and the staging is kept. "
+        + ("Find what changed it; then " if record.gated_staging else "")
+        + f"`partition-assets backfill resume {record.id}` gates the staging as it is now (a backfill whose "
+        f"publish was refused), or `partition-assets backfill discard {record.id}` drops it."
     )
 
 
@@ -197,7 +207,8 @@ def _holds_as_gated(record: BackfillRecord, table: BackfillTable) -> bool:
     staged = table.staging_format.staged(table.uri, record.id)
     if gated is None or staged is None:
         return False
-    return staging_fingerprint(staged).holds_as(StagingFingerprint.from_json(gated))
+    fingerprint = StagingFingerprint.from_json(gated, f"the gate's fingerprint of {table.uri} in backfill {record.id}")
+    return staging_fingerprint(staged).holds_as(fingerprint)
 
 
 def fingerprint_of(record: BackfillRecord, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:
