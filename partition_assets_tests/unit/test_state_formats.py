@@ -24,9 +24,9 @@ from partition_assets.backfill.state import ledger as ledger_module
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import KEY_PREFIX, Presence, coordinating, live_coordinator
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import graph_from
-from partition_assets.dagster_instance.key_values import sql_run_storage, value_of
+from partition_assets.dagster_instance.key_values import value_of
 from partition_assets.errors import CoordinatorLiveError, PartitionLeasedError, StateFormatError
 from partition_assets.processes.identity import ProcessIdentity
 from partition_assets.state_formats import (
@@ -55,17 +55,12 @@ from partition_assets.storage.release_log import append_release, begin_release, 
 from partition_assets.storage.release_reads import pinned_versions, releases
 from partition_assets.storage.write_staging import StagedWrite
 from partition_assets_tests.support.lakehouse import TABLES
-from partition_assets_tests.support.older_releases import insert_record, older_state
+from partition_assets_tests.support.older_releases import insert_record, older_state, stored_body
 from partition_assets_tests.support.records import SPEC
 
 # A record as the code before stored plans wrote it (commit 0fe2d38), before formats were versioned.
 EARLIER_RECORD = Path(__file__).parents[1] / "support" / "record_before_stored_plans.json"
 KEY = f"{KEY_PREFIX}/b1"
-
-
-def _stored_body(instance, backfill_id: str) -> dict:
-    with sql_run_storage(instance).connect() as connection:
-        return json.loads(connection.execute(BACKFILLS.select().where(BACKFILLS.c.id == backfill_id)).one().body)
 
 
 def test_a_record_an_earlier_release_wrote_is_read_as_before_and_rewritten_in_this_format(instance):
@@ -80,7 +75,7 @@ def test_a_record_an_earlier_release_wrote_is_read_as_before_and_rewritten_in_th
     assert record.fingerprints == saved["body"]["fingerprints"] and record.stored_plan is None
     record.launched_by = "ana"
     record.save()
-    assert _stored_body(instance, saved["id"])["format"] == RECORD_FORMAT
+    assert stored_body(instance, saved["id"])["format"] == RECORD_FORMAT
     assert store.load(saved["id"]).launched_by == "ana"
 
 
@@ -96,7 +91,7 @@ def test_a_record_in_a_newer_format_is_refused_naming_the_version_and_nothing_is
     assert f"backfill b1 is in format {RECORD_FORMAT + 1}" in str(refused.value)
     assert f"reads formats 1 to {RECORD_FORMAT}" in str(refused.value)
     assert "Upgrade partition_assets on this host" in str(refused.value) and "Nothing was written" in str(refused.value)
-    assert _stored_body(instance, "b1") == newer
+    assert stored_body(instance, "b1") == newer
 
 
 def _announce(instance, fields: dict) -> None:

@@ -53,6 +53,12 @@ def insert_record(instance: dg.DagsterInstance, backfill_id: str, status: str, b
         )
 
 
+def stored_body(instance: dg.DagsterInstance, backfill_id: str) -> dict:
+    """The record body of `backfill_id` as stored, past this release's code."""
+    with sql_run_storage(instance).connect() as connection:
+        return json.loads(connection.execute(BACKFILLS.select().where(BACKFILLS.c.id == backfill_id)).one().body)
+
+
 def older_state(commit: str, root: Path, instance: dg.DagsterInstance | None = None) -> OlderState:
     """The state `commit` wrote: its lake copied to `root / "lake"` with its files' times as they
     were, and its records inserted into `instance` (when given)."""
