@@ -181,11 +181,11 @@ class StoreSchemaError(PartitionAssetsError, RuntimeError):
 
 
 class StateFormatError(StoreSchemaError):
-    """A backfill's record or coordinator announcement is in a format newer than this
-    partition_assets reads (backfill/state/formats.py); it was not read, nothing was written."""
+    """State another process wrote (a record, an announcement, a lease, the ledger, ...) is in a
+    format newer than this partition_assets reads (state_formats.py); it was not read, nothing was written."""
 
 
-class ProvenanceIndexVersionError(PartitionAssetsError, RuntimeError):
+class ProvenanceIndexVersionError(StateFormatError):
     """The instance's provenance index was written by a newer partition_assets; nothing was written."""
 
 

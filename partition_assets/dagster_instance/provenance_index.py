@@ -9,7 +9,7 @@ derived from, created on first use through the event log storage's SQL engine (i
 connection: the consolidated SQLite database, the index shard of Dagster's per-run SQLite
 log, or the Postgres database):
 - `partition_assets_provenance`: one row per (asset, partition) ("" for an unpartitioned asset);
-- `partition_assets_provenance_cursor`: the format version of the rows (`FORMAT_VERSION`) and the
+- `partition_assets_provenance_cursor`: the format version of the rows (`PROVENANCE_INDEX_FORMAT`) and the
   storage id of the last event read.
 Why there: every deployment already has that database (a Postgres one is shared by every host,
 as the events are); a partition wipe (instance/partition_wipe.py) clears Dagster's partition
@@ -31,7 +31,7 @@ A missing index is built from the event log, a page at a time, each with a progr
 index that cannot be read (a table, a row or the cursor not of the format) or that indexes
 another history (the last event it read is no longer in the event log: the instance was wiped
 or replaced, or that run deleted) is dropped and built again; one written by a newer release
-(`FORMAT_VERSION`) is refused (ProvenanceIndexVersionError), as an older release could not tell
+(`PROVENANCE_INDEX_FORMAT`) is refused (ProvenanceIndexVersionError), as an older release could not tell
 what it misreads. `python -m partition_assets.dagster_instance.provenance_index rebuild`
 builds it again from the event log (it is derived: nothing is lost).
 
@@ -77,8 +77,8 @@ from sqlalchemy.schema import CreateTable, DropTable
 from partition_assets.dagster_instance.recorded_versions import CODE_VERSION_TAG, recorded_git_sha, run_git_shas
 from partition_assets.dagster_internals import SqlEventLogStorage, SqlEventLogStorageTable
 from partition_assets.errors import EnvironmentSetupError, ProvenanceIndexVersionError
+from partition_assets.state_formats import PROVENANCE_INDEX_FORMAT, checked_version
 
-FORMAT_VERSION = 1
 PAGE = 10_000  # materialization events read per query and written per transaction
 DATA_VERSION_TAG = "dagster/data_version"  # Dagster's tags of a materialization (pinned by the tests)
 INPUT_DATA_VERSION_TAG_PREFIX = "dagster/input_data_version/"
@@ -270,15 +270,17 @@ def _checked_cursor(storage: SqlEventLogStorage) -> int:
     version, cursor = row.format_version, row.storage_id
     if not isinstance(version, int) or not isinstance(cursor, int):
         raise _Unreadable(f"its cursor ({cursor!r}, format version {version!r}) is not a number")
-    if version > FORMAT_VERSION:
-        raise ProvenanceIndexVersionError(
-            f"the provenance index of this Dagster instance (table {PROVENANCE.name}) is at format version {version}, "
-            f"newer than this release's {FORMAT_VERSION}: upgrade partition_assets on this host, or build it again "
-            "for this release with `python -m partition_assets.dagster_instance.provenance_index rebuild` (it is "
-            "derived from the event log: nothing is lost). Nothing was planned."
+    if version > PROVENANCE_INDEX_FORMAT:  # refused, never rebuilt behind a newer release's back
+        checked_version(
+            version,
+            PROVENANCE_INDEX_FORMAT,
+            f"the provenance index of this Dagster instance (table {PROVENANCE.name})",
+            ProvenanceIndexVersionError,
+            ", or build it again for this release with `python -m partition_assets.dagster_instance.provenance_index "
+            "rebuild` (it is derived from the event log: nothing is lost)",
         )
-    if version < FORMAT_VERSION:
-        raise _Unreadable(f"it is at format version {version}, older than this release's {FORMAT_VERSION}")
+    if version < PROVENANCE_INDEX_FORMAT:
+        raise _Unreadable(f"it is at format version {version}, older than this release's {PROVENANCE_INDEX_FORMAT}")
     if cursor != _BUILD and not _holds_event(storage, cursor):
         raise _Unreadable(
             f"the last event it read ({cursor}) is no longer in the event log (the instance was wiped or replaced, "
@@ -314,7 +316,7 @@ def _reset(storage: SqlEventLogStorage) -> int:
 def _start_cursor(connection: Connection) -> None:
     """The cursor of an index that has read nothing, unless another process wrote one meanwhile."""
     statement = _upserting(connection, CURSOR).values(
-        name=_CURSOR_NAME, format_version=FORMAT_VERSION, storage_id=_BUILD
+        name=_CURSOR_NAME, format_version=PROVENANCE_INDEX_FORMAT, storage_id=_BUILD
     )
     connection.execute(statement.on_conflict_do_nothing(index_elements=[CURSOR.c.name]))
 

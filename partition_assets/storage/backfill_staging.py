@@ -10,6 +10,8 @@ Layout under the table's folder, hidden from table readers and from Delta's vacu
     _backfills/<backfill_id>/data/<col=value>/<file>  staged files, in the table's layout
     _backfills/<backfill_id>/manifest/<seq>-<uuid>.json  one per staged write, written atomically
 
+A manifest carries its format (state_formats.py), and so does the fingerprint of a staging
+the gate records (`StagingFingerprint`): one a newer release wrote is refused, not misread.
 A manifest lists the partitions its write replaces (all of its scope, also those the
 frame left empty) and their files. The latest manifest naming a partition wins: a
 retried node's staging supersedes the earlier one, whose files stay on disk until the
@@ -35,6 +37,7 @@ import pyarrow.fs as pafs
 
 from partition_assets.errors import CommitError
 from partition_assets.ids import checked_backfill_id, is_backfill_id
+from partition_assets.state_formats import FINGERPRINT_FORMAT, FORMAT_FIELD, MANIFEST_FORMAT, checked_format
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.schema_change import schema_after
@@ -110,12 +113,20 @@ class StagingFingerprint:
         only while no file has moved since)."""
         return self.content == gated.content and (self.moved or self.times == gated.times)
 
-    def to_json(self) -> dict[str, str]:
-        return {"content": self.content, "times": self.times}
+    def to_json(self) -> dict[str, str | int]:
+        return {FORMAT_FIELD: FINGERPRINT_FORMAT, "content": self.content, "times": self.times}
 
     @classmethod
-    def from_json(cls, saved: Mapping[str, str]) -> StagingFingerprint:
-        return cls(saved["content"], saved["times"])
+    def from_json(cls, saved: Mapping[str, str | int], what: str) -> StagingFingerprint:
+        """The fingerprint `to_json` saved, in this release's format or an older one (`what`
+        names it in a refusal). A release that computes fingerprints another way writes a new
+        format, and computes the older ones' way to compare with them.
+
+        Raises:
+            StateFormatError: A newer release took it, in a format this one does not read; nothing was written.
+        """
+        checked_format(saved, FINGERPRINT_FORMAT, what)
+        return cls(str(saved["content"]), str(saved["times"]))
 
 
 def staging_fingerprint(staged: StagedTable) -> StagingFingerprint:
@@ -202,6 +213,7 @@ def record_staging(
     staging_id = uuid.uuid4().hex
     sequence = 1 + max((_sequence(name) for name in _manifest_names(fs, manifests)), default=0)
     entry = {
+        FORMAT_FIELD: MANIFEST_FORMAT,
         "sequence": sequence,
         "partition_columns": list(write.partition_columns),
         "partitions": sorted(list(row) for row in partitions),
@@ -415,5 +427,13 @@ def _sequence(manifest_name: str) -> int:
 
 
 def _read_entry(fs: pafs.FileSystem, path: str) -> dict:
+    """The manifest at `path`, when in a format this release reads: a vacuum never misreads
+    the files a newer one lists, nor a publish what it staged.
+
+    Raises:
+        StateFormatError: A newer release wrote the manifest, in a format this one does not read.
+    """
     with fs.open_input_stream(path) as handle:
-        return json.loads(handle.read())
+        entry = json.loads(handle.read())
+    checked_format(entry, MANIFEST_FORMAT, f"the staging manifest {path}")
+    return entry

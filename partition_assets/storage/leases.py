@@ -7,6 +7,8 @@ holder (a backfill id or a run id), its kind ("backfill" or "run"), the table's
 partition columns and the partitions it covers (None: the whole table). It is
 live while its heartbeat is younger than `lease_ttl()` seconds; a dead lease (its
 holder crashed) is ignored by every check, so the next `acquire` takes its place.
+A lease carries its format (state_formats.py): one a newer release wrote is refused
+(StateFormatError) by every check that reads it, never taken for no lease.
 A *parked* lease lives without a heartbeat: a backfill that stopped on purpose
 with staged, unpublished data (a failed gate or node, a cancel) parks its leases,
 so its partitions stay protected until it is published, resumed or discarded.
@@ -41,8 +43,9 @@ from typing import Literal
 
 import pyarrow.fs as pafs
 
-from partition_assets.errors import PartitionLeasedError
+from partition_assets.errors import PartitionLeasedError, StateFormatError
 from partition_assets.settings import positive_seconds
+from partition_assets.state_formats import FORMAT_FIELD, LEASE_FORMAT, checked_format
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets.storage.write_staging import table_filesystem
 
@@ -148,6 +151,7 @@ def acquire(table_uri: str, holder: str, kind: LeaseKind, scope: PartitionScope 
         PartitionLeasedError: A live lease of another holder overlaps, or the race with a
             concurrent acquirer of overlapping partitions was lost; the message names the other
             holder and how to proceed.
+        StateFormatError: A lease of the table is in a newer release's format; nothing was written.
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
     claim = _Claim.of(scope)
@@ -184,6 +188,7 @@ def check_write(table_uri: str, scope: PartitionScope | None, holder: str | None
 
     Raises:
         PartitionLeasedError: A live lease of another holder overlaps `scope`.
+        StateFormatError: A lease of the table is in a newer release's format.
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
     overlap = _LeaseFolder(table_uri).live_overlap(holder, _Claim.of(scope))
@@ -230,6 +235,7 @@ def leases(table_uri: str) -> list[Lease]:
     """The live leases of the table, oldest first.
 
     Raises:
+        StateFormatError: A lease of the table is in a newer release's format.
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
     now = time.time()
@@ -238,13 +244,17 @@ def leases(table_uri: str) -> list[Lease]:
 
 def refresh(lease: Lease) -> bool:
     """Renews the heartbeat of the holder's lease; False, changing nothing, when the lease
-    was released, or died and may have been taken over (its holder lost it).
+    was released, or died and may have been taken over (its holder lost it), or was taken over
+    in a newer release's format (the holder's backfill resumed by a newer coordinator).
 
     Raises:
         EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is set but not a positive number.
     """
     folder = _LeaseFolder(lease.table_uri)
-    current = folder.read(lease.holder)
+    try:
+        current = folder.read(lease.holder)
+    except StateFormatError:
+        return False
     if current is None or not current.is_live():
         return False
     folder.write(replace(current, heartbeat_at=time.time()))
@@ -404,6 +414,7 @@ class _LeaseFolder:
         self.fs.create_dir(self.folder, recursive=True)
         temporary = f"{self.folder}/.{uuid.uuid4().hex}.tmp"  # not *.json: listings skip it
         body = {
+            FORMAT_FIELD: LEASE_FORMAT,
             "holder": lease.holder,
             "kind": lease.kind,
             "columns": list(lease.columns),
@@ -440,6 +451,7 @@ class _LeaseFolder:
                 body = json.loads(stream.read())
         except FileNotFoundError:  # released between the listing and now
             return None
+        checked_format(body, LEASE_FORMAT, f"the lease of {body.get('holder', path)} on {self.table_uri} ({path})")
         partitions = body["partitions"]
         return Lease(
             table_uri=self.table_uri,

@@ -10,6 +10,8 @@ operation: a begin while one is open (a publish resumed after a kill, on any hos
 of a publish stopped part-way) joins it, and its release closes it. Open and closed are read
 from the records alone, never by comparing clocks. Each record is one append (one Delta
 commit) of one row per table: any Delta reader (delta-rs, pandas, DuckDB) reads plain columns.
+The log carries its format as a table property (state_formats.py): a log a newer release
+created is refused (StateFormatError), neither read nor appended to.
 A plain write (a production run's commit) is one commit of one table and needs no record.
 
 A reader pins one view (`LogView.read_versions`): it looks up the latest version of each
@@ -47,6 +49,7 @@ from typing import Any
 import pyarrow as pa
 
 from partition_assets.errors import UnknownReleaseError
+from partition_assets.state_formats import RELEASE_LOG_FORMAT, checked_table_format, table_format_properties
 from partition_assets.storage.delta.tables import RecordTable
 from partition_assets.storage.table_formats import current_version
 
@@ -178,7 +181,7 @@ def _append(
     coordinator), and the highest sequence."""
     record_id = f"{kind[0]}-{uuid.uuid4().hex[:12]}"
     uri = release_log_uri(lake_root)
-    view = LogView.latest(rows_of(RecordTable.open(uri)))
+    view = LogView.latest(rows_of(_open_log(uri)))
     operation_id = view.open_operation(backfill_id) or record_id
     sequence = view.last_sequence() + 1
     now = datetime.now(UTC)  # bookkeeping time of the record, not asset logic
@@ -200,10 +203,23 @@ def _append(
     data = pa.Table.from_pylist(rows, schema=SCHEMA)
     from partition_assets.storage.delta.append import append_rows  # a writer's: readers load no Spark (delta/tables.py)
 
-    append_rows(uri, data, "the release log", commit_metadata={_RELEASE_ID_KEY: record_id})
+    properties = table_format_properties(RELEASE_LOG_FORMAT)
+    append_rows(uri, data, "the release log", commit_metadata={_RELEASE_ID_KEY: record_id}, properties=properties)
     if kind == RELEASE:
         _compact_when_fragmented(uri)
     return record_id, operation_id
+
+
+def _open_log(uri: str, version: int | None = None) -> RecordTable | None:
+    """The release log at `uri` (None: none yet), when in a format this release reads.
+
+    Raises:
+        StateFormatError: A newer release created the log, in a format this one does not read.
+    """
+    table = RecordTable.open(uri, version=version)
+    if table is not None:
+        checked_table_format(table.properties, RELEASE_LOG_FORMAT, f"the release log {uri}")
+    return table
 
 
 def _compact_when_fragmented(uri: str) -> None:
@@ -332,7 +348,7 @@ def read_log(lake_root: str, log_version: int | None = None) -> LogView:
     `log_version` then the version read; -1 when there is no log): one read of the log, two
     when pinned at an earlier version."""
     uri = release_log_uri(lake_root)
-    table = RecordTable.open(uri)
+    table = _open_log(uri)
     rows = rows_of(table)
     if log_version is None:
         return LogView.latest(rows, -1 if table is None else table.version)
@@ -354,7 +370,7 @@ def versions_in_use(lake_root: str, table: str, released_before: datetime) -> se
 
 
 def _rows(uri: str, version: int | None) -> list[dict[str, Any]]:
-    return rows_of(RecordTable.open(uri, version=version))
+    return rows_of(_open_log(uri, version))
 
 
 def rows_of(table: RecordTable | None) -> list[dict[str, Any]]:
@@ -364,7 +380,7 @@ def rows_of(table: RecordTable | None) -> list[dict[str, Any]]:
 
 def pin_at(lake_root: str, when: datetime) -> int:
     """The version of the release log as it was at `when` (-1: it had no record yet)."""
-    table = RecordTable.open(release_log_uri(lake_root))
+    table = _open_log(release_log_uri(lake_root))
     if table is None:
         return -1
     millis = when.timestamp() * 1000
@@ -383,7 +399,7 @@ def log_version_of(lake_root: str, release_id: str) -> int:
     Raises:
         UnknownReleaseError: The log holds no release of that id; nothing was read or written.
     """
-    table = RecordTable.open(release_log_uri(lake_root))
+    table = _open_log(release_log_uri(lake_root))
     for commit in table.commits() if table is not None else []:
         if commit.get(_RELEASE_ID_KEY) == release_id and release_id.startswith(RELEASE[0]):
             return int(commit["version"])

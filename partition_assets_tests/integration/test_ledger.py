@@ -17,6 +17,7 @@ from deltalake.exceptions import CommitFailedError
 
 from partition_assets.backfill.state.ledger import SCHEMA, Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.errors import CommitError
+from partition_assets.state_formats import LEDGER_FORMAT, TABLE_FORMAT_PROPERTY
 from partition_assets.storage.delta.read import read_partitions
 from partition_assets_tests.support.readers import duckdb_connection
 
@@ -68,7 +69,7 @@ def test_entries_oldest_first_and_latest_per_partition(ledger, lake):
     ledger.append([entry("b1", "2024-01-01", LedgerStatus.ROLLED_BACK, 9, published_version=3)])
     ledger.append([])  # nothing: no commit
 
-    assert DeltaTable(ledger.uri).version() == 2  # one commit per non-empty append
+    assert DeltaTable(ledger.uri).version() == 3  # one commit per non-empty append, one for the format of the table
     history = ledger.entries("b1")
     assert [(e.partition, e.status) for e in history] == [
         ("2024-01-01", LedgerStatus.STAGED),
@@ -118,7 +119,7 @@ def test_the_ledger_is_append_only_and_partitioned_by_backfill(ledger):
     ledger.append([staged("b1", "2024-01-01"), staged("b2", "2024-01-01")])
     table = DeltaTable(ledger.uri)
     assert table.metadata().partition_columns == ["backfill_id"]
-    assert table.metadata().configuration == {"delta.appendOnly": "true"}
+    assert table.metadata().configuration == {"delta.appendOnly": "true", TABLE_FORMAT_PROPERTY: str(LEDGER_FORMAT)}
     with pytest.raises(CommitFailedError, match="append-only"):
         table.delete("backfill_id = 'b1'")
     assert len(ledger.entries("b1")) == 1
@@ -179,7 +180,7 @@ def test_concurrent_appends_from_two_processes_all_land(ledger):
     processes = [subprocess.Popen([sys.executable, "-c", APPENDER, ledger.uri, f"b{i}"]) for i in (1, 2)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0]
     assert [[e.partition for e in ledger.entries(f"b{i}")] for i in (1, 2)] == [[f"p{n}" for n in range(5)]] * 2
-    assert DeltaTable(ledger.uri).version() == 10
+    assert DeltaTable(ledger.uri).version() == 11  # one commit per append, one for the format of the table
 
 
 def test_delta_rs_spark_and_duckdb_read_the_same_ledger(ledger, spark):

@@ -12,8 +12,9 @@ import pytest
 from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, Node
 from partition_assets.backfill.state.record import by_asset, cancel, nodes_of
 from partition_assets.backfill.state.status import COMMANDS, FINAL_STATUSES, TRANSITIONS, check_transition, is_allowed
-from partition_assets.backfill.state.store import SCHEMA, SCHEMA_VERSION, BackfillStore
+from partition_assets.backfill.state.store import SCHEMA, BackfillStore
 from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
+from partition_assets.state_formats import BACKFILL_TABLES_FORMAT
 from partition_assets_tests.support.records import SPEC, record_at, version_of
 
 S = BackfillStatus
@@ -107,8 +108,8 @@ def test_tables_of_a_newer_schema_are_refused(instance):
     BackfillStore(instance)
     store = BackfillStore(instance)
     with store._connect() as connection:
-        connection.execute(SCHEMA.update().values(version=SCHEMA_VERSION + 1))
-    with pytest.raises(StoreSchemaError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        connection.execute(SCHEMA.update().values(version=BACKFILL_TABLES_FORMAT + 1))
+    with pytest.raises(StoreSchemaError, match=f"in format {BACKFILL_TABLES_FORMAT + 1}"):
         BackfillStore(instance)
 
 

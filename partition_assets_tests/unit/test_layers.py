@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "partition_assets"
-# partition_assets's packages and top-level modules, lowest layer first: shared modules;
-# partitions, the Dagster instance's storage pieces and the code location; process helpers;
+# partition_assets's packages and top-level modules, lowest layer first: shared modules; the
+# formats of shared state; partitions, the Dagster instance's storage pieces and the code location; process helpers;
 # deploys and Spark; table storage; the engine; its surfaces; the wiring, the command line
 # and the public API; the example code location, which imports that API.
 LAYERS = (
     ("errors", "lazy_names", "dagster_betas", "dagster_internals", "run_tags", "run_console"),
+    ("state_formats",),
     ("ids", "settings", "code_location", "partitions", "dagster_instance"),
     ("processes", "lint"),
     ("deploy", "spark"),

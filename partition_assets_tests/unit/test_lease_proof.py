@@ -49,7 +49,7 @@ def test_a_node_run_deleted_and_created_again_under_its_id_and_tags_proves_nothi
 
 def test_a_staging_holds_as_gated_while_its_content_and_times_are_the_gate_s():
     gated = StagingFingerprint("content", "times")
-    assert StagingFingerprint.from_json(gated.to_json()) == gated  # as the record keeps it
+    assert StagingFingerprint.from_json(gated.to_json(), "the fingerprint") == gated  # as the record keeps it
     assert StagingFingerprint("content", "times").holds_as(gated)
     assert not StagingFingerprint("other", "times").holds_as(gated)
     assert not StagingFingerprint("content", "touched").holds_as(gated)

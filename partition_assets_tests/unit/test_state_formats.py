@@ -1,23 +1,61 @@
-"""The format versions of the state other processes read (backfill/state/formats.py, issue 55):
-a record or coordinator announcement an earlier release wrote (no format field) is read as it
-always was, this release writes its own format, and one a newer release wrote is refused by
-name, nothing written, never misread: a newer announcement is never taken for "no coordinator"."""
+"""The format versions of the state other processes read (state_formats.py, issue 55): state
+an earlier release wrote (no format) is read as it always was, this release writes its own
+format, and state a newer release wrote is refused by name, nothing written, never misread: a
+newer announcement is never taken for "no coordinator", a newer lease never for no lease.
+
+The earlier release's state is real: written by commit d216097 (support/older_releases). The
+newer release is stood in for by this release's own writes, read by a stand-in for an older
+release that checks formats: this release's code with the kind's format lowered by one.
+"""
 
 import json
+import re
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
+import partition_assets
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.state.formats import PRESENCE_FORMAT, RECORD_FORMAT
+from partition_assets.backfill.state import ledger as ledger_module
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import KEY_PREFIX, Presence, coordinating, live_coordinator
 from partition_assets.backfill.state.record import BackfillRecord
-from partition_assets.backfill.state.store import BACKFILLS, BackfillStore
-from partition_assets.dagster_instance.key_values import sql_run_storage, value_of
-from partition_assets.errors import CoordinatorLiveError, StateFormatError
+from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.backfill.state.stored_plan import graph_from
+from partition_assets.dagster_instance.key_values import value_of
+from partition_assets.errors import CoordinatorLiveError, PartitionLeasedError, StateFormatError
 from partition_assets.processes.identity import ProcessIdentity
+from partition_assets.state_formats import (
+    FINGERPRINT_FORMAT,
+    LEASE_FORMAT,
+    LEDGER_FORMAT,
+    MANIFEST_FORMAT,
+    PRESENCE_FORMAT,
+    RECORD_FORMAT,
+    RELEASE_LOG_FORMAT,
+    STORED_PLAN_FORMAT,
+    TABLE_FORMAT_PROPERTY,
+    VERSIONED_STATE,
+)
+from partition_assets.storage import backfill_staging, leases, release_log
+from partition_assets.storage.backfill_staging import (
+    StagingFingerprint,
+    listed_layout_paths,
+    read_staged,
+    record_staging,
+    staging_fingerprint,
+)
+from partition_assets.storage.delta import DeltaFormat
+from partition_assets.storage.partition_scope import PartitionScope
+from partition_assets.storage.release_log import append_release, begin_release, read_log, release_log_uri
+from partition_assets.storage.release_reads import pinned_versions, releases
+from partition_assets.storage.write_staging import StagedWrite
+from partition_assets_tests.support.lakehouse import TABLES
+from partition_assets_tests.support.older_releases import insert_record, older_state, stored_body
 from partition_assets_tests.support.records import SPEC
 
 # A record as the code before stored plans wrote it (commit 0fe2d38), before formats were versioned.
@@ -25,26 +63,11 @@ EARLIER_RECORD = Path(__file__).parents[1] / "support" / "record_before_stored_p
 KEY = f"{KEY_PREFIX}/b1"
 
 
-def _insert(instance, backfill_id: str, status: str, body: dict) -> None:
-    """A record row as another release wrote it."""
-    with sql_run_storage(instance).connect() as connection:
-        connection.execute(
-            BACKFILLS.insert().values(
-                id=backfill_id, status=status, version=1, body=json.dumps(body), created_at=0, updated_at=0
-            )
-        )
-
-
-def _stored_body(instance, backfill_id: str) -> dict:
-    with sql_run_storage(instance).connect() as connection:
-        return json.loads(connection.execute(BACKFILLS.select().where(BACKFILLS.c.id == backfill_id)).one().body)
-
-
 def test_a_record_an_earlier_release_wrote_is_read_as_before_and_rewritten_in_this_format(instance):
     saved = json.loads(EARLIER_RECORD.read_text())
     assert "format" not in saved["body"]  # as the code before formats wrote it
     store = BackfillStore(instance)
-    _insert(instance, saved["id"], saved["status"], saved["body"])
+    insert_record(instance, saved["id"], saved["status"], saved["body"])
 
     record = store.load(saved["id"])
 
@@ -52,7 +75,7 @@ def test_a_record_an_earlier_release_wrote_is_read_as_before_and_rewritten_in_th
     assert record.fingerprints == saved["body"]["fingerprints"] and record.stored_plan is None
     record.launched_by = "ana"
     record.save()
-    assert _stored_body(instance, saved["id"])["format"] == RECORD_FORMAT
+    assert stored_body(instance, saved["id"])["format"] == RECORD_FORMAT
     assert store.load(saved["id"]).launched_by == "ana"
 
 
@@ -60,7 +83,7 @@ def test_a_record_in_a_newer_format_is_refused_naming_the_version_and_nothing_is
     """Stands in for an older release meeting a record a newer one wrote (or a downgrade)."""
     store = BackfillStore(instance)
     newer = {**BackfillRecord(SPEC, id="b1", store=store).to_json(), "format": RECORD_FORMAT + 1, "spec": "reshaped"}
-    _insert(instance, "b1", "running", newer)
+    insert_record(instance, "b1", "running", newer)
 
     with pytest.raises(StateFormatError) as refused:
         store.load("b1")
@@ -68,7 +91,7 @@ def test_a_record_in_a_newer_format_is_refused_naming_the_version_and_nothing_is
     assert f"backfill b1 is in format {RECORD_FORMAT + 1}" in str(refused.value)
     assert f"reads formats 1 to {RECORD_FORMAT}" in str(refused.value)
     assert "Upgrade partition_assets on this host" in str(refused.value) and "Nothing was written" in str(refused.value)
-    assert _stored_body(instance, "b1") == newer
+    assert stored_body(instance, "b1") == newer
 
 
 def _announce(instance, fields: dict) -> None:
@@ -107,3 +130,212 @@ def test_an_announcement_in_a_newer_format_is_refused_never_taken_for_no_coordin
         assert f"announcement of backfill b1 is in format {PRESENCE_FORMAT + 1}" in str(refused.value)
         assert f"reads formats 1 to {PRESENCE_FORMAT}" in str(refused.value)
     assert json.loads(value_of(instance, KEY) or "{}") == newer  # not claimed
+
+
+def _refusal(read, what: str, found: int, reads: int) -> str:
+    """The StateFormatError `read()` raises, checked to name `what`, the format found and those read."""
+    with pytest.raises(StateFormatError) as refused:
+        read()
+    message = str(refused.value)
+    readable = "format 1" if reads == 1 else f"formats 1 to {reads}"
+    assert f"{what} is in format {found}, which this release of partition_assets cannot read" in message
+    assert f"(it reads {readable})" in message
+    assert "Upgrade partition_assets on this host" in message and "Nothing was written." in message
+    return message
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+# The earlier release's state (support/older_releases), read by this release.
+
+
+def test_an_earlier_release_s_leases_ledger_release_log_and_staging_are_read_as_before(tmp_path, instance):
+    older = older_state("d216097", tmp_path, instance)
+    lake, bid = str(older.lake), older.gate_failed
+    scope = PartitionScope(("ds",), frozenset({("2024-01-01",)}))
+
+    record = BackfillStore(instance).load(bid)
+    assert record.status == BackfillStatus.GATE_FAILED and set(record.gated_staging) == set(TABLES)
+    for table in TABLES:
+        uri = f"{lake}/{table}"
+        (held,) = leases.held_by(uri, bid)
+        assert held.parked and held.partitions == {("2024-01-01",), ("2024-01-02",)}
+        with pytest.raises(PartitionLeasedError, match=f"backfill {bid} stopped with staged, unpublished data"):
+            leases.check_write(uri, scope, "production-run")
+        # Its manifests are read, and its staging holds what the earlier release's gate fingerprinted.
+        staged = DeltaFormat().staged(uri, bid)
+        assert staged is not None and set(staged.files_by_partition) == {("2024-01-01",), ("2024-01-02",)}
+        gated = StagingFingerprint.from_json(record.gated_staging[table], f"the fingerprint of {table}")
+        assert staging_fingerprint(staged).holds_as(gated)
+        assert listed_layout_paths(uri) == {file.path for file in staged.files}
+
+    ledger = Ledger(ledger_uri(lake))
+    assert {(e.asset, e.partition, e.status) for e in ledger.latest(bid)} == {
+        (table, day, LedgerStatus.GATE_FAILED) for table in TABLES for day in ("2024-01-01", "2024-01-02")
+    }
+    assert {e.status for e in ledger.latest(older.published)} == {LedgerStatus.PUBLISHED}
+    (published,) = releases(lake)
+    assert published.backfill_id == older.published and published.versions == dict.fromkeys(TABLES, 0)
+    assert pinned_versions(lake, list(TABLES)).versions == dict.fromkeys(TABLES, 0)
+
+    # This release appends to the earlier ledger and release log, which stay readable by both.
+    ledger.append([LedgerEntry(backfill_id=bid, asset="orders", partition="2024-01-01", status=LedgerStatus.DISCARDED)])
+    append_release(lake, "rollback", older.published, {})
+    assert ledger.latest(bid)[0].status == LedgerStatus.DISCARDED and len(releases(lake)) == 2
+    for table in (ledger_uri(lake), release_log_uri(lake)):
+        assert TABLE_FORMAT_PROPERTY not in DeltaTable(table).metadata().configuration  # still format 1
+
+
+# A newer release's state, refused by a stand-in for an older release that checks formats.
+
+
+def test_a_lease_in_a_newer_format_is_refused_never_taken_for_no_lease(tmp_path, monkeypatch):
+    uri = str(tmp_path / "orders")
+    scope = PartitionScope(("ds",), frozenset({("2024-01-01",)}))
+    newer = leases.acquire(uri, "b-newer", "backfill", scope)
+    folder = tmp_path / "orders" / "_leases"
+    assert json.loads((folder / "b-newer.json").read_text())["format"] == LEASE_FORMAT
+    before = _files(folder)
+    monkeypatch.setattr(leases, "LEASE_FORMAT", LEASE_FORMAT - 1)
+
+    what = f"the lease of b-newer on {uri} ({folder / 'b-newer.json'})"
+    for read in (
+        lambda: leases.check_write(uri, scope, "run-1"),
+        lambda: leases.acquire(uri, "b-older", "backfill", scope),
+        lambda: leases.leases(uri),
+    ):
+        _refusal(read, what, LEASE_FORMAT, LEASE_FORMAT - 1)
+    # The holder's own heartbeat, meeting its lease rewritten by a newer coordinator, has lost it.
+    assert leases.refresh(newer) is False
+    assert _files(folder) == before
+
+
+def test_a_ledger_in_a_newer_format_is_refused_neither_read_nor_appended_to(tmp_path, monkeypatch):
+    ledger = Ledger(ledger_uri(str(tmp_path)))
+    entry = LedgerEntry(backfill_id="b1", asset="orders", partition="2024-01-01", status=LedgerStatus.STAGED)
+    ledger.append([entry])
+    assert DeltaTable(ledger.uri).metadata().configuration[TABLE_FORMAT_PROPERTY] == str(LEDGER_FORMAT)
+    version = DeltaTable(ledger.uri).version()
+    monkeypatch.setattr(ledger_module, "LEDGER_FORMAT", LEDGER_FORMAT - 1)
+
+    for read in (lambda: ledger.entries("b1"), lambda: ledger.latest("b1"), lambda: ledger.append([entry])):
+        _refusal(read, f"the ledger {ledger.uri}", LEDGER_FORMAT, LEDGER_FORMAT - 1)
+    assert DeltaTable(ledger.uri).version() == version
+
+
+def test_a_release_log_in_a_newer_format_is_refused_neither_read_nor_appended_to(tmp_path, monkeypatch):
+    lake = str(tmp_path)
+    begin_release(lake, "publish", "b1", [f"{lake}/orders"])
+    log = release_log_uri(lake)
+    assert DeltaTable(log).metadata().configuration[TABLE_FORMAT_PROPERTY] == str(RELEASE_LOG_FORMAT)
+    version = DeltaTable(log).version()
+    monkeypatch.setattr(release_log, "RELEASE_LOG_FORMAT", RELEASE_LOG_FORMAT - 1)
+
+    for read in (
+        lambda: releases(lake),
+        lambda: pinned_versions(lake, ["orders"]),
+        lambda: read_log(lake),
+        lambda: append_release(lake, "publish", "b1", {f"{lake}/orders": 0}),
+    ):
+        _refusal(read, f"the release log {log}", RELEASE_LOG_FORMAT, RELEASE_LOG_FORMAT - 1)
+    assert DeltaTable(log).version() == version
+
+
+def test_a_staging_manifest_in_a_newer_format_is_refused_by_a_publish_and_a_vacuum(tmp_path, monkeypatch):
+    uri = str(tmp_path / "orders")
+    incoming = tmp_path / "orders" / "_backfills" / "b1" / "incoming" / "w1"
+    incoming.mkdir(parents=True)
+    write = StagedWrite(uri, str(incoming), pa.schema([("x", pa.int64()), ("ds", pa.string())]), ("ds",), ())
+    record_staging(write, "b1", [("2024-01-01",)], {"run_id": "r1"}, None)
+    (manifest,) = (tmp_path / "orders" / "_backfills" / "b1" / "manifest").glob("*.json")
+    assert json.loads(manifest.read_text())["format"] == MANIFEST_FORMAT
+    monkeypatch.setattr(backfill_staging, "MANIFEST_FORMAT", MANIFEST_FORMAT - 1)
+
+    what = f"the staging manifest {manifest}"
+    for read in (lambda: read_staged(uri, "b1", None), lambda: listed_layout_paths(uri)):
+        _refusal(read, what, MANIFEST_FORMAT, MANIFEST_FORMAT - 1)
+
+
+def test_a_staging_fingerprint_in_a_newer_format_is_refused(monkeypatch):
+    saved = StagingFingerprint("content", "times").to_json()
+    assert saved["format"] == FINGERPRINT_FORMAT
+    monkeypatch.setattr(backfill_staging, "FINGERPRINT_FORMAT", FINGERPRINT_FORMAT - 1)
+
+    what = "the gate's fingerprint of orders"
+    _refusal(lambda: StagingFingerprint.from_json(saved, what), what, FINGERPRINT_FORMAT, FINGERPRINT_FORMAT - 1)
+
+
+def test_a_stored_plan_in_a_newer_format_is_refused():
+    """Stored plans carried format 1 from the start: a newer one stands in for a newer release's."""
+    newer = {"format": STORED_PLAN_FORMAT + 1, "assets": "reshaped"}
+    what = "the stored plan of backfill b1"
+    _refusal(lambda: graph_from("b1", newer, None), what, STORED_PLAN_FORMAT + 1, STORED_PLAN_FORMAT)  # type: ignore[arg-type]
+
+
+# Each versioned kind, and the test in which a newer one is refused (another file's by its node id).
+REFUSED_IN = {
+    "backfill record": test_a_record_in_a_newer_format_is_refused_naming_the_version_and_nothing_is_written,
+    "coordinator announcement": test_an_announcement_in_a_newer_format_is_refused_never_taken_for_no_coordinator,
+    "lease": test_a_lease_in_a_newer_format_is_refused_never_taken_for_no_lease,
+    "ledger": test_a_ledger_in_a_newer_format_is_refused_neither_read_nor_appended_to,
+    "release log": test_a_release_log_in_a_newer_format_is_refused_neither_read_nor_appended_to,
+    "staging manifest": test_a_staging_manifest_in_a_newer_format_is_refused_by_a_publish_and_a_vacuum,
+    "staging fingerprint": test_a_staging_fingerprint_in_a_newer_format_is_refused,
+    "stored plan": test_a_stored_plan_in_a_newer_format_is_refused,
+    "provenance index": "integration/test_provenance_index.py::"
+    "test_an_index_of_a_newer_format_is_refused_naming_its_version_then_rebuilt_on_demand",
+    "backfill tables": "unit/test_backfill_status.py::test_tables_of_a_newer_schema_are_refused",
+}
+
+# Every module that writes state another process reads (possibly of another release), with the
+# versioned kinds it writes (state_formats.VERSIONED_STATE); or why what it writes carries no format.
+STATE_WRITERS = {
+    "backfill/state/store.py": {"backfill record", "stored plan", "backfill tables"},  # a record's body holds its plan
+    "backfill/state/presence.py": {"coordinator announcement"},
+    "storage/leases.py": {"lease"},
+    "backfill/state/ledger.py": {"ledger"},
+    "storage/release_log.py": {"release log"},
+    "storage/backfill_staging.py": {"staging manifest", "staging fingerprint"},
+    "dagster_instance/provenance_index.py": {"provenance index"},
+}
+UNVERSIONED_WRITERS = {
+    "storage/delta/append.py": "appends the rows of its callers' tables (the ledger, the release log)",
+    "dagster_instance/key_values.py": "the compare-and-set its callers write through",
+    "backfill/publishing/freeze.py": "a JSON list of names per key: a change of shape takes a new key",
+    "dagster_instance/lease_proof.py": "one text per key, a run's identity: a change takes a new key",
+    "backfill/running/node_run_proofs.py": "a backfill's secret, one text: a change takes a new key",
+    "backfill/commands/launching.py": "a note shown once per instance: any value means shown",
+    "backfill/publishing/event_batches.py": "Dagster's own event log, in Dagster's format",
+    "storage/delta/commit.py": "the tables' data, in the Delta protocol",
+    "storage/delta/rollback.py": "the tables' data, in the Delta protocol",
+    "storage/parquet_table.py": "a Parquet table's data and schema file, read as Parquet",
+    "cli/backfill.py": "a heatmap page the user asked for: no process reads it",
+    "spark/scheduler_pools.py": "the allocation file of the Spark server this process starts",
+    "spark/connect_server.py": "this host's pid and identity files of its Spark server: not versioned yet",
+    "deploy/deployments.py": "a repository's deploy records and configs: not versioned yet",
+    "processes/command_server.py": "a client of another release is refused (its import path or modules differ)",
+}
+# What writes state: the instance's key-value store and tables, files, Delta commits.
+_WRITES = re.compile(
+    r"set_cursor_values|\bswap\(|insert_absent\(|open_output_stream\(|append_rows\(|write_deltalake\(|"
+    r"write_text\(|write_bytes\(|\.insert\(\)|create_write_transaction|on_conflict_do|open\([^)]*['\"]w"
+)
+PACKAGE = Path(partition_assets.__file__).parent
+
+
+def test_every_kind_of_state_another_process_reads_carries_a_format():
+    """A new kind of state, or a new module writing one, fails here until it is versioned
+    (state_formats.py) with a test refusing a newer one, or said to need no format."""
+    writers = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if _WRITES.search(path.read_text())}
+    assert writers == set(STATE_WRITERS) | set(UNVERSIONED_WRITERS)
+    assert set().union(*STATE_WRITERS.values()) == set(VERSIONED_STATE) == set(REFUSED_IN)
+    for module in STATE_WRITERS:
+        assert "from partition_assets.state_formats import" in (PACKAGE / module).read_text(), module
+    tests = Path(__file__).parents[1]
+    for kind, test in REFUSED_IN.items():
+        if isinstance(test, str):
+            path, name = test.split("::")
+            assert f"def {name}(" in (tests / path).read_text(), kind
+    assert all(version >= 1 for version in VERSIONED_STATE.values())

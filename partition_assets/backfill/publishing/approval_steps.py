@@ -164,7 +164,7 @@ def _approve_and_publish(
     record = publication.record
     tables = publication.tables
     pending = unpublished_tables(record, tables)
-    check_staging(record, tables, pending)  # before the approval is recorded, as the schema check
+    check_staging(record, tables, pending, publication.ledger)  # before the approval is recorded, as the schema check
     check_schema_changes(record, pending)  # a refused publish must not leave it approved and awaiting
     approved = approval.approved(record.approval, approver, now)
     # The ledger first: a write the storage refuses (a full disk) leaves the record not approved.

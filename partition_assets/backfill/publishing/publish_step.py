@@ -24,7 +24,9 @@ from typing import cast
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.publishing import release_steps
+from partition_assets.backfill.publishing.backfill_stats import table_stats
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
+from partition_assets.backfill.state.ledger import Ledger, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import is_allowed
 from partition_assets.errors import (
@@ -38,6 +40,17 @@ from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.backfill_staging import StagingFingerprint, staging_fingerprint
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.table_format import PreviousKeepingFormat
+
+# The statuses past a gate, before a publish; the ledger rows a gate writes (and an approval copies).
+_GATED_STATUSES = frozenset(
+    {
+        BackfillStatus.GATE_FAILED,
+        BackfillStatus.AWAITING_APPROVAL,
+        BackfillStatus.PUBLISH_REFUSED,
+        BackfillStatus.PUBLISHING,
+    }
+)
+_GATED_ROWS = frozenset({LedgerStatus.STAGED, LedgerStatus.GATE_FAILED, LedgerStatus.APPROVED})
 
 
 def commit_tables(
@@ -65,7 +78,7 @@ def commit_tables(
             commit (its staging was deleted); nothing was committed to any table."""
     pending = unpublished_tables(record, tables)
     try:
-        check_staging(record, tables, pending)
+        check_staging(record, tables, pending, Ledger(ledger_uri(lake)) if lake else None)
     except StagingChangedError:
         if not published_versions(record) and is_allowed(record.status, BackfillStatus.PUBLISH_REFUSED):
             record.move_to(BackfillStatus.PUBLISH_REFUSED, BackfillCommand.PUBLISH)
@@ -144,16 +157,55 @@ def _check_staged(record: BackfillRecord, tables: Tables, pending: Sequence[Back
         )
 
 
-def check_staging(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
+def check_staging(
+    record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable], ledger: Ledger | None
+) -> None:
     """Refuses, writing nothing, a publish of `pending` (the tables still to publish) whose
     staging is gone (StagingMissingError) or not the one its gate evaluated (StagingChangedError).
+    A backfill gated by a release before staging fingerprints is fingerprinted first when its
+    staging holds what the gate recorded in `ledger` (`_fingerprint_as_ledgered`).
 
     Raises:
         StagingMissingError: A table holds neither its staging nor its publish commit.
         StagingChangedError: A table's staging differs from the one its gate evaluated.
     """
     _check_staged(record, tables, pending)
+    _fingerprint_as_ledgered(record, pending, ledger)
     _check_as_gated(record, tables, pending)
+
+
+def _fingerprint_as_ledgered(record: BackfillRecord, pending: Sequence[BackfillTable], ledger: Ledger | None) -> None:
+    """Records the fingerprint of each staging of `pending` in a record gated by a release before
+    staging fingerprints (it holds none, past its gate) when the staging holds what that gate
+    evaluated, as the gate's ledger rows recorded it: the same partitions, each with the same rows
+    and checksum. The publish then checks them as any gate's; else `_check_as_gated` refuses it.
+    One read of each table's staging (a Spark job), once.
+
+    Not guaranteed: the content is compared by the ledger's checksum (an order-free sum of row
+    hashes), not byte for byte."""
+    if record.gated_staging or ledger is None or not pending or record.status not in _GATED_STATUSES:
+        return
+    gated = {
+        (entry.asset, entry.partition): (entry.rows, entry.checksum)
+        for entry in ledger.latest(record.id)
+        if entry.status in _GATED_ROWS
+    }
+    fingerprints: dict[str, dict[str, str | int]] = {}
+    for table in pending:
+        stats = table_stats(record, table)
+        asset = table.asset.to_user_string()
+        if stats is None:
+            return
+        staged = {
+            (asset, table.partition_key(row)): (new.rows, new.checksum) if new else (0, None)
+            for row in stats.partitions
+            for new in [stats.new.get(row)]
+        }
+        if staged != {key: content for key, content in gated.items() if key[0] == asset}:
+            return
+        fingerprints[asset] = stats.staging.to_json()
+    record.gated_staging = fingerprints
+    record.save()
 
 
 def check_schema_changes(record: BackfillRecord, pending: Sequence[BackfillTable]) -> None:
@@ -183,13 +235,23 @@ def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[Ba
     if not changed:
         return
     uris = [table.uri for asset, table in tables.items() if asset.to_user_string() in changed]
+    staged = f"the staged data of {', '.join(changed)} ({', '.join(uris)})"
+    if not record.gated_staging:
+        cause = (
+            f"{staged} has no fingerprint of what its validation gate evaluated (it was gated by a release of "
+            "partition_assets before staging fingerprints), and does not hold what the gate recorded in the ledger "
+            "(the rows and checksum of each partition)"
+        )
+    else:
+        cause = (
+            f"{staged} is not what its validation gate evaluated (files were staged, replaced, removed or touched "
+            "after the gate, e.g. by a run that is not one of the backfill's node runs, or by hand)"
+        )
     raise StagingChangedError(
-        f"backfill {record.id}: the staged data of {', '.join(changed)} ({', '.join(uris)}) is not what its "
-        "validation gate evaluated (files were staged, replaced, removed or touched after the gate, e.g. by a "
-        "run that is not one of the backfill's node runs, or by hand); nothing was published and the staging "
-        "is kept. Find what changed it; then `partition-assets backfill resume "
-        f"{record.id}` gates the staging as it is now (a backfill whose publish was refused), or "
-        f"`partition-assets backfill discard {record.id}` drops it."
+        f"backfill {record.id}: {cause}; nothing was published and the staging is kept. "
+        + ("Find what changed it; then " if record.gated_staging else "")
+        + f"`partition-assets backfill resume {record.id}` gates the staging as it is now (a backfill whose "
+        f"publish was refused), or `partition-assets backfill discard {record.id}` drops it."
     )
 
 
@@ -198,7 +260,8 @@ def _holds_as_gated(record: BackfillRecord, table: BackfillTable) -> bool:
     staged = table.staging_format.staged(table.uri, record.id)
     if gated is None or staged is None:
         return False
-    return staging_fingerprint(staged).holds_as(StagingFingerprint.from_json(gated))
+    fingerprint = StagingFingerprint.from_json(gated, f"the gate's fingerprint of {table.uri} in backfill {record.id}")
+    return staging_fingerprint(staged).holds_as(fingerprint)
 
 
 def fingerprint_of(record: BackfillRecord, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:

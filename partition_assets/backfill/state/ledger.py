@@ -6,7 +6,9 @@ The table lives at `ledger_uri(lake_root)`, is written by delta-rs (one commit p
 opens only that backfill's files however many backfills the ledger holds. It carries
 the Delta property `delta.appendOnly=true`: Delta writers refuse to delete or update
 its rows. Any Delta reader can read it (delta-rs, Spark, DuckDB); `input_versions`
-and `gate` are JSON text so that every reader sees plain columns.
+and `gate` are JSON text so that every reader sees plain columns. The table carries its
+format as a table property (state_formats.py): a ledger a newer release created is refused
+(StateFormatError), neither read nor appended to.
 
 Not guaranteed: entries are ordered by `recorded_at`; entries with the same time keep
 their order only within one append, so give a later entry a later time. Each append
@@ -28,8 +30,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from partition_assets.state_formats import LEDGER_FORMAT, checked_table_format, table_format_properties
 from partition_assets.storage.delta.append import append_rows
-from partition_assets.storage.delta.log import open_table
+from partition_assets.storage.delta.tables import RecordTable
 
 LEDGER_PATH = "_partition_assets/ledger"
 
@@ -137,28 +140,42 @@ class Ledger:
 
         Raises:
             CommitError: The append lost to concurrent writers 20 times; nothing of `entries` was recorded.
+            StateFormatError: The ledger is in a newer release's format; nothing was recorded.
         """
         data = _to_arrow(list(entries))
         if data.num_rows:
-            append_rows(self.uri, data, "the ledger", partition_by=["backfill_id"])
+            self._open()
+            properties = table_format_properties(LEDGER_FORMAT)
+            append_rows(self.uri, data, "the ledger", partition_by=["backfill_id"], properties=properties)
 
     def entries(self, backfill_id: str) -> list[LedgerEntry]:
-        """Every entry of `backfill_id`, oldest first; [] when none (or no ledger)."""
-        table = open_table(self.uri)
+        """Every entry of `backfill_id`, oldest first; [] when none (or no ledger).
+
+        Raises:
+            StateFormatError: The ledger is in a newer release's format; nothing was read.
+        """
+        table = self._open()
         if table is None:
             return []
-        # A partition filter: delta-rs opens only this backfill's files. One thread: a
-        # threaded scan through delta-rs's filesystem aborts the process at exit
-        # ("terminate called without an active exception"), measured with deltalake 1.6.
-        dataset = table.to_pyarrow_dataset(partitions=[("backfill_id", "=", backfill_id)])
-        rows = dataset.to_table(use_threads=False).to_pylist()
+        rows = table.rows(partition=("backfill_id", backfill_id))
         return sorted((_from_row(row) for row in rows), key=lambda entry: entry.recorded_at)
 
     def latest(self, backfill_id: str) -> list[LedgerEntry]:
         """The newest entry of each (asset, partition) of `backfill_id`, sorted by asset
-        and partition."""
+        and partition.
+
+        Raises:
+            StateFormatError: The ledger is in a newer release's format; nothing was read.
+        """
         newest = {(e.asset, e.partition): e for e in self.entries(backfill_id)}
         return [newest[key] for key in sorted(newest)]
+
+    def _open(self) -> RecordTable | None:
+        """The ledger table (None: none yet), when in a format this release reads."""
+        table = RecordTable.open(self.uri)
+        if table is not None:
+            checked_table_format(table.properties, LEDGER_FORMAT, f"the ledger {self.uri}")
+        return table
 
 
 def _to_arrow(entries: list[LedgerEntry]) -> pa.Table:

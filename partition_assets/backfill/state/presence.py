@@ -22,7 +22,7 @@ rollback, re-executing a coordinator run) are refused while one is live
 for one process. The freeze of a backfill whose coordinator is not live is ignored
 (backfill/publishing/freeze.py), so a killed coordinator never freezes its assets for good.
 
-An announcement carries its format version (backfill/state/formats.py): one a newer release
+An announcement carries its format version (state_formats.py): one a newer release
 wrote is refused (StateFormatError), never taken for "no coordinator", so a process not yet
 upgraded never claims a backfill a newer coordinator holds.
 
@@ -50,10 +50,10 @@ from dataclasses import asdict, dataclass
 import dagster as dg
 
 from partition_assets.backfill.model import BackfillCommand
-from partition_assets.backfill.state.formats import FORMAT_FIELD, PRESENCE_FORMAT, checked_format
 from partition_assets.dagster_instance.key_values import swap, value_of
 from partition_assets.errors import CoordinatorLiveError
 from partition_assets.processes.identity import ProcessIdentity
+from partition_assets.state_formats import FORMAT_FIELD, PRESENCE_FORMAT, checked_format
 from partition_assets.storage.leases import lease_ttl
 
 KEY_PREFIX = "partition_assets/coordinator"

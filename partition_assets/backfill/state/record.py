@@ -22,10 +22,10 @@ from partition_assets.backfill.model import Approval, BackfillCommand, BackfillS
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.state.formats import FORMAT_FIELD, RECORD_FORMAT, checked_format
 from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
+from partition_assets.state_formats import FORMAT_FIELD, RECORD_FORMAT, checked_format
 
 if TYPE_CHECKING:
     from partition_assets.backfill.state.store import BackfillStore
@@ -68,7 +68,7 @@ class BackfillRecord:
     launched_by: str | None = None
     # asset -> the fingerprint of its staging that the gate evaluated (storage/backfill_staging.py):
     # a publish commits that staging or nothing
-    gated_staging: dict[str, dict[str, str]] = field(default_factory=dict)
+    gated_staging: dict[str, dict[str, str | int]] = field(default_factory=dict)
     # asset -> the partitions a retract removes (`backfill retract`), recorded when it starts: a
     # record with any is a retract, which every command continues as one; a rollback re-records them
     retracted: dict[str, list[str]] = field(default_factory=dict)
@@ -132,7 +132,7 @@ class BackfillRecord:
         return self.status
 
     def to_json(self) -> dict:
-        """Every field but the id and status, as stored, in this release's format (backfill/state/formats.py)."""
+        """Every field but the id and status, as stored, in this release's format (state_formats.py)."""
         return {
             FORMAT_FIELD: RECORD_FORMAT,
             "spec": self.spec.to_json(),

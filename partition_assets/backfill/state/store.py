@@ -4,11 +4,11 @@ deployment sharing it (Postgres) sees the same backfills; SQLite for one host.
 Two tables, created on first use through the SQL engine of the instance's run storage:
 - `partition_assets_backfills`: one row per backfill: its id, status, a version bumped by
   every write, its record's other fields as JSON (`body`: spec, stored plan, fingerprints,
-  published versions, created partitions, pins; its format version: backfill/state/formats.py),
+  published versions, created partitions, pins; its format version: state_formats.py),
   and when a host last claimed it to take it over
   (`taken_over_at`: backfill/state/takeover_claims.py);
-- `partition_assets_schema`: the version of these tables (`SCHEMA_VERSION`); a database
-  written by a newer release is refused (StoreSchemaError) rather than misread.
+- `partition_assets_schema`: the version of these tables (state_formats.BACKFILL_TABLES_FORMAT); a
+  database written by a newer release is refused (StateFormatError) rather than misread.
 
 Every change of a row is a compare-and-set on its version: the row is read, the change
 checked, and written with `UPDATE ... WHERE id = ? AND version = ?`; when another writer
@@ -50,12 +50,11 @@ from partition_assets.backfill.state.status import check_transition
 from partition_assets.dagster_instance.key_values import sql_run_storage
 from partition_assets.errors import (
     RecordChangedError,
-    StoreSchemaError,
     UnknownBackfillError,
 )
 from partition_assets.ids import checked_backfill_id, is_backfill_id
+from partition_assets.state_formats import BACKFILL_TABLES_FORMAT, checked_version
 
-SCHEMA_VERSION = 1
 _log = logging.getLogger(__name__)
 _metadata = MetaData()
 BACKFILLS = Table(
@@ -86,7 +85,7 @@ class BackfillStore:
 
     Raises:
         EnvironmentSetupError: The instance's run storage is not a SQL storage.
-        StoreSchemaError: The tables were created by a newer release.
+        StateFormatError: The tables were created by a newer release.
     """
 
     def __init__(self, instance: dg.DagsterInstance) -> None:
@@ -294,14 +293,12 @@ class BackfillStore:
         if stored is None:
             try:
                 with self._connect() as connection:
-                    connection.execute(SCHEMA.insert().values(name=_SCHEMA_NAME, version=SCHEMA_VERSION))
+                    connection.execute(SCHEMA.insert().values(name=_SCHEMA_NAME, version=BACKFILL_TABLES_FORMAT))
             except IntegrityError:  # another process wrote it meanwhile
                 pass
-        elif stored > SCHEMA_VERSION:
-            raise StoreSchemaError(
-                f"the backfill tables of the Dagster instance at {self._root} are at schema version {stored}, "
-                f"newer than this release's {SCHEMA_VERSION}: upgrade partition_assets on this host. "
-                "Nothing was written."
+        else:
+            checked_version(
+                stored, BACKFILL_TABLES_FORMAT, f"the backfill tables of the Dagster instance at {self._root}"
             )
 
     def _with_connection(self, action: Callable[[Connection], object]) -> None:

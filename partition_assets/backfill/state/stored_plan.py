@@ -43,20 +43,18 @@ from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.windows import WindowCache
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import StoredPlanError
+from partition_assets.state_formats import FORMAT_FIELD, STORED_PLAN_FORMAT, checked_format
 
 if TYPE_CHECKING:
     from partition_assets.backfill.state.record import BackfillRecord
     from partition_assets.dagster_internals import BaseAssetGraph
-
-# The stored form's version: a record holding a newer one is refused rather than misread.
-PLAN_FORMAT = 1
 
 
 def stored_plan(graph: BackfillGraph) -> dict[str, Any]:
     """`graph` as a record stores it (see the module docstring)."""
     windows = WindowCache(0)
     return {
-        "format": PLAN_FORMAT,
+        FORMAT_FIELD: STORED_PLAN_FORMAT,
         "assets": [
             {
                 "asset": key.to_user_string(),
@@ -75,14 +73,11 @@ def graph_from(backfill_id: str, stored: dict[str, Any], asset_graph: BaseAssetG
     code location's); no partition mapping is evaluated.
 
     Raises:
-        StoredPlanError: The plan is of a newer release, names an asset the code location no longer
-            defines, or a range its partitions definition no longer lists as stored; nothing was written.
+        StateFormatError: The plan is in a newer release's format; nothing was written.
+        StoredPlanError: The plan names an asset the code location no longer defines, or a range its
+            partitions definition no longer lists as stored; nothing was written.
     """
-    if stored.get("format") != PLAN_FORMAT:
-        raise StoredPlanError(
-            f"backfill {backfill_id}'s stored plan is of format {stored.get('format')!r}, not this release's "
-            f"{PLAN_FORMAT}: upgrade partition_assets on this host. Nothing was written."
-        )
+    checked_format(stored, STORED_PLAN_FORMAT, f"the stored plan of backfill {backfill_id}")
     slices: dict[dg.AssetKey, AssetSlice] = {}
     for entry in stored["assets"]:
         key = dg.AssetKey.from_user_string(entry["asset"])

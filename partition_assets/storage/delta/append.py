@@ -30,16 +30,19 @@ def append_rows(
     what: str,
     partition_by: list[str] | None = None,
     commit_metadata: Mapping[str, str] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """Adds `data` to the table at `uri` in one Delta commit (the table, `delta.appendOnly`,
-    is created by the first); concurrent appends (other threads or processes) all land.
+    is created by the first, which then gives it the table `properties`: delta-rs creates a
+    table with Delta's own properties only); concurrent appends (other threads or processes)
+    all land. A process killed between the two commits leaves a table without `properties`.
 
     Raises:
         CommitError: The append lost to concurrent writers 20 times, or the storage refused it
             (a full disk, a folder that cannot be written); nothing of `data` was recorded
             (`what` names the table in the message).
     """
-    properties = CommitProperties(custom_metadata=dict(commit_metadata)) if commit_metadata else None
+    commit = CommitProperties(custom_metadata=dict(commit_metadata)) if commit_metadata else None
     for attempt in range(1, _COMMIT_ATTEMPTS + 1):
         existed = DeltaTable.is_deltatable(uri)
         try:
@@ -51,9 +54,8 @@ def append_rows(
                 configuration=None if existed else {"delta.appendOnly": "true"},
                 # Tables written before a column was added take it on (older rows read null).
                 schema_mode="merge" if existed else None,
-                commit_properties=properties,
+                commit_properties=commit,
             )
-            return
         except CommitFailedError:
             pass  # delta-rs retried appends on top of concurrent ones and still lost
         except DeltaError as error:
@@ -64,6 +66,10 @@ def append_rows(
                     "entries was recorded. Fix what the error names (a full disk, a folder that cannot be "
                     "written), then run the command again."
                 ) from None
+        else:
+            if properties and not existed:
+                _give_properties(uri, properties)
+            return
         time.sleep(random.uniform(0.01, 0.05) * attempt)
     raise CommitError(
         f"{_COMMIT_ATTEMPTS} appends to {what} {uri} lost to concurrent writers; nothing of "
@@ -76,6 +82,17 @@ def compact_when_fragmented(uri: str, max_files: int, key: Sequence[str]) -> boo
     `max_files` files; whether this call committed a compaction."""
     table = DeltaTable(uri)
     return len(table.file_uris()) > max_files and compact_once(table, key)
+
+
+def _give_properties(uri: str, properties: Mapping[str, str]) -> None:
+    """Sets the table properties of the table at `uri`, in a commit of its own that concurrent
+    appends may make it retry (never appending again: the data landed)."""
+    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+        try:
+            DeltaTable(uri).alter.set_table_properties(dict(properties), raise_if_not_exists=False)
+            return
+        except CommitFailedError:
+            time.sleep(random.uniform(0.01, 0.05) * attempt)
 
 
 def compact_once(table: DeltaTable, key: Sequence[str]) -> bool:
