@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import dagster as dg
 import pytest
 
-from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.publishing.stage_runner import (
     RecordedProgress,
     Stage,
@@ -19,12 +19,15 @@ from partition_assets.backfill.publishing.stage_runner import (
     stage_states,
     walk,
 )
-from partition_assets.backfill.publishing.stages import PUBLISH_STAGES, PublishStage
+from partition_assets.backfill.publishing.stages import PUBLISH_STAGES, PublishStage, stage_lines, start_after_nodes
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.cli.main import main
 from partition_assets.errors import RecordChangedError
 from partition_assets.storage.failpoints import POINTS, STAGE_POINTS
 from partition_assets_tests.support.records import SPEC, record_at
+
+S = BackfillStatus
+P = PublishStage
 
 
 @dataclass(frozen=True)
@@ -148,3 +151,36 @@ def test_status_verbose_prints_the_publishing_stages_with_each_stage_state(home,
     ]
     assert main(["backfill", "status", "b1"]) == 0
     assert "publishing stages" not in capsys.readouterr().out  # only with --verbose
+
+
+@pytest.mark.parametrize(
+    ("entered", "last_finished", "nodes_left", "start", "kept"),
+    [
+        # A coordinator that died publishing: from the first unfinished stage, the commits at the earliest
+        # (a record of an earlier release keeps no stage).
+        (S.PUBLISHING, P.RELEASE, False, P.DAGSTER_RECORDS, P.RELEASE),
+        (S.PUBLISHING, None, False, P.COMMIT_TABLES, None),
+        # One that died after its gate, every node done: the gate is not evaluated again.
+        (S.RUNNING, P.GATE, False, P.APPROVAL, P.GATE),
+        # Nodes left to run stage new data: the gate evaluates it anew, the earlier walk forgotten now.
+        (S.RUNNING, P.GATE, True, P.GATE, None),
+        # A publish refused, a cancel, a failure: `resume` gates the staging as it is now.
+        (S.PUBLISH_REFUSED, P.APPROVAL, False, P.GATE, None),
+        (S.CANCELED, P.GATE, False, P.GATE, None),
+        (S.FAILED, None, False, P.GATE, None),
+    ],
+)
+def test_the_coordinator_s_walk_starts_where_its_record_says_unless_new_data_was_staged(
+    record, entered, last_finished, nodes_left, start, kept
+):
+    record.publish_stage = last_finished
+    record.save()
+    assert start_after_nodes(record, entered, nodes_left) == start
+    assert stored_stage(record) == kept  # decided, and recorded, before any node runs
+
+
+def test_a_backfill_published_by_an_earlier_release_shows_every_stage_done(record):
+    record.move_to(S.PUBLISHING, BackfillCommand.COORDINATE)
+    record.move_to(S.PUBLISHED, BackfillCommand.PUBLISH)
+    assert record.publish_stage is None
+    assert all(" done " in line for line in stage_lines(record))
