@@ -188,6 +188,8 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
     ):
         if line is not None:
             print(line)
+    if args.verbose:
+        print("\n".join(report.stage_lines))
     if report.unpublished is not None:  # last: a failed staged backfill published nothing, and the fix
         print(report.unpublished)
     if args.html:

@@ -100,6 +100,9 @@ def add_backfill_commands(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("backfill_id", help="the backfill's id, as `backfill run` and `backfill list` print it")
         add_code_root_options(parser.add_argument_group(ADVANCED))
         if name == "status":
+            parser.add_argument(
+                "--verbose", action="store_true", help="also print its publishing stages, each done, next or pending"
+            )
             parser.add_argument("--html", help="also write the heatmap to this HTML file")
             parser.add_argument("--png", help="also write the heatmap to this PNG image")
         if name == "publish":

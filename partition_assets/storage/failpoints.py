@@ -38,7 +38,19 @@ COORDINATOR_POINTS = (
     "between_rollback_commits",  # one table is rolled back, the next is not
     "retract_wiping",  # a retract's tables are committed; Dagster still shows its partitions materialized
 )
-POINTS = WRITE_POINTS + PUBLISH_POINTS + COORDINATOR_POINTS
+# Points at the start of each publishing stage (backfill/publishing/stages.py `PUBLISH_STAGES`,
+# whose runner passes `stage_<name>`): a test kills the publish in any stage.
+STAGE_POINTS = (
+    "stage_gate",  # every node succeeded or was skipped; the gate is not evaluated
+    "stage_approval",  # the gate passed; whether it waits for approval is not decided
+    "stage_commit_tables",  # no table is committed (a resumed publish: some may be)
+    "stage_release",  # every table is committed; the release log has not released them
+    "stage_dagster_records",  # released; Dagster has not recorded the materializations
+    "stage_ledger",  # Dagster recorded them; the ledger's `published` rows are not written
+    "stage_notify",  # the ledger says published; the notification hook has not heard it
+    "stage_published",  # notified; the status is not `published`, the leases held
+)
+POINTS = WRITE_POINTS + PUBLISH_POINTS + COORDINATOR_POINTS + STAGE_POINTS
 
 
 # The suffix of PARTITION_ASSETS_FAILPOINT that raises rather than kills.

@@ -16,21 +16,21 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import sqlalchemy
 from deltalake import DeltaTable
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing import stages
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.state.ledger import ledger_uri
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.publish_stages import watched_stages
 
 CODE_LOCATION = "partition_assets_tests.support.locations.publish_defs"  # imported once its lake is in the environment
 LAKE_ENV = "PARTITION_ASSETS_TEST_LAKE"
@@ -86,22 +86,16 @@ def published(spark_resource, home_template, tmp_path_factory) -> Iterator[Publi
         for name, value in {**instance_env(home), LAKE_ENV: str(lake)}.items():
             patch.setenv(name, value)
         code_location = importlib.import_module(CODE_LOCATION)
-        real_publish = Publication.publish
+        ledger_before: list[int] = []
 
-        def counted_publish(publication, instance, force=False):
-            ledger = DeltaTable(ledger_uri(str(lake)))
-            before = ledger.version()
-            listen = _count_statements(cost)
-            sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", listen)
-            try:
-                return real_publish(publication, instance, force)
-            finally:
-                sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", listen)
-                ledger.update_incremental()
-                cost.ledger_commits = ledger.version() - before
-                cost.table_versions = [entry["version"] for entry in DeltaTable(str(lake / "stored")).history()]
+        def started() -> None:
+            ledger_before.append(DeltaTable(ledger_uri(str(lake))).version())
 
-        patch.setattr(Publication, "publish", counted_publish)
+        def ended() -> None:
+            cost.ledger_commits = DeltaTable(ledger_uri(str(lake))).version() - ledger_before[0]
+            cost.table_versions = [entry["version"] for entry in DeltaTable(str(lake / "stored")).history()]
+
+        patch.setattr(stages, "PUBLISH_STAGES", watched_stages(_count_statements(cost), started, ended))
         # One slot: each asset's days share one run (more slots split them to fill the slots).
         spec = BackfillSpec(module=CODE_LOCATION, selection="*", start=FIRST_DAY, end=LAST_DAY, max_parallel=1)
         with dg.DagsterInstance.get() as instance:

@@ -13,19 +13,19 @@ from collections import Counter
 
 import dagster as dg
 import pytest
-import sqlalchemy
 
 from partition_assets.backfill.dagster_ui.view import WEBSERVER
 from partition_assets.backfill.model import NodeStatus
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing import stages
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets.backfill.publishing.publication import Publication
 from partition_assets.backfill.running.coordinator import BackfillRun
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support.instances import instance_env
+from partition_assets_tests.support.publish_stages import watched_stages
 
 CODE_LOCATION = "partition_assets_tests.support.locations.no_table_defs"
 ASSETS = 2
@@ -47,21 +47,12 @@ def _publish(days: int, home_template, tmp_path, dagster_yaml: str | None = None
         nonlocal statements
         statements += 1
 
-    real_publish = Publication.publish
-
-    def counted_publish(publication, instance, force=False):
-        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", count)
-        try:
-            return real_publish(publication, instance, force)
-        finally:
-            sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", count)
-
     with pytest.MonkeyPatch.context() as patch:
         for name, value in instance_env(home).items():
             patch.setenv(name, value)
         if dagster_yaml is not None:
             (home / "dagster.yaml").write_text(dagster_yaml)
-        patch.setattr(Publication, "publish", counted_publish)
+        patch.setattr(stages, "PUBLISH_STAGES", watched_stages(count))
         spec = BackfillSpec(
             module=CODE_LOCATION, selection="*", start="2024-01-01", end=f"2024-01-{days:02d}", max_parallel=4
         )

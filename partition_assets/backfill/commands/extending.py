@@ -25,7 +25,7 @@ from partition_assets.backfill.commands.results import Extended
 from partition_assets.backfill.model import BackfillCommand, PublishMode
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.publishing.approval_steps import discard_approval_freeze
+from partition_assets.backfill.publishing.approval_wait import discard_approval_freeze
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
 from partition_assets.backfill.publishing.publish_step import published_files
 from partition_assets.backfill.state.presence import coordinating

@@ -42,16 +42,17 @@ from partition_assets.backfill.commands.unpublished import nothing_published
 from partition_assets.backfill.dagster_ui.mirror import mark_canceled
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus, NodeStatus
 from partition_assets.backfill.publishing.approval_steps import (
-    approval_required,
     approve,
     discard,
     publication_of,
     request_rollback,
     rollback_requires_approval,
 )
+from partition_assets.backfill.publishing.approval_wait import approval_required
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.freeze import unfreeze
 from partition_assets.backfill.publishing.publication import Publication
+from partition_assets.backfill.publishing.stages import publish
 from partition_assets.backfill.running.claims import fewer_runs_note
 from partition_assets.backfill.running.lineup import launch_line, standings
 from partition_assets.backfill.state import pausing
@@ -207,8 +208,7 @@ def publish_backfill(instance: dg.DagsterInstance, backfill_id: str, force: bool
             f"`partition-assets backfill approve {record.id} --by NAME --force`. Nothing was written."
         )
     with publication.held(instance, C.PUBLISH) as leases:
-        versions = publication.publish(instance, force=force)
-        release(leases)
+        versions = publish(publication, instance, leases, force=force)
     return Published(record.id, Committed.PUBLISHED, versions)
 
 

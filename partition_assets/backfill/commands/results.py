@@ -17,7 +17,7 @@ from enum import StrEnum
 
 import dagster as dg
 
-from partition_assets.backfill.model import BackfillStatus, Node, NodeStatus
+from partition_assets.backfill.model import BackfillStatus, Node, NodeStatus, PublishMode
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.policy_runs import AssetRuns
 from partition_assets.backfill.planning.spec import BackfillSpec
@@ -25,6 +25,7 @@ from partition_assets.backfill.publishing.diff import DiffRow
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.publish_step import describe_versions
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
+from partition_assets.backfill.publishing.stages import stage_lines
 from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord
@@ -123,6 +124,14 @@ class StatusReport:
         """A line per asset with skipped partitions (no output yielded, by it or upstream:
         running/skips.py), naming them in partition order: `skipped: arrivals 2024-01-02`."""
         return self._lines_of(NodeStatus.SKIPPED)
+
+    @property
+    def stage_lines(self) -> list[str]:
+        """Its publishing stages in order (backfill/publishing/stages.py), each `done`, `next`
+        or `pending` as its record says, under a heading line; a backfill publishing per node has none."""
+        if self.record.spec.publish != PublishMode.staged:
+            return ["publishing stages: none (it publishes per node, as each node run writes)"]
+        return ["publishing stages:", *stage_lines(self.record)]
 
     def _lines_of(self, status: NodeStatus) -> list[str]:
         lines = []

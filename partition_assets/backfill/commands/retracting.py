@@ -30,10 +30,12 @@ from partition_assets.backfill.model import BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.instance_state import graph_of, materialized_nodes
 from partition_assets.backfill.planning.retraction import describe_nodes, retracted_nodes
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.publishing.approval_steps import approval_required, publication_of, start_waiting
+from partition_assets.backfill.publishing.approval_steps import publication_of
+from partition_assets.backfill.publishing.approval_wait import approval_required, start_waiting
 from partition_assets.backfill.publishing.originals import originals
 from partition_assets.backfill.publishing.provenance import provenance_to_json
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
+from partition_assets.backfill.publishing.stages import publish
 from partition_assets.backfill.publishing.tables import BackfillTable
 from partition_assets.backfill.state.approval import launcher, utc_now
 from partition_assets.backfill.state.record import BackfillRecord, by_asset, nodes_of
@@ -41,7 +43,7 @@ from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import stored_plan
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import RetractError
-from partition_assets.storage.leases import Lease, park, release
+from partition_assets.storage.leases import Lease, park
 from partition_assets.storage.table_format import StagingFormat
 
 
@@ -116,8 +118,7 @@ def _retract(publication: Publication, instance: dg.DagsterInstance, action: Bac
     entering = BackfillStatus.PUBLISHING if publishing else BackfillStatus.RUNNING
     with publication.held(instance, action, entering=entering) as leases, _parked_if_stopped(leases):
         if publishing:
-            versions = publication.publish(instance)
-            release(leases)
+            versions = publish(publication, instance, leases)
             unknown_rows = (
                 RemovedPartition(n.asset.to_user_string(), n.partition, None) for n in nodes_of(record.retracted)
             )
@@ -131,8 +132,7 @@ def _retract(publication: Publication, instance: dg.DagsterInstance, action: Bac
             record.move_to(BackfillStatus.AWAITING_APPROVAL, action)
             park(leases)
             return Retracted(record.id, removed, {}, checks, awaiting_approval=True)
-        versions = publication.publish(instance)
-        release(leases)
+        versions = publish(publication, instance, leases)
     return Retracted(record.id, removed, versions, checks)
 
 

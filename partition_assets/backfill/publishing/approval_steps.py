@@ -1,5 +1,6 @@
 """The steps of approval before publish (backfill/state/approval.py says when it is needed):
-a backfill starts waiting (`start_waiting`), is approved and published (`approve`), or
+a backfill starts waiting (approval_wait.py, from the approval stage of publishing: stages.py),
+is approved and published (`approve`), or
 discarded (`discard`, also what an expired approval comes to). Under a deployment's policy, a
 rollback waits the same way (`request_rollback`), and `approve` rolls it back. Every surface calls these:
 the command line, the Launchpad's jobs and the coordinator.
@@ -10,7 +11,8 @@ nothing written. An approval claims the backfill before it writes anything, and 
 its record by compare-and-set: of two at once, exactly one publishes. The deployment's
 policy (dagster.yaml `partition_assets: approval:`, backfill/state/approval.py) decides
 who may approve, and refuses launch options that skip a required approval
-(`check_launch`). The publish itself is the one `backfill publish` runs.
+(`check_launch`). The publish itself walks the publishing stages from the table commits on
+(stages.py `publish`), as `backfill publish` does.
 
 Not guaranteed: an approval is recorded (record and ledger) before the publish; a
 publish then refused by a foreign commit leaves it approved and `publish_refused`, to be
@@ -24,10 +26,11 @@ from datetime import datetime
 import dagster as dg
 
 from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, PublishMode
-from partition_assets.backfill.publishing.freeze import freeze, unfreeze
+from partition_assets.backfill.publishing.approval_wait import approval_required, discard_approval_freeze
 from partition_assets.backfill.publishing.ledger_writes import append_status
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
 from partition_assets.backfill.publishing.publish_step import check_schema_changes, check_staging, unpublished_tables
+from partition_assets.backfill.publishing.stages import publish
 from partition_assets.backfill.state import approval
 from partition_assets.backfill.state.ledger import LedgerStatus
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -37,21 +40,6 @@ from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import ApprovalError
 from partition_assets.storage.leases import release
-
-
-def approval_required(publication: Publication, instance: dg.DagsterInstance) -> bool:
-    """Whether the backfill waits for an approval before publishing (the deployment's policy,
-    its spec, its assets' metadata: backfill/state/approval.py `requires_approval`).
-
-    Raises:
-        ApprovalConfigError: The deployment's approval setting is malformed; nothing was written.
-    """
-    asset_graph = publication.definitions.resolve_asset_graph()
-    return approval.requires_approval(
-        publication.record.spec.approval,
-        (asset_graph.get(key).metadata for key in publication.graph.assets),
-        approval.approval_policy(instance),
-    )
 
 
 def rollback_requires_approval(publication: Publication, instance: dg.DagsterInstance) -> bool:
@@ -80,21 +68,6 @@ def check_launch(publication: Publication, instance: dg.DagsterInstance) -> None
         policy.check_launch(
             spec.approval, spec.publish, spec.publish == PublishMode.staged, approval_required(publication, instance)
         )
-
-
-def start_waiting(publication: Publication, instance: dg.DagsterInstance, now: datetime) -> None:
-    """Records when the backfill started waiting (and when that expires) and freezes its
-    assets until it is approved, discarded or expires; the caller moves it to
-    `awaiting_approval` and parks its leases."""
-    record_wait(publication.record, now)
-    freeze(instance, publication.graph.assets, approval.freeze_id(publication.record.id))
-
-
-def record_wait(record: BackfillRecord, now: datetime) -> None:
-    """Records that `record`'s backfill waits for an approval from `now` (its gate passed,
-    or failed: then only `approve --force` publishes it), and when that expires."""
-    record.approval = approval.awaiting(now, record.spec.approval_expires_after())
-    record.save()
 
 
 def approve(
@@ -173,9 +146,7 @@ def _approve_and_publish(
     record.save()
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
-        versions = publication.publish(instance, force=force, ledger_rows=rows)
-        release(leases)
-    return versions
+        return publish(publication, instance, leases, force=force, approved_rows=rows)
 
 
 def request_rollback(publication: Publication, instance: dg.DagsterInstance, requested_by: str, now: datetime) -> None:
@@ -261,11 +232,6 @@ def discard(publication: Publication, instance: dg.DagsterInstance) -> int:
     files = publication.discard(instance)
     discard_approval_freeze(instance, publication.record.id)
     return files
-
-
-def discard_approval_freeze(instance: dg.DagsterInstance, backfill_id: str) -> None:
-    """Lifts the freeze that the backfill's wait for approval kept (nothing when none)."""
-    unfreeze(instance, approval.freeze_id(backfill_id))
 
 
 def publication_of(record: BackfillRecord, instance: dg.DagsterInstance) -> Publication:

@@ -1,14 +1,15 @@
 """A staged backfill as its coordinator holds it: the record, its code location and graph,
 the tables it writes and its ledger (passed in: `staged_publication` builds them from the
 code location); its leases, freeze and coordinator claim for the duration of a step
-(`held`); and the order of its steps. Each step is a function of its own module that takes
-only what it reads and writes (the record, the tables, the ledger, the instance) and returns
-its result: statistics (backfill_stats.py), the gate (gate_step.py), the publish's commits
-(publish_step.py), discard and the rollback's commits (undo_steps.py), the ledger's rows
-(ledger_writes.py) and what Dagster records (dagster_events.py). A retract (`retract`) is
-a staged backfill whose staging removes partitions (retract_steps.py), then gated and
-published as any other; its publish also wipes its partitions from Dagster's records before
-its status says `published`.
+(`held`). Each step is a function of its own module that takes only what it reads and
+writes (the record, the tables, the ledger, the instance) and returns its result:
+statistics (backfill_stats.py), the gate (gate_step.py), discard and the rollback's commits
+(undo_steps.py), the ledger's rows (ledger_writes.py) and what Dagster records
+(dagster_events.py). The publish is a list of stages walked in order (stages.py: the gate,
+the approval, the table commits, the release, Dagster's records, the ledger, the
+notification, the status). A retract (`retract`) is a staged backfill whose staging removes
+partitions (retract_steps.py), then gated and published as any other; its publish also
+wipes its partitions from Dagster's records before its status says `published`.
 
 Every step is resumable: its progress is in the backfill's record (status, the
 fingerprints its leases took, the table versions it published) and each table
@@ -24,7 +25,7 @@ between appends it again on resume (`Ledger.latest` shows the newest row).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -34,18 +35,12 @@ from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Nod
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.publishing import gate_step, retract_steps, undo_steps
 from partition_assets.backfill.publishing.backfill_stats import StatsAhead, TableStats, stats_of
-from partition_assets.backfill.publishing.dagster_events import (
-    publish_recorded,
-    record_materializations,
-    record_retraction,
-    reflect_rollback,
-)
+from partition_assets.backfill.publishing.dagster_events import publish_recorded, reflect_rollback
 from partition_assets.backfill.publishing.freeze import freeze, unfreeze
 from partition_assets.backfill.publishing.lease_queue import leases_when_free
 from partition_assets.backfill.publishing.ledger_writes import append_status, latest
 from partition_assets.backfill.publishing.notify import BackfillEvent, EventKind, notify
-from partition_assets.backfill.publishing.publish_step import commit_tables, published_files
-from partition_assets.backfill.publishing.step_clock import StepClock
+from partition_assets.backfill.publishing.publish_step import published_files
 from partition_assets.backfill.publishing.tables import Tables, lake_root, tables_of
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import Announcement, coordinating
@@ -53,7 +48,6 @@ from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.status import FINAL_STATUSES, check_transition
 from partition_assets.deploy.versioning import definitions_git_sha
 from partition_assets.errors import LeaseLapsedError, PartitionLeasedError
-from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.leases import Heartbeat, Lease, acquire, park, release
 
 _log = logging.getLogger(__name__)
@@ -98,8 +92,6 @@ class Publication:
         self.ledger = ledger
         self.lake = lake
         self._held: tuple[Heartbeat, Announcement] | None = None
-        # Seconds per part of the last `publish` in this process (table commits, Dagster's records, ledger).
-        self.publish_split = StepClock()
 
     def take_leases(self) -> list[Lease]:
         """Leases on every partition the backfill writes; the first time, also the
@@ -211,10 +203,11 @@ class Publication:
         servers = {table.spark.connect_url(): table.spark for table in self.tables.values()}
         return next((url for spark in servers.values() if (url := spark.gone_server()) is not None), None)
 
-    def notify(self, kind: EventKind, detail: str = "") -> None:
-        notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets), detail))
+    def notify(self, kind: EventKind, detail: str = "") -> bool:
+        """Tells the notification hook (notify.py); whether it heard it."""
+        return notify(self.definitions, BackfillEvent(kind, self.record.id, tuple(self.graph.assets), detail))
 
-    # -- the steps, in order (each in its own module) -----------------------------------------
+    # -- the steps (each in its own module; the publish's are stages.py's) --------------------
 
     def stats(
         self, old_of_every_table: bool = False, ahead: Mapping[dg.AssetKey, TableStats | None] | None = None
@@ -232,33 +225,6 @@ class Publication:
         """See gate_step.gate."""
         return gate_step.gate(self.record, self.tables, self.ledger, ahead, skipped)
 
-    def publish(
-        self, instance: dg.DagsterInstance, force: bool = False, ledger_rows: Sequence[LedgerEntry] | None = None
-    ) -> dict[str, int | None]:
-        """Commits every table (publish_step.commit_tables, whose docstring says what it checks
-        and refuses first), then records the materializations in one publish run
-        (dagster_events.py) and the ledger's `published` rows; returns the published versions.
-        `ledger_rows`: the ledger's latest rows of the backfill when the caller just wrote them
-        (an approval), else read once here. Idempotent: a publish resumed after a crash commits
-        no table and records no run twice. `publish_split` then holds the seconds each part took."""
-        split = StepClock()
-        with split.step("table commits"):
-            versions = commit_tables(self.record, self.tables, self.lake, force)
-        with split.step("ledger"):
-            rows = latest(self.ledger, self.record.id) if ledger_rows is None else ledger_rows
-        with split.step("Dagster's records"):
-            record_materializations(instance, self.record, self.definitions, self.graph, self.tables, rows)
-            if self.record.is_retract:  # wiped before its status says published: a kill before is resumed
-                failpoint("retract_wiping")
-                record_retraction(instance, self.record)
-        with split.step("ledger"):
-            append_status(self.ledger, self.record, LedgerStatus.PUBLISHED, rows=rows)
-            self.record.save()
-            self.record.move_to(BackfillStatus.PUBLISHED, BackfillCommand.PUBLISH)
-        self.notify("published", f"{len(self.tables)} tables")
-        self.publish_split = split
-        return versions
-
     def retract(self) -> Retraction:
         """The steps of a retract before its publish, inside `held`: the removal of the
         partitions its record names (`record.retracted`) staged (retract_steps.stage_removals,
@@ -266,8 +232,9 @@ class Publication:
         removed partition goes to 0 rows: its ledger row says so, with the checks). The gate
         does not stop a retract (rows going to zero are what it asked for); its checks are
         returned to be shown. Then it publishes as any staged backfill, after an approval when
-        one is required: `publish` commits its tables and marks its partitions not materialized
-        in Dagster (dagster_events.record_retraction) before its status says `published`.
+        one is required: the publishing stages (stages.py `publish`) commit its tables and mark its
+        partitions not materialized in Dagster (dagster_events.record_retraction) before its status
+        says `published`.
         `rollback` undoes it.
         """
         retract_steps.stage_removals(self.record, self.tables, definitions_git_sha(self.definitions))
@@ -289,7 +256,7 @@ class Publication:
         undo_steps.restore_tables), then records Dagster's view of the old content
         (dagster_events.reflect_rollback, when the publish was recorded), the ledger's
         `rolled_back` rows and the status `rolled_back`; returns the restored versions.
-        Idempotent like publish."""
+        Idempotent like the publish."""
         published = undo_steps.check_rollback(self.record, self.tables, force)
         versions = undo_steps.restore_tables(self.record, self.tables, published, self.lake, force)
         if publish_recorded(instance, self.record.id):

@@ -1,11 +1,11 @@
 """The commits of a staged backfill's publish: one per table, upstream first, after every
 table still to publish was checked to hold the staging its gate evaluated, and for
 commits made outside the backfill; a publish stopped part-way by such a commit says
-what was and was not published. What follows the commits (Dagster's records, the ledger,
-the status `published`) is the publication's (publication.py).
+what was and was not published. What follows the commits (the release, Dagster's records,
+the ledger, the status `published`) are the next publishing stages (stages.py).
 
 The release log (release_steps.py) records the publish's begin before its first table
-commit and its release after its last: readers through the library (storage/release_reads.py,
+commit, and its release stage the release after the last: readers through the library (storage/release_reads.py,
 the IO managers' inputs) read every table as before until the release, then every table as after.
 
 Not guaranteed: between the first and the last table commit a reader of the tables' raw
@@ -57,8 +57,9 @@ def commit_tables(
     record: BackfillRecord, tables: Tables, lake: str | None, force: bool = False
 ) -> dict[str, int | None]:
     """Commits the staged partitions of each of `tables`, upstream first, each in one commit,
-    saving each table's version in `record` as it is committed, between the publish's begin
-    and release in the release log of `lake` (the lake's root; None: no log); returns every
+    saving each table's version in `record` as it is committed, after the publish's begin
+    in the release log of `lake` (the lake's root; None: no log; its release is the next
+    stage's: stages.py); returns every
     table's published version. `record` ends in status `publishing`.
 
     Before the first commit, every table still to publish is checked to hold the staging its
@@ -101,7 +102,6 @@ def commit_tables(
             table.staging_format.check_one_schema(table.spark_session, table.uri, result.version)
         _keep_previous(record, table, result.version)
         failpoint("between_table_commits")
-    release_steps.release(lake, release_steps.ReleaseOperation.PUBLISH, record.id, tables, record.published_versions)
     return dict(record.published_versions)
 
 

@@ -7,8 +7,7 @@ in by the surface, never fetched here), the record, the graph and the runner.
 """
 
 import logging
-import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 
@@ -25,16 +24,9 @@ from partition_assets.backfill.model import (
     RunUnit,
 )
 from partition_assets.backfill.planning.graph import BackfillGraph
-from partition_assets.backfill.publishing.approval_steps import (
-    approval_required,
-    check_launch,
-    discard_approval_freeze,
-    record_wait,
-    start_waiting,
-)
+from partition_assets.backfill.publishing.approval_steps import check_launch
 from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.dagster_events import record_failures
-from partition_assets.backfill.publishing.gate_evaluation import GateCheck, format_checks
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.originals import (
     Pins,
@@ -47,7 +39,13 @@ from partition_assets.backfill.publishing.originals import (
 )
 from partition_assets.backfill.publishing.provenance import provenance_to_json
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
-from partition_assets.backfill.publishing.publish_step import describe_versions
+from partition_assets.backfill.publishing.stages import (
+    PublishInputs,
+    PublishStage,
+    published_line,
+    start_after_nodes,
+    walk_after_nodes,
+)
 from partition_assets.backfill.publishing.tables import unstaged_assets
 from partition_assets.backfill.running.claims import LaunchGate, asset_pools, capacity_of
 from partition_assets.backfill.running.dagster_view import HIDDEN, DagsterView
@@ -55,23 +53,19 @@ from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import Throttle
-from partition_assets.backfill.state.approval import utc_now
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import (
     CommitError,
-    GateFailedError,
     IllegalTransitionError,
-    LeaseLapsedError,
     PartitionAssetsError,
     SparkServerGoneError,
 )
 from partition_assets.run_tags import RECORDED_AS_RUN, node_run_tags, pinned_input_tags
 from partition_assets.storage.leases import Lease, park, release
 
-_CHECKS_SHOWN = 3
 _log = logging.getLogger(__name__)
 
 
@@ -93,13 +87,15 @@ class BackfillRun:
     partition status, as Dagster's failed runs leave their steps, never materialized
     (backfill/publishing/dagster_events.py `record_failures`), staged or per node.
 
-    A staged backfill (the default) then evaluates its gate and publishes every table in
-    one commit each (backfill/publishing/publication.py); a failed gate raises
+    A staged backfill (the default) then hands the publishing stages to their runner, once
+    (backfill/publishing/stages.py: its gate, approval, one commit per table, the release,
+    Dagster's records, the ledger, the notification, the status); a failed gate raises
     GateFailedError with nothing published; one whose spec or assets require approval waits
     in `awaiting_approval` instead of publishing (backfill/publishing/approval_steps.py). One
-    that was publishing when its coordinator died only finishes publishing. With
-    `--inputs-as-of`, each node reads the input versions pinned on the first start
-    (backfill/publishing/originals.py).
+    that was publishing when its coordinator died only finishes publishing, from the first stage
+    its record says was not finished (as does one whose coordinator died after its nodes, before
+    publishing). With `--inputs-as-of`, each node reads the input versions pinned on the first
+    start (backfill/publishing/originals.py).
 
     A run the backfill's status refuses (one awaiting approval, published, discarded) is
     refused with IllegalTransitionError before any worker starts or lease is taken: it
@@ -187,7 +183,8 @@ class BackfillRun:
 
     def _run_held(self, publication: Publication, runner: NodeRunner | None) -> dict[Node, NodeStatus]:
         record = self.record
-        pins = {} if record.status == BackfillStatus.PUBLISHING else self._pins_of_rerun(publication.definitions)
+        entered = record.status
+        pins = {} if entered == BackfillStatus.PUBLISHING else self._pins_of_rerun(publication.definitions)
         asset_graph = publication.definitions.resolve_asset_graph()
         with (
             publication.held(self.instance, entering=self._entering) as leases,
@@ -195,8 +192,11 @@ class BackfillRun:
             # Once its leases are taken: a backfill refused for leased partitions shows in no list.
             self._dagster_view.mirror(record, self.graph, asset_graph, self.instance, self.done) as mirror,
         ):
+            # Decided before any node stages new data: the stage its publishing starts at.
+            nodes_left = any(node not in self.done for node in self.graph.nodes())
+            start = start_after_nodes(record, entered, nodes_left) if self.staged else None
             if runner is None:  # its coordinator died publishing: only the publish is left
-                self._publish(publication, leases)
+                self._publish(publication, leases, start)
                 return {}
             publication.notify("started", record.spec.describe())
             ahead = publication.stats_ahead(self.done) if self.staged else None
@@ -219,98 +219,57 @@ class BackfillRun:
             if self._stopped_by_command():
                 self._stop(publication, leases, "canceled", "")
             elif not _all_succeeded(status):
-                if self._moved_to(BackfillStatus.FAILED):
+                if record.move_unless_canceled(BackfillStatus.FAILED, BackfillCommand.COORDINATE):
                     self._stop(publication, leases, "failed", "nodes failed: nothing was published")
                     self._raise_if_spark_gone(publication, "its node runs failed")
                 else:
                     self._stop(publication, leases, "canceled", "")
             elif not self.staged:
-                if self._moved_to(BackfillStatus.DONE):
+                if record.move_unless_canceled(BackfillStatus.DONE, BackfillCommand.COORDINATE):
                     release(leases)
                 else:
                     self._stop(publication, leases, "canceled", "")
             else:
                 skipped = [node for node, state in status.items() if state == NodeStatus.SKIPPED]
-                self._gate_and_publish(publication, leases, ahead_stats, skipped)
+                self._publish(publication, leases, start, ahead_stats, skipped)
         return status
 
-    def _gate_and_publish(
+    def _publish(
         self,
         publication: Publication,
         leases: list[Lease],
-        ahead_stats: Mapping[dg.AssetKey, TableStats | None] | None,
-        skipped: Collection[Node],
+        start: str | None,
+        ahead_stats: Mapping[dg.AssetKey, TableStats | None] | None = None,
+        skipped: Collection[Node] = (),
     ) -> None:
-        """Gates a staged backfill whose nodes all succeeded or were skipped (the ledger's rows
-        name those: `skipped`), then publishes it, unless it was canceled meanwhile or lost its
-        leases (both are checked again before publishing)."""
-        self._check_held(publication, leases)
-        started = time.monotonic()
-        outcome = publication.gate(ahead_stats, skipped)
-        self._dagster_view.record_gate(self.record, self.instance, outcome)
-        checks, failed = outcome.checks, list(outcome.failed)
-        passed = len(checks) - len(failed)
-        if checks:  # no gate declared: nothing to say
-            self._on_phase(f"gate: {passed} of {len(checks)} checks passed ({time.monotonic() - started:.1f} s)")
-        if failed:
-            if not self._moved_to(BackfillStatus.GATE_FAILED):
-                self._stop(publication, leases, "canceled", "")
-                return
-            record_wait(self.record, utc_now())  # its --approval-expires runs from now for `approve --force`
-            self._stop(publication, leases, "gate_failed", f"{len(failed)} checks failed")
-            raise GateFailedError(gate_failure(self.record.id, failed))
-        if self._stopped_by_command():
-            self._stop(publication, leases, "canceled", "")
-            return
-        self._check_held(publication, leases)
-        if approval_required(publication, self.instance):
-            self._await_approval(publication, leases)
-            return
-        self._publish(publication, leases)
-
-    def _await_approval(self, publication: Publication, leases: list[Lease]) -> None:
-        """Parks a gated backfill that requires approval in `awaiting_approval`, its leases
-        parked and its assets frozen, for `backfill approve` (or discard, or expiry) to end."""
-        start_waiting(publication, self.instance, utc_now())
-        if not self._moved_to(BackfillStatus.AWAITING_APPROVAL):
-            discard_approval_freeze(self.instance, self.record.id)
-            self._stop(publication, leases, "canceled", "")
-            return
-        park(leases)
-        self._on_phase(
-            f"gate passed; awaiting approval: `partition-assets backfill approve {self.record.id} --by NAME` "
-            f"publishes it (the Launchpad's backfill_approve job too), `partition-assets backfill discard "
-            f"{self.record.id}` drops it"
+        """Hands the publishing stages (backfill/publishing/stages.py) to their runner once, from
+        `start`: the gate (evaluated on `ahead_stats` where computed, the ledger naming the
+        `skipped` nodes), the approval, the commits and what follows; what each stage leaves
+        when it stops the backfill is the stage's. A publish stopped by a cancel after the last
+        check publishes nothing; a commit refused (by a foreign commit, the storage) keeps the
+        partitions leased (parked) for the `publish --force`, discard or rollback to come."""
+        inputs = PublishInputs(
+            publication,
+            self.instance,
+            leases,
+            ahead=ahead_stats,
+            skipped=skipped,
+            on_gate=lambda outcome: self._dagster_view.record_gate(self.record, self.instance, outcome),
+            on_phase=self._on_phase,
         )
-
-    def _publish(self, publication: Publication, leases: list[Lease]) -> None:
-        """Publishes, then lets the leases go; a publish refused or stopped by a foreign commit
-        keeps the partitions leased (parked) for the `publish --force`, discard or rollback to come."""
-        started = time.monotonic()
         try:
-            versions = publication.publish(self.instance)
+            walked = walk_after_nodes(inputs, start)
         except IllegalTransitionError:
             if self.record.stored_status() != BackfillStatus.CANCELED:
                 raise
             self._stop(publication, leases, "canceled", "")  # canceled after the last check: nothing published
             return
         except CommitError as error:
-            self._stop(publication, leases, "failed", str(error))
+            if self.record.publish_stage not in (None, PublishStage.GATE):  # a stage from the commits on
+                self._stop(publication, leases, "failed", str(error))
             raise
-        self._on_phase(
-            f"published: {describe_versions(versions)} ({time.monotonic() - started:.1f} s: "
-            f"{publication.publish_split.describe()})"
-        )
-        release(leases)
-
-    def _check_held(self, publication: Publication, leases: list[Lease]) -> None:
-        """Fails the backfill (LeaseLapsedError, nothing published) when its leases lapsed."""
-        try:
-            publication.check_held()
-        except LeaseLapsedError as error:
-            self._moved_to(BackfillStatus.FAILED)  # canceled meanwhile: it stays canceled
-            self._stop(publication, leases, "failed", str(error))
-            raise
+        if walked is not None and walked.finished:
+            self._on_phase(published_line(self.record, walked))
 
     def _stop(self, publication: Publication, leases: list[Lease], kind: EventKind, detail: str) -> None:
         """A backfill that stops short of publishing: a staged one keeps its partitions
@@ -341,9 +300,10 @@ class BackfillRun:
         failed (a cancel that got there first stands), then its leases released when it is
         final or published per node, else parked. A status the coordinator set already
         (gate_failed, publish_refused, publishing, ...) stays, as do leases it parked."""
-        if self.record.stored_status() in (BackfillStatus.RUNNING, BackfillStatus.PAUSED) and self._moved_to(
-            BackfillStatus.FAILED
-        ):
+        if self.record.stored_status() in (
+            BackfillStatus.RUNNING,
+            BackfillStatus.PAUSED,
+        ) and self.record.move_unless_canceled(BackfillStatus.FAILED, BackfillCommand.COORDINATE):
             _log.error("backfill %s failed: %s: %s", self.record.id, type(error).__name__, error)
             publication.notify("failed", f"{type(error).__name__}: {error}")
         publication.settle_leases(leases)
@@ -369,17 +329,6 @@ class BackfillRun:
         """Whether `backfill cancel` (or a cancel in the UI) stopped the backfill: read again
         from the store, which other processes change."""
         return self.record.stored_status() == BackfillStatus.CANCELED
-
-    def _moved_to(self, target: BackfillStatus) -> bool:
-        """Sets the record's status to `target`; False when a cancel got there first (the
-        compare-and-set refuses canceled -> `target`), which then stands."""
-        try:
-            self.record.move_to(target, BackfillCommand.COORDINATE)
-        except IllegalTransitionError:
-            if self.record.stored_status() != BackfillStatus.CANCELED:
-                raise
-            return False
-        return True
 
     def _pins_of_rerun(self, definitions: dg.Definitions) -> dict[Node, Pins]:
         """The input versions each node reads (decided on the backfill's first start, then
@@ -470,14 +419,3 @@ class BackfillRun:
 def _all_succeeded(status: Mapping[Node, NodeStatus]) -> bool:
     """Whether every node succeeded or was skipped (Dagster's run succeeds with skipped steps)."""
     return all(state in (NodeStatus.SUCCEEDED, NodeStatus.SKIPPED) for state in status.values())
-
-
-def gate_failure(backfill_id: str, failed: Sequence[GateCheck]) -> str:
-    """What failed the gate, and the three ways on."""
-    shown = format_checks(failed[:_CHECKS_SHOWN])
-    more = f"\n... and {len(failed) - _CHECKS_SHOWN} more" if len(failed) > _CHECKS_SHOWN else ""
-    return (
-        f"{shown}{more}\nbackfill {backfill_id}: the validation gate failed ({len(failed)} checks); nothing was "
-        f"published. Review `partition-assets backfill diff {backfill_id}`, then `backfill publish {backfill_id} "
-        f"--force` or `backfill discard {backfill_id}`."
-    )

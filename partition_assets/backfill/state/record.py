@@ -23,6 +23,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.dagster_instance.lease_proof import proven_backfills
+from partition_assets.errors import IllegalTransitionError
 from partition_assets.ids import checked_backfill_id
 from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
 from partition_assets.state_formats import FORMAT_FIELD, RECORD_FORMAT, checked_format
@@ -84,6 +85,9 @@ class BackfillRecord:
     # its graph's nodes and edges (backfill/state/stored_plan.py), stored when it starts or is
     # extended; None in records of earlier releases until a command plans them once
     stored_plan: dict | None = None
+    # the last publishing stage its publish finished (backfill/publishing/stages.py): where a
+    # resumed publish goes on; None before its first stage, and in records of earlier releases
+    publish_stage: str | None = None
     store: BackfillStore = field(kw_only=True, repr=False, compare=False)
     # The fields as stored when this object read or last wrote them (None: never stored):
     # `save` writes only over those (BackfillStore.save).
@@ -121,6 +125,21 @@ class BackfillRecord:
         self.store.transition(self.id, target, action)
         self.status = target
 
+    def move_unless_canceled(self, target: BackfillStatus, action: BackfillCommand) -> bool:
+        """`move_to`, but False when a cancel got there first (the compare-and-set refuses
+        canceled -> `target`), which then stands.
+
+        Raises:
+            IllegalTransitionError: The stored status, not canceled, may not become `target`; nothing was written.
+        """
+        try:
+            self.move_to(target, action)
+        except IllegalTransitionError:
+            if self.stored_status() != BackfillStatus.CANCELED:
+                raise
+            return False
+        return True
+
     @property
     def is_retract(self) -> bool:
         """Whether the backfill removes partitions (`backfill retract`) rather than computing them."""
@@ -149,6 +168,7 @@ class BackfillRecord:
             "skipped": self.skipped,
             "rollback_approval": self.rollback_approval.to_json() if self.rollback_approval else {},
             "plan": self.stored_plan,
+            "publish_stage": self.publish_stage,
         }
 
     @classmethod
@@ -178,6 +198,7 @@ class BackfillRecord:
             saved.get("skipped", {}),
             Approval.from_json(saved.get("rollback_approval")),
             saved.get("plan"),
+            saved.get("publish_stage"),
             store=store,
         )
 
