@@ -336,7 +336,8 @@ def _empty_run_database_bytes(initdb: Callable[[Engine], None]) -> bytes:
 
 def _created_from_template(path: str, initdb: Callable[[Engine], None]) -> bool:
     """Creates the run database `path`, absent, as a copy of the empty one `initdb` (Dagster's
-    `_initdb`) builds; False when `path` exists (made by another process)."""
+    `_initdb`) builds; False when `path` exists (made by another process) or the copy could not
+    be linked into place (the caller then has Dagster build it)."""
     if os.path.exists(path):
         return False
     # Written aside, then linked into place: another process never opens a partial file,
@@ -346,7 +347,7 @@ def _created_from_template(path: str, initdb: Callable[[Engine], None]) -> bool:
         with open(partial, "wb") as copy:
             copy.write(_empty_run_database_bytes(initdb))
         os.link(partial, path)
-    except FileExistsError:
+    except OSError:  # created meanwhile (FileExistsError), or a filesystem without hard links
         return False
     finally:
         with contextlib.suppress(FileNotFoundError):
