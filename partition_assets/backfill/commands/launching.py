@@ -196,7 +196,7 @@ def execute_backfill(
 # storage on the bench DAG (one run per partition), in CPU seconds of the command and its
 # workers: 0.108 against 0.053 per node (31 days, quiet machine: bench/results/engine_instances.md)
 # before its run databases were written through RunShardedEventLogStorage
-# (dagster_instance/storage.py); 0.082 against 0.064 since (7 days, loaded machine, 29 nodes).
+# (dagster_instance/storage.py); 0.072-0.086 against 0.057-0.064 since (7 days, loaded machine).
 PER_RUN_DATABASE_CPU_SECONDS = 0.02
 # The instance's key-value store holds this key once a backfill told it the note (insert-once: `swap`).
 PER_RUN_DATABASE_NOTE_KEY = "partition_assets/per_run_database_note"
