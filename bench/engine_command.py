@@ -62,6 +62,9 @@ class CommandResult:
     cpu_seconds: float | None = None
     publish_seconds: float | None = None  # what its `published: ... (N s)` line says the publish took
     instance: str = "repo"  # which instance it ran on (INSTANCES)
+    # The bound of this very run from its nodes' own step times, when its bench computes one
+    # (engine_bench.py `same_run_bound`): {"bound", "critical", "work"} in seconds.
+    same_run_bound: dict[str, float] | None = None
 
     @property
     def all_succeeded(self) -> bool:

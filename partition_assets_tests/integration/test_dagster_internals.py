@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -34,8 +35,8 @@ from dagster._core.storage.tags import PARENT_BACKFILL_ID_TAG, USER_TAG
 from dagster._daemon import backfill as daemon_backfill
 from dagster._serdes import serialize_value
 from dagster_graphql.implementation.execution import backfill as graphql_backfill
+from sqlalchemy import create_engine, select
 from sqlalchemy import inspect as inspect_database
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from partition_assets import dagster_internals
@@ -253,6 +254,44 @@ def test_the_consolidated_event_log_goes_through_connect_and_tells_watchers_on_m
     storage.on_modified()
     assert seen == ["hello"]
     assert opened, "writes and reads go through _connect"
+    storage.dispose()
+
+
+@pins("SqliteEventLogStorage", "SQLITE_BUSY_TIMEOUT_SECONDS")
+def test_the_run_sharded_event_log_connects_through_connect_once_initialized_under_its_lock(tmp_path):
+    """dagster_instance/storage.py `RunShardedEventLogStorage` overrides `_connect(shard)`, every
+    run's and the index's transactions, holding `_db_lock` (one database opened at a time);
+    Dagster's `_initdb(engine)` builds an absent database's schema on the engine given, and
+    `_connect` skips it for the shards in `_initialized_dbs`; the schema checks it remembers
+    are the storage's `has_table` and `_has_asset_key_col_on_connection`."""
+    opened: list[str] = []
+
+    class Counting(SqliteEventLogStorage):
+        def _connect(self, shard):
+            opened.append(shard)
+            return super()._connect(shard)
+
+    storage = Counting(str(tmp_path))
+    assert isinstance(storage._initialized_dbs, set) and isinstance(storage._db_lock, type(threading.Lock()))
+    assert storage.path_for_shard("run-1") == str(tmp_path / "run-1.db")
+    assert storage.conn_string_for_shard("index") == f"sqlite:///{tmp_path / 'index.db'}"
+    opened.clear()  # the index's, built when the storage was created
+    storage.store_event(
+        dg.EventLogEntry(error_info=None, level="INFO", user_message="hello", run_id="run-1", timestamp=time.time())
+    )
+    assert opened == ["run-1"] and "run-1" in storage._initialized_dbs
+    assert [entry.user_message for entry in storage.get_logs_for_run("run-1")] == ["hello"]
+    with storage.index_connection():
+        assert storage._db_lock.locked()
+    assert opened == ["run-1", "run-1", "index"]
+    engine = create_engine(f"sqlite:///{tmp_path / 'built.db'}")
+    storage._initdb(engine)
+    with engine.connect() as connection:
+        assert inspect_database(connection).has_table(SqlEventLogStorageTable.name)
+    engine.dispose()
+    assert storage.has_table(SqlEventLogStorageTable.name)
+    with storage.index_connection() as connection:
+        assert storage._has_asset_key_col_on_connection(connection, "last_materialization_timestamp")
     storage.dispose()
 
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine.reflection import Inspector
 
 from partition_assets.backfill.model import BackfillStatus
@@ -26,6 +27,7 @@ from partition_assets.dagster_instance.storage import (
     POOLED_CONNECTIONS,
     ConsolidatedEventLogStorage,
     DirectComputeLogManager,
+    RunShardedEventLogStorage,
     RunStorage,
     keep_connections,
     same_files_lighter,
@@ -88,31 +90,55 @@ def test_output_is_captured_into_the_run_logs_without_helper_processes(tmp_path)
 
 RUN_IN_ANOTHER_PROCESS = """
 import sys, dagster as dg
+from partition_assets.dagster_instance.storage import same_files_lighter
 @dg.asset
 def elsewhere() -> None:
     pass
-with dg.DagsterInstance.get() as instance:
+with dg.DagsterInstance.get() as stock:
+    ref = same_files_lighter(stock.get_ref()) if sys.argv[2] == "lighter" else stock.get_ref()
+with dg.DagsterInstance.from_ref(ref) as instance:
     job = dg.Definitions(assets=[elsewhere]).resolve_implicit_global_asset_job_def()
     job.execute_in_process(instance=instance, run_id=sys.argv[1])
 """
+
+
+def _events_seen_live(instance: dg.DagsterInstance, env: dict[str, str], writer: str) -> list[dg.DagsterEventType]:
+    """The event types `instance` tells a watcher of a run (what the webserver's run view
+    subscribes to) that another process runs on the same home, through its instance as is
+    (`writer` "stock") or through `same_files_lighter` ("lighter"), by the run's success."""
+    run_id = str(uuid.uuid4())
+    seen: list[dg.DagsterEventType] = []
+    instance.watch_event_logs(
+        run_id, None, lambda entry, cursor: seen.append(entry.dagster_event and entry.dagster_event.event_type)
+    )
+    subprocess.run(
+        [sys.executable, "-c", RUN_IN_ANOTHER_PROCESS, run_id, writer],
+        env={**os.environ, **env},
+        check=True,
+        timeout=120,
+    )
+    wait_for(lambda: dg.DagsterEventType.RUN_SUCCESS in seen, timeout=30)
+    return seen
 
 
 def test_events_of_a_run_in_another_process_reach_a_live_watcher(tmp_path):
     env = instance_env(tmp_path / "home")
     with open_instance(env) as instance:
         assert isinstance(instance.event_log_storage, ConsolidatedSqliteEventLogStorage)
-        run_id = str(uuid.uuid4())
-        seen: list[dg.DagsterEventType] = []
-        # What the webserver's run view subscribes to.
-        instance.watch_event_logs(
-            run_id, None, lambda entry, cursor: seen.append(entry.dagster_event and entry.dagster_event.event_type)
-        )
-        subprocess.run(
-            [sys.executable, "-c", RUN_IN_ANOTHER_PROCESS, run_id], env={**os.environ, **env}, check=True, timeout=120
-        )
-        wait_for(lambda: dg.DagsterEventType.RUN_SUCCESS in seen, timeout=30)
-        assert dg.DagsterEventType.RUN_START in seen
-        assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
+        seen = _events_seen_live(instance, env, "stock")
+    assert dg.DagsterEventType.RUN_START in seen
+    assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
+
+
+def test_events_the_engine_writes_on_dagster_s_defaults_reach_a_stock_live_watcher(tmp_path):
+    # No dagster.yaml: a run database per run. The engine's command writes them through
+    # RunShardedEventLogStorage; the webserver follows a run by watching its database file.
+    env = {"DAGSTER_HOME": str(tmp_path)}
+    with open_instance(env) as stock:
+        assert type(stock.event_log_storage) is SqliteEventLogStorage
+        seen = _events_seen_live(stock, env, "lighter")
+    assert dg.DagsterEventType.RUN_START in seen
+    assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
 
 
 def test_the_defaults_live_under_the_instances_own_home_and_yield_to_dagster_yaml(tmp_path, monkeypatch):
@@ -243,6 +269,64 @@ def test_dagster_s_default_storage_is_written_through_lighter_twins_a_stock_inst
             )
             assert b"to stdout from the step" in stock.compute_log_manager.get_log_data(log_key).stdout
             assert stock.compute_log_manager.is_capture_complete(log_key)
+
+
+def _schema(database: Path) -> tuple[list[tuple[str, ...]], list[tuple[str]]]:
+    """The tables and indexes of the SQLite database `database`, and its alembic revision."""
+    with closing(sqlite3.connect(database)) as connection:
+        tables = connection.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall()
+        return tables, connection.execute("SELECT version_num FROM alembic_version").fetchall()
+
+
+def test_run_databases_on_dagster_s_defaults_are_written_through_one_engine_without_schema_statements(
+    tmp_path, monkeypatch
+):
+    # No dagster.yaml: Dagster's event log builds a SQLAlchemy engine per transaction (its
+    # statements compiled anew) and each run's database with its whole schema. The engine's
+    # command (same_files_lighter) writes the same databases, schema and events, without.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    statements: list[tuple[Engine, str]] = []
+
+    def executed(connection: Connection, _cursor: object, statement: str, *_args: object) -> None:
+        if f"{os.sep}history{os.sep}runs{os.sep}" in str(connection.engine.url):  # the event log's databases
+            statements.append((connection.engine, statement))
+
+    def three_runs(instance: dg.DagsterInstance) -> list[str]:
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+        statements.clear()  # from the second run on
+        return [
+            dg.materialize([daily_quiet], instance=instance, partition_key=f"2024-01-0{day}").run_id
+            for day in (2, 3, 4)
+        ]
+
+    event.listen(Engine, "before_cursor_execute", executed)
+    try:
+        with dg.DagsterInstance.get() as stock:
+            stock_runs = three_runs(stock)
+            stock_statements = list(statements)
+            lighter = same_files_lighter(stock.get_ref())
+        with dg.DagsterInstance.from_ref(lighter) as instance:
+            assert type(instance.event_log_storage) is RunShardedEventLogStorage
+            runs = three_runs(instance)
+    finally:
+        event.remove(Engine, "before_cursor_execute", executed)
+
+    def schema_statements(executed: list[tuple[Engine, str]]) -> list[str]:
+        return [statement for _, statement in executed if statement.lstrip().upper().startswith("CREATE")]
+
+    assert len(schema_statements(stock_statements)) >= 3 * 10  # each run's database built anew
+    assert len({engine for engine, _ in stock_statements}) >= 3 * 5  # an engine per transaction
+    assert schema_statements(statements) == []
+    assert len({engine for engine, _ in statements}) == 1
+    databases = tmp_path / "history" / "runs"
+    assert _schema(databases / f"{runs[0]}.db") == _schema(databases / f"{stock_runs[0]}.db")
+    with dg.DagsterInstance.get() as stock:  # what the webserver reads
+        for run_id, stock_run_id in zip(runs, stock_runs, strict=True):
+            assert stock.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
+            assert [event.dagster_event_type for event in stock.all_logs(run_id)] == [
+                event.dagster_event_type for event in stock.all_logs(stock_run_id)
+            ]
+    assert not list(databases.glob("*.partial"))
 
 
 def test_a_configured_instance_is_left_as_it_is(tmp_path):

@@ -193,10 +193,11 @@ def execute_backfill(
 
 
 # What Dagster's default event log (a SQLite database per run) costs a node beyond this repo's
-# storage on the bench DAG (31 days, one run per partition), in CPU seconds of the command and
-# its workers: 0.108 against 0.053 per node on a quiet machine, 0.120 against 0.053 loaded
-# (bench/results/engine_instances.md).
-PER_RUN_DATABASE_CPU_SECONDS = 0.06
+# storage on the bench DAG (one run per partition), in CPU seconds of the command and its
+# workers: 0.108 against 0.053 per node (31 days, quiet machine: bench/results/engine_instances.md)
+# before its run databases were written through RunShardedEventLogStorage
+# (dagster_instance/storage.py); 0.072-0.086 against 0.057-0.064 since (7 days, loaded machine).
+PER_RUN_DATABASE_CPU_SECONDS = 0.02
 # The instance's key-value store holds this key once a backfill told it the note (insert-once: `swap`).
 PER_RUN_DATABASE_NOTE_KEY = "partition_assets/per_run_database_note"
 
