@@ -20,10 +20,12 @@ import pytest
 from bench.soak.upgrade import Release, kill, previous_release
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.spark import SparkResource
+from partition_assets.state_formats import RECORD_FORMAT
 from partition_assets.storage.leases import held_by
-from partition_assets_tests.support.cli_runs import backfill_id, ok, runs_by_node
+from partition_assets_tests.support.cli_runs import backfill_id, ok, runs_by_node, start_cli
 from partition_assets_tests.support.lakehouse import TABLES, Lakehouse
 from partition_assets_tests.support.locations import safe_defs
+from partition_assets_tests.support.older_releases import stored_body
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.published import Published, published_by
 from partition_assets_tests.support.records import recorded_backfill
@@ -73,9 +75,10 @@ def server_of_this_release(spark_resource: SparkResource) -> dict[str, str]:
     return {REMOTE_ENV: spark_resource.local_server().url}
 
 
-def succeeded_nodes(house: Lakehouse) -> set[tuple[str, str]]:
-    """The nodes with a successful run in `house`'s instance."""
-    return {node for node, statuses in runs_by_node(house.home).items() if dg.DagsterRunStatus.SUCCESS in statuses}
+def succeeded_nodes(house: Lakehouse, bid: str | None = None) -> set[tuple[str, str]]:
+    """The nodes with a successful run in `house`'s instance (of backfill `bid`, when given)."""
+    runs = runs_by_node(house.home, bid)
+    return {node for node, statuses in runs.items() if dg.DagsterRunStatus.SUCCESS in statuses}
 
 
 def test_a_backfill_the_previous_release_started_is_resumed_and_published_by_this_one_as_if_undisturbed(
@@ -112,3 +115,44 @@ def test_a_backfill_the_previous_release_started_is_resumed_and_published_by_thi
         if node in before:
             assert statuses == [dg.DagsterRunStatus.SUCCESS], node  # never ran again
     assert not any(held_by(house.uri(table), bid) for table in TABLES)  # no lease left
+
+
+def test_the_previous_release_refuses_a_backfill_this_one_left_mid_way_naming_its_format(
+    previous, project, undisturbed, spark_resource, tmp_path
+):
+    """A downgrade: this release's record carries where its publish is (publish_stage), which
+    the previous release would ignore; it refuses the record rather than resume it."""
+    house = undisturbed.house.copy_to(tmp_path / "house")
+    published = house.contents()
+    started = start_cli(
+        "backfill",
+        *RUN,
+        env=house.env(**{safe_defs.SLOW_ENV: "3", safe_defs.FACTOR_ENV: "1.25", "PYTHONPATH": str(project)}),
+    )
+    try:
+        wait_for(lambda: house.newest_backfill() != undisturbed.backfill_id, 120, alive=[started])
+        bid = house.newest_backfill()
+        wait_for(lambda: len(succeeded_nodes(house, bid)) >= SUCCEEDED_BEFORE_THE_UPGRADE, 300, alive=[started])
+    finally:
+        kill(started)
+    with house.instance() as instance:
+        stored = stored_body(instance, bid)
+    assert stored["format"] == RECORD_FORMAT
+
+    for command in ("status", "resume"):
+        refused = previous.run(
+            "backfill",
+            command,
+            bid,
+            cwd=project,
+            env=house.env(**{safe_defs.FACTOR_ENV: "1.25", **server_of_this_release(spark_resource)}),
+        )
+        message = " ".join((refused.stdout + refused.stderr).split())
+        assert refused.returncode != 0, message
+        refusal = f"the record of backfill {bid} is in format {RECORD_FORMAT}, which this release of partition_assets"
+        assert f"{refusal} cannot read (it reads formats 1 to 2)" in message, message
+        assert "Nothing was written." in message
+
+    with house.instance() as instance:
+        assert stored_body(instance, bid) == stored  # nothing written
+    assert house.contents() == published
