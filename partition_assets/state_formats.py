@@ -34,7 +34,11 @@ TABLE_FORMAT_PROPERTY = "partition_assets.format"
 
 # The format this release writes of each kind (and the newest it reads). Format 2 of a kind
 # that was unversioned is its format 1 with the format added.
-RECORD_FORMAT = 2  # a backfill's record body (backfill/state/record.py)
+# A kind whose fields gain a meaning that an older release would ignore (and so act wrongly
+# on) takes the next format, so that the older release refuses it: a downgrade is refused.
+# Record format 3 adds `publish_stage` (where a publish is): a release of format 2 would
+# publish again from the first stage (partition_assets_tests/e2e/test_upgrade_mid_backfill.py).
+RECORD_FORMAT = 3  # a backfill's record body (backfill/state/record.py)
 PRESENCE_FORMAT = 2  # a coordinator's announcement (backfill/state/presence.py)
 LEASE_FORMAT = 2  # a lease file (storage/leases.py)
 LEDGER_FORMAT = 2  # the ledger, a Delta table (backfill/state/ledger.py)

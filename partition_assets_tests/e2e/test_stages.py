@@ -6,21 +6,16 @@ backfill leaves (the tables, the ledger's rows, the release log's records, Dagst
 run and materializations, one `published` notification), no stage done twice."""
 
 import signal
-from dataclasses import dataclass
 
-import dagster as dg
 import pytest
 
 from partition_assets.backfill.model import BackfillStatus
-from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.stages import PUBLISH_STAGES
-from partition_assets.backfill.state.ledger import Ledger, ledger_uri
-from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets.storage.failpoints import ENV as FAILPOINT_ENV
-from partition_assets.storage.release_log import read_log
 from partition_assets_tests.support.cli_runs import backfill_id, ok
-from partition_assets_tests.support.lakehouse import TABLES, Lakehouse
+from partition_assets_tests.support.lakehouse import TABLES
 from partition_assets_tests.support.locations import safe_defs
+from partition_assets_tests.support.published import Published, published_by
 from partition_assets_tests.support.records import recorded_backfill
 
 pytestmark = pytest.mark.slow
@@ -28,48 +23,6 @@ pytestmark = pytest.mark.slow
 DAY = ("2024-01-01", "2024-01-01")  # one day of the three tables: three nodes
 NEW_CONTENT = {safe_defs.FACTOR_ENV: "1.25"}
 STAGES = [stage.name for stage in PUBLISH_STAGES]
-
-
-@dataclass(frozen=True)
-class Published:
-    """What a publish of a backfill left, without what differs between two runs of it (ids, times)."""
-
-    contents: dict
-    versions: dict[str, int]
-    ledger: list[tuple]  # every row the backfill appended
-    releases: list[tuple]  # every release log record of the backfill
-    publish_runs: int
-    materialized: list[tuple[str, str | None]]  # (asset, partition) per materialization of its publish run
-    published_notifications: int
-
-
-def published_by(house: Lakehouse, bid: str) -> Published:
-    ledger = Ledger(ledger_uri(str(house.lake))).entries(bid)
-    log = read_log(str(house.lake)).rows
-    with house.instance() as instance:
-        runs = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: bid, PUBLISH_RUN_TAG: "true"}))
-        materialized = sorted(
-            (materialization.asset_key.to_user_string(), materialization.partition)
-            for run in runs
-            for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-            if (materialization := entry.asset_materialization) is not None
-        )
-    return Published(
-        contents=house.contents(),
-        versions=house.versions(),
-        ledger=sorted(
-            (row.asset, row.partition, row.status, row.rows, row.checksum, row.published_version, str(row.gate))
-            for row in ledger
-        ),
-        releases=sorted(
-            (row["sequence"] or 0, row["kind"], row["operation"], row["table"] or "", row["version"])
-            for row in log
-            if row["backfill_id"] == bid
-        ),
-        publish_runs=len(runs),
-        materialized=materialized,
-        published_notifications=house.events().count("published"),
-    )
 
 
 @pytest.fixture(scope="module")
