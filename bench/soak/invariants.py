@@ -10,7 +10,8 @@ stopped; each gives (held, a sentence saying what was checked or what broke):
   generation does not compute; and the readers saw both generations (they read across the publish);
 - records_agree: per table and partition of the backfill, the ledger says published at the
   version the backfill's release records, Delta's log holds that version with generation 2
-  on every day, and the ledger's run is the run of the instance's latest materialization;
+  on every day, and the instance's latest materialization names the ledger's run as the one
+  that staged it;
 - nothing_held: no lease on any table, no run of the instance left unfinished, no pool slot
   claimed, no coordinator announced;
 - faults_named: each fault that hit something is answered in the backfill's log (what the
@@ -37,15 +38,15 @@ NOT_ENDED = (
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 )
-# What the backfill's log must say after each kind of fault that hit (a regular expression):
-# the product's own line naming what it saw.
+# What the backfill's log (the output of the commands that drove it) says after each kind of
+# fault that hit something: the line of the product (or of Dagster) naming what it saw.
 NAMED_BY = {
     "coordinator": r"its coordinator was lost .* takes it over",
     "process_group": r"its coordinator was lost .* takes it over",
-    "fork_server": r"fork server",
-    "node_run": r"(its process died|process .* died|killed)",
+    "fork_server": r"its worker process died",
+    "node_run": r"its worker process died",
     "spark_server": r"Spark server .* is gone",
-    "postgres": r"(database|Postgres|connection)",
+    "postgres": r"Retrying failed database connection",
     "command_server": None,  # a served command outlives its server: nothing happens to the backfill
 }
 
@@ -164,8 +165,8 @@ def records_agree(evidence: Evidence) -> tuple[bool, str]:
             if version is None:
                 wrong.append(f"the release does not name {asset}")
                 continue
-            rows = DeltaTable(str(evidence.lake / asset), version=version).to_pyarrow_dataset().to_table(
-                use_threads=False
+            rows = (
+                DeltaTable(str(evidence.lake / asset), version=version).to_pyarrow_dataset().to_table(use_threads=False)
             )
             at_release = {row["ds"]: row["gen"] for row in rows.to_pylist()}
             for partition in _partitions(evidence, asset):
@@ -178,18 +179,32 @@ def records_agree(evidence: Evidence) -> tuple[bool, str]:
                 records = instance.fetch_materializations(
                     dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1
                 ).records
-                if not records or records[0].run_id != entry.run_id:
-                    wrong.append(f"{asset} {partition}: latest materialization {records and records[0].run_id}")
+                staged_by = _staged_by(records[0]) if records else None
+                if staged_by != entry.run_id:
+                    wrong.append(
+                        f"{asset} {partition}: latest materialization staged by {staged_by}, not {entry.run_id}"
+                    )
     if wrong:
         return False, f"{len(wrong)} disagreements, first {wrong[:3]}"
     return True, f"release {release.release_id} at {dict(release.versions)}; ledger, Delta logs and instance agree"
+
+
+def _staged_by(record) -> str | None:
+    """The node run the publish names in a materialization it recorded (dagster_events.py)."""
+    materialization = record.event_log_entry.asset_materialization
+    value = materialization.metadata.get("staged_by_run") if materialization else None
+    return None if value is None else str(value.value)
 
 
 def nothing_held(evidence: Evidence) -> tuple[bool, str]:
     from partition_assets.backfill.state.presence import live_coordinator
     from partition_assets.storage.leases import leases
 
-    held = [f"{asset}: {lease.holder}" for asset in soak_defs.stored_assets() for lease in leases(str(evidence.lake / asset))]
+    held = [
+        f"{asset}: {lease.holder}"
+        for asset in soak_defs.stored_assets()
+        for lease in leases(str(evidence.lake / asset))
+    ]
     with _instance(evidence) as instance:
         unfinished = [run.run_id for run in instance.get_runs(dg.RunsFilter(statuses=list(NOT_ENDED)))]
         coordinator = live_coordinator(instance, evidence.backfill_id)
@@ -206,17 +221,21 @@ def nothing_held(evidence: Evidence) -> tuple[bool, str]:
 
 
 def faults_named(evidence: Evidence) -> tuple[bool, str]:
+    """Per line of NAMED_BY, at least as many matches in the log as faults of its kinds hit
+    something (lines carry no time: a count, not a place), and every such fault recovered."""
     log = (evidence.root / "backfill.log").read_text() if (evidence.root / "backfill.log").exists() else ""
-    unnamed = []
-    for fault in evidence.injected:
-        pattern = NAMED_BY[fault.kind]
-        if fault.hit is None or pattern is None:
-            continue
-        if not re.search(pattern, log) or not fault.recovered_by:
-            unnamed.append(f"{fault.kind} at +{fault.at:.0f}s (recovered by {fault.recovered_by or 'nothing'})")
-    if unnamed:
-        return False, f"not named in the backfill's log, or not recovered: {unnamed}"
-    return True, f"{sum(1 for f in evidence.injected if f.hit)} faults hit, each named and recovered"
+    hit = [fault for fault in evidence.injected if fault.hit is not None]
+    problems = []
+    for pattern in {p for p in NAMED_BY.values() if p is not None}:
+        kinds = sorted(kind for kind, named in NAMED_BY.items() if named == pattern)
+        faults = [fault for fault in hit if fault.kind in kinds]
+        found = len(re.findall(pattern, log))
+        if found < len(faults):
+            problems.append(f"{'/'.join(kinds)}: {len(faults)} faults, {found} lines matching {pattern!r}")
+    problems += [f"{f.kind} at +{f.at:.0f}s not recovered" for f in hit if not f.recovered_by]
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"{len(hit)} faults hit, each named in the backfill's log and recovered"
 
 
 CHECKS = {

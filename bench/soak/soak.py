@@ -304,6 +304,9 @@ def _run_schedule(soak: Soak, backfill_id: str, schedule, target, rng, deadline:
     while soak.elapsed() < deadline:
         status = soak.status(backfill_id)
         if status == "published":
+            for fault in soak.injected:
+                if fault.hit is not None and not fault.recovered_by:
+                    fault.recovered_by.append("the product itself (no operator action)")
             for fault in pending:
                 soak.injected.append(Injected(fault.kind, soak.elapsed(), None, ["not injected: published already"]))
             return True
