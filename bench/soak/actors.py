@@ -25,7 +25,7 @@ from pathlib import Path
 # This checkout's package and bench modules, whatever the working directory.
 sys.path[:0] = [str(Path(__file__).resolve().parents[2])]
 
-from bench.soak.soak_defs import JOINED, expected_rows  # noqa: E402
+from bench.soak.soak_defs import JOINED, expected_rows
 
 PRODUCTION_PAUSE = 3.0
 READER_PAUSE = 0.2

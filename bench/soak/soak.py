@@ -48,10 +48,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO)]
 
-from bench.dag_shapes import START  # noqa: E402
-from bench.soak import faults as fault_kinds  # noqa: E402
-from bench.soak import soak_defs  # noqa: E402
-from bench.soak.invariants import Evidence, check_all  # noqa: E402
+from bench.dag_shapes import START
+from bench.soak import faults as fault_kinds
+from bench.soak import soak_defs
+from bench.soak.invariants import Evidence, check_all
 
 LOCATION = str(REPO / "bench/soak/soak_defs.py")
 ACTORS = str(REPO / "bench/soak/actors.py")

@@ -10,8 +10,8 @@ again at least every second; this module only runs it.
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 
