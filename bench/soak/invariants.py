@@ -46,7 +46,7 @@ NAMED_BY = {
     "fork_server": r"its worker process died",
     "node_run": r"its worker process died",
     "spark_server": r"Spark server .* is gone",
-    "postgres": r"Retrying failed database connection",
+    "postgres": r"(Retrying failed database connection|kept database connection was closed)",
     "command_server": None,  # a served command outlives its server: nothing happens to the backfill
 }
 
