@@ -145,14 +145,14 @@ class LocalConnectServer:
             SparkConnectServerError: The server did not start; or the one listening on `port` is
                 not this folder's (`foreign_server`), named with the ways out; nothing ran on it.
         """
-        if self.is_running():
-            return self._checked_ours()
+        if self.is_running() and self._ours_unless_gone():
+            return self.url
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with open(self.state_dir / f"spark-connect-{self.port}.lock", "w") as lock:
             # Several runs may start at once; only one of them launches the JVM.
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if self.is_running():
-                return self._checked_ours()  # a process that held the lock before started it
+            if self.is_running() and self._ours_unless_gone():
+                return self.url  # a process that held the lock before started it
             process = self._launch()
             self._wait_until_listening(process, timeout)
         return self.url
@@ -178,6 +178,16 @@ class LocalConnectServer:
             if recorded.get(what) != ours[what]:
                 return f"it was started from {what} {recorded.get(what)}, not this project's {ours[what]}"
         return None
+
+    def _ours_unless_gone(self) -> bool:
+        """True when the server listening on `port` is this folder's; False when it died since
+        it was seen listening (killed: nothing listens now), to be started again;
+        SparkConnectServerError when another one listens there."""
+        foreign = self.foreign_server()
+        if foreign is not None and not self.is_running():
+            return False
+        self._checked_ours()
+        return True
 
     def _checked_ours(self) -> str:
         foreign = self.foreign_server()
