@@ -45,7 +45,7 @@ NAMED_BY = {
     "process_group": r"its coordinator was lost .* takes it over",
     "fork_server": r"its worker process died",
     "node_run": r"its worker process died",
-    "spark_server": r"Spark server .* is gone",
+    "spark_server": r"Spark (Connect )?server .* is gone",
     "postgres": r"(Retrying failed database connection|kept database connection was closed)",
     "command_server": None,  # a served command outlives its server: nothing happens to the backfill
 }

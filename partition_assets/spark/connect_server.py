@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import secrets
 import signal
@@ -60,6 +61,7 @@ from partition_assets.spark.jvm_jar import driver_classpath_conf
 from partition_assets.spark.local_filesystem import local_filesystem_conf
 from partition_assets.spark.scheduler_pools import fair_scheduler_conf, preemption_conf
 
+_log = logging.getLogger(__name__)
 DEFAULT_PORT = 15002
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -153,6 +155,9 @@ class LocalConnectServer:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.is_running() and self._ours_unless_gone():
                 return self.url  # a process that held the lock before started it
+            gone = self.recorded_server()
+            if gone is not None:  # one was started here before: it died (killed, or its host restarted)
+                _log.warning("the Spark Connect server %s (pid %s) is gone: starting it again", self.url, gone.pid)
             process = self._launch()
             self._wait_until_listening(process, timeout)
         return self.url
