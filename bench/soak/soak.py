@@ -5,7 +5,7 @@ readers join two of them at one release (bench/soak/actors.py); then every invar
 (bench/soak/invariants.py), and a verdict.
 
 Usage: python bench/soak/soak.py [--seed 1] [--minutes 2] [--nodes 20] [--faults N]
-           [--interval-scale S] [--out bench/results/soak-<seed>.md] [--keep]
+           [--interval-scale S] [--out FILE] [--keep]
 (`make soak SEED=... MINUTES=... NODES=...`). A failure reproduces from its seed: the
 schedule is the seed's alone (where each fault lands in the backfill depends on the machine).
 
@@ -22,7 +22,7 @@ Steps:
    (a Postgres or Spark restart, a node run killed) -> nothing: the product recovers;
 5. once published and the faults done: production and readers stop, the invariants are
    checked, the report printed (seed, schedule, what each fault hit and what recovered it,
-   counts, verdict) and written to `--out`.
+   counts, verdict), and written to `--out` if given.
 
 Not guaranteed: the figures of a loaded machine; faults past the publish are not injected
 (listed as such).
@@ -366,7 +366,7 @@ def main() -> None:
     parser.add_argument(
         "--interval-scale", type=float, default=None, help="x 20-90 s between faults (default: 1, or 0.1 for <5 min)"
     )
-    parser.add_argument("--out", default=None, help="the report's file (default: bench/results/soak-<seed>.md)")
+    parser.add_argument("--out", default=None, help="also write the report to this file")
     parser.add_argument("--keep", action="store_true", help="keep the soak's folder (logs, lake, records)")
     args = parser.parse_args()
     scale = args.interval_scale if args.interval_scale is not None else (1.0 if args.minutes >= 5 else 0.1)
@@ -382,7 +382,8 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     report = "\n".join(lines)
-    Path(args.out or REPO / f"bench/results/soak-{args.seed}.md").write_text(report + "\n")
+    if args.out:
+        Path(args.out).write_text(report + "\n")
     print(report)
     sys.exit(0 if held else 1)
 
