@@ -45,7 +45,9 @@ NAMED_BY = {
     "process_group": r"its coordinator was lost .* takes it over",
     "fork_server": r"its worker process died",
     "node_run": r"its worker process died",
-    "spark_server": r"Spark (Connect )?server .* is gone",
+    # The coordinator's line once it is gone for good; the run that started it again; or the
+    # failed runs whose calls were on it.
+    "spark_server": r"(Spark (Connect )?server .* is gone|FAILED: SparkConnect\w*Exception)",
     "postgres": r"(Retrying failed database connection|kept database connection was closed)",
     "command_server": None,  # a served command outlives its server: nothing happens to the backfill
 }
@@ -221,9 +223,15 @@ def nothing_held(evidence: Evidence) -> tuple[bool, str]:
 
 
 def faults_named(evidence: Evidence) -> tuple[bool, str]:
-    """Per line of NAMED_BY, at least as many matches in the log as faults of its kinds hit
-    something (lines carry no time: a count, not a place), and every such fault recovered."""
+    """Per line of NAMED_BY, at least as many matches in the backfill's log (its commands' output
+    and its runs' captured stderr) as faults of its kinds hit something (lines carry no time:
+    a count, not a place), and every such fault recovered."""
     log = (evidence.root / "backfill.log").read_text() if (evidence.root / "backfill.log").exists() else ""
+    # And its node runs' captured output (the webserver's run view): a line a run logs, such as
+    # the local Spark server started again by the run that found it gone, is there.
+    log += "".join(
+        path.read_text(errors="replace") for path in (evidence.home / "storage").glob("*/compute_logs/*.err")
+    )
     hit = [fault for fault in evidence.injected if fault.hit is not None]
     problems = []
     for pattern in {p for p in NAMED_BY.values() if p is not None}:
