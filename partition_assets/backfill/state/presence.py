@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -240,7 +241,7 @@ class Announcement:
             if self._swap_from(current):
                 self._thread.start()
                 if presence is not None:  # a coordinator that never let go: say what this one takes over from
-                    _log.warning(_takeover(self._backfill_id, presence, action))
+                    _log.warning(_takeover(self._backfill_id, presence))
                 return
         raise CoordinatorLiveError(
             f"backfill {self._backfill_id}: other processes kept claiming it ({_CLAIM_ROUNDS} rounds): cannot "
@@ -294,12 +295,12 @@ def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: Backfil
         announcement.release()
 
 
-def _takeover(backfill_id: str, presence: Presence, action: BackfillCommand) -> str:
+def _takeover(backfill_id: str, presence: Presence) -> str:
     """The line a coordinator logs when it claims a backfill from one that died holding it."""
     why = "its process is gone (killed, or its host restarted)" if presence.process.is_gone() else "it fell silent"
     return (
         f"backfill {backfill_id}: its coordinator was lost ({presence.describe(time.time())}): {why}; "
-        f"this `{action}` takes it over"
+        f"this process (pid {os.getpid()}) takes it over"
     )
 
 
