@@ -334,6 +334,9 @@ def _recover(soak: Soak, backfill_id: str, status: str | None) -> None:
         return
     if soak.coordinator_live(backfill_id) is not False:
         return  # its coordinator runs on (a served command outlives its client), or the instance is unreachable
+    status = soak.status(backfill_id)  # again: a coordinator lets go once its status is final
+    if status is None or status == "published":
+        return
     code = soak.driver.returncode
     soak.drive("resume", backfill_id)
     _note(soak, last, f"`backfill resume` (the command before it exited {code}, status {status})")
