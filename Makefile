@@ -17,7 +17,7 @@ export PARTITION_ASSETS_LAKE ?= $(CURDIR)/.lake
 export PARTITION_ASSETS_STATE_DIR ?= $(CURDIR)/.state
 DAGSTER_PORT ?= 3000
 
-.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench bench-engine bench-isolation spark-start spark-stop clean browser postgres jvm-jar
+.PHONY: install dev test test-all test-unit test-integration test-e2e lint docs bench bench-engine bench-isolation soak spark-start spark-stop clean browser postgres jvm-jar
 
 install: $(VENV)/.installed
 
@@ -131,6 +131,16 @@ bench-isolation: install
 bench-engine: install postgres
 	$(PY) bench/engine_bench.py
 	$(PY) bench/generated_shapes_bench.py
+
+# The soak (issue 55, bench/soak/soak.py): a staged backfill under a seeded schedule of faults,
+# with production and release readers beside it, then every invariant and a verdict. A failure
+# reproduces from its seed: `make soak SEED=7 MINUTES=60 NODES=10000`. Not part of `make test`
+# (its short form is: partition_assets_tests/e2e/test_soak.py).
+SEED ?= 1
+MINUTES ?= 2
+NODES ?= 60
+soak: install postgres
+	$(PY) bench/soak/soak.py --seed $(SEED) --minutes $(MINUTES) --nodes $(NODES)
 
 bench: install postgres
 	$(PY) bench/cli_start.py

@@ -31,7 +31,7 @@ this file, and `Shape.describe` is printed with every result).
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -250,22 +250,50 @@ _MOTIF_BUILDERS: dict[str, Callable[[_Builder, str], None]] = {
 }
 
 
-def definitions(shape: Shape) -> dg.Definitions:
-    """The shape's assets: each sleeps its work once per partition its run covers, and stores nothing."""
+# What a node of an asset does: given the asset's shape and its run's context, its output (None: nothing stored).
+Body = Callable[[AssetShape, dg.AssetExecutionContext], object]
+
+
+def sleep_body(shape: AssetShape, context: dg.AssetExecutionContext) -> None:
+    """Simulated work: the asset's seconds once per partition its run covers; stores nothing."""
+    time.sleep(shape.seconds * len(context.partition_keys))
+
+
+def definitions(
+    shape: Shape,
+    bodies: Mapping[str, Body] | None = None,
+    resources: Mapping[str, object] | None = None,
+) -> dg.Definitions:
+    """The shape's assets: each runs `bodies[its name]` (default: `sleep_body`, storing
+    nothing) once per run; `resources` (an `io_manager` for the bodies' output, and those the
+    bodies read from their context) are required by every asset with a body of its own."""
+    bodies, resources = bodies or {}, dict(resources or {})
+    keys = set(resources) - {"io_manager"}
     with quiet_dagster_betas():  # backfill_policy is a beta parameter
-        return dg.Definitions(assets=[_asset(asset) for asset in shape.assets])
+        return dg.Definitions(
+            assets=[_asset(asset, bodies.get(asset.name, sleep_body), keys) for asset in shape.assets],
+            resources=resources,
+        )
 
 
-def _asset(shape: AssetShape) -> dg.AssetsDefinition:
-    deps = [dg.AssetDep(edge.parent, partition_mapping=edge.mapping()) for edge in shape.edges]
-
-    @dg.asset(
+def _asset(shape: AssetShape, run: Body, resource_keys: set[str]) -> dg.AssetsDefinition:
+    decorate = dg.asset(
         name=shape.name,
         partitions_def=PARTITIONS[shape.partitioning],
-        deps=deps,
+        deps=[dg.AssetDep(edge.parent, partition_mapping=edge.mapping()) for edge in shape.edges],
         backfill_policy=dg.BackfillPolicy.single_run() if shape.range_capable else None,
+        required_resource_keys=resource_keys if run is not sleep_body else None,
     )
-    def body(context: dg.AssetExecutionContext) -> None:
-        time.sleep(shape.seconds * len(context.partition_keys))  # simulated work, the same per partition
+    if run is sleep_body:  # `-> None`: Dagster hands nothing to an IO manager
 
-    return body
+        @decorate
+        def stores_nothing(context: dg.AssetExecutionContext) -> None:
+            sleep_body(shape, context)
+
+        return stores_nothing
+
+    @decorate
+    def stored(context: dg.AssetExecutionContext):
+        return run(shape, context)
+
+    return stored

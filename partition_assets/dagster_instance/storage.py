@@ -42,6 +42,7 @@ by the tests).
 
 import contextlib
 import functools
+import logging
 import os
 import sqlite3
 import sys
@@ -54,7 +55,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import yaml
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.pool import NullPool, QueuePool
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import NullPool, Pool, QueuePool
 from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
 from watchdog.observers import Observer
 
@@ -78,6 +80,7 @@ from partition_assets.dagster_internals import (
     touch_file,
 )
 
+_log = logging.getLogger(__name__)
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
 POOLED_CONNECTIONS = 4
 # How long a kept database server connection is reused before it is replaced (Dagster's
@@ -472,8 +475,31 @@ def keep_connections(instance: "DagsterInstance") -> None:
     Call it in the process that uses the instance, after the last fork that inherits it: a
     connection open before a fork would be shared by both processes (the engine calls it in
     its coordinator once its workers' fork server is started, and in each worker).
+    A kept connection the server closed meanwhile (Postgres restarted, or failed over) is
+    replaced when next checked out (`_ping_kept_connection`), never handed to a transaction,
+    which would fail with `server closed the connection unexpectedly`.
     Not guaranteed: one connection is kept per storage; a thread that needs one while another
-    holds it opens and closes an extra one, as before."""
+    holds it opens and closes an extra one, as before. A transaction under way when the server
+    goes fails."""
+    if not event.contains(Pool, "checkout", _ping_kept_connection):
+        event.listen(Pool, "checkout", _ping_kept_connection)
     instance.optimize_for_webserver(
         statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOLED_CONNECTIONS
     )
+
+
+def _ping_kept_connection(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """At each checkout of a pooled database server connection (not SQLite's: a file), a
+    `SELECT 1`; a connection that fails it is dropped and a new one opened, by SQLAlchemy's
+    pool on DisconnectionError (its documented pessimistic disconnect handling)."""
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        return
+    try:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SELECT 1")
+        finally:
+            cursor.close()
+    except Exception as error:  # the driver's own errors (psycopg2.OperationalError, InterfaceError)
+        _log.warning("a kept database connection was closed by the server (restarted?): connecting again")
+        raise DisconnectionError(f"a kept connection was closed by the server: {error}") from error

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import secrets
 import signal
@@ -60,6 +61,7 @@ from partition_assets.spark.jvm_jar import driver_classpath_conf
 from partition_assets.spark.local_filesystem import local_filesystem_conf
 from partition_assets.spark.scheduler_pools import fair_scheduler_conf, preemption_conf
 
+_log = logging.getLogger(__name__)
 DEFAULT_PORT = 15002
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -145,14 +147,17 @@ class LocalConnectServer:
             SparkConnectServerError: The server did not start; or the one listening on `port` is
                 not this folder's (`foreign_server`), named with the ways out; nothing ran on it.
         """
-        if self.is_running():
-            return self._checked_ours()
+        if self.is_running() and self._ours_unless_gone():
+            return self.url
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with open(self.state_dir / f"spark-connect-{self.port}.lock", "w") as lock:
             # Several runs may start at once; only one of them launches the JVM.
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if self.is_running():
-                return self._checked_ours()  # a process that held the lock before started it
+            if self.is_running() and self._ours_unless_gone():
+                return self.url  # a process that held the lock before started it
+            gone = self.recorded_server()
+            if gone is not None:  # one was started here before: it died (killed, or its host restarted)
+                _log.warning("the Spark Connect server %s (pid %s) is gone: starting it again", self.url, gone.pid)
             process = self._launch()
             self._wait_until_listening(process, timeout)
         return self.url
@@ -178,6 +183,16 @@ class LocalConnectServer:
             if recorded.get(what) != ours[what]:
                 return f"it was started from {what} {recorded.get(what)}, not this project's {ours[what]}"
         return None
+
+    def _ours_unless_gone(self) -> bool:
+        """True when the server listening on `port` is this folder's; False when it died since
+        it was seen listening (killed: nothing listens now), to be started again;
+        SparkConnectServerError when another one listens there."""
+        foreign = self.foreign_server()
+        if foreign is not None and not self.is_running():
+            return False
+        self._checked_ours()
+        return True
 
     def _checked_ours(self) -> str:
         foreign = self.foreign_server()

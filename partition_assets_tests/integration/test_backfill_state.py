@@ -6,6 +6,7 @@ one writing a record it read before another wrote it is refused;
 namespace of this host; and hosts noticing it at once take its backfill over exactly once (the opt-in takeover
 sensor)."""
 
+import os
 import re
 import socket
 from pathlib import Path
@@ -16,9 +17,10 @@ import pytest
 from partition_assets import SilentConsole, backfill_status, resume_backfill
 from partition_assets.automation import coordinator_takeover_sensor, sparse_backfill_job
 from partition_assets.backfill.dagster_ui.mirror import DagsterBackfillMirror
-from partition_assets.backfill.model import Approval, BackfillStatus
+from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus
 from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.run_config import COORDINATOR_OP
+from partition_assets.backfill.state.presence import coordinating
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.takeover_claims import claim_takeovers
@@ -296,3 +298,21 @@ def test_the_ui_backfill_page_of_a_backfill_whose_coordinator_died_says_so(home,
     assert dead.error is not None and dead.error.message.startswith("coordinator: silent (pid 4242 on another-host")
     assert "`partition-assets backfill resume dead1` takes it over" in dead.error.message
     assert live.error is None
+
+
+def test_a_coordinator_that_takes_over_a_lost_one_logs_what_it_took_over_from(home, monkeypatch, caplog):
+    """Issue 55: a resumed or taken-over backfill's log named no fault; the soak checks that each
+    one is named (bench/soak/invariants.py `faults_named`). A claim over a silent coordinator's
+    announcement says whose, and when it last beat; a claim over none says nothing."""
+    monkeypatch.setenv(TTL_ENV, "30")
+    with dg.DagsterInstance.get() as instance:
+        announce(instance, "dead1", seconds_ago=31)
+        with caplog.at_level("WARNING"), coordinating(instance, "dead1", BackfillCommand.RESUME):
+            pass
+        with caplog.at_level("WARNING"), coordinating(instance, "never1", BackfillCommand.RUN):
+            pass
+    (line,) = [record.getMessage() for record in caplog.records if "coordinator was lost" in record.getMessage()]
+    assert line == (
+        "backfill dead1: its coordinator was lost (pid 4242 on another-host, last heartbeat 31 s ago): "
+        f"it fell silent; this process (pid {os.getpid()}) takes it over"
+    ), line

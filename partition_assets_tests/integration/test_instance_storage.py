@@ -36,6 +36,7 @@ from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.instances import instance_env, open_instance
 from partition_assets_tests.support.polling import wait_for
+from partition_assets_tests.support.postgres import PostgresServer
 from partition_assets_tests.support.records import recorded_backfill, recorded_ids
 
 LOG_HELPERS = ("tail", "watch_orphans")
@@ -364,6 +365,21 @@ def test_a_postgres_instance_keeps_its_connections_once_told_and_sqlite_is_uncha
     with open_instance(instance_env(tmp_path / "sqlite")) as instance:
         keep_connections(instance)
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+
+
+def test_kept_connections_outlive_a_postgres_restart(tmp_path):
+    """Issue 55, found by the soak (bench/soak/, seed 2): after `pg_ctl stop -m immediate` and a
+    start, every node run in flight failed on its worker's kept connection (`server closed the
+    connection unexpectedly`), failing the backfill. A server of its own: the session's is shared."""
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        keep_connections(instance)
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
+        server.crash_and_restart()
+        assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
+        assert len(instance.get_runs()) == 2
 
 
 # Two backfills in one process, each on an instance opened anew (a notebook's cells, a

@@ -4,15 +4,18 @@ server (another state folder) or any other listener is refused and named before 
 on it; one that is not running is started before the first node, with its time said
 (backfill/running/spark_start.py)."""
 
+import os
 import re
 import socket
 import textwrap
+import threading
 
 import pytest
 
 from partition_assets.cli.main import main
 from partition_assets.errors import SparkConnectServerError
 from partition_assets.spark import LocalConnectServer
+from partition_assets.spark.resource import spark_conf_from_env
 from partition_assets_tests.support.cli_runs import run_cli
 from partition_assets_tests.support.webserver import free_port
 
@@ -45,6 +48,37 @@ def test_another_checkouts_server_on_the_port_is_refused_not_reused(spark_resour
     assert f"PARTITION_ASSETS_SPARK_REMOTE={ours.url}" in message and "nothing ran on it" in message
     assert not other_checkout.pid_path.exists()  # it started nothing
     assert ours.ensure_running() == ours.url  # and the session's server is untouched
+
+
+def test_a_server_that_dies_as_a_run_checks_it_is_started_again_not_taken_for_another(tmp_path):
+    """Issue 55, found by the soak (bench/soak/, seed 7): the Spark server killed between a node
+    run's look at its port (listening) and at its state files (its process gone) failed that
+    node with `port ... holds a Spark Connect server this project did not start`, naming ways
+    out for a foreign server that was not there. Here the port's listener closes once probed,
+    before the check reads the state folder: its identity file is a pipe, written only then."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    server = LocalConnectServer(
+        port=listener.getsockname()[1], driver_memory="1g", conf=spark_conf_from_env(), state_dir=tmp_path / "spark"
+    )
+    server.state_dir.mkdir()
+    os.mkfifo(server.identity_path)
+
+    def die_once_probed() -> None:
+        probe, _ = listener.accept()
+        listener.close()  # nothing listens on the port from now on
+        probe.recv(1)  # the probe closes first: no TIME_WAIT left on the port the server binds next
+        probe.close()
+        server.identity_path.write_text("{}")  # then the check reads it: no server recorded
+
+    dying = threading.Thread(target=die_once_probed, daemon=True)
+    dying.start()
+    try:
+        assert server.ensure_running() == server.url
+        assert server.foreign_server() is None  # a server of its own, started anew
+    finally:
+        server.stop()
 
 
 def test_a_listener_that_is_no_server_of_ours_is_refused_by_spark_start(tmp_path, monkeypatch, capsys):

@@ -78,6 +78,16 @@ class PostgresServer:
         if self._user is not None:
             os.chown(self.root, self._user.pw_uid, self._user.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C")
+        self._start_server()
+        return self
+
+    def crash_and_restart(self) -> None:
+        """`pg_ctl stop -m immediate` (as a crash: no checkpoint, every connection cut, recovery
+        from the WAL on the next start), then starts the server again on the same port and data."""
+        self._run("pg_ctl", "stop", "-w", "-m", "immediate", "-D", str(self.data))
+        self._start_server()
+
+    def _start_server(self) -> None:
         options = ["-h", "127.0.0.1", "-p", str(self.port), "-k", str(self.root)]
         options += [arg for name, value in _SERVER_SETTINGS.items() for arg in ("-c", f"{name}={value}")]
         try:
@@ -97,7 +107,6 @@ class PostgresServer:
         except subprocess.CalledProcessError as error:
             log = self.log.read_text() if self.log.exists() else "(no log)"
             raise RuntimeError(f"PostgreSQL did not start on 127.0.0.1:{self.port}; its log:\n{log}") from error
-        return self
 
     def create_database(self) -> str:
         """A new, empty database; returns its URL."""

@@ -308,6 +308,7 @@ UNVERSIONED_WRITERS = {
     "backfill/running/node_run_proofs.py": "a backfill's secret, one text: a change takes a new key",
     "backfill/commands/launching.py": "a note shown once per instance: any value means shown",
     "backfill/publishing/event_batches.py": "Dagster's own event log, in Dagster's format",
+    "dagster_instance/storage.py": "Dagster's run databases, copies of an empty one Dagster's own schema built",
     "storage/delta/commit.py": "the tables' data, in the Delta protocol",
     "storage/delta/rollback.py": "the tables' data, in the Delta protocol",
     "storage/parquet_table.py": "a Parquet table's data and schema file, read as Parquet",

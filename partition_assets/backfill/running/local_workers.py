@@ -29,11 +29,13 @@ last worker may be ready later than if every worker had loaded at once.
 """
 
 import gc
+import logging
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from multiprocessing.synchronize import Event as EventType
 from multiprocessing.synchronize import Semaphore as SemaphoreType
@@ -55,6 +57,8 @@ from partition_assets.processes.fork_server import fork_here, preload_of, runnin
 from partition_assets.processes.process_death import die_with_coordinator
 from partition_assets.run_tags import range_tags
 from partition_assets.spark.scheduler_pools import BACKFILL_POOL, POOL_ENV
+
+_log = logging.getLogger(__name__)
 
 _worker: dict = {}
 # What a worker adds to its niceness (PARTITION_ASSETS_BACKFILL_NICENESS overrides it; 0
@@ -117,21 +121,11 @@ class DagsterNodeRunner:
         self._loaded = self._context.Semaphore(0)  # released by each worker once it has loaded
         self._loaded_count = 0  # of those releases, taken by wait_until_loaded
         self._all_started = self._context.Event()  # set once the pool has started every worker
-        self._pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=self._context,
-            initializer=_load_worker,
-            initargs=(
-                target,
-                instance.get_ref(),
-                dict(os.environ),
-                os.getcwd(),
-                running_pid(),
-                self._context.Semaphore(loading_at_once(workers, os.cpu_count() or 1)),
-                self._loaded,
-                self._all_started,
-            ),
-        )
+        self._instance = instance
+        self._pool = self._new_pool()
+        self._in_flight: dict[Future, str] = {}  # each unit's future, with its run's id
+        self._lost: list[str] = []  # the runs whose worker died under them, not marked canceled yet
+        self._replacing = threading.Lock()
         # From a thread, as the first start waits for the fork server's imports.
         self._starter = threading.Thread(target=self._start_workers, name="start-workers", daemon=True)
         self._starter.start()
@@ -158,11 +152,70 @@ class DagsterNodeRunner:
         given `run_config` (None: the runner's own); the future gives a result per node of the unit."""
         run_id, tags = self._proofs.proved({**self._tags, **unit_tags})
         config = self._run_config if run_config is None else dict(run_config)
-        return self._pool.submit(_run_unit, unit.asset.to_user_string(), list(unit.partitions), tags, run_id, config)
+        with self._replacing:
+            if self._pool_broken():
+                self._replace_pool()
+            future = self._pool.submit(
+                _run_unit, unit.asset.to_user_string(), list(unit.partitions), tags, run_id, config
+            )
+            self._in_flight[future] = run_id
+        future.add_done_callback(self._settled)
+        return future
+
+    def _settled(self, future: Future) -> None:
+        """A unit's run ended, or its worker died under it (its run left for `_cancel_lost_runs`)."""
+        run_id = self._in_flight.pop(future)
+        if not future.cancelled() and isinstance(future.exception(), BrokenProcessPool):
+            self._lost.append(run_id)
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        """A pool of this runner's workers, forked from this process's fork server (started
+        again, importing the code location, if it died)."""
+        return ProcessPoolExecutor(
+            max_workers=self._workers,
+            mp_context=self._context,
+            initializer=_load_worker,
+            initargs=(
+                self._target,
+                self._instance.get_ref(),
+                dict(os.environ),
+                os.getcwd(),
+                running_pid(),
+                self._context.Semaphore(loading_at_once(self._workers, os.cpu_count() or 1)),
+                self._loaded,
+                self._all_started,
+            ),
+        )
+
+    def _pool_broken(self) -> bool:
+        """Whether a worker of the pool died (killed, or its fork server killed, which its workers
+        die with): concurrent.futures then fails every run the pool holds and refuses new ones."""
+        return bool(self._pool._broken)  # private: pinned by partition_assets_tests/integration/test_worker_death.py
+
+    def _replace_pool(self) -> None:
+        """A new pool in place of a broken one, once every worker of the old one is dead: the
+        pool failed its runs in flight before it stopped their workers (with SIGTERM, on which a
+        worker inside a Dagster run finishes its run), so a node run again before then could
+        run twice at once."""
+        self.terminate()
+        self._context.workers.clear()
+        self._cancel_lost_runs()
+        _log.warning("a backfill worker died: new workers start")
+        self._pool = self._new_pool()
+
+    def _cancel_lost_runs(self) -> None:
+        """Marks canceled the runs whose worker died under them (nobody will finish them), once
+        their workers are gone, as `resume` would: this coordinator runs on."""
+        lost, self._lost = self._lost, []
+        for run_id in lost:
+            run = self._instance.get_run_by_id(run_id)
+            if run is not None and not run.is_finished:
+                self._instance.report_run_canceled(run, message="its worker process died (killed?)")
 
     def close(self) -> None:
         self._starter.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._cancel_lost_runs()
 
     def terminate(self) -> None:
         """Kills this runner's workers, and with them its runs in flight; other child

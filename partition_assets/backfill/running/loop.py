@@ -10,8 +10,10 @@ again at least every second; this module only runs it.
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures.process import BrokenProcessPool
 
 import dagster as dg
 
@@ -27,6 +29,8 @@ Launch = Callable[[RunUnit], Future]
 
 # How often `should_stop` is asked while runs are in flight.
 STOP_POLL_SECONDS = 1.0
+# How often a unit runs again after its worker process died under it; then it fails.
+WORKER_LOSSES_PER_UNIT = 3
 
 
 def execute(
@@ -52,7 +56,9 @@ def execute(
     `policy_chunks` too, it runs in the chunks of its BackfillPolicy instead, as Dagster's
     backfill does (scheduling.py, rule 6).
     `on_result` sees every node's final result as its unit finishes: a range run that
-    failed is run again in halves first (scheduling.py, rule 4), and reports nothing itself. When `should_stop()`
+    failed is run again in halves first (scheduling.py, rule 4), and reports nothing itself.
+    A unit whose worker process died under it (killed, or its fork server killed) never
+    ended: it runs again, up to WORKER_LOSSES_PER_UNIT times, then fails. When `should_stop()`
     turns true, nothing more is launched and running units are left to the caller.
     Units launch only within `allowance()` (its pool caps apply to the assets' `pools`):
     while it allows nothing, the loop waits, its runs in flight finishing. `durations`:
@@ -60,6 +66,7 @@ def execute(
     """
     schedule = Schedule(graph, throttle, done, newest_first, batch_chains, pools, durations, policy_chunks)
     running: dict[Future, RunUnit] = {}
+    lost: Counter[RunUnit] = Counter()  # how often each unit's worker died under it
     while not schedule.is_done and not should_stop():
         for unit in schedule.next_units(allowance(), time.monotonic()):
             running[launch(unit)] = unit
@@ -69,6 +76,11 @@ def execute(
         finished, _ = wait(running, timeout=STOP_POLL_SECONDS, return_when=FIRST_COMPLETED)
         for future in finished:
             unit = running.pop(future)
+            if _worker_lost(future) and lost[unit] < WORKER_LOSSES_PER_UNIT:
+                lost[unit] += 1  # its run never ended: run it again, as `resume` would
+                _log.warning("%s: its worker process died (killed?): it runs again", _describe(unit))
+                running[launch(unit)] = unit
+                continue
             results = _results_of(future, unit)
             final = schedule.finish(unit, results)
             if len(final) < len(results):
@@ -81,6 +93,17 @@ def execute(
             for result in final:
                 on_result(result)
     return schedule.statuses()
+
+
+def _worker_lost(future: Future) -> bool:
+    """Whether the unit's process died under it (killed, or its fork server killed): its run
+    never ended, and the runner has other workers for it (local_workers.py)."""
+    return isinstance(future.exception(), BrokenProcessPool)
+
+
+def _describe(unit: RunUnit) -> str:
+    first, last = unit.partitions[0], unit.partitions[-1]
+    return f"{unit.asset.to_user_string()} {first}" + (f"..{last}" if last != first else "")
 
 
 def _results_of(future: Future, unit: RunUnit) -> list[NodeResult]:

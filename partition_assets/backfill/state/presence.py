@@ -40,6 +40,8 @@ is never proved dead: it is taken for dead once its beat is older than the TTL.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
 import time
 import uuid
@@ -56,6 +58,7 @@ from partition_assets.processes.identity import ProcessIdentity
 from partition_assets.state_formats import FORMAT_FIELD, PRESENCE_FORMAT, checked_format
 from partition_assets.storage.leases import lease_ttl
 
+_log = logging.getLogger(__name__)
 KEY_PREFIX = "partition_assets/coordinator"
 # A claim reads and swaps again when another claimant changed the announcement meanwhile;
 # each round someone won, so more rounds than this mean a store that is not changing.
@@ -237,6 +240,8 @@ class Announcement:
                 raise _refusal(self._backfill_id, presence, action)
             if self._swap_from(current):
                 self._thread.start()
+                if presence is not None:  # a coordinator that never let go: say what this one takes over from
+                    _log.warning(_takeover(self._backfill_id, presence))
                 return
         raise CoordinatorLiveError(
             f"backfill {self._backfill_id}: other processes kept claiming it ({_CLAIM_ROUNDS} rounds): cannot "
@@ -288,6 +293,15 @@ def coordinating(instance: dg.DagsterInstance, backfill_id: str, action: Backfil
         yield announcement
     finally:
         announcement.release()
+
+
+def _takeover(backfill_id: str, presence: Presence) -> str:
+    """The line a coordinator logs when it claims a backfill from one that died holding it."""
+    why = "its process is gone (killed, or its host restarted)" if presence.process.is_gone() else "it fell silent"
+    return (
+        f"backfill {backfill_id}: its coordinator was lost ({presence.describe(time.time())}): {why}; "
+        f"this process (pid {os.getpid()}) takes it over"
+    )
 
 
 def _parse(text: str | None, backfill_id: str) -> Presence | None:

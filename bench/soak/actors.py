@@ -1,0 +1,119 @@
+"""What runs beside the soak's backfill, each a process of its own, each until SIGTERM, each
+appending one JSON line per thing it did to the file it is given:
+
+- `production <out> <day>...`: every PRODUCTION_PAUSE seconds, a Dagster run (`dg.materialize`
+  on the instance of $DAGSTER_HOME, as a schedule's run would be) of the soak's daily Delta
+  tables `src0` and `total0` for the next of `day`s (outside the backfill's range), with
+  $SOAK_GENERATION=prod; a line per run: its day, whether it succeeded, its error;
+- `reader <out> <lake> <first day> <last day>`: in a loop, a library reader joining `src0`
+  and `total0` on the day at one release (`pinned_versions`, then `read_tables` at that pin's
+  release log version); a line per read: the versions pinned, the release, the generations
+  each table holds on the backfill's days, whether the join mixed generations (a release
+  half-seen), and the rows whose values are not the ones their generation computes.
+
+Not guaranteed: the cadence (a loaded machine reads less often); a reader's error (a table
+not released yet, the lake mid-vacuum) is recorded as such, not as an observation.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+# This checkout's package and bench modules, whatever the working directory.
+sys.path[:0] = [str(Path(__file__).resolve().parents[2])]
+
+from bench.soak.soak_defs import JOINED, expected_rows
+
+PRODUCTION_PAUSE = 3.0
+READER_PAUSE = 0.2
+_stopping = False
+
+
+def _stop(*_: object) -> None:
+    global _stopping
+    _stopping = True
+
+
+def _append(out: Path, record: dict) -> None:
+    with out.open("a") as file:
+        file.write(json.dumps({"t": time.time(), **record}) + "\n")
+
+
+def production(out: Path, days: list[str]) -> None:
+    import dagster as dg
+
+    from bench.soak.soak_defs import soak_definitions
+
+    defs = soak_definitions()
+    assets = [asset for asset in defs.assets or () if isinstance(asset, dg.AssetsDefinition)]
+    turn = 0
+    while not _stopping:
+        day = days[turn % len(days)]
+        turn += 1
+        try:
+            with dg.DagsterInstance.get() as instance:
+                result = dg.materialize(
+                    assets,
+                    selection=list(JOINED),
+                    partition_key=day,
+                    instance=instance,
+                    resources=dict(defs.resources or {}),
+                    raise_on_error=False,
+                )
+            _append(out, {"day": day, "ok": result.success, "error": None if result.success else _failure(result)})
+        except Exception as error:  # Postgres or Spark down: production's run fails; it tries again
+            _append(out, {"day": day, "ok": False, "error": f"{type(error).__name__}: {str(error)[:300]}"})
+        time.sleep(PRODUCTION_PAUSE)
+
+
+def _failure(result) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.step_failure_data is not None:
+            return event.step_failure_data.error.message.splitlines()[0][:300]
+    return "failed"
+
+
+def reader(out: Path, lake: str, first: str, last: str) -> None:
+    from partition_assets import pinned_versions, read_tables
+
+    while not _stopping:
+        try:
+            pin = pinned_versions(lake, JOINED)
+            frames = read_tables(lake, JOINED, log_version=pin.log_version)
+        except Exception as error:
+            _append(out, {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"})
+            time.sleep(READER_PAUSE)
+            continue
+        generations, wrong = {}, 0
+        for table, frame in frames.items():
+            rows = [row for row in frame.to_pylist() if first <= row["ds"] <= last]
+            generations[table] = sorted({row["gen"] for row in rows})
+            wrong += sum(1 for row in rows if [row] != expected_rows(table, row["ds"], row["gen"]))
+        mixed = len({gen for gens in generations.values() for gen in gens}) > 1
+        _append(
+            out,
+            {
+                "versions": dict(pin.versions),
+                "release": None if pin.release is None else pin.release.release_id,
+                "generations": generations,
+                "mixed": mixed,
+                "wrong_rows": wrong,
+            },
+        )
+        time.sleep(READER_PAUSE)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
+    role, target = sys.argv[1], Path(sys.argv[2])
+    try:
+        if role == "production":
+            production(target, sys.argv[3:])
+        else:
+            reader(target, *sys.argv[3:6])
+    except KeyboardInterrupt:  # Dagster's run turns SIGTERM into an interrupt while it runs
+        pass
+    os._exit(0)  # a threaded delta-rs or Spark client must not hold the exit (see backfill/state/ledger.py)
