@@ -56,6 +56,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import dagster as dg
 from sqlalchemy import (
@@ -65,6 +66,7 @@ from sqlalchemy import (
     Float,
     Integer,
     MetaData,
+    Row,
     Table,
     Text,
     inspect,
@@ -84,6 +86,7 @@ PAGE = 10_000  # materialization events read per query and written per transacti
 DATA_VERSION_TAG = "dagster/data_version"  # Dagster's tags of a materialization (pinned by the tests)
 INPUT_DATA_VERSION_TAG_PREFIX = "dagster/input_data_version/"
 _CURSOR_NAME = "materializations"
+_Found = TypeVar("_Found")
 _BUILD = -1  # the cursor of an index that has read nothing
 
 _metadata = MetaData()
@@ -167,17 +170,40 @@ def latest_provenance(
     Raises:
         ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
     """
+    return _read_or_rebuild(instance, keys, _rows, progress)
+
+
+def materialized_partitions(
+    instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], progress: Callable[[str], None] = _to_stderr
+) -> dict[dg.AssetKey, set[str]]:
+    """Per asset of `keys`, the partitions that hold a materialization, as `latest_provenance`
+    lists them (the index updated first, rows older than the asset's last wipe left out), read
+    as their keys alone: no row is read whole, no Provenance built (what `--catch-up` needs).
+
+    Raises:
+        ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
+    """
+    return _read_or_rebuild(instance, keys, _partitions, progress)
+
+
+def _read_or_rebuild(
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    read: Callable[[SqlEventLogStorage, list[dg.AssetKey], Mapping[str, float]], _Found],
+    progress: Callable[[str], None],
+) -> _Found:
+    """What `read` finds of `keys` in the index, updated first; built again from the event log,
+    then read again, when a row is not of the format."""
     update_index(instance, progress)
     wanted = list(keys)
     shown_after = _shown_after(instance, wanted)
     storage = sql_event_log(instance)
     try:
-        found = _rows(storage, wanted, shown_after)
+        return read(storage, wanted, shown_after)
     except (ValueError, TypeError) as why:  # a row not of the format
         progress(f"provenance index: a row cannot be read ({why}); building it again from the event log")
         rebuild_index(instance, progress)
-        found = _rows(storage, wanted, shown_after)
-    return found
+        return read(storage, wanted, shown_after)
 
 
 def with_run_commits(
@@ -434,26 +460,46 @@ def _rows(
         ValueError, TypeError: A row is not of the format."""
     by_name = {key.to_string(): key for key in keys}
     found: dict[dg.AssetKey, dict[str, Provenance]] = {key: {} for key in keys}
-    names = sorted(name for name in by_name if name in shown_after)
-    with _transaction(storage) as connection:
-        for start in range(0, len(names), 500):  # SQLite caps a statement's variables
-            chunk = names[start : start + 500]
-            for row in connection.execute(select(PROVENANCE).where(PROVENANCE.c.asset_key.in_(chunk))):
-                if row.timestamp <= shown_after[row.asset_key]:
-                    continue
-                inputs = json.loads(row.input_data_versions)
-                if not isinstance(row.storage_id, int) or not isinstance(inputs, dict):
-                    raise TypeError(f"the row of {row.asset_key} {row.partition!r} is not of the format")
-                found[by_name[row.asset_key]][row.partition] = Provenance(
-                    storage_id=row.storage_id,
-                    timestamp=float(row.timestamp),
-                    run_id=row.run_id,
-                    code_version=row.code_version,
-                    git_sha=row.git_sha,
-                    data_version=row.data_version,
-                    input_data_versions=inputs,
-                )
+    for row in _shown_rows(storage, [PROVENANCE], by_name, shown_after):
+        inputs = json.loads(row.input_data_versions)
+        if not isinstance(row.storage_id, int) or not isinstance(inputs, dict):
+            raise TypeError(f"the row of {row.asset_key} {row.partition!r} is not of the format")
+        found[by_name[row.asset_key]][row.partition] = Provenance(
+            storage_id=row.storage_id,
+            timestamp=float(row.timestamp),
+            run_id=row.run_id,
+            code_version=row.code_version,
+            git_sha=row.git_sha,
+            data_version=row.data_version,
+            input_data_versions=inputs,
+        )
     return found
+
+
+def _partitions(
+    storage: SqlEventLogStorage, keys: list[dg.AssetKey], shown_after: Mapping[str, float]
+) -> dict[dg.AssetKey, set[str]]:
+    """The partitions of `keys` that have a row, those of each asset's events Dagster shows alone."""
+    by_name = {key.to_string(): key for key in keys}
+    found: dict[dg.AssetKey, set[str]] = {key: set() for key in keys}
+    columns = [PROVENANCE.c.asset_key, PROVENANCE.c.partition, PROVENANCE.c.timestamp]
+    for row in _shown_rows(storage, columns, by_name, shown_after):
+        found[by_name[row.asset_key]].add(row.partition)
+    return found
+
+
+def _shown_rows(
+    storage: SqlEventLogStorage, columns: list, names: Iterable[str], shown_after: Mapping[str, float]
+) -> Iterator[Row]:
+    """`columns` of the rows of the assets `names` (AssetKey.to_string()), those of each asset's
+    events Dagster shows (`_shown_after`) alone."""
+    listed = sorted(name for name in names if name in shown_after)
+    with _transaction(storage) as connection:
+        for start in range(0, len(listed), 500):  # SQLite caps a statement's variables
+            chunk = listed[start : start + 500]
+            for row in connection.execute(select(*columns).where(PROVENANCE.c.asset_key.in_(chunk))):
+                if row.timestamp > shown_after[row.asset_key]:
+                    yield row
 
 
 def main(argv: list[str] | None = None) -> int:

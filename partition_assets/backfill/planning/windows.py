@@ -24,6 +24,10 @@ import numpy as np
 
 from partition_assets.backfill.planning.spec import TimeRange
 
+# Zones without daylight saving time, and schedules whose windows all last the same there.
+_FIXED_OFFSET_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
+_EVEN_SCHEDULES = frozenset({"HOURLY", "DAILY", "WEEKLY"})
+
 
 class WindowCache:
     """Partition keys and window boundaries (epoch seconds), computed once per definition."""
@@ -49,11 +53,7 @@ class WindowCache:
     ) -> tuple[np.ndarray, np.ndarray]:
         cache_key = (partitions_def, tuple(keys))
         if cache_key not in self._bounds:
-            windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
-            self._bounds[cache_key] = (
-                np.array([w.start.timestamp() for w in windows], dtype=np.float64),
-                np.array([w.end.timestamp() for w in windows], dtype=np.float64),
-            )
+            self._bounds[cache_key] = _regular_bounds(partitions_def, keys) or _parsed_bounds(partitions_def, keys)
         return self._bounds[cache_key]
 
     def gaps(self, partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> frozenset[int]:
@@ -87,6 +87,42 @@ class WindowCache:
                 positions = np.array([index_of[key] for key in keys], dtype=np.int64)
             self._padded[cache_key] = (*self.bounds(partitions_def, padded), positions)
         return self._padded[cache_key]
+
+
+def _parsed_bounds(partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The windows of `keys` (in partition order) as Dagster computes them: each key parsed."""
+    windows = partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False)
+    return (
+        np.array([w.start.timestamp() for w in windows], dtype=np.float64),
+        np.array([w.end.timestamp() for w in windows], dtype=np.float64),
+    )
+
+
+def _regular_bounds(
+    partitions_def: dg.TimeWindowPartitionsDefinition, keys: list[str]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The windows of `keys` (in partition order, as every key list planning builds) from the
+    first and the last key alone, when every window between lasts the same: an hourly, daily
+    or weekly schedule in UTC without exclusions, and keys that span exactly as many windows as
+    they are (none missing between). None otherwise: `_parsed_bounds` then parses each key
+    (12 years of hours: 105,000 keys, most of a plan's time)."""
+    if (
+        len(keys) < 2
+        or partitions_def.exclusions
+        or partitions_def.timezone not in _FIXED_OFFSET_ZONES
+        or getattr(partitions_def.schedule_type, "name", None) not in _EVEN_SCHEDULES
+    ):
+        return None
+    first = partitions_def.time_window_for_partition_key(keys[0])
+    last = partitions_def.time_window_for_partition_key(keys[-1])
+    start, length = first.start.timestamp(), first.end.timestamp() - first.start.timestamp()
+    if (
+        last.start.timestamp() - start != length * (len(keys) - 1)
+        or last.end.timestamp() - last.start.timestamp() != length
+    ):
+        return None
+    starts = start + length * np.arange(len(keys), dtype=np.float64)
+    return starts, starts + length
 
 
 def padding_of(mappings: Iterable[dg.PartitionMapping]) -> int:
