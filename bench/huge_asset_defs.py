@@ -46,6 +46,15 @@ def missing_days(years: int) -> list[date]:
     return [day for n, day in enumerate(all_days(years)) if (n // GAP_DAYS) % 100 == 50]
 
 
+def history(years: int) -> list[tuple[dg.AssetKey, str, str]]:
+    """(asset, partition, commit) of every partition of both assets but those of the missing
+    days: what the bench and its test write as materializations (history_selection_bench.write_events)."""
+    gone = set(missing_days(years))
+    kept = [day for day in all_days(years) if day not in gone]
+    hours = [f"{day}-{hour:02d}:00" for day in kept for hour in range(24)]
+    return [(dg.AssetKey("hours"), h, "seed") for h in hours] + [(dg.AssetKey("days"), str(d), "seed") for d in kept]
+
+
 def definitions(years: int) -> dg.Definitions:
     start, end = first_day(years), end_day()
     hours_def = hourly(f"{start}-00:00", end=f"{end}-00:00")
