@@ -2,8 +2,6 @@
 location, the instance's dynamic partitions and, for `produced_by`/`stale`, its history),
 and which of its nodes are current (what a catch-up backfill leaves alone)."""
 
-from collections.abc import Container
-
 import dagster as dg
 
 from partition_assets.backfill.model import Node
@@ -13,7 +11,7 @@ from partition_assets.backfill.planning.node_run_config import check_run_config
 from partition_assets.backfill.planning.policy_runs import check_batching
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
 from partition_assets.code_location import load_definitions
-from partition_assets.dagster_instance.partition_status import partition_status
+from partition_assets.dagster_instance.partition_status import failed_partitions
 from partition_assets.dagster_instance.provenance_index import materialized_partitions
 
 
@@ -40,7 +38,8 @@ def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.Dagster
 
 def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
     """The graph's nodes that hold a materialization whose latest run did not fail since:
-    what catch-up leaves alone (Dagster's partition status, as the UI colours it)."""
+    what catch-up leaves alone (Dagster's partition status, as the UI colours it, read as its
+    subsets: dagster_instance/partition_status.py)."""
     failed = {
         Node(key, partition)
         for key, asset_slice in graph.slices.items()
@@ -48,15 +47,6 @@ def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Nod
         for partition in failed_partitions(instance, key, asset_slice.partitions_def, asset_slice.index_of)
     }
     return materialized_nodes(graph, instance) - failed
-
-
-def failed_partitions(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partitions_def: dg.PartitionsDefinition, keys: Container[str]
-) -> set[str]:
-    """Partitions of `keys` whose latest run failed to materialize them: read from Dagster's
-    failed subset (partition_status.py), so that it costs what the failed partitions do."""
-    status = partition_status(instance, key, partitions_def)
-    return status.failed_keys(keys) if status is not None else set()
 
 
 def materialized_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
