@@ -10,6 +10,7 @@ import pytest
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.spec import TimeRange
+from partition_assets.backfill.planning.windows import WindowCache
 from partition_assets.errors import BackfillPlanError
 from partition_assets.example import defs as example_defs
 from partition_assets.partitions import (
@@ -367,3 +368,27 @@ def test_downstream_adds_exactly_the_nodes_the_range_reaches():
     assert graph.slices[dg.AssetKey("running")].partition_keys[-1] == "2024-01-31"  # to the last day
     assert dg.AssetKey("unrelated") not in graph.slices
     assert_edges_match(asset_graph, graph)
+
+
+@pytest.mark.parametrize(
+    "partitions_def",
+    [
+        dg.HourlyPartitionsDefinition("2023-12-30-00:00", end_date="2024-01-04-00:00"),
+        dg.HourlyPartitionsDefinition("2023-12-30-00:00", minute_offset=15, end_date="2024-01-04-00:00"),
+        dg.DailyPartitionsDefinition("2023-12-01", hour_offset=5, end_date="2024-02-01"),
+        dg.WeeklyPartitionsDefinition("2023-11-06", end_date="2024-03-04"),
+        dg.DailyPartitionsDefinition("2024-03-01", timezone="Europe/Paris", end_date="2024-04-15"),  # DST
+        dg.MonthlyPartitionsDefinition("2023-01-01", end_date="2024-12-01"),  # uneven windows
+        dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-20", exclusions=["0 0 * * 6"]),  # Saturdays
+    ],
+)
+def test_window_bounds_are_dagster_s_windows_of_the_keys_for_every_key_list_planning_builds(partitions_def):
+    """windows.py computes an even schedule's bounds from its first and last key: they equal
+    Dagster's windows of the keys, for the whole list, a contiguous part, two keys, one key and
+    keys with a gap (explicit keys), in UTC and not, even and not."""
+    keys = list(partitions_def.get_partition_keys())
+    for chosen in (keys, keys[3:-2], keys[1:3], keys[:1], keys[:4] + keys[5:9]):
+        starts, ends = WindowCache(padding=0).bounds(partitions_def, chosen)
+        windows = partitions_def.time_windows_for_partition_keys(frozenset(chosen), validate=False)
+        assert list(starts) == [w.start.timestamp() for w in windows], chosen
+        assert list(ends) == [w.end.timestamp() for w in windows], chosen
