@@ -308,9 +308,9 @@ def by_asset(nodes: Iterable[Node]) -> dict[str, list[str]]:
 
 
 def nodes_of(grouped: Mapping[str, Sequence[str]]) -> list[Node]:
-    """The nodes a record keeps as asset -> partitions (`by_asset`)."""
-    return [
-        Node(dg.AssetKey.from_user_string(asset), partition)
-        for asset, partitions in grouped.items()
-        for partition in partitions
-    ]
+    """The nodes a record keeps as asset -> partitions (`by_asset`); each asset's key parsed once."""
+    nodes: list[Node] = []
+    for asset, partitions in grouped.items():
+        key = dg.AssetKey.from_user_string(asset)
+        nodes.extend(Node(key, partition) for partition in partitions)
+    return nodes
