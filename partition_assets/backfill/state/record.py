@@ -224,6 +224,8 @@ def with_nodes_settled_without_run(graph: BackfillGraph, states: dict[Node, Node
     blocked one as blocked, else of a skipped one as skipped: the coordinator settled it
     without a run, a failure winning over a skip (running/scheduling.py, running/skips.py)."""
     shown = dict(states)
+    if not {NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.SKIPPED} & set(states.values()):
+        return shown  # no node settles without a run: no pass over the whole graph
     for node in graph.nodes():  # parents before their children
         if node in shown:
             continue
