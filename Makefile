@@ -147,6 +147,7 @@ bench: install postgres
 	$(PY) bench/plan_bench.py
 	$(PY) bench/history_selection_bench.py
 	$(PY) bench/scale_bench.py
+	$(PY) bench/huge_asset_bench.py
 	$(PY) bench/publish_real.py
 	$(PY) bench/engine_bench.py
 	$(PY) bench/generated_shapes_bench.py

@@ -11,7 +11,8 @@ serialized errors, cron arithmetic, the body of `execute_in_process` (a worker r
 asset's in-process job built once: backfill/running/asset_runs.py), `replace` on a record,
 the SQL event log's batch write and asset event data, planned materializations included
 (backfill/publishing/event_batches.py),
-where Dagster's migration scripts live (dagster_instance/migrations.py reads them once per process).
+where Dagster's migration scripts live (dagster_instance/migrations.py reads them once per process),
+its asset status cache read as subsets (dagster_instance/partition_status.py).
 Every private name the library imports is imported here and nowhere else. Two private
 modules are named as strings instead, where a module name is what counts:
 `dagster._daemon.backfill` (instance/engine_instance.py compares its callers' module with
@@ -55,6 +56,10 @@ from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.legacy_storage import LegacyRunStorage
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
+from dagster._core.storage.partition_status_cache import (
+    AssetStatusCacheValue,
+    get_and_update_asset_status_cache_value,
+)
 from dagster._core.storage.runs.schema import BulkActionsTable, KeyValueStoreTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
@@ -78,6 +83,7 @@ __all__ = [
     "AssetKeyPartitionKey",
     "AssetMaterializationPlannedData",
     "AssetObservationData",
+    "AssetStatusCacheValue",
     "BaseAssetGraph",
     "BaseAssetNode",
     "BulkActionStatus",
@@ -116,6 +122,7 @@ __all__ = [
     "core_execute_in_process",
     "deserialize_value",
     "ensure_file",
+    "get_and_update_asset_status_cache_value",
     "is_valid_cron_string",
     "merge_run_tags",
     "pack_value",

@@ -54,7 +54,8 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
+from functools import partial
+from typing import NamedTuple, TypeVar
 
 import dagster as dg
 from sqlalchemy import (
@@ -64,6 +65,7 @@ from sqlalchemy import (
     Float,
     Integer,
     MetaData,
+    Row,
     Table,
     Text,
     inspect,
@@ -83,6 +85,7 @@ PAGE = 10_000  # materialization events read per query and written per transacti
 DATA_VERSION_TAG = "dagster/data_version"  # Dagster's tags of a materialization (pinned by the tests)
 INPUT_DATA_VERSION_TAG_PREFIX = "dagster/input_data_version/"
 _CURSOR_NAME = "materializations"
+_Found = TypeVar("_Found")
 _BUILD = -1  # the cursor of an index that has read nothing
 
 _metadata = MetaData()
@@ -173,17 +176,40 @@ def latest_provenance(
     Raises:
         ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
     """
+    return _read_or_rebuild(instance, keys, partial(_rows, with_inputs=with_inputs), progress)
+
+
+def materialized_partitions(
+    instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], progress: Callable[[str], None] = _to_stderr
+) -> dict[dg.AssetKey, set[str]]:
+    """Per asset of `keys`, the partitions that hold a materialization, as `latest_provenance`
+    lists them (the index updated first, rows older than the asset's last wipe left out), read
+    as their keys alone: no row is read whole, no Provenance built (what `--catch-up` needs).
+
+    Raises:
+        ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
+    """
+    return _read_or_rebuild(instance, keys, _partitions, progress)
+
+
+def _read_or_rebuild(
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    read: Callable[[SqlEventLogStorage, list[dg.AssetKey], Mapping[str, float]], _Found],
+    progress: Callable[[str], None],
+) -> _Found:
+    """What `read` finds of `keys` in the index, updated first; built again from the event log,
+    then read again, when a row is not of the format."""
     update_index(instance, progress)
     wanted = list(keys)
     shown_after = _shown_after(instance, wanted)
     storage = sql_event_log(instance)
     try:
-        found = _rows(storage, wanted, shown_after, with_inputs)
+        return read(storage, wanted, shown_after)
     except (ValueError, TypeError) as why:  # a row not of the format
         progress(f"provenance index: a row cannot be read ({why}); building it again from the event log")
         rebuild_index(instance, progress)
-        found = _rows(storage, wanted, shown_after, with_inputs)
-    return found
+        return read(storage, wanted, shown_after)
 
 
 def with_run_commits(
@@ -443,22 +469,40 @@ def _rows(
         ValueError, TypeError: A row is not of the format."""
     by_name = {key.to_string(): key for key in keys}
     found: dict[dg.AssetKey, dict[str, Provenance]] = {key: {} for key in keys}
-    names = sorted(name for name in by_name if name in shown_after)
     read = Provenance._fields if with_inputs else Provenance._fields[:-1]
     columns = [PROVENANCE.c[name] for name in ("asset_key", "partition", *read)]
-    with _transaction(storage) as connection:
-        for start in range(0, len(names), 500):  # SQLite caps a statement's variables
-            chunk = names[start : start + 500]
-            for asset_key, partition, *fields in connection.execute(
-                select(*columns).where(PROVENANCE.c.asset_key.in_(chunk))
-            ).tuples():
-                if fields[1] <= shown_after[asset_key]:  # its timestamp: before the asset's last wipe
-                    continue
-                inputs = json.loads(fields.pop()) if with_inputs else None
-                if not isinstance(fields[0], int) or not (inputs is None or isinstance(inputs, dict)):
-                    raise TypeError(f"the row of {asset_key} {partition!r} is not of the format")
-                found[by_name[asset_key]][partition] = Provenance._make((*fields, inputs))
+    for asset_key, partition, *fields in _shown_rows(storage, columns, by_name, shown_after):
+        inputs = json.loads(fields.pop()) if with_inputs else None
+        if not isinstance(fields[0], int) or not (inputs is None or isinstance(inputs, dict)):
+            raise TypeError(f"the row of {asset_key} {partition!r} is not of the format")
+        found[by_name[asset_key]][partition] = Provenance._make((*fields, inputs))
     return found
+
+
+def _partitions(
+    storage: SqlEventLogStorage, keys: list[dg.AssetKey], shown_after: Mapping[str, float]
+) -> dict[dg.AssetKey, set[str]]:
+    """The partitions of `keys` that have a row, those of each asset's events Dagster shows alone."""
+    by_name = {key.to_string(): key for key in keys}
+    found: dict[dg.AssetKey, set[str]] = {key: set() for key in keys}
+    columns = [PROVENANCE.c.asset_key, PROVENANCE.c.partition, PROVENANCE.c.timestamp]
+    for row in _shown_rows(storage, columns, by_name, shown_after):
+        found[by_name[row.asset_key]].add(row.partition)
+    return found
+
+
+def _shown_rows(
+    storage: SqlEventLogStorage, columns: list, names: Iterable[str], shown_after: Mapping[str, float]
+) -> Iterator[Row]:
+    """`columns` of the rows of the assets `names` (AssetKey.to_string()), those of each asset's
+    events Dagster shows (`_shown_after`) alone."""
+    listed = sorted(name for name in names if name in shown_after)
+    with _transaction(storage) as connection:
+        for start in range(0, len(listed), 500):  # SQLite caps a statement's variables
+            chunk = listed[start : start + 500]
+            for row in connection.execute(select(*columns).where(PROVENANCE.c.asset_key.in_(chunk))):
+                if row.timestamp > shown_after[row.asset_key]:
+                    yield row
 
 
 def main(argv: list[str] | None = None) -> int:

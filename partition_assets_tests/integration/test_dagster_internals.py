@@ -51,6 +51,7 @@ from partition_assets.dagster_instance import migrations, provenance_index
 from partition_assets.dagster_instance.daemon_filter import BACKFILL_DAEMON_MODULE
 from partition_assets.dagster_instance.key_values import sql_run_storage
 from partition_assets.dagster_instance.migrations import remember_dagster_migrations
+from partition_assets.dagster_instance.partition_status import failed_partitions
 from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_instance.storage import instance_storage_defaults
 from partition_assets.dagster_internals import (
@@ -62,6 +63,7 @@ from partition_assets.dagster_internals import (
     AssetKeyPartitionKey,
     AssetMaterializationPlannedData,
     AssetObservationData,
+    AssetStatusCacheValue,
     BaseAssetGraph,
     BaseAssetNode,
     BulkActionsFilter,
@@ -98,6 +100,7 @@ from partition_assets.dagster_internals import (
     core_execute_in_process,
     deserialize_value,
     ensure_file,
+    get_and_update_asset_status_cache_value,
     is_valid_cron_string,
     merge_run_tags,
     pack_value,
@@ -369,6 +372,32 @@ def test_partitions_planned_by_a_failed_run_read_failed_until_materialized(home,
                 days[0]: dg.AssetPartitionStatus.MATERIALIZED,
                 days[1]: dg.AssetPartitionStatus.FAILED,
             }
+
+
+@pins("AssetStatusCacheValue", "get_and_update_asset_status_cache_value")
+def test_the_failed_partitions_read_from_dagster_s_status_subsets_are_those_it_calls_failed(home):
+    """dagster_instance/partition_status.py (what --catch-up runs again although materialized):
+    Dagster's status cache read as its failed and in-progress subsets names, of the partitions
+    asked, those `get_status_by_partition` calls FAILED: planned by a failed run, materialized
+    before it or never; an asset Dagster keeps no status for has none."""
+    days = [f"2024-01-0{n}" for n in range(1, 6)]
+    key, partitions_def = dg.AssetKey("a"), dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-06")
+    with dg.DagsterInstance.get() as instance:
+        made = [dg.AssetMaterialization(key, partition=day) for day in days[:2]]
+        dagster_events.run_reporting(instance, made, {}, "partition_assets_x")
+        planned = [AssetMaterializationPlannedData(key, partition=day) for day in days[1:4]]
+        dagster_events.run_reporting(instance, planned, {}, "partition_assets_plan", failure="blocked")
+        status = instance.get_status_by_partition(key, days, partitions_def)
+        called_failed = {day for day, state in status.items() if state == dg.AssetPartitionStatus.FAILED}
+
+        assert called_failed == set(days[1:4])
+        assert failed_partitions(instance, key, partitions_def, days) == called_failed
+        assert failed_partitions(instance, key, partitions_def, days[2:]) == {days[2], days[3]}
+        assert failed_partitions(instance, dg.AssetKey("never"), partitions_def, days) == set()
+        cached = get_and_update_asset_status_cache_value(instance, key, partitions_def)
+        assert isinstance(cached, AssetStatusCacheValue)
+        assert set(cached.deserialize_failed_partition_subsets(partitions_def).get_partition_keys()) == called_failed
+        assert not cached.deserialize_in_progress_partition_subsets(partitions_def).get_partition_keys()
 
 
 @pins("SqlEventLogStorage", "SqlEventLogStorageTable")

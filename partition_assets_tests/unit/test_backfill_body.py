@@ -9,8 +9,9 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
-from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
+from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, graph_subset, subset_of
 from partition_assets.backfill.model import Node
+from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.dagster_internals import (
     AssetGraphSubset,
     AssetKeyPartitionKey,
@@ -147,3 +148,32 @@ def test_the_mirror_s_conversion_holds_what_dagster_s_does_one_object_for_equal_
             grown = PartitionSubsets()
             grown.of(partitions_def, first)
             assert grown.of(partitions_def, frozenset(partitions), grown_from=first) == converted
+
+
+WEEKDAYS = dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-02-01", exclusions=["0 0 * * 6", "0 0 * * 0"])
+PARIS_HOURS = dg.HourlyPartitionsDefinition("2024-03-30-00:00", timezone="Europe/Paris", end_date="2024-04-02-00:00")
+
+
+@pytest.mark.parametrize("partitions_def", [HOURLY, DAILY, WEEKDAYS, PARIS_HOURS])
+def test_a_slice_s_keys_converted_from_its_windows_hold_what_dagster_s_conversion_does(partitions_def):
+    """conversion.py converts a time-partitioned asset's keys from its slice's windows (no key
+    parsed): the same subset as Dagster's, for the whole slice, runs with gaps, one key and none,
+    across excluded days and a daylight saving change; the whole graph as `subset_of` has it."""
+
+    @dg.asset(partitions_def=partitions_def)
+    def timed() -> None: ...
+
+    asset_graph = dg.Definitions(assets=[timed, report]).resolve_asset_graph()
+    keys = list(partitions_def.get_partition_keys())
+    graph = build_graph(asset_graph, {timed.key, report.key}, explicit_keys=keys[:5] + keys[7:])
+    asset_slice = graph.slices[timed.key]
+    for chosen in (
+        asset_slice.partition_keys,
+        asset_slice.partition_keys[2:9] + asset_slice.partition_keys[12:20],
+        keys[3:4],
+        [],
+    ):
+        expected = subset_of([Node(timed.key, key) for key in chosen], asset_graph).partitions_subsets_by_asset_key
+        converted = PartitionSubsets().of(partitions_def, frozenset(chosen), asset_slice=asset_slice)
+        assert converted == expected.get(timed.key, partitions_def.empty_subset())
+    assert graph_subset(graph, asset_graph, PartitionSubsets()) == subset_of(graph.nodes(), asset_graph)

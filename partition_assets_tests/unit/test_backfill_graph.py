@@ -1,7 +1,7 @@
 """The backfill graph's edges equal a brute-force enumeration through Dagster's own
 mappings, key by key, for every mapping shape, over small ranges."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import dagster as dg
@@ -10,6 +10,7 @@ import pytest
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.spec import TimeRange
+from partition_assets.backfill.planning.windows import WindowCache, keys_in_window
 from partition_assets.errors import BackfillPlanError
 from partition_assets.example import defs as example_defs
 from partition_assets.partitions import (
@@ -367,3 +368,38 @@ def test_downstream_adds_exactly_the_nodes_the_range_reaches():
     assert graph.slices[dg.AssetKey("running")].partition_keys[-1] == "2024-01-31"  # to the last day
     assert dg.AssetKey("unrelated") not in graph.slices
     assert_edges_match(asset_graph, graph)
+
+
+@pytest.mark.parametrize(
+    "partitions_def",
+    [
+        dg.HourlyPartitionsDefinition("2023-12-30-00:00", end_date="2024-01-04-00:00"),
+        dg.HourlyPartitionsDefinition("2023-12-30-00:00", minute_offset=15, end_date="2024-01-04-00:00"),
+        dg.DailyPartitionsDefinition("2023-12-01", hour_offset=5, end_date="2024-02-01"),
+        dg.WeeklyPartitionsDefinition("2023-11-06", end_date="2024-03-04"),
+        dg.DailyPartitionsDefinition("2024-03-01", timezone="Europe/Paris", end_date="2024-04-15"),  # DST
+        dg.MonthlyPartitionsDefinition("2023-01-01", end_date="2024-12-01"),  # uneven windows
+        dg.DailyPartitionsDefinition("2024-01-01", end_date="2024-01-20", exclusions=["0 0 * * 6"]),  # Saturdays
+    ],
+)
+def test_window_bounds_and_keys_are_dagster_s_for_every_key_list_and_window_planning_builds(partitions_def):
+    """windows.py computes an even schedule's window bounds from its first and last key, and
+    its keys in a window from the grid of its windows: they equal Dagster's windows of the keys
+    (the whole list, a contiguous part, two keys, one key, keys with a gap: explicit keys) and
+    Dagster's keys in a window (aligned or not, before the first partition, empty), in UTC and
+    not, even and not."""
+    keys = list(partitions_def.get_partition_keys())
+    first = partitions_def.get_first_partition_window()
+    for start, end in (
+        (first.start, first.start + timedelta(days=20)),
+        (first.start + timedelta(minutes=7), first.start + timedelta(days=40, hours=5)),
+        (first.start - timedelta(days=9, minutes=1), first.start + timedelta(days=2)),
+        (first.start + timedelta(hours=1), first.start + timedelta(hours=1)),
+    ):
+        window = dg.TimeWindow(start, end)
+        assert keys_in_window(partitions_def, window) == list(partitions_def.get_partition_keys_in_time_window(window))
+    for chosen in (keys, keys[3:-2], keys[1:3], keys[:1], keys[:4] + keys[5:9]):
+        starts, ends = WindowCache(padding=0).bounds(partitions_def, chosen)
+        windows = partitions_def.time_windows_for_partition_keys(frozenset(chosen), validate=False)
+        assert list(starts) == [w.start.timestamp() for w in windows], chosen
+        assert list(ends) == [w.end.timestamp() for w in windows], chosen

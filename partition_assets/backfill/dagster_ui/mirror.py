@@ -38,7 +38,7 @@ from sqlalchemy.exc import OperationalError
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
-from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, subset_of
+from partition_assets.backfill.dagster_ui.conversion import PartitionSubsets, graph_subset
 from partition_assets.backfill.model import BackfillStatus, Node, NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.state.record import BackfillRecord, cancel
@@ -117,6 +117,7 @@ class DagsterBackfillMirror:
         self._keys: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in self._pending}
         self._unpartitioned: dict[str, set[dg.AssetKey]] = {kind: set() for kind in self._pending}
         self._subsets = PartitionSubsets()
+        self._slices = graph.slices  # the partitions of each asset that progress can report
         self._unwritten = False  # progress merged that the last write attempt did not store
         self._cancel_seen = False
         self._stop = threading.Event()
@@ -127,7 +128,7 @@ class DagsterBackfillMirror:
                 backfill_timestamp=time.time(),
                 tags={**record.spec.tags, ENGINE_TAG: SPARSE},
                 dynamic_partitions_store=instance,
-                asset_graph_subset=subset_of(graph.nodes(), asset_graph),
+                asset_graph_subset=graph_subset(graph, asset_graph, self._subsets),
                 title=None,
                 description=f"partition-assets backfill {record.id}: {record.spec.describe()}",
                 run_config=None,
@@ -259,7 +260,7 @@ class DagsterBackfillMirror:
     ) -> PartitionsSubset:
         partitions_def = self._asset_graph.get(asset).partitions_def
         assert partitions_def is not None  # only partitioned assets' keys are kept
-        return self._subsets.of(partitions_def, keys, grown_from)
+        return self._subsets.of(partitions_def, keys, grown_from, self._slices.get(asset))
 
     def _adopt(self) -> bool:
         """Takes the fields another process wrote (a cancel from the UI or the CLI: status,

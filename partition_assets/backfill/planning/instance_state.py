@@ -2,8 +2,6 @@
 location, the instance's dynamic partitions and, for `produced_by`/`stale`, its history),
 and which of its nodes are current (what a catch-up backfill leaves alone)."""
 
-from collections.abc import Iterable
-
 import dagster as dg
 
 from partition_assets.backfill.model import Node
@@ -13,7 +11,8 @@ from partition_assets.backfill.planning.node_run_config import check_run_config
 from partition_assets.backfill.planning.policy_runs import check_batching
 from partition_assets.backfill.planning.spec import BackfillSpec, Wording, flag_of
 from partition_assets.code_location import load_definitions
-from partition_assets.dagster_instance.provenance_index import latest_provenance
+from partition_assets.dagster_instance.partition_status import failed_partitions
+from partition_assets.dagster_instance.provenance_index import materialized_partitions
 
 
 def graph_of(spec: BackfillSpec, instance: dg.DagsterInstance, wording: Wording = flag_of) -> BackfillGraph:
@@ -39,31 +38,24 @@ def nodes_to_skip(spec: BackfillSpec, graph: BackfillGraph, instance: dg.Dagster
 
 def current_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
     """The graph's nodes that hold a materialization whose latest run did not fail since:
-    what catch-up leaves alone (Dagster's partition status, as the UI colours it)."""
+    what catch-up leaves alone (Dagster's partition status, as the UI colours it, read as its
+    subsets: dagster_instance/partition_status.py)."""
     failed = {
         Node(key, partition)
         for key, asset_slice in graph.slices.items()
         if asset_slice.partitions_def is not None
-        for partition in failed_partitions(instance, key, asset_slice.partitions_def, asset_slice.partition_keys)
+        for partition in failed_partitions(instance, key, asset_slice.partitions_def, asset_slice.index_of)
     }
     return materialized_nodes(graph, instance) - failed
-
-
-def failed_partitions(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partitions_def: dg.PartitionsDefinition, keys: Iterable[str]
-) -> set[str]:
-    """Partitions of `keys` whose latest run failed to materialize them."""
-    status = instance.get_status_by_partition(key, list(keys), partitions_def) or {}
-    return {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED}
 
 
 def materialized_nodes(graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
     """The graph's nodes that hold a materialization in the instance (whatever ran since), as
     the provenance index lists them (dagster_instance/provenance_index.py, updated first)."""
-    latest = latest_provenance(instance, graph.slices)
+    made = materialized_partitions(instance, graph.slices)
     return {
         Node(key, partition)
         for key, asset_slice in graph.slices.items()
-        for partition in latest[key]
+        for partition in made[key]
         if partition in asset_slice.index_of
     }

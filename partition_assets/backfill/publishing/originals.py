@@ -19,7 +19,7 @@ pinned.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 import dagster as dg
@@ -37,6 +37,8 @@ from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA
 # Input versions a staged backfill recorded for inputs it rewrote itself: "staged:<backfill id>".
 _STAGED_PREFIX = "staged:"
 _SHOWN = 5
+# Materialization records Dagster fetches at most in one call (`fetch_materializations` refuses more).
+_FETCH = 10_000
 
 # asset -> the table version a node reads it at
 Pins = dict[str, int]
@@ -52,11 +54,19 @@ class Original:
     code_version: str | None = None
 
 
-def originals(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[Node, Original]:
-    """The latest materialization of each node of `graph` that has one: two queries per asset,
-    and the run tags of those recording no commit in their metadata in one query per 500 runs."""
+def originals(
+    instance: dg.DagsterInstance, graph: BackfillGraph, left_alone: Collection[Node] = frozenset()
+) -> dict[Node, Original]:
+    """The latest materialization of each node of `graph` that has one, but those of `left_alone`
+    (the nodes a `--catch-up` backfill leaves as they are: never re-run, so neither pinned nor
+    restored by a rollback): per asset, two queries per 10,000 partitions, and the run tags of
+    those recording no commit in their metadata in one query per 500 runs. What it reads grows
+    with the nodes the backfill runs, not with the asset's history."""
     found: dict[Node, Original] = {}
     untagged: dict[str, list[Node]] = {}  # run id -> the nodes it made without recording a commit
+    skipped: dict[dg.AssetKey, set[str]] = {}
+    for node in left_alone:
+        skipped.setdefault(node.asset, set()).add(node.partition)
 
     def add(node: Node, run_id: str, materialization: dg.AssetMaterialization) -> None:
         found[node] = _original(materialization)
@@ -65,22 +75,25 @@ def originals(instance: dg.DagsterInstance, graph: BackfillGraph) -> dict[Node, 
 
     for key, asset_slice in graph.slices.items():
         if asset_slice.partitions_def is None:
-            event = instance.get_latest_materialization_event(key)
+            event = instance.get_latest_materialization_event(key) if key not in skipped else None
             if event is not None and event.asset_materialization is not None:
                 add(Node(key, UNPARTITIONED), event.run_id, event.asset_materialization)
             continue
-        storage_ids = instance.get_latest_storage_id_by_partition(
-            key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(asset_slice.partition_keys)
-        )
-        if not storage_ids:
-            continue
-        records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=key, storage_ids=list(storage_ids.values())), limit=len(storage_ids)
-        ).records
-        for record in records:
-            materialization = record.asset_materialization
-            if materialization is not None and materialization.partition is not None:
-                add(Node(key, materialization.partition), record.run_id, materialization)
+        alone = skipped.get(key, set())
+        wanted = [partition for partition in asset_slice.partition_keys if partition not in alone]
+        for start in range(0, len(wanted), _FETCH):
+            storage_ids = instance.get_latest_storage_id_by_partition(
+                key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(wanted[start : start + _FETCH])
+            )
+            if not storage_ids:
+                continue
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, storage_ids=list(storage_ids.values())), limit=len(storage_ids)
+            ).records
+            for record in records:
+                materialization = record.asset_materialization
+                if materialization is not None and materialization.partition is not None:
+                    add(Node(key, materialization.partition), record.run_id, materialization)
     for run_id, sha in run_git_shas(instance, sorted(untagged)).items():
         for node in untagged[run_id]:
             found[node] = replace(found[node], git_sha=sha)
@@ -158,6 +171,8 @@ def pin_inputs(
 def break_runs_between_pins(graph: BackfillGraph, pins: Mapping[Node, Pins]) -> None:
     """Marks, in each slice of `graph`, where consecutive partitions read different pinned
     versions: one run reads one version of each input, so they must not share it."""
+    if not pins:  # nothing pinned: no run to break
+        return
     for key, asset_slice in graph.slices.items():
         keys = asset_slice.partition_keys
         differ = {i for i in range(1, len(keys)) if pins.get(Node(key, keys[i])) != pins.get(Node(key, keys[i - 1]))}

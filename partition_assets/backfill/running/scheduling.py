@@ -121,6 +121,10 @@ class Schedule:
         self._reorder_every = max(1, len(self._waiting_on) // MAX_REORDERS)
         self._finished_since_reorder = 0
         self._reorder_due = False
+        # What the estimates order: the nodes left to run and those downstream of them (the work
+        # their chains hold). A node done from the start and downstream of none of them is never
+        # launched nor weighs on one that is: a catch-up over years of history orders its gaps.
+        self._ordered = _in_graph_order(graph, _with_descendants(self._waiting_on, self._children))
         self._order_by_estimates()
         # Nodes still to launch, per asset: the work left besides what runs.
         self._unlaunched = Counter(node.asset for node in self._waiting_on)
@@ -197,8 +201,8 @@ class Schedule:
     def _order_by_estimates(self) -> None:
         """Each node's chain of work (seconds, by the current estimates) and launch priority."""
         self._seconds = self.durations.ordered()
-        self._chain = chain_seconds(self._graph, self._children, self._seconds)
-        self._priority = priorities(self._graph, self._chain, self._newest_first)
+        self._chain = chain_seconds(self._graph, self._children, self._seconds, self._ordered)
+        self._priority = priorities(self._graph, self._chain, self._newest_first, self._ordered)
 
     def _seconds_of(self, counts: Counter[dg.AssetKey]) -> float:
         return sum(self._seconds[asset] * count for asset, count in counts.items())
@@ -468,14 +472,36 @@ def downstream_index(graph: BackfillGraph) -> dict[Node, list[Node]]:
 
 
 def chain_seconds(
-    graph: BackfillGraph, children: Mapping[Node, list[Node]], seconds: Mapping[dg.AssetKey, float]
+    graph: BackfillGraph,
+    children: Mapping[Node, list[Node]],
+    seconds: Mapping[dg.AssetKey, float],
+    nodes: Sequence[Node] | None = None,
 ) -> dict[Node, float]:
     """Each node's longest chain of downstream work, itself included, with each node of an
-    asset taking `seconds[asset]`."""
+    asset taking `seconds[asset]`: of every node, or of `nodes` (in graph order, each with
+    its downstream nodes)."""
     chain: dict[Node, float] = {}
-    for node in reversed(list(graph.nodes())):  # children come after their parents
+    for node in reversed(list(graph.nodes()) if nodes is None else nodes):  # children come after their parents
         chain[node] = seconds[node.asset] + max((chain[c] for c in children.get(node, ())), default=0.0)
     return chain
+
+
+def _with_descendants(nodes: Iterable[Node], children: Mapping[Node, list[Node]]) -> set[Node]:
+    """`nodes` and every node downstream of one."""
+    found = set(nodes)
+    frontier = list(found)
+    while frontier:
+        frontier = [child for node in frontier for child in children.get(node, ()) if child not in found]
+        found.update(frontier)
+    return found
+
+
+def _in_graph_order(graph: BackfillGraph, nodes: set[Node]) -> list[Node]:
+    """`nodes` in the order of `graph.nodes()`: asset by asset, each asset's in partition order."""
+    if len(nodes) == graph.node_count():
+        return list(graph.nodes())
+    position = {key: n for n, key in enumerate(graph.slices)}
+    return sorted(nodes, key=lambda node: (position[node.asset], graph.slices[node.asset].index_of[node.partition]))
 
 
 def critical_path(graph: BackfillGraph, seconds: Mapping[dg.AssetKey, float]) -> tuple[list[Node], float]:
@@ -494,15 +520,21 @@ def critical_path(graph: BackfillGraph, seconds: Mapping[dg.AssetKey, float]) ->
     return path, chain[path[0]]
 
 
-def priorities(graph: BackfillGraph, chain: Mapping[Node, float], newest_first: bool) -> dict[Node, Priority]:
-    """Each node's launch priority, lowest first: nodes heading the longest `chain`s of
-    downstream work (the critical path) first, then oldest partitions, then upstream
-    assets; with `newest_first`, newest partitions first, then upstream assets."""
+def priorities(
+    graph: BackfillGraph, chain: Mapping[Node, float], newest_first: bool, nodes: Iterable[Node] | None = None
+) -> dict[Node, Priority]:
+    """Each node's launch priority (of every node, or of `nodes`), lowest first: nodes heading
+    the longest `chain`s of downstream work (the critical path) first, then oldest partitions,
+    then upstream assets; with `newest_first`, newest partitions first, then upstream assets."""
     sign = -1 if newest_first else 1
+    position = {key: n for n, key in enumerate(graph.slices)}
     return {
-        Node(key, partition): (0.0 if newest_first else -chain[Node(key, partition)], sign * index, asset_position)
-        for asset_position, (key, asset_slice) in enumerate(graph.slices.items())
-        for index, partition in enumerate(asset_slice.partition_keys)
+        node: (
+            0.0 if newest_first else -chain[node],
+            sign * graph.slices[node.asset].index_of[node.partition],
+            position[node.asset],
+        )
+        for node in (graph.nodes() if nodes is None else nodes)
     }
 
 

@@ -245,6 +245,8 @@ def with_nodes_settled_without_run(graph: BackfillGraph, states: dict[Node, Node
     blocked one as blocked, else of a skipped one as skipped: the coordinator settled it
     without a run, a failure winning over a skip (running/scheduling.py, running/skips.py)."""
     shown = dict(states)
+    if not {NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.SKIPPED} & set(states.values()):
+        return shown  # no node settles without a run: no pass over the whole graph
     for node in graph.nodes():  # parents before their children
         if node in shown:
             continue
@@ -329,9 +331,9 @@ def by_asset(nodes: Iterable[Node]) -> dict[str, list[str]]:
 
 
 def nodes_of(grouped: Mapping[str, Sequence[str]]) -> list[Node]:
-    """The nodes a record keeps as asset -> partitions (`by_asset`)."""
-    return [
-        Node(dg.AssetKey.from_user_string(asset), partition)
-        for asset, partitions in grouped.items()
-        for partition in partitions
-    ]
+    """The nodes a record keeps as asset -> partitions (`by_asset`); each asset's key parsed once."""
+    nodes: list[Node] = []
+    for asset, partitions in grouped.items():
+        key = dg.AssetKey.from_user_string(asset)
+        nodes.extend(Node(key, partition) for partition in partitions)
+    return nodes

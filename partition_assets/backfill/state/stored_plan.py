@@ -40,7 +40,7 @@ import numpy as np
 from partition_assets.backfill.planning.edges import Dependency
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
 from partition_assets.backfill.planning.instance_state import graph_of
-from partition_assets.backfill.planning.windows import WindowCache
+from partition_assets.backfill.planning.windows import WindowCache, keys_in_window
 from partition_assets.code_location import load_definitions
 from partition_assets.errors import StoredPlanError
 from partition_assets.state_formats import FORMAT_FIELD, STORED_PLAN_FORMAT, checked_format
@@ -136,11 +136,7 @@ def _keys_from(
         return json.loads(_decompressed(stored["keys"]))
     keys: list[str] = []
     for first, last, count in stored["ranges"]:
-        listed = (
-            partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
-            if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition)
-            else []
-        )
+        listed = _keys_between(partitions_def, first, last)
         if len(listed) != count:
             raise StoredPlanError(
                 f"backfill {backfill_id}'s stored plan holds {count} partitions of {asset} from {first} to {last}; "
@@ -150,6 +146,20 @@ def _keys_from(
             )
         keys += listed
     return keys
+
+
+def _keys_between(partitions_def: dg.PartitionsDefinition | None, first: str, last: str) -> list[str]:
+    """The keys from `first` to `last` of a time partitions definition (`keys_in_window`: for an
+    even schedule, computed rather than listed window by window); none when it is no time
+    definition, or no longer holds that range (the caller then names the change)."""
+    if not isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
+        return []
+    start, end = partitions_def.start_time_for_partition_key(first), partitions_def.end_time_for_partition_key(last)
+    if start.timestamp() < partitions_def.start_timestamp or (
+        partitions_def.end_timestamp is not None and end.timestamp() > partitions_def.end_timestamp
+    ):
+        return []
+    return keys_in_window(partitions_def, dg.TimeWindow(start, end))
 
 
 def _stored_dependency(dependency: Dependency) -> dict[str, Any]:

@@ -1,0 +1,77 @@
+"""100,000 partitions per asset (issue 54, part 2), at a size the suite can afford: the bench's
+code location (bench/huge_asset_defs.py; the bench itself: bench/huge_asset_bench.py) over two
+years, an hourly asset of 17,544 partitions (more than the 10,000 records Dagster fetches in one
+call) and its daily child, every partition materialized but those of 1% of the days (events
+written in batches through the instance, as the bench writes them). `--catch-up` plans them,
+runs exactly them, publishes exactly them, and `status` reads them, each as a user types it."""
+
+from __future__ import annotations
+
+import re
+
+import dagster as dg
+
+from bench.history_selection_bench import write_events
+from bench.huge_asset_defs import YEARS_ENV, all_days, definitions, history, missing_days
+from partition_assets.run_tags import BACKFILL_ID_TAG, partitions_of_run
+from partition_assets_tests.support.cli_runs import backfill_cli, ok
+
+YEARS = 2
+DEFS = "bench/huge_asset_defs.py"
+HOURS, DAYS = dg.AssetKey("hours"), dg.AssetKey("days")
+
+
+def test_a_catch_up_over_two_years_of_hours_runs_publishes_and_reports_exactly_the_missing_days(home, monkeypatch):
+    monkeypatch.setenv(YEARS_ENV, str(YEARS))
+    asset_graph = definitions(YEARS).resolve_asset_graph()
+    every = {key: set(asset_graph.get(key).partitions_def.get_partition_keys()) for key in (HOURS, DAYS)}
+    gone = missing_days(YEARS)
+    missing = {
+        HOURS: {f"{day}-{hour:02d}:00" for day in gone for hour in range(24)},
+        DAYS: {str(day) for day in gone},
+    }
+    assert len(every[HOURS]) > 10_000 and len(missing[HOURS]) == 8 * 24
+    made = history(YEARS)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        write_events(instance, made)
+        seeded = instance.event_log_storage.get_maximum_record_id()
+    days = all_days(YEARS)
+    whole = ["-f", DEFS, "--select", "*", "--start", str(days[0]), "--end", str(days[-1])]
+
+    planned = ok(backfill_cli(home, "plan", *whole, "--catch-up"))
+    total = len(every[HOURS]) + len(every[DAYS])
+    assert f"catch-up: {len(made)} of {total} nodes are current and would be skipped" in planned
+
+    output = ok(backfill_cli(home, "run", *whole, "--catch-up"))
+    backfill_id = re.search(r"^backfill (\w+): \d+ nodes, (\d+) already done", output, re.M)
+    assert backfill_id and int(backfill_id.group(2)) == len(made), output
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        ran = _partitions_run(instance, asset_graph, backfill_id.group(1))
+        published = {
+            key: {
+                record.partition_key
+                for record in instance.fetch_materializations(
+                    dg.AssetRecordsFilter(asset_key=key, after_storage_id=seeded), limit=1000
+                ).records
+            }
+            for key in (HOURS, DAYS)
+        }
+        materialized = {key: instance.get_materialized_partitions(key) for key in (HOURS, DAYS)}
+    assert ran == missing  # one run per missing block and asset, nothing else
+    assert published == missing
+    assert materialized == every
+
+    status = ok(backfill_cli(home, "status", backfill_id.group(1)))
+    for key in (HOURS, DAYS):
+        row = re.search(rf"^{key.to_user_string()} .*\b(\d+) succeeded$", status, re.M)
+        assert row and int(row.group(1)) == len(missing[key]), status
+    assert "failed" not in status.split("\n", 2)[-1]
+
+
+def _partitions_run(instance: dg.DagsterInstance, asset_graph, backfill_id: str) -> dict[dg.AssetKey, set[str]]:
+    """Per asset, the partitions the backfill's node runs covered."""
+    ran: dict[dg.AssetKey, set[str]] = {HOURS: set(), DAYS: set()}
+    for run in instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})):
+        for key in run.asset_selection or ():  # none: its publish run
+            ran[key] |= set(partitions_of_run(run, asset_graph.get(key).partitions_def))
+    return ran
