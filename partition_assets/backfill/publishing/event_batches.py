@@ -42,6 +42,7 @@ import sqlalchemy as db
 from partition_assets.dagster_internals import (
     AssetMaterializationPlannedData,
     AssetObservationData,
+    EventLogStorage,
     SqlEventLogStorage,
     SqlEventLogStorageTable,
     SqliteEventLogStorage,
@@ -55,9 +56,13 @@ def store_asset_events(context: dg.OpExecutionContext, events: Sequence[AssetEve
     """Stores `events` as events of the op `context` runs in, in one batch (module docstring)."""
     step = context.get_step_execution_context()
     entries = [_entry(step, context.run_id, event) for event in events]
-    storage = context.instance.event_log_storage
-    if not entries:
-        return
+    if entries:
+        store_entries(context.instance.event_log_storage, entries)
+
+
+def store_entries(storage: EventLogStorage, entries: Sequence[dg.EventLogEntry]) -> None:
+    """Stores the log entries of asset events of one run in `storage` in one batch on a SQL
+    event log (`_store_sql_batch`), else one at a time."""
     if isinstance(storage, SqlEventLogStorage):
         _store_sql_batch(storage, entries)
     else:
@@ -103,7 +108,7 @@ def _entry(step: Any, run_id: str, event: AssetEvent) -> dg.EventLogEntry:
     )
 
 
-def _store_sql_batch(storage: SqlEventLogStorage, batch: list[dg.EventLogEntry]) -> None:
+def _store_sql_batch(storage: SqlEventLogStorage, batch: Sequence[dg.EventLogEntry]) -> None:
     """One insert of the rows of `batch` (events of one run), their asset tags and each
     asset's record, in one index transaction, as Dagster's `store_event` of each in turn
     leaves them. Dagster's run-sharded SQLite log first inserts them in the run's own shard
