@@ -205,7 +205,7 @@ def main() -> None:
         print(message, file=sys.stderr, flush=True)
 
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    rows, largest, largest_ratio = [], None, None
+    rows, largest, largest_ratio, largest_nodes = [], None, None, "?"
     for days in args.days:
         result = scale_bench.measure_real_run(days, args.spark_port, log, inspect=publish_floor)
         gate, _ = phase(result["phases"], "gate:")
@@ -220,7 +220,7 @@ def main() -> None:
         )
         log(f"  {days}d: gate {gate} s, publish {publish} s ({split}); floor {floor_columns}")
         if days == max(args.days):
-            largest, largest_ratio = publish, _ratio(publish, floor)
+            largest, largest_ratio, largest_nodes = publish, _ratio(publish, floor), nodes.group(1) if nodes else "?"
     uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     verdict = "NOT met" if largest is None or largest > GOAL_PUBLISH_SECONDS else "met"
     text = "\n".join(
@@ -240,8 +240,9 @@ def main() -> None:
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
             *rows,
             "",
-            f"Goal: the publish of 9,125 nodes <= {GOAL_PUBLISH_SECONDS:.0f} s in a real run: "
-            f"{largest if largest is not None else '-'} s ({verdict}); <= {GOAL_FLOOR_RATIO:.0f}x its floor: "
+            f"Goal: the publish of 9,125 nodes <= {GOAL_PUBLISH_SECONDS:.0f} s in a real run, <= "
+            f"{GOAL_FLOOR_RATIO:.0f}x its floor; at {largest_nodes} nodes: "
+            f"{largest if largest is not None else '-'} s ({verdict}); "
             f"{'-' if largest_ratio is None else f'{largest_ratio:.2f}x'} "
             f"({'met' if largest_ratio is not None and largest_ratio <= GOAL_FLOOR_RATIO else 'NOT met'}).",
             "",
