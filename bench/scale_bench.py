@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -144,8 +145,10 @@ def _run_watched(command: list[str], env: dict[str, str], root: Path) -> dict:
     }
 
 
-def measure_real_run(days: int, spark_port: int, log) -> dict:
-    """Part b): the CLI backfill on real Spark, with the coordinator's and its workers' peak RSS."""
+def measure_real_run(days: int, spark_port: int, log, inspect: Callable[[Path], dict] | None = None) -> dict:
+    """Part b): the CLI backfill on real Spark, with the coordinator's and its workers' peak RSS;
+    `inspect(root)` (the run's DAGSTER_HOME, lake and state under `root`), when given, measures
+    more from what the run left before it is deleted: its answer is the result's "inspected"."""
     from partition_assets.spark import SparkResource
 
     root = Path(tempfile.mkdtemp(prefix="scale-bench-real-"))
@@ -165,6 +168,8 @@ def measure_real_run(days: int, spark_port: int, log) -> dict:
         server.ensure_running()  # before the clock: the JVM's start is not the backfill's
         log(f"  real {days}d: {' '.join(command[1:])}")
         result = _run_watched(command, env, root)
+        if inspect is not None and result["returncode"] == 0:
+            result["inspected"] = inspect(root)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -303,12 +303,18 @@ def test_the_run_sharded_event_log_connects_through_connect_once_initialized_und
 def test_asset_events_written_in_batches_read_back_as_yielded_ones(home, tmp_path):
     """backfill/publishing/event_batches.py: on both SQLite event logs (the repo's consolidated
     one, Dagster's default run-sharded one) a batch reads back as events the op yielded would:
-    in its run, with partition and metadata, the last as the asset's latest; Postgres's
-    event log has a batch write of its own, the base class's writes one event at a time."""
+    in its run, with partition and metadata, the last as the asset's latest; Postgres's event
+    log is a SQL one too (test_event_batches.py compares the batch with Dagster's own path on it)."""
     from dagster_postgres.event_log import PostgresEventLogStorage
 
-    assert PostgresEventLogStorage.store_event_batch is not EventLogStorage.store_event_batch
-    for name in ("_event_to_row", "_store_asset_event_tags", "_store_asset_event", "index_transaction"):
+    assert issubclass(PostgresEventLogStorage, SqlEventLogStorage) and issubclass(SqlEventLogStorage, EventLogStorage)
+    for name in (
+        "_event_to_row",
+        "_store_asset_event_tags",
+        "_store_asset_event",
+        "index_transaction",
+        "run_connection",
+    ):
         assert callable(getattr(SqlEventLogStorage, name)), name
     assert "id" in SqlEventLogStorageTable.c
     days = ["2024-01-01", "2024-01-02", "2024-01-03"]

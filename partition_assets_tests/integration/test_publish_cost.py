@@ -44,7 +44,7 @@ class PublishCost:
     """What one publish did, counted while it ran."""
 
     statements: int = 0  # SQL statements on the instance's storages
-    materialization_inserts: Counter = field(default_factory=Counter)  # per asset: event-log inserts
+    materialization_inserts: list[Counter] = field(default_factory=list)  # per event-log insert: rows per asset
     ledger_commits: int = 0
     table_versions: list[int] = field(default_factory=list)  # the Delta table's, after the publish
 
@@ -59,19 +59,19 @@ class Published:
 
 
 def _count_statements(cost: PublishCost):
-    """A SQLAlchemy listener counting every statement, and each insert of materializations
-    into the event log by the asset its rows name."""
+    """A SQLAlchemy listener counting every statement, and the materializations of each
+    insert into the event log by the asset their rows name."""
 
     def listen(conn, cursor, statement, parameters, context, executemany) -> None:
         cost.statements += 1
         if statement.lstrip().upper().startswith("INSERT INTO EVENT_LOGS"):
-            # an executemany's parameters are one sequence per row; its rows hold one asset
-            rows = parameters[:1] if executemany else [parameters or ()]
-            values = [str(value) for row in rows for value in row]
-            if MATERIALIZATION in values:
-                for asset in ASSETS:
-                    if f'["{asset}"]' in values:
-                        cost.materialization_inserts[asset] += 1
+            # an executemany's parameters are one sequence per row
+            rows = [[str(value) for value in row] for row in (parameters if executemany else [parameters or ()])]
+            materialized = Counter(
+                asset for row in rows if MATERIALIZATION in row for asset in ASSETS if f'["{asset}"]' in row
+            )
+            if materialized:
+                cost.materialization_inserts.append(materialized)
 
     return listen
 
@@ -112,8 +112,8 @@ def test_publish_costs_writes_per_table_asset_and_run_not_per_node(published):
     # Readers see one commit of the table (it created it); the ledger gains one commit.
     assert cost.table_versions == [0]
     assert cost.ledger_commits == 1
-    # Each asset's 90 materializations are written in one insert (a batch), not one each.
-    assert cost.materialization_inserts == dict.fromkeys(ASSETS, 1)
+    # Every asset's 90 materializations are written in one insert (a batch), not one each.
+    assert cost.materialization_inserts == [Counter(dict.fromkeys(ASSETS, DAYS))]
     # Every instance round trip of the publish: a few per table, asset and run (here 2 runs),
     # fewer than the days of one asset (a write per node would be 180 alone).
     assert cost.statements < DAYS, f"{cost.statements} SQL statements to publish {nodes} nodes"

@@ -76,7 +76,7 @@ def record_materializations(
 
     Costs a few instance round trips per node run and per asset, none per node: the node
     states are read once, each run's outputs and check results once, and the events written
-    in batches (event_batches.py); a query per asset and checked partition for the checks."""
+    in one batch (event_batches.py); a query per asset and checked partition for the checks."""
     if publish_recorded(instance, record.id):
         return
     tags = {BACKFILL_ID_TAG: record.id, PUBLISH_RUN_TAG: "true"}
@@ -442,7 +442,7 @@ def run_reporting(
     failure: str | None = None,
 ) -> None:
     """Records `events` from one in-process run named `name` (starting with
-    REPORTING_JOB_PREFIX) in `instance`: asset events in batches (event_batches.py), then check
+    REPORTING_JOB_PREFIX) in `instance`: asset events in one batch (event_batches.py), then check
     evaluations as the op's own, each of an asset this run materialized judging the
     materialization it stored (`judging_stored`). With `failure`, the run then fails as a run
     of Dagster's whose step failed (`dg.Failure(failure)`: what the run recorded is what such a
