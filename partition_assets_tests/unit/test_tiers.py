@@ -126,13 +126,13 @@ def test_the_names_a_test_file_may_take():
 def test_a_file_named_for_no_module_is_found_and_the_allowlist_lets_one_pass(tmp_path):
     for tier, name in [
         ("unit", "test_leases_threads.py"),
-        ("unit", "test_readable_output.py"),
+        ("unit", "test_what_a_backfill_prints.py"),
         ("e2e", "test_soak.py"),
     ]:
         (tmp_path / tier).mkdir(exist_ok=True)
         (tmp_path / tier / name).write_text("")
     (tmp_path / "integration").mkdir()
-    assert misnamed_test_files(tmp_path, {"leases"}, {"e2e/test_soak.py"}) == ["unit/test_readable_output.py"]
+    assert misnamed_test_files(tmp_path, {"leases"}, {"e2e/test_soak.py"}) == ["unit/test_what_a_backfill_prints.py"]
 
 
 def test_every_file_the_allowlist_names_exists():
