@@ -75,7 +75,7 @@ test: install browser postgres
 
 # --no-loadscope-reorder: files are handed out in collection order (the longest first,
 # partition_assets_tests/conftest.py); pytest-xdist's default sorts them by their number of
-# tests instead (test_webserver.py, first in that list, started 2,697 s into a 3,972 s run
+# tests instead (test_dagster_ui_webserver.py, first in that list, started 2,697 s into a 3,972 s run
 # on a loaded machine). --durations=25: the slowest tests in the log (also pyproject's addopts).
 test-all: install
 	$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 \

@@ -1,5 +1,5 @@
 """One asset with about 100,000 partitions, as a code location for bench/huge_asset_bench.py
-and its test-sized version (partition_assets_tests/integration/test_huge_asset.py).
+and its test-sized version (partition_assets_tests/integration/test_catch_up_huge_asset.py).
 
 `hours`: hourly partitions over PARTITION_ASSETS_BENCH_YEARS years (default 12: 105,192
 partitions, 2014-01-01-00:00 to 2025-12-31-23:00); `days`: its daily child, each day reading

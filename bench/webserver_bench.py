@@ -25,7 +25,7 @@ reported as failed. One local Spark Connect server (local[2]) serves the whole b
 warmed by an untimed 1-day CLI backfill before the first timed one.
 
 Not measured here: the browser (the dialog's click is this mutation; the browser test in
-partition_assets_tests/e2e/test_webserver.py prints its own click -> complete).
+partition_assets_tests/e2e/test_dagster_ui_webserver.py prints its own click -> complete).
 """
 
 from __future__ import annotations

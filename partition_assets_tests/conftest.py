@@ -62,7 +62,7 @@ os.environ["PARTITION_ASSETS_STATE_DIR"] = tempfile.mkdtemp(prefix="partition-as
 # says, its JVM compiling with C1 only and collecting with the serial GC: on two cores, C2's
 # compiler threads took a quarter of the server's CPU over the Spark-heaviest integration
 # files (server CPU 108.6 s -> 78.0 s, its start-up 10.1 s -> 5.4 s, from one run each of
-# partition_assets_tests/integration/test_example_pipeline.py, test_delta_io_manager.py, test_delta_contract.py).
+# partition_assets_tests/integration/test_example_pipeline.py, test_io_manager.py, test_delta_contract.py).
 # What runs on it is unchanged; the product's own default keeps the JVM's (benchmarks use it).
 os.environ.pop("PARTITION_ASSETS_SPARK_REMOTE", None)
 os.environ.pop("PARTITION_ASSETS_SPARK_MASTER", None)
@@ -178,15 +178,15 @@ def run_assets(spark_resource, lake, instance):
 # --no-loadscope-reorder (the Makefile's test-all; its default orders them by their number of
 # tests), a worker taking the next file once it has at most 2 tests left, so a long file
 # collected late would run alone at the end while the other worker idles. Order measured
-# from one whole run (issue 44); the longest files are split in two (test_run_launcher,
-# test_safe_backfill), so that no one file holds a worker for much of the run.
+# from one whole run (issue 44); the longest files are split in two (test_launcher,
+# test_backfill_publish), so that no one file holds a worker for much of the run.
 LONGEST_FIRST = (
-    "partition_assets_tests/e2e/test_safe_backfill.py",
-    "partition_assets_tests/e2e/test_run_launcher.py",
-    "partition_assets_tests/e2e/test_safe_backfill_recovery.py",
-    "partition_assets_tests/e2e/test_run_launcher_coordinator.py",
-    "partition_assets_tests/e2e/test_rerun.py",
-    "partition_assets_tests/e2e/test_webserver.py",
+    "partition_assets_tests/e2e/test_backfill_publish.py",
+    "partition_assets_tests/e2e/test_launcher.py",
+    "partition_assets_tests/e2e/test_backfill_resume.py",
+    "partition_assets_tests/e2e/test_launcher_coordinator.py",
+    "partition_assets_tests/e2e/test_backfill_run_history.py",
+    "partition_assets_tests/e2e/test_dagster_ui_webserver.py",
     "partition_assets_tests/e2e/test_automation.py",
     "partition_assets_tests/e2e/test_backfill_approve.py",
     "partition_assets_tests/e2e/test_shell.py",

@@ -19,7 +19,7 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   node that is most of the CPU a run costs (bench/results/node_overhead.md).
 Their connections are closed before the process forks (`_close_before_fork`): SQLite's
 state of a connection open across a fork corrupts the database.
-The webserver shows and follows both as before (partition_assets_tests/integration/test_instance_storage.py).
+The webserver shows and follows both as before (partition_assets_tests/integration/test_dagster_instance_storage.py).
 On an instance that leaves Dagster's defaults in place (no dagster.yaml: what a new project
 has), the engine's command writes through `same_files_lighter`: `RunStorage` and
 `DirectComputeLogManager` on Dagster's own files, its per-run event log databases as they are.

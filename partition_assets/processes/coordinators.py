@@ -19,7 +19,7 @@ Contract:
 
 Not guaranteed: which process is the webserver is read from its main module
 (`python -m dagster_webserver`, as `dagster dev` starts it, or the `dagster-webserver`
-script); partition_assets_tests/e2e/test_webserver.py's standby test pins it with the installed
+script); partition_assets_tests/e2e/test_dagster_ui_webserver.py's standby test pins it with the installed
 Dagster. A coordinator process killed once it was handed a backfill leaves that backfill
 in progress: `partition-assets backfill resume <id>` finishes it (`adopt <id>` when it was
 killed before it recorded the backfill). Imports only the standard library, ids.py and

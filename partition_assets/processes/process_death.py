@@ -35,7 +35,7 @@ Not guaranteed:
 - A process the coordinator forks without exec'ing holds copies of both pipes: the workers
   then end when that process does too.
 - Relies on multiprocessing's private `forkserver._forkserver._forkserver_alive_fd` (set in
-  each process the fork server forks), pinned by partition_assets_tests/e2e/test_orphaned_workers.py.
+  each process the fork server forks), pinned by partition_assets_tests/e2e/test_process_death_orphaned_workers.py.
 """
 
 import ctypes

@@ -5,7 +5,7 @@ backfills never starve production, also when Spark is the bottleneck).
 The mechanism Spark Connect supports (Spark 4): `spark.scheduler.pool` set as a session
 conf (`spark.conf.set`, or `SET spark.scheduler.pool=...` in SQL) becomes the local
 property of every job the session's requests start, which is what the FAIR scheduler
-reads to pick a job's pool (partition_assets_tests/integration/test_spark_pools.py reads it back from a
+reads to pick a job's pool (partition_assets_tests/integration/test_scheduler_pools.py reads it back from a
 task). So:
 - the server starts with `spark.scheduler.mode=FAIR` and an allocation file
   (`allocation_xml`, written next to its other state files) defining both pools, production's
@@ -55,7 +55,7 @@ PRODUCTION_POOL, BACKFILL_POOL = "production", "backfill"
 POOL_ENV = "PARTITION_ASSETS_SPARK_POOL"
 POOL_CONF = "spark.scheduler.pool"
 # The listener that kills a backfill's running tasks for a production stage; it names both
-# pools as above (partition_assets_tests/integration/test_spark_pools.py holds them equal).
+# pools as above (partition_assets_tests/integration/test_scheduler_pools.py holds them equal).
 PREEMPTING_LISTENER = "partition_assets.spark.ProductionFirstListener"
 LISTENERS_KEY = "spark.extraListeners"
 # The server conf the listener reads: how often one backfill task may be killed; from its

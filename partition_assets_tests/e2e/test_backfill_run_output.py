@@ -1,6 +1,6 @@
 """What a failed backfill prints, as a user reads it: a line per failed node naming the user's
 own error and the run, no Dagster DEBUG event lines, and a last line that groups the failures
-by cause (with --verbose the DEBUG lines return: integration/test_node_run_console.py)."""
+by cause (with --verbose the DEBUG lines return: integration/test_run_console.py)."""
 
 import re
 

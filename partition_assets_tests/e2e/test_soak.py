@@ -12,7 +12,7 @@ from bench.soak.soak import run_soak
 pytestmark = pytest.mark.slow
 
 # Its schedule (bench/soak/faults.py draws it from the seed alone): a node run's process killed
-# (which failed the backfill before: test_worker_death.py), Postgres crashed and restarted,
+# (which failed the backfill before: test_local_workers_death.py), Postgres crashed and restarted,
 # then the coordinator killed.
 SEED = 1
 

@@ -1,7 +1,7 @@
 """Every `partition-assets` subcommand refuses a bad input the same way: exit code 2, one
 or two lines naming the problem and the fix, no traceback, and nothing recorded or written;
 through `main()` in this process (`backfill run` starts its workers' fork server first; the
-installed command: partition_assets_tests/e2e/test_partition_assets_command.py)."""
+installed command: partition_assets_tests/e2e/test_cli_main_installed.py)."""
 
 import socket
 from pathlib import Path

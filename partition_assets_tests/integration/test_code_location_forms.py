@@ -3,7 +3,7 @@
 one object of a module named `MODULE:ATTRIBUTE` or `FILE.py:ATTRIBUTE`, a workspace.yaml's entry,
 and the module a `[tool.dg]` project names. The webserver's backfills of the first two are adopted
 (`backfill run` runs them through its workers, which load the location again, in
-test_user_projects.py, beside Dagster's own runs of them). A module holding several, none, or a
+test_code_location_user_projects.py, beside Dagster's own runs of them). A module holding several, none, or a
 `@dg.definitions` function that raises, an attribute it does not hold, and a workspace of two are
 refused with a message naming them, and nothing is recorded."""
 

@@ -4,7 +4,7 @@ name it re-exports, imported from the seam, with the shape and behaviour its use
 strings. A Dagster upgrade that moves or changes one fails here, naming it; a name added to
 the seam without a pin here fails `test_every_name_in_the_seam_is_pinned_here`.
 
-Pins elsewhere stay where they are: test_instance_storage.py (the storages end to end), test_run_launcher.py
+Pins elsewhere stay where they are: test_dagster_instance_storage.py (the storages end to end), test_launcher.py
 (`submit_asset_run` launching real runs), e2e/test_deploy.py (a real code server's reply).
 """
 

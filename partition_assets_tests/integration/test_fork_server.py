@@ -170,7 +170,7 @@ def test_the_fork_server_holds_none_of_the_instances_database_files(tmp_path):
     # SQLite's state of a connection open across the fork (the file, its WAL index) lived on
     # in the server and in every worker forked from it, after the instance that opened it
     # closed: a second backfill of the process then overwrote runs.db's first page
-    # (test_instance_storage.py `test_two_backfills_in_one_process_leave_the_runs_database_whole`).
+    # (test_dagster_instance_storage.py `test_two_backfills_in_one_process_leave_the_runs_database_whole`).
     env = {**os.environ, **instance_env(tmp_path / "home")}
     done = subprocess.run(
         [sys.executable, "-c", HELD_FILES_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=120

@@ -5,7 +5,7 @@ it; vacuum finds its tables through the registry (storage/maintenance.py); and a
 capability for is refused naming the format, the capability and the fix.
 
 The backfills of support/locations/snapshot_defs.py run through the real coordinator, workers, Spark
-and instance (as test_publish_cost.py's); rollback and vacuum through their commands."""
+and instance (as test_publication_cost.py's); rollback and vacuum through their commands."""
 
 import importlib
 import shutil

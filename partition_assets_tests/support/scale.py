@@ -8,7 +8,7 @@ whose runs succeed the moment they are launched. `schedule_in_fresh_process` doe
 a new process (`python -m partition_assets_tests.support.scale`) on a new DAGSTER_HOME, lake
 and state folder: the example reads its lake once, when imported, and a process's peak
 RSS is its own (cumulative over the backfills it runs in turn). Shared by
-partition_assets_tests/integration/test_scale.py and bench/scale_bench.py.
+partition_assets_tests/integration/test_scheduling_scale.py and bench/scale_bench.py.
 
 Not guaranteed: `schedule_without_runs` needs the process's environment to name a fresh
 DAGSTER_HOME (with a dagster.yaml), lake and state folder before the example is first

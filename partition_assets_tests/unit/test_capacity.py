@@ -49,7 +49,7 @@ from partition_assets.storage.leases import acquire, release
 from partition_assets.storage.partition_scope import PartitionScope
 from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.records import SPEC, announce, record_at, version_of
-from partition_assets_tests.unit.test_scheduling_core import graph_of, results
+from partition_assets_tests.unit.test_scheduling import graph_of, results
 
 S = BackfillStatus
 CAPACITY = BackfillCapacity(max_runs=4, max_runs_under_production=1)

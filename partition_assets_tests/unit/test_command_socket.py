@@ -1,6 +1,6 @@
 """The command server's protocol (processes/command_socket.py) and what its client and server
 decide without a process: which commands go to a server, which requests it refuses, when
-its code is stale. The server running commands: partition_assets_tests/e2e/test_command_server.py."""
+its code is stale. The server running commands: partition_assets_tests/e2e/test_backfill_serve.py."""
 
 import os
 import socket

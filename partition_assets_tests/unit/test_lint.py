@@ -1,6 +1,6 @@
 """The wall-clock lint on a file holding each flagged form and look-alikes that are not
 (wall_clock_assets.py), through the library and the Definitions-load opt-in (the real CLI:
-partition_assets_tests/e2e/test_wall_clock_lint.py). No Spark: nothing is materialized."""
+partition_assets_tests/e2e/test_lint_wall_clock.py). No Spark: nothing is materialized."""
 
 import dagster as dg
 import pytest

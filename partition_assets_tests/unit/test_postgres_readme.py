@@ -1,5 +1,5 @@
 """README "Scaling out" shows exactly the PostgreSQL configuration the tests use
-(partition_assets_tests/e2e/test_postgres_instance.py keeps an instance in it)."""
+(partition_assets_tests/e2e/test_dagster_instance_postgres.py keeps an instance in it)."""
 
 import re
 import textwrap

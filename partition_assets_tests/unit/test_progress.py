@@ -1,6 +1,6 @@
 """Progress lines at scale: a fast backfill's thousands of lines are logged in a few events, in
 order, a line after a quiet interval at once, and always from the thread that adds them (the
-coordinator's own cost at scale: partition_assets_tests/integration/test_scale.py)."""
+coordinator's own cost at scale: partition_assets_tests/integration/test_scheduling_scale.py)."""
 
 import threading
 

@@ -1,6 +1,6 @@
 """partitioned_schedule: each tick evaluated at a fixed scheduled time (never the wall
 clock) against a real Dagster instance. (The requested runs executed for real through
-Spark and the Delta IO manager: partition_assets_tests/integration/test_partitioned_schedule.py.)"""
+Spark and the Delta IO manager: partition_assets_tests/integration/test_schedule_runs.py.)"""
 
 from datetime import datetime
 from zoneinfo import ZoneInfo

@@ -286,7 +286,7 @@ REFUSED_IN = {
     "stored plan": test_a_stored_plan_in_a_newer_format_is_refused,
     "provenance index": "integration/test_provenance_index.py::"
     "test_an_index_of_a_newer_format_is_refused_naming_its_version_then_rebuilt_on_demand",
-    "backfill tables": "unit/test_backfill_status.py::test_tables_of_a_newer_schema_are_refused",
+    "backfill tables": "unit/test_status.py::test_tables_of_a_newer_schema_are_refused",
 }
 
 # Every module that writes state another process reads (possibly of another release), with the

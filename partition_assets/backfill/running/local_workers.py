@@ -190,7 +190,8 @@ class DagsterNodeRunner:
     def _pool_broken(self) -> bool:
         """Whether a worker of the pool died (killed, or its fork server killed, which its workers
         die with): concurrent.futures then fails every run the pool holds and refuses new ones."""
-        return bool(self._pool._broken)  # private: pinned by partition_assets_tests/integration/test_worker_death.py
+        # private: pinned by partition_assets_tests/integration/test_local_workers_death.py
+        return bool(self._pool._broken)
 
     def _replace_pool(self) -> None:
         """A new pool in place of a broken one, once every worker of the old one is dead: the

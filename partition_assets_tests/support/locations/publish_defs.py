@@ -1,4 +1,4 @@
-"""A code location for the publish tests (partition_assets_tests/integration/test_publish_cost.py): two daily
+"""A code location for the publish tests (partition_assets_tests/integration/test_publication_cost.py): two daily
 assets, each giving its materialization metadata of its own, each backfilled in one run
 whatever the range.
 

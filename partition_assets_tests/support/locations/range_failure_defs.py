@@ -1,4 +1,4 @@
-"""A code location for partition_assets_tests/integration/test_range_isolation.py: a daily asset
+"""A code location for partition_assets_tests/integration/test_scheduling_range_failure.py: a daily asset
 whose runs cover ranges of days and whose code fails on one day, as a bad source file fails a
 real job. It stores nothing (no Spark; `-> None`: no IO manager writes it, so its runs leave
 their materializations to the publish): its materializations are all a staged backfill of it

@@ -1,4 +1,4 @@
-"""A code location for the release tests (partition_assets_tests/integration/test_releases.py):
+"""A code location for the release tests (partition_assets_tests/integration/test_release_reads_during_publish.py):
 `payouts_daily` and `payouts_quarterly` (built from it), two Delta tables a staged backfill
 rewrites together, and `dashboard`, which joins them.
 

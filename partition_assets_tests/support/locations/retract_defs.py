@@ -1,4 +1,4 @@
-"""A code location for the retract tests (partition_assets_tests/integration/test_retract.py):
+"""A code location for the retract tests (partition_assets_tests/integration/test_retracting.py):
 `events`, a Delta table of ROWS_PER_DAY rows a day, and `daily_counts`, derived from it day by
 day. Both run over a range of days in one run. PARTITION_ASSETS_TEST_LAKE names the lake; the
 tests load this file with the lake's path written into a copy (a module is imported once per

@@ -1,5 +1,5 @@
 """A code location for the tests of a backfill worker that dies mid-run
-(partition_assets_tests/integration/test_worker_death.py): `dies_once` kills, on its first run
+(partition_assets_tests/integration/test_local_workers_death.py): `dies_once` kills, on its first run
 of DYING_PARTITION, what PARTITION_ASSETS_TEST_KILL names: `worker` (its own process, as an OOM
 killer or an operator's kill -9 would) or `fork_server` (the process its worker was forked
 from, which every worker dies with). A file under PARTITION_ASSETS_TEST_KILL_MARKERS records

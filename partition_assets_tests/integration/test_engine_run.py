@@ -159,7 +159,7 @@ def test_ready_nodes_share_runs_only_while_they_would_wait_for_a_slot(home):
     # ends), then the other six share runs over both slots. Their split depends on how far
     # the other run got when one ends, and on the durations measured meanwhile: 3+2+1 here
     # on a quiet machine, one run more under a loaded suite's timing (the exact rule, on a
-    # simulated clock: partition_assets_tests/unit/test_scheduling_core.py).
+    # simulated clock: partition_assets_tests/unit/test_scheduling.py).
     ordered = [sorted(members) for _, members in sorted(runs.items())]
     # Launched together on two workers: which of them starts its run first is a race.
     assert sorted(ordered[:2]) == [["2024-01-01"], ["2024-01-02"]]

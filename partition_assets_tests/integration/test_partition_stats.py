@@ -1,6 +1,6 @@
 """Partition stats computed by Spark: an order-independent, duplicate-sensitive checksum,
 exact measure sums and key counts, on real frames and on files written by Spark; the gate
-evaluated on them (partition_assets_tests/unit/test_gate.py evaluates it on hand-made stats)."""
+evaluated on them (partition_assets_tests/unit/test_gate_rules.py evaluates it on hand-made stats)."""
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
@@ -8,7 +8,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from partition_assets.backfill.publishing.diff import diff_rows
 from partition_assets.backfill.publishing.gate_evaluation import evaluate
 from partition_assets.backfill.publishing.partition_stats import PartitionStats, partition_stats
-from partition_assets_tests.unit.test_gate import DECLARED
+from partition_assets_tests.unit.test_gate_rules import DECLARED
 
 SCHEMA = StructType(
     [

@@ -15,7 +15,7 @@ from partition_assets.backfill.running.local_workers import DagsterNodeRunner
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets_tests.support import worker_death_defs
+from partition_assets_tests.support.locations import worker_death_defs
 from partition_assets_tests.support.locations.worker_death_defs import DYING_PARTITION, KILL_ENV, MARKERS_ENV
 
 MODULE = "partition_assets_tests.support.locations.worker_death_defs"

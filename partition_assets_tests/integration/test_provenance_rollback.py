@@ -7,7 +7,7 @@ One git repository holds support/locations/retract_defs.py stamped with its comm
 its lake in a temporary folder: commit 1 materializes both assets for DAYS in one range run;
 commit 2 changes `daily_counts`'s code (not its result); commit 3 reverts it. Plans go through
 the Python commands layer; the backfill runs through the real coordinator, workers, Spark and
-instance (as test_releases.py's)."""
+instance (as test_release_reads_during_publish.py's)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 tables and a Dagster instance: readers see the old content then the new, one commit
 per table, the gate, diff/publish/discard, the ledger, rollback, leases in both directions,
 the freeze and the notification hook. SIGKILL + resume, an unexpected error and a Spark
-server that dies: test_safe_backfill_recovery.py (a file of its own, so that pytest-xdist
+server that dies: test_backfill_resume.py (a file of its own, so that pytest-xdist
 can run the two halves side by side)."""
 
 import json

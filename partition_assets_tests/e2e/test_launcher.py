@@ -2,9 +2,9 @@
 coordinator and Dagster's DefaultRunLauncher (a run worker process per run, started by
 the code server), followed by status; retry reruns the failed node; a staged Spark backfill
 publishes what local workers publish; the deployment's backfill capacity holds. Kill -9 +
-resume, cancel, queued runs without a daemon and --detach: test_run_launcher_coordinator.py
+resume, cancel, queued runs without a daemon and --detach: test_launcher_coordinator.py
 (a file of its own, so that pytest-xdist can run the two halves side by side). With a daemon
-(`dagster dev`) the queued runs are launched: partition_assets_tests/e2e/test_webserver.py
+(`dagster dev`) the queued runs are launched: partition_assets_tests/e2e/test_dagster_ui_webserver.py
 checks it on its `dagster dev`, rather than starting one more here."""
 
 import re

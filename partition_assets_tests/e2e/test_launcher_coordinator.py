@@ -2,7 +2,7 @@
 runs each remaining launched node once; cancel terminates the launched runs in flight and
 stops launching; with the repo's QueuedRunCoordinator and no daemon, queued runs wait with a
 warning and cancel dequeues them; --detach hands the coordinator to the run launcher. (The
-other run-launcher tests: test_run_launcher.py.)"""
+other run-launcher tests: test_launcher.py.)"""
 
 import os
 import re

@@ -2,7 +2,7 @@
 real Spark, Delta tables and a Dagster instance: a coordinator or a rollback killed with
 SIGKILL anywhere converges on resume with each table committed once; an unexpected error in
 the gate and a Spark server that dies fail the backfill with its partitions still leased.
-(The other staged-backfill tests: test_safe_backfill.py.)"""
+(The other staged-backfill tests: test_backfill_publish.py.)"""
 
 import json
 import os

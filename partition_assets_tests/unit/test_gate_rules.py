@@ -1,5 +1,5 @@
 """The gate API: declared on a real Dagster asset, overridden by CLI texts, evaluated on
-hand-made partition stats (on stats computed by Spark: partition_assets_tests/integration/test_stats.py), and
+hand-made partition stats (on stats computed by Spark: partition_assets_tests/integration/test_partition_stats.py), and
 the diff shown to a person."""
 
 import json

@@ -1,7 +1,7 @@
 """Issue 41's pure logic, with fakes: the rules that pick partitions by the commit that made them or
 by staleness (reasons.py), the 'downstream of' reasons, the counts `backfill plan` prints, and the
 spec's checks of `produced_by` and `history_as_of`. Against an instance and a real git repository:
-integration/test_history_selection.py."""
+integration/test_history.py."""
 
 import dagster as dg
 import numpy as np
