@@ -182,8 +182,11 @@ def run_assets(spark_resource, lake, instance):
 # test_backfill_publish), so that no one file holds a worker for much of the run.
 LONGEST_FIRST = (
     "partition_assets_tests/e2e/test_backfill_publish.py",
+    "partition_assets_tests/e2e/test_stages.py",
     "partition_assets_tests/e2e/test_launcher.py",
     "partition_assets_tests/e2e/test_backfill_resume.py",
+    "partition_assets_tests/e2e/test_soak.py",
+    "partition_assets_tests/e2e/test_upgrade_mid_backfill.py",
     "partition_assets_tests/e2e/test_launcher_coordinator.py",
     "partition_assets_tests/e2e/test_backfill_run_history.py",
     "partition_assets_tests/e2e/test_dagster_ui_webserver.py",
