@@ -28,7 +28,7 @@ from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.publishing.stages import stage_lines
 from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.state.ledger import LedgerEntry
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, skipped_as_current
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,11 @@ class StatusReport:
     def title(self) -> str:
         what = "retract of " if self.record.retracted else ""
         return f"backfill {self.record.id} ({self.record.status}): {what}{self.record.spec.describe()}"
+
+    @property
+    def current(self) -> set[Node]:
+        """The nodes a --catch-up start left alone as current: no run of them comes (not missing)."""
+        return skipped_as_current(self.record, self.graph)
 
     @property
     def retracted_lines(self) -> list[str]:
