@@ -242,8 +242,11 @@ def historical_gaps(
     Raises:
         ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
     """
-    historical = {key: _historical(asset_graph.get(key).partitions_def, since) for key in keys}
-    historical = {key: found for key, found in historical.items() if found is not None}
+    historical: dict[dg.AssetKey, _Historical] = {}
+    for key in keys:
+        found = _historical(asset_graph.get(key).partitions_def, since)
+        if found is not None:
+            historical[key] = found
     made = materialized_partitions(instance, historical)
     gaps: list[Gap] = []
     for key in sorted(historical, key=lambda k: k.to_user_string()):
@@ -291,7 +294,8 @@ def _historical(partitions_def: dg.PartitionsDefinition | None, since: datetime 
     if dimension is None:
         return time_keys, starts, ends, first.start.tzinfo
     position = {time_key: i for i, time_key in enumerate(time_keys)}
-    keys, at = [], []
+    keys: list[str] = []
+    at: list[int] = []
     for key in cast(dg.MultiPartitionsDefinition, partitions_def).get_partition_keys():
         i = position.get(key.keys_by_dimension[dimension.name])
         if i is not None:
