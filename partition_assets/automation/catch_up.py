@@ -30,21 +30,24 @@ import uuid
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import cast
 
 import dagster as dg
+import numpy as np
 
 from partition_assets.automation.repository import AssetGraph, sensor_asset_graph
 from partition_assets.backfill.planning.mapping_memo import MappingMemo
 from partition_assets.backfill.planning.missing_parents import missing_parents
 from partition_assets.backfill.planning.run_config import backfill_run_config
+from partition_assets.backfill.planning.windows import WindowCache, keys_in_window
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.dagster_betas import asset_selection
+from partition_assets.dagster_instance.partition_status import unfinished_partitions
+from partition_assets.dagster_instance.provenance_index import materialized_partitions
 from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, SKIPPED_TAG, partitions_of_run
 
 CATCH_UP_TAG = "partition_assets/catch_up_sensor"
-_NOT_GAPS = {dg.AssetPartitionStatus.MATERIALIZED, dg.AssetPartitionStatus.IN_PROGRESS}
 
 
 @dataclass(frozen=True)
@@ -227,39 +230,75 @@ def historical_gaps(
     instance: dg.DagsterInstance, asset_graph: AssetGraph, keys: AbstractSet[dg.AssetKey], since: datetime | None = None
 ) -> list[Gap]:
     """Missing or failed partitions of time-partitioned `keys` (multi included), except each
-    asset's newest window (AutomationConditions' domain) and windows starting before `since`."""
+    asset's newest window (AutomationConditions' domain) and windows starting before `since`.
+
+    As `get_status_by_partition` tells them (neither materialized nor in progress), but read as
+    sets rather than asked key by key: the materialized partitions from the provenance index,
+    the failed and in-progress ones from Dagster's status subsets
+    (dagster_instance/partition_status.py), and the windows by arithmetic on an even schedule
+    (planning/windows.py). Over years of hours, what a tick costs beyond one pass over the keys
+    grows with the gaps, not with the history.
+
+    Raises:
+        ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
+    """
+    historical: dict[dg.AssetKey, _Historical] = {}
+    for key in keys:
+        found = _historical(asset_graph.get(key).partitions_def, since)
+        if found is not None:
+            historical[key] = found
+    made = materialized_partitions(instance, historical)
     gaps: list[Gap] = []
-    for key in sorted(keys, key=lambda k: k.to_user_string()):
-        partitions_def = asset_graph.get(key).partitions_def
-        windows = _historical_windows(partitions_def)
-        if since is not None:
-            windows = {k: w for k, w in windows.items() if w.start >= since}
-        if not windows or partitions_def is None:
-            continue
-        status = instance.get_status_by_partition(key, list(windows), partitions_def) or {}
+    for key in sorted(historical, key=lambda k: k.to_user_string()):
+        partitions_def = cast(dg.PartitionsDefinition, asset_graph.get(key).partitions_def)
+        failed, in_progress = unfinished_partitions(instance, key, partitions_def)
+        current = (made[key] - failed) | in_progress
+        partitions, starts, ends, zone = historical[key]
         gaps.extend(
-            Gap(key, k, w, failed=status.get(k) == dg.AssetPartitionStatus.FAILED)
-            for k, w in windows.items()
-            if status.get(k) not in _NOT_GAPS
+            Gap(
+                key,
+                partition,
+                dg.TimeWindow(datetime.fromtimestamp(starts[i], zone), datetime.fromtimestamp(ends[i], zone)),
+                failed=partition in failed,
+            )
+            for i, partition in enumerate(partitions)
+            if partition not in current
         )
     return gaps
 
 
-def _historical_windows(partitions_def: dg.PartitionsDefinition | None) -> dict[str, dg.TimeWindow]:
-    """Each partition's time window, without the newest window; {} without a time dimension."""
+_Historical = tuple[list[str], np.ndarray, np.ndarray, tzinfo | None]
+
+
+def _historical(partitions_def: dg.PartitionsDefinition | None, since: datetime | None) -> _Historical | None:
+    """Each partition but those of the newest window and of windows starting before `since`,
+    with its window's start and end (epoch seconds) and their time zone; None without a time
+    dimension or without such a partition."""
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
-        keys = list(partitions_def.get_partition_keys())[:-1]
-        return dict(
-            zip(keys, partitions_def.time_windows_for_partition_keys(frozenset(keys), validate=False), strict=True)
-        )
-    if isinstance(partitions_def, dg.MultiPartitionsDefinition) and partitions_def.has_time_window_dimension:
+        time_def, dimension = partitions_def, None
+    elif isinstance(partitions_def, dg.MultiPartitionsDefinition) and partitions_def.has_time_window_dimension:
         dimension = partitions_def.time_window_dimension
         time_def = cast(dg.TimeWindowPartitionsDefinition, dimension.partitions_def)
-        time_keys = list(time_def.get_partition_keys())[:-1]
-        window_of = {k: time_def.time_window_for_partition_key(k) for k in time_keys}
-        return {
-            key: window_of[key.keys_by_dimension[dimension.name]]
-            for key in partitions_def.get_partition_keys()
-            if key.keys_by_dimension[dimension.name] in window_of
-        }
-    return {}
+    else:
+        return None
+    first, last = time_def.get_first_partition_window(), time_def.get_last_partition_window()
+    if first is None or last is None:
+        return None
+    start = max(first.start, since, key=lambda d: d.timestamp()) if since else first.start
+    if start.timestamp() >= last.start.timestamp():
+        return None
+    time_keys = keys_in_window(time_def, dg.TimeWindow(start, last.start))  # windows starting in it
+    if not time_keys:
+        return None
+    starts, ends = WindowCache(padding=0).bounds(time_def, time_keys)  # arithmetic on an even schedule
+    if dimension is None:
+        return time_keys, starts, ends, first.start.tzinfo
+    position = {time_key: i for i, time_key in enumerate(time_keys)}
+    keys: list[str] = []
+    at: list[int] = []
+    for key in cast(dg.MultiPartitionsDefinition, partitions_def).get_partition_keys():
+        i = position.get(key.keys_by_dimension[dimension.name])
+        if i is not None:
+            keys.append(key)
+            at.append(i)
+    return keys, starts[at], ends[at], first.start.tzinfo

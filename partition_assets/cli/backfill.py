@@ -175,7 +175,7 @@ def _status(instance: dg.DagsterInstance, backfill_id: str, args: argparse.Names
     for path in (args.html, args.png):
         if path and not Path(path).resolve().parent.is_dir():
             raise BackfillPlanError(f"cannot write {path}: its folder does not exist; create it or pick another path")
-    heatmap = Heatmap(report.graph, report.node_states, report.title)
+    heatmap = Heatmap(report.graph, report.node_states, report.title, report.current)
     print(heatmap.text())
     notes = (report.fewer_runs, report.launch, report.silence)
     for line in (

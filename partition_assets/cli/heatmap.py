@@ -1,8 +1,11 @@
-"""A backfill's per-asset partition heatmap: done / failed / blocked / running / skipped / missing, as text, HTML
-or PNG."""
+"""A backfill's per-asset partition heatmap: done / failed / blocked / running / skipped / current / missing, as
+text, HTML or PNG. *current*: a node a --catch-up backfill left alone because it was materialized already
+(no run of it will come); *missing*: a node with no run yet."""
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import cast
 
 from partition_assets.backfill.model import Node, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph
@@ -14,6 +17,9 @@ _GLYPHS: dict[NodeStatus | None, str] = {
     NodeStatus.RUNNING: "▶",
     NodeStatus.SKIPPED: "○",
 }
+# A node a --catch-up backfill skipped as current: a cell of its own, not a state of the node's runs.
+CURRENT = "current (skipped by --catch-up)"
+_CURRENT_GLYPH, CURRENT_COLOR = "▒", "#a5d6a7"  # a lighter green: materialized, not by this backfill
 COLORS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "#2e7d32",
     NodeStatus.FAILED: "#c62828",
@@ -29,28 +35,33 @@ _CELL_WIDTH, _ROW_HEIGHT, _LABEL_WIDTH, _MAX_IMAGE_WIDTH = 6, 16, 200, 4000
 @dataclass
 class Heatmap:
     graph: BackfillGraph
-    states: dict[Node, NodeStatus]  # nodes absent here are missing
+    states: dict[Node, NodeStatus]  # nodes absent here are current when in `current`, else missing
     title: str
+    current: AbstractSet[Node] = field(default_factory=frozenset)  # left alone by --catch-up as current
 
-    def rows(self) -> list[tuple[str, list[str], list[NodeStatus | None]]]:
-        """(asset, partition keys, state of each) in the graph's order."""
+    def rows(self) -> list[tuple[str, list[str], list[NodeStatus | str | None]]]:
+        """(asset, partition keys, state of each: its runs', else CURRENT, else None) in the graph's order."""
         return [
             (
                 key.to_user_string(),
                 asset_slice.partition_keys,
-                [self.states.get(Node(key, p)) for p in asset_slice.partition_keys],
+                [self._state(Node(key, p)) for p in asset_slice.partition_keys],
             )
             for key, asset_slice in self.graph.slices.items()
         ]
 
+    def _state(self, node: Node) -> NodeStatus | str | None:
+        state = self.states.get(node)
+        return CURRENT if state is None and node in self.current else state
+
     def text(self) -> str:
-        lines = [
-            self.title,
-            "legend: █ done  ✗ failed  ⊘ blocked (behind a failure)  ▶ running  ○ skipped (no output)  · missing",
-        ]
+        legend = "legend: █ done  ✗ failed  ⊘ blocked (behind a failure)  ▶ running  ○ skipped (no output)"
+        if self.current:  # only a --catch-up backfill has current nodes
+            legend += f"  {_CURRENT_GLYPH} {CURRENT}"
+        lines = [self.title, f"{legend}  · missing"]
         for asset, _, states in self.rows():
-            cells = "".join(_GLYPHS.get(state, "·") for state in states)
-            counts = Counter(state.value if state else "missing" for state in states)
+            cells = "".join(_glyph(state) for state in states)
+            counts = Counter(_label(state) for state in states)
             summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
             lines.append(f"{asset:<28} {cells[:_TEXT_CELLS]}{'…' if len(cells) > _TEXT_CELLS else ''}  {summary}")
         return "\n".join(lines)
@@ -59,7 +70,7 @@ class Heatmap:
         rows = []
         for asset, keys, states in self.rows():
             cells = "".join(
-                f'<td title="{key}" style="background:{COLORS.get(state, MISSING_COLOR)}"></td>'
+                f'<td title="{key}: {_label(state)}" style="background:{_color(state)}"></td>'
                 for key, state in zip(keys, states, strict=True)
             )
             rows.append(f"<tr><th>{asset}</th>{cells}</tr>")
@@ -87,6 +98,21 @@ class Heatmap:
                 left = _LABEL_WIDTH + column * cell
                 draw.rectangle(
                     (left, top + 2, left + max(cell - 2, 0), top + _ROW_HEIGHT - 3),
-                    fill=COLORS.get(state, MISSING_COLOR),
+                    fill=_color(state),
                 )
         image.save(path, format="PNG")
+
+
+def _glyph(state: NodeStatus | str | None) -> str:
+    return _CURRENT_GLYPH if state == CURRENT else _GLYPHS.get(cast(NodeStatus | None, state), "·")
+
+
+def _color(state: NodeStatus | str | None) -> str:
+    return CURRENT_COLOR if state == CURRENT else COLORS.get(cast(NodeStatus | None, state), MISSING_COLOR)
+
+
+def _label(state: NodeStatus | str | None) -> str:
+    """How the summary and the HTML's cells name a state."""
+    if isinstance(state, NodeStatus):
+        return state.value
+    return state or "missing"

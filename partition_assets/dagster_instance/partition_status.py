@@ -28,11 +28,20 @@ def failed_partitions(
     `get_status_by_partition`: failed and not in progress again), read from Dagster's failed
     and in-progress subsets of `key`; none when Dagster keeps no status for it (never
     materialized nor planned)."""
+    failed, _ = unfinished_partitions(instance, key, partitions_def)
+    return {partition for partition in failed if partition in among}
+
+
+def unfinished_partitions(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions_def: dg.PartitionsDefinition
+) -> tuple[set[str], set[str]]:
+    """The partitions of `key` that `get_status_by_partition` calls FAILED (their latest run
+    failed to materialize them, and no run in progress plans them again), and those it calls
+    IN_PROGRESS, read from Dagster's failed and in-progress subsets; none when Dagster keeps no
+    status for it (never materialized nor planned)."""
     cached = get_and_update_asset_status_cache_value(instance, key, partitions_def)
     if not isinstance(cached, AssetStatusCacheValue):
-        return set()
+        return set(), set()
     failed = cached.deserialize_failed_partition_subsets(partitions_def)
-    in_progress = cached.deserialize_in_progress_partition_subsets(partitions_def)
-    return {
-        partition for partition in failed.get_partition_keys() if partition in among and partition not in in_progress
-    }
+    in_progress = set(cached.deserialize_in_progress_partition_subsets(partitions_def).get_partition_keys())
+    return {partition for partition in failed.get_partition_keys() if partition not in in_progress}, in_progress

@@ -77,6 +77,10 @@ def test_catch_up_launches_only_missing_partitions(home):
     assert catch_up.returncode == 0, catch_up.stderr
     second_id = catch_up.stdout.split()[1].rstrip(":")  # "backfill <id>: N nodes"
     assert set(runs_by_node(home, second_id)) == {("raw", f"2024-01-0{d}") for d in (4, 5, 6)}
+    page = home / "status.html"
+    status = backfill_cli(home, "status", second_id, "--html", str(page))  # the days it left alone are not missing
+    assert f"{'raw':<28} ▒▒▒███  3 current (skipped by --catch-up), 3 succeeded" in status.stdout.splitlines()
+    assert '<td title="2024-01-01: current (skipped by --catch-up)"' in page.read_text()
 
 
 def test_resume_of_a_catch_up_backfill_runs_only_the_nodes_it_has_not_done(home):

@@ -79,7 +79,7 @@ def plan_backfill(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillP
     asset_graph = load_definitions(spec.module).resolve_asset_graph()
     recorded = recorded_seconds(instance, graph)
     seconds = {key: recorded.get(key, _DEFAULT_SECONDS_PER_NODE) for key in graph.slices}
-    path, length = critical_path(graph, seconds)
+    path, length = critical_path(graph, seconds, done)  # of the nodes that run: --catch-up's current ones left out
     return BackfillPlan(
         spec=spec,
         graph=graph,
@@ -89,7 +89,7 @@ def plan_backfill(spec: BackfillSpec, instance: dg.DagsterInstance) -> BackfillP
         impacted=impact(asset_graph, graph, instance),
         schema_changes=tuple(schema_changes),
         current_nodes=len(done),
-        asset_runs=asset_runs(asset_graph, graph, spec.batching, spec.batch),
+        asset_runs=asset_runs(asset_graph, graph, spec.batching, spec.batch, done),
     )
 
 

@@ -28,7 +28,7 @@ from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan
 from partition_assets.backfill.publishing.stages import stage_lines
 from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.state.ledger import LedgerEntry
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, skipped_as_current
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,14 @@ class BackfillPlan:
     impacted: Mapping[dg.AssetKey, int]  # assets outside the selection reading rewritten partitions: how many
     schema_changes: tuple[TableSchemaPlan, ...]
     current_nodes: int  # nodes catch-up would skip (0 without --catch-up)
-    # Per asset: its BackfillPolicy and the runs the backfill makes of it (planning/policy_runs.py).
+    # Per asset: its BackfillPolicy, the partitions the backfill runs (catch-up's current ones left
+    # out) and the runs it makes of them (planning/policy_runs.py).
     asset_runs: Mapping[dg.AssetKey, AssetRuns] = field(default_factory=dict)
 
     @property
     def work_seconds(self) -> float:
-        return sum(len(s) * self.seconds_per_node[key] for key, s in self.graph.slices.items())
+        """The seconds of every node that runs (its asset's `asset_runs` partitions)."""
+        return sum(runs.partitions * self.seconds_per_node[key] for key, runs in self.asset_runs.items())
 
     @property
     def eta_seconds(self) -> float:
@@ -98,6 +100,11 @@ class StatusReport:
     def title(self) -> str:
         what = "retract of " if self.record.retracted else ""
         return f"backfill {self.record.id} ({self.record.status}): {what}{self.record.spec.describe()}"
+
+    @property
+    def current(self) -> set[Node]:
+        """The nodes a --catch-up start left alone as current: no run of them comes (not missing)."""
+        return skipped_as_current(self.record, self.graph)
 
     @property
     def retracted_lines(self) -> list[str]:

@@ -17,12 +17,13 @@ run (a parent and its child with an identity mapping); the engine runs each asse
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from partition_assets.backfill.model import Batching, RunUnit
+from partition_assets.backfill.model import Batching, Node, RunUnit
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
 from partition_assets.backfill.planning.spec import Wording
 from partition_assets.errors import BatchingError
@@ -59,7 +60,8 @@ def _close(asset_slice: AssetSlice, members: list[str], runs: list[RunUnit]) -> 
 class AssetRuns:
     """How a backfill runs one asset's `partitions`: under which `policy` (its `BackfillPolicy` as
     Dagster prints it, or None) and `batching` (a `Batching` word, or "off" for `--no-batch`), in
-    how many `runs`: exactly, or at most when the engine's batching decides as it goes (`exact`)."""
+    how many `runs`: exactly, or at most when the engine's batching decides as it goes (`exact`).
+    `partitions`: those it runs (a --catch-up backfill's current ones left out)."""
 
     asset: dg.AssetKey
     policy: str | None
@@ -87,21 +89,31 @@ BATCHING_OFF = "off"
 
 
 def asset_runs(
-    asset_graph: BaseAssetGraph, graph: BackfillGraph, batching: Batching, batch: bool
+    asset_graph: BaseAssetGraph,
+    graph: BackfillGraph,
+    batching: Batching,
+    batch: bool,
+    done: AbstractSet[Node] = frozenset(),
 ) -> dict[dg.AssetKey, AssetRuns]:
-    """Per asset of `graph`, its policy and the runs the backfill makes of it: Dagster's chunks
-    (`policy_runs`) with `batching` policy, at most one per partition with the engine's batching
-    (for assets that run ranges), one per partition with `batch` off."""
+    """Per asset of `graph`, its policy and the runs the backfill makes of its partitions but
+    those `done` (what --catch-up leaves alone as current): Dagster's chunks (`policy_runs`)
+    with `batching` policy, at most one per partition with the engine's batching (for assets
+    that run ranges), one per partition with `batch` off."""
+    done_by_asset: dict[dg.AssetKey, set[str]] = {}
+    for node in done:
+        done_by_asset.setdefault(node.asset, set()).add(node.partition)
     found = {}
     for key, asset_slice in graph.slices.items():
         policy = asset_graph.get(key).backfill_policy
         chunked = batch and batching == Batching.policy
+        skipped = done_by_asset.get(key, set())
+        to_run = len(asset_slice) - len(skipped)
         found[key] = AssetRuns(
             key,
             str(policy) if policy is not None else None,
             batching.value if batch else BATCHING_OFF,
-            len(asset_slice),
-            len(policy_runs(asset_slice)) if chunked else len(asset_slice),
+            to_run,
+            len(policy_runs(asset_slice, skipped)) if chunked else to_run,
             exact=chunked or not batch or asset_slice.max_batch == 1,
         )
     return found

@@ -39,6 +39,7 @@ import heapq
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -504,15 +505,22 @@ def _in_graph_order(graph: BackfillGraph, nodes: set[Node]) -> list[Node]:
     return sorted(nodes, key=lambda node: (position[node.asset], graph.slices[node.asset].index_of[node.partition]))
 
 
-def critical_path(graph: BackfillGraph, seconds: Mapping[dg.AssetKey, float]) -> tuple[list[Node], float]:
-    """The longest chain of work through `graph` (each node of an asset taking
-    `seconds[asset]`), first node first, and its seconds; ([], 0.0) for an empty graph.
+def critical_path(
+    graph: BackfillGraph, seconds: Mapping[dg.AssetKey, float], done: AbstractSet[Node] = frozenset()
+) -> tuple[list[Node], float]:
+    """The longest chain of work through the nodes of `graph` that run (all but `done`: what
+    --catch-up leaves alone as current, which no node waits for), each node of an asset taking
+    `seconds[asset]`, first node first, and its seconds; ([], 0.0) when none runs.
     Of chains equally long, the one starting with the earliest node in plan order."""
     children = downstream_index(graph)
-    chain = chain_seconds(graph, children, seconds)
+    nodes = list(graph.nodes())
+    if done:
+        nodes = [node for node in nodes if node not in done]
+        children = {node: [c for c in children.get(node, ()) if c not in done] for node in nodes}
+    chain = chain_seconds(graph, children, seconds, nodes)
     if not chain:
         return [], 0.0
-    node = max(graph.nodes(), key=chain.__getitem__)
+    node = max(nodes, key=chain.__getitem__)
     path = [node]
     while children.get(node):
         node = max(children[node], key=chain.__getitem__)

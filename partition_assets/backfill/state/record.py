@@ -314,12 +314,16 @@ def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.Da
     succeeded = {
         node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
     }
-    skipped = {
+    return succeeded | skipped_as_current(record, graph)
+
+
+def skipped_as_current(record: BackfillRecord, graph: BackfillGraph) -> set[Node]:
+    """The nodes of `graph` a --catch-up start left alone as current (`skipped`, as recorded then)."""
+    return {
         node
         for node in nodes_of(record.skipped)
         if node.asset in graph.slices and node.partition in graph.slices[node.asset].index_of
     }
-    return succeeded | skipped
 
 
 def by_asset(nodes: Iterable[Node]) -> dict[str, list[str]]:
