@@ -1,5 +1,5 @@
 """The catch-up sensor's gaps (automation/catch_up.py, `historical_gaps`) over the two-year
-hourly asset of test_huge_asset (17,544 hours and their 731 days, 1% of the days missing):
+hourly asset of test_catch_up_huge_asset (17,544 hours and their 731 days, 1% of the days missing):
 exactly the missing partitions, with their windows, found without asking Dagster partition by
 partition (its per-partition status, or each key parsed into its window)."""
 
