@@ -11,8 +11,10 @@ the IO managers' inputs) read every table as before until the release, then ever
 Not guaranteed: between the first and the last table commit a reader of the tables' raw
 latest versions joining two tables can see one published and the other not (each table on
 its own is old or new, never a mix); after a foreign commit stops a publish part-way, until
-it is finished or rolled back. A staging changed between its check against the gate's fingerprint
-and its table's commit (moments apart, while the backfill holds its leases) is not seen.
+it is finished or rolled back. Each table's staging is read once per publish (`PendingTable`), and
+committed as read: a staging changed between that read (an approval's checks, else the table
+commits' start) and its table's commit (moments apart, while the backfill holds its leases) is not
+seen, but for a file deleted since, which fails its move (CommitError).
 """
 
 from __future__ import annotations
