@@ -41,7 +41,13 @@ from partition_assets.errors import (
     StagingMissingError,
 )
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets.storage.backfill_staging import ListedStaging, StagedTable, StagingFingerprint, list_staging
+from partition_assets.storage.backfill_staging import (
+    ListedStaging,
+    PartitionRow,
+    StagedTable,
+    StagingFingerprint,
+    list_staging,
+)
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.table_format import PreviousKeepingFormat
 
@@ -99,11 +105,10 @@ def commit_tables(
         _check_unchanged(record, tables, pending)
     record.move_to(BackfillStatus.PUBLISHING, BackfillCommand.PUBLISH)
     release_steps.begin(lake, release_steps.ReleaseOperation.PUBLISH, record.id, [p.table for p in pending])
-    for table, listed in ((p.table, p.listed) for p in pending):
-        fingerprint = None if force else fingerprint_of(record, table)
+    for table, listed, expected in ((p.table, p.listed, p.expected) for p in pending):
         try:
             result = table.staging_format.publish_staged(
-                table.uri, record.id, fingerprint, {BACKFILL_ID_TAG: record.id}, listed
+                table.uri, record.id, None if force else expected, {BACKFILL_ID_TAG: record.id}, listed
             )
         except ForeignCommitError as error:
             raise _partially_published(record, tables, table, error) from None
@@ -131,10 +136,13 @@ def _keep_previous(record: BackfillRecord, table: BackfillTable, version: int | 
 class PendingTable:
     """A table still to publish and its staging as read once for this publish (its manifests);
     where its files are is listed on first use (`listed`), once. The checks and the commit of
-    the publish take this read, and read the staging no more."""
+    the publish take this read, and read the staging no more. `expected`: the published files of
+    each of its partitions when the backfill started (`fingerprint_of`), what commits outside the
+    backfill are checked against."""
 
     table: BackfillTable
     staged: StagedTable
+    expected: Mapping[PartitionRow, frozenset[str]]
 
     @cached_property
     def listed(self) -> ListedStaging:
@@ -156,7 +164,7 @@ def unpublished_tables(record: BackfillRecord, tables: Tables) -> list[PendingTa
         else:
             versions.pop(table.asset.to_user_string(), None)
             if (staged := table.staging_format.staged(table.uri, record.id)) is not None:
-                pending.append(PendingTable(table, staged))
+                pending.append(PendingTable(table, staged, fingerprint_of(record, table)))
     return pending
 
 
@@ -297,9 +305,9 @@ def fingerprint_of(record: BackfillRecord, table: BackfillTable) -> dict[tuple[s
 
 def _check_unchanged(record: BackfillRecord, tables: Tables, pending: Sequence[PendingTable]) -> None:
     refusals = []
-    for table, staged in ((p.table, p.staged) for p in pending):
+    for table, staged, expected in ((p.table, p.staged, p.expected) for p in pending):
         try:
-            table.staging_format.check_publish(table.uri, record.id, fingerprint_of(record, table), staged)
+            table.staging_format.check_publish(table.uri, record.id, expected, staged)
         except ForeignCommitError as error:
             refusals.append(str(error))
     if not refusals:

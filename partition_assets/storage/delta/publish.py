@@ -103,8 +103,13 @@ def publish_staged(
     write = staged.as_write()
     change = _schema_change(table, staged)
 
+    checked: set[int] = set()  # the versions checked (-1: no table): the commit's first attempt is on `table`
+
     def check(current: DeltaTable | None) -> None:
-        _check_publishable(current, staged, expected, change)
+        version = -1 if current is None else current.version()
+        if version not in checked:
+            _check_publishable(current, staged, expected, change)
+            checked.add(version)
 
     check(table)
     if table is not None and change:
