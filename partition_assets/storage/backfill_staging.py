@@ -25,6 +25,7 @@ atomic only where the filesystem's rename is (local disks; object stores copy).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import threading
@@ -69,6 +70,8 @@ class StagedTable:
     # the published schema the backfill's first staging was checked against: what its own
     # changes are measured from (None: there was no table, or it was staged before this was kept)
     started_from: pa.Schema | None = None
+    # the table's published schema `schema` extends, as it was when this was read (None: no table)
+    read_over: pa.Schema | None = None
 
     @property
     def files(self) -> tuple[StagedFile, ...]:
@@ -129,10 +132,43 @@ class StagingFingerprint:
         return cls(str(saved["content"]), str(saved["times"]))
 
 
-def staging_fingerprint(staged: StagedTable) -> StagingFingerprint:
-    """The fingerprint of `staged` as its files are now: one listing of the backfill's data
-    folder, and a look in the table's layout for each file not found there. A file found in
-    neither place counts as empty, so its absence changes the fingerprint.
+@dataclass(frozen=True)
+class ListedStaging:
+    """A staging and where each of its files is now: what a publish reads of a table's staging,
+    once (`list_staging`), and passes through its checks (the gate's fingerprint, commits outside
+    the backfill) and its commit (the file moves), which read nothing of it again.
+
+    Not guaranteed: it is what the folder held when listed; a file moved or deleted since (by
+    hand: the backfill holds its leases) is found by the move that needs it (`move_into_table_layout`).
+    """
+
+    staged: StagedTable
+    # each staged file's path -> its info where it was found (type NotFound: in neither place)
+    found: Mapping[str, pafs.FileInfo]
+    # the paths not in the backfill's data folder: in the table's layout (moved there by a publish
+    # killed part-way), or nowhere
+    outside_data: frozenset[str]
+
+    @functools.cached_property
+    def fingerprint(self) -> StagingFingerprint:
+        """The fingerprint of the staging as listed (computed once)."""
+        staged = self.staged
+        content, times = hashlib.sha256(), hashlib.sha256()
+        schema = base64.b64encode(staged.schema.serialize().to_pybytes()).decode()
+        metadata = sorted([list(row), dict(values)] for row, values in staged.metadata_by_partition.items())
+        content.update(json.dumps([list(staged.partition_columns), schema, metadata], sort_keys=True).encode())
+        for row, files in sorted(staged.files_by_partition.items()):
+            for file in sorted(files, key=lambda file: file.path):
+                info = self.found[file.path]
+                size = info.size if info.type == pafs.FileType.File else None
+                content.update(json.dumps([list(row), file.path, file.size, size, file.num_records]).encode())
+                times.update(f"{file.path}:{info.mtime_ns}\n".encode())
+        return StagingFingerprint(content.hexdigest(), times.hexdigest(), bool(self.outside_data))
+
+
+def list_staging(staged: StagedTable) -> ListedStaging:
+    """Where each file of `staged` is now: one listing of the backfill's data folder, and a look
+    in the table's layout for each file not found there.
 
     Raises:
         BackfillIdError: The staging's backfill id cannot name a folder.
@@ -143,20 +179,25 @@ def staging_fingerprint(staged: StagedTable) -> StagingFingerprint:
         for info in fs.get_file_info(pafs.FileSelector(data, recursive=True, allow_not_found=True))
         if info.type == pafs.FileType.File
     }
-    content, times, moved = hashlib.sha256(), hashlib.sha256(), False
-    schema = base64.b64encode(staged.schema.serialize().to_pybytes()).decode()
-    metadata = sorted([list(row), dict(values)] for row, values in staged.metadata_by_partition.items())
-    content.update(json.dumps([list(staged.partition_columns), schema, metadata], sort_keys=True).encode())
-    for row, files in sorted(staged.files_by_partition.items()):
-        for file in sorted(files, key=lambda file: file.path):
-            info = listed.get(f"{data}/{file.path}")
-            if info is None:
-                location, in_layout = staged_file_location(staged, file)
-                info, moved = fs.get_file_info(location), moved or in_layout
-            size = info.size if info.type == pafs.FileType.File else None
-            content.update(json.dumps([list(row), file.path, file.size, size, file.num_records]).encode())
-            times.update(f"{file.path}:{info.mtime_ns}\n".encode())
-    return StagingFingerprint(content.hexdigest(), times.hexdigest(), moved)
+    _, root = table_filesystem(staged.table_uri)
+    found, outside = {}, set()
+    for file in staged.files:
+        info = listed.get(f"{data}/{file.path}")
+        if info is None:
+            info = fs.get_file_info(f"{root}/{file.path}")
+            outside.add(file.path)
+        found[file.path] = info
+    return ListedStaging(staged, found, frozenset(outside))
+
+
+def staging_fingerprint(staged: StagedTable) -> StagingFingerprint:
+    """The fingerprint of `staged` as its files are now (`list_staging`). A file found in
+    neither place counts as empty, so its absence changes the fingerprint.
+
+    Raises:
+        BackfillIdError: The staging's backfill id cannot name a folder.
+    """
+    return list_staging(staged).fingerprint
 
 
 def incoming_folder(backfill_id: str) -> str:
@@ -278,6 +319,7 @@ def read_staged(table_uri: str, backfill_id: str, published_schema: pa.Schema | 
         {row: tuple(files) for row, files in files_by_partition.items()},
         {row: entries[index].get("metadata", {}) for row, index in owner.items()},
         started_from,
+        published_schema,
     )
 
 
@@ -299,8 +341,9 @@ def staged_file_location(staged: StagedTable, file: StagedFile) -> tuple[str, bo
     return f"{root}/{file.path}", True
 
 
-def move_into_table_layout(staged: StagedTable) -> None:
-    """Moves the staged files into the table's layout, still unreferenced by its log.
+def move_into_table_layout(listed: ListedStaging) -> None:
+    """Moves the staged files into the table's layout, still unreferenced by its log, from
+    where `listed` found them (no look at each file first).
 
     Resumable: a file an earlier, killed attempt moved is left where it is; a file in
     neither place (deleted by hand) is a CommitError, and nothing is committed.
@@ -308,14 +351,20 @@ def move_into_table_layout(staged: StagedTable) -> None:
     Raises:
         CommitError: A staged file is in neither the backfill's data folder nor the table's layout.
     """
+    staged = listed.staged
     fs, data = data_folder(staged.table_uri, staged.backfill_id)
     _, root = table_filesystem(staged.table_uri)
     for file in staged.files:
         source, target = f"{data}/{file.path}", f"{root}/{file.path}"
-        if fs.get_file_info(source).type == pafs.FileType.File:
-            move_file(fs, source, target)
-            failpoint("publish_moving")
-        elif fs.get_file_info(target).type != pafs.FileType.File:
+        if file.path not in listed.outside_data:
+            try:
+                move_file(fs, source, target)
+            except FileNotFoundError:
+                pass  # gone since the listing: moved meanwhile, or deleted (told apart below)
+            else:
+                failpoint("publish_moving")
+                continue
+        if fs.get_file_info(target).type != pafs.FileType.File:
             raise CommitError(
                 f"staged file {file.path} of backfill {staged.backfill_id} is missing from "
                 f"{data} and from table {staged.table_uri} (deleted by hand, or by a vacuum after a "

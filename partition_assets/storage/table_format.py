@@ -29,7 +29,7 @@ from partition_assets.errors import UnsupportedByFormatError, VacuumRetentionErr
 if TYPE_CHECKING:  # types only: this module loads without Spark or Dagster (storage/table_formats.py)
     from pyspark.sql import DataFrame, SparkSession
 
-    from partition_assets.storage.backfill_staging import StagedTable
+    from partition_assets.storage.backfill_staging import ListedStaging, StagedTable
     from partition_assets.storage.partition_scope import PartitionScope
     from partition_assets.storage.write_staging import StagedWrite
 
@@ -288,6 +288,7 @@ class StagingFormat(VersionedFormat, Protocol):
         backfill_id: str,
         expected: Mapping[tuple[str, ...], frozenset[str]] | None,
         metadata: Mapping[str, str],
+        listed: ListedStaging | None = None,
     ) -> PublishResult:
         """Publishes everything the backfill staged for the table in one idempotent commit.
 
@@ -295,6 +296,8 @@ class StagingFormat(VersionedFormat, Protocol):
             expected: The published files of each staged partition when the backfill started (as
                 `partition_files` took them); None publishes over whatever commits came since (--force).
             metadata: Commit metadata to record with the publish.
+            listed: The staging as the caller read it for this publish (`staged`, then
+                backfill_staging.list_staging): not read again (None: read here).
 
         Raises:
             ForeignCommitError: A staged partition's published files are no longer `expected`;
@@ -309,11 +312,16 @@ class StagingFormat(VersionedFormat, Protocol):
         """
 
     def check_publish(
-        self, table_uri: str, backfill_id: str, expected: Mapping[tuple[str, ...], frozenset[str]] | None
+        self,
+        table_uri: str,
+        backfill_id: str,
+        expected: Mapping[tuple[str, ...], frozenset[str]] | None,
+        staged: StagedTable | None = None,
     ) -> None:
         """Raises ForeignCommitError or SchemaChangeError when `publish_staged` with `expected`
         would refuse; commits nothing. `expected` None: the schema change only, whatever commits
-        were made outside the backfill (as `publish_staged` with --force checks).
+        were made outside the backfill (as `publish_staged` with --force checks). `staged`: the
+        staging as the caller read it (`staged`), not read again (None: read here).
 
         Raises:
             ForeignCommitError: A staged partition's published files are no longer `expected`.

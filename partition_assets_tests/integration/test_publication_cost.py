@@ -29,6 +29,8 @@ from partition_assets.backfill.state.ledger import ledger_uri
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.storage import backfill_staging
+from partition_assets_tests.support.counting_filesystem import counting_table_filesystem
 from partition_assets_tests.support.instances import instance_env
 from partition_assets_tests.support.publish_stages import watched_stages
 
@@ -47,6 +49,7 @@ class PublishCost:
     materialization_inserts: list[Counter] = field(default_factory=list)  # per event-log insert: rows per asset
     ledger_commits: int = 0
     table_versions: list[int] = field(default_factory=list)  # the Delta table's, after the publish
+    staging_listings: Counter = field(default_factory=Counter)  # folder listings of the staging, by folder
 
 
 @dataclass
@@ -87,13 +90,17 @@ def published(spark_resource, home_template, tmp_path_factory) -> Iterator[Publi
             patch.setenv(name, value)
         code_location = importlib.import_module(CODE_LOCATION)
         ledger_before: list[int] = []
+        listed: Counter[str] = Counter()
+        patch.setattr(backfill_staging, "table_filesystem", counting_table_filesystem(listed))
 
         def started() -> None:
             ledger_before.append(DeltaTable(ledger_uri(str(lake))).version())
+            listed.clear()  # the gate's reads are not the publish's
 
         def ended() -> None:
             cost.ledger_commits = DeltaTable(ledger_uri(str(lake))).version() - ledger_before[0]
             cost.table_versions = [entry["version"] for entry in DeltaTable(str(lake / "stored")).history()]
+            cost.staging_listings = Counter(listed)
 
         patch.setattr(stages, "PUBLISH_STAGES", watched_stages(_count_statements(cost), started, ended))
         # One slot: each asset's days share one run (more slots split them to fill the slots).
@@ -117,6 +124,14 @@ def test_publish_costs_writes_per_table_asset_and_run_not_per_node(published):
     # Every instance round trip of the publish: a few per table, asset and run (here 2 runs),
     # fewer than the days of one asset (a write per node would be 180 alone).
     assert cost.statements < DAYS, f"{cost.statements} SQL statements to publish {nodes} nodes"
+
+
+def test_the_publish_reads_the_table_s_staging_once(published):
+    # Its checks (the gate's fingerprint, commits outside the backfill), its commit and its file
+    # moves take one read: the manifests listed once, the staged files once (it was 4 and 1).
+    staging = f"stored/_backfills/{published.backfill_id}/"
+    listings = {folder.split(staging, 1)[-1]: count for folder, count in published.cost.staging_listings.items()}
+    assert listings == {"manifest": 1, "data": 1}
 
 
 def test_the_publish_keeps_each_bodys_materialization_metadata(published):

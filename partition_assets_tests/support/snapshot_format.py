@@ -40,12 +40,14 @@ from partition_assets.errors import (
     UnsupportedByFormatError,
 )
 from partition_assets.storage.backfill_staging import (
+    ListedStaging,
     PartitionRow,
     StagedTable,
     data_folder,
     delete_backfill,
     delete_published_backfill,
     incoming_folder,
+    list_staging,
     move_into_table_layout,
     read_staged,
     record_staging,
@@ -385,16 +387,17 @@ class SnapshotFormat:
         backfill_id: str,
         expected: Mapping[PartitionRow, frozenset[str]] | None,
         metadata: Mapping[str, str],
+        listed: ListedStaging | None = None,
     ) -> PublishResult:
         done = _find(table_uri, PUBLISH, backfill_id)
         if done is not None:
             return _result(table_uri, done, None)
-        staged = self.staged(table_uri, backfill_id)
+        staged = self.staged(table_uri, backfill_id) if listed is None else listed.staged
         if staged is None:
             raise BackfillStateError(f"backfill {backfill_id} staged nothing for {table_uri} and has not published it")
-        self.check_publish(table_uri, backfill_id, expected)
+        self.check_publish(table_uri, backfill_id, expected, staged)
         before = _latest(table_uri)
-        move_into_table_layout(staged)
+        move_into_table_layout(list_staging(staged) if listed is None else listed)
         new_files = {row: tuple(file.path for file in files) for row, files in staged.files_by_partition.items()}
         files = {**(before.files if before else {}), **new_files}
         snapshot = _next(before, staged.schema, staged.partition_columns, files, PUBLISH, backfill_id, tuple(new_files))
@@ -403,9 +406,13 @@ class SnapshotFormat:
         return _result(table_uri, committed, before)
 
     def check_publish(
-        self, table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]] | None
+        self,
+        table_uri: str,
+        backfill_id: str,
+        expected: Mapping[PartitionRow, frozenset[str]] | None,
+        staged: StagedTable | None = None,
     ) -> None:
-        staged = self.staged(table_uri, backfill_id)
+        staged = self.staged(table_uri, backfill_id) if staged is None else staged
         if staged is None or expected is None:
             return
         current = self.partition_files(table_uri, staged.scope)

@@ -146,7 +146,7 @@ def _approve_and_publish(
     record.save()
     with publication.leased(instance, announcement, BackfillCommand.APPROVE) as leases:
         discard_approval_freeze(instance, record.id)  # the publish's own freeze holds from here
-        return publish(publication, instance, leases, force=force, approved_rows=rows)
+        return publish(publication, instance, leases, force=force, approved_rows=rows, approved_staging=pending)
 
 
 def request_rollback(publication: Publication, instance: dg.DagsterInstance, requested_by: str, now: datetime) -> None:

@@ -11,15 +11,19 @@ the IO managers' inputs) read every table as before until the release, then ever
 Not guaranteed: between the first and the last table commit a reader of the tables' raw
 latest versions joining two tables can see one published and the other not (each table on
 its own is old or new, never a mix); after a foreign commit stops a publish part-way, until
-it is finished or rolled back. A staging changed between its check against the gate's fingerprint
-and its table's commit (moments apart, while the backfill holds its leases) is not seen.
+it is finished or rolled back. Each table's staging is read once per publish (`PendingTable`), and
+committed as read: a staging changed between that read (an approval's checks, else the table
+commits' start) and its table's commit (moments apart, while the backfill holds its leases) is not
+seen, but for a file deleted since, which fails its move (CommitError).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import cast
 
 from partition_assets.backfill.model import BackfillCommand, BackfillStatus
@@ -37,7 +41,13 @@ from partition_assets.errors import (
     StagingMissingError,
 )
 from partition_assets.run_tags import BACKFILL_ID_TAG
-from partition_assets.storage.backfill_staging import StagingFingerprint, staging_fingerprint
+from partition_assets.storage.backfill_staging import (
+    ListedStaging,
+    PartitionRow,
+    StagedTable,
+    StagingFingerprint,
+    list_staging,
+)
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.table_format import PreviousKeepingFormat
 
@@ -54,7 +64,11 @@ _GATED_ROWS = frozenset({LedgerStatus.STAGED, LedgerStatus.GATE_FAILED, LedgerSt
 
 
 def commit_tables(
-    record: BackfillRecord, tables: Tables, lake: str | None, force: bool = False
+    record: BackfillRecord,
+    tables: Tables,
+    lake: str | None,
+    force: bool = False,
+    read: Sequence[PendingTable] | None = None,
 ) -> dict[str, int | None]:
     """Commits the staged partitions of each of `tables`, upstream first, each in one commit,
     saving each table's version in `record` as it is committed, after the publish's begin
@@ -74,10 +88,13 @@ def commit_tables(
     Idempotent: tables already committed are not committed again. With --keep-previous,
     each table's version before its commit stays readable as `<table>__previous`.
 
+    Each table's staging is read once (`unpublished_tables`, or `read`: what an approval just
+    read and checked): its checks and its commit take that read, and list none again.
+
     Raises:
         StagingMissingError: A table holds neither the backfill's staging nor its publish
             commit (its staging was deleted); nothing was committed to any table."""
-    pending = unpublished_tables(record, tables)
+    pending = unpublished_tables(record, tables) if read is None else read
     try:
         check_staging(record, tables, pending, Ledger(ledger_uri(lake)) if lake else None)
     except StagingChangedError:
@@ -87,12 +104,11 @@ def commit_tables(
     if not force:
         _check_unchanged(record, tables, pending)
     record.move_to(BackfillStatus.PUBLISHING, BackfillCommand.PUBLISH)
-    release_steps.begin(lake, release_steps.ReleaseOperation.PUBLISH, record.id, pending)
-    for table in pending:
-        fingerprint = None if force else fingerprint_of(record, table)
+    release_steps.begin(lake, release_steps.ReleaseOperation.PUBLISH, record.id, [p.table for p in pending])
+    for table, listed, expected in ((p.table, p.listed, p.expected) for p in pending):
         try:
             result = table.staging_format.publish_staged(
-                table.uri, record.id, fingerprint, {BACKFILL_ID_TAG: record.id}
+                table.uri, record.id, None if force else expected, {BACKFILL_ID_TAG: record.id}, listed
             )
         except ForeignCommitError as error:
             raise _partially_published(record, tables, table, error) from None
@@ -116,10 +132,28 @@ def _keep_previous(record: BackfillRecord, table: BackfillTable, version: int | 
     keeping.keep_previous(table.uri, version - 1, record.id, expires_at)
 
 
-def unpublished_tables(record: BackfillRecord, tables: Tables) -> list[BackfillTable]:
-    """The tables whose publish commit is not in their log, with staged data; the record's
-    published versions are set from the tables' logs, those published getting their version
-    and the others none (a coordinator may die between a commit and saving the record, and
+@dataclass(frozen=True)
+class PendingTable:
+    """A table still to publish and its staging as read once for this publish (its manifests);
+    where its files are is listed on first use (`listed`), once. The checks and the commit of
+    the publish take this read, and read the staging no more. `expected`: the published files of
+    each of its partitions when the backfill started (`fingerprint_of`), what commits outside the
+    backfill are checked against."""
+
+    table: BackfillTable
+    staged: StagedTable
+    expected: Mapping[PartitionRow, frozenset[str]]
+
+    @cached_property
+    def listed(self) -> ListedStaging:
+        """The staging with where each of its files is (one listing of its data folder)."""
+        return list_staging(self.staged)
+
+
+def unpublished_tables(record: BackfillRecord, tables: Tables) -> list[PendingTable]:
+    """The tables whose publish commit is not in their log, with staged data (read here, once);
+    the record's published versions are set from the tables' logs, those published getting their
+    version and the others none (a coordinator may die between a commit and saving the record, and
     a record may be saved over by another process: the log, not the record, is the truth)."""
     pending = []
     versions = record.published_versions
@@ -129,21 +163,22 @@ def unpublished_tables(record: BackfillRecord, tables: Tables) -> list[BackfillT
             versions[table.asset.to_user_string()] = version
         else:
             versions.pop(table.asset.to_user_string(), None)
-            if table.staging_format.staged(table.uri, record.id) is not None:
-                pending.append(table)
+            if (staged := table.staging_format.staged(table.uri, record.id)) is not None:
+                pending.append(PendingTable(table, staged, fingerprint_of(record, table)))
     return pending
 
 
-def _check_staged(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
+def _check_staged(record: BackfillRecord, tables: Tables, pending: Sequence[PendingTable]) -> None:
     """StagingMissingError, before any commit, naming the tables the gate saw staged that are
     neither published nor staged now: leaving one out would publish the others and record it
     as published, unchanged. A table the backfill staged nothing in (an asset whose body
     returns a MaterializeResult writes no table) is not one."""
     gated = record.gated_staging
+    staged = {p.table.asset for p in pending}
     missing = [
         table
         for table in tables.values()
-        if table not in pending
+        if table.asset not in staged
         and table.asset.to_user_string() in gated
         and table.asset.to_user_string() not in published_versions(record)
     ]
@@ -158,7 +193,7 @@ def _check_staged(record: BackfillRecord, tables: Tables, pending: Sequence[Back
 
 
 def check_staging(
-    record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable], ledger: Ledger | None
+    record: BackfillRecord, tables: Tables, pending: Sequence[PendingTable], ledger: Ledger | None
 ) -> None:
     """Refuses, writing nothing, a publish of `pending` (the tables still to publish) whose
     staging is gone (StagingMissingError) or not the one its gate evaluated (StagingChangedError).
@@ -174,7 +209,7 @@ def check_staging(
     _check_as_gated(record, tables, pending)
 
 
-def _fingerprint_as_ledgered(record: BackfillRecord, pending: Sequence[BackfillTable], ledger: Ledger | None) -> None:
+def _fingerprint_as_ledgered(record: BackfillRecord, pending: Sequence[PendingTable], ledger: Ledger | None) -> None:
     """Records the fingerprint of each staging of `pending` in a record gated by a release before
     staging fingerprints (it holds none, past its gate) when the staging holds what that gate
     evaluated, as the gate's ledger rows recorded it: the same partitions, each with the same rows
@@ -191,7 +226,7 @@ def _fingerprint_as_ledgered(record: BackfillRecord, pending: Sequence[BackfillT
         if entry.status in _GATED_ROWS
     }
     fingerprints: dict[str, dict[str, str | int]] = {}
-    for table in pending:
+    for table in (p.table for p in pending):
         stats = table_stats(record, table)
         asset = table.asset.to_user_string()
         if stats is None:
@@ -208,7 +243,7 @@ def _fingerprint_as_ledgered(record: BackfillRecord, pending: Sequence[BackfillT
     record.save()
 
 
-def check_schema_changes(record: BackfillRecord, pending: Sequence[BackfillTable]) -> None:
+def check_schema_changes(record: BackfillRecord, pending: Sequence[PendingTable]) -> None:
     """Refuses, writing nothing, a publish of `pending` (the tables still to publish) whose
     staged schema change needs a partition the backfill did not stage: what `commit_tables`
     would refuse whatever commits were made outside the backfill (those it refuses itself,
@@ -217,11 +252,11 @@ def check_schema_changes(record: BackfillRecord, pending: Sequence[BackfillTable
     Raises:
         SchemaChangeError: A table's staged schema change needs a partition the backfill did not stage.
     """
-    for table in pending:
-        table.staging_format.check_publish(table.uri, record.id, None)
+    for table, staged in ((p.table, p.staged) for p in pending):
+        table.staging_format.check_publish(table.uri, record.id, None, staged)
 
 
-def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
+def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[PendingTable]) -> None:
     """StagingChangedError, writing nothing, when a table of `pending` (the tables still to
     publish) holds a staging other than the one the gate evaluated (gate_step.gate recorded its
     fingerprint): a file added, replaced, removed or touched since, or a staging of a table the
@@ -231,7 +266,7 @@ def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[Ba
     Raises:
         StagingChangedError: A table's staging differs from the one its gate evaluated.
     """
-    changed = [table.asset.to_user_string() for table in pending if not _holds_as_gated(record, table)]
+    changed = [p.table.asset.to_user_string() for p in pending if not _holds_as_gated(record, p)]
     if not changed:
         return
     uris = [table.uri for asset, table in tables.items() if asset.to_user_string() in changed]
@@ -255,24 +290,24 @@ def _check_as_gated(record: BackfillRecord, tables: Tables, pending: Sequence[Ba
     )
 
 
-def _holds_as_gated(record: BackfillRecord, table: BackfillTable) -> bool:
+def _holds_as_gated(record: BackfillRecord, pending: PendingTable) -> bool:
+    table = pending.table
     gated = record.gated_staging.get(table.asset.to_user_string())
-    staged = table.staging_format.staged(table.uri, record.id)
-    if gated is None or staged is None:
+    if gated is None:
         return False
     fingerprint = StagingFingerprint.from_json(gated, f"the gate's fingerprint of {table.uri} in backfill {record.id}")
-    return staging_fingerprint(staged).holds_as(fingerprint)
+    return pending.listed.fingerprint.holds_as(fingerprint)
 
 
 def fingerprint_of(record: BackfillRecord, table: BackfillTable) -> dict[tuple[str, ...], frozenset[str]]:
     return as_files(record.fingerprints.get(table.asset.to_user_string())) or {}
 
 
-def _check_unchanged(record: BackfillRecord, tables: Tables, pending: Sequence[BackfillTable]) -> None:
+def _check_unchanged(record: BackfillRecord, tables: Tables, pending: Sequence[PendingTable]) -> None:
     refusals = []
-    for table in pending:
+    for table, staged, expected in ((p.table, p.staged, p.expected) for p in pending):
         try:
-            table.staging_format.check_publish(table.uri, record.id, fingerprint_of(record, table))
+            table.staging_format.check_publish(table.uri, record.id, expected, staged)
         except ForeignCommitError as error:
             refusals.append(str(error))
     if not refusals:
@@ -283,7 +318,7 @@ def _check_unchanged(record: BackfillRecord, tables: Tables, pending: Sequence[B
             f"backfill {record.id}: nothing was published, as commits outside the backfill changed "
             f"partitions it rewrites: {' '.join(refusals)}"
         )
-    raise _partially_published(record, tables, pending[0], ForeignCommitError(" ".join(refusals)))
+    raise _partially_published(record, tables, pending[0].table, ForeignCommitError(" ".join(refusals)))
 
 
 def published_versions(record: BackfillRecord) -> dict[str, int | None]:

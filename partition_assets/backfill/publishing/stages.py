@@ -58,7 +58,7 @@ from partition_assets.backfill.publishing.gate_step import GateOutcome
 from partition_assets.backfill.publishing.ledger_writes import append_status, latest
 from partition_assets.backfill.publishing.notify import EventKind
 from partition_assets.backfill.publishing.publication import Publication
-from partition_assets.backfill.publishing.publish_step import commit_tables, describe_versions
+from partition_assets.backfill.publishing.publish_step import PendingTable, commit_tables, describe_versions
 from partition_assets.backfill.publishing.stage_runner import (
     RecordedProgress,
     Stage,
@@ -105,7 +105,9 @@ class PublishInputs:
     the `instance`, the `leases` it holds; `force` (publish despite a failed gate or commits made
     outside it); the ledger rows an approval just wrote (`approved_rows`); for the gate, the
     statistics computed while the nodes ran (`ahead`) and the nodes skipped (`skipped`); where
-    the gate's outcome is shown (`on_gate`) and a line per phase goes (`on_phase`)."""
+    the gate's outcome is shown (`on_gate`) and a line per phase goes (`on_phase`); the tables still
+    to publish as an approval just read and checked their staging (`approved_staging`; None: the
+    table commits read them)."""
 
     publication: Publication
     instance: dg.DagsterInstance
@@ -116,6 +118,7 @@ class PublishInputs:
     skipped: Collection[Node] = ()
     on_gate: Callable[[GateOutcome], None] = _ignore
     on_phase: Callable[[str], None] = _ignore
+    approved_staging: Sequence[PendingTable] | None = None
 
     @cached_property
     def ledger_rows(self) -> Sequence[LedgerEntry]:
@@ -245,9 +248,11 @@ def await_approval(
     return AwaitingApproval(since)
 
 
-def commit(record: BackfillRecord, tables: Tables, lake: str | None, force: bool) -> TablesCommitted:
+def commit(
+    record: BackfillRecord, tables: Tables, lake: str | None, force: bool, read: Sequence[PendingTable] | None
+) -> TablesCommitted:
     """See publish_step.commit_tables."""
-    return TablesCommitted(commit_tables(record, tables, lake, force))
+    return TablesCommitted(commit_tables(record, tables, lake, force, read))
 
 
 def release_tables(record: BackfillRecord, tables: Tables, lake: str | None) -> Released:
@@ -301,7 +306,7 @@ PUBLISH_STAGES: tuple[Stage[PublishInputs], ...] = (
     Stage(
         P.COMMIT_TABLES,
         "one commit per table, upstream first (release log: begin)",
-        lambda i: commit(i.publication.record, i.publication.tables, i.publication.lake, i.force),
+        lambda i: commit(i.publication.record, i.publication.tables, i.publication.lake, i.force, i.approved_staging),
     ),
     Stage(
         P.RELEASE,
@@ -357,16 +362,20 @@ def publish(
     leases: list[Lease],
     force: bool = False,
     approved_rows: Sequence[LedgerEntry] | None = None,
+    approved_staging: Sequence[PendingTable] | None = None,
 ) -> dict[str, int | None]:
     """Publishes: walks the stages from the table commits on (a publish cut short: from the
     first it had not finished), which release `leases` once the status says published;
     returns the published versions. `approved_rows`: the ledger's latest rows of the backfill
-    when the caller just wrote them (an approval), else read once. Idempotent (see the module
-    docstring)."""
+    when the caller just wrote them (an approval), else read once; `approved_staging`: the
+    tables still to publish with their staging as the caller just read and checked it (an
+    approval), else read by the table commits. Idempotent (see the module docstring)."""
     record = publication.record
     start = first_unfinished(PUBLISH_STAGES, record.publish_stage, P.COMMIT_TABLES)
     if start is not None:
-        inputs = PublishInputs(publication, instance, leases, force=force, approved_rows=approved_rows)
+        inputs = PublishInputs(
+            publication, instance, leases, force=force, approved_rows=approved_rows, approved_staging=approved_staging
+        )
         walk(PUBLISH_STAGES, inputs, RecordedProgress(record), start)
     return dict(record.published_versions)
 

@@ -25,7 +25,7 @@ from partition_assets.storage.table_format import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from partition_assets.storage.backfill_staging import PartitionRow, StagedTable
+    from partition_assets.storage.backfill_staging import ListedStaging, PartitionRow, StagedTable
     from partition_assets.storage.delta.previous import PreviousCopy
     from partition_assets.storage.partition_scope import PartitionScope
 
@@ -160,17 +160,22 @@ class DeltaFormat:
         backfill_id: str,
         expected: Mapping[PartitionRow, frozenset[str]] | None,
         metadata: Mapping[str, str],
+        listed: ListedStaging | None = None,
     ) -> PublishResult:
         from partition_assets.storage.delta import publish
 
-        return publish.publish_staged(table_uri, backfill_id, expected, metadata)
+        return publish.publish_staged(table_uri, backfill_id, expected, metadata, listed)
 
     def check_publish(
-        self, table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]] | None
+        self,
+        table_uri: str,
+        backfill_id: str,
+        expected: Mapping[PartitionRow, frozenset[str]] | None,
+        staged: StagedTable | None = None,
     ) -> None:
         from partition_assets.storage.delta import publish
 
-        publish.check_publish(table_uri, backfill_id, expected)
+        publish.check_publish(table_uri, backfill_id, expected, staged)
 
     def discard_staged(self, table_uri: str, backfill_id: str) -> int:
         """Deletes what the backfill staged for the table; the published table is untouched."""

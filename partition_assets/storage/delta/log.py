@@ -174,7 +174,15 @@ def published_version(table_uri: str, backfill_id: str) -> int | None:
     Raises:
         CommitError: The table holds the publish but its log no longer names its version.
     """
-    table = open_table(table_uri)
+    return published_in(open_table(table_uri), backfill_id)
+
+
+def published_in(table: DeltaTable | None, backfill_id: str) -> int | None:
+    """`published_version` as the snapshot `table` (None: no table) has it.
+
+    Raises:
+        CommitError: The table holds the publish but its log no longer names its version.
+    """
     if table is None or table.transaction_version(publish_app_id(backfill_id)) is None:
         return None
     return backfill_commit_version(table, backfill_id, PUBLISH)

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.transaction import Transaction
 
 from partition_assets.errors import BackfillStateError, ForeignCommitError, SchemaChangeError
 from partition_assets.storage.backfill_staging import (
     BACKFILLS_DIR,
+    ListedStaging,
     PartitionRow,
     StagedTable,
     delete_published_backfill,
+    list_staging,
     move_into_table_layout,
 )
 from partition_assets.storage.delta.commit import add_action, check_schema, commit, has_overwrite_filter
@@ -35,7 +38,7 @@ from partition_assets.storage.delta.log import (
     open_table,
     partition_files,
     publish_app_id,
-    published_version,
+    published_in,
     table_schema,
 )
 from partition_assets.storage.delta.read import staging_of
@@ -51,6 +54,7 @@ def publish_staged(
     backfill_id: str,
     expected: Mapping[PartitionRow, frozenset[str]] | None,
     metadata: Mapping[str, str],
+    listed: ListedStaging | None = None,
 ) -> PublishResult:
     """Publishes what backfill `backfill_id` staged in ONE commit: its staged files in,
     every published file of its staged partitions out, carrying the application
@@ -70,6 +74,8 @@ def publish_staged(
 
     Args:
         metadata: Commit metadata to record with the publish.
+        listed: The staging as the caller read it for this publish (`list_staging`), which is not
+            read again unless the table's schema changed since (None: read here).
 
     Raises:
         ForeignCommitError: A staged partition's published files are no longer `expected`.
@@ -82,12 +88,12 @@ def publish_staged(
             table is unchanged), or the table holds the publish but its log no longer names its version.
         BackfillIdError: `backfill_id` cannot name a folder; nothing was committed.
     """
-    published = published_version(table_uri, backfill_id)
+    table = open_table(table_uri)
+    published = published_in(table, backfill_id)
     if published is not None:
         delete_published_backfill(table_uri, backfill_id)  # a killed publish may have left it
         return commit_effect(table_uri, published)
-    table = open_table(table_uri)
-    staged = staging_of(table, table_uri, backfill_id)
+    staged = _staging(table, table_uri, backfill_id, None if listed is None else listed.staged)
     if staged is None:
         raise BackfillStateError(
             f"backfill {backfill_id} staged nothing for table {table_uri} (no manifest under "
@@ -97,8 +103,13 @@ def publish_staged(
     write = staged.as_write()
     change = _schema_change(table, staged)
 
+    checked: set[int] = set()  # the versions checked (-1: no table): the commit's first attempt is on `table`
+
     def check(current: DeltaTable | None) -> None:
-        _check_publishable(current, staged, expected, change)
+        version = -1 if current is None else current.version()
+        if version not in checked:
+            _check_publishable(current, staged, expected, change)
+            checked.add(version)
 
     check(table)
     if table is not None and change:
@@ -109,7 +120,7 @@ def publish_staged(
     # added columns over a range whose partitions no overwrite filter names take two commits.
     one_commit = bool(change) and (change.rewrites_every_partition or has_overwrite_filter(staged.scope))
     scope = None if change.rewrites_every_partition else staged.scope
-    move_into_table_layout(staged)
+    move_into_table_layout(listed if listed is not None and listed.staged is staged else list_staging(staged))
     failpoint("publish_committing")
     version, removed = commit(
         table,
@@ -127,11 +138,17 @@ def publish_staged(
     return PublishResult.of([write], version, removed)
 
 
-def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionRow, frozenset[str]] | None) -> None:
+def check_publish(
+    table_uri: str,
+    backfill_id: str,
+    expected: Mapping[PartitionRow, frozenset[str]] | None,
+    staged: StagedTable | None = None,
+) -> None:
     """Raises ForeignCommitError or SchemaChangeError, committing nothing, when `publish_staged`
     with `expected` (None: the schema change only) would refuse now; nothing when the backfill
     staged nothing here or has published already. Lets a multi-table publish refuse before
-    committing any table, and an approval before it is recorded.
+    committing any table, and an approval before it is recorded. `staged`: the staging as the
+    caller read it, not read again unless the table's schema changed since (None: read here).
 
     Raises:
         ForeignCommitError: A staged partition's published files are no longer `expected`.
@@ -139,12 +156,27 @@ def check_publish(table_uri: str, backfill_id: str, expected: Mapping[PartitionR
         CommitError: The table holds the publish but its log no longer names its version.
         BackfillIdError: `backfill_id` cannot name a folder.
     """
-    if published_version(table_uri, backfill_id) is not None:
-        return
     table = open_table(table_uri)
-    staged = staging_of(table, table_uri, backfill_id)
-    if staged is not None:
-        _check_publishable(table, staged, expected, _schema_change(table, staged))
+    if published_in(table, backfill_id) is not None:
+        return
+    current = _staging(table, table_uri, backfill_id, staged)
+    if current is not None:
+        _check_publishable(table, current, expected, _schema_change(table, current))
+
+
+def _staging(
+    table: DeltaTable | None, table_uri: str, backfill_id: str, read: StagedTable | None
+) -> StagedTable | None:
+    """The backfill's staging of the table over the snapshot `table`: `read` (what the caller read)
+    while the table's schema is the one it was read over, else read again (a commit outside the
+    backfill changed the schema since: the staged schema extends the table's as it is now)."""
+    if read is not None and _same_schema(read.read_over, None if table is None else table_schema(table)[0]):
+        return read
+    return staging_of(table, table_uri, backfill_id)
+
+
+def _same_schema(one: pa.Schema | None, other: pa.Schema | None) -> bool:
+    return one is None and other is None or one is not None and other is not None and one.equals(other)
 
 
 def _schema_change(table: DeltaTable | None, staged: StagedTable) -> SchemaChange:
