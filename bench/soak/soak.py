@@ -441,7 +441,7 @@ def _upgrade_result(upgrade: Upgrade, format_after: int | None, nodes: int) -> t
     from partition_assets.state_formats import RECORD_FORMAT
 
     if not upgrade.done:
-        return False, f"the backfill published before the upgrade was due ({upgrade.after:g})"
+        return False, f"not done: not due ({upgrade.after:g}) before the backfill published or the soak's deadline"
     held = format_after == RECORD_FORMAT and upgrade.succeeded < nodes
     return held, (
         f"{upgrade.release.sha[:7]} -> this release at +{upgrade.at:.1f}s, {upgrade.succeeded} of {nodes} nodes "
