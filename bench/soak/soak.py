@@ -95,6 +95,7 @@ class Injected:
     at: float  # seconds since the soak's backfill started
     hit: str | None  # None: nothing to hit at that moment (skipped)
     recovered_by: list[str] = field(default_factory=list)
+    previous_release: str | None = None  # the previous release's sha, when it ran the backfill then
 
 
 @dataclass
@@ -420,7 +421,8 @@ def run_soak(
     lines = [*header, "", "| at | fault | hit | recovered by |", "| --- | --- | --- | --- |"]
     for fault in soak.injected:
         lines.append(
-            f"| +{fault.at:.1f}s | {fault.kind} | {fault.hit or 'nothing to hit (skipped)'} | "
+            f"| +{fault.at:.1f}s{f' ({fault.previous_release})' if fault.previous_release else ''} | {fault.kind} | "
+            f"{fault.hit or 'nothing to hit (skipped)'} | "
             f"{'; '.join(fault.recovered_by) or '-'} |"
         )
     lines += ["", f"commands: {', '.join(f'`{c}`' for c in soak.commands)}", ""]
@@ -483,7 +485,8 @@ def _run_schedule(soak: Soak, backfill_id: str, schedule, target, rng, deadline:
         if pending and soak.elapsed() >= next_at:
             fault = pending.pop(0)
             hit = fault_kinds.inject(fault.kind, target, rng)
-            soak.injected.append(Injected(fault.kind, soak.elapsed(), hit))
+            release = soak.previous()
+            soak.injected.append(Injected(fault.kind, soak.elapsed(), hit, [], release and release.sha[:7]))
             if hit and fault.kind == "spark_server" and soak.previous() is not None:
                 # The previous release uses it as a remote server: it is its operator's to start again.
                 soak.spark_server().ensure_running()
