@@ -139,8 +139,11 @@ bench-engine: install postgres
 SEED ?= 1
 MINUTES ?= 2
 NODES ?= 60
+# The release that starts the backfill, upgraded to this one mid-way (PREVIOUS= for none).
+PREVIOUS ?= c552270
+UPGRADE_AFTER ?= 0.3
 soak: install postgres
-	$(PY) bench/soak/soak.py --seed $(SEED) --minutes $(MINUTES) --nodes $(NODES)
+	$(PY) bench/soak/soak.py --seed $(SEED) --minutes $(MINUTES) --nodes $(NODES) --previous "$(PREVIOUS)" --upgrade-after $(UPGRADE_AFTER)
 
 bench: install postgres
 	$(PY) bench/cli_start.py

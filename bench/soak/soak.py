@@ -5,8 +5,9 @@ readers join two of them at one release (bench/soak/actors.py); then every invar
 (bench/soak/invariants.py), and a verdict.
 
 Usage: python bench/soak/soak.py [--seed 1] [--minutes 2] [--nodes 20] [--faults N]
-           [--interval-scale S] [--out FILE] [--keep]
-(`make soak SEED=... MINUTES=... NODES=...`). A failure reproduces from its seed: the
+           [--interval-scale S] [--previous COMMIT] [--upgrade-after FRACTION|SECONDS]
+           [--out FILE] [--keep]
+(`make soak SEED=... MINUTES=... NODES=... PREVIOUS=...`). A failure reproduces from its seed: the
 schedule is the seed's alone (where each fault lands in the backfill depends on the machine).
 
 Steps:
@@ -20,12 +21,24 @@ Steps:
    command that drove the backfill ended without publishing -> `backfill resume <id>`;
    a command server gone -> start it again (as its service manager would); anything else
    (a Postgres or Spark restart, a node run killed) -> nothing: the product recovers;
+   With `--previous COMMIT` (the Makefile's default: c552270; `--previous ''` for none), the
+   command server and the backfill's commands are that release's (bench/soak/upgrade.py, run
+   from a project folder holding a copy of the soak's code, with the Spark server named by
+   PARTITION_ASSETS_SPARK_REMOTE: a release refuses a local server another install started;
+   a Spark server killed then is started again by the harness, as that remote server's
+   operator would), until `--upgrade-after` (a fraction of the nodes succeeded, or seconds
+   when > 1): then the harness deploys this release as an operator does: SIGTERM to every
+   process of the old release (UPGRADE_GRACE seconds, then SIGKILL), this release's command
+   server started, `backfill resume <id>` with it. Faults go on across the upgrade.
+   Production and the readers are this release's throughout (a schedule's code is deployed
+   on its own; the upgrade under test is the backfill's);
 5. once published and the faults done: production and readers stop, the invariants are
    checked, the report printed (seed, schedule, what each fault hit and what recovered it,
    counts, verdict), and written to `--out` if given.
 
 Not guaranteed: the figures of a loaded machine; faults past the publish are not injected
-(listed as such).
+(listed as such); no webserver runs (the soak drives the CLI; a webserver of either release
+reads the same records as `status` does).
 """
 
 from __future__ import annotations
@@ -52,6 +65,7 @@ from bench.dag_shapes import START
 from bench.soak import faults as fault_kinds
 from bench.soak import soak_defs
 from bench.soak.invariants import Evidence, check_all
+from bench.soak.upgrade import Release, previous_release
 
 LOCATION = str(REPO / "bench/soak/soak_defs.py")
 ACTORS = str(REPO / "bench/soak/actors.py")
@@ -61,6 +75,10 @@ MAX_DAYS = 120  # more nodes are more lanes: lane 0's Spark writes stay bounded
 # Seconds a Spark call of the soak's processes retries a server that is gone (not Spark's ten minutes).
 UNREACHABLE_SECONDS = "5"
 MEAN_INTERVAL = sum(fault_kinds.INTERVAL) / 2
+UPGRADE_GRACE = 10.0  # seconds between the deploy's SIGTERM and its SIGKILL
+# The soak's code, copied into the previous release's project folder (its processes import no
+# file of this checkout): the same modules, by the same names, before and after the upgrade.
+PROJECT_FILES = ("bench/dag_shapes.py", "bench/soak/soak_defs.py")
 
 
 def size(nodes: int) -> tuple[int, int]:
@@ -77,12 +95,30 @@ class Injected:
     at: float  # seconds since the soak's backfill started
     hit: str | None  # None: nothing to hit at that moment (skipped)
     recovered_by: list[str] = field(default_factory=list)
+    previous_release: str | None = None  # the previous release's sha, when it ran the backfill then
+
+
+@dataclass
+class Upgrade:
+    """The upgrade step: the previous release, when to deploy this one, and what happened."""
+
+    release: Release
+    after: float  # <= 1: a fraction of the nodes succeeded; > 1: seconds since the backfill started
+    project: Path  # the previous release's working directory, holding PROJECT_FILES
+    done: bool = False
+    at: float = 0.0  # seconds since the soak's backfill started
+    succeeded: int = 0  # nodes succeeded then
+    format_before: int | None = None  # the record's format as the previous release left it
+    stopped: list[str] = field(default_factory=list)  # what the deploy stopped, and how
+
+    def due(self, elapsed: float, succeeded: int, nodes: int) -> bool:
+        return not self.done and (elapsed >= self.after if self.after > 1 else succeeded >= self.after * nodes)
 
 
 class Soak:
     """One soak's servers, processes and records, under `root`."""
 
-    def __init__(self, root: Path, seed: int, days: int, lanes: int, log) -> None:
+    def __init__(self, root: Path, seed: int, days: int, lanes: int, log, upgrade: Upgrade | None = None) -> None:
         from partition_assets_tests.support.instances import instance_env
         from partition_assets_tests.support.postgres import PostgresServer
 
@@ -114,6 +150,29 @@ class Soak:
         self.actors: list[subprocess.Popen] = []
         self.injected: list[Injected] = []
         self.commands: list[str] = []
+        self.upgrade = upgrade
+
+    # --- the release running the backfill ----------------------------------------------------
+    def previous(self) -> Release | None:
+        """The previous release, while it runs the backfill (None: this one does)."""
+        return None if self.upgrade is None or self.upgrade.done else self.upgrade.release
+
+    def popen(self, args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+        """`partition-assets <args>` of the release running the backfill, in a session of its own."""
+        from partition_assets_tests.support.cli_runs import start_cli
+
+        release = self.previous()
+        if release is None:
+            return start_cli(*args, env=env, **kwargs)
+        assert self.upgrade is not None
+        # The Spark server this release started: the previous one refuses it unless named as remote.
+        env = release.env({**env, "PARTITION_ASSETS_SPARK_REMOTE": self.spark_server().url})
+        return subprocess.Popen(
+            release.command(*args), cwd=self.upgrade.project, env=env, text=True, start_new_session=True, **kwargs
+        )
+
+    def location(self) -> str:
+        return LOCATION if self.previous() is None else str(self.upgrade.project / PROJECT_FILES[1])  # type: ignore[union-attr]
 
     # --- servers -------------------------------------------------------------------------
     def spark_server(self):
@@ -129,10 +188,9 @@ class Soak:
         return recorded.pid
 
     def start_command_server(self) -> None:
-        from partition_assets_tests.support.cli_runs import start_cli
         from partition_assets_tests.support.command_servers import ServerOutput
 
-        self.server = start_cli("backfill", "serve", env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.server = self.popen(["backfill", "serve"], self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.server_outputs.append(ServerOutput(self.server))
         self.server_outputs[-1].wait_for_line(r"command server \d+ serving")
 
@@ -145,7 +203,7 @@ class Soak:
 
     # --- the backfill ----------------------------------------------------------------------
     def backfill_args(self) -> list[str]:
-        return ["run", "-f", LOCATION, "--select", "*", "--start", self.first, "--end", self.last]
+        return ["run", "-f", self.location(), "--select", "*", "--start", self.first, "--end", self.last]
 
     def baseline(self) -> None:
         """Generation 1 of lane 0, undisturbed, published: what the readers read before the soak's publish."""
@@ -159,14 +217,13 @@ class Soak:
 
     def drive(self, *args: str) -> None:
         """A `partition-assets backfill <args>` driving the soak's backfill, its output appended to its log."""
-        from partition_assets_tests.support.cli_runs import start_cli
-
-        self.commands.append(" ".join(args))
+        release = self.previous()
+        self.commands.append(" ".join(args) + ("" if release is None else f" ({release.sha[:7]})"))
         with self.backfill_log.open("a") as out:
             out.write(f"=== soak: `partition-assets backfill {' '.join(args)}` at +{self.elapsed():.1f}s\n")
             out.flush()
-            self.driver = start_cli(
-                "backfill", *args, env={**self.env, soak_defs.GENERATION_ENV: "2"}, stdout=out, stderr=out
+            self.driver = self.popen(
+                ["backfill", *args], {**self.env, soak_defs.GENERATION_ENV: "2"}, stdout=out, stderr=out
             )
 
     def elapsed(self) -> float:
@@ -225,6 +282,70 @@ class Soak:
         except Exception:
             return None
 
+    def succeeded(self, backfill_id: str) -> int | None:
+        """How many of the backfill's node runs succeeded (None: the instance unreachable now)."""
+        import dagster as dg
+
+        from partition_assets.run_tags import BACKFILL_ID_TAG
+
+        try:
+            with dg.DagsterInstance.from_config(str(self.home)) as instance:
+                return instance.get_runs_count(
+                    dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}, statuses=[dg.DagsterRunStatus.SUCCESS])
+                )
+        except Exception:
+            return None
+
+    def record_format(self, backfill_id: str) -> int | None:
+        """The format of the backfill's record as stored (None: unreachable now, or unmarked)."""
+        import dagster as dg
+
+        from partition_assets_tests.support.older_releases import stored_body
+
+        try:
+            with dg.DagsterInstance.from_config(str(self.home)) as instance:
+                return stored_body(instance, backfill_id).get("format")
+        except Exception:
+            return None
+
+    def deploy(self, backfill_id: str, succeeded: int) -> None:
+        """An operator's deploy of this release mid-backfill: every process of the previous one
+        (its command server, the commands it forked, the driving client) gets SIGTERM, then
+        SIGKILL after UPGRADE_GRACE seconds; this release's command server starts and resumes."""
+        upgrade = self.upgrade
+        assert upgrade is not None
+        upgrade.at, upgrade.succeeded = self.elapsed(), succeeded
+        upgrade.format_before = self.record_format(backfill_id)
+        groups = [p.pid for p in (self.driver, self.server) if p is not None and p.poll() is None]
+        groups += [pid for output in self.server_outputs for pid in output.forks()]
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for pid in groups:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signum)
+            deadline = time.monotonic() + UPGRADE_GRACE
+            while time.monotonic() < deadline and (live := self._live_groups(groups)):
+                time.sleep(0.2)
+            upgrade.stopped.append(f"{signum.name}: {len(groups)} process groups, {len(live)} left")
+            if not live:
+                break
+        upgrade.done = True
+        self.log(f"+{self.elapsed():.1f}s upgrade: {'; '.join(upgrade.stopped)}; this release's server resumes")
+        self.start_command_server()
+        self.drive("resume", backfill_id)
+
+    def _live_groups(self, groups: list[int]) -> list[int]:
+        for process in (self.driver, self.server):
+            if process is not None:
+                process.poll()  # reaps a child of this process: a zombie would still count
+        live = []
+        for pid in groups:
+            try:
+                os.killpg(pid, 0)
+                live.append(pid)
+            except ProcessLookupError:
+                pass
+        return live
+
     def close(self) -> None:
         """Kills what the soak started, each in its session: served commands (a coordinator
         left running after a failure) included, then stops the servers."""
@@ -242,20 +363,38 @@ class Soak:
 
 
 def run_soak(
-    seed: int, minutes: float, nodes: int, fault_count: int | None, scale: float, root: Path, log
+    seed: int,
+    minutes: float,
+    nodes: int,
+    fault_count: int | None,
+    scale: float,
+    root: Path,
+    log,
+    previous: str | None = None,
+    upgrade_after: float = 0.3,
 ) -> tuple[bool, list[str]]:
-    """One soak (see the module docstring); (every invariant held, the report's lines)."""
+    """One soak (see the module docstring); (every invariant held, the report's lines). With
+    `previous` (a commit), that release starts the backfill and this one takes it over after
+    `upgrade_after` (a fraction of the nodes succeeded, or seconds when > 1)."""
     days, lanes = size(nodes)
+    upgrade = None
+    if previous:
+        project = root / "project"
+        for name in PROJECT_FILES:
+            (project / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / name, project / name)
+        upgrade = Upgrade(previous_release(previous), upgrade_after, project)
     count = fault_count if fault_count is not None else max(1, int(minutes * 60 / (MEAN_INTERVAL * scale)))
     schedule = fault_kinds.schedule(seed, count, scale)
     header = [
-        f"seed {seed}; {days} days x {lanes} lanes ({days * 3 * lanes + lanes * math.ceil(days / 28)} nodes "
-        f"at most); {count} faults, interval scale {scale}",
+        f"seed {seed}; {days} days x {lanes} lanes ({nodes_of(days, lanes)} nodes "
+        f"at most); {count} faults, interval scale {scale}"
+        + ("" if upgrade is None else f"; upgrade from {upgrade.release.sha[:7]} after {upgrade_after:g}"),
         "schedule: " + ", ".join(fault.describe() for fault in schedule),
     ]
     for line in header:
         log(line)
-    soak = Soak(root, seed, days, lanes, log)
+    soak = Soak(root, seed, days, lanes, log, upgrade)
     try:
         soak.spark_server().ensure_running()
         soak.baseline()
@@ -268,17 +407,22 @@ def run_soak(
         target = fault_kinds.Target(
             soak.home, backfill_id, soak.kill_spark, soak.postgres.crash_and_restart, soak.kill_command_server
         )
-        published = _run_schedule(soak, backfill_id, schedule, target, rng, deadline=max(minutes * 60 * 3, 600))
+        published = _run_schedule(
+            soak, backfill_id, schedule, target, rng, deadline=max(minutes * 60 * 3, 600), nodes=nodes_of(days, lanes)
+        )
         _wait_for_readers_to_see(soak, "2")
         soak.stop_actors()
         evidence = Evidence(soak.root, soak.home, soak.lake, backfill_id, days, soak.first, soak.last, soak.injected)
         results = check_all(evidence) if published else {"published": (False, "the backfill did not publish in time")}
+        if upgrade is not None:
+            results["upgrade"] = _upgrade_result(upgrade, soak.record_format(backfill_id), nodes_of(days, lanes))
     finally:
         soak.close()
     lines = [*header, "", "| at | fault | hit | recovered by |", "| --- | --- | --- | --- |"]
     for fault in soak.injected:
         lines.append(
-            f"| +{fault.at:.1f}s | {fault.kind} | {fault.hit or 'nothing to hit (skipped)'} | "
+            f"| +{fault.at:.1f}s{f' ({fault.previous_release})' if fault.previous_release else ''} | {fault.kind} | "
+            f"{fault.hit or 'nothing to hit (skipped)'} | "
             f"{'; '.join(fault.recovered_by) or '-'} |"
         )
     lines += ["", f"commands: {', '.join(f'`{c}`' for c in soak.commands)}", ""]
@@ -286,6 +430,27 @@ def run_soak(
     verdict = all(held for held, _ in results.values())
     lines += ["", f"verdict: {'every invariant held' if verdict else 'FAILED'} (seed {seed})"]
     return verdict, lines
+
+
+def nodes_of(days: int, lanes: int) -> int:
+    """The soak DAG's nodes at most (see `size`)."""
+    return days * 3 * lanes + lanes * math.ceil(days / 28)
+
+
+def _upgrade_result(upgrade: Upgrade, format_after: int | None, nodes: int) -> tuple[bool, str]:
+    """The verdict's upgrade line: held once this release took the backfill over mid-way and
+    left its record in this release's format (what else carried over, the invariants check)."""
+    from partition_assets.state_formats import RECORD_FORMAT
+
+    if not upgrade.done:
+        return False, f"not done: not due ({upgrade.after:g}) before the backfill published or the soak's deadline"
+    held = format_after == RECORD_FORMAT and upgrade.succeeded < nodes
+    return held, (
+        f"{upgrade.release.sha[:7]} -> this release at +{upgrade.at:.1f}s, {upgrade.succeeded} of {nodes} nodes "
+        f"succeeded; deploy: {'; '.join(upgrade.stopped)}; record format {upgrade.format_before} before, "
+        f"{format_after} after (this release's: {RECORD_FORMAT}); the record, leases, ledger, release log and "
+        "tables carried over (the invariants above)"
+    )
 
 
 def _wait_for_id(soak: Soak) -> str:
@@ -298,7 +463,7 @@ def _wait_for_id(soak: Soak) -> str:
     raise RuntimeError(f"the soak's backfill was not recorded within 300 s; see {soak.backfill_log}")
 
 
-def _run_schedule(soak: Soak, backfill_id: str, schedule, target, rng, deadline: float) -> bool:
+def _run_schedule(soak: Soak, backfill_id: str, schedule, target, rng, deadline: float, nodes: int) -> bool:
     """Injects `schedule`'s faults and recovers as an operator does, until the backfill is
     published and the schedule done (or `deadline` seconds); True once published."""
     pending = list(schedule)
@@ -312,11 +477,20 @@ def _run_schedule(soak: Soak, backfill_id: str, schedule, target, rng, deadline:
             for fault in pending:
                 soak.injected.append(Injected(fault.kind, soak.elapsed(), None, ["not injected: published already"]))
             return True
+        if soak.upgrade is not None and not soak.upgrade.done:
+            succeeded = soak.succeeded(backfill_id)
+            if succeeded is not None and soak.upgrade.due(soak.elapsed(), succeeded, nodes):
+                soak.deploy(backfill_id, succeeded)
         _recover(soak, backfill_id, status)
         if pending and soak.elapsed() >= next_at:
             fault = pending.pop(0)
             hit = fault_kinds.inject(fault.kind, target, rng)
-            soak.injected.append(Injected(fault.kind, soak.elapsed(), hit))
+            release = soak.previous()
+            soak.injected.append(Injected(fault.kind, soak.elapsed(), hit, [], release and release.sha[:7]))
+            if hit and fault.kind == "spark_server" and soak.previous() is not None:
+                # The previous release uses it as a remote server: it is its operator's to start again.
+                soak.spark_server().ensure_running()
+                _note(soak, soak.injected[-1], "the harness started the Spark server again (remote to the release)")
             soak.log(f"+{soak.elapsed():.1f}s fault {fault.kind}: {hit or 'nothing to hit (skipped)'}")
             next_at = soak.elapsed() + (pending[0].after if pending else 0)
         time.sleep(0.5)
@@ -369,6 +543,17 @@ def main() -> None:
     parser.add_argument(
         "--interval-scale", type=float, default=None, help="x 20-90 s between faults (default: 1, or 0.1 for <5 min)"
     )
+    parser.add_argument(
+        "--previous",
+        default="",
+        help="start the backfill with the release of this commit (HEAD~N, a tag), then upgrade",
+    )
+    parser.add_argument(
+        "--upgrade-after",
+        type=float,
+        default=0.3,
+        help="with --previous: upgrade once this fraction of the nodes succeeded (<= 1), or after this many seconds",
+    )
     parser.add_argument("--out", default=None, help="also write the report to this file")
     parser.add_argument("--keep", action="store_true", help="keep the soak's folder (logs, lake, records)")
     args = parser.parse_args()
@@ -380,7 +565,9 @@ def main() -> None:
 
     log(f"soak folder: {root}")
     try:
-        held, lines = run_soak(args.seed, args.minutes, args.nodes, args.faults, scale, root, log)
+        held, lines = run_soak(
+            args.seed, args.minutes, args.nodes, args.faults, scale, root, log, args.previous, args.upgrade_after
+        )
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -6,8 +6,9 @@ package built from a commit of this repository, installed in a venv of its own, 
 Usage: python bench/soak/upgrade.py [COMMIT]   (prints the release's venv; builds it if needed)
 
 A release is built once per commit sha, under $PARTITION_ASSETS_RELEASES_CACHE
-(~/.cache/partition_assets_releases unless set), `<sha>/`: `source/` (`git archive` of the
-commit) and `venv/` (`uv venv`, then `uv pip install -c constraints.txt source/`: from uv's
+(~/.cache/partition_assets_releases unless set), `<sha>+postgres/`: `source/` (`git archive` of the
+commit) and `venv/` (`uv venv`, then `uv pip install -c constraints.txt source/[postgres]`:
+the package as a deployment on Postgres installs it, `dagster-postgres` included; from uv's
 cache alone when that holds every release, else from the index, as `make install` does). A
 second call costs a look at a file. Builders of the same sha (two test workers) take turns.
 
@@ -42,6 +43,8 @@ from partition_assets_tests.support.checkout import UV, uv
 DEFAULT_COMMIT = "c552270"
 CACHE_ENV = "PARTITION_ASSETS_RELEASES_CACHE"
 READY = "ready"  # written last: a folder without it is a build cut short, built again
+# What a deployment installs beside the package: the instance on Postgres (the soak's) needs it.
+EXTRAS = "postgres"
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ def previous_release(commit: str = DEFAULT_COMMIT, repo: Path = REPO) -> Release
         text=True,
         check=True,
     ).stdout.strip()
-    release = Release(sha, cache_root() / sha)
+    # A folder per build (a venv without EXTRAS, of an earlier harness, may be in use: left alone).
+    release = Release(sha, cache_root() / f"{sha}+{EXTRAS}")
     release.root.parent.mkdir(parents=True, exist_ok=True)
     with (release.root.parent / f"{sha}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another builder of this sha finishes first
@@ -147,7 +151,7 @@ def _build(release: Release, repo: Path) -> None:
         str(release.python),
         "-c",
         str(release.source / "constraints.txt"),
-        str(release.source),
+        f"{release.source}[{EXTRAS}]",
     )
     (release.root / READY).write_text(release.sha + "\n")
 

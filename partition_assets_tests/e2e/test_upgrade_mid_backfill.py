@@ -9,6 +9,7 @@ The user's project is one module, a copy of safe_defs, in a folder of its own: b
 import it by the same name, as a deployment's code is the same code before and after an upgrade.
 """
 
+import os
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from partition_assets.spark import SparkResource
 from partition_assets.state_formats import RECORD_FORMAT
 from partition_assets.storage.leases import held_by
 from partition_assets_tests.support.cli_runs import backfill_id, ok, runs_by_node, start_cli
+from partition_assets_tests.support.instances import instance_env
 from partition_assets_tests.support.lakehouse import TABLES, Lakehouse
 from partition_assets_tests.support.locations import safe_defs
 from partition_assets_tests.support.older_releases import stored_body
@@ -156,3 +158,12 @@ def test_the_previous_release_refuses_a_backfill_this_one_left_mid_way_naming_it
     with house.instance() as instance:
         assert stored_body(instance, bid) == stored  # nothing written
     assert house.contents() == published
+
+
+def test_the_previous_release_opens_an_instance_on_postgres(previous, project, postgres_server, tmp_path):
+    """A deployment on Postgres (the soak's) installs the package with its `postgres` extra:
+    the previous release, as built, opens that instance (without `dagster-postgres`, it could
+    not load the instance's storage, and the soak's backfill never started)."""
+    env = instance_env(tmp_path / "home", postgres_server.create_database())
+    listed = previous.run("backfill", "list", cwd=project, env={**os.environ, **env})
+    assert listed.returncode == 0, listed.stdout + listed.stderr
