@@ -208,7 +208,11 @@ def nothing_held(evidence: Evidence) -> tuple[bool, str]:
         for lease in leases(str(evidence.lake / asset))
     ]
     with _instance(evidence) as instance:
-        unfinished = [run.run_id for run in instance.get_runs(dg.RunsFilter(statuses=list(NOT_ENDED)))]
+        # Named with what tells whose run it was (a node of the backfill, production, the publish).
+        unfinished = [
+            f"{run.run_id} ({run.status.value}, job {run.job_name}, tags {dict(sorted(run.tags.items()))})"
+            for run in instance.get_runs(dg.RunsFilter(statuses=list(NOT_ENDED)))
+        ]
         coordinator = live_coordinator(instance, evidence.backfill_id)
         slots = {
             pool: info.claimed_slots

@@ -40,6 +40,7 @@ NAMED_FOR_NO_MODULE = {
     "e2e/test_multi_host.py": "one deployment on two hosts, every status-changing command across them",
     "e2e/test_safety_under_interference.py": "a staged backfill disturbed by commits, races, kills and the Launchpad",
     "e2e/test_shell.py": "the product through Dagster's own commands and `make dev`, no partition-assets command",
+    "unit/test_soak_invariants.py": "the soak harness's checks (bench/soak/invariants.py), not the package's",
     "e2e/test_soak.py": "bench/soak/'s fault schedule over every process and server of a deployment",
     "e2e/test_upgrade_mid_backfill.py": "a backfill of the previous release finished by this one, across hosts",
 }
