@@ -11,7 +11,14 @@ import pytest
 
 from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, Node
 from partition_assets.backfill.state.record import by_asset, cancel, nodes_of
-from partition_assets.backfill.state.status import COMMANDS, FINAL_STATUSES, TRANSITIONS, check_transition, is_allowed
+from partition_assets.backfill.state.status import (
+    COMMANDS,
+    FINAL_STATUSES,
+    TRANSITIONS,
+    check_command,
+    check_transition,
+    is_allowed,
+)
 from partition_assets.backfill.state.store import SCHEMA, BackfillStore
 from partition_assets.errors import IllegalTransitionError, StoreSchemaError, UnknownBackfillError
 from partition_assets.state_formats import BACKFILL_TABLES_FORMAT
@@ -144,3 +151,11 @@ def test_what_asks_for_a_status_change_is_a_command_named_by_the_word_refusals_a
     assert refusals[0].startswith(
         "backfill b1 is done: cannot coordinate it, a done backfill may not become publishing"
     )
+
+
+def test_a_paused_backfill_s_refusal_names_resume_for_when_no_coordinator_runs():
+    """`extend` leaves a backfill paused with no coordinator: `unpause` alone would launch nothing."""
+    with pytest.raises(IllegalTransitionError) as refused:
+        check_command("b1", S.PAUSED, BackfillCommand.APPROVE)
+    assert "`partition-assets backfill resume b1` runs them" in str(refused.value)
+    assert "Nothing was written." in str(refused.value)

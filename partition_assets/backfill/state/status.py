@@ -94,8 +94,11 @@ COMMANDS: dict[BackfillCommand, dict[BackfillStatus, BackfillStatus]] = {
 _FITTING = {
     S.RUNNING: "watch it with `partition-assets backfill status {id}` or stop it with `partition-assets backfill "
     "cancel {id}`",
-    S.PAUSED: "`partition-assets backfill unpause {id}` launches its nodes again, `partition-assets backfill "
-    "cancel {id}` stops it",
+    # A paused backfill may have no coordinator (its coordinator died, or `extend` paused it):
+    # unpause only tells a live one to go on.
+    S.PAUSED: "`partition-assets backfill unpause {id}` lets its coordinator launch its nodes again (with no "
+    "coordinator running, as after `extend`: `partition-assets backfill resume {id}` runs them), "
+    "`partition-assets backfill cancel {id}` stops it",
     S.CANCELED: "`partition-assets backfill resume {id}` runs it on, `partition-assets backfill discard {id}` "
     "deletes its staged data",
     S.FAILED: "`partition-assets backfill retry {id}` re-runs its failed nodes, `partition-assets backfill "
