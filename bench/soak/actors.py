@@ -1,5 +1,7 @@
-"""What runs beside the soak's backfill, each a process of its own, each until SIGTERM, each
-appending one JSON line per thing it did to the file it is given:
+"""What runs beside the soak's backfill, each a process of its own, each until the file
+$SOAK_STOP_FILE exists (checked between two runs or reads: a signal would interrupt a Dagster
+run in flight, which Dagster turns into an interrupt, and one cut before it started is left
+NOT_STARTED for good), each appending one JSON line per thing it did to the file it is given:
 
 - `production <out> <day>...`: every PRODUCTION_PAUSE seconds, a Dagster run (`dg.materialize`
   on the instance of $DAGSTER_HOME, as a schedule's run would be) of the soak's daily Delta
@@ -17,7 +19,6 @@ not released yet, the lake mid-vacuum) is recorded as such, not as an observatio
 
 import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -29,12 +30,11 @@ from bench.soak.soak_defs import JOINED, expected_rows
 
 PRODUCTION_PAUSE = 3.0
 READER_PAUSE = 0.2
-_stopping = False
+STOP_FILE_ENV = "SOAK_STOP_FILE"
 
 
-def _stop(*_: object) -> None:
-    global _stopping
-    _stopping = True
+def _stopping() -> bool:
+    return Path(os.environ[STOP_FILE_ENV]).exists()
 
 
 def _append(out: Path, record: dict) -> None:
@@ -50,7 +50,7 @@ def production(out: Path, days: list[str]) -> None:
     defs = soak_definitions()
     assets = [asset for asset in defs.assets or () if isinstance(asset, dg.AssetsDefinition)]
     turn = 0
-    while not _stopping:
+    while not _stopping():
         day = days[turn % len(days)]
         turn += 1
         try:
@@ -79,7 +79,7 @@ def _failure(result) -> str:
 def reader(out: Path, lake: str, first: str, last: str) -> None:
     from partition_assets import pinned_versions, read_tables
 
-    while not _stopping:
+    while not _stopping():
         try:
             pin = pinned_versions(lake, JOINED)
             frames = read_tables(lake, JOINED, log_version=pin.log_version)
@@ -107,13 +107,9 @@ def reader(out: Path, lake: str, first: str, last: str) -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _stop)
     role, target = sys.argv[1], Path(sys.argv[2])
-    try:
-        if role == "production":
-            production(target, sys.argv[3:])
-        else:
-            reader(target, *sys.argv[3:6])
-    except KeyboardInterrupt:  # Dagster's run turns SIGTERM into an interrupt while it runs
-        pass
+    if role == "production":
+        production(target, sys.argv[3:])
+    else:
+        reader(target, *sys.argv[3:6])
     os._exit(0)  # a threaded delta-rs or Spark client must not hold the exit (see backfill/state/ledger.py)

@@ -64,6 +64,7 @@ sys.path[:0] = [str(REPO)]
 from bench.dag_shapes import START
 from bench.soak import faults as fault_kinds
 from bench.soak import soak_defs
+from bench.soak.actors import STOP_FILE_ENV
 from bench.soak.invariants import Evidence, check_all
 from bench.soak.upgrade import Release, previous_release
 
@@ -231,7 +232,8 @@ class Soak:
 
     def start_actors(self) -> None:
         production_days = [soak_defs.last_day(self.days + 1 + i) for i in range(PRODUCTION_DAYS)]
-        production_env = {**self.env, soak_defs.GENERATION_ENV: "prod"}
+        stop = {STOP_FILE_ENV: str(self.root / "stop_actors")}
+        production_env = {**self.env, **stop, soak_defs.GENERATION_ENV: "prod"}
         with (self.root / "actors.log").open("a") as out:
             self.actors = [
                 subprocess.Popen(
@@ -239,13 +241,17 @@ class Soak:
                 )
                 for args, env in (
                     (["production", str(self.root / "production.jsonl"), *production_days], production_env),
-                    (["reader", str(self.root / "reader.jsonl"), str(self.lake), self.first, self.last], self.env),
+                    (
+                        ["reader", str(self.root / "reader.jsonl"), str(self.lake), self.first, self.last],
+                        {**self.env, **stop},
+                    ),
                 )
             ]
 
     def stop_actors(self) -> None:
-        for actor in self.actors:
-            actor.send_signal(signal.SIGTERM)
+        """Asks the actors to stop after their run or read in flight (bench/soak/actors.py), and
+        waits for them; one still going after two minutes is killed."""
+        (self.root / "stop_actors").touch()
         for actor in self.actors:
             try:
                 actor.wait(120)
