@@ -79,6 +79,7 @@ def record_materializations(
     in one batch (event_batches.py); a query per asset and checked partition for the checks."""
     if publish_recorded(instance, record.id):
         return
+    _end_cut_publish_runs(instance, record.id)
     tags = {BACKFILL_ID_TAG: record.id, PUBLISH_RUN_TAG: "true"}
     sha = definitions_git_sha(definitions)
     asset_graph = definitions.resolve_asset_graph()
@@ -155,6 +156,26 @@ def gate_evaluations(instance: dg.DagsterInstance, backfill_id: str, tables: Tab
 def _backfill_of(evaluation: dg.AssetCheckEvaluation) -> object:
     value = evaluation.metadata.get("backfill_id")
     return None if value is None else value.value
+
+
+# A run in one of these has not ended (Dagster's own list is private).
+_NOT_ENDED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def _end_cut_publish_runs(instance: dg.DagsterInstance, backfill_id: str) -> None:
+    """Marks canceled the backfill's publish runs a walk killed mid-stage left unended: this
+    stage runs again only once that walk's process is gone (a resume or a takeover refuses a
+    live coordinator), so nothing will end them (found by the soak: a coordinator killed while
+    it recorded the publish left its run STARTED for good)."""
+    tags = {BACKFILL_ID_TAG: backfill_id, PUBLISH_RUN_TAG: "true"}
+    for run in instance.get_runs(dg.RunsFilter(tags=tags, statuses=_NOT_ENDED)):
+        instance.report_run_canceled(run, message=f"backfill {backfill_id}: its publish was cut short and resumed")
 
 
 def publish_recorded(instance: dg.DagsterInstance, backfill_id: str) -> bool:
