@@ -22,6 +22,7 @@ import os
 
 import dagster as dg
 
+from partition_assets.dagster_betas import quiet_dagster_betas
 from partition_assets.partitions import daily, hourly, mappings, multi, static
 
 ASSETS_ENV = "PARTITION_ASSETS_BENCH_ASSETS"
@@ -88,4 +89,5 @@ def _asset(key: str, kind: str, deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
     return body
 
 
-defs = dg.Definitions(assets=lineage(int(os.environ.get(ASSETS_ENV, "2000"))))
+with quiet_dagster_betas():  # backfill_policy is a beta parameter
+    defs = dg.Definitions(assets=lineage(int(os.environ.get(ASSETS_ENV, "2000"))))
