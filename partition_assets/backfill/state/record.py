@@ -22,7 +22,7 @@ from partition_assets.backfill.model import Approval, BackfillCommand, BackfillS
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
-from partition_assets.backfill.state.skipped_ranges import SkippedNodes
+from partition_assets.backfill.state.skipped_ranges import SkippedNodes, StoredSkipped
 from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.errors import IllegalTransitionError
 from partition_assets.ids import checked_backfill_id
@@ -81,7 +81,7 @@ class BackfillRecord:
     # asset -> the partitions a --catch-up backfill left alone as current when it started: never
     # run by it, also when resumed (`done_nodes`); as stored (backfill/state/skipped_ranges.py:
     # runs of its stored plan's partitions, or keys listed in records of earlier releases)
-    skipped: dict[str, dict[str, str] | list[str]] = field(default_factory=dict)
+    skipped: StoredSkipped = field(default_factory=dict)
     # who asked for its rollback under an approval policy, when, who approved it; None until asked
     rollback_approval: Approval | None = None
     # its graph's nodes and edges (backfill/state/stored_plan.py), stored when it starts or is

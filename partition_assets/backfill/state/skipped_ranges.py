@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Mapping, Set
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 import numpy as np
@@ -32,14 +32,18 @@ from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.state.stored_plan import packed_indexes, unpacked_indexes
 
+# A record's `skipped` as stored: asset -> its runs, or (format 3 and earlier) its keys listed.
+StoredSkipped = dict[str, dict[str, str] | list[str]]
+_T = TypeVar("_T")
 
-def stored_skipped(graph: BackfillGraph, nodes: Iterable[Node]) -> dict[str, dict[str, str]]:
+
+def stored_skipped(graph: BackfillGraph, nodes: Iterable[Node]) -> StoredSkipped:
     """`nodes` (of `graph`) as a record stores them: asset -> its runs of consecutive indexes
     into the asset's partitions in `graph` (see the module docstring); assets without any are absent."""
     indexes: dict[dg.AssetKey, list[int]] = {}
     for node in nodes:
         indexes.setdefault(node.asset, []).append(graph.slices[node.asset].index_of[node.partition])
-    stored = {}
+    stored: StoredSkipped = {}
     for asset in graph.slices:  # the graph's order, so equal sets store equal
         if asset in indexes:
             starts, stops = index_runs(indexes[asset])
@@ -85,7 +89,7 @@ class SkippedNodes(Set[Node]):
         return cls(graph, runs)
 
     @classmethod
-    def _from_iterable(cls, iterable: Iterable[Node]) -> set[Node]:
+    def _from_iterable(cls, iterable: Iterable[_T]) -> set[_T]:
         """What a set operation (`|`, `&`, `-`) returns: a plain set of the nodes."""
         return set(iterable)
 
