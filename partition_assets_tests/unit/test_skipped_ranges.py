@@ -8,10 +8,13 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+import pytest
 
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
 from partition_assets.backfill.state.skipped_ranges import SkippedNodes, index_runs, stored_skipped
+from partition_assets.backfill.state.stored_plan import packed_indexes
+from partition_assets.errors import StoredPlanError
 
 HOURS = dg.AssetKey("hours")
 REGIONS = dg.AssetKey(["lake", "regions"])
@@ -35,7 +38,7 @@ def _graph(days: int) -> BackfillGraph:
 
 
 def _round_trip(graph: BackfillGraph, nodes) -> SkippedNodes:
-    return SkippedNodes.of(json.loads(json.dumps(stored_skipped(graph, nodes))), graph)
+    return SkippedNodes.of(json.loads(json.dumps(stored_skipped(graph, nodes))), graph, "b1")
 
 
 def test_runs_are_the_consecutive_values_whatever_their_order_and_repeats():
@@ -68,7 +71,7 @@ def test_runs_follow_the_partitions_definition_s_order_not_the_keys_sorted():
 
     stored = stored_skipped(graph, nodes)
 
-    read = SkippedNodes.of(stored, graph)
+    read = SkippedNodes.of(stored, graph, "b1")
     assert list(read) == [Node(REGIONS, region) for region in ("north", "east", "south")]
     assert stored == stored_skipped(graph, reversed(nodes))  # the order given changes nothing
     assert list(stored) == ["lake/regions"] and len(json.dumps(stored)) < 100  # one run
@@ -84,7 +87,7 @@ def test_two_years_of_hours_with_a_handful_of_gaps_store_in_a_few_hundred_bytes(
     stored = stored_skipped(graph, nodes)
 
     assert len(json.dumps(stored)) < 400, json.dumps(stored)
-    read = SkippedNodes.of(stored, graph)
+    read = SkippedNodes.of(stored, graph, "b1")
     assert len(read) == read.count(HOURS) == len(nodes)
     assert [index for index, key in enumerate(keys) if Node(HOURS, key) not in read] == sorted(gaps)
 
@@ -93,6 +96,16 @@ def test_keys_a_format_3_record_lists_are_read_as_listed_those_the_graph_lacks_l
     graph = _graph(1)
     listed = {"hours": ["2024-01-01-05:00", "2024-01-01-03:00", "2024-01-01-04:00", "2030-01-01-00:00"]}
 
-    read = SkippedNodes.of(listed, graph)
+    read = SkippedNodes.of(listed, graph, "b1")
 
     assert list(read) == [Node(HOURS, f"2024-01-01-0{hour}:00") for hour in (3, 4, 5)] and len(read) == 3
+
+
+def test_runs_past_the_asset_s_partitions_in_the_plan_are_refused_naming_the_backfill():
+    graph = _graph(1)  # 24 hours
+    stored = {"hours": {"starts": packed_indexes([20]), "stops": packed_indexes([30])}}
+
+    with pytest.raises(
+        StoredPlanError, match=r"backfill b1's record holds --catch-up partitions of hours up to index 29, past the 24"
+    ):
+        SkippedNodes.of(stored, graph, "b1")

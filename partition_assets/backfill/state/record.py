@@ -322,7 +322,7 @@ def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.Da
 def skipped_as_current(record: BackfillRecord, graph: BackfillGraph) -> SkippedNodes:
     """The nodes of `graph` a --catch-up start left alone as current (`skipped`, as recorded
     then), read as the runs the record stores."""
-    return SkippedNodes.of(record.skipped, graph)
+    return SkippedNodes.of(record.skipped, graph, record.id)
 
 
 def by_asset(nodes: Iterable[Node]) -> dict[str, list[str]]:

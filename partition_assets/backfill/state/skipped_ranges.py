@@ -31,6 +31,7 @@ import numpy as np
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.state.stored_plan import packed_indexes, unpacked_indexes
+from partition_assets.errors import StoredPlanError
 
 # A record's `skipped` as stored: asset -> its runs, or (format 3 and earlier) its keys listed.
 StoredSkipped = dict[str, dict[str, str] | list[str]]
@@ -74,8 +75,14 @@ class SkippedNodes(Set[Node]):
         self._length = sum(int((stops - starts).sum()) for starts, stops in runs.values())
 
     @classmethod
-    def of(cls, stored: Mapping[str, Any], graph: BackfillGraph) -> SkippedNodes:
-        """The nodes of `graph` that `stored` (a record's `skipped`, in any format) names."""
+    def of(cls, stored: Mapping[str, Any], graph: BackfillGraph, backfill_id: str) -> SkippedNodes:
+        """The nodes of `graph` that `stored` (the `skipped` of backfill `backfill_id`'s record,
+        in any format) names.
+
+        Raises:
+            StoredPlanError: A run reaches past its asset's partitions in `graph` (the record's
+                runs and plan disagree); nothing was written.
+        """
         runs = {}
         for asset, value in stored.items():
             key = dg.AssetKey.from_user_string(asset)
@@ -86,6 +93,13 @@ class SkippedNodes(Set[Node]):
                 runs[key] = index_runs(asset_slice.index_of[p] for p in value if p in asset_slice.index_of)
             else:
                 runs[key] = (unpacked_indexes(value["starts"]), unpacked_indexes(value["stops"]))
+                if len(runs[key][1]) and runs[key][1][-1] > len(asset_slice):
+                    raise StoredPlanError(
+                        f"backfill {backfill_id}'s record holds --catch-up partitions of {asset} up to index "
+                        f"{runs[key][1][-1] - 1}, past the {len(asset_slice)} of its stored plan: it is not as "
+                        f"partition_assets wrote it. Discard it (`partition-assets backfill discard {backfill_id}`). "
+                        "Nothing was written."
+                    )
         return cls(graph, runs)
 
     @classmethod
