@@ -38,7 +38,9 @@ TABLE_FORMAT_PROPERTY = "partition_assets.format"
 # on) takes the next format, so that the older release refuses it: a downgrade is refused.
 # Record format 3 adds `publish_stage` (where a publish is): a release of format 2 would
 # publish again from the first stage (partition_assets_tests/e2e/test_upgrade_mid_backfill.py).
-RECORD_FORMAT = 3  # a backfill's record body (backfill/state/record.py)
+# Record format 4 stores `skipped` (--catch-up's current partitions) as runs of the stored plan's
+# partitions (backfill/state/skipped_ranges.py): a release of format 3 would read the runs as keys.
+RECORD_FORMAT = 4  # a backfill's record body (backfill/state/record.py)
 PRESENCE_FORMAT = 2  # a coordinator's announcement (backfill/state/presence.py)
 LEASE_FORMAT = 2  # a lease file (storage/leases.py)
 LEDGER_FORMAT = 2  # the ledger, a Delta table (backfill/state/ledger.py)

@@ -15,13 +15,13 @@ import dagster as dg
 import pytest
 
 from partition_assets.backfill.commands import extend_backfill, pause_backfill
-from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.model import BackfillStatus, Node
 from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.publishing.freeze import frozen_assets
 from partition_assets.backfill.publishing.tables import tables_of
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, by_asset, skipped_as_current
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import recorded_graph
 from partition_assets.code_location import load_definitions
@@ -186,3 +186,22 @@ def test_extend_a_backfill_awaiting_approval_waits_paused_and_is_approved_again_
         assert record.approval is None and record.gated_staging == {}  # its gate judges the whole range again
         assert not frozen_assets(instance)
     resume_and_check(home, backfill, nodes(days(1, 2)), nodes(days(1, 3)))
+
+
+def test_extending_a_catch_up_backfill_stores_its_current_partitions_again_as_runs_of_the_new_plan(instance):
+    """Extended at its start, its plan's indexes move: the partitions its --catch-up start left
+    alone as current (listed, as a format-3 record keeps them) are stored again as runs of the
+    new plan (backfill/state/skipped_ranges.py), the same partitions, and never run."""
+    spec = BackfillSpec(module=CODE_LOCATION, selection=SELECTION, start="2024-01-03", end="2024-01-06", catch_up=True)
+    store = BackfillStore(instance)
+    record = record_at(store, "caught-up", S.FAILED, spec)
+    current = {Node(dg.AssetKey(asset), day) for asset in ("source", "report") for day in days(3, 4) + days(6, 6)}
+    record.skipped = by_asset(sorted(current))
+    record.save()
+
+    extended = extend_backfill(instance, "caught-up", start="2024-01-01", end="2024-01-07")
+
+    record = store.load("caught-up")
+    assert {asset: type(stored) for asset, stored in record.skipped.items()} == {"source": dict, "report": dict}
+    assert set(skipped_as_current(record, recorded_graph(record, instance))) == current
+    assert (extended.added, extended.nodes, extended.pending) == (6, 14, 14 - len(current))

@@ -11,21 +11,27 @@ release that checks formats: this release's code with the kind's format lowered 
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
+from unittest.mock import ANY
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 import partition_assets
-from partition_assets.backfill.model import BackfillCommand, BackfillStatus
+from partition_assets.backfill.model import BackfillCommand, BackfillStatus, Node
+from partition_assets.backfill.planning.instance_state import graph_of
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state import ledger as ledger_module
+from partition_assets.backfill.state import record as record_module
 from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, ledger_uri
 from partition_assets.backfill.state.presence import KEY_PREFIX, Presence, coordinating, live_coordinator
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, skipped_as_current
+from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.backfill.state.stored_plan import graph_from
+from partition_assets.backfill.state.stored_plan import graph_from, recorded_graph, stored_plan
 from partition_assets.dagster_instance.key_values import value_of
 from partition_assets.errors import CoordinatorLiveError, PartitionLeasedError, StateFormatError
 from partition_assets.processes.identity import ProcessIdentity
@@ -77,6 +83,58 @@ def test_a_record_an_earlier_release_wrote_is_read_as_before_and_rewritten_in_th
     record.save()
     assert stored_body(instance, saved["id"])["format"] == RECORD_FORMAT
     assert store.load(saved["id"]).launched_by == "ana"
+
+
+# A --catch-up record as the code of record format 3 wrote it (commit b53e8c3): its skipped
+# partitions listed, of the example's time, static, multi-partitioned assets.
+CATCH_UP_RECORD_3 = Path(__file__).parents[1] / "support" / "record_format_3_catch_up.json"
+
+
+def test_a_format_3_catch_up_record_s_listed_skips_are_read_exactly_and_kept_when_saved_again(instance):
+    saved = json.loads(CATCH_UP_RECORD_3.read_text())
+    assert saved["body"]["format"] == 3
+    insert_record(instance, saved["id"], saved["status"], saved["body"])
+    store = BackfillStore(instance)
+    record = store.load(saved["id"])
+    graph = recorded_graph(record, instance)
+    listed = {Node(dg.AssetKey.from_user_string(a), p) for a, keys in saved["body"]["skipped"].items() for p in keys}
+
+    current = skipped_as_current(record, graph)
+
+    assert set(current) == listed and len(current) == len(listed) == 91
+    assert {key.to_user_string(): current.count(key) for key in graph.slices if current.count(key)} == {
+        asset: len(keys) for asset, keys in saved["body"]["skipped"].items()
+    }
+    record.launched_by = "ana"
+    record.save()  # in this release's format, the listed keys kept as they were
+    assert stored_body(instance, saved["id"])["format"] == RECORD_FORMAT
+    assert set(skipped_as_current(store.load(saved["id"]), graph)) == listed
+
+
+def test_a_catch_up_record_this_release_writes_holds_runs_that_a_reader_of_the_format_before_refuses(
+    instance, monkeypatch
+):
+    """The runs would be misread as keys by a reader of format 3: it refuses them, naming the format."""
+    store = BackfillStore(instance)
+    spec = replace(SPEC, end="2024-01-31", catch_up=True)
+    graph = graph_of(spec, instance)
+    current = [node for node in graph.nodes() if node.partition not in ("2024-01-10", "2024-01-20")]
+    BackfillRecord(
+        spec, id="b1", store=store, skipped=stored_skipped(graph, current), stored_plan=stored_plan(graph)
+    ).save()
+    body = stored_body(instance, "b1")
+    assert set(skipped_as_current(store.load("b1"), graph)) == set(current)
+    assert body["skipped"] == {"raw": {"starts": ANY, "stops": ANY}}  # two gaps: three runs, no key listed
+
+    monkeypatch.setattr(record_module, "RECORD_FORMAT", RECORD_FORMAT - 1)  # the reader of the release before
+    with pytest.raises(StateFormatError) as refused:
+        store.load("b1")
+
+    assert f"backfill b1 is in format {RECORD_FORMAT}, which this release" in str(refused.value)
+    assert f"reads formats 1 to {RECORD_FORMAT - 1}" in str(refused.value) and "Nothing was written" in str(
+        refused.value
+    )
+    assert stored_body(instance, "b1") == body
 
 
 def test_a_record_in_a_newer_format_is_refused_naming_the_version_and_nothing_is_written(instance):

@@ -34,7 +34,8 @@ from partition_assets.backfill.publishing.approval_steps import check_launch
 from partition_assets.backfill.publishing.publication import staged_publication
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
 from partition_assets.backfill.state.presence import refuse_if_live
-from partition_assets.backfill.state.record import BackfillRecord, by_asset, cancel, cancel_in_flight, done_nodes
+from partition_assets.backfill.state.record import BackfillRecord, cancel, cancel_in_flight, done_nodes
+from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.status import FINAL_STATUSES
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import recorded_graph, stored_plan
@@ -76,7 +77,12 @@ def plan_engine_run(
         done = nodes_to_skip(spec, graph, instance)
         who = launcher(None, run.tags.get(DAGSTER_USER_TAG))
         record = BackfillRecord(
-            spec, id=backfill_id, store=store, launched_by=who, skipped=by_asset(done), stored_plan=stored_plan(graph)
+            spec,
+            id=backfill_id,
+            store=store,
+            launched_by=who,
+            skipped=stored_skipped(graph, done),
+            stored_plan=stored_plan(graph),
         )
         # before it is recorded
         check_launch(staged_publication(record, load_definitions(spec.module), graph), instance)

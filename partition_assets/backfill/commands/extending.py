@@ -29,7 +29,8 @@ from partition_assets.backfill.publishing.approval_wait import discard_approval_
 from partition_assets.backfill.publishing.publication import Publication, staged_publication
 from partition_assets.backfill.publishing.publish_step import published_files
 from partition_assets.backfill.state.presence import coordinating
-from partition_assets.backfill.state.record import BackfillRecord, by_asset, finished_nodes, nodes_of
+from partition_assets.backfill.state.record import BackfillRecord, finished_nodes, skipped_as_current
+from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.status import COMMANDS, check_command
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import recorded_graph, stored_plan
@@ -87,7 +88,7 @@ def extend_backfill(
         record.spec = spec
         record.stored_plan = stored_plan(graph)
         record.fingerprints = fingerprints
-        record.skipped = by_asset(sorted({*nodes_of(record.skipped), *skips}))
+        record.skipped = stored_skipped(graph, {*skipped_as_current(record, before), *skips})
         record.gated_staging = {}
         record.approval = None
         record.save()

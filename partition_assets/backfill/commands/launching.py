@@ -44,7 +44,8 @@ from partition_assets.backfill.running.runners import RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import critical_path
 from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
-from partition_assets.backfill.state.record import BackfillRecord, by_asset
+from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import stored_plan
 from partition_assets.code_location import load_definitions
@@ -119,7 +120,7 @@ def run_backfill(
             spec,
             store=BackfillStore(instance),
             launched_by=launcher(launched_by, None),
-            skipped=by_asset(done),
+            skipped=stored_skipped(graph, done),
             stored_plan=stored_plan(graph),
         )
         return execute_backfill(instance, record, graph, done, console, node_runner_reusing(warm))

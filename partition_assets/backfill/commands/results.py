@@ -29,6 +29,7 @@ from partition_assets.backfill.publishing.stages import stage_lines
 from partition_assets.backfill.running.lineup import Standing
 from partition_assets.backfill.state.ledger import LedgerEntry
 from partition_assets.backfill.state.record import BackfillRecord, skipped_as_current
+from partition_assets.backfill.state.skipped_ranges import SkippedNodes
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class StatusReport:
         return f"backfill {self.record.id} ({self.record.status}): {what}{self.record.spec.describe()}"
 
     @property
-    def current(self) -> set[Node]:
+    def current(self) -> SkippedNodes:
         """The nodes a --catch-up start left alone as current: no run of them comes (not missing)."""
         return skipped_as_current(self.record, self.graph)
 

@@ -19,7 +19,8 @@ pinned.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 import dagster as dg
@@ -55,7 +56,7 @@ class Original:
 
 
 def originals(
-    instance: dg.DagsterInstance, graph: BackfillGraph, left_alone: Collection[Node] = frozenset()
+    instance: dg.DagsterInstance, graph: BackfillGraph, left_alone: AbstractSet[Node] = frozenset()
 ) -> dict[Node, Original]:
     """The latest materialization of each node of `graph` that has one, but those of `left_alone`
     (the nodes a `--catch-up` backfill leaves as they are: never re-run, so neither pinned nor
@@ -64,9 +65,6 @@ def originals(
     with the nodes the backfill runs, not with the asset's history."""
     found: dict[Node, Original] = {}
     untagged: dict[str, list[Node]] = {}  # run id -> the nodes it made without recording a commit
-    skipped: dict[dg.AssetKey, set[str]] = {}
-    for node in left_alone:
-        skipped.setdefault(node.asset, set()).add(node.partition)
 
     def add(node: Node, run_id: str, materialization: dg.AssetMaterialization) -> None:
         found[node] = _original(materialization)
@@ -75,12 +73,13 @@ def originals(
 
     for key, asset_slice in graph.slices.items():
         if asset_slice.partitions_def is None:
-            event = instance.get_latest_materialization_event(key) if key not in skipped else None
+            event = (
+                instance.get_latest_materialization_event(key) if Node(key, UNPARTITIONED) not in left_alone else None
+            )
             if event is not None and event.asset_materialization is not None:
                 add(Node(key, UNPARTITIONED), event.run_id, event.asset_materialization)
             continue
-        alone = skipped.get(key, set())
-        wanted = [partition for partition in asset_slice.partition_keys if partition not in alone]
+        wanted = [partition for partition in asset_slice.partition_keys if Node(key, partition) not in left_alone]
         for start in range(0, len(wanted), _FETCH):
             storage_ids = instance.get_latest_storage_id_by_partition(
                 key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(wanted[start : start + _FETCH])

@@ -53,7 +53,7 @@ from partition_assets.backfill.running.durations import recorded_seconds
 from partition_assets.backfill.running.loop import execute
 from partition_assets.backfill.running.runners import NodeRunner, RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import Throttle
-from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight, nodes_of
+from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight, skipped_as_current
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.code_location import load_definitions
 from partition_assets.deploy.runtime import runtime_versions
@@ -336,7 +336,8 @@ class BackfillRun:
         staged backfill's record also keeps, from its first start, what made its partitions'
         content (provenance.py): what its rollback restores."""
         record = self.record
-        found = originals(self.instance, self.graph, nodes_of(record.skipped))  # --catch-up's current nodes
+        current = skipped_as_current(record, self.graph)  # --catch-up's current nodes: never run, never pinned
+        found = originals(self.instance, self.graph, current)
         for line in runtime_warnings(found, runtime_versions()):
             _log.warning("backfill %s: %s", record.id, line)
         if self.staged and record.restored_provenance is None:  # before any publish replaces them

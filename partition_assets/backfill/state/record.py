@@ -22,6 +22,7 @@ from partition_assets.backfill.model import Approval, BackfillCommand, BackfillS
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.state.skipped_ranges import SkippedNodes, StoredSkipped
 from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.errors import IllegalTransitionError
 from partition_assets.ids import checked_backfill_id
@@ -78,8 +79,9 @@ class BackfillRecord:
     # None until the backfill starts, and in records of earlier releases (nothing known).
     restored_provenance: dict[str, list[dict]] | None = None
     # asset -> the partitions a --catch-up backfill left alone as current when it started: never
-    # run by it, also when resumed (`done_nodes`)
-    skipped: dict[str, list[str]] = field(default_factory=dict)
+    # run by it, also when resumed (`done_nodes`); as stored (backfill/state/skipped_ranges.py:
+    # runs of its stored plan's partitions, or keys listed in records of earlier releases)
+    skipped: StoredSkipped = field(default_factory=dict)
     # who asked for its rollback under an approval policy, when, who approved it; None until asked
     rollback_approval: Approval | None = None
     # its graph's nodes and edges (backfill/state/stored_plan.py), stored when it starts or is
@@ -314,16 +316,13 @@ def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.Da
     succeeded = {
         node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
     }
-    return succeeded | skipped_as_current(record, graph)
+    return {*succeeded, *skipped_as_current(record, graph)}
 
 
-def skipped_as_current(record: BackfillRecord, graph: BackfillGraph) -> set[Node]:
-    """The nodes of `graph` a --catch-up start left alone as current (`skipped`, as recorded then)."""
-    return {
-        node
-        for node in nodes_of(record.skipped)
-        if node.asset in graph.slices and node.partition in graph.slices[node.asset].index_of
-    }
+def skipped_as_current(record: BackfillRecord, graph: BackfillGraph) -> SkippedNodes:
+    """The nodes of `graph` a --catch-up start left alone as current (`skipped`, as recorded
+    then), read as the runs the record stores."""
+    return SkippedNodes.of(record.skipped, graph, record.id)
 
 
 def by_asset(nodes: Iterable[Node]) -> dict[str, list[str]]:

@@ -165,32 +165,34 @@ def _keys_between(partitions_def: dg.PartitionsDefinition | None, first: str, la
 def _stored_dependency(dependency: Dependency) -> dict[str, Any]:
     stored: dict[str, Any] = {"upstream": dependency.upstream.to_user_string()}
     if dependency.explicit is not None:
-        stored["lengths"] = _packed([len(indexes) for indexes in dependency.explicit])
-        stored["explicit"] = _packed(np.concatenate([*dependency.explicit, np.zeros(0, dtype=np.int64)]))
+        stored["lengths"] = packed_indexes([len(indexes) for indexes in dependency.explicit])
+        stored["explicit"] = packed_indexes(np.concatenate([*dependency.explicit, np.zeros(0, dtype=np.int64)]))
     else:
-        stored["starts"] = _packed(dependency.starts)
-        stored["stops"] = _packed(dependency.stops)
+        stored["starts"] = packed_indexes(dependency.starts)
+        stored["stops"] = packed_indexes(dependency.stops)
     return stored
 
 
 def _dependency_from(downstream: dg.AssetKey, stored: dict[str, Any]) -> Dependency:
     upstream = dg.AssetKey.from_user_string(stored["upstream"])
     if "explicit" in stored:
-        flat = _unpacked(stored["explicit"])
-        bounds = np.cumsum([0, *_unpacked(stored["lengths"])])
+        flat = unpacked_indexes(stored["explicit"])
+        bounds = np.cumsum([0, *unpacked_indexes(stored["lengths"])])
         explicit = [flat[start:stop] for start, stop in itertools.pairwise(bounds)]
         return Dependency(downstream, upstream, explicit=explicit)
-    return Dependency(downstream, upstream, starts=_unpacked(stored["starts"]), stops=_unpacked(stored["stops"]))
+    return Dependency(
+        downstream, upstream, starts=unpacked_indexes(stored["starts"]), stops=unpacked_indexes(stored["stops"])
+    )
 
 
-def _packed(values: Sequence[int] | np.ndarray | None) -> str:
+def packed_indexes(values: Sequence[int] | np.ndarray | None) -> str:
     """Integers, delta-encoded (runs of indexes become runs of ones), zlib-compressed, base64."""
     array = np.asarray(values if values is not None else [], dtype=np.int64)
     deltas = np.diff(array, prepend=0) if len(array) else array
     return _compressed(deltas.astype("<i8").tobytes())
 
 
-def _unpacked(text: str) -> np.ndarray:
+def unpacked_indexes(text: str) -> np.ndarray:
     return np.cumsum(np.frombuffer(_decompressed(text), dtype="<i8")).astype(np.int64)
 
 
