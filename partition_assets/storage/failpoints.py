@@ -31,12 +31,15 @@ PUBLISH_POINTS = (
     "publish_committed",  # the publish commit is in the log; the backfill's folder is not cleaned up
 )
 # Points the coordinator of a staged backfill passes (backfill/publishing/gate_step.py, publish_step.py,
-# undo_steps.py, publication.py).
+# undo_steps.py, publication.py, dagster_events.py).
 COORDINATOR_POINTS = (
     "gating",  # every node succeeded; the gate's stats are being computed
     "between_table_commits",  # one table of the backfill is published, the next is not
     "between_rollback_commits",  # one table is rolled back, the next is not
     "retract_wiping",  # a retract's tables are committed; Dagster still shows its partitions materialized
+    # The publish's Dagster run is STARTED, none of its events stored (each run dagster_events.py
+    # `run_reporting` makes passes `<its job's name>_started`: the gate's, the rollback's...).
+    "partition_assets_publish_started",
 )
 # Points at the start of each publishing stage (backfill/publishing/stages.py `PUBLISH_STAGES`,
 # whose runner passes `stage_<name>`): a test kills the publish in any stage.

@@ -24,8 +24,9 @@ class Published:
     versions: dict[str, int]
     ledger: list[tuple]  # every row the backfill appended
     releases: list[tuple]  # every release log record of the backfill
-    publish_runs: int
-    materialized: list[tuple[str, str | None]]  # (asset, partition) per materialization of its publish run
+    publish_runs: int  # that succeeded
+    unended_publish_runs: int  # publish runs not ended (a killed publish's, until its resume ends them)
+    materialized: list[tuple[str, str | None]]  # (asset, partition) per materialization of its publish runs
     published_notifications: int
 
 
@@ -52,7 +53,8 @@ def published_by(house: Lakehouse, bid: str) -> Published:
             for row in log
             if row["backfill_id"] == bid
         ),
-        publish_runs=len(runs),
+        publish_runs=sum(run.status == dg.DagsterRunStatus.SUCCESS for run in runs),
+        unended_publish_runs=sum(not run.is_finished for run in runs),
         materialized=materialized,
         published_notifications=house.events().count("published"),
     )

@@ -44,6 +44,7 @@ from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.run_console import quiet_console_config
 from partition_assets.run_tags import BACKFILL_ID_TAG, DEFER_ASSET_EVENTS_TAG
+from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
 from partition_assets.storage.schema_change import (
     COLUMN_SCHEMA_METADATA,
@@ -476,6 +477,7 @@ def run_reporting(
     @dg.op(name=f"{name}_op")
     def report():
         context = dg.OpExecutionContext.get()
+        failpoint(f"{name}_started")  # killed here, the run is left STARTED (`_end_cut_publish_runs`)
         try:
             store_asset_events(context, asset_events)
             yield from judging_stored(context.instance, evaluations, materialized)
