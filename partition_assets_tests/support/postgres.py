@@ -82,9 +82,17 @@ class PostgresServer:
         return self
 
     def crash_and_restart(self) -> None:
-        """`pg_ctl stop -m immediate` (as a crash: no checkpoint, every connection cut, recovery
-        from the WAL on the next start), then starts the server again on the same port and data."""
+        """`crash`, then `start_again`."""
+        self.crash()
+        self.start_again()
+
+    def crash(self) -> None:
+        """`pg_ctl stop -m immediate`: as a crash, no checkpoint, every connection cut (recovery
+        from the WAL on the next start)."""
         self._run("pg_ctl", "stop", "-w", "-m", "immediate", "-D", str(self.data))
+
+    def start_again(self) -> None:
+        """Starts the server stopped by `crash` on the same port and data."""
         self._start_server()
 
     def _start_server(self) -> None:

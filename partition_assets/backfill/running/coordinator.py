@@ -56,9 +56,11 @@ from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight, nodes_of
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.storage import riding_out_database_restarts
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import (
     CommitError,
+    DatabaseUnreachableError,
     IllegalTransitionError,
     PartitionAssetsError,
     SparkServerGoneError,
@@ -104,7 +106,10 @@ class BackfillRun:
     any phase fails a running (or paused) backfill; a staged one's leases are then parked,
     a per-node one's released (released too once it is published or done). A Spark
     Connect server that stopped listening meanwhile fails it with SparkServerGoneError,
-    naming the server.
+    naming the server. A restart of the instance's database server is ridden out: its calls
+    wait for it (dagster_instance/storage.py `riding_out_database_restarts`, up to
+    PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS), logging when it went and came back; a server
+    away longer fails the backfill with DatabaseUnreachableError, naming the `resume` that goes on.
 
     Not guaranteed: a coordinator killed (SIGKILL, a lost machine) runs none of this: its
     leases expire with their heartbeat and its backfill shows as silent
@@ -140,9 +145,12 @@ class BackfillRun:
         Raises:
             IllegalTransitionError: Its status refuses a run (see the class docstring); nothing was changed.
             SparkServerGoneError: Its Spark Connect server stopped listening; it failed, its leases parked.
+            DatabaseUnreachableError: The instance's database stayed unreachable past the window; it stopped.
         """
         check_transition(self.record.id, self.record.status, self._entering, BackfillCommand.RUN)
         with ExitStack() as stack:
+            # A restart of the instance's database server is waited out, not a failure (below).
+            stack.enter_context(riding_out_database_restarts())
             # Workers start loading the code location now, while the coordinator prepares.
             runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
             definitions = load_definitions(self.record.spec.module)
@@ -289,6 +297,15 @@ class BackfillRun:
         server that stopped listening goes on as SparkServerGoneError."""
         try:
             yield
+        except DatabaseUnreachableError as error:
+            try:
+                self._settle(publication, leases, error)
+            except DatabaseUnreachableError:  # still away: the status stays, its coordinator shows silent
+                publication.settle_leases(leases)
+            raise DatabaseUnreachableError(
+                f"backfill {self.record.id} stopped: {error}. {self._leases_left()}. Once the database answers, "
+                f"`partition-assets backfill resume {self.record.id}` goes on."
+            ) from error
         except BaseException as error:
             self._settle(publication, leases, error)
             if isinstance(error, Exception) and not isinstance(error, PartitionAssetsError):
@@ -314,16 +331,17 @@ class BackfillRun:
         if url is None:
             return
         backfill_id = self.record.id
-        left = (
-            "Its partitions stay leased (parked) and nothing was published"
-            if self.staged
-            else "Its leases were released; the nodes that succeeded are published"
-        )
         raise SparkServerGoneError(
             f"backfill {backfill_id} {self.record.status.value}: the Spark server at {url} is gone (nothing listens "
-            f"there; {what}). {left}. Start the server again (or point the code location at one that runs), then "
-            f"`partition-assets backfill resume {backfill_id}`."
+            f"there; {what}). {self._leases_left()}. Start the server again (or point the code location at one that "
+            f"runs), then `partition-assets backfill resume {backfill_id}`."
         ) from cause
+
+    def _leases_left(self) -> str:
+        """What a backfill stopped short of publishing left of its partitions."""
+        if self.staged:
+            return "Its partitions stay leased (parked) and nothing was published"
+        return "Its leases were released; the nodes that succeeded are published"
 
     def _stopped_by_command(self) -> bool:
         """Whether `backfill cancel` (or a cancel in the UI) stopped the backfill: read again
