@@ -523,6 +523,7 @@ class _Outage:
         self._lock = threading.Lock()
         self.riders = 0  # the blocks `riding_out_database_restarts` has open in this process
         self.pid = os.getpid()
+        self.window = DATABASE_OUTAGE_SECONDS  # as the environment said when the last block began
         self._since: float | None = None
         self._gave_up = False
 
@@ -535,15 +536,15 @@ class _Outage:
         """Waits before the next attempt of a call that failed with `error` (a lost connection);
         DatabaseUnreachableError once the outage lasted the window, at once for every call
         after one gave up, until the server answers again."""
-        window = positive_seconds(DATABASE_OUTAGE_SECONDS_ENV, DATABASE_OUTAGE_SECONDS)
+        window = self.window
+        cause = f"{type(error).__name__}: {' '.join(str(error).split())}"  # the driver's message spans lines
         with self._lock:
             now = time.monotonic()
             if self._since is None:
                 self._since = now
                 _log.warning(
-                    "the instance's database is unreachable (%s: %s): retrying for up to %g s (%s)",
-                    type(error).__name__,
-                    str(error).strip(),
+                    "the instance's database is unreachable (%s): retrying for up to %g s (%s)",
+                    cause,
                     window,
                     DATABASE_OUTAGE_SECONDS_ENV,
                 )
@@ -552,7 +553,7 @@ class _Outage:
                 self._gave_up = True
                 raise DatabaseUnreachableError(
                     f"the instance's database was unreachable for {lasted:.0f} s (the limit, "
-                    f"{DATABASE_OUTAGE_SECONDS_ENV}, is {window:g} s): {type(error).__name__}: {str(error).strip()}"
+                    f"{DATABASE_OUTAGE_SECONDS_ENV}, is {window:g} s): {cause}"
                 ) from error
         time.sleep(min(_OUTAGE_FIRST_WAIT_SECONDS * 2**attempt, _OUTAGE_LONGEST_WAIT_SECONDS, window - lasted))
 
@@ -594,7 +595,12 @@ def riding_out_database_restarts() -> Iterator[None]:
     an insert with no key then writes its row twice (an event), a compare-and-set finds its own
     write and reports a conflict (the backfill records' callers read again). A statement on a
     connection in an explicit transaction (not autocommit) is not retried. A connect hook of the
-    engine's own (Dagster's token provider) may run after this one and is then skipped."""
+    engine's own (Dagster's token provider) may run after this one and is then skipped.
+
+    Raises:
+        EnvironmentSetupError: PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS is not a positive number.
+    """
+    window = positive_seconds(DATABASE_OUTAGE_SECONDS_ENV, DATABASE_OUTAGE_SECONDS)
     with _OUTAGE._lock:
         if not event.contains(Engine, "do_connect", _connect_riding_out):
             event.listen(Engine, "do_connect", _connect_riding_out)
@@ -603,6 +609,7 @@ def riding_out_database_restarts() -> Iterator[None]:
         if _OUTAGE.pid != os.getpid():  # a fork's count starts again
             _OUTAGE.pid, _OUTAGE.riders = os.getpid(), 0
         _OUTAGE.riders += 1
+        _OUTAGE.window = window
     try:
         yield
     finally:

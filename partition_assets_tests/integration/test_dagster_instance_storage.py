@@ -25,16 +25,16 @@ from sqlalchemy.engine.reflection import Inspector
 from partition_assets.backfill.commands import SilentConsole, run_backfill
 from partition_assets.backfill.model import BackfillStatus
 from partition_assets.backfill.planning.spec import BackfillSpec
+from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.backfill.running.progress import Tally
 from partition_assets.backfill.state.store import BackfillStore
-from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
 from partition_assets.dagster_instance.storage import (
+    DATABASE_OUTAGE_SECONDS_ENV,
     POOLED_CONNECTIONS,
     ConsolidatedEventLogStorage,
     DirectComputeLogManager,
     RunShardedEventLogStorage,
     RunStorage,
-    DATABASE_OUTAGE_SECONDS_ENV,
     keep_connections,
     riding_out_database_restarts,
     same_files_lighter,

@@ -183,6 +183,7 @@ class DagsterBackfillMirror:
             try:
                 self._poll_once()
             except Exception as error:  # whatever failed is tried again; the exit's final write raises
+                wait = POLL_SECONDS  # not in proportion to a tick that waited for a server away
                 if not failing:
                     _log.warning(
                         "backfill %s: its Dagster backfill was not updated (%s: %s); retrying at each tick",
@@ -195,7 +196,7 @@ class DagsterBackfillMirror:
                 if failing:
                     _log.warning("backfill %s: its Dagster backfill is updated again", self._record_id)
                 failing = False
-            wait = max(POLL_SECONDS, POLL_IDLE_FACTOR * (time.monotonic() - started))
+                wait = max(POLL_SECONDS, POLL_IDLE_FACTOR * (time.monotonic() - started))
 
     def _poll_once(self) -> None:
         stored = stored_status(self._instance, self._record_id)
