@@ -82,7 +82,6 @@ from partition_assets.dagster_internals import (
     touch_file,
 )
 from partition_assets.errors import DatabaseUnreachableError
-from partition_assets.settings import positive_seconds
 
 _log = logging.getLogger(__name__)
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
@@ -91,7 +90,8 @@ POOLED_CONNECTIONS = 4
 # webserver default): a server may drop idle connections.
 POOL_RECYCLE_SECONDS = 3600
 # How long a process riding out database restarts (`riding_out_database_restarts`) waits for
-# its database server to answer again before the call fails (DatabaseUnreachableError).
+# its database server to answer again before the call fails (DatabaseUnreachableError), by
+# default: the coordinator reads the setting.
 DATABASE_OUTAGE_SECONDS_ENV = "PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS"
 DATABASE_OUTAGE_SECONDS = 120.0
 # The first wait between two attempts while the server does not answer, doubled up to the last.
@@ -523,7 +523,7 @@ class _Outage:
         self._lock = threading.Lock()
         self.riders = 0  # the blocks `riding_out_database_restarts` has open in this process
         self.pid = os.getpid()
-        self.window = DATABASE_OUTAGE_SECONDS  # as the environment said when the last block began
+        self.window = DATABASE_OUTAGE_SECONDS  # the window of the last block entered
         self._since: float | None = None
         self._gave_up = False
 
@@ -565,19 +565,23 @@ class _Outage:
             if self._since is not None:
                 lasted = time.monotonic() - self._since
                 _log.warning("the instance's database is back, after %.1f s unreachable", lasted)
-            self._since, self._gave_up = None, False
+            self.forget()
+
+    def forget(self) -> None:
+        """No outage under way (under the lock)."""
+        self._since, self._gave_up = None, False
 
 
 _OUTAGE = _Outage()
 
 
 @contextmanager
-def riding_out_database_restarts() -> Iterator[None]:
+def riding_out_database_restarts(window: float = DATABASE_OUTAGE_SECONDS) -> Iterator[None]:
     """While the block runs, this process's calls to a database server (the instance's
     Postgres: its run, event log and schedule storages, the backfill records kept there) ride
     out a restart of the server (`pg_ctl stop -m immediate` then start, a failover) rather than
-    fail: for up to `DATABASE_OUTAGE_SECONDS` (PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS) from
-    the first failed attempt,
+    fail: for up to `window` seconds (the coordinator's: PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS)
+    from the first failed attempt,
     - a connection the server refuses is attempted again, with a backoff (`_connect_riding_out`),
       where Dagster gives up after ~6 s (`too many retries for DB connection`);
     - a statement cut by a lost connection (the DBAPI's disconnect, SQLAlchemy's
@@ -595,12 +599,8 @@ def riding_out_database_restarts() -> Iterator[None]:
     an insert with no key then writes its row twice (an event), a compare-and-set finds its own
     write and reports a conflict (the backfill records' callers read again). A statement on a
     connection in an explicit transaction (not autocommit) is not retried. A connect hook of the
-    engine's own (Dagster's token provider) may run after this one and is then skipped.
-
-    Raises:
-        EnvironmentSetupError: PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS is not a positive number.
-    """
-    window = positive_seconds(DATABASE_OUTAGE_SECONDS_ENV, DATABASE_OUTAGE_SECONDS)
+    engine's own (Dagster's token provider) may run after this one and is then skipped. Blocks
+    open at once (coordinators of one process) share the window of the last one entered."""
     with _OUTAGE._lock:
         if not event.contains(Engine, "do_connect", _connect_riding_out):
             event.listen(Engine, "do_connect", _connect_riding_out)
@@ -608,6 +608,8 @@ def riding_out_database_restarts() -> Iterator[None]:
             event.listen(Engine, "do_execute_no_params", _execute_no_params_riding_out)
         if _OUTAGE.pid != os.getpid():  # a fork's count starts again
             _OUTAGE.pid, _OUTAGE.riders = os.getpid(), 0
+        if _OUTAGE.riders == 0:  # an outage no block saw end is not this one's
+            _OUTAGE.forget()
         _OUTAGE.riders += 1
         _OUTAGE.window = window
     try:

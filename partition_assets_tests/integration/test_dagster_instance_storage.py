@@ -5,6 +5,7 @@ what they look for; a `storage:` block still takes precedence. Dagster's own def
 dagster.yaml) written by the engine's command through lighter twins, into the same files."""
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -390,13 +391,23 @@ def test_kept_connections_outlive_a_postgres_restart(tmp_path):
         assert len(instance.get_runs()) == 2
 
 
+# One node run at a time: none is in flight between two (the crash lands there).
+BACKFILL_OF_THREE_DAYS = BackfillSpec(
+    module="partition_assets_tests.support.locations.engine_defs",
+    selection="key:raw",
+    start="2024-01-01",
+    end="2024-01-03",
+    max_parallel=1,
+)
+
+
 class CrashUnderCoordinatorQuery(SilentConsole):
     """A backfill's console that crashes `server` (`pg_ctl stop -m immediate`) as the
     coordinator (this process's main thread) sends its first query of the backfill records
     after its first node finished, so that the query meets a cut connection, as the soak's
-    Postgres fault did; the server starts again `down_for` seconds later."""
+    Postgres fault did; the server starts again `down_for` seconds later (None: not here)."""
 
-    def __init__(self, server: PostgresServer, down_for: float) -> None:
+    def __init__(self, server: PostgresServer, down_for: float | None) -> None:
         self._server, self._down_for = server, down_for
         self._pid = os.getpid()  # the workers forked from this process inherit the listener
         self._node_finished = False
@@ -414,8 +425,9 @@ class CrashUnderCoordinatorQuery(SilentConsole):
             and "partition_assets_backfills" in statement
         ):
             self._server.crash()
-            self.restart = threading.Timer(self._down_for, self._server.start_again)
-            self.restart.start()
+            self.restart = threading.Timer(self._down_for or 0, self._server.start_again)
+            if self._down_for is not None:
+                self.restart.start()
 
 
 def test_a_backfill_rides_out_a_postgres_restart_under_its_coordinators_query(tmp_path, caplog):
@@ -423,13 +435,6 @@ def test_a_backfill_rides_out_a_postgres_restart_under_its_coordinators_query(tm
     Postgres stopped (`pg_ctl stop -m immediate`, started again seconds later) failed the
     whole backfill, its leases parked. Now the query runs again once the server is back, the
     backfill publishes without a resume, and its log names the outage. A server of its own."""
-    spec = BackfillSpec(
-        module="partition_assets_tests.support.locations.engine_defs",
-        selection="key:raw",
-        start="2024-01-01",
-        end="2024-01-03",
-        max_parallel=1,
-    )
     with (
         PostgresServer() as server,
         open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
@@ -437,7 +442,7 @@ def test_a_backfill_rides_out_a_postgres_restart_under_its_coordinators_query(tm
         console = CrashUnderCoordinatorQuery(server, down_for=2.0)
         event.listen(Engine, "before_cursor_execute", console.before_cursor_execute)
         try:
-            outcome = run_backfill(spec, instance, console)
+            outcome = run_backfill(BACKFILL_OF_THREE_DAYS, instance, console)
         finally:
             event.remove(Engine, "before_cursor_execute", console.before_cursor_execute)
         assert console.restart is not None, "no query of the coordinator met the crash"
@@ -446,6 +451,33 @@ def test_a_backfill_rides_out_a_postgres_restart_under_its_coordinators_query(tm
         assert BackfillStore(instance).status(outcome.backfill_id) == BackfillStatus.PUBLISHED
     assert "the instance's database is unreachable" in caplog.text
     assert "the instance's database is back, after" in caplog.text
+
+
+def test_a_backfill_whose_database_stays_away_stops_naming_the_resume(tmp_path, monkeypatch):
+    """Past PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS the backfill stops with DatabaseUnreachableError,
+    which says for how long and names the `resume` that goes on."""
+    monkeypatch.setenv(DATABASE_OUTAGE_SECONDS_ENV, "1")
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        console = CrashUnderCoordinatorQuery(server, down_for=None)
+        event.listen(Engine, "before_cursor_execute", console.before_cursor_execute)
+        try:
+            with pytest.raises(DatabaseUnreachableError) as stopped:
+                run_backfill(BACKFILL_OF_THREE_DAYS, instance, console)
+        finally:
+            event.remove(Engine, "before_cursor_execute", console.before_cursor_execute)
+        server.start_again()
+        (backfill_id,) = BackfillStore(instance).ids()
+        assert re.fullmatch(
+            rf"backfill {backfill_id} stopped: the instance's database was unreachable for \d+ s .*"
+            rf"`partition-assets backfill resume {backfill_id}` goes on\.",
+            str(stopped.value),
+        ), stopped.value
+        # Its status could not be written: it shows running, its coordinator silent once its process
+        # is gone, which the resume takes over (test_store.py).
+        assert BackfillStore(instance).status(backfill_id) == BackfillStatus.RUNNING
 
 
 def test_a_call_riding_out_waits_for_a_server_away_longer_than_dagsters_retries(tmp_path, caplog):
@@ -466,18 +498,20 @@ def test_a_call_riding_out_waits_for_a_server_away_longer_than_dagsters_retries(
     assert "the instance's database is back, after" in caplog.text
 
 
-def test_a_call_riding_out_fails_clearly_past_its_window(tmp_path, monkeypatch):
-    """Past PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS, a call fails with DatabaseUnreachableError
-    naming how long and the setting; the next call after it fails at once, until the server answers."""
-    monkeypatch.setenv(DATABASE_OUTAGE_SECONDS_ENV, "1")
+def test_a_call_riding_out_fails_clearly_past_its_window(tmp_path):
+    """Past its window, a call fails with DatabaseUnreachableError naming how long and the
+    setting; the next call after it fails at once, until the server answers."""
     with (
         PostgresServer() as server,
         open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
     ):
         keep_connections(instance)
         server.crash()
-        with riding_out_database_restarts():
-            with pytest.raises(DatabaseUnreachableError, match=f"unreachable for 1 s .*{DATABASE_OUTAGE_SECONDS_ENV}"):
+        with riding_out_database_restarts(window=1.0):
+            with pytest.raises(
+                DatabaseUnreachableError,
+                match=rf"unreachable for \d+ s \(the limit, {DATABASE_OUTAGE_SECONDS_ENV}, is 1 s\)",
+            ):
                 instance.get_runs()
             with pytest.raises(DatabaseUnreachableError):
                 instance.get_runs()

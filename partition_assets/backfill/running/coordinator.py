@@ -56,7 +56,11 @@ from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight, nodes_of
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.code_location import load_definitions
-from partition_assets.dagster_instance.storage import riding_out_database_restarts
+from partition_assets.dagster_instance.storage import (
+    DATABASE_OUTAGE_SECONDS,
+    DATABASE_OUTAGE_SECONDS_ENV,
+    riding_out_database_restarts,
+)
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import (
     CommitError,
@@ -66,6 +70,7 @@ from partition_assets.errors import (
     SparkServerGoneError,
 )
 from partition_assets.run_tags import RECORDED_AS_RUN, node_run_tags, pinned_input_tags
+from partition_assets.settings import positive_seconds
 from partition_assets.storage.leases import Lease, park, release
 
 _log = logging.getLogger(__name__)
@@ -109,7 +114,9 @@ class BackfillRun:
     naming the server. A restart of the instance's database server is ridden out: its calls
     wait for it (dagster_instance/storage.py `riding_out_database_restarts`, up to
     PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS), logging when it went and came back; a server
-    away longer fails the backfill with DatabaseUnreachableError, naming the `resume` that goes on.
+    away longer stops it with DatabaseUnreachableError, naming the `resume` that goes on (its
+    leases as a failure leaves them; its status failed if the server answers by then, else left
+    running, its coordinator silent once the process is gone).
 
     Not guaranteed: a coordinator killed (SIGKILL, a lost machine) runs none of this: its
     leases expire with their heartbeat and its backfill shows as silent
@@ -146,11 +153,22 @@ class BackfillRun:
             IllegalTransitionError: Its status refuses a run (see the class docstring); nothing was changed.
             SparkServerGoneError: Its Spark Connect server stopped listening; it failed, its leases parked.
             DatabaseUnreachableError: The instance's database stayed unreachable past the window; it stopped.
+            EnvironmentSetupError: PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS is not a positive number; nothing was run.
         """
         check_transition(self.record.id, self.record.status, self._entering, BackfillCommand.RUN)
+        outage_window = positive_seconds(DATABASE_OUTAGE_SECONDS_ENV, DATABASE_OUTAGE_SECONDS)
+        try:
+            # A restart of the instance's database server is waited out, not a failure.
+            with riding_out_database_restarts(outage_window):
+                return self._run_checked()
+        except DatabaseUnreachableError as error:  # from the run, or from a cleanup after it
+            raise DatabaseUnreachableError(
+                f"backfill {self.record.id} stopped: {error}. {self._leases_left()}. Once the database answers, "
+                f"`partition-assets backfill resume {self.record.id}` goes on."
+            ) from error
+
+    def _run_checked(self) -> dict[Node, NodeStatus]:
         with ExitStack() as stack:
-            # A restart of the instance's database server is waited out, not a failure (below).
-            stack.enter_context(riding_out_database_restarts())
             # Workers start loading the code location now, while the coordinator prepares.
             runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
             definitions = load_definitions(self.record.spec.module)
@@ -297,15 +315,12 @@ class BackfillRun:
         server that stopped listening goes on as SparkServerGoneError."""
         try:
             yield
-        except DatabaseUnreachableError as error:
+        except DatabaseUnreachableError as error:  # `run` names the resume
             try:
                 self._settle(publication, leases, error)
             except DatabaseUnreachableError:  # still away: the status stays, its coordinator shows silent
                 publication.settle_leases(leases)
-            raise DatabaseUnreachableError(
-                f"backfill {self.record.id} stopped: {error}. {self._leases_left()}. Once the database answers, "
-                f"`partition-assets backfill resume {self.record.id}` goes on."
-            ) from error
+            raise
         except BaseException as error:
             self._settle(publication, leases, error)
             if isinstance(error, Exception) and not isinstance(error, PartitionAssetsError):
