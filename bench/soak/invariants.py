@@ -49,7 +49,10 @@ NAMED_BY = {
     # failed runs whose calls were on it.
     "spark_server": r"(Spark (Connect )?server .* is gone|FAILED: SparkConnect\w*Exception)",
     # Dagster's retry, a worker's kept connection replaced, or the coordinator riding it out.
-    "postgres": r"(Retrying failed database connection|kept database connection was closed|instance's database is unreachable)",
+    "postgres": (
+        r"(Retrying failed database connection|kept database connection was closed"
+        r"|instance's database is unreachable)"
+    ),
     "command_server": None,  # a served command outlives its server: nothing happens to the backfill
 }
 
