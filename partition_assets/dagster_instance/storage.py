@@ -19,6 +19,8 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   node that is most of the CPU a run costs (bench/results/node_overhead.md).
 Their connections are closed before the process forks (`_close_before_fork`): SQLite's
 state of a connection open across a fork corrupts the database.
+A process can keep a database server's connections open (`keep_connections`) and ride out
+the server's restarts (`riding_out_database_restarts`, the coordinator's).
 The webserver shows and follows both as before (partition_assets_tests/integration/test_dagster_instance_storage.py).
 On an instance that leaves Dagster's defaults in place (no dagster.yaml: what a new project
 has), the engine's command writes through `same_files_lighter`: `RunStorage` and
@@ -595,10 +597,14 @@ def riding_out_database_restarts(window: float = DATABASE_OUTAGE_SECONDS) -> Ite
     answers again). Other errors (a constraint, a programming error, SQLite's) are not retried.
     A forked child does not ride out its parent's block.
 
-    Not guaranteed: a statement the server committed before the connection was cut runs again:
-    an insert with no key then writes its row twice (an event), a compare-and-set finds its own
-    write and reports a conflict (the backfill records' callers read again). A statement on a
-    connection in an explicit transaction (not autocommit) is not retried. A connect hook of the
+    Not guaranteed: a statement the server committed before the connection was cut (its answer
+    lost in the instant of the crash) runs again: an insert with no key then writes its row twice
+    (an event), one with a key fails as a duplicate, a compare-and-set (a backfill record's status)
+    finds its own write and starts over from it, which the transition table may refuse
+    (IllegalTransitionError, the backfill then stops as on any error). A statement on a
+    connection in an explicit transaction (not autocommit) is not retried, nor an executemany. A
+    connect the server refuses for another reason (a password changed meanwhile) is attempted
+    again as well, until the window ends with its message. A connect hook of the
     engine's own (Dagster's token provider) may run after this one and is then skipped. Blocks
     open at once (coordinators of one process) share the window of the last one entered."""
     with _OUTAGE._lock:
