@@ -108,6 +108,11 @@ class SparkServerGoneError(PartitionAssetsError, RuntimeError):
     while it ran: the backfill failed, its leases parked, nothing was published."""
 
 
+class DatabaseUnreachableError(PartitionAssetsError, RuntimeError):
+    """The Dagster instance's database server did not answer for longer than a process riding
+    out its restarts waits (dagster_instance/storage.py `riding_out_database_restarts`)."""
+
+
 class JavaNotFoundError(PartitionAssetsError, RuntimeError):
     """No Java >= 17 was found."""
 

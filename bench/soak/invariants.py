@@ -48,7 +48,11 @@ NAMED_BY = {
     # The coordinator's line once it is gone for good; the run that started it again; or the
     # failed runs whose calls were on it.
     "spark_server": r"(Spark (Connect )?server .* is gone|FAILED: SparkConnect\w*Exception)",
-    "postgres": r"(Retrying failed database connection|kept database connection was closed)",
+    # Dagster's retry, a worker's kept connection replaced, or the coordinator riding it out.
+    "postgres": (
+        r"(Retrying failed database connection|kept database connection was closed"
+        r"|instance's database is unreachable)"
+    ),
     "command_server": None,  # a served command outlives its server: nothing happens to the backfill
 }
 

@@ -19,6 +19,8 @@ whatever dagster.yaml leaves unset (`instance_storage_defaults`):
   node that is most of the CPU a run costs (bench/results/node_overhead.md).
 Their connections are closed before the process forks (`_close_before_fork`): SQLite's
 state of a connection open across a fork corrupts the database.
+A process can keep a database server's connections open (`keep_connections`) and ride out
+the server's restarts (`riding_out_database_restarts`, the coordinator's).
 The webserver shows and follows both as before (partition_assets_tests/integration/test_dagster_instance_storage.py).
 On an instance that leaves Dagster's defaults in place (no dagster.yaml: what a new project
 has), the engine's command writes through `same_files_lighter`: `RunStorage` and
@@ -48,6 +50,7 @@ import sqlite3
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -55,6 +58,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import yaml
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import Dialect, ExecutionContext
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import NullPool, Pool, QueuePool
 from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
@@ -79,6 +83,7 @@ from partition_assets.dagster_internals import (
     redirect_to_file,
     touch_file,
 )
+from partition_assets.errors import DatabaseUnreachableError
 
 _log = logging.getLogger(__name__)
 # Connections an engine keeps open: a run's process writes from one or two threads at a time.
@@ -86,6 +91,13 @@ POOLED_CONNECTIONS = 4
 # How long a kept database server connection is reused before it is replaced (Dagster's
 # webserver default): a server may drop idle connections.
 POOL_RECYCLE_SECONDS = 3600
+# How long a process riding out database restarts (`riding_out_database_restarts`) waits for
+# its database server to answer again before the call fails (DatabaseUnreachableError), by
+# default: the coordinator reads the setting.
+DATABASE_OUTAGE_SECONDS_ENV = "PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS"
+DATABASE_OUTAGE_SECONDS = 120.0
+# The first wait between two attempts while the server does not answer, doubled up to the last.
+_OUTAGE_FIRST_WAIT_SECONDS, _OUTAGE_LONGEST_WAIT_SECONDS = 0.25, 4.0
 # Every engine `_OneEngine` built in this process: their connections are closed before it forks.
 _ENGINES: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
@@ -503,3 +515,169 @@ def _ping_kept_connection(dbapi_connection: Any, record: Any, proxy: Any) -> Non
     except Exception as error:  # the driver's own errors (psycopg2.OperationalError, InterfaceError)
         _log.warning("a kept database connection was closed by the server (restarted?): connecting again")
         raise DisconnectionError(f"a kept connection was closed by the server: {error}") from error
+
+
+class _Outage:
+    """This process's view of its database server's outages, shared by its threads: when the
+    current one began, whether it was logged, whether a call gave up on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.riders = 0  # the blocks `riding_out_database_restarts` has open in this process
+        self.pid = os.getpid()
+        self.window = DATABASE_OUTAGE_SECONDS  # the window of the last block entered
+        self._since: float | None = None
+        self._gave_up = False
+
+    def riding_out(self, dialect: Dialect) -> bool:
+        """Whether calls on `dialect` ride out an outage now: a database server's (not a
+        SQLite file's), in a `riding_out_database_restarts` block of this process (not of a fork)."""
+        return self.riders > 0 and self.pid == os.getpid() and dialect.name != "sqlite"
+
+    def wait(self, error: BaseException, attempt: int) -> None:
+        """Waits before the next attempt of a call that failed with `error` (a lost connection);
+        DatabaseUnreachableError once the outage lasted the window, at once for every call
+        after one gave up, until the server answers again."""
+        window = self.window
+        cause = f"{type(error).__name__}: {' '.join(str(error).split())}"  # the driver's message spans lines
+        with self._lock:
+            now = time.monotonic()
+            if self._since is None:
+                self._since = now
+                _log.warning(
+                    "the instance's database is unreachable (%s): retrying for up to %g s (%s)",
+                    cause,
+                    window,
+                    DATABASE_OUTAGE_SECONDS_ENV,
+                )
+            lasted = now - self._since
+            if self._gave_up or lasted >= window:
+                self._gave_up = True
+                raise DatabaseUnreachableError(
+                    f"the instance's database was unreachable for {lasted:.0f} s (the limit, "
+                    f"{DATABASE_OUTAGE_SECONDS_ENV}, is {window:g} s): {cause}"
+                ) from error
+        time.sleep(min(_OUTAGE_FIRST_WAIT_SECONDS * 2**attempt, _OUTAGE_LONGEST_WAIT_SECONDS, window - lasted))
+
+    def over(self) -> None:
+        """The server answered: the outage, if any, is over (logged with how long it lasted)."""
+        if self._since is None:
+            return
+        with self._lock:
+            if self._since is not None:
+                lasted = time.monotonic() - self._since
+                _log.warning("the instance's database is back, after %.1f s unreachable", lasted)
+            self.forget()
+
+    def forget(self) -> None:
+        """No outage under way (under the lock)."""
+        self._since, self._gave_up = None, False
+
+
+_OUTAGE = _Outage()
+
+
+@contextmanager
+def riding_out_database_restarts(window: float = DATABASE_OUTAGE_SECONDS) -> Iterator[None]:
+    """While the block runs, this process's calls to a database server (the instance's
+    Postgres: its run, event log and schedule storages, the backfill records kept there) ride
+    out a restart of the server (`pg_ctl stop -m immediate` then start, a failover) rather than
+    fail: for up to `window` seconds (the coordinator's: PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS)
+    from the first failed attempt,
+    - a connection the server refuses is attempted again, with a backoff (`_connect_riding_out`),
+      where Dagster gives up after ~6 s (`too many retries for DB connection`);
+    - a statement cut by a lost connection (the DBAPI's disconnect, SQLAlchemy's
+      `is_disconnect`) runs again on a new connection (`_execute_riding_out`), as SQLAlchemy's
+      FAQ recipe "How do I retry a statement execution automatically?" does: only on an
+      autocommit connection (Dagster's Postgres storages and the backfill records use one),
+      where each statement is a transaction of its own, so a statement run again is one the
+      server lost or one it committed whose answer was lost.
+    A line says when the database became unreachable, another when it is back. Past the window
+    the call raises DatabaseUnreachableError (at once for every call after it, until the server
+    answers again). Other errors (a constraint, a programming error, SQLite's) are not retried.
+    A forked child does not ride out its parent's block.
+
+    Not guaranteed: a statement the server committed before the connection was cut (its answer
+    lost in the instant of the crash) runs again: an insert with no key then writes its row twice
+    (an event), one with a key fails as a duplicate, a compare-and-set (a backfill record's status)
+    finds its own write and starts over from it, which the transition table may refuse
+    (IllegalTransitionError, the backfill then stops as on any error). A statement on a
+    connection in an explicit transaction (not autocommit) is not retried, nor an executemany. A
+    connect the server refuses for another reason (a password changed meanwhile) is attempted
+    again as well, until the window ends with its message. A connect hook of the
+    engine's own (Dagster's token provider) may run after this one and is then skipped. Blocks
+    open at once (coordinators of one process) share the window of the last one entered."""
+    with _OUTAGE._lock:
+        if not event.contains(Engine, "do_connect", _connect_riding_out):
+            event.listen(Engine, "do_connect", _connect_riding_out)
+            event.listen(Engine, "do_execute", _execute_riding_out)
+            event.listen(Engine, "do_execute_no_params", _execute_no_params_riding_out)
+        if _OUTAGE.pid != os.getpid():  # a fork's count starts again
+            _OUTAGE.pid, _OUTAGE.riders = os.getpid(), 0
+        if _OUTAGE.riders == 0:  # an outage no block saw end is not this one's
+            _OUTAGE.forget()
+        _OUTAGE.riders += 1
+        _OUTAGE.window = window
+    try:
+        yield
+    finally:
+        with _OUTAGE._lock:
+            _OUTAGE.riders -= 1
+
+
+def _connect_riding_out(dialect: Dialect, _record: object, cargs: list[Any], cparams: dict[str, Any]) -> Any:
+    """A new DBAPI connection, attempted again while the server refuses it (see
+    `riding_out_database_restarts`); None (SQLAlchemy's own connect) when not riding out."""
+    if not _OUTAGE.riding_out(dialect):
+        return None
+    attempt = 0
+    while True:
+        try:
+            connection = dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.OperationalError as error:
+            _OUTAGE.wait(error, attempt)
+            attempt += 1
+        else:
+            _OUTAGE.over()
+            return connection
+
+
+def _execute_riding_out(cursor: Any, statement: str, parameters: Any, context: ExecutionContext) -> bool | None:
+    return _run_riding_out(context.dialect.do_execute, cursor, statement, (parameters,), context)
+
+
+def _execute_no_params_riding_out(cursor: Any, statement: str, context: ExecutionContext) -> bool | None:
+    return _run_riding_out(context.dialect.do_execute_no_params, cursor, statement, (), context)
+
+
+def _run_riding_out(
+    execute: Callable[..., None],
+    cursor: Any,
+    statement: str,
+    parameters: tuple[Any, ...],
+    context: ExecutionContext,
+) -> bool | None:
+    """Runs `statement` on an autocommit connection, again on a new connection when a lost
+    connection cut it (see `riding_out_database_restarts`); None (SQLAlchemy runs it as ever)
+    when not riding out."""
+    dialect = context.dialect
+    if not _OUTAGE.riding_out(dialect):
+        return None
+    connection = context.root_connection
+    if getattr(connection.connection.dbapi_connection, "autocommit", False) is not True:
+        return None
+    attempt = 0
+    while True:
+        try:
+            execute(cursor, statement, *parameters, context)
+        except dialect.loaded_dbapi.Error as error:
+            if not dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor):
+                raise
+            _OUTAGE.wait(error, attempt)
+            attempt += 1
+            connection.invalidate()
+            connection.rollback()  # of SQLAlchemy's transaction, for the new connection: none on the server
+            cursor = context.cursor = connection.connection.cursor()
+        else:
+            _OUTAGE.over()
+            return True

@@ -5,9 +5,11 @@ what they look for; a `storage:` block still takes precedence. Dagster's own def
 dagster.yaml) written by the engine's command through lighter twins, into the same files."""
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from contextlib import closing
 from pathlib import Path
@@ -21,17 +23,24 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine.reflection import Inspector
 
+from partition_assets.backfill.commands import SilentConsole, run_backfill
 from partition_assets.backfill.model import BackfillStatus
+from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
+from partition_assets.backfill.running.progress import Tally
+from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.dagster_instance.storage import (
+    DATABASE_OUTAGE_SECONDS_ENV,
     POOLED_CONNECTIONS,
     ConsolidatedEventLogStorage,
     DirectComputeLogManager,
     RunShardedEventLogStorage,
     RunStorage,
     keep_connections,
+    riding_out_database_restarts,
     same_files_lighter,
 )
+from partition_assets.errors import DatabaseUnreachableError
 from partition_assets.run_tags import BACKFILL_ID_TAG
 from partition_assets_tests.support import REPO
 from partition_assets_tests.support.instances import instance_env, open_instance
@@ -380,6 +389,134 @@ def test_kept_connections_outlive_a_postgres_restart(tmp_path):
         server.crash_and_restart()
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
         assert len(instance.get_runs()) == 2
+
+
+# One node run at a time: none is in flight between two (the crash lands there).
+BACKFILL_OF_THREE_DAYS = BackfillSpec(
+    module="partition_assets_tests.support.locations.engine_defs",
+    selection="key:raw",
+    start="2024-01-01",
+    end="2024-01-03",
+    max_parallel=1,
+)
+
+
+class CrashUnderCoordinatorQuery(SilentConsole):
+    """A backfill's console that crashes `server` (`pg_ctl stop -m immediate`) as the
+    coordinator (this process's main thread) sends its first query of the backfill records
+    after its first node finished, so that the query meets a cut connection, as the soak's
+    Postgres fault did; the server starts again `down_for` seconds later (None: not here)."""
+
+    def __init__(self, server: PostgresServer, down_for: float | None) -> None:
+        self._server, self._down_for = server, down_for
+        self._pid = os.getpid()  # the workers forked from this process inherit the listener
+        self._node_finished = False
+        self.restart: threading.Timer | None = None
+
+    def node(self, text: str, tally: Tally) -> None:
+        self._node_finished = True  # with max_parallel 1, no node run is in flight until the next launch
+
+    def before_cursor_execute(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        if (
+            self._node_finished
+            and self.restart is None
+            and os.getpid() == self._pid
+            and threading.current_thread() is threading.main_thread()
+            and "partition_assets_backfills" in statement
+        ):
+            self._server.crash()
+            self.restart = threading.Timer(self._down_for or 0, self._server.start_again)
+            if self._down_for is not None:
+                self.restart.start()
+
+
+def test_a_backfill_rides_out_a_postgres_restart_under_its_coordinators_query(tmp_path, caplog):
+    """Issue 55, found by the soak (bench/soak/): a query of the coordinator in flight as
+    Postgres stopped (`pg_ctl stop -m immediate`, started again seconds later) failed the
+    whole backfill, its leases parked. Now the query runs again once the server is back, the
+    backfill publishes without a resume, and its log names the outage. A server of its own."""
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        console = CrashUnderCoordinatorQuery(server, down_for=2.0)
+        event.listen(Engine, "before_cursor_execute", console.before_cursor_execute)
+        try:
+            outcome = run_backfill(BACKFILL_OF_THREE_DAYS, instance, console)
+        finally:
+            event.remove(Engine, "before_cursor_execute", console.before_cursor_execute)
+        assert console.restart is not None, "no query of the coordinator met the crash"
+        console.restart.join()
+        assert outcome.succeeded, outcome.message
+        assert BackfillStore(instance).status(outcome.backfill_id) == BackfillStatus.PUBLISHED
+    assert "the instance's database is unreachable" in caplog.text
+    assert "the instance's database is back, after" in caplog.text
+
+
+def test_a_backfill_whose_database_stays_away_stops_naming_the_resume(tmp_path, monkeypatch):
+    """Past PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS the backfill stops with DatabaseUnreachableError,
+    which says for how long and names the `resume` that goes on."""
+    monkeypatch.setenv(DATABASE_OUTAGE_SECONDS_ENV, "1")
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        console = CrashUnderCoordinatorQuery(server, down_for=None)
+        event.listen(Engine, "before_cursor_execute", console.before_cursor_execute)
+        try:
+            with pytest.raises(DatabaseUnreachableError) as stopped:
+                run_backfill(BACKFILL_OF_THREE_DAYS, instance, console)
+        finally:
+            event.remove(Engine, "before_cursor_execute", console.before_cursor_execute)
+        server.start_again()
+        (backfill_id,) = BackfillStore(instance).ids()
+        assert re.fullmatch(
+            rf"backfill {backfill_id} stopped: the instance's database was unreachable for \d+ s .*"
+            rf"`partition-assets backfill resume {backfill_id}` goes on\.",
+            str(stopped.value),
+        ), stopped.value
+        # Its status could not be written: it shows running, its coordinator silent once its process
+        # is gone, which the resume takes over (test_store.py).
+        assert BackfillStore(instance).status(backfill_id) == BackfillStatus.RUNNING
+
+
+def test_a_call_riding_out_waits_for_a_server_away_longer_than_dagsters_retries(tmp_path, caplog):
+    """Dagster gives up connecting after ~6 s (`too many retries for DB connection`); a call
+    riding out restarts waits for the server the whole window."""
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        keep_connections(instance)
+        assert instance.get_runs() == []
+        server.crash()
+        restart = threading.Timer(8.0, server.start_again)
+        restart.start()
+        with riding_out_database_restarts():
+            assert instance.get_runs() == []
+        restart.join()
+    assert "the instance's database is back, after" in caplog.text
+
+
+def test_a_call_riding_out_fails_clearly_past_its_window(tmp_path):
+    """Past its window, a call fails with DatabaseUnreachableError naming how long and the
+    setting; the next call after it fails at once, until the server answers."""
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        keep_connections(instance)
+        server.crash()
+        with riding_out_database_restarts(window=1.0):
+            with pytest.raises(
+                DatabaseUnreachableError,
+                match=rf"unreachable for \d+ s \(the limit, {DATABASE_OUTAGE_SECONDS_ENV}, is 1 s\)",
+            ):
+                instance.get_runs()
+            with pytest.raises(DatabaseUnreachableError):
+                instance.get_runs()
+            server.start_again()
+            assert instance.get_runs() == []
 
 
 # Two backfills in one process, each on an instance opened anew (a notebook's cells, a

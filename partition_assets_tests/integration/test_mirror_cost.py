@@ -3,7 +3,8 @@ on a real instance of the repo's dagster.yaml, a mirror of 40 assets told that o
 progressed serializes that asset's subsets and no other, writes the row once, and never
 reads the whole record back; a tick with nothing new writes nothing. What it wrote is read
 back through Dagster's own `get_backfill`, as the webserver's backfill page reads it.
-Counted, not timed: per-asset subsets serialized (backfill_body.py) and SQL statements."""
+Counted, not timed: per-asset subsets serialized (backfill_body.py) and SQL statements.
+Its thread outlives a restart of the instance's Postgres."""
 
 from collections import Counter
 from collections.abc import Iterator
@@ -19,10 +20,12 @@ from partition_assets.backfill.planning.graph import plan
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.backfill.state.store import BackfillStore
+from partition_assets.dagster_instance.storage import keep_connections
 from partition_assets.dagster_internals import BulkActionStatus
 from partition_assets.partitions import daily
-from partition_assets_tests.support.instances import also_on_postgres
+from partition_assets_tests.support.instances import also_on_postgres, instance_env, open_instance
 from partition_assets_tests.support.polling import wait_for
+from partition_assets_tests.support.postgres import PostgresServer
 
 ASSETS = 40
 DAYS = [f"2024-01-{day:02d}" for day in range(1, 11)]
@@ -123,3 +126,29 @@ def test_a_cancel_clicked_between_ticks_is_kept_by_the_next_write(mirrored):
     wait_for(lambda: shown(instance, backfill_id)["table_3"] == (len(DAYS), 1), 10)
 
     assert instance.get_backfill(backfill_id).status == BulkActionStatus.CANCELING
+
+
+def test_the_mirror_thread_outlives_a_postgres_restart(tmp_path, caplog):
+    """Issue 55, found by the soak (bench/soak/): the mirror thread died on a tick that failed
+    while Postgres restarted (`Exception in thread dagster-backfill-...`), leaving the UI's
+    backfill stale. Its ticks fail while the server is away (Dagster gives up connecting
+    after ~6 s); the thread logs it once and writes what progressed once the server is back.
+    A server of its own: the session's is shared."""
+    asset_graph = DEFINITIONS.resolve_asset_graph()
+    with (
+        PostgresServer() as server,
+        open_instance(instance_env(tmp_path / "pg", server.create_database())) as instance,
+    ):
+        keep_connections(instance)  # as the coordinator's instance
+        record = BackfillRecord(SPEC, store=BackfillStore(instance))
+        record.save()
+        with DagsterBackfillMirror(record, plan(asset_graph, SPEC), asset_graph, instance, done=()) as mirror:
+            thread = mirror._thread
+            server.crash()
+            wait_for(lambda: "its Dagster backfill was not updated" in caplog.text or not thread.is_alive(), 60)
+            server.start_again()
+            mirror.finished(NodeResult(Node(dg.AssetKey("table_3"), DAYS[0]), True, "run-3", 0.0, 0.0))
+            assert thread.is_alive(), "the mirror thread died while Postgres restarted"
+            wait_for(lambda: shown(instance, record.id)["table_3"] == (len(DAYS), 1), 60)
+    assert caplog.text.count("its Dagster backfill was not updated") == 1
+    assert "its Dagster backfill is updated again" in caplog.text

@@ -7,7 +7,7 @@ authentication for the `postgres` role, one fresh database per caller (`create_d
 When this process is root, the server runs as the unprivileged `postgres` user (Debian's
 package creates it) or else `nobody`, because PostgreSQL refuses to run as root.
 
-Not guaranteed: durability (fsync is off; everything is deleted by `stop`); that the free
+Not guaranteed: durability past a crash of the machine (fsync is off; everything is deleted by `stop`); that the free
 port is still free when the server binds it (start then fails with the server's log);
 security (any local process may connect while it runs).
 """
@@ -31,7 +31,9 @@ from partition_assets_tests.support.webserver import free_port
 
 # Settings for a server whose data is thrown away: no waiting for disks; room for the
 # connections of a `dagster dev` (webserver, daemon threads, runs) and the engine's workers.
-_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off", "max_connections": "200"}
+# Commits write the WAL before they answer (synchronous_commit, without fsync: no disk wait),
+# so that what a server `crash` acknowledged survives it, as on a real server.
+_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "on", "full_page_writes": "off", "max_connections": "200"}
 _UNPRIVILEGED_USERS = ("postgres", "nobody")
 
 
@@ -82,9 +84,17 @@ class PostgresServer:
         return self
 
     def crash_and_restart(self) -> None:
-        """`pg_ctl stop -m immediate` (as a crash: no checkpoint, every connection cut, recovery
-        from the WAL on the next start), then starts the server again on the same port and data."""
+        """`crash`, then `start_again`."""
+        self.crash()
+        self.start_again()
+
+    def crash(self) -> None:
+        """`pg_ctl stop -m immediate`: as a crash, no checkpoint, every connection cut (recovery
+        from the WAL on the next start)."""
         self._run("pg_ctl", "stop", "-w", "-m", "immediate", "-D", str(self.data))
+
+    def start_again(self) -> None:
+        """Starts the server stopped by `crash` on the same port and data."""
         self._start_server()
 
     def _start_server(self) -> None:

@@ -34,7 +34,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from sqlalchemy.exc import OperationalError
 
 from partition_assets.backfill.dagster_ui.backfill_body import FAILED, MATERIALIZED, REQUESTED, BackfillBody
 from partition_assets.backfill.dagster_ui.backfill_row import stored_status, write_if_status
@@ -173,14 +172,31 @@ class DagsterBackfillMirror:
             self._pending[_FAILED].update(node for node, state in status.items() if state == NodeStatus.BLOCKED)
 
     def _poll(self) -> None:
+        """Ticks until the mirror exits. A tick that fails (SQLite busy under many writers, a
+        connection the database server closed as it restarted, Dagster giving up connecting
+        while it is down) is logged once, and its progress written by the next tick that
+        succeeds: the thread lives as long as its coordinator, or the UI would stay stale."""
         wait = POLL_SECONDS
+        failing = False
         while not self._stop.wait(wait):
             started = time.monotonic()
             try:
                 self._poll_once()
-            except OperationalError as error:  # e.g. SQLite busy under many writers: next time
-                _log.warning("backfill %s: its Dagster backfill was not updated (%s); retrying", self._record_id, error)
-            wait = max(POLL_SECONDS, POLL_IDLE_FACTOR * (time.monotonic() - started))
+            except Exception as error:  # whatever failed is tried again; the exit's final write raises
+                wait = POLL_SECONDS  # not in proportion to a tick that waited for a server away
+                if not failing:
+                    _log.warning(
+                        "backfill %s: its Dagster backfill was not updated (%s: %s); retrying at each tick",
+                        self._record_id,
+                        type(error).__name__,
+                        str(error).strip(),
+                    )
+                failing = True
+            else:
+                if failing:
+                    _log.warning("backfill %s: its Dagster backfill is updated again", self._record_id)
+                failing = False
+                wait = max(POLL_SECONDS, POLL_IDLE_FACTOR * (time.monotonic() - started))
 
     def _poll_once(self) -> None:
         stored = stored_status(self._instance, self._record_id)

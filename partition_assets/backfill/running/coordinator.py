@@ -56,14 +56,21 @@ from partition_assets.backfill.running.scheduling import Throttle
 from partition_assets.backfill.state.record import BackfillRecord, cancel_in_flight, skipped_as_current
 from partition_assets.backfill.state.status import check_transition
 from partition_assets.code_location import load_definitions
+from partition_assets.dagster_instance.storage import (
+    DATABASE_OUTAGE_SECONDS,
+    DATABASE_OUTAGE_SECONDS_ENV,
+    riding_out_database_restarts,
+)
 from partition_assets.deploy.runtime import runtime_versions
 from partition_assets.errors import (
     CommitError,
+    DatabaseUnreachableError,
     IllegalTransitionError,
     PartitionAssetsError,
     SparkServerGoneError,
 )
 from partition_assets.run_tags import RECORDED_AS_RUN, node_run_tags, pinned_input_tags
+from partition_assets.settings import positive_seconds
 from partition_assets.storage.leases import Lease, park, release
 
 _log = logging.getLogger(__name__)
@@ -104,7 +111,12 @@ class BackfillRun:
     any phase fails a running (or paused) backfill; a staged one's leases are then parked,
     a per-node one's released (released too once it is published or done). A Spark
     Connect server that stopped listening meanwhile fails it with SparkServerGoneError,
-    naming the server.
+    naming the server. A restart of the instance's database server is ridden out: its calls
+    wait for it (dagster_instance/storage.py `riding_out_database_restarts`, up to
+    PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS), logging when it went and came back; a server
+    away longer stops it with DatabaseUnreachableError, naming the `resume` that goes on (its
+    leases as a failure leaves them; its status failed if the server answers by then, else left
+    running, its coordinator silent once the process is gone).
 
     Not guaranteed: a coordinator killed (SIGKILL, a lost machine) runs none of this: its
     leases expire with their heartbeat and its backfill shows as silent
@@ -140,8 +152,22 @@ class BackfillRun:
         Raises:
             IllegalTransitionError: Its status refuses a run (see the class docstring); nothing was changed.
             SparkServerGoneError: Its Spark Connect server stopped listening; it failed, its leases parked.
+            DatabaseUnreachableError: The instance's database stayed unreachable past the window; it stopped.
+            EnvironmentSetupError: PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS is not a positive number; nothing was run.
         """
         check_transition(self.record.id, self.record.status, self._entering, BackfillCommand.RUN)
+        outage_window = positive_seconds(DATABASE_OUTAGE_SECONDS_ENV, DATABASE_OUTAGE_SECONDS)
+        try:
+            # A restart of the instance's database server is waited out, not a failure.
+            with riding_out_database_restarts(outage_window):
+                return self._run_checked()
+        except DatabaseUnreachableError as error:  # from the run, or from a cleanup after it
+            raise DatabaseUnreachableError(
+                f"backfill {self.record.id} stopped: {error}. {self._leases_left()}. Once the database answers, "
+                f"`partition-assets backfill resume {self.record.id}` goes on."
+            ) from error
+
+    def _run_checked(self) -> dict[Node, NodeStatus]:
         with ExitStack() as stack:
             # Workers start loading the code location now, while the coordinator prepares.
             runner = stack.enter_context(self._runner()) if self.record.status != BackfillStatus.PUBLISHING else None
@@ -289,6 +315,12 @@ class BackfillRun:
         server that stopped listening goes on as SparkServerGoneError."""
         try:
             yield
+        except DatabaseUnreachableError as error:  # `run` names the resume
+            try:
+                self._settle(publication, leases, error)
+            except DatabaseUnreachableError:  # still away: the status stays, its coordinator shows silent
+                publication.settle_leases(leases)
+            raise
         except BaseException as error:
             self._settle(publication, leases, error)
             if isinstance(error, Exception) and not isinstance(error, PartitionAssetsError):
@@ -314,16 +346,17 @@ class BackfillRun:
         if url is None:
             return
         backfill_id = self.record.id
-        left = (
-            "Its partitions stay leased (parked) and nothing was published"
-            if self.staged
-            else "Its leases were released; the nodes that succeeded are published"
-        )
         raise SparkServerGoneError(
             f"backfill {backfill_id} {self.record.status.value}: the Spark server at {url} is gone (nothing listens "
-            f"there; {what}). {left}. Start the server again (or point the code location at one that runs), then "
-            f"`partition-assets backfill resume {backfill_id}`."
+            f"there; {what}). {self._leases_left()}. Start the server again (or point the code location at one that "
+            f"runs), then `partition-assets backfill resume {backfill_id}`."
         ) from cause
+
+    def _leases_left(self) -> str:
+        """What a backfill stopped short of publishing left of its partitions."""
+        if self.staged:
+            return "Its partitions stay leased (parked) and nothing was published"
+        return "Its leases were released; the nodes that succeeded are published"
 
     def _stopped_by_command(self) -> bool:
         """Whether `backfill cancel` (or a cancel in the UI) stopped the backfill: read again
