@@ -330,6 +330,45 @@ def test_run_databases_on_dagster_s_defaults_are_written_through_one_engine_with
     assert not list(databases.glob("*.partial"))
 
 
+def test_run_database_commits_on_dagster_s_defaults_leave_the_disk_sync_to_the_checkpoint(tmp_path, monkeypatch):
+    # Dagster's event log on its defaults commits each transaction in `synchronous=FULL` (a sync
+    # of the WAL to disk) and then closes its connection, which checkpoints the database (a sync
+    # of the WAL, then of the database). The engine's twin commits in NORMAL: the checkpoint
+    # alone syncs, one wait on the disk fewer per transaction, the same events read back.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    levels: list[int] = []  # the synchronous level of each event log write's connection
+
+    def executed(connection: Connection, cursor: sqlite3.Cursor, statement: str, *_args: object) -> None:
+        written = statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
+        if written and f"{os.sep}history{os.sep}runs{os.sep}" in str(connection.engine.url):  # the event log's
+            levels.append(cursor.connection.execute("PRAGMA synchronous").fetchone()[0])
+
+    def a_run(instance: dg.DagsterInstance, day: int) -> str:
+        levels.clear()
+        result = dg.materialize([daily_quiet], instance=instance, partition_key=f"2024-01-0{day}")
+        assert result.success
+        return result.run_id
+
+    event.listen(Engine, "before_cursor_execute", executed)
+    try:
+        with dg.DagsterInstance.get() as stock:
+            stock_run = a_run(stock, 1)
+            stock_levels = list(levels)
+            lighter = same_files_lighter(stock.get_ref())
+        with dg.DagsterInstance.from_ref(lighter) as instance:
+            run = a_run(instance, 2)
+    finally:
+        event.remove(Engine, "before_cursor_execute", executed)
+
+    full, normal = 2, 1  # SQLite's PRAGMA synchronous values
+    assert stock_levels and set(stock_levels) == {full}
+    assert levels and set(levels) == {normal}
+    with dg.DagsterInstance.get() as stock:  # what the webserver reads
+        assert [event.dagster_event_type for event in stock.all_logs(run)] == [
+            event.dagster_event_type for event in stock.all_logs(stock_run)
+        ]
+
+
 def test_a_configured_instance_is_left_as_it_is(tmp_path):
     with open_instance(instance_env(tmp_path / "home")) as instance:
         assert same_files_lighter(instance.get_ref()) == instance.get_ref()
