@@ -51,6 +51,7 @@ from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_instance.migrations import remember_dagster_migrations
 from partition_assets.dagster_instance.storage import keep_connections
+from partition_assets.dagster_instance.telemetry import remember_telemetry_ids
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
@@ -280,9 +281,11 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
     reads its ~90 migration scripts to check each SQLite storage's schema), all at once when
     the first runs start. This process and its forks read those scripts once
     (dagster_instance/migrations.py): on Dagster's default event log, a database per run, each node
-    run would read them twice. From then on this process's instance keeps its database server
+    run would read them twice; and Dagster's telemetry ids, which each node run would read twice
+    with telemetry on (dagster_instance/telemetry.py). From then on this process's instance keeps its database server
     connections open (dagster_instance/storage.py `keep_connections`), as each worker does its own."""
     remember_dagster_migrations()
+    remember_telemetry_ids()
     for target in targets:
         load_definitions(target).resolve_implicit_global_asset_job_def()
     if instance is not None:
