@@ -29,7 +29,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import dagster_shared.telemetry as shared_telemetry
 
@@ -42,13 +42,18 @@ _lock = threading.Lock()
 _REMEMBERED = "_partition_assets_remembered"  # marks a function of this module's
 
 
-def _instance_telemetry_info_remembered(ask: Callable[["DagsterInstance"], Any]) -> Callable[["DagsterInstance"], Any]:
+Ask = Callable[["DagsterInstance"], shared_telemetry.TelemetrySettings]
+
+
+def _instance_telemetry_info_remembered(ask: Ask) -> Ask:
     """`ask` (Dagster's `_get_instance_telemetry_info`), its answer kept per instance once it
     names the instance's telemetry id."""
-    answers: weakref.WeakKeyDictionary[DagsterInstance, Any] = weakref.WeakKeyDictionary()
+    answers: weakref.WeakKeyDictionary[DagsterInstance, shared_telemetry.TelemetrySettings] = (
+        weakref.WeakKeyDictionary()
+    )
 
     @functools.wraps(ask)
-    def remembered(instance: "DagsterInstance") -> Any:
+    def remembered(instance: "DagsterInstance") -> shared_telemetry.TelemetrySettings:
         with _lock:
             if instance in answers:
                 return answers[instance]
@@ -89,10 +94,12 @@ def _is_uuid(text: str) -> bool:
 
 def remember_telemetry_ids() -> None:
     """Makes this process read Dagster's telemetry ids once (module docstring)."""
-    with _lock:
-        if not getattr(dagster_telemetry._get_instance_telemetry_info, _REMEMBERED, False):
-            dagster_telemetry._get_instance_telemetry_info = _instance_telemetry_info_remembered(
-                dagster_telemetry._get_instance_telemetry_info
-            )
-        if not getattr(shared_telemetry.get_or_set_user_id, _REMEMBERED, False):
-            shared_telemetry.get_or_set_user_id = _user_id_remembered(shared_telemetry.get_or_set_user_id)
+    # Module globals replaced for the process (setattr: type checkers see functions' names as fixed).
+    for module, name, remember in (
+        (dagster_telemetry, "_get_instance_telemetry_info", _instance_telemetry_info_remembered),
+        (shared_telemetry, "get_or_set_user_id", _user_id_remembered),
+    ):
+        with _lock:
+            ask = getattr(module, name)
+            if not getattr(ask, _REMEMBERED, False):
+                setattr(module, name, remember(ask))
