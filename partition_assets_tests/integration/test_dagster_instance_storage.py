@@ -30,6 +30,7 @@ from partition_assets.dagster_instance.storage import (
     RunShardedEventLogStorage,
     RunStorage,
     keep_connections,
+    remember_schema_checks,
     same_files_lighter,
 )
 from partition_assets.run_tags import BACKFILL_ID_TAG
@@ -198,10 +199,8 @@ def daily_quiet() -> None:
     pass
 
 
-def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monkeypatch):
-    # Dagster checks its schema on every run (columns of the runs table, of the asset keys
-    # table, tables of the event log); once a check found what it looks for, it is not
-    # asked of the database again in this process.
+def _reflections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQLAlchemy schema reflections made from now on (each one's method name)."""
     reflected: list[str] = []
     for method in ("get_columns", "get_table_names", "has_table"):
         original = getattr(Inspector, method)
@@ -211,12 +210,37 @@ def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monke
             return _original(inspector, *args, **kwargs)
 
         monkeypatch.setattr(Inspector, method, counting)
+    return reflected
+
+
+def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monkeypatch):
+    # Dagster checks its schema on every run (columns of the runs table, of the asset keys
+    # table, tables of the event log); once a check found what it looks for, it is not
+    # asked of the database again in this process.
+    reflected = _reflections(monkeypatch)
     with open_instance(instance_env(tmp_path / "home")) as instance:
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
         assert reflected  # the first run's checks ask the database
         reflected.clear()
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
         assert reflected == []
+
+
+def test_a_postgres_instance_reflects_no_table_after_the_first_run_once_told(tmp_path, postgres_server, monkeypatch):
+    # On Postgres (README's storage block) Dagster's storages reflect a table's columns for
+    # ~8 schema checks per run; the engine's processes have them answered from memory.
+    reflected = _reflections(monkeypatch)
+    with open_instance(instance_env(tmp_path / "pg", postgres_server.create_database())) as instance:
+        for day in ("2024-01-01", "2024-01-02"):
+            reflected.clear()
+            assert dg.materialize([daily_quiet], instance=instance, partition_key=day).success
+        assert reflected  # Dagster's: asked again on every run
+        remember_schema_checks(instance)
+        for day in ("2024-01-03", "2024-01-04"):
+            reflected.clear()
+            assert dg.materialize([daily_quiet], instance=instance, partition_key=day).success
+        assert reflected == []
+        assert instance.get_run_records(limit=1)  # the runs are read back as before
 
 
 def test_dagster_s_default_storage_is_written_through_lighter_twins_a_stock_instance_reads(tmp_path, monkeypatch):
