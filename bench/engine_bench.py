@@ -382,7 +382,7 @@ def command_notes(commands: dict[str, dict[str, dict]], best: float, daemon: dic
             ratio, goal = command.seconds / bound, COMMAND_GOALS[instance][policy]
             met = "met" if command.all_succeeded and ratio <= goal else "not met"
             failed = "" if command.all_succeeded else ", the command did not succeed"
-            median = f" (median of {len(command.repeats)} runs)" if len(command.repeats) > 1 else ""
+            median = f", median of {len(command.repeats)} runs" if len(command.repeats) > 1 else ""
             goals.append(f"{label} {ratio:.2f}x {which}{median} (goal <= {goal}x: {met}{failed})")
         if goals:
             notes.append(f"Whole command goals on {where}: {'; '.join(goals)}.")
