@@ -34,7 +34,13 @@ import yaml
 from dagster_backfill import START, DaemonResult, materialized_count
 
 from partition_assets.backfill.publishing.dagster_events import PUBLISH_RUN_TAG
-from partition_assets_tests.support.instances import add_to_config, instance_env, open_instance
+from partition_assets_tests.support.instances import (
+    POSTGRES_STORAGE_YAML,
+    URL_ENV,
+    add_to_config,
+    instance_env,
+    open_instance,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,6 +71,9 @@ class CommandResult:
     # The bound of this very run from its nodes' own step times, when its bench computes one
     # (engine_bench.py `same_run_bound`): {"bound", "critical", "work"} in seconds.
     same_run_bound: dict[str, float] | None = None
+    # With engine_bench.py --repeat: every run of the row ({"seconds", "bound", "cpu_seconds"},
+    # "bound" its same-run bound or None), this result being the one of the median ratio.
+    repeats: list[dict[str, float | None]] = field(default_factory=list)
 
     @property
     def all_succeeded(self) -> bool:
@@ -118,12 +127,15 @@ INSTANCES = {
     "defaults": "Dagster's defaults (no dagster.yaml)",
     "repo": "this repo's dagster.yaml",
     "postgres": "Postgres (this repo's dagster.yaml + README's storage block)",
+    "postgres-storage": "Postgres with only README's storage block (Dagster's defaults otherwise)",
 }
+# The kinds stored on a PostgreSQL server: each measurement needs a fresh database's URL.
+ON_POSTGRES = {"postgres", "postgres-storage"}
 
 
 def backfill_only_instance_env(home: Path, kind: str = "repo", postgres_url: str | None = None) -> dict[str, str]:
-    """A new instance at `home` of `kind` (INSTANCES; "postgres" on `postgres_url`, a fresh
-    database) that runs nothing but the benched backfill. "defaults" has no dagster.yaml:
+    """A new instance at `home` of `kind` (INSTANCES; those ON_POSTGRES on `postgres_url`, a
+    fresh database) that runs nothing but the benched backfill. "defaults" has no dagster.yaml:
     Dagster's storage (a SQLite database per run), no run queue limit. The others have the
     repo's dagster.yaml, with no production run to keep a slot free for
     (`partition_assets.backfills.reserve_runs: 0`): with the default reserve of 1 under the
@@ -132,12 +144,19 @@ def backfill_only_instance_env(home: Path, kind: str = "repo", postgres_url: str
     storage is created here, before any command is timed, as a deployment's instance exists
     before its backfills: creating its SQLite schema takes 2-3 s on this machine's disk
     (0.5 s in memory), once per instance, and a command on a new instance spent it before
-    its first node run."""
+    its first node run. "postgres-storage" (issue 54) is what a user who copies README's
+    Postgres block into an otherwise empty dagster.yaml has: that block alone, Dagster's
+    defaults for everything else (instance class, run queue, compute logs, telemetry)."""
     if kind == "defaults":
         home.mkdir(parents=True, exist_ok=True)
         env = {"DAGSTER_HOME": str(home)}
+    elif kind == "postgres-storage":
+        assert postgres_url is not None  # ON_POSTGRES: the caller creates its database
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dagster.yaml").write_text(POSTGRES_STORAGE_YAML)
+        env = {"DAGSTER_HOME": str(home), URL_ENV: postgres_url}
     else:
-        env = instance_env(home, postgres_url if kind == "postgres" else None)
+        env = instance_env(home, postgres_url if kind in ON_POSTGRES else None)
         config = yaml.safe_load((home / "dagster.yaml").read_text())
         add_to_config(home, partition_assets={**config["partition_assets"], "backfills": {"reserve_runs": 0}})
     with open_instance(env) as instance:

@@ -29,7 +29,7 @@ with each of its two policies. For each:
   launch -> the backfill's final status written, and its ratio to the bound.
 
 Usage: python bench/generated_shapes_bench.py [--seeds 0 1 ... 11] [--slots 4] [--bench-dag-days 31]
-           [--instances defaults repo postgres] [--skip-served] [--skip-warm]
+           [--instances defaults repo postgres] (or postgres-storage) [--skip-served] [--skip-warm]
            [--out bench/results/shapes_generated.md]
 
 Not guaranteed: the machine is not quiet (the load averages are recorded with each figure);
@@ -54,7 +54,14 @@ import dagster_backfill
 import engine_bench
 import node_overhead
 import warm_launch
-from engine_command import INSTANCES, CommandResult, backfill_only_instance_env, command_env, run_backfill_command
+from engine_command import (
+    INSTANCES,
+    ON_POSTGRES,
+    CommandResult,
+    backfill_only_instance_env,
+    command_env,
+    run_backfill_command,
+)
 
 from bench.dag_shapes import SEED_ENV, definitions, generate
 from partition_assets.backfill.planning.graph import BackfillGraph
@@ -171,7 +178,7 @@ def measure_shape(
     graph = shape.graph()
     log(f"{shape.describe()}: {graph.node_count()} nodes, on {INSTANCES[instance]}")
     probe = host_probe()
-    url = new_database() if instance == "postgres" else None
+    url = new_database() if instance in ON_POSTGRES else None
     command = run_shape_command(seed, shape, slots, served=False, log=log, instance=instance, postgres_url=url)
     served_command = run_shape_command(seed, shape, slots, served=True, log=log) if served else None
     core = simulate(graph, Throttle(slots), shape.work).makespan
@@ -216,7 +223,7 @@ def measure_bench_dag(
         f"bench DAG, {days} days, {engine_bench.POLICIES[policy]}, on {INSTANCES[instance]}: {graph.node_count()} nodes"
     )
     probe = host_probe()
-    url = new_database() if instance == "postgres" else None
+    url = new_database() if instance in ON_POSTGRES else None
     command = CommandResult(**engine_bench.measure_command(days, slots, policy, log, instance, url))
     core = simulate(graph, Throttle(slots), engine_bench.work).makespan
     name = f"bench DAG (bench/engine_dag.py), {days} days, {engine_bench.POLICIES[policy]}"
@@ -362,13 +369,22 @@ def report(
     return lines
 
 
+# Those `make bench` measures the shapes on (issue 44's); postgres-storage (issue 54) is measured
+# on the bench DAG by engine_bench.py, and here when named.
+DEFAULT_INSTANCES = ("defaults", "repo", "postgres")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--bench-dag-days", type=int, default=31, help="0: leave the bench DAG out")
     parser.add_argument(
-        "--instances", nargs="+", choices=list(INSTANCES), default=list(INSTANCES), help="the instances measured"
+        "--instances",
+        nargs="+",
+        choices=list(INSTANCES),
+        default=list(DEFAULT_INSTANCES),
+        help="the instances measured",
     )
     parser.add_argument("--skip-served", action="store_true", help="leave out the commands run by a command server")
     parser.add_argument("--skip-warm", action="store_true", help="leave out the warm launches from the webserver")
@@ -384,7 +400,7 @@ def main() -> None:
     shapes: dict[str, list[Measured]] = {}
     bench_dag: dict[str, list[Measured]] = {}
     with ExitStack() as stack:  # the Postgres server, if one is measured
-        server = stack.enter_context(PostgresServer()) if "postgres" in args.instances else None
+        server = stack.enter_context(PostgresServer()) if ON_POSTGRES & set(args.instances) else None
         new_database = server.create_database if server else None
         for instance in args.instances:
             on_repo = instance == "repo"

@@ -12,7 +12,8 @@ asset's in-process job built once: backfill/running/asset_runs.py), `replace` on
 the SQL event log's batch write and asset event data, planned materializations included
 (backfill/publishing/event_batches.py),
 where Dagster's migration scripts live (dagster_instance/migrations.py reads them once per process),
-its asset status cache read as subsets (dagster_instance/partition_status.py).
+its asset status cache read as subsets (dagster_instance/partition_status.py), its telemetry
+module (dagster_instance/telemetry.py reads the telemetry ids once per process).
 Every private name the library imports is imported here and nowhere else. Two private
 modules are named as strings instead, where a module name is what counts:
 `dagster._daemon.backfill` (instance/engine_instance.py compares its callers' module with
@@ -29,6 +30,7 @@ constraints.txt pins the release `make install` installs and the tests pass on.
 
 from typing import TYPE_CHECKING, Any
 
+from dagster._core import telemetry as dagster_telemetry
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
@@ -120,6 +122,7 @@ __all__ = [
     "WorkspaceProcessContext",
     "compute_logs_directory",
     "core_execute_in_process",
+    "dagster_telemetry",
     "deserialize_value",
     "ensure_file",
     "get_and_update_asset_status_cache_value",

@@ -167,16 +167,19 @@ def _pooled_engine(conn_string: str, connect_args: Mapping[str, Any]) -> Engine:
     engine = create_engine(
         conn_string, poolclass=QueuePool, pool_size=POOLED_CONNECTIONS, max_overflow=-1, connect_args=dict(connect_args)
     )
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-        cursor = dbapi_connection.cursor()
-        (journal_mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
-        if journal_mode == "wal":  # NORMAL is corruption-safe only with a WAL
-            cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
+    event.listen(engine, "connect", _normal_sync_on_wal)
     return engine
+
+
+def _normal_sync_on_wal(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+    """A new SQLite connection's `synchronous=NORMAL` when its database is in WAL mode (NORMAL
+    is corruption-safe only with a WAL): a commit appends to the WAL without syncing it to disk;
+    the WAL is synced before each checkpoint and the database after it."""
+    cursor = dbapi_connection.cursor()
+    (journal_mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
+    if journal_mode == "wal":
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
 
 
 def _found_once(check: Callable[..., bool]) -> Callable[..., bool]:
@@ -196,7 +199,11 @@ def _found_once(check: Callable[..., bool]) -> Callable[..., bool]:
             return True
         return False
 
+    setattr(remembered, _REMEMBERS, True)
     return remembered
+
+
+_REMEMBERS = "_partition_assets_found_once"  # marks a check `_found_once` wraps
 
 
 class ConsolidatedEventLogStorage(_OneEngine, ConsolidatedSqliteEventLogStorage):
@@ -281,10 +288,18 @@ class RunShardedEventLogStorage(SqliteEventLogStorage):
       linked into place, never over a database another process created meanwhile (that one
       is checked as Dagster checks it);
     - the schema checks Dagster makes on the index per event are answered from memory once
-      they found what they look for (`_found_once`), without an engine built per check.
+      they found what they look for (`_found_once`), without an engine built per check;
+    - a transaction's commit does not sync the WAL to disk (`synchronous=NORMAL`): closing its
+      connection, right after, checkpoints the database, which syncs the WAL and then the
+      database, as with Dagster's: one wait on the disk fewer per transaction (~33 a node run,
+      ~7 ms each on this machine's disk under load: ~0.2 s of a node's wall time), the same
+      events on disk once the transaction's connection is closed.
 
     Not guaranteed: a process keeps its copy of the empty database for its life (a Dagster
-    upgraded under it is not seen, as its imported code is not). Relies on Dagster's
+    upgraded under it is not seen, as its imported code is not). A transaction whose connection
+    was not the last one open on its database (another process's transaction on the index at the
+    same time) is synced at the next checkpoint, not at its close: a power loss meanwhile loses
+    it (the database stays consistent; a resumed backfill runs that node again). Relies on Dagster's
     `_connect(shard)` seam, `_initdb`, `_initialized_dbs` and `_db_lock` (pinned by the tests).
     """
 
@@ -312,6 +327,11 @@ class RunShardedEventLogStorage(SqliteEventLogStorage):
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
         )
         event.listen(engine, "do_connect", self._open_shard)
+        # Each connection is closed after its one transaction, and closing the last connection to
+        # a WAL database checkpoints it, syncing the WAL and then the database to disk: a commit
+        # that syncs the WAL too (Dagster's `synchronous=FULL`) adds a third wait on the disk per
+        # transaction and no durability, the transaction being on disk once its connection closed.
+        event.listen(engine, "connect", _normal_sync_on_wal)
         return engine
 
     def _open_shard(self, _dialect: object, _record: object, args: list[Any], _kwargs: object) -> None:
@@ -498,6 +518,38 @@ def keep_connections(instance: "DagsterInstance") -> None:
     instance.optimize_for_webserver(
         statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOLED_CONNECTIONS
     )
+
+
+# Dagster's schema checks asked of a database on every run (whether a column or table that a
+# migration adds is there yet), per storage kind: `_found_once` answers them from memory.
+_RUN_SCHEMA_CHECKS = (
+    "has_run_stats_index_cols",
+    "has_backfill_id_column",
+    "has_bulk_actions_selector_cols",
+    "has_bulk_action_job_name_column",
+    "has_backfill_tags_table",
+)
+_EVENT_LOG_SCHEMA_CHECKS = ("has_table", "_has_asset_key_col_on_connection")
+
+
+def remember_schema_checks(instance: "DagsterInstance") -> None:
+    """Has `instance`'s run and event log storages answer Dagster's schema checks from memory
+    in this process once a check found what it looks for (`_found_once`), as this module's
+    SQLite storages do: on Postgres (README's storage block) Dagster reflects a table's columns
+    for ~8 checks per node run, each a query of the server's catalog (~0.3 s of CPU over 29 node
+    runs, profiled). Storages whose class already remembers them (this module's) are unchanged.
+
+    Not guaranteed: a column or table dropped from the database while the process runs is still
+    reported there (Dagster's migrations only add them)."""
+    for storage, checks in (
+        (instance.run_storage, _RUN_SCHEMA_CHECKS),
+        (instance.event_log_storage, _EVENT_LOG_SCHEMA_CHECKS),
+    ):
+        for name in checks:
+            check = getattr(type(storage), name, None)
+            if check is None or getattr(check, _REMEMBERS, False) or name in storage.__dict__:
+                continue
+            setattr(storage, name, functools.partial(_found_once(check), storage))
 
 
 def _ping_kept_connection(dbapi_connection: Any, record: Any, proxy: Any) -> None:

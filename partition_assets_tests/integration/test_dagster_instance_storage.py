@@ -37,6 +37,7 @@ from partition_assets.dagster_instance.storage import (
     RunShardedEventLogStorage,
     RunStorage,
     keep_connections,
+    remember_schema_checks,
     riding_out_database_restarts,
     same_files_lighter,
 )
@@ -207,10 +208,8 @@ def daily_quiet() -> None:
     pass
 
 
-def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monkeypatch):
-    # Dagster checks its schema on every run (columns of the runs table, of the asset keys
-    # table, tables of the event log); once a check found what it looks for, it is not
-    # asked of the database again in this process.
+def _reflections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQLAlchemy schema reflections made from now on (each one's method name)."""
     reflected: list[str] = []
     for method in ("get_columns", "get_table_names", "has_table"):
         original = getattr(Inspector, method)
@@ -220,12 +219,37 @@ def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monke
             return _original(inspector, *args, **kwargs)
 
         monkeypatch.setattr(Inspector, method, counting)
+    return reflected
+
+
+def test_a_run_after_the_first_reflects_no_table_of_the_storages(tmp_path, monkeypatch):
+    # Dagster checks its schema on every run (columns of the runs table, of the asset keys
+    # table, tables of the event log); once a check found what it looks for, it is not
+    # asked of the database again in this process.
+    reflected = _reflections(monkeypatch)
     with open_instance(instance_env(tmp_path / "home")) as instance:
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-01").success
         assert reflected  # the first run's checks ask the database
         reflected.clear()
         assert dg.materialize([daily_quiet], instance=instance, partition_key="2024-01-02").success
         assert reflected == []
+
+
+def test_a_postgres_instance_reflects_no_table_after_the_first_run_once_told(tmp_path, postgres_server, monkeypatch):
+    # On Postgres (README's storage block) Dagster's storages reflect a table's columns for
+    # ~8 schema checks per run; the engine's processes have them answered from memory.
+    reflected = _reflections(monkeypatch)
+    with open_instance(instance_env(tmp_path / "pg", postgres_server.create_database())) as instance:
+        for day in ("2024-01-01", "2024-01-02"):
+            reflected.clear()
+            assert dg.materialize([daily_quiet], instance=instance, partition_key=day).success
+        assert reflected  # Dagster's: asked again on every run
+        remember_schema_checks(instance)
+        for day in ("2024-01-03", "2024-01-04"):
+            reflected.clear()
+            assert dg.materialize([daily_quiet], instance=instance, partition_key=day).success
+        assert reflected == []
+        assert instance.get_run_records(limit=1)  # the runs are read back as before
 
 
 def test_dagster_s_default_storage_is_written_through_lighter_twins_a_stock_instance_reads(tmp_path, monkeypatch):
@@ -337,6 +361,45 @@ def test_run_databases_on_dagster_s_defaults_are_written_through_one_engine_with
                 event.dagster_event_type for event in stock.all_logs(stock_run_id)
             ]
     assert not list(databases.glob("*.partial"))
+
+
+def test_run_database_commits_on_dagster_s_defaults_leave_the_disk_sync_to_the_checkpoint(tmp_path, monkeypatch):
+    # Dagster's event log on its defaults commits each transaction in `synchronous=FULL` (a sync
+    # of the WAL to disk) and then closes its connection, which checkpoints the database (a sync
+    # of the WAL, then of the database). The engine's twin commits in NORMAL: the checkpoint
+    # alone syncs, one wait on the disk fewer per transaction, the same events read back.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    levels: list[int] = []  # the synchronous level of each event log write's connection
+
+    def executed(connection: Connection, cursor: sqlite3.Cursor, statement: str, *_args: object) -> None:
+        written = statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
+        if written and f"{os.sep}history{os.sep}runs{os.sep}" in str(connection.engine.url):  # the event log's
+            levels.append(cursor.connection.execute("PRAGMA synchronous").fetchone()[0])
+
+    def a_run(instance: dg.DagsterInstance, day: int) -> str:
+        levels.clear()
+        result = dg.materialize([daily_quiet], instance=instance, partition_key=f"2024-01-0{day}")
+        assert result.success
+        return result.run_id
+
+    event.listen(Engine, "before_cursor_execute", executed)
+    try:
+        with dg.DagsterInstance.get() as stock:
+            stock_run = a_run(stock, 1)
+            stock_levels = list(levels)
+            lighter = same_files_lighter(stock.get_ref())
+        with dg.DagsterInstance.from_ref(lighter) as instance:
+            run = a_run(instance, 2)
+    finally:
+        event.remove(Engine, "before_cursor_execute", executed)
+
+    full, normal = 2, 1  # SQLite's PRAGMA synchronous values
+    assert stock_levels and set(stock_levels) == {full}
+    assert levels and set(levels) == {normal}
+    with dg.DagsterInstance.get() as stock:  # what the webserver reads
+        assert [event.dagster_event_type for event in stock.all_logs(run)] == [
+            event.dagster_event_type for event in stock.all_logs(stock_run)
+        ]
 
 
 def test_a_configured_instance_is_left_as_it_is(tmp_path):

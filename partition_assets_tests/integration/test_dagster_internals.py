@@ -12,6 +12,7 @@ import ast
 import importlib
 import inspect
 import itertools
+import json
 import logging
 import os
 import socket
@@ -25,6 +26,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import dagster as dg
+import dagster_shared.telemetry as shared_telemetry
 import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -54,6 +56,7 @@ from partition_assets.dagster_instance.migrations import remember_dagster_migrat
 from partition_assets.dagster_instance.partition_status import failed_partitions
 from partition_assets.dagster_instance.partition_wipe import wipe_partitions
 from partition_assets.dagster_instance.storage import instance_storage_defaults
+from partition_assets.dagster_instance.telemetry import remember_telemetry_ids
 from partition_assets.dagster_internals import (
     ALEMBIC_SCRIPTS_LOCATION,
     IO_TYPE_EXTENSION,
@@ -98,6 +101,7 @@ from partition_assets.dagster_internals import (
     WorkspaceProcessContext,
     compute_logs_directory,
     core_execute_in_process,
+    dagster_telemetry,
     deserialize_value,
     ensure_file,
     get_and_update_asset_status_cache_value,
@@ -629,6 +633,50 @@ def test_dagster_s_migration_scripts_are_read_once_per_process_not_per_run_datab
         runs(instance, 4)
     # At most once per storage's alembic.ini (runs, event log, schedules), whatever the runs.
     assert set(builds) == {ALEMBIC_SCRIPTS_LOCATION} and len(builds) <= 3
+
+
+@pins("dagster_telemetry")
+def test_dagster_s_telemetry_ids_are_read_once_per_process_not_per_step(tmp_path, monkeypatch):
+    """With telemetry on (Dagster's default: no dagster.yaml), each step's start and end write a
+    line of ids to the instance's telemetry log (`log_dagster_event`), each id read anew through
+    `dagster_telemetry._get_instance_telemetry_info` (the run storage's id a transaction) and
+    `get_or_set_user_id`; remembered (dagster_instance/telemetry.py), each is read once per
+    process, and the same lines are written."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # the user's telemetry id: ~/.dagster
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    # Restored after the test: remember_telemetry_ids replaces them for the process.
+    monkeypatch.setattr(
+        dagster_telemetry, "_get_instance_telemetry_info", dagster_telemetry._get_instance_telemetry_info
+    )
+    monkeypatch.setattr(shared_telemetry, "get_or_set_user_id", shared_telemetry.get_or_set_user_id)
+    shared_telemetry.cleanup_telemetry_logger()  # the process's telemetry log: this DAGSTER_HOME's
+    try:
+        with dg.DagsterInstance.get() as instance:
+            assert instance.telemetry_enabled
+            assert dg.materialize([one_row], instance=instance).success  # the ids written
+            reads: list[str] = []
+            storage_id = instance.run_storage.get_run_storage_id
+            monkeypatch.setattr(
+                instance.run_storage, "get_run_storage_id", lambda: reads.append("read") or storage_id()
+            )
+
+            def reads_over_three_runs() -> int:
+                reads.clear()
+                for _ in range(3):
+                    assert dg.materialize([one_row], instance=instance).success
+                return len(reads)
+
+            assert reads_over_three_runs() == 3 * 2  # a step's start and its success, per run
+            remember_telemetry_ids()
+            assert reads_over_three_runs() <= 1
+    finally:
+        shared_telemetry.cleanup_telemetry_logger()
+    lines = [json.loads(line) for line in (tmp_path / "home" / "logs" / "event.log").read_text().splitlines()]
+    steps = [line for line in lines if line["action"] in ("step_start_event", "step_success_event")]
+    assert len(steps) == 7 * 2  # every run's lines, remembered or not
+    ids = {(line["instance_id"], line["run_storage_id"], line["user_id"]) for line in steps}
+    assert len(ids) == 1 and all(ids.pop())
 
 
 @dg.asset

@@ -50,7 +50,8 @@ from partition_assets.backfill.running.node_run_proofs import NodeRunProofs
 from partition_assets.backfill.running.skips import record_skip, yielded_output
 from partition_assets.code_location import load_definitions
 from partition_assets.dagster_instance.migrations import remember_dagster_migrations
-from partition_assets.dagster_instance.storage import keep_connections
+from partition_assets.dagster_instance.storage import keep_connections, remember_schema_checks
+from partition_assets.dagster_instance.telemetry import remember_telemetry_ids
 from partition_assets.dagster_internals import InstanceRef, SerializableErrorInfo
 from partition_assets.deploy.versioning import GIT_SHA_TAG, definitions_git_sha
 from partition_assets.processes.fork_server import fork_here, preload_of, running_pid
@@ -280,9 +281,11 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
     reads its ~90 migration scripts to check each SQLite storage's schema), all at once when
     the first runs start. This process and its forks read those scripts once
     (dagster_instance/migrations.py): on Dagster's default event log, a database per run, each node
-    run would read them twice. From then on this process's instance keeps its database server
+    run would read them twice; and Dagster's telemetry ids, which each node run would read twice
+    with telemetry on (dagster_instance/telemetry.py). From then on this process's instance keeps its database server
     connections open (dagster_instance/storage.py `keep_connections`), as each worker does its own."""
     remember_dagster_migrations()
+    remember_telemetry_ids()
     for target in targets:
         load_definitions(target).resolve_implicit_global_asset_job_def()
     if instance is not None:
@@ -290,6 +293,7 @@ def start_fork_server(targets: Sequence[str], instance: dg.DagsterInstance | Non
     fork_here(_load_worker, targets)
     if instance is not None:  # once forked: the fork server and its workers keep none of this process's
         keep_connections(instance)
+        remember_schema_checks(instance)
 
 
 def _load_worker(
@@ -335,6 +339,7 @@ def _instance() -> dg.DagsterInstance:
         same = inherited is not None and inherited.get_ref() == _worker["instance_ref"]
         _worker["instance"] = inherited if same else dg.DagsterInstance.from_ref(_worker["instance_ref"])
         keep_connections(_worker["instance"])  # in this worker's own process, forked before
+        remember_schema_checks(_worker["instance"])
     return _worker["instance"]
 
 
