@@ -13,6 +13,7 @@ import pytest
 
 from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.planning.graph import build_graph
+from partition_assets.backfill.planning.node_runs import DoneNodes, NodeRuns
 from partition_assets.backfill.planning.spec import TimeRange
 from partition_assets.backfill.running.durations import RunTimings
 from partition_assets.backfill.running.loop import execute
@@ -146,6 +147,21 @@ def drive(
 def test_a_self_dependent_chain_whose_inputs_are_done_is_one_unit():
     graph = graph_of("src", "ledger")
     schedule = Schedule(graph, Throttle(4), done=every("src"))
+    assert schedule.next_units() == [unit("ledger", *range(1, 9))]
+
+
+def test_done_nodes_held_as_runs_are_asked_one_by_one_never_iterated(monkeypatch):
+    """A catch-up's current nodes (planning/node_runs.py) stay runs: the schedule asks each of
+    its nodes whether it is done, and makes no node per current partition by iterating them."""
+    graph = graph_of("src", "ledger")
+    current = NodeRuns.of_partitions(graph, {dg.AssetKey("src"): [node("src", day).partition for day in range(1, 8)]})
+    done = DoneNodes({node("src", 8)}, current)
+
+    def refused(self):
+        raise AssertionError("a done set held as runs was iterated")
+
+    monkeypatch.setattr(NodeRuns, "__iter__", refused)
+    schedule = Schedule(graph, Throttle(4), done=done)
     assert schedule.next_units() == [unit("ledger", *range(1, 9))]
 
 

@@ -17,6 +17,7 @@ sensor, as `backfill run` would.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import dagster as dg
@@ -52,7 +53,7 @@ class EngineRunPlan:
 
     record: BackfillRecord
     graph: BackfillGraph
-    done: set[Node]
+    done: AbstractSet[Node]
 
 
 def plan_engine_run(

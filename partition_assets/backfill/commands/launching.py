@@ -16,6 +16,7 @@ stopped short); a Ctrl-C or a kill leaves it for `resume` (its record says where
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 
 import dagster as dg
@@ -31,6 +32,7 @@ from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.history import pinned_history
 from partition_assets.backfill.planning.instance_state import graph_of, nodes_to_skip
 from partition_assets.backfill.planning.lineage import impact
+from partition_assets.backfill.planning.node_runs import NodeRuns
 from partition_assets.backfill.planning.policy_runs import asset_runs
 from partition_assets.backfill.planning.spec import DEFAULT_MAX_PARALLEL, BackfillSpec
 from partition_assets.backfill.publishing.schema_plan import TableSchemaPlan, plan_schema_changes
@@ -143,7 +145,7 @@ def execute_backfill(
     instance: dg.DagsterInstance,
     record: BackfillRecord,
     graph: BackfillGraph,
-    done: set[Node],
+    done: AbstractSet[Node],
     console: Console,
     runner_of: RunnerFactory = node_runner,
 ) -> RunOutcome:
@@ -285,9 +287,7 @@ def warm_workers(target: str | None, workers: int, instance: dg.DagsterInstance)
             runner.terminate()
 
 
-def _planned(
-    spec: BackfillSpec, instance: dg.DagsterInstance
-) -> tuple[BackfillGraph, set[Node], list[TableSchemaPlan]]:
+def _planned(spec: BackfillSpec, instance: dg.DagsterInstance) -> tuple[BackfillGraph, NodeRuns, list[TableSchemaPlan]]:
     """`spec`'s graph, the nodes it leaves alone and its tables' schema changes; a schema
     change the partitions cannot take is refused here, before anything is recorded or written."""
     graph = graph_of(spec, instance)

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -103,7 +103,7 @@ class DagsterBackfillMirror:
         graph: BackfillGraph,
         asset_graph: BaseAssetGraph,
         instance: dg.DagsterInstance,
-        done: Iterable[Node],
+        done: Collection[Node],
     ) -> None:
         self._record_id = record.id
         self._store = record.store
@@ -111,7 +111,7 @@ class DagsterBackfillMirror:
         self._instance = instance
         self._lock = threading.Lock()
         # Nodes reported since the last tick, per kind.
-        self._pending: dict[str, set[Node]] = {_REQUESTED: set(done), _MATERIALIZED: set(done), _FAILED: set()}
+        self._pending: dict[str, set[Node]] = {_REQUESTED: set(), _MATERIALIZED: set(), _FAILED: set()}
         # Every node reported so far, per kind: each asset's partition keys, and the unpartitioned assets.
         self._keys: dict[str, dict[dg.AssetKey, frozenset[str]]] = {kind: {} for kind in self._pending}
         self._unpartitioned: dict[str, set[dg.AssetKey]] = {kind: set() for kind in self._pending}
@@ -151,6 +151,8 @@ class DagsterBackfillMirror:
         self._frame = written._replace(serialized_asset_backfill_data=None, asset_backfill_data=data)
         self._written_status = written.status
         self.body = BackfillBody(self._frame)
+        # Read as they are, not copied: a catch-up's current nodes are runs (planning/node_runs.py).
+        self._unwritten = self._merge({_REQUESTED: done, _MATERIALIZED: done, _FAILED: ()})
         self._flush()
         self._thread = threading.Thread(target=self._poll, name=f"dagster-backfill-{record.id}", daemon=True)
         self._thread.start()
@@ -240,7 +242,7 @@ class DagsterBackfillMirror:
         self._frame, self._written_status, self._unwritten = frame, frame.status, False
         return True
 
-    def _merge(self, pending: Mapping[str, set[Node]]) -> bool:
+    def _merge(self, pending: Mapping[str, Collection[Node]]) -> bool:
         """Adds the pending nodes to what was reported, and hands the subsets of the assets they
         changed to the body (failed nodes that later succeeded are failed no more); whether
         any changed."""

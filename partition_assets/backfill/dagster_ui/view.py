@@ -35,7 +35,7 @@ class WebserverView:
         instance: dg.DagsterInstance,
         done: Set[Node],
     ) -> DagsterBackfillMirror:
-        return DagsterBackfillMirror(record, graph, asset_graph, instance, set(done))
+        return DagsterBackfillMirror(record, graph, asset_graph, instance, done)
 
     def record_gate(self, record: BackfillRecord, instance: dg.DagsterInstance, outcome: GateOutcome) -> None:
         record_gate_evaluations(record, instance, outcome.stats, outcome.checks)

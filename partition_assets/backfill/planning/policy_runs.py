@@ -25,6 +25,7 @@ import dagster as dg
 
 from partition_assets.backfill.model import Batching, Node, RunUnit
 from partition_assets.backfill.planning.graph import AssetSlice, BackfillGraph
+from partition_assets.backfill.planning.node_runs import asset_counts
 from partition_assets.backfill.planning.spec import Wording
 from partition_assets.errors import BatchingError
 
@@ -99,24 +100,32 @@ def asset_runs(
     those `done` (what --catch-up leaves alone as current): Dagster's chunks (`policy_runs`)
     with `batching` policy, at most one per partition with the engine's batching (for assets
     that run ranges), one per partition with `batch` off."""
-    done_by_asset: dict[dg.AssetKey, set[str]] = {}
-    for node in done:
-        done_by_asset.setdefault(node.asset, set()).add(node.partition)
+    done_per_asset = asset_counts(done)  # from a catch-up's runs (node_runs.py), no node made each
     found = {}
     for key, asset_slice in graph.slices.items():
         policy = asset_graph.get(key).backfill_policy
         chunked = batch and batching == Batching.policy
-        skipped = done_by_asset.get(key, set())
-        to_run = len(asset_slice) - len(skipped)
+        to_run = len(asset_slice) - done_per_asset[key]
         found[key] = AssetRuns(
             key,
             str(policy) if policy is not None else None,
             batching.value if batch else BATCHING_OFF,
             to_run,
-            len(policy_runs(asset_slice, skipped)) if chunked else to_run,
+            len(policy_runs(asset_slice, _PartitionsDone(key, done))) if chunked else to_run,
             exact=chunked or not batch or asset_slice.max_batch == 1,
         )
     return found
+
+
+class _PartitionsDone(Container[str]):
+    """The partitions of `asset` that `done` holds, asked one by one (`done` is never iterated)."""
+
+    def __init__(self, asset: dg.AssetKey, done: AbstractSet[Node]) -> None:
+        self._asset = asset
+        self._done = done
+
+    def __contains__(self, partition: object) -> bool:
+        return isinstance(partition, str) and Node(self._asset, partition) in self._done
 
 
 def check_batching(

@@ -18,6 +18,7 @@ from pyspark.sql.types import DataType
 from partition_assets.backfill.model import Node, NodeResult
 from partition_assets.backfill.planning.gate_rules import Gate, apply_overrides, gate_of
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.node_runs import asset_counts
 from partition_assets.backfill.publishing.partition_stats import PartitionStats, mapped_to_old, partition_stats
 from partition_assets.backfill.publishing.tables import BackfillTable, Tables
 from partition_assets.backfill.state.record import BackfillRecord
@@ -55,7 +56,7 @@ class StatsAhead:
         self._record = record
         self._tables = tables
         self._remaining = Counter(node.asset for node in graph.nodes())
-        self._remaining.subtract(node.asset for node in done)
+        self._remaining.subtract(asset_counts(done))
         self._pool = ThreadPoolExecutor(max_workers=1)
         self._futures: dict[dg.AssetKey, Future] = {}
         for asset in tables:

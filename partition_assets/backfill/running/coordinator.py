@@ -8,6 +8,7 @@ in by the surface, never fetched here), the record, the graph and the runner.
 
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 
@@ -128,7 +129,7 @@ class BackfillRun:
         instance: dg.DagsterInstance,
         record: BackfillRecord,
         graph: BackfillGraph,
-        done: set[Node],
+        done: AbstractSet[Node],
         runner_of: RunnerFactory = node_runner,
         on_result: Callable[[NodeResult], None] = lambda result: None,
         on_phase: Callable[[str], None] = lambda line: None,

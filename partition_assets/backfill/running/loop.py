@@ -11,7 +11,8 @@ again at least every second; this module only runs it.
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -37,7 +38,7 @@ def execute(
     graph: BackfillGraph,
     launch: Launch,
     throttle: Throttle,
-    done: Iterable[Node] = (),
+    done: AbstractSet[Node] = frozenset(),
     on_result: Callable[[NodeResult], None] = lambda result: None,
     newest_first: bool = False,
     should_stop: Callable[[], bool] = lambda: False,

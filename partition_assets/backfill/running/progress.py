@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from partition_assets.backfill.model import Node, NodeResult, NodeStatus, RunUnit
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.node_runs import asset_counts
 
 _FAILED_SHOWN = 10
 # The ETA is shown once this share of a run's nodes, and at least _ETA_LEAST of them, finished:
@@ -49,7 +50,7 @@ class Progress:
         self._staged = staged
         self._graph = graph
         self._total = graph.node_count()
-        self._finished = Counter(node.asset for node in done)
+        self._finished = asset_counts(done)
         self._done_before = len(done)
         self._running = 0
         self._clock = clock

@@ -87,7 +87,7 @@ class Schedule:
         self,
         graph: BackfillGraph,
         throttle: Throttle,
-        done: Iterable[Node] = (),
+        done: AbstractSet[Node] = frozenset(),
         newest_first: bool = False,
         batch_chains: bool = True,
         pools: Mapping[dg.AssetKey, str] | None = None,
@@ -100,8 +100,8 @@ class Schedule:
         self._batch_chains = batch_chains
         self._newest_first = newest_first
         self._status = {node: NodeStatus.PENDING for node in graph.nodes()}
-        for node in done:
-            if node in self._status:
+        for node in self._status:  # asks `done`, never iterates it: a catch-up's are runs (node_runs.py)
+            if node in done:
                 self._status[node] = NodeStatus.SUCCEEDED
         self._children = downstream_index(graph)
         self._waiting_on = {

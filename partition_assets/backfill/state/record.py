@@ -21,6 +21,7 @@ import dagster as dg
 from partition_assets.backfill.model import Approval, BackfillCommand, BackfillStatus, Node, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.keys import UNPARTITIONED
+from partition_assets.backfill.planning.node_runs import DoneNodes
 from partition_assets.backfill.planning.spec import BackfillSpec
 from partition_assets.backfill.state.skipped_ranges import SkippedNodes, StoredSkipped
 from partition_assets.dagster_instance.lease_proof import proven_backfills
@@ -302,7 +303,7 @@ def cancel_launched_run(instance: dg.DagsterInstance, run_id: str) -> bool:
         return False
 
 
-def done_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
+def done_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> DoneNodes:
     """The nodes of `graph` a resumed (or retried, or taken over) backfill does not run: those
     its record says a --catch-up start left alone as current (`skipped`, as recorded then, never
     judged again), and those whose latest run in this backfill succeeded; runs a dead
@@ -311,12 +312,13 @@ def done_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.Dagste
     return finished_nodes(record, graph, instance)
 
 
-def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> set[Node]:
-    """`done_nodes` as they stand now, canceling nothing: reads only."""
+def finished_nodes(record: BackfillRecord, graph: BackfillGraph, instance: dg.DagsterInstance) -> DoneNodes:
+    """`done_nodes` as they stand now, canceling nothing: reads only. The current ones stay the
+    runs the record stores (a node made for none of them)."""
     succeeded = {
         node for node, (state, _) in node_states(instance, record.id, graph).items() if state == NodeStatus.SUCCEEDED
     }
-    return {*succeeded, *skipped_as_current(record, graph)}
+    return DoneNodes(succeeded, skipped_as_current(record, graph))
 
 
 def skipped_as_current(record: BackfillRecord, graph: BackfillGraph) -> SkippedNodes:

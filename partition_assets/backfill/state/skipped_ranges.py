@@ -12,8 +12,9 @@ partition added) does not move them; extending a backfill stores both again toge
 An asset whose value is a list holds the keys themselves: a record of format 3 or earlier
 lists them so, and keeps them so when this release saves it again.
 
-Readers take the runs as they are (`SkippedNodes`): membership, counts per asset and in all
-from the runs' lengths, no object per partition; only a caller that iterates gets the nodes.
+Readers take the runs as they are (`SkippedNodes`, a planning/node_runs.py `NodeRuns`):
+membership, counts per asset and in all from the runs' lengths, no object per partition; only a
+caller that iterates gets the nodes.
 
 Not guaranteed: listed keys (format 3) that the backfill's graph no longer holds are left out,
 as earlier releases left them out.
@@ -21,58 +22,40 @@ as earlier releases left them out.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Iterator, Mapping, Set
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import dagster as dg
-import numpy as np
 
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.node_runs import NodeRuns, index_runs
 from partition_assets.backfill.state.stored_plan import packed_indexes, unpacked_indexes
 from partition_assets.errors import StoredPlanError
 
 # A record's `skipped` as stored: asset -> its runs, or (format 3 and earlier) its keys listed.
 StoredSkipped = dict[str, dict[str, str] | list[str]]
-_T = TypeVar("_T")
 
 
 def stored_skipped(graph: BackfillGraph, nodes: Iterable[Node]) -> StoredSkipped:
     """`nodes` (of `graph`) as a record stores them: asset -> its runs of consecutive indexes
-    into the asset's partitions in `graph` (see the module docstring); assets without any are absent."""
-    indexes: dict[dg.AssetKey, list[int]] = {}
-    for node in nodes:
-        indexes.setdefault(node.asset, []).append(graph.slices[node.asset].index_of[node.partition])
+    into the asset's partitions in `graph` (see the module docstring); assets without any are
+    absent. Runs already (`NodeRuns` of `graph`, what the planner hands) are stored as they are."""
+    if not isinstance(nodes, NodeRuns) or nodes.graph is not graph:
+        indexes: dict[dg.AssetKey, list[int]] = {}
+        for node in nodes:
+            indexes.setdefault(node.asset, []).append(graph.slices[node.asset].index_of[node.partition])
+        nodes = NodeRuns(graph, {asset: index_runs(of_asset) for asset, of_asset in indexes.items()})
     stored: StoredSkipped = {}
     for asset in graph.slices:  # the graph's order, so equal sets store equal
-        if asset in indexes:
-            starts, stops = index_runs(indexes[asset])
+        starts, stops = nodes.runs(asset)
+        if starts:
             stored[asset.to_user_string()] = {"starts": packed_indexes(starts), "stops": packed_indexes(stops)}
     return stored
 
 
-def index_runs(indexes: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The runs `[start, stop)` of consecutive values that `indexes` (in any order, repeats
-    allowed) hold, as two arrays of starts and stops in increasing order."""
-    ordered = np.unique(np.fromiter(indexes, dtype=np.int64))
-    if not len(ordered):
-        return ordered, ordered
-    cuts = np.flatnonzero(np.diff(ordered) != 1) + 1  # where a value is not its predecessor's next
-    return ordered[np.concatenate([[0], cuts])], ordered[np.concatenate([cuts - 1, [len(ordered) - 1]])] + 1
-
-
-class SkippedNodes(Set[Node]):
-    """The nodes of a graph a record's `skipped` names, as runs of indexes per asset: `in`,
-    `len` and `count` read the runs; iterating yields each node (for callers that need them)."""
-
-    def __init__(self, graph: BackfillGraph, runs: Mapping[dg.AssetKey, tuple[np.ndarray, np.ndarray]]) -> None:
-        self._graph = graph
-        # Python lists: `bisect` on them beats a numpy call per lookup
-        self._runs = {
-            asset: (starts.tolist(), stops.tolist()) for asset, (starts, stops) in runs.items() if len(starts)
-        }
-        self._length = sum(int((stops - starts).sum()) for starts, stops in runs.values())
+class SkippedNodes(NodeRuns):
+    """The nodes of a graph a record's `skipped` names, as the runs it stores (`NodeRuns`)."""
 
     @classmethod
     def of(cls, stored: Mapping[str, Any], graph: BackfillGraph, backfill_id: str) -> SkippedNodes:
@@ -101,32 +84,3 @@ class SkippedNodes(Set[Node]):
                         "Nothing was written."
                     )
         return cls(graph, runs)
-
-    @classmethod
-    def _from_iterable(cls, iterable: Iterable[_T]) -> set[_T]:
-        """What a set operation (`|`, `&`, `-`) returns: a plain set of the nodes."""
-        return set(iterable)
-
-    def __contains__(self, node: object) -> bool:
-        if not isinstance(node, Node) or node.asset not in self._runs:
-            return False
-        index = self._graph.slices[node.asset].index_of.get(node.partition)
-        if index is None:
-            return False
-        starts, stops = self._runs[node.asset]
-        run = bisect.bisect_right(starts, index) - 1
-        return run >= 0 and index < stops[run]
-
-    def __iter__(self) -> Iterator[Node]:
-        for asset, (starts, stops) in self._runs.items():
-            keys = self._graph.slices[asset].partition_keys
-            for start, stop in zip(starts, stops, strict=True):
-                yield from (Node(asset, key) for key in keys[start:stop])
-
-    def __len__(self) -> int:
-        return self._length
-
-    def count(self, asset: dg.AssetKey) -> int:
-        """How many of `asset`'s partitions it holds."""
-        starts, stops = self._runs.get(asset, ([], []))
-        return sum(stop - start for start, stop in zip(starts, stops, strict=True))
