@@ -2,6 +2,8 @@
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import dagster as dg
@@ -10,7 +12,7 @@ from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from partition_assets.dagster_instance.lease_proof import proven_backfill
-from partition_assets.errors import SparkConfigError
+from partition_assets.errors import PartitionAssetsError, SparkConfigError, SparkServerGoneError
 from partition_assets.run_tags import is_backfill_run
 from partition_assets.settings import on_or_off, whole_number
 from partition_assets.spark.connect_server import (
@@ -29,7 +31,7 @@ from partition_assets.spark.scheduler_pools import (
     backfill_slicing_conf,
     cores_of,
 )
-from partition_assets.spark.unreachable import DEFAULT_UNREACHABLE_SECONDS, listening, unreachable_seconds
+from partition_assets.spark.unreachable import DEFAULT_UNREACHABLE_SECONDS, listening, lost_server, unreachable_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
@@ -126,6 +128,47 @@ class SparkResource(LazyPySparkResource):
         or gone from the network); None when one does, or for a driver in this process."""
         url = self.connect_url()
         return url if url is not None and not listening(url) else None
+
+    @contextmanager
+    def naming_a_gone_server(self, backfill_id: str | None) -> Iterator[None]:
+        """Runs its block; a Spark error it raises because this resource's Spark Connect server is
+        gone (nothing listens: killed) or was restarted under its session (Spark says only
+        `[NO_ACTIVE_SESSION]`) becomes SparkServerGoneError naming the server and what runs the
+        work again: `backfill resume <backfill_id>` for a backfill's node run, else the run again.
+        Any other error passes unchanged.
+
+        Not guaranteed: a Spark call made outside such a block (an asset's own eager call, such as
+        `collect()`) raises Spark's error as it is.
+        """
+        try:
+            yield
+        except Exception as error:
+            url = self.connect_url()
+            if isinstance(error, PartitionAssetsError) or url is None:
+                raise
+            if not lost_server(error, url, self._session_closed()):
+                raise
+            raise SparkServerGoneError(self._gone_message(url, backfill_id, error)) from error
+
+    def _session_closed(self) -> bool:
+        """Whether its Connect session's client closed it (its server restarted under it)."""
+        session = self._spark_session
+        return session is not None and not self.in_process and cast("ConnectSession", session).is_stopped
+
+    def _gone_message(self, url: str, backfill_id: str | None, error: Exception) -> str:
+        restarts = "the local server is started again by it" if not self.remote else f"start the server at {url} first"
+        again = (
+            f"This node runs again on `partition-assets backfill resume {backfill_id}` ({restarts})"
+            if backfill_id is not None
+            else "Run it again"
+            + (" (a run starts the local server again)" if not self.remote else f" once the server at {url} runs")
+        )
+        spark_said = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        return (
+            f"the Spark Connect server at {url} is gone or was restarted while this run used it (killed, or "
+            f"unreachable; the session this run held on it is lost; Spark said: {spark_said}). This run's "
+            f"output was not committed. {again}."
+        )
 
     def _init_session(self) -> None:
         if self._spark_session is not None:
