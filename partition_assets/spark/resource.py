@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from partition_assets.dagster_instance.lease_proof import proven_backfill
 from partition_assets.errors import PartitionAssetsError, SparkConfigError, SparkServerGoneError
-from partition_assets.run_tags import is_backfill_run
+from partition_assets.run_tags import BACKFILL_ID_TAG, is_backfill_run
 from partition_assets.settings import on_or_off, whole_number
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
@@ -81,6 +81,7 @@ class SparkResource(LazyPySparkResource):
         "job needs their cores, and runs them again (spark/scheduler_pools.py); False leaves them running.",
     )
     _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
+    _backfill_id: str | None = PrivateAttr(default=None)  # the backfill the run names, set there too
 
     @classmethod
     def from_env(cls) -> "SparkResource":
@@ -130,12 +131,13 @@ class SparkResource(LazyPySparkResource):
         return url if url is not None and not listening(url) else None
 
     @contextmanager
-    def naming_a_gone_server(self, backfill_id: str | None) -> Iterator[None]:
+    def naming_a_gone_server(self) -> Iterator[None]:
         """Runs its block; a Spark error it raises because this resource's Spark Connect server is
         gone (nothing listens: killed) or was restarted under its session (Spark says only
         `[NO_ACTIVE_SESSION]`) becomes SparkServerGoneError naming the server and what runs the
-        work again: `backfill resume <backfill_id>` for a backfill's node run, else the run again.
-        Any other error passes unchanged.
+        work again: `backfill resume <id>` for a backfill's node run (its run tags name the
+        backfill), else the run again. Any other error passes unchanged. The session's own start
+        (`spark_session`) runs in one.
 
         Not guaranteed: a Spark call made outside such a block (an asset's own eager call, such as
         `collect()`) raises Spark's error as it is.
@@ -148,14 +150,15 @@ class SparkResource(LazyPySparkResource):
                 raise
             if not lost_server(error, url, self._session_closed()):
                 raise
-            raise SparkServerGoneError(self._gone_message(url, backfill_id, error)) from error
+            raise SparkServerGoneError(self._gone_message(url, error)) from error
 
     def _session_closed(self) -> bool:
         """Whether its Connect session's client closed it (its server restarted under it)."""
         session = self._spark_session
         return session is not None and not self.in_process and cast("ConnectSession", session).is_stopped
 
-    def _gone_message(self, url: str, backfill_id: str | None, error: Exception) -> str:
+    def _gone_message(self, url: str, error: Exception) -> str:
+        backfill_id = self._backfill_id
         restarts = "the local server is started again by it" if not self.remote else f"start the server at {url} first"
         again = (
             f"This node runs again on `partition-assets backfill resume {backfill_id}` ({restarts})"
@@ -173,6 +176,10 @@ class SparkResource(LazyPySparkResource):
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
+        with self.naming_a_gone_server():
+            self._spark_session = self._started_session()
+
+    def _started_session(self) -> SparkSession:
         if self.remote:
             session = self._connected(self.remote)
         elif self.in_process:
@@ -196,7 +203,7 @@ class SparkResource(LazyPySparkResource):
                     session.conf.set(key, value)
                 else:
                     session.conf.unset(key)
-        self._spark_session = session
+        return session
 
     def _server_cores(self, session: SparkSession) -> int | None:
         """The cores of the server's master: the local server's from its master, a remote
@@ -215,8 +222,9 @@ class SparkResource(LazyPySparkResource):
         return session
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Takes the FAIR pool of the run's kind (`scheduler_pool_of`)."""
+        """Takes the FAIR pool of the run's kind (`scheduler_pool_of`), and the backfill its tags name."""
         run = context.dagster_run
+        self._backfill_id = None if run is None else run.tags.get(BACKFILL_ID_TAG)
         self._pool = _pool_of_process() if run is None else scheduler_pool_of(context.instance, run)
 
     def _static_conf(self) -> dict[str, str]:

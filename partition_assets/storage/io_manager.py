@@ -142,7 +142,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             SparkServerGoneError: The Spark Connect server was killed or restarted while the run
                 used it (SparkResource.naming_a_gone_server); nothing was committed.
         """
-        with self.spark.naming_a_gone_server(_run_tags(context).get(BACKFILL_ID_TAG)):
+        with self.spark.naming_a_gone_server():
             self._handle_output(context, obj)
 
     def _handle_output(self, context: dg.OutputContext, obj: DataFrame) -> None:
@@ -217,7 +217,7 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             SparkServerGoneError: The Spark Connect server was killed or restarted while the run
                 used it (SparkResource.naming_a_gone_server).
         """
-        with self.spark.naming_a_gone_server(_run_tags(context).get(BACKFILL_ID_TAG)):
+        with self.spark.naming_a_gone_server():
             return self._load_input(context)
 
     def _load_input(self, context: dg.InputContext) -> DataFrame | None:
