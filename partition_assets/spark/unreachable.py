@@ -63,8 +63,15 @@ def listening(url: str) -> bool:
 
 def lost_server(error: BaseException, url: str, session_closed: bool) -> bool:
     """Whether `error`, raised by a call of a Spark Connect session on `url`, is the server's loss
-    rather than the work's: a Spark error while nothing listens at `url`, or while the session
-    is closed (`session_closed`: its server restarted under it) or that says it is."""
+    rather than the work's: a call that stayed unreachable (gRPC UNAVAILABLE, after its retries),
+    a Spark error while nothing listens at `url`, or while the session is closed
+    (`session_closed`: its server restarted under it) or that says it is."""
     if not isinstance(error, PySparkException):
         return False
-    return session_closed or error.getCondition() in _LOST_SESSION_CONDITIONS or not listening(url)
+    if session_closed or error.getCondition() in _LOST_SESSION_CONDITIONS:
+        return True
+    # Only once a call failed: it imports grpc, which a process that opens no Connect session never needs.
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    unreachable = isinstance(error, SparkConnectGrpcException) and error.getGrpcStatusCode().name == "UNAVAILABLE"
+    return unreachable or not listening(url)
