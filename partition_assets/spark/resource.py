@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from partition_assets.dagster_instance.lease_proof import proven_backfill
@@ -180,6 +181,21 @@ class SparkResource(LazyPySparkResource):
             self._spark_session = self._started_session()
 
     def _started_session(self) -> SparkSession:
+        session = self._attached_session()
+        try:
+            self._configure(session)
+        except PySparkException:
+            if self.in_process or not cast("ConnectSession", session).is_stopped:
+                raise
+            # The process's Connect session, which its runs share, was on a server restarted since
+            # its last run: the new server does not know it, and Spark's client closed it at the
+            # first call. This run has done nothing on it yet: it takes a new one (getOrCreate
+            # passes over a closed session).
+            session = self._attached_session()
+            self._configure(session)
+        return session
+
+    def _attached_session(self) -> SparkSession:
         if self.remote:
             session = self._connected(self.remote)
         elif self.in_process:
@@ -190,6 +206,10 @@ class SparkResource(LazyPySparkResource):
             session = builder.getOrCreate()
         else:
             session = self._connected(self.local_server().ensure_running())
+        return session
+
+    def _configure(self, session: SparkSession) -> None:
+        """Sets this resource's session conf and the FAIR pool of its run's kind."""
         for key, value in {**DEFAULT_SPARK_CONF, **self.spark_config}.items():
             if key.startswith("spark.sql."):
                 session.conf.set(key, str(value))
@@ -203,7 +223,6 @@ class SparkResource(LazyPySparkResource):
                     session.conf.set(key, value)
                 else:
                     session.conf.unset(key)
-        return session
 
     def _server_cores(self, session: SparkSession) -> int | None:
         """The cores of the server's master: the local server's from its master, a remote
