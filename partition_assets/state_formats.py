@@ -50,6 +50,9 @@ FINGERPRINT_FORMAT = 2  # a staging's fingerprint the gate recorded (storage/bac
 STORED_PLAN_FORMAT = 1  # a record's stored plan (backfill/state/stored_plan.py): versioned from the start
 PROVENANCE_INDEX_FORMAT = 1  # the provenance index (dagster_instance/provenance_index.py): from the start
 BACKFILL_TABLES_FORMAT = 1  # the instance's backfill tables' schema (backfill/state/store.py): from the start
+SPARK_PID_FORMAT = 2  # the pid file of a local Spark Connect server (spark/connect_server.py)
+SPARK_IDENTITY_FORMAT = 2  # the identity file of a local Spark Connect server (spark/connect_server.py)
+DEPLOY_RECORD_FORMAT = 2  # a deploy's record, .deploys/<sha12>.json (deploy/deployments.py)
 
 # Every kind of state other processes read, and where it lives: each carries its format.
 VERSIONED_STATE: Mapping[str, int] = {
@@ -63,6 +66,9 @@ VERSIONED_STATE: Mapping[str, int] = {
     "stored plan": STORED_PLAN_FORMAT,
     "provenance index": PROVENANCE_INDEX_FORMAT,
     "backfill tables": BACKFILL_TABLES_FORMAT,
+    "spark server pid file": SPARK_PID_FORMAT,
+    "spark server identity": SPARK_IDENTITY_FORMAT,
+    "deploy record": DEPLOY_RECORD_FORMAT,
 }
 
 

@@ -30,6 +30,7 @@ from partition_assets.deploy.git import GIT_SHA_ENV, git
 from partition_assets.errors import CodeLocationError, DeployError
 from partition_assets.processes.detached import start_detached
 from partition_assets.processes.identity import ProcessIdentity
+from partition_assets.state_formats import DEPLOY_RECORD_FORMAT, FORMAT_FIELD, checked_format
 
 DEPLOYS_DIR = ".deploys"
 _HOST = "127.0.0.1"
@@ -214,11 +215,19 @@ def undeploy(repo: Path, name: str) -> Deployment:
 
 def save_deployment(repo: Path, deployment: Deployment) -> None:
     """Writes `deployment`'s record under `repo`'s deploys folder."""
-    _record_path(repo, deployment.sha).write_text(json.dumps(asdict(deployment), indent=2))
+    record = {FORMAT_FIELD: DEPLOY_RECORD_FORMAT, **asdict(deployment)}
+    _record_path(repo, deployment.sha).write_text(json.dumps(record, indent=2))
 
 
 def load_deployment(path: Path) -> Deployment:
+    """The deploy `path` records; one an earlier release wrote has no format (state_formats.py).
+
+    Raises:
+        StateFormatError: The record is in a newer format (a newer release wrote it); nothing was written.
+    """
     fields = json.loads(path.read_text())
+    checked_format(fields, DEPLOY_RECORD_FORMAT, f"the deploy record {path}")
+    fields.pop(FORMAT_FIELD, None)
     server = fields.pop("server", None)
     return Deployment(**fields, server=ProcessIdentity(**server) if server else None)
 

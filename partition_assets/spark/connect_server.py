@@ -32,7 +32,9 @@ Not guaranteed: conf whose value Spark itself puts on a command line
 some settings as -D options) stays visible there; the state folder's other
 files (log, pid) follow the umask; `stop` recognises its server by /proc, so
 without /proc (macOS) it stops nothing and says so. A pid file written before
-start times were recorded (a bare pid) is checked by the command line alone. Without /proc, a
+start times were recorded (a bare pid) is checked by the command line alone. The pid and
+identity files carry their format (state_formats.py): an earlier release's are read, a newer
+one's refused by name (a server a newer release started here is neither used nor stopped). Without /proc, a
 listener is taken as this folder's server when the pid its folder recorded is alive (its token
 is not checked).
 """
@@ -60,6 +62,7 @@ from partition_assets.spark.java import JavaRuntime, find_java
 from partition_assets.spark.jvm_jar import driver_classpath_conf
 from partition_assets.spark.local_filesystem import local_filesystem_conf
 from partition_assets.spark.scheduler_pools import fair_scheduler_conf, preemption_conf
+from partition_assets.state_formats import FORMAT_FIELD, SPARK_IDENTITY_FORMAT, SPARK_PID_FORMAT, checked_format
 
 _log = logging.getLogger(__name__)
 DEFAULT_PORT = 15002
@@ -167,8 +170,9 @@ class LocalConnectServer:
         package and Spark (e.g. another checkout's, or another user's); None when it is."""
         try:
             recorded = json.loads(self.identity_path.read_text())
+            checked_format(recorded, SPARK_IDENTITY_FORMAT, f"the identity {self.identity_path} of a Spark server")
             server = self.recorded_server()
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError):  # not StateFormatError: a newer file is refused, not ignored
             server = None
         if server is None:
             return f"{self.state_dir} records no server of its own on port {self.port}"
@@ -208,18 +212,32 @@ class LocalConnectServer:
 
     def record_server(self, server: ProcessIdentity) -> None:
         """Records `server` in the pid file as the server process started on `port`."""
-        self.pid_path.write_text(json.dumps(asdict(server)))
+        self.pid_path.write_text(json.dumps({FORMAT_FIELD: SPARK_PID_FORMAT, **asdict(server)}))
+
+    def record_identity(self, token: str) -> None:
+        """Records, in `identity_path`, that the server about to start on `port` carries `token`
+        and runs this package and Spark."""
+        identity = {FORMAT_FIELD: SPARK_IDENTITY_FORMAT, "token": token, **_identity_of_this_package()}
+        _write_private(self.identity_path, json.dumps(identity))
 
     def recorded_server(self) -> ProcessIdentity | None:
         """The server process this module started on `port`, as its pid file records it
-        (None: no pid file); a pid file of an earlier release holds its pid alone."""
+        (None: no pid file); a pid file of an earlier release holds its pid alone, or its
+        identity without a format (state_formats.py).
+
+        Raises:
+            StateFormatError: The pid file is in a newer format (a newer release wrote it); nothing was written.
+        """
         try:
             text = self.pid_path.read_text().strip()
         except FileNotFoundError:
             return None
         if text.isdigit():
             return ProcessIdentity(socket.gethostname(), int(text))
-        return ProcessIdentity(**json.loads(text))
+        fields = json.loads(text)
+        checked_format(fields, SPARK_PID_FORMAT, f"the pid file {self.pid_path} of a Spark server")
+        fields.pop(FORMAT_FIELD, None)
+        return ProcessIdentity(**fields)
 
     def stop(self, timeout: float = 30.0) -> StopOutcome:
         """Stops the server this module started on `port`, if it still runs.
@@ -288,7 +306,7 @@ class LocalConnectServer:
     def _launch(self) -> subprocess.Popen:
         java = find_java()
         token = secrets.token_hex(16)
-        _write_private(self.identity_path, json.dumps({"token": token, **_identity_of_this_package()}))
+        self.record_identity(token)
         _write_private(
             self.conf_path,
             _properties_text(

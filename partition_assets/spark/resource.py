@@ -2,16 +2,19 @@
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from partition_assets.dagster_instance.lease_proof import proven_backfill
-from partition_assets.errors import SparkConfigError
-from partition_assets.run_tags import is_backfill_run
+from partition_assets.errors import PartitionAssetsError, SparkConfigError, SparkServerGoneError
+from partition_assets.run_tags import BACKFILL_ID_TAG, is_backfill_run
 from partition_assets.settings import on_or_off, whole_number
 from partition_assets.spark.connect_server import (
     DEFAULT_PORT,
@@ -29,7 +32,7 @@ from partition_assets.spark.scheduler_pools import (
     backfill_slicing_conf,
     cores_of,
 )
-from partition_assets.spark.unreachable import DEFAULT_UNREACHABLE_SECONDS, listening, unreachable_seconds
+from partition_assets.spark.unreachable import DEFAULT_UNREACHABLE_SECONDS, listening, lost_server, unreachable_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
@@ -79,6 +82,7 @@ class SparkResource(LazyPySparkResource):
         "job needs their cores, and runs them again (spark/scheduler_pools.py); False leaves them running.",
     )
     _pool: str | None = PrivateAttr(default=None)  # set from the run by setup_for_execution
+    _backfill_id: str | None = PrivateAttr(default=None)  # the backfill the run names, set there too
 
     @classmethod
     def from_env(cls) -> "SparkResource":
@@ -127,9 +131,71 @@ class SparkResource(LazyPySparkResource):
         url = self.connect_url()
         return url if url is not None and not listening(url) else None
 
+    @contextmanager
+    def naming_a_gone_server(self) -> Iterator[None]:
+        """Runs its block; a Spark error it raises because this resource's Spark Connect server is
+        gone (nothing listens: killed) or was restarted under its session (Spark says only
+        `[NO_ACTIVE_SESSION]`) becomes SparkServerGoneError naming the server and what runs the
+        work again: `backfill resume <id>` for a backfill's node run (its run tags name the
+        backfill), else the run again. Any other error passes unchanged. The session's own start
+        (`spark_session`) runs in one.
+
+        Not guaranteed: a Spark call made outside such a block (an asset's own eager call, such as
+        `collect()`) raises Spark's error as it is.
+        """
+        try:
+            yield
+        except Exception as error:
+            url = self.connect_url()
+            if isinstance(error, PartitionAssetsError) or url is None:
+                raise
+            if not lost_server(error, url, self._session_closed()):
+                raise
+            raise SparkServerGoneError(self._gone_message(url, error)) from error
+
+    def _session_closed(self) -> bool:
+        """Whether its Connect session's client closed it (its server restarted under it)."""
+        session = self._spark_session
+        return session is not None and not self.in_process and cast("ConnectSession", session).is_stopped
+
+    def _gone_message(self, url: str, error: Exception) -> str:
+        backfill_id = self._backfill_id
+        restarts = "the local server is started again by it" if not self.remote else f"start the server at {url} first"
+        again = (
+            f"This node runs again on `partition-assets backfill resume {backfill_id}` ({restarts})"
+            if backfill_id is not None
+            else "Run it again"
+            + (" (a run starts the local server again)" if not self.remote else f" once the server at {url} runs")
+        )
+        spark_said = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        return (
+            f"the Spark Connect server at {url} is gone or was restarted while this run used it (killed, or "
+            f"unreachable; the session this run held on it is lost; Spark said: {spark_said}). This run's "
+            f"output was not committed. {again}."
+        )
+
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
+        with self.naming_a_gone_server():
+            self._spark_session = self._started_session()
+
+    def _started_session(self) -> SparkSession:
+        session = self._attached_session()
+        try:
+            self._configure(session)
+        except PySparkException:
+            if self.in_process or not cast("ConnectSession", session).is_stopped:
+                raise
+            # The process's Connect session, which its runs share, was on a server restarted since
+            # its last run: the new server does not know it, and Spark's client closed it at the
+            # first call. This run has done nothing on it yet: it takes a new one (getOrCreate
+            # passes over a closed session).
+            session = self._attached_session()
+            self._configure(session)
+        return session
+
+    def _attached_session(self) -> SparkSession:
         if self.remote:
             session = self._connected(self.remote)
         elif self.in_process:
@@ -140,6 +206,10 @@ class SparkResource(LazyPySparkResource):
             session = builder.getOrCreate()
         else:
             session = self._connected(self.local_server().ensure_running())
+        return session
+
+    def _configure(self, session: SparkSession) -> None:
+        """Sets this resource's session conf and the FAIR pool of its run's kind."""
         for key, value in {**DEFAULT_SPARK_CONF, **self.spark_config}.items():
             if key.startswith("spark.sql."):
                 session.conf.set(key, str(value))
@@ -153,7 +223,6 @@ class SparkResource(LazyPySparkResource):
                     session.conf.set(key, value)
                 else:
                     session.conf.unset(key)
-        self._spark_session = session
 
     def _server_cores(self, session: SparkSession) -> int | None:
         """The cores of the server's master: the local server's from its master, a remote
@@ -172,8 +241,9 @@ class SparkResource(LazyPySparkResource):
         return session
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Takes the FAIR pool of the run's kind (`scheduler_pool_of`)."""
+        """Takes the FAIR pool of the run's kind (`scheduler_pool_of`), and the backfill its tags name."""
         run = context.dagster_run
+        self._backfill_id = None if run is None else run.tags.get(BACKFILL_ID_TAG)
         self._pool = _pool_of_process() if run is None else scheduler_pool_of(context.instance, run)
 
     def _static_conf(self) -> dict[str, str]:

@@ -139,7 +139,13 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             CommitError: The Delta commit could not be made; the table is unchanged.
             BackfillIdError: The run's backfill id tag cannot name a folder.
             EnvironmentSetupError: PARTITION_ASSETS_LEASE_TTL is not a positive number.
+            SparkServerGoneError: The Spark Connect server was killed or restarted while the run
+                used it (SparkResource.naming_a_gone_server); nothing was committed.
         """
+        with self.spark.naming_a_gone_server():
+            self._handle_output(context, obj)
+
+    def _handle_output(self, context: dg.OutputContext, obj: DataFrame) -> None:
         if not isinstance(obj, DataFrame):
             raise OutputTypeError(
                 f"asset {context.asset_key.to_user_string()} returned {type(obj).__name__}; "
@@ -208,7 +214,13 @@ class SparkTableIOManager(dg.ConfigurableIOManager):
             BackfillIdError: The run's backfill id tag cannot name a folder.
             JavaNotFoundError: The Spark session, started on first use, finds no Java >= 17.
             SparkConnectServerError: The Spark session's local Connect server could not be started.
+            SparkServerGoneError: The Spark Connect server was killed or restarted while the run
+                used it (SparkResource.naming_a_gone_server).
         """
+        with self.spark.naming_a_gone_server():
+            return self._load_input(context)
+
+    def _load_input(self, context: dg.InputContext) -> DataFrame | None:
         options = InputOptions(**{**_known_options(context.definition_metadata), **(context.config or {})})
         upstream_metadata = context.upstream_output.definition_metadata if context.upstream_output else {}
         table_uri = self.table_uri(context.asset_key, upstream_metadata)

@@ -147,6 +147,8 @@ def test_a_backfill_whose_spark_server_dies_fails_in_bounded_time_with_its_parti
         pytest.fail(f"the backfill was still running {SPARK_DEATH_BOUND_SECONDS} s after its Spark server died")
     assert process.returncode == 1, stdout + stderr
     assert f"the Spark server at {server.url} is gone" in stdout, stdout + stderr
+    # Each failed node's line says it too, not Spark's gRPC error or `[NO_ACTIVE_SESSION]`.
+    assert f"SparkServerGoneError: the Spark Connect server at {server.url} is gone" in stdout, stdout + stderr
     bid = backfill_id(stdout)
     assert recorded_backfill(house.home, bid).status == BackfillStatus.FAILED
     assert all(lease.parked for table in TABLES for lease in held_by(house.uri(table), bid))

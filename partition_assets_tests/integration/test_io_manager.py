@@ -1,6 +1,9 @@
 """The Delta IO manager's contract: scoped, atomic writes and exactly-filtered reads."""
 
 import json
+import os
+import subprocess
+import sys
 
 import dagster as dg
 import pyarrow as pa
@@ -228,3 +231,85 @@ def test_a_missing_predecessor_is_the_same_error_whether_or_not_the_table_exists
             "2024-01-03": [("3",)],
         }
     )
+
+
+# Runs in a process of its own whose Spark Connect server is killed and started again (by a resume,
+# another run, the operator) in the middle of one run (argv[4] `mid-run`) or between two
+# (`between-runs`): Spark Connect sessions are one per process, and this server is not the session's.
+RUNS_WHOSE_SERVER_IS_KILLED = """
+import os, signal, sys, time
+from pathlib import Path
+import dagster as dg
+from partition_assets.run_tags import BACKFILL_ID_TAG
+from partition_assets.spark import LocalConnectServer, SparkResource
+from partition_assets.spark.resource import spark_conf_from_env
+from partition_assets.storage.io_manager import SparkDeltaIOManager
+from partition_assets_tests.support.results import failure_message
+
+port, state, lake, when = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+server = LocalConnectServer(port=port, driver_memory="1g", conf=spark_conf_from_env(), state_dir=state)
+server.ensure_running()
+
+def kill_and_restart():
+    os.killpg(server.recorded_server().pid, signal.SIGKILL)
+    while server.is_running():
+        time.sleep(0.1)
+    server.ensure_running()
+
+@dg.asset
+def numbers(spark: SparkResource):
+    frame = spark.spark_session.createDataFrame([(1,)], "n long")
+    frame.schema  # a call: the session is attached to the server
+    if when == "mid-run":
+        kill_and_restart()
+    return frame
+
+def run():
+    spark = SparkResource(remote=server.url, unreachable_seconds=30)
+    return dg.materialize(
+        [numbers],
+        resources={"spark": spark, "io_manager": SparkDeltaIOManager(root_uri=lake, spark=spark)},
+        tags={BACKFILL_ID_TAG: "b1"},
+        raise_on_error=False,
+    )
+
+try:
+    if when == "between-runs":
+        assert run().success
+        kill_and_restart()
+    result = run()
+    print("success" if result.success else failure_message(result))
+finally:
+    server.stop()
+"""
+
+
+def _runs_whose_server_is_killed(tmp_path, when: str) -> tuple[int, str]:
+    """The port of the server, and the last run's outcome: `success` or its failure."""
+    port = int(os.environ["PARTITION_ASSETS_SPARK_CONNECT_PORT"]) + 2  # not the session's server, nor e2e's
+    arguments = [str(port), str(tmp_path / "spark"), str(tmp_path / "lake"), when]
+    done = subprocess.run(
+        [sys.executable, "-c", RUNS_WHOSE_SERVER_IS_KILLED, *arguments], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return port, done.stdout
+
+
+def test_a_run_whose_spark_server_was_killed_and_restarted_fails_naming_the_server_not_no_active_session(tmp_path):
+    """Issue 55, found by the soak: a node run whose Spark server was killed (and started again
+    under it) failed with Spark's `[NO_ACTIVE_SESSION] No active Spark session found`, which
+    does not say the server died nor what runs the node again."""
+    port, failure = _runs_whose_server_is_killed(tmp_path, "mid-run")
+    assert f"SparkServerGoneError: the Spark Connect server at sc://127.0.0.1:{port} is gone or was restarted" in (
+        failure
+    ), failure
+    assert "This node runs again on `partition-assets backfill resume b1`" in failure, failure
+    assert "output was not committed" in failure and not (tmp_path / "lake" / "numbers" / "_delta_log").exists()
+
+
+def test_a_run_after_its_processes_spark_server_was_restarted_takes_a_new_session_and_succeeds(tmp_path):
+    """A process's runs share its Spark Connect session: the first run after its server was
+    restarted (a backfill's worker, after a resume started the server again) failed on the old
+    session, which the new server does not know, though it had done nothing on it yet."""
+    _, outcome = _runs_whose_server_is_killed(tmp_path, "between-runs")
+    assert outcome.strip() == "success", outcome

@@ -10,6 +10,7 @@ release that checks formats: this release's code with the kind's format lowered 
 
 import json
 import re
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -33,9 +34,14 @@ from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import graph_from, recorded_graph, stored_plan
 from partition_assets.dagster_instance.key_values import value_of
+from partition_assets.deploy import deployments as deployments_module
+from partition_assets.deploy.deployments import DEPLOYS_DIR, Deployment, deployments, load_deployment, save_deployment
 from partition_assets.errors import CoordinatorLiveError, PartitionLeasedError, StateFormatError
 from partition_assets.processes.identity import ProcessIdentity
+from partition_assets.spark import connect_server
+from partition_assets.spark.connect_server import LocalConnectServer
 from partition_assets.state_formats import (
+    DEPLOY_RECORD_FORMAT,
     FINGERPRINT_FORMAT,
     LEASE_FORMAT,
     LEDGER_FORMAT,
@@ -43,6 +49,8 @@ from partition_assets.state_formats import (
     PRESENCE_FORMAT,
     RECORD_FORMAT,
     RELEASE_LOG_FORMAT,
+    SPARK_IDENTITY_FORMAT,
+    SPARK_PID_FORMAT,
     STORED_PLAN_FORMAT,
     TABLE_FORMAT_PROPERTY,
     VERSIONED_STATE,
@@ -61,6 +69,7 @@ from partition_assets.storage.release_log import append_release, begin_release, 
 from partition_assets.storage.release_reads import pinned_versions, releases
 from partition_assets.storage.write_staging import StagedWrite
 from partition_assets_tests.support.lakehouse import TABLES
+from partition_assets_tests.support.older_releases import FOLDER as OLDER_RELEASES
 from partition_assets_tests.support.older_releases import insert_record, older_state, stored_body
 from partition_assets_tests.support.records import SPEC
 
@@ -246,6 +255,26 @@ def test_an_earlier_release_s_leases_ledger_release_log_and_staging_are_read_as_
         assert TABLE_FORMAT_PROPERTY not in DeltaTable(table).metadata().configuration  # still format 1
 
 
+def test_an_earlier_release_s_spark_server_files_and_deploy_record_are_read_as_before(tmp_path):
+    """Written by commit 1d80543's record_server, identity write and save_deployment (support/older_releases)."""
+    older = OLDER_RELEASES / "1d80543"
+    shutil.copytree(older / "spark", tmp_path / "spark")
+    server = LocalConnectServer(port=15002, state_dir=tmp_path / "spark")
+    assert "format" not in json.loads(server.pid_path.read_text())
+    assert server.recorded_server() == ProcessIdentity("older-host", 4242, "boot-1", "pid:[4026531836]", 123456)
+    # Its identity is read: the check goes on to the server it records (long gone), not "none recorded".
+    assert "records no server of its own" not in (server.foreign_server() or "")
+
+    shutil.copytree(older / "deploys", tmp_path / DEPLOYS_DIR)
+    (deployed,) = deployments(tmp_path)
+    assert (deployed.location, deployed.port, deployed.process.pid) == ("defs@1d8054300000", 40123, 4243)
+    # This release writes its format; the record reads back the same.
+    save_deployment(tmp_path, deployed)
+    (record,) = (tmp_path / DEPLOYS_DIR).glob("*.json")
+    assert json.loads(record.read_text())["format"] == DEPLOY_RECORD_FORMAT
+    assert load_deployment(record) == deployed
+
+
 # A newer release's state, refused by a stand-in for an older release that checks formats.
 
 
@@ -332,6 +361,44 @@ def test_a_stored_plan_in_a_newer_format_is_refused():
     _refusal(lambda: graph_from("b1", newer, None), what, STORED_PLAN_FORMAT + 1, STORED_PLAN_FORMAT)  # type: ignore[arg-type]
 
 
+def test_a_spark_server_s_files_in_a_newer_format_are_refused_never_taken_for_none(tmp_path, monkeypatch):
+    """An older release meeting the files of a server a newer one started here neither takes it for
+    no server (and starts another on its port) nor stops it: it refuses, the files kept."""
+    server = LocalConnectServer(port=15002, state_dir=tmp_path)
+    server.record_server(ProcessIdentity("another-host", 4242))
+    server.record_identity("token")
+    assert json.loads(server.pid_path.read_text())["format"] == SPARK_PID_FORMAT
+    assert json.loads(server.identity_path.read_text())["format"] == SPARK_IDENTITY_FORMAT
+    before = _files(tmp_path)
+
+    monkeypatch.setattr(connect_server, "SPARK_PID_FORMAT", SPARK_PID_FORMAT - 1)
+    what = f"the pid file {server.pid_path} of a Spark server"
+    for read in (server.recorded_server, server.stop):
+        _refusal(read, what, SPARK_PID_FORMAT, SPARK_PID_FORMAT - 1)
+    monkeypatch.setattr(connect_server, "SPARK_PID_FORMAT", SPARK_PID_FORMAT)
+    monkeypatch.setattr(connect_server, "SPARK_IDENTITY_FORMAT", SPARK_IDENTITY_FORMAT - 1)
+    what = f"the identity {server.identity_path} of a Spark server"
+    _refusal(server.foreign_server, what, SPARK_IDENTITY_FORMAT, SPARK_IDENTITY_FORMAT - 1)
+    assert _files(tmp_path) == before
+
+
+def test_a_deploy_record_in_a_newer_format_is_refused(tmp_path, monkeypatch):
+    sha = "a" * 40
+    folder = tmp_path / DEPLOYS_DIR
+    folder.mkdir()
+    deployment = Deployment(sha, "defs@aaaaaaaaaaaa", "defs", 40123, 4242, "worktree", "workspace.yaml", "log")
+    save_deployment(tmp_path, deployment)
+    record = folder / f"{sha[:12]}.json"
+    assert json.loads(record.read_text())["format"] == DEPLOY_RECORD_FORMAT
+    before = _files(folder)
+    monkeypatch.setattr(deployments_module, "DEPLOY_RECORD_FORMAT", DEPLOY_RECORD_FORMAT - 1)
+
+    what = f"the deploy record {record}"
+    for read in (lambda: load_deployment(record), lambda: deployments(tmp_path)):
+        _refusal(read, what, DEPLOY_RECORD_FORMAT, DEPLOY_RECORD_FORMAT - 1)
+    assert _files(folder) == before
+
+
 # Each versioned kind, and the test in which a newer one is refused (another file's by its node id).
 REFUSED_IN = {
     "backfill record": test_a_record_in_a_newer_format_is_refused_naming_the_version_and_nothing_is_written,
@@ -345,6 +412,9 @@ REFUSED_IN = {
     "provenance index": "integration/test_provenance_index.py::"
     "test_an_index_of_a_newer_format_is_refused_naming_its_version_then_rebuilt_on_demand",
     "backfill tables": "unit/test_status.py::test_tables_of_a_newer_schema_are_refused",
+    "spark server pid file": test_a_spark_server_s_files_in_a_newer_format_are_refused_never_taken_for_none,
+    "spark server identity": test_a_spark_server_s_files_in_a_newer_format_are_refused_never_taken_for_none,
+    "deploy record": test_a_deploy_record_in_a_newer_format_is_refused,
 }
 
 # Every module that writes state another process reads (possibly of another release), with the
@@ -357,6 +427,9 @@ STATE_WRITERS = {
     "storage/release_log.py": {"release log"},
     "storage/backfill_staging.py": {"staging manifest", "staging fingerprint"},
     "dagster_instance/provenance_index.py": {"provenance index"},
+    # Also Spark's properties and allocation files, and the workspace.yaml Dagster reads, in their formats.
+    "spark/connect_server.py": {"spark server pid file", "spark server identity"},
+    "deploy/deployments.py": {"deploy record"},
 }
 UNVERSIONED_WRITERS = {
     "storage/delta/append.py": "appends the rows of its callers' tables (the ledger, the release log)",
@@ -372,8 +445,6 @@ UNVERSIONED_WRITERS = {
     "storage/parquet_table.py": "a Parquet table's data and schema file, read as Parquet",
     "cli/backfill.py": "a heatmap page the user asked for: no process reads it",
     "spark/scheduler_pools.py": "the allocation file of the Spark server this process starts",
-    "spark/connect_server.py": "this host's pid and identity files of its Spark server: not versioned yet",
-    "deploy/deployments.py": "a repository's deploy records and configs: not versioned yet",
     "processes/command_server.py": "a client of another release is refused (its import path or modules differ)",
 }
 # What writes state: the instance's key-value store and tables, files, Delta commits.

@@ -324,8 +324,11 @@ class BackfillRun:
             raise
         except BaseException as error:
             self._settle(publication, leases, error)
-            if isinstance(error, Exception) and not isinstance(error, PartitionAssetsError):
-                self._raise_if_spark_gone(publication, f"{type(error).__name__}: {error}", error)
+            # A Spark error the coordinator's own SparkResource named already (a session started on
+            # a gone server) is told as the backfill's, with what it leaves and the resume.
+            spark_error = error.__cause__ if isinstance(error, SparkServerGoneError) else error
+            if isinstance(spark_error, Exception) and not isinstance(spark_error, PartitionAssetsError):
+                self._raise_if_spark_gone(publication, f"{type(spark_error).__name__}: {spark_error}", error)
             raise
 
     def _settle(self, publication: Publication, leases: list[Lease], error: BaseException) -> None:

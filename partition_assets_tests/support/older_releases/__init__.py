@@ -13,6 +13,9 @@ modification time (a git checkout does not keep it; a gate's fingerprint covers 
 
 - d216097: the last state before formats were versioned (no format field or property).
 - ade35ca: before staging fingerprints existed: a gate that recorded none.
+- 1d80543: a local Spark server's pid and identity files (`spark/`) and a deploy record
+  (`deploys/`), before they were versioned: written by that commit's `record_server`, its
+  `_launch`'s identity write and `save_deployment`, for a server and a deploy long gone.
 
 Not guaranteed: the instance's runs and events are not saved (a copy of its database is
 megabytes): `status` shows the nodes as missing, and commands that read the runs see none.
