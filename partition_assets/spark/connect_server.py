@@ -246,7 +246,8 @@ class LocalConnectServer:
         names now started when the recorded one did, and its command line is this port's
         server's. A pid the kernel has since given to another process is not signalled,
         before or while `stop` waits for the server to end. Either way the pid and conf
-        files are removed.
+        files are removed. A stopped server's port no longer listens when `stop` returns,
+        unless `timeout` passed first.
         """
         not_running = StopOutcome(False, "no server started by partition_assets was running")
         server = self.recorded_server()
@@ -285,6 +286,10 @@ class LocalConnectServer:
             time.sleep(0.2)
         if _alive(pid) and not server.is_gone():
             os.killpg(pid, signal.SIGKILL)
+        # The port closes a moment after the process is seen gone (others of its group still
+        # shutting down): a caller that starts a server again next must find the port free.
+        while time.monotonic() < deadline and self.is_running():
+            time.sleep(0.1)
         self._forget()
         return StopOutcome(True, f"stopped the Spark Connect server of port {self.port} (pid {pid})")
 
