@@ -54,6 +54,12 @@ IN_FLIGHT_STATUSES = [
 ]
 
 
+def defers_asset_events(tags: Mapping[str, str]) -> bool:
+    """Whether a run with `tags` left its materializations to the publish (a staged node run);
+    False for a run that records its own, such as one tagged RECORDED_AS_RUN."""
+    return tags.get(DEFER_ASSET_EVENTS_TAG, "").lower() == "true"
+
+
 def staging_backfill(tags: Mapping[str, str], proven_backfill: str | None) -> str | None:
     """The backfill whose staged data a run with `tags` writes and reads: the one the run proves
     it belongs to (`proven_backfill`, dagster_instance/lease_proof.py), when its tags say it stages; None

@@ -98,6 +98,10 @@ DATABASE_OUTAGE_SECONDS_ENV = "PARTITION_ASSETS_DATABASE_OUTAGE_SECONDS"
 DATABASE_OUTAGE_SECONDS = 120.0
 # The first wait between two attempts while the server does not answer, doubled up to the last.
 _OUTAGE_FIRST_WAIT_SECONDS, _OUTAGE_LONGEST_WAIT_SECONDS = 0.25, 4.0
+# How often a watched consolidated event log is read again without a file change: a WAL's
+# change can be seen before the commit that made it is (`_WriteWatchdog`). Bounds how late
+# such a commit's events reach a watcher (the webserver's run view).
+WATCH_POLL_SECONDS = 1.0
 # Every engine `_OneEngine` built in this process: their connections are closed before it forks.
 _ENGINES: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
@@ -220,24 +224,49 @@ class ConsolidatedEventLogStorage(_OneEngine, ConsolidatedSqliteEventLogStorage)
             yield connection
 
     def dispose(self) -> None:
+        self.__dict__.get("_poll_stop", threading.Event()).set()
         super().dispose()
         self._close_connections()
 
     def watch(self, run_id: str, cursor: str | None, callback: Any) -> None:
-        """Dagster's `watch`, with a watchdog on the database's WAL too (`_WriteWatchdog`)."""
+        """Dagster's `watch`, with a watchdog on the database's WAL too (`_WriteWatchdog`), and
+        the watched runs read again every WATCH_POLL_SECONDS: a file's change can come before
+        the commit it belongs to is visible, and no later change may follow."""
         if not self._obs:
             observer = Observer()
             observer.start()
             observer.schedule(_WriteWatchdog(self), self._base_dir, recursive=True)
             self._obs = observer  # type: ignore[assignment]  # Dagster declares it None until watched
+            stop = self.__dict__.setdefault("_poll_stop", threading.Event())
+            threading.Thread(target=self._poll, args=(stop,), name="event-log-watch-poll", daemon=True).start()
         self._watchers[run_id][callback] = cursor
+
+    def on_modified(self) -> None:
+        """Dagster's: each watcher gets its run's events after its cursor. One reading at a time
+        (the watchdog's thread and the poll's): two would deliver the same events twice."""
+        with self.__dict__.setdefault("_watch_lock", threading.Lock()):
+            super().on_modified()
+
+    def _poll(self, stop: threading.Event) -> None:
+        while not stop.wait(WATCH_POLL_SECONDS):
+            try:
+                self.on_modified()
+            except Exception as error:
+                if stop.is_set():  # disposed while it read: nothing is watched any more
+                    return
+                # A read that failed (the database away a moment) is tried again at the next poll.
+                _log.warning(
+                    "reading the watched runs' new events failed (%s); tried again in %s s", error, WATCH_POLL_SECONDS
+                )
 
 
 class _WriteWatchdog(PatternMatchingEventHandler):
     """Tells `storage` (its `on_modified`: watchers read their runs' new events) when its
     database or the database's WAL changed. Dagster's watches the database alone, written
     when its last connection closes; with connections kept open a commit writes the WAL
-    only, and the database changes only at checkpoints."""
+    only, and the database changes only at checkpoints. SQLite writes a commit's WAL frames
+    before the index (`-shm`, mapped in memory: no file event) that makes them visible, so
+    a read on this event can miss that commit: `watch` polls for it."""
 
     def __init__(self, storage: ConsolidatedEventLogStorage) -> None:
         self._storage = storage

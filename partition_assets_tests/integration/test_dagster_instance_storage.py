@@ -6,11 +6,14 @@ dagster.yaml) written by the engine's command through lighter twins, into the sa
 
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -139,6 +142,59 @@ def test_events_of_a_run_in_another_process_reach_a_live_watcher(tmp_path):
         seen = _events_seen_live(instance, env, "stock")
     assert dg.DagsterEventType.RUN_START in seen
     assert dg.DagsterEventType.ASSET_MATERIALIZATION in seen
+
+
+# Stores one event of a run per line read, in `synchronous=FULL`: SQLite then syncs a commit's
+# WAL frames before it writes the index that makes them visible, which widens the moment in
+# which the WAL's change is seen but the commit is not (on a disk: the test's home is not in
+# the tmpfs the suite's temporary folders are, where a sync costs nothing).
+WRITE_EVENTS_ONE_BY_ONE = """
+import sys, time, dagster as dg
+from dagster._core.events.log import EventLogEntry
+from sqlalchemy import event
+with dg.DagsterInstance.get() as instance:
+    storage = instance.event_log_storage
+    event.listen(storage._engine, "connect", lambda connection, _: connection.execute("PRAGMA synchronous=FULL"))
+    for line in sys.stdin:
+        storage.store_event(EventLogEntry(
+            error_info=None, level="INFO", user_message=line.strip(), run_id=sys.argv[1],
+            timestamp=time.time(), step_key=None, job_name=None, dagster_event=None,
+        ))
+        print("stored", flush=True)
+"""
+
+
+@pytest.fixture
+def disk_path() -> Iterator[Path]:
+    """A folder on a disk (/var/tmp), removed after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="partition_assets_tests_", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_each_event_reaches_a_live_watcher_though_no_later_write_follows(disk_path):
+    env = instance_env(disk_path / "home")
+    with open_instance(env) as instance:
+        run_id = str(uuid.uuid4())
+        seen: list[str] = []
+        instance.watch_event_logs(run_id, None, lambda entry, cursor: seen.append(entry.user_message))
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITE_EVENTS_ONE_BY_ONE, run_id],
+            env={**os.environ, **env},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            for number in range(5):
+                writer.stdin.write(f"event {number}\n")
+                writer.stdin.flush()
+                assert writer.stdout.readline() == "stored\n"
+                wait_for(lambda number=number: f"event {number}" in seen, timeout=30, alive=[writer])
+        finally:
+            writer.stdin.close()
+            writer.wait(timeout=120)
+    assert seen == [f"event {number}" for number in range(5)]
 
 
 def test_events_the_engine_writes_on_dagster_s_defaults_reach_a_stock_live_watcher(tmp_path):

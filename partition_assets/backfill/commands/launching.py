@@ -46,7 +46,7 @@ from partition_assets.backfill.running.runners import RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import critical_path
 from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
-from partition_assets.backfill.state.record import BackfillRecord
+from partition_assets.backfill.state.record import BackfillRecord, node_states
 from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import stored_plan
@@ -191,7 +191,8 @@ def execute_backfill(
         return RunOutcome(record.id, f"{message} (canceled)", succeeded=False)
     if failure is None:
         return RunOutcome(record.id, message, succeeded=True)
-    unpublished = nothing_published(record.id, record.spec, status, graph.node_count())
+    ran = node_states(instance, record.id, graph)
+    unpublished = nothing_published(record.id, record.spec, status, ran, graph.node_count())
     return RunOutcome(record.id, failure + (f" {unpublished}" if unpublished else ""), succeeded=False)
 
 

@@ -89,9 +89,8 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
     than its --max-parallel, if it does. Reads only."""
     record = _recorded(instance, backfill_id)
     graph = recorded_graph(record, instance)
-    states = with_nodes_settled_without_run(
-        graph, {node: state for node, (state, _) in node_states(instance, record.id, graph).items()}
-    )
+    ran = node_states(instance, record.id, graph)
+    states = with_nodes_settled_without_run(graph, {node: state for node, (state, _) in ran.items()})
     windowed = record.status == BackfillStatus.PAUSED or record.spec.launch_window() is not None
     keeps_previous = record.spec.keep_previous is not None
     return StatusReport(
@@ -103,7 +102,7 @@ def backfill_status(instance: dg.DagsterInstance, backfill_id: str, now: datetim
         previous_versions=_previous_versions(publication_of(record, instance)) if keeps_previous else None,
         fewer_runs=fewer_runs_note(instance, record) if record.status == BackfillStatus.RUNNING else None,
         unpublished=(
-            nothing_published(record.id, record.spec, states, graph.node_count())
+            nothing_published(record.id, record.spec, states, ran, graph.node_count())
             if record.status == BackfillStatus.FAILED
             else None
         ),

@@ -43,7 +43,7 @@ from partition_assets.dagster_internals import (
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import CODE_VERSION_TAG, GIT_SHA_METADATA, GIT_SHA_TAG, definitions_git_sha
 from partition_assets.run_console import quiet_console_config
-from partition_assets.run_tags import BACKFILL_ID_TAG, DEFER_ASSET_EVENTS_TAG
+from partition_assets.run_tags import BACKFILL_ID_TAG, defers_asset_events
 from partition_assets.storage.failpoints import failpoint
 from partition_assets.storage.io_manager import INPUT_VERSIONS_METADATA, INPUTS_AS_OF_METADATA
 from partition_assets.storage.schema_change import (
@@ -262,13 +262,8 @@ def _succeeded(graph: BackfillGraph, states: Mapping[Node, tuple[NodeStatus, dg.
     return [
         node
         for node in graph.nodes()
-        if node in states and states[node][0] == NodeStatus.SUCCEEDED and _deferred(states[node][1])
+        if node in states and states[node][0] == NodeStatus.SUCCEEDED and defers_asset_events(states[node][1].tags)
     ]
-
-
-def _deferred(run: dg.DagsterRun) -> bool:
-    """Whether `run` left its materializations to the publish (DEFER_ASSET_EVENTS_TAG)."""
-    return run.tags.get(DEFER_ASSET_EVENTS_TAG, "").lower() == "true"
 
 
 def _by_asset(keys: set[tuple[str, str]]) -> dict[str, list[str]]:
@@ -438,7 +433,7 @@ def record_failures(
         if status.get(node) == NodeStatus.BLOCKED and any(parent in behind for parent in graph.upstream(node)):
             behind.add(node)
             blocked.append(node)
-    unplanned = [node for node in failed if _deferred(states[node][1])]
+    unplanned = [node for node in failed if defers_asset_events(states[node][1].tags)]
     if not unplanned and not blocked:
         return []
     recorded = [*unplanned, *blocked]
