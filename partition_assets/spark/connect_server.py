@@ -70,6 +70,10 @@ _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 # The conf on a started server's command line that carries the token of its state folder's identity.
 _IDENTITY_CONF = "spark.partition_assets.identity"
+# How long a port may still listen once the server this folder recorded on it is seen gone: a
+# JVM killed this moment leaves /proc (its main thread reaped) before its last thread exits and
+# closes its sockets.
+DYING_SERVER_SECONDS = 15.0
 
 # Sized for a small machine: 2 cores, few shuffle partitions, no UI. Timestamps
 # are written as INT64 micros so that delta-rs and DuckDB read them as Delta
@@ -193,9 +197,24 @@ class LocalConnectServer:
         it was seen listening (killed: nothing listens now), to be started again;
         SparkConnectServerError when another one listens there."""
         foreign = self.foreign_server()
-        if foreign is not None and not self.is_running():
+        if foreign is not None and (not self.is_running() or self._port_freed_by_our_dying_server()):
             return False
         self._checked_ours()
+        return True
+
+    def _port_freed_by_our_dying_server(self) -> bool:
+        """Whether the server this folder recorded is gone and its port stops listening within
+        DYING_SERVER_SECONDS (found by the soak, seed 22: a server killed a moment before was
+        taken for another project's, its port not closed yet). False at once when no server was
+        recorded or the recorded one lives: another listener there is no dying server of ours."""
+        recorded = self.recorded_server()
+        if recorded is None or not (recorded.is_gone() or not _alive(recorded.pid)):
+            return False
+        deadline = time.monotonic() + DYING_SERVER_SECONDS
+        while self.is_running():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
         return True
 
     def _checked_ours(self) -> str:

@@ -7,6 +7,7 @@ on it; one that is not running is started before the first node, with its time s
 import os
 import re
 import socket
+import subprocess
 import textwrap
 import threading
 
@@ -14,6 +15,7 @@ import pytest
 
 from partition_assets.cli.main import main
 from partition_assets.errors import SparkConnectServerError
+from partition_assets.processes.identity import ProcessIdentity
 from partition_assets.spark import LocalConnectServer
 from partition_assets.spark.resource import spark_conf_from_env
 from partition_assets_tests.support.cli_runs import run_cli
@@ -74,6 +76,31 @@ def test_a_server_that_dies_as_a_run_checks_it_is_started_again_not_taken_for_an
 
     dying = threading.Thread(target=die_once_probed, daemon=True)
     dying.start()
+    try:
+        assert server.ensure_running() == server.url
+        assert server.foreign_server() is None  # a server of its own, started anew
+    finally:
+        server.stop()
+
+
+def test_a_server_killed_a_moment_ago_whose_port_still_listens_is_started_again_not_taken_for_another(tmp_path):
+    """Issue 55, found by the soak (seed 22): a Spark server killed with SIGKILL is gone from
+    /proc a moment before its last thread exits and its port closes; `ensure_running` in that
+    moment took it for another project's server and failed. Here the recorded server's process
+    has exited while its port listens on, closing two seconds later."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    server = LocalConnectServer(
+        port=listener.getsockname()[1], driver_memory="1g", conf=spark_conf_from_env(), state_dir=tmp_path / "spark"
+    )
+    server.state_dir.mkdir()
+    killed = subprocess.Popen(["sleep", "60"])
+    server.record_server(ProcessIdentity.of_pid(killed.pid))
+    server.record_identity("the killed server's token")
+    killed.kill()
+    killed.wait()
+    threading.Timer(2.0, listener.close).start()  # its last thread exits: the port closes
     try:
         assert server.ensure_running() == server.url
         assert server.foreign_server() is None  # a server of its own, started anew
