@@ -95,7 +95,9 @@ def plan_by_history(
         _refuse_unversioned(asset_graph, candidates, wording)
     commits = commits_named(_source_directory(spec.module), spec.produced_by) if spec.produced_by else None
     parents = {p for key in candidates.slices for p in asset_graph.get(key).parent_keys} if spec.stale else set()
-    latest = latest_materializations(instance, [*candidates.slices, *(parents - set(candidates.slices))], spec)
+    read = [*candidates.slices, *(parents - set(candidates.slices))]
+    # --produced-by alone reads only the rows its commits may have made (the database filters them).
+    latest = latest_materializations(instance, read, spec, None if spec.stale else commits)
     memo = MappingMemo(instance)
     # Every edge to an upstream asset the stale rule compares with, and one cache of their windows.
     mappings = {
@@ -118,7 +120,7 @@ def plan_by_history(
         reasons[key] = {k: found[k] for k in candidate.partition_keys if k in found}
     picked = {key: list(by_partition) for key, by_partition in reasons.items() if by_partition}
     if not picked:
-        recorded = _recorded_commits(candidates, latest) if commits is not None else []
+        recorded = _recorded_commits(candidates, latest_materializations(instance, read, spec)) if commits else []
         why = (
             _other_commits(spec, commits, recorded)
             if commits is not None and recorded
@@ -134,14 +136,19 @@ def plan_by_history(
 
 
 def latest_materializations(
-    instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], spec: BackfillSpec
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    spec: BackfillSpec,
+    made_by: frozenset[str] | None = None,
 ) -> dict[dg.AssetKey, Mapping[str, Materialized]]:
     """Per asset, per partition ("" for an unpartitioned asset): its latest materialization up to
     `spec.history_as_of`, from the provenance index (dagster_instance/provenance_index.py, updated first;
     with `produced_by`, a commit not recorded when the index read the event is looked up).
     A partition whose latest materialization came after `history_as_of` is read from the event
-    log as of then (`scanned_materializations`, for those partitions alone)."""
-    provenance = latest_provenance(instance, keys)
+    log as of then (`scanned_materializations`, for those partitions alone). With `made_by`,
+    only the partitions one of those commits may have made: those recording one of them or
+    none, and those made again after `history_as_of`."""
+    provenance = latest_provenance(instance, keys, made_by=made_by, or_after=spec.history_as_of)
     if spec.produced_by:
         provenance = with_run_commits(instance, provenance)
     latest: dict[dg.AssetKey, Mapping[str, Materialized]] = dict(provenance)  # the index's rows, not copied
