@@ -90,6 +90,7 @@ def plan_by_history(
         dynamic_partitions_store=instance,
         wording=wording,
         parents_must_exist=False,  # only the picked partitions run: build_graph below checks theirs
+        edges=False,  # those of the picked partitions alone: build_graph below
     )
     if spec.stale:
         _refuse_unversioned(asset_graph, candidates, wording)
