@@ -97,6 +97,36 @@ def plan_by_history(
     commits = commits_named(_source_directory(spec.module), spec.produced_by) if spec.produced_by else None
     parents = {p for key in candidates.slices for p in asset_graph.get(key).parent_keys} if spec.stale else set()
     read = [*candidates.slices, *(parents - set(candidates.slices))]
+    reasons = _judged(definitions, spec, instance, candidates, read, commits)
+    picked = {key: list(by_partition) for key, by_partition in reasons.items() if by_partition}
+    if not picked:
+        recorded = _recorded_commits(candidates, latest_materializations(instance, read, spec)) if commits else []
+        why = (
+            _other_commits(spec, commits, recorded)
+            if commits is not None and recorded
+            else f"none of the {candidates.node_count()} candidate partitions' latest materializations qualifies "
+            "(nothing to re-run); widen the selection or the range"
+        )
+        raise BackfillPlanError(f"{spec.describe()} with {_judged_by(spec, wording)} selects no partition: {why}")
+    graph = build_graph(
+        asset_graph, picked, dynamic_partitions_store=instance, downstream=spec.downstream, picked_keys=picked
+    )
+    graph.reasons = add_downstream_reasons(graph, reasons)
+    return graph
+
+
+def _judged(
+    definitions: dg.Definitions,
+    spec: BackfillSpec,
+    instance: dg.DagsterInstance,
+    candidates: BackfillGraph,
+    read: list[dg.AssetKey],
+    commits: frozenset[str] | None,
+) -> NodeReasons:
+    """Per candidate asset, the partitions a rule selects with their reason, judged from the
+    latest materializations of the assets `read` (released on return: the graph of what is
+    picked is built without them)."""
+    asset_graph = definitions.resolve_asset_graph()
     # --produced-by alone reads only the rows its commits may have made (the database filters them).
     latest = latest_materializations(instance, read, spec, None if spec.stale else commits)
     memo = MappingMemo(instance)
@@ -119,21 +149,7 @@ def plan_by_history(
             for partition, reason in stale(candidate.partition_keys, latest[key], current, upstreams).items():
                 found.setdefault(partition, reason)
         reasons[key] = {k: found[k] for k in candidate.partition_keys if k in found}
-    picked = {key: list(by_partition) for key, by_partition in reasons.items() if by_partition}
-    if not picked:
-        recorded = _recorded_commits(candidates, latest_materializations(instance, read, spec)) if commits else []
-        why = (
-            _other_commits(spec, commits, recorded)
-            if commits is not None and recorded
-            else f"none of the {candidates.node_count()} candidate partitions' latest materializations qualifies "
-            "(nothing to re-run); widen the selection or the range"
-        )
-        raise BackfillPlanError(f"{spec.describe()} with {_judged_by(spec, wording)} selects no partition: {why}")
-    graph = build_graph(
-        asset_graph, picked, dynamic_partitions_store=instance, downstream=spec.downstream, picked_keys=picked
-    )
-    graph.reasons = add_downstream_reasons(graph, reasons)
-    return graph
+    return reasons
 
 
 def latest_materializations(

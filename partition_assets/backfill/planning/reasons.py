@@ -175,6 +175,8 @@ def _remade_upstream(index: int, storage_id: int, upstreams: Sequence[UpstreamMa
 def add_downstream_reasons(graph: BackfillGraph, reasons: NodeReasons) -> NodeReasons:
     """`reasons` plus, for each node of `graph` without one (what `downstream` added), 'downstream
     of' the selected assets it reads through the graph; every node in graph order."""
+    if graph.node_count() == sum(len(by_partition) for by_partition in reasons.values()):  # none added
+        return {key: {p: reasons[key][p] for p in graph.slices[key].partition_keys} for key in graph.slices}
     sources: dict[Node, frozenset[str]] = {}
     held: dict[frozenset[str], frozenset[str]] = {}  # each distinct set held once, not once per node
     downstream_of: dict[frozenset[str], Reason] = {}  # and its Reason
