@@ -1,13 +1,15 @@
 """Selecting by history at scale: `--stale` and `--produced-by` over 2,000 daily assets x 365
 partitions (730,000 partitions, each materialized once, plus 6,000 made again).
 
-The instance (SQLite, the repo's storages) is filled with materialization events written in
+The instance (SQLite, the repo's storages) is filled by partition_assets_tests/support/
+generated_history.py (shared with the memory test in integration/test_history.py) with
+materialization events written in
 batches of 500 rows (`prepare_insert_event_batch`): the `event_logs` rows the selection reads,
 each a real serialized EventLogEntry with its `git_sha` metadata and `dagster/code_version`
 tag, and each asset's summary row (its latest event: the assets the instance lists, which the
 index reads). Left out: Dagster's tag index (written by `store_event`, read by neither
 selection), the runs (the events record their commit, so no run tag is read), and
-loading a code location: the 2,000 assets are built here (200 chains of 10, identity
+loading a code location: the 2,000 assets are built in the process (200 chains of 10, identity
 mappings), every 7th with a new code version. Every 10th asset (each chain's head) has its last
 30 days made again by the newer commit: their readers' partitions are stale through them.
 
