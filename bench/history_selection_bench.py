@@ -1,13 +1,15 @@
 """Selecting by history at scale: `--stale` and `--produced-by` over 2,000 daily assets x 365
 partitions (730,000 partitions, each materialized once, plus 6,000 made again).
 
-The instance (SQLite, the repo's storages) is filled with materialization events written in
+The instance (SQLite, the repo's storages) is filled by partition_assets_tests/support/
+generated_history.py (shared with the memory test in integration/test_history.py) with
+materialization events written in
 batches of 500 rows (`prepare_insert_event_batch`): the `event_logs` rows the selection reads,
 each a real serialized EventLogEntry with its `git_sha` metadata and `dagster/code_version`
 tag, and each asset's summary row (its latest event: the assets the instance lists, which the
 index reads). Left out: Dagster's tag index (written by `store_event`, read by neither
 selection), the runs (the events record their commit, so no run tag is read), and
-loading a code location: the 2,000 assets are built here (200 chains of 10, identity
+loading a code location: the 2,000 assets are built in the process (200 chains of 10, identity
 mappings), every 7th with a new code version. Every 10th asset (each chain's head) has its last
 30 days made again by the newer commit: their readers' partitions are stale through them.
 
@@ -32,40 +34,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
 
+from partition_assets_tests.support.generated_history import (
+    BATCH,
+    CHAIN,
+    NEW_VERSION_EVERY,
+    asset_keys,
+    days_of,
+    definitions,
+    write_events,
+)
+
 REPO = Path(__file__).resolve().parents[1]
-CHAIN = 10  # assets per chain: the head reads nothing, each other the one before it
 REMADE_DAYS = 30
-NEW_VERSION_EVERY = 7
-BATCH = 500
-
-
-def definitions(assets: int, days: int) -> dg.Definitions:
-    partitions = dg.DailyPartitionsDefinition("2023-01-01", end_date=str(date(2023, 1, 1) + timedelta(days=days)))
-
-    def asset(n: int) -> dg.AssetsDefinition:
-        @dg.asset(
-            name=f"asset_{n}",
-            partitions_def=partitions,
-            deps=[] if n % CHAIN == 0 else [f"asset_{n - 1}"],
-            code_version="v2" if n % NEW_VERSION_EVERY == 0 else "v1",
-        )
-        def compute() -> None: ...
-
-        return compute
-
-    return dg.Definitions(assets=[asset(n) for n in range(assets)])
 
 
 def fill(instance: dg.DagsterInstance, defs: dg.Definitions, old: str, new: str) -> int:
     """Writes every partition of every asset once (commit `old`, version v1), then each chain
     head's last days again (commit `new`); returns the events written."""
-    keys = _keys(defs)
-    days = _days(defs)
+    keys = asset_keys(defs)
+    days = days_of(defs)
     wanted = [(key, day, old) for key in keys for day in days]
     wanted += [(key, day, new) for n, key in enumerate(keys) if n % CHAIN == 0 for day in days[-REMADE_DAYS:]]
     return write_events(instance, wanted)
@@ -74,54 +65,9 @@ def fill(instance: dg.DagsterInstance, defs: dg.Definitions, old: str, new: str)
 def fill_more(instance: dg.DagsterInstance, defs: dg.Definitions, new: str, count: int) -> int:
     """Writes `count` more materializations (commit `new`): each asset's last day again, then
     the day before, and so on; returns the events written."""
-    keys, days = _keys(defs), _days(defs)
+    keys, days = asset_keys(defs), days_of(defs)
     wanted = [(keys[n % len(keys)], days[-1 - n // len(keys)], new) for n in range(count)]
     return write_events(instance, wanted)
-
-
-def _keys(defs: dg.Definitions) -> list[dg.AssetKey]:
-    return sorted(defs.resolve_asset_graph().get_all_asset_keys(), key=lambda k: int(k.path[0].split("_")[1]))
-
-
-def _days(defs: dg.Definitions) -> list[str]:
-    partitions_def = defs.resolve_asset_graph().get(_keys(defs)[0]).partitions_def
-    assert partitions_def is not None
-    return list(partitions_def.get_partition_keys())
-
-
-def write_events(instance: dg.DagsterInstance, wanted: list[tuple[dg.AssetKey, str, str]]) -> int:
-    """Writes a materialization event per (asset, day, commit) of `wanted`, in batches."""
-    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-    from dagster._core.events.log import EventLogEntry
-
-    def event(key: dg.AssetKey, day: str, sha: str) -> EventLogEntry:
-        materialization = dg.AssetMaterialization(
-            key, partition=day, metadata={"git_sha": sha}, tags={"dagster/code_version": "v1"}
-        )
-        dagster_event = DagsterEvent(
-            DagsterEventType.ASSET_MATERIALIZATION.value,
-            job_name="fill",
-            event_specific_data=StepMaterializationData(materialization),
-        )
-        return EventLogEntry(
-            error_info=None,
-            level=20,
-            user_message="",
-            run_id="fill",
-            timestamp=time.time(),
-            dagster_event=dagster_event,
-        )
-
-    storage = instance.event_log_storage
-    for start in range(0, len(wanted), BATCH):
-        statement = storage.prepare_insert_event_batch([event(*w) for w in wanted[start : start + BATCH]])
-        with storage.run_connection("fill") as connection:
-            connection.execute(statement)
-    # Dagster's per-asset summary (`store_event` writes it): the assets the instance lists.
-    for key in dict.fromkeys(key for key, _, _ in wanted):
-        (latest,) = instance.fetch_materializations(key, limit=1).records
-        storage.store_asset_event(latest.event_log_entry, latest.storage_id)
-    return len(wanted)
 
 
 def measure(home: str, assets: int, days: int, fields: dict) -> dict:
@@ -143,7 +89,7 @@ def measure(home: str, assets: int, days: int, fields: dict) -> dict:
         elif step == "update":
             count = update_index(instance, progress=lambda line: None)
         elif step == "scan":
-            scanned = scanned_materializations(instance, dict.fromkeys(_keys(defs)), None)
+            scanned = scanned_materializations(instance, dict.fromkeys(asset_keys(defs)), None)
             count = sum(len(by_partition) for by_partition in scanned.values())
         else:
             spec = BackfillSpec(module=__file__, selection="*", **fields)

@@ -52,10 +52,13 @@ from __future__ import annotations
 
 import json
 import sys
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from functools import partial
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import dagster as dg
 from sqlalchemy import (
@@ -68,6 +71,7 @@ from sqlalchemy import (
     Row,
     Table,
     Text,
+    case,
     inspect,
     select,
     update,
@@ -113,18 +117,109 @@ _COLUMNS = {table.name: {c.name for c in table.columns} for table in (PROVENANCE
 
 
 class Provenance(NamedTuple):
-    """The latest materialization of one (asset, partition), as the index keeps it (a tuple:
-    planning reads hundreds of thousands of them, and a frozen dataclass takes three times as
-    long to build)."""
+    """The latest materialization of one (asset, partition), as the index keeps it (built on
+    demand from `ProvenanceColumns`, one at a time)."""
 
     storage_id: int
-    timestamp: float
-    run_id: str
+    timestamp: float | None  # None when the reader did not ask for whole rows
+    run_id: str | None  # None when the reader did not ask for whole rows and the row records a commit
     code_version: str | None
     git_sha: str | None  # None: neither the metadata nor (when read) the run's tag records one
-    data_version: str | None
+    data_version: str | None  # None when the reader did not ask for whole rows
     # upstream asset (user string) -> data version read; None when the reader did not ask for them
     input_data_versions: Mapping[str, str] | None
+
+
+class ProvenanceColumns(Mapping[str, Provenance]):
+    """One asset's rows, partition -> Provenance, kept as columns: the partitions sorted, each
+    column one pointer or number per row, every repeated string (a partition key, a commit, a
+    code version, a run) held once. A plan of 730,000 partitions holds a few arrays per asset,
+    not a tuple, a dict entry and five strings per partition; a Provenance is built when asked.
+
+    Not guaranteed: a lookup is a binary search (log of the asset's partitions), not a hash."""
+
+    __slots__ = ("_partitions", "_storage_ids", "_code_versions", "_git_shas", "_run_ids", "_whole")
+
+    def __init__(self) -> None:
+        self._partitions: list[str] = []
+        self._storage_ids = array("q")
+        self._code_versions: list[str | None] = []
+        self._git_shas: list[str | None] = []
+        self._run_ids: list[str | None] = []
+        self._whole: list[tuple[float, str | None, Mapping[str, str] | None]] | None = None  # with whole rows
+
+    def _append(
+        self, partition: str, storage_id: int, code_version: str | None, git_sha: str | None, run_id: str | None
+    ) -> None:
+        self._partitions.append(partition)
+        self._storage_ids.append(storage_id)
+        self._code_versions.append(code_version)
+        self._git_shas.append(git_sha)
+        self._run_ids.append(run_id)
+
+    def _sort(self) -> None:
+        """Sorts the rows by partition, unless the database returned them so (its collation
+        may order them otherwise than Python does)."""
+        order = sorted(range(len(self._partitions)), key=self._partitions.__getitem__)
+        if order == list(range(len(order))):
+            return
+        for name in ("_partitions", "_code_versions", "_git_shas", "_run_ids"):
+            column = getattr(self, name)
+            setattr(self, name, [column[i] for i in order])
+        self._storage_ids = array("q", (self._storage_ids[i] for i in order))
+        if self._whole is not None:
+            self._whole = [self._whole[i] for i in order]
+
+    def _position(self, partition: str) -> int:
+        at = bisect_left(self._partitions, partition)
+        if at == len(self._partitions) or self._partitions[at] != partition:
+            raise KeyError(partition)
+        return at
+
+    def __getitem__(self, partition: str) -> Provenance:
+        at = self._position(partition)
+        timestamp, data_version, inputs = self._whole[at] if self._whole is not None else (None, None, None)
+        return Provenance(
+            self._storage_ids[at],
+            timestamp,
+            self._run_ids[at],
+            self._code_versions[at],
+            self._git_shas[at],
+            data_version,
+            inputs,
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._partitions)
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+    def __contains__(self, partition: object) -> bool:
+        if not isinstance(partition, str):
+            return False
+        at = bisect_left(self._partitions, partition)
+        return at < len(self._partitions) and self._partitions[at] == partition
+
+    def untagged_runs(self) -> set[str]:
+        """The runs of the rows that record no commit."""
+        return {run for sha, run in zip(self._git_shas, self._run_ids, strict=True) if sha is None and run is not None}
+
+    def with_run_commits(self, shas: Mapping[str, str]) -> ProvenanceColumns:
+        """These rows, each that records no commit given its run's in `shas` (the other
+        columns shared, not copied)."""
+        copy = ProvenanceColumns()
+        copy._partitions, copy._storage_ids, copy._code_versions = (
+            self._partitions,
+            self._storage_ids,
+            self._code_versions,
+        )
+        copy._run_ids, copy._whole = self._run_ids, self._whole
+        copy._git_shas = [
+            sha if sha is not None or run is None else shas.get(run)
+            for sha, run in zip(self._git_shas, self._run_ids, strict=True)
+        ]
+        return copy
 
 
 class _Unreadable(Exception):
@@ -165,10 +260,16 @@ def latest_provenance(
     keys: Iterable[dg.AssetKey],
     progress: Callable[[str], None] = _to_stderr,
     with_inputs: bool = False,
-) -> dict[dg.AssetKey, dict[str, Provenance]]:
+    made_by: AbstractSet[str] | None = None,
+    or_after: int | None = None,
+) -> dict[dg.AssetKey, ProvenanceColumns]:
     """Per asset of `keys`, per partition: its latest materialization, the index updated first,
-    with the upstream data versions it read when `with_inputs` (else None: decoding them is a
-    fifth of the time a plan reads the index, and no rule reads them).
+    as columns (`ProvenanceColumns`). Whole rows (time, run, data version and the upstream data
+    versions it read) when `with_inputs`; else the fields the rules read, and the run of a row
+    recording no commit (decoding the rest is most of the time a plan reads the index, and
+    holding it most of its memory). With `made_by`, only the rows whose commit is one of those
+    or that record none (what `--produced-by` reads: the database filters them), and, with
+    `or_after`, those after that storage id.
     Rows older than their asset's last wipe are left out (as Dagster leaves out its events:
     `dagster asset wipe`). A row's commit is the one recorded when the index read its event
     (`with_run_commits` looks up those that had none).
@@ -176,7 +277,9 @@ def latest_provenance(
     Raises:
         ProvenanceIndexVersionError: The index was written by a newer release; nothing was written.
     """
-    return _read_or_rebuild(instance, keys, partial(_rows, with_inputs=with_inputs), progress)
+    return _read_or_rebuild(
+        instance, keys, partial(_rows, with_inputs=with_inputs, made_by=made_by, or_after=or_after), progress
+    )
 
 
 def materialized_partitions(
@@ -213,22 +316,16 @@ def _read_or_rebuild(
 
 
 def with_run_commits(
-    instance: dg.DagsterInstance, found: dict[dg.AssetKey, dict[str, Provenance]]
-) -> dict[dg.AssetKey, dict[str, Provenance]]:
+    instance: dg.DagsterInstance, found: dict[dg.AssetKey, ProvenanceColumns]
+) -> dict[dg.AssetKey, ProvenanceColumns]:
     """`found` with each row that records no commit given its run's tag, when the run has one
     now (the tag is set once a run succeeded, maybe after the index read its events): one
     query per 500 runs."""
-    untagged = sorted({p.run_id for by_partition in found.values() for p in by_partition.values() if not p.git_sha})
-    shas = run_git_shas(instance, untagged) if untagged else {}
-    return {
-        key: {
-            partition: made._replace(git_sha=shas[made.run_id])
-            if made.git_sha is None and made.run_id in shas
-            else made
-            for partition, made in by_partition.items()
-        }
-        for key, by_partition in found.items()
-    }
+    untagged = sorted(set().union(*(columns.untagged_runs() for columns in found.values())))
+    if not untagged:
+        return found
+    shas = run_git_shas(instance, untagged)
+    return {key: columns.with_run_commits(shas) for key, columns in found.items()}
 
 
 def forget_partitions(connection: Connection, asset: dg.AssetKey, partitions: Iterable[str]) -> None:
@@ -460,22 +557,56 @@ def _shown_after(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[
 
 
 def _rows(
-    storage: SqlEventLogStorage, keys: list[dg.AssetKey], shown_after: Mapping[str, float], with_inputs: bool
-) -> dict[dg.AssetKey, dict[str, Provenance]]:
-    """The rows of `keys`, those of each asset's events Dagster shows (`_shown_after`) alone,
-    their input data versions decoded when `with_inputs`.
+    storage: SqlEventLogStorage,
+    keys: list[dg.AssetKey],
+    shown_after: Mapping[str, float],
+    with_inputs: bool,
+    made_by: AbstractSet[str] | None,
+    or_after: int | None,
+) -> dict[dg.AssetKey, ProvenanceColumns]:
+    """The rows of `keys` as columns (see `latest_provenance`), those of each asset's events
+    Dagster shows (`_shown_after`) alone.
 
     Raises:
         ValueError, TypeError: A row is not of the format."""
     by_name = {key.to_string(): key for key in keys}
-    found: dict[dg.AssetKey, dict[str, Provenance]] = {key: {} for key in keys}
-    read = Provenance._fields if with_inputs else Provenance._fields[:-1]
-    columns = [PROVENANCE.c[name] for name in ("asset_key", "partition", *read)]
-    for asset_key, partition, *fields in _shown_rows(storage, columns, by_name, shown_after):
-        inputs = json.loads(fields.pop()) if with_inputs else None
-        if not isinstance(fields[0], int) or not (inputs is None or isinstance(inputs, dict)):
-            raise TypeError(f"the row of {asset_key} {partition!r} is not of the format")
-        found[by_name[asset_key]][partition] = Provenance._make((*fields, inputs))
+    found = {key: ProvenanceColumns() for key in keys}
+    strings: dict[Any, Any] = {}  # a string -> the one held
+
+    def held(text: str | None) -> Any:  # each repeated string held once
+        return strings.setdefault(text, text)
+
+    # The run of a row that records a commit is read with whole rows alone.
+    run = PROVENANCE.c.run_id if with_inputs else case((PROVENANCE.c.git_sha.is_(None), PROVENANCE.c.run_id))
+    columns = [
+        PROVENANCE.c.asset_key,
+        PROVENANCE.c.partition,
+        PROVENANCE.c.timestamp,
+        PROVENANCE.c.storage_id,
+        PROVENANCE.c.code_version,
+        PROVENANCE.c.git_sha,
+        run.label("run_id"),
+    ]
+    if with_inputs:
+        columns += [PROVENANCE.c.data_version, PROVENANCE.c.input_data_versions]
+        for columns_of in found.values():
+            columns_of._whole = []
+    where = []
+    if made_by is not None:
+        chosen = PROVENANCE.c.git_sha.in_(sorted(made_by)) | PROVENANCE.c.git_sha.is_(None)
+        where.append(chosen | (PROVENANCE.c.storage_id > or_after) if or_after is not None else chosen)
+    for row in _shown_rows(storage, columns, by_name, shown_after, where):
+        if not isinstance(row.storage_id, int):
+            raise TypeError(f"the row of {row.asset_key} {row.partition!r} is not of the format")
+        into = found[by_name[row.asset_key]]
+        into._append(held(row.partition), row.storage_id, held(row.code_version), held(row.git_sha), held(row.run_id))
+        if into._whole is not None:
+            inputs = json.loads(row.input_data_versions)
+            if not isinstance(inputs, dict):
+                raise TypeError(f"the row of {row.asset_key} {row.partition!r} is not of the format")
+            into._whole.append((row.timestamp, row.data_version, inputs))
+    for columns_of in found.values():
+        columns_of._sort()
     return found
 
 
@@ -492,15 +623,22 @@ def _partitions(
 
 
 def _shown_rows(
-    storage: SqlEventLogStorage, columns: list, names: Iterable[str], shown_after: Mapping[str, float]
+    storage: SqlEventLogStorage,
+    columns: list,
+    names: Iterable[str],
+    shown_after: Mapping[str, float],
+    where: Sequence = (),
 ) -> Iterator[Row]:
-    """`columns` of the rows of the assets `names` (AssetKey.to_string()), those of each asset's
-    events Dagster shows (`_shown_after`) alone."""
+    """`columns` of the rows of the assets `names` (AssetKey.to_string()) that match `where`,
+    those of each asset's events Dagster shows (`_shown_after`) alone, asset by asset in
+    partition order (as the primary key orders them), streamed."""
     listed = sorted(name for name in names if name in shown_after)
     with _transaction(storage) as connection:
         for start in range(0, len(listed), 500):  # SQLite caps a statement's variables
             chunk = listed[start : start + 500]
-            for row in connection.execute(select(*columns).where(PROVENANCE.c.asset_key.in_(chunk))):
+            query = select(*columns).where(PROVENANCE.c.asset_key.in_(chunk), *where)
+            ordered = query.order_by(PROVENANCE.c.asset_key, PROVENANCE.c.partition)
+            for row in connection.execution_options(stream_results=True).execute(ordered):
                 if row.timestamp > shown_after[row.asset_key]:
                     yield row
 

@@ -106,13 +106,13 @@ class History:
         """Today's answer: every materialization of every asset read from the event log."""
         return scanned_materializations(self.instance, dict.fromkeys(ASSETS), history_as_of)
 
-    def index(self, history_as_of: int | None = None, progress=None):
+    def index(self, history_as_of: int | None = None, progress=None, made_by: frozenset[str] | None = None):
         spec = BackfillSpec(module=str(self.location), selection="*", stale=True, history_as_of=history_as_of)
         if progress is not None:
             latest_provenance(self.instance, ASSETS, progress, with_inputs=True)
         return {  # as the scan answers: the fields the rules read
             key: {partition: Made(m.storage_id, m.git_sha, m.code_version) for partition, m in by_partition.items()}
-            for key, by_partition in latest_materializations(self.instance, ASSETS, spec).items()
+            for key, by_partition in latest_materializations(self.instance, ASSETS, spec, made_by).items()
         }
 
 
@@ -186,6 +186,14 @@ def test_the_index_answers_what_a_full_scan_of_the_event_log_answers(history):
     # As of each step of the history: the partitions made again since are read as of then.
     for mark in history.marks:
         assert history.index(history_as_of=mark) == history.scan(history_as_of=mark), mark
+    # Asked for one commit's rows (what --produced-by alone reads), now and as of each step.
+    for mark in (None, *history.marks):
+        chosen, scanned = history.index(mark, made_by=frozenset({second})), history.scan(mark)
+        assert _made_by(chosen, second) == _made_by(scanned, second), mark
+
+
+def _made_by(found: dict, commit: str) -> dict:
+    return {key: {p: made for p, made in by.items() if made.git_sha == commit} for key, by in found.items()}
 
 
 @also_on_postgres("history")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, cast
 
 import dagster as dg
@@ -48,10 +49,11 @@ class AssetSlice:
     # Indexes i whose partition may not share a run with partition i - 1: a partition between
     # them that is not planned (explicit keys; an excluded day is none), or different pinned inputs.
     breaks: frozenset[int] = frozenset()
-    index_of: dict[str, int] = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.index_of = {key: index for index, key in enumerate(self.partition_keys)}
+    @cached_property
+    def index_of(self) -> dict[str, int]:
+        """Each partition key's index (built when first asked: candidates that are only filtered never need it)."""
+        return {key: index for index, key in enumerate(self.partition_keys)}
 
     def __len__(self) -> int:
         return len(self.partition_keys)
@@ -98,6 +100,7 @@ def plan(
     dynamic_partitions_store: DynamicPartitionsStore | None = None,
     wording: Wording = flag_of,
     parents_must_exist: bool = True,
+    edges: bool = True,
 ) -> BackfillGraph:
     """The backfill graph of `spec` against a code location's asset graph.
 
@@ -108,6 +111,8 @@ def plan(
         dynamic_partitions_store: Where the keys of dynamic partitions are read (the instance).
         parents_must_exist: Refuse partitions whose parent partitions do not exist (see
             `build_graph`); False for candidates that are not run as they are (history.py).
+        edges: Compute the edges; False for candidates that are only filtered (history.py): their
+            graph then has none (a whole history's edges are most of its memory).
 
     Raises:
         BackfillPlanError: The selection is invalid or matches no asset; a static filter names no
@@ -143,6 +148,7 @@ def plan(
         explicit_keys=keys,
         wording=wording,
         parents_must_exist=parents_must_exist,
+        edges=edges,
     )
     in_backfill = [key.to_user_string() for key in graph.slices]
     unknown = sorted(set(spec.asset_limits) - set(in_backfill))
@@ -169,6 +175,7 @@ def build_graph(
     wording: Wording = flag_of,
     picked_keys: Mapping[dg.AssetKey, list[str]] | None = None,
     parents_must_exist: bool = True,
+    edges: bool = True,
 ) -> BackfillGraph:
     """The backfill graph of the `selection` over `time_range`, or of `explicit_keys`.
 
@@ -185,7 +192,8 @@ def build_graph(
     spans a gap between two of them. With `picked_keys`, each selected asset takes exactly
     its own list (in partition order), as the instance's history picked them (history.py).
     With `parents_must_exist`, a partition that reads a parent partition that does not exist
-    is refused, as Dagster's backfill refuses it (missing_parents.py).
+    is refused, as Dagster's backfill refuses it (missing_parents.py). Without `edges`, the graph
+    has its nodes and no edges (see `plan`).
 
     Errors name the spec's fields as `wording` does (see `plan`).
 
@@ -234,7 +242,7 @@ def build_graph(
         refuse_missing_parents(asset_graph, keys_by_asset, memo)
     slices = {key: _slice(key, asset_graph.get(key), keys_by_asset[key], windows) for key in order}
     dependencies: dict[dg.AssetKey, list[Dependency]] = {key: [] for key in order}
-    for (key, parent), mapping in mappings_by_edge.items():
+    for (key, parent), mapping in mappings_by_edge.items() if edges else ():
         dependencies[key].append(edges_between(slices[key], slices[parent], mapping, windows, memo))
     return BackfillGraph(slices, dependencies)
 

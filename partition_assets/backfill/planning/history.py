@@ -90,12 +90,45 @@ def plan_by_history(
         dynamic_partitions_store=instance,
         wording=wording,
         parents_must_exist=False,  # only the picked partitions run: build_graph below checks theirs
+        edges=False,  # those of the picked partitions alone: build_graph below
     )
     if spec.stale:
         _refuse_unversioned(asset_graph, candidates, wording)
     commits = commits_named(_source_directory(spec.module), spec.produced_by) if spec.produced_by else None
     parents = {p for key in candidates.slices for p in asset_graph.get(key).parent_keys} if spec.stale else set()
-    latest = latest_materializations(instance, [*candidates.slices, *(parents - set(candidates.slices))], spec)
+    read = [*candidates.slices, *(parents - set(candidates.slices))]
+    reasons = _judged(definitions, spec, instance, candidates, read, commits)
+    picked = {key: list(by_partition) for key, by_partition in reasons.items() if by_partition}
+    if not picked:
+        recorded = _recorded_commits(candidates, latest_materializations(instance, read, spec)) if commits else []
+        why = (
+            _other_commits(spec, commits, recorded)
+            if commits is not None and recorded
+            else f"none of the {candidates.node_count()} candidate partitions' latest materializations qualifies "
+            "(nothing to re-run); widen the selection or the range"
+        )
+        raise BackfillPlanError(f"{spec.describe()} with {_judged_by(spec, wording)} selects no partition: {why}")
+    graph = build_graph(
+        asset_graph, picked, dynamic_partitions_store=instance, downstream=spec.downstream, picked_keys=picked
+    )
+    graph.reasons = add_downstream_reasons(graph, reasons)
+    return graph
+
+
+def _judged(
+    definitions: dg.Definitions,
+    spec: BackfillSpec,
+    instance: dg.DagsterInstance,
+    candidates: BackfillGraph,
+    read: list[dg.AssetKey],
+    commits: frozenset[str] | None,
+) -> NodeReasons:
+    """Per candidate asset, the partitions a rule selects with their reason, judged from the
+    latest materializations of the assets `read` (released on return: the graph of what is
+    picked is built without them)."""
+    asset_graph = definitions.resolve_asset_graph()
+    # --produced-by alone reads only the rows its commits may have made (the database filters them).
+    latest = latest_materializations(instance, read, spec, None if spec.stale else commits)
     memo = MappingMemo(instance)
     # Every edge to an upstream asset the stale rule compares with, and one cache of their windows.
     mappings = {
@@ -116,32 +149,23 @@ def plan_by_history(
             for partition, reason in stale(candidate.partition_keys, latest[key], current, upstreams).items():
                 found.setdefault(partition, reason)
         reasons[key] = {k: found[k] for k in candidate.partition_keys if k in found}
-    picked = {key: list(by_partition) for key, by_partition in reasons.items() if by_partition}
-    if not picked:
-        recorded = _recorded_commits(candidates, latest) if commits is not None else []
-        why = (
-            _other_commits(spec, commits, recorded)
-            if commits is not None and recorded
-            else f"none of the {candidates.node_count()} candidate partitions' latest materializations qualifies "
-            "(nothing to re-run); widen the selection or the range"
-        )
-        raise BackfillPlanError(f"{spec.describe()} with {_judged_by(spec, wording)} selects no partition: {why}")
-    graph = build_graph(
-        asset_graph, picked, dynamic_partitions_store=instance, downstream=spec.downstream, picked_keys=picked
-    )
-    graph.reasons = add_downstream_reasons(graph, reasons)
-    return graph
+    return reasons
 
 
 def latest_materializations(
-    instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], spec: BackfillSpec
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    spec: BackfillSpec,
+    made_by: frozenset[str] | None = None,
 ) -> dict[dg.AssetKey, Mapping[str, Materialized]]:
     """Per asset, per partition ("" for an unpartitioned asset): its latest materialization up to
     `spec.history_as_of`, from the provenance index (dagster_instance/provenance_index.py, updated first;
     with `produced_by`, a commit not recorded when the index read the event is looked up).
     A partition whose latest materialization came after `history_as_of` is read from the event
-    log as of then (`scanned_materializations`, for those partitions alone)."""
-    provenance = latest_provenance(instance, keys)
+    log as of then (`scanned_materializations`, for those partitions alone). With `made_by`,
+    only the partitions one of those commits may have made: those recording one of them or
+    none, and those made again after `history_as_of`."""
+    provenance = latest_provenance(instance, keys, made_by=made_by, or_after=spec.history_as_of)
     if spec.produced_by:
         provenance = with_run_commits(instance, provenance)
     latest: dict[dg.AssetKey, Mapping[str, Materialized]] = dict(provenance)  # the index's rows, not copied

@@ -95,6 +95,7 @@ def produced_by(
     or, when it records none, a code version `versions_of_commits()` lists (the versions those
     commits' source gives the asset; asked only then)."""
     found: dict[str, Reason] = {}
+    shared = _SharedReasons(ReasonKind.PRODUCED_BY)
     versions: frozenset[str] | None = None
     for partition in partitions:
         made = latest.get(partition)
@@ -102,13 +103,26 @@ def produced_by(
             continue
         if made.git_sha is not None:
             if made.git_sha in commits:
-                found[partition] = Reason(ReasonKind.PRODUCED_BY, made.git_sha[:SHORT_SHA])
+                found[partition] = shared.of(made.git_sha[:SHORT_SHA])
             continue
         if versions is None:
             versions = versions_of_commits()
         if made.code_version is not None and made.code_version in versions:
-            found[partition] = Reason(ReasonKind.PRODUCED_BY, f"code version {made.code_version}")
+            found[partition] = shared.of(f"code version {made.code_version}")
     return found
+
+
+class _SharedReasons:
+    """One Reason of `kind` per distinct detail, not one per partition (a plan may hold 100,000)."""
+
+    def __init__(self, kind: ReasonKind) -> None:
+        self._kind = kind
+        self._by_detail: dict[str, Reason] = {}
+
+    def of(self, detail: str) -> Reason:
+        if detail not in self._by_detail:
+            self._by_detail[detail] = Reason(self._kind, detail)
+        return self._by_detail[detail]
 
 
 @dataclass(frozen=True)
@@ -132,16 +146,18 @@ def stale(
     with a code version other than `current_version`; or made before the latest materialization
     of an upstream partition they read (the first such upstream names the reason)."""
     found: dict[str, Reason] = {}
+    missing, changed = Reason(ReasonKind.MISSING), Reason(ReasonKind.CODE_VERSION_CHANGED)
+    shared = _SharedReasons(ReasonKind.UPSTREAM_REMATERIALIZED)
     for index, partition in enumerate(partitions):
         made = latest.get(partition)
         if made is None:
-            found[partition] = Reason(ReasonKind.MISSING)
+            found[partition] = missing
         elif made.code_version != current_version:
-            found[partition] = Reason(ReasonKind.CODE_VERSION_CHANGED)
+            found[partition] = changed
         else:
             remade = _remade_upstream(index, made.storage_id, upstreams)
             if remade is not None:
-                found[partition] = Reason(ReasonKind.UPSTREAM_REMATERIALIZED, remade)
+                found[partition] = shared.of(remade)
     return found
 
 
@@ -159,15 +175,22 @@ def _remade_upstream(index: int, storage_id: int, upstreams: Sequence[UpstreamMa
 def add_downstream_reasons(graph: BackfillGraph, reasons: NodeReasons) -> NodeReasons:
     """`reasons` plus, for each node of `graph` without one (what `downstream` added), 'downstream
     of' the selected assets it reads through the graph; every node in graph order."""
+    if graph.node_count() == sum(len(by_partition) for by_partition in reasons.values()):  # none added
+        return {key: {p: reasons[key][p] for p in graph.slices[key].partition_keys} for key in graph.slices}
     sources: dict[Node, frozenset[str]] = {}
+    held: dict[frozenset[str], frozenset[str]] = {}  # each distinct set held once, not once per node
+    downstream_of: dict[frozenset[str], Reason] = {}  # and its Reason
     complete: NodeReasons = {}
     for node in graph.nodes():  # topological: a node's upstream nodes come first
         own = reasons.get(node.asset, {}).get(node.partition)
         if own is not None:
-            sources[node] = frozenset({node.asset.to_user_string()})
+            found = frozenset({node.asset.to_user_string()})
         else:
-            sources[node] = frozenset().union(*(sources[u] for u in graph.upstream(node)))
-            own = Reason(ReasonKind.DOWNSTREAM, ", ".join(sorted(sources[node])))
+            found = frozenset().union(*(sources[u] for u in graph.upstream(node)))
+            if found not in downstream_of:
+                downstream_of[found] = Reason(ReasonKind.DOWNSTREAM, ", ".join(sorted(found)))
+            own = downstream_of[found]
+        sources[node] = held.setdefault(found, found)
         complete.setdefault(node.asset, {})[node.partition] = own
     return complete
 
