@@ -143,8 +143,9 @@ NODES ?= 60
 # The release that starts the backfill, upgraded to this one mid-way (PREVIOUS= for none).
 PREVIOUS ?= c552270
 UPGRADE_AFTER ?= 0.3
+NODE_SECONDS ?= 0.05
 soak: install postgres
-	$(PY) bench/soak/soak.py --seed $(SEED) --minutes $(MINUTES) --nodes $(NODES) --previous "$(PREVIOUS)" --upgrade-after $(UPGRADE_AFTER)
+	$(PY) bench/soak/soak.py --seed $(SEED) --minutes $(MINUTES) --nodes $(NODES) --previous "$(PREVIOUS)" --upgrade-after $(UPGRADE_AFTER) --node-seconds $(NODE_SECONDS)
 
 bench: install postgres
 	$(PY) bench/cli_start.py

@@ -6,7 +6,7 @@ readers join two of them at one release (bench/soak/actors.py); then every invar
 
 Usage: python bench/soak/soak.py [--seed 1] [--minutes 2] [--nodes 20] [--faults N]
            [--interval-scale S] [--previous COMMIT] [--upgrade-after FRACTION|SECONDS]
-           [--out FILE] [--keep]
+           [--node-seconds S] [--out FILE] [--keep]
 (`make soak SEED=... MINUTES=... NODES=... PREVIOUS=...`). A failure reproduces from its seed: the
 schedule is the seed's alone (where each fault lands in the backfill depends on the machine).
 
@@ -394,7 +394,8 @@ def run_soak(
     schedule = fault_kinds.schedule(seed, count, scale)
     header = [
         f"seed {seed}; {days} days x {lanes} lanes ({nodes_of(days, lanes)} nodes "
-        f"at most); {count} faults, interval scale {scale}"
+        f"at most, {os.environ.get(soak_defs.SIDE_SECONDS_ENV, soak_defs.SIDE_LANE_SECONDS)} s per node past lane 0); "
+        f"{count} faults, interval scale {scale}"
         + ("" if upgrade is None else f"; upgrade from {upgrade.release.sha[:7]} after {upgrade_after:g}"),
         "schedule: " + ", ".join(fault.describe() for fault in schedule),
     ]
@@ -560,11 +561,18 @@ def main() -> None:
         default=0.3,
         help="with --previous: upgrade once this fraction of the nodes succeeded (<= 1), or after this many seconds",
     )
+    parser.add_argument(
+        "--node-seconds",
+        type=float,
+        default=soak_defs.SIDE_LANE_SECONDS,
+        help="simulated work of each node past lane 0: the soak ends at its publish, so its length follows this",
+    )
     parser.add_argument("--out", default=None, help="also write the report to this file")
     parser.add_argument("--keep", action="store_true", help="keep the soak's folder (logs, lake, records)")
     args = parser.parse_args()
     scale = args.interval_scale if args.interval_scale is not None else (1.0 if args.minutes >= 5 else 0.1)
     root = Path(tempfile.mkdtemp(prefix=f"soak-{args.seed}-"))
+    os.environ[soak_defs.SIDE_SECONDS_ENV] = str(args.node_seconds)  # every release's processes inherit it
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

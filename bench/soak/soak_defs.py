@@ -9,7 +9,7 @@ over $SOAK_DAYS days from 2024-01-01, $SOAK_LANES lanes. Lane 0's assets are Del
 (SparkDeltaIOManager under $SOAK_LAKE) whose rows are computed from the partition key and
 $SOAK_GENERATION alone (`expected_rows`), so the soak knows what every table must hold; the
 stored nodes sleep STORED_SECONDS first; the
-other lanes sleep SIDE_LANE_SECONDS per node and store nothing (they make the DAG large
+other lanes sleep $SOAK_SIDE_SECONDS (SIDE_LANE_SECONDS unless set) per node and store nothing (they make the DAG large
 without a Spark write per node).
 
 Not guaranteed: lanes past the first exercise the scheduler and Dagster's records only.
@@ -25,9 +25,10 @@ import dagster as dg
 from bench.dag_shapes import START, AssetShape, Edge, Shape, definitions
 
 DAYS_ENV, LANES_ENV, GENERATION_ENV, LAKE_ENV = "SOAK_DAYS", "SOAK_LANES", "SOAK_GENERATION", "SOAK_LAKE"
+SIDE_SECONDS_ENV = "SOAK_SIDE_SECONDS"
 # Simulated work of a stored node before its Spark write: node runs in flight long enough to be hit.
 STORED_SECONDS = 1.0
-SIDE_LANE_SECONDS = 0.05
+SIDE_LANE_SECONDS = 0.05  # seconds: a long soak sets more (its length follows its node runs')
 STORED_LANE = 0
 ROLLING_DAYS = 3
 # The two tables the soak's library readers join on the day.
@@ -37,7 +38,7 @@ JOINED = ("src0", "total0")
 def lane(index: int) -> tuple[AssetShape, ...]:
     """One lane's assets (parents first); each run covers one partition (Dagster's default policy)."""
     src, total = f"src{index}", f"total{index}"
-    seconds = SIDE_LANE_SECONDS
+    seconds = float(os.environ.get(SIDE_SECONDS_ENV, SIDE_LANE_SECONDS))
     return (
         AssetShape(src, "daily", (), seconds, False),
         AssetShape(f"roll{index}", "daily", (Edge(src, "rolling", ROLLING_DAYS),), seconds, False),
