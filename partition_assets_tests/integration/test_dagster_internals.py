@@ -635,6 +635,11 @@ def test_dagster_s_migration_scripts_are_read_once_per_process_not_per_run_datab
     assert set(builds) == {ALEMBIC_SCRIPTS_LOCATION} and len(builds) <= 3
 
 
+def _dagsters(function):
+    """Dagster's function under any remembering wrapper of dagster_instance/telemetry.py."""
+    return inspect.unwrap(function, stop=lambda wrapper: not getattr(wrapper, "_partition_assets_remembered", False))
+
+
 @pins("dagster_telemetry")
 def test_dagster_s_telemetry_ids_are_read_once_per_process_not_per_step(tmp_path, monkeypatch):
     """With telemetry on (Dagster's default: no dagster.yaml), each step's start and end write a
@@ -645,11 +650,12 @@ def test_dagster_s_telemetry_ids_are_read_once_per_process_not_per_step(tmp_path
     monkeypatch.setenv("HOME", str(tmp_path / "user"))  # the user's telemetry id: ~/.dagster
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    # Restored after the test: remember_telemetry_ids replaces them for the process.
+    # Dagster's own functions for the test, restored after it: an earlier test of this process
+    # that started local workers (start_fork_server) has remembered them already.
     monkeypatch.setattr(
-        dagster_telemetry, "_get_instance_telemetry_info", dagster_telemetry._get_instance_telemetry_info
+        dagster_telemetry, "_get_instance_telemetry_info", _dagsters(dagster_telemetry._get_instance_telemetry_info)
     )
-    monkeypatch.setattr(shared_telemetry, "get_or_set_user_id", shared_telemetry.get_or_set_user_id)
+    monkeypatch.setattr(shared_telemetry, "get_or_set_user_id", _dagsters(shared_telemetry.get_or_set_user_id))
     shared_telemetry.cleanup_telemetry_logger()  # the process's telemetry log: this DAGSTER_HOME's
     try:
         with dg.DagsterInstance.get() as instance:
