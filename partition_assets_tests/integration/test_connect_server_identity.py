@@ -52,12 +52,8 @@ def test_another_checkouts_server_on_the_port_is_refused_not_reused(spark_resour
     assert ours.ensure_running() == ours.url  # and the session's server is untouched
 
 
-def test_a_server_that_dies_as_a_run_checks_it_is_started_again_not_taken_for_another(tmp_path):
-    """Issue 55, found by the soak (bench/soak/, seed 7): the Spark server killed between a node
-    run's look at its port (listening) and at its state files (its process gone) failed that
-    node with `port ... holds a Spark Connect server this project did not start`, naming ways
-    out for a foreign server that was not there. Here the port's listener closes once probed,
-    before the check reads the state folder: its identity file is a pipe, written only then."""
+def _listener_and_server_of_its_port(tmp_path):
+    """A socket listening on a free port, and a local server of that port (its state folder made)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -65,6 +61,16 @@ def test_a_server_that_dies_as_a_run_checks_it_is_started_again_not_taken_for_an
         port=listener.getsockname()[1], driver_memory="1g", conf=spark_conf_from_env(), state_dir=tmp_path / "spark"
     )
     server.state_dir.mkdir()
+    return listener, server
+
+
+def test_a_server_that_dies_as_a_run_checks_it_is_started_again_not_taken_for_another(tmp_path):
+    """Issue 55, found by the soak (bench/soak/, seed 7): the Spark server killed between a node
+    run's look at its port (listening) and at its state files (its process gone) failed that
+    node with `port ... holds a Spark Connect server this project did not start`, naming ways
+    out for a foreign server that was not there. Here the port's listener closes once probed,
+    before the check reads the state folder: its identity file is a pipe, written only then."""
+    listener, server = _listener_and_server_of_its_port(tmp_path)
     os.mkfifo(server.identity_path)
 
     def die_once_probed() -> None:
@@ -88,13 +94,7 @@ def test_a_server_killed_a_moment_ago_whose_port_still_listens_is_started_again_
     /proc a moment before its last thread exits and its port closes; `ensure_running` in that
     moment took it for another project's server and failed. Here the recorded server's process
     has exited while its port listens on, closing two seconds later."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    server = LocalConnectServer(
-        port=listener.getsockname()[1], driver_memory="1g", conf=spark_conf_from_env(), state_dir=tmp_path / "spark"
-    )
-    server.state_dir.mkdir()
+    listener, server = _listener_and_server_of_its_port(tmp_path)
     killed = subprocess.Popen(["sleep", "60"])
     server.record_server(ProcessIdentity.of_pid(killed.pid))
     server.record_identity("the killed server's token")
