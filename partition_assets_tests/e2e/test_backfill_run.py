@@ -26,6 +26,11 @@ TARGET = ["-m", "partition_assets_tests.support.locations.engine_defs"]
 pytestmark = pytest.mark.slow
 
 
+def raw_days(start: str, end: str) -> tuple[str, ...]:
+    """The location and selection of `raw` from `start` to `end`: a `backfill run`'s target."""
+    return (*TARGET, "--select", "key:raw", "--start", start, "--end", end)
+
+
 def start_raw_and_clean_backfill(home, last_day: str = "2024-01-08") -> subprocess.Popen:
     """`backfill run` of raw and clean from January 1 to `last_day` (8 days: 16 nodes), in its
     own session."""
@@ -69,11 +74,9 @@ def test_kill_minus_9_then_resume_runs_each_remaining_node_once(home):
 
 
 def test_catch_up_launches_only_missing_partitions(home):
-    first = backfill_cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03")
+    first = backfill_cli(home, "run", *raw_days("2024-01-01", "2024-01-03"))
     assert first.returncode == 0, first.stderr
-    catch_up = backfill_cli(
-        home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-06", "--catch-up"
-    )
+    catch_up = backfill_cli(home, "run", *raw_days("2024-01-01", "2024-01-06"), "--catch-up")
     assert catch_up.returncode == 0, catch_up.stderr
     second_id = catch_up.stdout.split()[1].rstrip(":")  # "backfill <id>: N nodes"
     assert set(runs_by_node(home, second_id)) == {("raw", f"2024-01-0{d}") for d in (4, 5, 6)}
@@ -86,7 +89,7 @@ def test_catch_up_launches_only_missing_partitions(home):
 def test_resume_of_a_catch_up_backfill_runs_only_the_nodes_it_has_not_done(home):
     """Issue 50, hole 8: resume passed only the succeeded nodes as done, so it ran again (and
     republished) the nodes its --catch-up start had left alone as current."""
-    first = backfill_cli(home, "run", *TARGET, "--select", "key:raw", "--start", "2024-01-01", "--end", "2024-01-03")
+    first = backfill_cli(home, "run", *raw_days("2024-01-01", "2024-01-03"))
     assert first.returncode == 0, first.stderr
     args = ("--select", "key:raw or key:flaky", "--start", "2024-01-01", "--end", "2024-01-05", "--catch-up")
     catch_up = backfill_cli(home, "run", *TARGET, *args)
@@ -154,13 +157,7 @@ def test_an_asset_limit_serializes_that_asset_and_bad_limits_are_refused(home):
     done = backfill_cli(
         home,
         "run",
-        *TARGET,
-        "--select",
-        "key:raw",
-        "--start",
-        "2024-01-01",
-        "--end",
-        "2024-01-04",
+        *raw_days("2024-01-01", "2024-01-04"),
         "--max-parallel",
         "2",
         "--asset-limit",
@@ -176,13 +173,7 @@ def test_an_asset_limit_serializes_that_asset_and_bad_limits_are_refused(home):
     refused = backfill_cli(
         home,
         "run",
-        *TARGET,
-        "--select",
-        "key:raw",
-        "--start",
-        "2024-01-01",
-        "--end",
-        "2024-01-02",
+        *raw_days("2024-01-01", "2024-01-02"),
         "--asset-limit",
         "clean=1",
     )
@@ -194,13 +185,7 @@ def test_a_tag_option_reaches_every_node_run(home):
     done = backfill_cli(
         home,
         "run",
-        *TARGET,
-        "--select",
-        "key:raw",
-        "--start",
-        "2024-01-01",
-        "--end",
-        "2024-01-02",
+        *raw_days("2024-01-01", "2024-01-02"),
         "--tag",
         "team=finance",
     )
