@@ -7,8 +7,11 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import cast
 
+from dagster import AssetKey
+
 from partition_assets.backfill.model import Node, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph
+from partition_assets.backfill.planning.node_runs import asset_counts
 
 _GLYPHS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "█",
@@ -55,16 +58,40 @@ class Heatmap:
         return CURRENT if state is None and node in self.current else state
 
     def text(self) -> str:
+        """The title, the legend, and a line per asset: its first _TEXT_CELLS partitions' glyphs
+        and how many of its partitions are in each state. Only those cells and the nodes in
+        `states` are looked at one by one: the current and missing counts are the rest, so a
+        line costs the same for 100 partitions as for 100,000."""
         legend = "legend: █ done  ✗ failed  ⊘ blocked (behind a failure)  ▶ running  ○ skipped (no output)"
         if self.current:  # only a --catch-up backfill has current nodes
             legend += f"  {_CURRENT_GLYPH} {CURRENT}"
         lines = [self.title, f"{legend}  · missing"]
-        for asset, _, states in self.rows():
-            cells = "".join(_glyph(state) for state in states)
-            counts = Counter(_label(state) for state in states)
-            summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-            lines.append(f"{asset:<28} {cells[:_TEXT_CELLS]}{'…' if len(cells) > _TEXT_CELLS else ''}  {summary}")
+        counts = self._counts()
+        for key, asset_slice in self.graph.slices.items():
+            keys = asset_slice.partition_keys
+            cells = "".join(_glyph(self._state(Node(key, partition))) for partition in keys[:_TEXT_CELLS])
+            summary = ", ".join(f"{n} {s}" for s, n in sorted(counts[key].items()) if n)
+            more = "…" if len(keys) > _TEXT_CELLS else ""
+            lines.append(f"{key.to_user_string():<28} {cells}{more}  {summary}")
         return "\n".join(lines)
+
+    def _counts(self) -> dict[AssetKey, Counter[str]]:
+        """{asset: {label: how many of its partitions}}: the states' nodes counted one by one,
+        the current ones read from `current`'s counts per asset (`asset_counts`: no node made
+        for a set held as runs), the missing ones what is left."""
+        counts: dict[AssetKey, Counter[str]] = {key: Counter() for key in self.graph.slices}
+        current = asset_counts(self.current)
+        for node, state in self.states.items():
+            asset_slice = self.graph.slices.get(node.asset)
+            if asset_slice is None or node.partition not in asset_slice.index_of:
+                continue  # not a node of the graph: its rows never show it
+            counts[node.asset][_label(state)] += 1
+            if node in self.current:  # shown by its state, not as current
+                current[node.asset] -= 1
+        for key, asset_slice in self.graph.slices.items():
+            counts[key][CURRENT] += current[key]
+            counts[key]["missing"] += len(asset_slice.partition_keys) - sum(counts[key].values())
+        return counts
 
     def html(self) -> str:
         rows = []

@@ -4,13 +4,21 @@ and `backfill status` print) say that nothing was published, count staged agains
 name what publishes it (`retry`), while the instance holds no materialization of it
 (backfill/commands/unpublished.py). The asset stores nothing (range_failure_defs): no Spark, and
 its materializations are recorded only by the publish. An asset a plain IO manager stores
-(plain_io_defs) is written, and recorded, as its nodes run: the line names it apart."""
+(plain_io_defs) is written, and recorded, as its nodes run: the line names it apart.
+
+The failed, blocked and skipped lines are read from the nodes that have a state, in each
+asset's partition order, never from every partition of the graph (issue 54: `status` of a
+100,000-partition asset)."""
 
 import dagster as dg
 
 from partition_assets import BackfillSpec, SilentConsole, backfill_status, run_backfill
+from partition_assets.backfill.commands.results import StatusReport
+from partition_assets.backfill.model import Node, NodeStatus
 from partition_assets_tests.support.locations import plain_io_defs
 from partition_assets_tests.support.locations.range_failure_defs import FAILING_DAY
+from partition_assets_tests.unit.test_node_runs import _nodes_counted
+from partition_assets_tests.unit.test_skipped_ranges import BY_DAY_AND_REGION, HOURS, REGIONS, _graph
 
 # One run per day (batch=False, --no-batch): under its single_run() policy one run of the three days fails whole.
 DAYS = BackfillSpec(
@@ -65,3 +73,36 @@ def test_a_failed_staged_backfill_names_apart_what_a_plain_io_manager_wrote_as_i
         assert {path.name for path in (home / "storage" / "readings").iterdir()} == written
         assert instance.get_materialized_partitions(dg.AssetKey("readings")) == written
         assert instance.get_materialized_partitions(dg.AssetKey("report")) == set()
+
+
+def _report(graph, node_states) -> StatusReport:
+    return StatusReport(None, graph, node_states, launch=None, silence=None, previous_versions=None)  # type: ignore[arg-type]
+
+
+def test_each_status_line_names_its_partitions_in_the_graph_order_and_no_node_outside_it():
+    graph = _graph(3)
+    hours = graph.slices[HOURS].partition_keys
+    states = {
+        Node(HOURS, hours[40]): NodeStatus.FAILED,
+        Node(HOURS, hours[2]): NodeStatus.FAILED,
+        Node(HOURS, "2099-01-01-00:00"): NodeStatus.FAILED,  # not in the graph
+        Node(REGIONS, "west"): NodeStatus.BLOCKED,
+        Node(REGIONS, "north"): NodeStatus.BLOCKED,  # listed before west in the definition
+        Node(BY_DAY_AND_REGION, "2024-01-02|east"): NodeStatus.SKIPPED,
+        Node(HOURS, hours[7]): NodeStatus.SUCCEEDED,
+    }
+
+    report = _report(graph, states)
+
+    assert report.failed_lines == [f"failed: hours {hours[2]}, {hours[40]}"]
+    assert report.blocked_lines == ["blocked: lake/regions north, west"]
+    assert report.skipped_lines == ["skipped: by_day_and_region 2024-01-02|east"]
+
+
+def test_the_lines_of_years_of_hours_make_no_node_per_partition(monkeypatch):
+    graph = _graph(2 * 365)
+    report = _report(graph, {Node(HOURS, graph.slices[HOURS].partition_keys[-1]): NodeStatus.FAILED})
+    made = _nodes_counted(monkeypatch)
+
+    assert len(report.failed_lines + report.blocked_lines + report.skipped_lines) == 1
+    assert made[0] == 0, f"{made[0]:,} nodes made"

@@ -10,7 +10,7 @@ import pytest
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.planning.graph import build_graph
 from partition_assets.backfill.planning.spec import TimeRange
-from partition_assets.backfill.planning.windows import WindowCache, keys_in_window
+from partition_assets.backfill.planning.windows import WindowCache, _grid_keys, keys_in_window
 from partition_assets.errors import BackfillPlanError
 from partition_assets.example import defs as example_defs
 from partition_assets.partitions import (
@@ -403,3 +403,38 @@ def test_window_bounds_and_keys_are_dagster_s_for_every_key_list_and_window_plan
         windows = partitions_def.time_windows_for_partition_keys(frozenset(chosen), validate=False)
         assert list(starts) == [w.start.timestamp() for w in windows], chosen
         assert list(ends) == [w.end.timestamp() for w in windows], chosen
+
+
+@pytest.mark.parametrize(
+    "partitions_def",
+    [
+        dg.HourlyPartitionsDefinition(datetime(2023, 12, 30), end_date=datetime(2024, 1, 4), fmt="%Y/%m/%d %Hh{%M}"),
+        dg.DailyPartitionsDefinition(datetime(2023, 12, 1), end_date=datetime(2024, 2, 1), fmt="%Y%m%d"),
+        dg.DailyPartitionsDefinition(datetime(2023, 12, 1), end_date=datetime(2024, 2, 1), fmt="%d.%m.%Y 100%%"),
+        dg.WeeklyPartitionsDefinition(datetime(2023, 11, 6), end_date=datetime(2024, 3, 4), fmt="%Y-%m-%dT%H:%M:%S"),
+        dg.DailyPartitionsDefinition(
+            datetime(2023, 12, 1), end_date=datetime(2024, 2, 1), fmt="%b %d %Y"
+        ),  # strftime's alone
+        dg.HourlyPartitionsDefinition(datetime(2023, 12, 30), end_date=datetime(2024, 1, 4), fmt="%Y-%m-%d %I%p"),
+    ],
+    ids=lambda partitions_def: partitions_def.fmt,
+)
+def test_keys_in_a_window_are_dagster_s_in_every_format(partitions_def):
+    """An even schedule's keys cut from numpy's ISO text of their times (windows.py
+    `_grid_keys`), or formatted by strftime for a directive that text has not (a month's name,
+    a 12-hour clock), are Dagster's keys, braces and %% included."""
+    first = partitions_def.get_first_partition_window()
+    for start, end in (
+        (first.start, first.start + timedelta(days=40)),
+        (first.start + timedelta(hours=5), first.start + timedelta(days=3)),
+    ):
+        window = dg.TimeWindow(start, end)
+        assert keys_in_window(partitions_def, window) == list(partitions_def.get_partition_keys_in_time_window(window))
+
+
+def test_grid_keys_of_years_strftime_pads_not_are_strftime_s():
+    """Years before 1000 (strftime prints `999`, numpy `0999`) are formatted by strftime."""
+    first = datetime(999, 12, 31, 22, tzinfo=UTC).timestamp()
+    assert _grid_keys(first, 3600, 4, UTC, "%Y-%m-%d-%H:%M") == [
+        datetime.fromtimestamp(first + n * 3600, UTC).strftime("%Y-%m-%d-%H:%M") for n in range(4)
+    ]

