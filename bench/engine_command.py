@@ -69,7 +69,8 @@ class CommandResult:
     publish_seconds: float | None = None  # what its `published: ... (N s)` line says the publish took
     instance: str = "repo"  # which instance it ran on (INSTANCES)
     # The bound of this very run from its nodes' own step times, when its bench computes one
-    # (engine_bench.py `same_run_bound`): {"bound", "critical", "work"} in seconds.
+    # (engine_bench.py `same_run_bound`): {"bound", "critical", "work"} in seconds over its runs, with
+    # "runs" and the node-level "node_bound", "node_critical" (only the node-level three before them).
     same_run_bound: dict[str, float] | None = None
     # With engine_bench.py --repeat: every run of the row ({"seconds", "bound", "cpu_seconds"},
     # "bound" its same-run bound or None), this result being the one of the median ratio.

@@ -21,9 +21,9 @@ def work_seconds(asset: str, partition: str) -> float:
     return 0.5 + (zlib.crc32(f"{asset}/{partition}".encode()) % 501) / 1000
 
 
-POLICY = {"single_run": dg.BackfillPolicy.single_run(), "none": None}[
-    os.environ.get("ENGINE_DAG_BACKFILL_POLICY", "single_run")
-]
+# ENGINE_DAG_BACKFILL_POLICY's values: the BackfillPolicy each gives every asset.
+POLICIES = {"single_run": dg.BackfillPolicy.single_run(), "none": None}
+POLICY = POLICIES[os.environ.get("ENGINE_DAG_BACKFILL_POLICY", "single_run")]
 
 
 def _work(context: dg.AssetExecutionContext) -> None:
@@ -32,44 +32,48 @@ def _work(context: dg.AssetExecutionContext) -> None:
     time.sleep(sum(work_seconds(asset, key) for key in context.partition_keys))
 
 
-@dg.asset(partitions_def=DAYS, backfill_policy=POLICY)
-def raw(context: dg.AssetExecutionContext) -> None:
-    _work(context)
+def definitions(policy: dg.BackfillPolicy | None) -> dg.Definitions:
+    """The five assets, each with backfill policy `policy` (a bench derives the runs a policy
+    makes without setting ENGINE_DAG_BACKFILL_POLICY in its own process)."""
+
+    @dg.asset(partitions_def=DAYS, backfill_policy=policy)
+    def raw(context: dg.AssetExecutionContext) -> None:
+        _work(context)
+
+    @dg.asset(
+        partitions_def=DAYS, backfill_policy=policy, deps=[dg.AssetDep("raw", partition_mapping=mappings.identity())]
+    )
+    def clean(context: dg.AssetExecutionContext) -> None:
+        _work(context)
+
+    @dg.asset(
+        partitions_def=DAYS,
+        backfill_policy=policy,
+        deps=[dg.AssetDep("clean", partition_mapping=mappings.rolling_window(7))],
+    )
+    def rolling_7d(context: dg.AssetExecutionContext) -> None:
+        _work(context)
+
+    @dg.asset(
+        partitions_def=DAYS,
+        backfill_policy=policy,
+        deps=[
+            dg.AssetDep("clean", partition_mapping=mappings.identity()),
+            dg.AssetDep("running_total", partition_mapping=mappings.previous_period()),
+        ],
+    )
+    def running_total(context: dg.AssetExecutionContext) -> None:
+        _work(context)
+
+    @dg.asset(
+        partitions_def=monthly("2024-01-01"),
+        backfill_policy=policy,
+        deps=[dg.AssetDep("clean", partition_mapping=mappings.fan_in())],
+    )
+    def monthly_summary(context: dg.AssetExecutionContext) -> None:
+        _work(context)
+
+    return dg.Definitions(assets=[raw, clean, rolling_7d, running_total, monthly_summary])
 
 
-@dg.asset(partitions_def=DAYS, backfill_policy=POLICY, deps=[dg.AssetDep("raw", partition_mapping=mappings.identity())])
-def clean(context: dg.AssetExecutionContext) -> None:
-    _work(context)
-
-
-@dg.asset(
-    partitions_def=DAYS,
-    backfill_policy=POLICY,
-    deps=[dg.AssetDep("clean", partition_mapping=mappings.rolling_window(7))],
-)
-def rolling_7d(context: dg.AssetExecutionContext) -> None:
-    _work(context)
-
-
-@dg.asset(
-    partitions_def=DAYS,
-    backfill_policy=POLICY,
-    deps=[
-        dg.AssetDep("clean", partition_mapping=mappings.identity()),
-        dg.AssetDep("running_total", partition_mapping=mappings.previous_period()),
-    ],
-)
-def running_total(context: dg.AssetExecutionContext) -> None:
-    _work(context)
-
-
-@dg.asset(
-    partitions_def=monthly("2024-01-01"),
-    backfill_policy=POLICY,
-    deps=[dg.AssetDep("clean", partition_mapping=mappings.fan_in())],
-)
-def monthly_summary(context: dg.AssetExecutionContext) -> None:
-    _work(context)
-
-
-defs = dg.Definitions(assets=[raw, clean, rolling_7d, running_total, monthly_summary])
+defs = definitions(POLICY)

@@ -3,14 +3,16 @@ rules are provably optimal, with simulated runs on a simulated clock
 (partition_assets_tests/support/simulated_runs.py): no process, no Dagster run, milliseconds each.
 
 A schedule whose makespan equals a lower bound of every schedule (`makespan_bound`) is
-optimal: that is how the hand-made shapes below prove their rule."""
+optimal: that is how the hand-made shapes below prove their rule. The bound over given runs
+(`runs_bound`, bench/engine_bench.py's same-run bound) is checked on fake runs and step seconds."""
 
 import dagster as dg
 import pytest
 
 from bench.dag_shapes import MOTIFS, POLICY_MIXES, AssetShape, Edge, Shape, generate
+from partition_assets.backfill.model import RunUnit
 from partition_assets.backfill.running.scheduling import Throttle
-from partition_assets_tests.support.simulated_runs import makespan_bound, simulate
+from partition_assets_tests.support.simulated_runs import makespan_bound, runs_bound, simulate
 
 SLOTS = 4
 FAMILY = range(12)  # the shapes bench/generated_shapes_bench.py runs for real
@@ -105,3 +107,57 @@ def test_a_wide_backlog_is_split_evenly_over_the_slots_one_run_each(slots):
     simulation = simulate(graph, Throttle(slots), shape.work, run_overhead=overhead, durations=shape.durations())
     assert simulation.makespan == pytest.approx(overhead + 12 / slots)
     assert [len(unit.nodes) for _, _, unit in simulation.units] == [12 // slots] * slots
+
+
+def _days(asset: str, first: int, last: int) -> RunUnit:
+    """One run of `asset` over 2024-01-`first` to 2024-01-`last`."""
+    return RunUnit(dg.AssetKey(asset), tuple(f"2024-01-{day:02d}" for day in range(first, last + 1)))
+
+
+# raw (1 s a day) -> clean (identity, 2 s a day) over 4 days.
+RAW_CLEAN = _shape(
+    4,
+    AssetShape("raw", "daily", (), 1.0, True),
+    AssetShape("clean", "daily", (Edge("raw", "identity"),), 2.0, True),
+)
+
+
+def test_the_bound_over_one_run_per_node_is_the_node_level_bound():
+    # HEAVY_BESIDE_LIGHT by hand: the total's chain of 4 x 3 s is the longest; 14.4 s of work.
+    graph = HEAVY_BESIDE_LIGHT.graph()
+    runs = {RunUnit(node.asset, (node.partition,)): HEAVY_BESIDE_LIGHT.work(node) for node in graph.nodes()}
+    bound = runs_bound(graph, runs, 2)
+    assert (bound.critical, bound.classic) == pytest.approx((12.0, 12.0))
+    assert bound == makespan_bound(graph, 2, HEAVY_BESIDE_LIGHT.work)
+    assert runs_bound(graph, runs, 1).classic == pytest.approx(14.4)  # the work on one slot
+
+
+def test_a_chain_of_range_runs_bounds_by_the_sum_of_their_steps():
+    # One range run per asset: clean's run starts when raw's ends, so 4 s + 8 s; node by node
+    # clean's day 1 could start after raw's day 1: 3 s (and 12 s of work over 4 slots).
+    graph = RAW_CLEAN.graph()
+    runs = {_days("raw", 1, 4): 4.0, _days("clean", 1, 4): 8.0}
+    bound = runs_bound(graph, runs, 4)
+    assert (bound.critical, bound.classic) == pytest.approx((12.0, 12.0))
+    assert makespan_bound(graph, 4, RAW_CLEAN.work).classic == pytest.approx(3.0)
+    # Two runs per asset: clean's first half waits for raw's first run only.
+    halves = {_days("raw", 1, 2): 2.0, _days("raw", 3, 4): 2.0, _days("clean", 1, 2): 4.0, _days("clean", 3, 4): 4.0}
+    assert runs_bound(graph, halves, 4).critical == pytest.approx(2.0 + 4.0)
+
+
+def test_a_dependency_inside_a_run_is_ignored_and_one_between_runs_of_an_asset_is_not():
+    # A self-dependent total over 4 days, with step seconds that are not its simulated work:
+    # in one range run its day-to-day dependencies are inside the step; in two runs the second waits.
+    shape = _shape(4, AssetShape("total", "daily", (Edge("total", "previous"),), 3.0, True))
+    graph = shape.graph()
+    assert runs_bound(graph, {_days("total", 1, 4): 10.0}, 4).critical == pytest.approx(10.0)
+    assert runs_bound(graph, {_days("total", 1, 2): 4.0, _days("total", 3, 4): 5.0}, 4).critical == pytest.approx(9.0)
+    # Runs that are not contiguous ranges depend on each other both ways: no schedule exists.
+    interleaved = {
+        RunUnit(dg.AssetKey("total"), ("2024-01-01", "2024-01-03")): 1.0,
+        RunUnit(dg.AssetKey("total"), ("2024-01-02", "2024-01-04")): 1.0,
+    }
+    with pytest.raises(ValueError, match="depends on the later run"):
+        runs_bound(graph, interleaved, 4)
+    with pytest.raises(ValueError, match="exactly one run"):
+        runs_bound(graph, {_days("total", 1, 3): 1.0}, 4)
