@@ -38,12 +38,13 @@ def nothing_published(
     one sentence saying nothing was published, what was written nonetheless (the nodes whose
     run recorded its own materialization: their IO manager does not stage) and what publishes
     the rest; None for a per-node backfill or one none of whose nodes succeeded."""
-    succeeded = [node for node, state in states.items() if state == NodeStatus.SUCCEEDED]
+    # A node with no run of the backfill (a catch-up left it alone as current, which a run's
+    # states count as done) wrote and staged nothing: `run` and `status` count the same nodes.
+    succeeded = [node for node, state in states.items() if state == NodeStatus.SUCCEEDED and node in ran]
     if spec.publish != PublishMode.staged or not succeeded:
         return None
-    # Only a run that recorded its own materialization wrote as it ran; a node with no run of the
-    # backfill (a catch-up left it alone as current) wrote nothing.
-    written = {node for node in succeeded if node in ran and not defers_asset_events(ran[node][1].tags)}
+    # Only a run that recorded its own materialization wrote as it ran.
+    written = {node for node in succeeded if not defers_asset_events(ran[node][1].tags)}
     staged = [node for node in succeeded if node not in written]
     retry = (
         f"`partition-assets backfill retry {backfill_id}` runs the failed nodes again, then publishes every "
