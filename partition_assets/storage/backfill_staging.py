@@ -140,7 +140,9 @@ class ListedStaging:
     the backfill) and its commit (the file moves), which read nothing of it again.
 
     Not guaranteed: it is what the folder held when listed; a file moved or deleted since (by
-    hand: the backfill holds its leases) is found by the move that needs it (`move_into_table_layout`).
+    hand: the backfill holds its leases) is found by the move that needs it (`move_into_table_layout`);
+    a file added since to a folder of `whole_folders` moves with it, into the table's layout, where
+    the commit does not reference it (vacuum deletes it).
     """
 
     staged: StagedTable
