@@ -153,7 +153,7 @@ class ListedStaging:
     outside_data: frozenset[str]
     # the folders of the data folder (relative to it) that hold files of the staging and nothing
     # else (no file a retried node's staging superseded): a publish may move each one whole
-    whole_folders: frozenset[str] = frozenset()
+    whole_folders: frozenset[str]
 
     @functools.cached_property
     def fingerprint(self) -> StagingFingerprint:
@@ -194,10 +194,10 @@ def list_staging(staged: StagedTable) -> ListedStaging:
             outside.add(file.path)
         found[file.path] = info
     inside = [path for path in found if path not in outside]
-    return ListedStaging(staged, found, frozenset(outside), _only_holding(inside, listed, data))
+    return ListedStaging(staged, found, frozenset(outside), _folders_holding_only(inside, listed, data))
 
 
-def _only_holding(files: Iterable[str], listed: Iterable[str], data: str) -> frozenset[str]:
+def _folders_holding_only(files: Iterable[str], listed: Iterable[str], data: str) -> frozenset[str]:
     """The folders (relative to `data`) of `files` (paths relative to it, each one of `listed`,
     the full paths of every file under `data`) under which no other file of `listed` is."""
     wanted = Counter(folder for path in files if (folder := _folder(path)))

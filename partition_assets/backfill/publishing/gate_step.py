@@ -31,7 +31,7 @@ class GateOutcome:
 
     stats: tuple[TableStats, ...]
     checks: tuple[GateCheck, ...]
-    rows: tuple[LedgerEntry, ...] = ()
+    rows: tuple[LedgerEntry, ...]
 
     @property
     def failed(self) -> tuple[GateCheck, ...]:
