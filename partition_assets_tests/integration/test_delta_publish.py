@@ -13,10 +13,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from partition_assets.errors import ForeignCommitError, RollbackError, TableSchemaError
+from partition_assets.errors import CommitError, ForeignCommitError, RollbackError, TableSchemaError
 from partition_assets.partitions import daily
 from partition_assets.storage import DeltaFormat, PartitionScope, WriteOptions
-from partition_assets.storage.backfill_staging import BACKFILLS_DIR
+from partition_assets.storage.backfill_staging import BACKFILLS_DIR, list_staging
 from partition_assets.storage.delta.log import publish_app_id
 from partition_assets.storage.failpoints import ENV, PUBLISH_POINTS
 from partition_assets_tests.support import REPO
@@ -24,7 +24,7 @@ from partition_assets_tests.support.polling import wait_for
 from partition_assets_tests.support.retention import backdate, files_of_every_version
 
 DAYS = daily("2024-01-01")
-D1, D2, D3, D4 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"
+D1, D2, D3, D4, D5 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"
 BACKFILL = "bf1"
 OPTIONS = WriteOptions()
 PUBLISHER = """
@@ -200,6 +200,38 @@ def test_publish_creates_a_table_the_backfill_created(spark, lake):
 
     DeltaFormat().rollback(uri, BACKFILL, 0)  # every partition was created by the backfill
     assert DeltaTable(uri).to_pandas().empty
+
+
+def test_a_partition_folder_the_table_lacks_moves_whole_unless_it_holds_a_superseded_file(spark, table):
+    """One rename per new partition, not a folder made and a rename per file; a folder that also
+    holds a retried node's superseded file, or that the table has, takes its files one by one."""
+    stage(spark, table, [D1, D4, D5], "first")
+    stage(spark, table, [D5], "retry")  # D5's staged folder holds the superseded file too
+    data = Path(table) / BACKFILLS_DIR / BACKFILL / "data"
+    staged_folders = {day: (data / f"ds={day}").stat().st_ino for day in (D4, D5)}
+    d1_folder = (Path(table) / f"ds={D1}").stat().st_ino
+
+    DeltaFormat().publish_staged(table, BACKFILL, None, {})
+
+    assert tags(table) == {D1: {"first"}, D2: {"old"}, D3: {"old"}, D4: {"first"}, D5: {"retry"}}
+    assert (Path(table) / f"ds={D4}").stat().st_ino == staged_folders[D4]  # moved whole
+    assert (Path(table) / f"ds={D5}").stat().st_ino != staged_folders[D5]
+    assert (Path(table) / f"ds={D1}").stat().st_ino == d1_folder
+    logged = names(DeltaTable(table).file_uris())
+    for day in (D4, D5):  # the table's folder holds what its log adds, not the superseded file
+        assert names((Path(table) / f"ds={day}").iterdir()) <= logged
+
+
+def test_a_staged_file_deleted_after_the_listing_from_a_folder_moved_whole_refuses_the_commit(spark, table):
+    stage(spark, table, [D4, D5], "new")
+    listed = list_staging(DeltaFormat().staged(table, BACKFILL))
+    [deleted] = (Path(table) / BACKFILLS_DIR / BACKFILL / "data" / f"ds={D4}").glob("*.parquet")
+    deleted.unlink()  # by hand, after the publish listed the staging
+    version = DeltaTable(table).version()
+
+    with pytest.raises(CommitError, match=f"staged file ds={D4}/{deleted.name} of backfill {BACKFILL} is missing"):
+        DeltaFormat().publish_staged(table, BACKFILL, None, {}, listed)
+    assert DeltaTable(table).version() == version and tags(table) == {D1: {"old"}, D2: {"old"}, D3: {"old"}}
 
 
 def test_an_empty_staging_clears_its_partition_when_allowed(spark, table):

@@ -19,17 +19,19 @@ from partition_assets.backfill.publishing.gate_evaluation import GateCheck, eval
 from partition_assets.backfill.publishing.ledger_writes import record_staged
 from partition_assets.backfill.publishing.publish_step import as_files
 from partition_assets.backfill.publishing.tables import Tables
-from partition_assets.backfill.state.ledger import Ledger, LedgerStatus
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.storage.failpoints import failpoint
 
 
 @dataclass(frozen=True)
 class GateOutcome:
-    """What a gate evaluated: every table's statistics, and every check (failed ones included)."""
+    """What a gate evaluated: every table's statistics, and every check (failed ones included);
+    the ledger rows it appended (`rows`: the backfill's latest, as `Ledger.latest` reads them)."""
 
     stats: tuple[TableStats, ...]
     checks: tuple[GateCheck, ...]
+    rows: tuple[LedgerEntry, ...]
 
     @property
     def failed(self) -> tuple[GateCheck, ...]:
@@ -62,8 +64,8 @@ def gate(
     record.gated_staging = {stats.table.asset.to_user_string(): stats.staging.to_json() for stats in all_stats}
     record.save()
     status = LedgerStatus.GATE_FAILED if failed else LedgerStatus.STAGED
-    record_staged(ledger, record, all_stats, checks, status, [node for node in skipped if node.asset in tables])
-    return GateOutcome(tuple(all_stats), tuple(checks))
+    rows = record_staged(ledger, record, all_stats, checks, status, [node for node in skipped if node.asset in tables])
+    return GateOutcome(tuple(all_stats), tuple(checks), tuple(rows))
 
 
 def _created(record: BackfillRecord, stats: TableStats) -> list[str]:

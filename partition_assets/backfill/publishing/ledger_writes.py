@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from partition_assets.backfill.model import Node
 from partition_assets.backfill.publishing.backfill_stats import TableStats
 from partition_assets.backfill.publishing.gate_evaluation import GateCheck
-from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus
+from partition_assets.backfill.state.ledger import Ledger, LedgerEntry, LedgerStatus, newest_of
 from partition_assets.backfill.state.record import BackfillRecord
 from partition_assets.deploy.runtime import RUNTIME_METADATA
 from partition_assets.deploy.versioning import GIT_SHA_METADATA
@@ -29,11 +29,14 @@ def record_staged(
     checks: list[GateCheck],
     status: LedgerStatus,
     skipped: Iterable[Node] = (),
-) -> None:
+) -> list[LedgerEntry]:
     """A row of `status` (staged or gate_failed) per partition the gate evaluated, with its
-    provenance, statistics and checks; a `skipped` row per node of `skipped` (nothing staged)."""
+    provenance, statistics and checks; a `skipped` row per node of `skipped` (nothing staged).
+    Returns them as `Ledger.latest` reads them back (`newest_of`): a gate's rows cover every
+    partition of the backfill's tables it staged or skipped, so they are its latest rows, which
+    the publish that follows takes without reading the ledger ([] without a ledger)."""
     if ledger is None:
-        return
+        return []
     checks_by_partition: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
     for check in checks:
         checks_by_partition.setdefault((check.asset, check.partition), []).append(check.to_json())
@@ -76,6 +79,7 @@ def record_staged(
         for node in skipped
     ]
     ledger.append(entries)
+    return newest_of(entries)
 
 
 def latest(ledger: Ledger | None, backfill_id: str) -> list[LedgerEntry]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
@@ -107,7 +107,7 @@ class PublishInputs:
     statistics computed while the nodes ran (`ahead`) and the nodes skipped (`skipped`); where
     the gate's outcome is shown (`on_gate`) and a line per phase goes (`on_phase`); the tables still
     to publish as an approval just read and checked their staging (`approved_staging`; None: the
-    table commits read them)."""
+    table commits read them). The gate of the walk keeps the ledger rows it appended here (`gated`)."""
 
     publication: Publication
     instance: dg.DagsterInstance
@@ -119,12 +119,24 @@ class PublishInputs:
     on_gate: Callable[[GateOutcome], None] = _ignore
     on_phase: Callable[[str], None] = _ignore
     approved_staging: Sequence[PendingTable] | None = None
+    # The ledger rows the gate of this walk appended (`gated`), for the stages after it.
+    _gated_rows: list[Sequence[LedgerEntry]] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def gated(self, result: Gated | Stopped) -> Gated | Stopped:
+        """The gate stage's `result`, the ledger rows it appended kept for the stages after it."""
+        if isinstance(result, Gated):
+            self._gated_rows[:] = [result.outcome.rows]
+        return result
 
     @cached_property
     def ledger_rows(self) -> Sequence[LedgerEntry]:
-        """The backfill's latest ledger rows, read once per walk (the approval's, when it just wrote them)."""
-        publication = self.publication
-        return latest(publication.ledger, publication.record.id) if self.approved_rows is None else self.approved_rows
+        """The backfill's latest ledger rows, once per walk: those the approval (`approved_rows`) or
+        the gate of this walk just wrote (a second's read of 9,125 rows spared), else read."""
+        if self.approved_rows is not None:
+            return self.approved_rows
+        if self._gated_rows:
+            return self._gated_rows[0]
+        return latest(self.publication.ledger, self.publication.record.id)
 
 
 # -- each stage's result -------------------------------------------------------------------
@@ -296,7 +308,7 @@ PUBLISH_STAGES: tuple[Stage[PublishInputs], ...] = (
     Stage(
         P.GATE,
         "the gate evaluated on the staged data (ledger: staged rows); a failed gate stops it",
-        lambda i: gate(i.publication, i.leases, i.ahead, i.skipped, i.on_gate, i.on_phase),
+        lambda i: i.gated(gate(i.publication, i.leases, i.ahead, i.skipped, i.on_gate, i.on_phase)),
     ),
     Stage(
         P.APPROVAL,

@@ -167,8 +167,7 @@ class Ledger:
         Raises:
             StateFormatError: The ledger is in a newer release's format; nothing was read.
         """
-        newest = {(e.asset, e.partition): e for e in self.entries(backfill_id)}
-        return [newest[key] for key in sorted(newest)]
+        return newest_of(self.entries(backfill_id))
 
     def _open(self) -> RecordTable | None:
         """The ledger table (None: none yet), when in a format this release reads."""
@@ -176,6 +175,13 @@ class Ledger:
         if table is not None:
             checked_table_format(table.properties, LEDGER_FORMAT, f"the ledger {self.uri}")
         return table
+
+
+def newest_of(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
+    """The last of `entries` (oldest first) of each (asset, partition), sorted by asset and
+    partition: what `Ledger.latest` answers once they are the backfill's rows."""
+    newest = {(e.asset, e.partition): e for e in entries}
+    return [newest[key] for key in sorted(newest)]
 
 
 def _to_arrow(entries: list[LedgerEntry]) -> pa.Table:
