@@ -12,6 +12,7 @@ from dagster import AssetKey
 from partition_assets.backfill.model import Node, NodeStatus
 from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.node_runs import asset_counts
+from partition_assets.backfill.running.progress import CURRENT  # a cell of its own, not a state of the node's runs
 
 _GLYPHS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "█",
@@ -20,8 +21,6 @@ _GLYPHS: dict[NodeStatus | None, str] = {
     NodeStatus.RUNNING: "▶",
     NodeStatus.SKIPPED: "○",
 }
-# A node a --catch-up backfill skipped as current: a cell of its own, not a state of the node's runs.
-CURRENT = "current (skipped by --catch-up)"
 _CURRENT_GLYPH, CURRENT_COLOR = "▒", "#a5d6a7"  # a lighter green: materialized, not by this backfill
 COLORS: dict[NodeStatus | None, str] = {
     NodeStatus.SUCCEEDED: "#2e7d32",

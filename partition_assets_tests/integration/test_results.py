@@ -79,7 +79,8 @@ def test_a_failed_staged_backfill_names_apart_what_a_plain_io_manager_wrote_as_i
 
 def test_a_failed_catch_up_counts_the_same_staged_nodes_in_run_and_status_leaving_out_the_current_ones(home):
     """A catch-up left the day materialized before it alone as current: `run` and `status` say
-    the same count staged, that day not among them (`run` counted it: 2 of 3)."""
+    the same count staged, that day not among them (`run` counted it: 2 of 3), and `run`'s
+    summary names it current, as `status` does (it said `2 succeeded`)."""
     with dg.DagsterInstance.get() as instance:
         before = run_backfill(replace(DAYS, start="2024-01-08", end="2024-01-08"), instance, SilentConsole())
         assert before.succeeded, before.message
@@ -88,6 +89,8 @@ def test_a_failed_catch_up_counts_the_same_staged_nodes_in_run_and_status_leavin
 
         staged = "Nothing was published: 1 of 3 nodes staged, 0 published"
         assert staged in outcome.message, outcome.message
+        summary = f"backfill {outcome.backfill_id}: 1 failed, 1 succeeded, 1 current (skipped by --catch-up): "
+        assert outcome.message.startswith(summary), outcome.message
         assert backfill_status(instance, outcome.backfill_id).unpublished.startswith(staged)
 
 

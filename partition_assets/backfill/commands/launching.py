@@ -46,7 +46,7 @@ from partition_assets.backfill.running.runners import RunnerFactory, node_runner
 from partition_assets.backfill.running.scheduling import critical_path
 from partition_assets.backfill.running.spark_start import start_spark_for
 from partition_assets.backfill.state.approval import DAGSTER_USER_TAG, launcher
-from partition_assets.backfill.state.record import BackfillRecord, node_states
+from partition_assets.backfill.state.record import BackfillRecord, node_states, skipped_as_current
 from partition_assets.backfill.state.skipped_ranges import stored_skipped
 from partition_assets.backfill.state.store import BackfillStore
 from partition_assets.backfill.state.stored_plan import stored_plan
@@ -159,7 +159,8 @@ def execute_backfill(
     commit, lapsed leases or a Spark server gone end it short of publishing, as a result that
     did not succeed, as does a cancel (`backfill cancel`, the UI) while it ran: its last line
     says canceled."""
-    progress = Progress(record.id, graph, done, staged=record.spec.publish == PublishMode.staged)
+    staged = record.spec.publish == PublishMode.staged
+    progress = Progress(record.id, graph, done, staged=staged, current=len(skipped_as_current(record, graph)))
     fewer = fewer_runs_note(instance, record)
     console.line(progress.started() + (f"; {fewer}" if fewer else ""))
     storage = per_run_database_note(instance)

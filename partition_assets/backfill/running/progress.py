@@ -11,6 +11,8 @@ from partition_assets.backfill.planning.graph import BackfillGraph
 from partition_assets.backfill.planning.node_runs import asset_counts
 
 _FAILED_SHOWN = 10
+# How `status` and a run's summary name a node a --catch-up start left alone as current.
+CURRENT = "current (skipped by --catch-up)"
 # The ETA is shown once this share of a run's nodes, and at least _ETA_LEAST of them, finished:
 # the first results pace nothing (they include the workers' and Spark's start-up).
 _ETA_SHARE = 0.1
@@ -45,8 +47,12 @@ class Progress:
         done: Collection[Node],
         clock: Callable[[], float] = time.monotonic,
         staged: bool = False,
+        current: int = 0,
     ) -> None:
         self.backfill_id = backfill_id
+        # Of `done`, the nodes a --catch-up start left alone as current: a run's statuses hold
+        # them as succeeded (never run), its summary names them apart, as `status` does.
+        self._current = current
         self._staged = staged
         self._graph = graph
         self._total = graph.node_count()
@@ -94,8 +100,14 @@ class Progress:
         )
 
     def summary(self, status: Mapping[Node, NodeStatus]) -> str:
-        outcome = Counter(status.values())
-        return f"backfill {self.backfill_id}: " + ", ".join(f"{n} {s.value}" for s, n in sorted(outcome.items()))
+        """`backfill <id>: 1 failed, 2 succeeded, 3 current (skipped by --catch-up)`: how many
+        nodes of `status` ended in each state, the current ones apart from those that succeeded."""
+        outcome = Counter(state.value for state in status.values())
+        outcome[NodeStatus.SUCCEEDED.value] -= self._current
+        shown = [f"{n} {state}" for state, n in sorted(outcome.items()) if n > 0]
+        if self._current:
+            shown.append(f"{self._current} {CURRENT}")
+        return f"backfill {self.backfill_id}: " + ", ".join(shown)
 
     def failure(self, status: Mapping[Node, NodeStatus]) -> str | None:
         """What failed, grouped by cause, and how to retry it, on one line; None when every node
