@@ -568,7 +568,9 @@ def main() -> None:
         help="simulated work of each node past lane 0: the soak ends at its publish, so its length follows this",
     )
     parser.add_argument("--out", default=None, help="also write the report to this file")
-    parser.add_argument("--keep", action="store_true", help="keep the soak's folder (logs, lake, records)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the soak's folder (logs, lake, records); a failed soak keeps it"
+    )
     args = parser.parse_args()
     scale = args.interval_scale if args.interval_scale is not None else (1.0 if args.minutes >= 5 else 0.1)
     root = Path(tempfile.mkdtemp(prefix=f"soak-{args.seed}-"))
@@ -578,13 +580,16 @@ def main() -> None:
         print(message, file=sys.stderr, flush=True)
 
     log(f"soak folder: {root}")
+    held = False
     try:
         held, lines = run_soak(
             args.seed, args.minutes, args.nodes, args.faults, scale, root, log, args.previous, args.upgrade_after
         )
     finally:
-        if not args.keep:
+        if held and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+        elif not args.keep:  # a failure's records, logs and lake are what diagnoses it
+            log(f"kept for diagnosis (the soak failed): {root}")
     report = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(report + "\n")
