@@ -6,7 +6,11 @@ NOT_STARTED for good), each appending one JSON line per thing it did to the file
 - `production <out> <day>...`: every PRODUCTION_PAUSE seconds, a Dagster run (`dg.materialize`
   on the instance of $DAGSTER_HOME, as a schedule's run would be) of the soak's daily Delta
   tables `src0` and `total0` for the next of `day`s (outside the backfill's range), with
-  $SOAK_GENERATION=prod; a line per run: its day, whether it succeeded, its error;
+  $SOAK_GENERATION=prod; a line per run: its day, whether it succeeded, its error. A run that
+  `materialize` raised out of (the database restarted under it) may be left unended: its
+  RUN_START event never written, Dagster leaves it NOT_STARTED for good. Production ends it
+  as Dagster's run monitoring ends a launched run that never started (`report_run_failed`),
+  at its next turn, or at a later one while the database is still away; a line per run so ended;
 - `reader <out> <lake> <first day> <last day>`: in a loop, a library reader joining `src0`
   and `total0` on the day at one release (`pinned_versions`, then `read_tables` at that pin's
   release log version); a line per read: the versions pinned, the release, the generations
@@ -29,6 +33,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[2])]
 from bench.soak.soak_defs import JOINED, expected_rows
 
 PRODUCTION_PAUSE = 3.0
+# Tags each production run with its turn, by which a run `materialize` raised out of is found.
+PRODUCTION_TURN_TAG = "soak/production_turn"
 READER_PAUSE = 0.2
 STOP_FILE_ENV = "SOAK_STOP_FILE"
 
@@ -50,23 +56,47 @@ def production(out: Path, days: list[str]) -> None:
     defs = soak_definitions()
     assets = [asset for asset in defs.assets or () if isinstance(asset, dg.AssetsDefinition)]
     turn = 0
+    cut: list[str] = []  # the turns whose run `materialize` raised out of, their runs not known ended
     while not _stopping():
         day = days[turn % len(days)]
         turn += 1
+        name = f"{os.getpid()}-{turn}"
         try:
             with dg.DagsterInstance.get() as instance:
+                cut = _end_cut_runs(instance, cut, out)
                 result = dg.materialize(
                     assets,
                     selection=list(JOINED),
                     partition_key=day,
                     instance=instance,
                     resources=dict(defs.resources or {}),
+                    tags={PRODUCTION_TURN_TAG: name},
                     raise_on_error=False,
                 )
             _append(out, {"day": day, "ok": result.success, "error": None if result.success else _failure(result)})
         except Exception as error:  # Postgres or Spark down: production's run fails; it tries again
+            cut.append(name)
             _append(out, {"day": day, "ok": False, "error": f"{type(error).__name__}: {str(error)[:300]}"})
         time.sleep(PRODUCTION_PAUSE)
+    with dg.DagsterInstance.get() as instance:
+        _end_cut_runs(instance, cut, out)
+
+
+def _end_cut_runs(instance, turns: list[str], out: Path) -> list[str]:
+    """Ends the unended runs of production's `turns` (see the module docstring); returns the
+    turns whose runs it could not read or end (the database still away), for a later turn."""
+    import dagster as dg
+
+    left = []
+    for turn in turns:
+        try:
+            for run in instance.get_runs(dg.RunsFilter(tags={PRODUCTION_TURN_TAG: turn})):
+                if not run.is_finished:
+                    instance.report_run_failed(run, message="production's run was cut before it started")
+                    _append(out, {"ended_unstarted": run.run_id, "status_was": run.status.value})
+        except Exception:  # the database is still away: a later turn ends it
+            left.append(turn)
+    return left
 
 
 def _failure(result) -> str:

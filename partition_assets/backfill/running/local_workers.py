@@ -207,11 +207,21 @@ class DagsterNodeRunner:
 
     def _cancel_lost_runs(self) -> None:
         """Marks canceled the runs whose worker died under them (nobody will finish them), once
-        their workers are gone, as `resume` would: this coordinator runs on."""
+        their workers are gone, as `resume` would: this coordinator runs on. A lost run the
+        instance does not hold yet is looked for again at the next replacement and when the runner
+        closes: a database server finishes the statement of a client that died meanwhile, so the
+        dead worker's run may be created after its death was seen (bench/soak/, seed 23), NOT_STARTED
+        for good, and without its tags (Dagster writes them by a second statement) that `resume`
+        finds its backfill's runs by.
+
+        Not guaranteed: a lost run created after the runner closed stays unended (the statement
+        of a worker killed as the last run in flight ended, still running on the server)."""
         lost, self._lost = self._lost, []
         for run_id in lost:
             run = self._instance.get_run_by_id(run_id)
-            if run is not None and not run.is_finished:
+            if run is None:
+                self._lost.append(run_id)
+            elif not run.is_finished:
                 self._instance.report_run_canceled(run, message="its worker process died (killed?)")
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from partition_assets.backfill.state.skipped_ranges import SkippedNodes, StoredS
 from partition_assets.dagster_instance.lease_proof import proven_backfills
 from partition_assets.errors import IllegalTransitionError
 from partition_assets.ids import checked_backfill_id
-from partition_assets.run_tags import BACKFILL_ID_TAG, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
+from partition_assets.run_tags import BACKFILL_ID_TAG, IN_FLIGHT_STATUSES, LAUNCHED_TAG, SKIPPED_TAG, partitions_of_run
 from partition_assets.state_formats import FORMAT_FIELD, RECORD_FORMAT, checked_format
 
 if TYPE_CHECKING:
@@ -273,9 +273,25 @@ def _runs_of(instance: dg.DagsterInstance, backfill_id: str) -> Sequence[dg.Dags
     coordinator launched them (dagster_instance/lease_proof.py). A run that only carries its tags (a
     node run re-executed from the UI, tags typed in the Launchpad) wrote as a production run:
     it is none of the backfill's nodes, whatever it did."""
-    tagged = instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-    proven = proven_backfills(instance, tagged)
-    return [record.dagster_run for record in tagged if proven.get(record.dagster_run.run_id) == backfill_id]
+    return _proven_of(
+        instance, backfill_id, instance.get_run_records(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+    )
+
+
+def _proven_of(instance: dg.DagsterInstance, backfill_id: str, records: Sequence[dg.RunRecord]) -> list[dg.DagsterRun]:
+    """The runs of `records` that prove they are node runs of backfill `backfill_id`."""
+    proven = proven_backfills(instance, records)
+    return [record.dagster_run for record in records if proven.get(record.dagster_run.run_id) == backfill_id]
+
+
+def _unfinished_runs_of(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:
+    """The backfill's node runs not finished, found by their status and the tags their run
+    record holds, not by the instance's tag index: a worker killed as it created its run may
+    leave a run without its tags there (Dagster writes them by a second statement), which a
+    run's tags filter never finds (bench/soak/, seed 23)."""
+    unfinished = instance.get_run_records(dg.RunsFilter(statuses=list(IN_FLIGHT_STATUSES)))
+    claimed = [record for record in unfinished if record.dagster_run.tags.get(BACKFILL_ID_TAG) == backfill_id]
+    return _proven_of(instance, backfill_id, claimed)
 
 
 def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
@@ -283,7 +299,7 @@ def cancel_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> int:
     the run launcher is terminated by it (`cancel_launched_run`); any other (a local
     worker's, whose coordinator kills its workers) is marked canceled."""
     # Node runs only: a coordinator running as a Dagster job carries the tag too.
-    unfinished = [run for run in _runs_of(instance, backfill_id) if run.asset_selection and not run.is_finished]
+    unfinished = [run for run in _unfinished_runs_of(instance, backfill_id) if run.asset_selection]
     for run in unfinished:
         if run.tags.get(LAUNCHED_TAG) and cancel_launched_run(instance, run.run_id):
             continue
