@@ -87,16 +87,20 @@ def _end_cut_runs(instance, turns: list[str], out: Path) -> list[str]:
     turns whose runs it could not read or end (the database still away), for a later turn."""
     import dagster as dg
 
-    left = []
-    for turn in turns:
-        try:
-            for run in instance.get_runs(dg.RunsFilter(tags={PRODUCTION_TURN_TAG: turn})):
-                if not run.is_finished:
-                    instance.report_run_failed(run, message="production's run was cut before it started")
-                    _append(out, {"ended_unstarted": run.run_id, "status_was": run.status.value})
-        except Exception:  # the database is still away: a later turn ends it
-            left.append(turn)
-    return left
+    from partition_assets.run_tags import IN_FLIGHT_STATUSES
+
+    if not turns:
+        return []
+    try:
+        # By status and the tags of the run's record: a run cut between Dagster's two inserts has
+        # none in the instance's tag index.
+        for run in instance.get_runs(dg.RunsFilter(statuses=list(IN_FLIGHT_STATUSES))):
+            if run.tags.get(PRODUCTION_TURN_TAG) in turns:
+                instance.report_run_failed(run, message="production's run was cut: materialize raised out of it")
+                _append(out, {"ended_unstarted": run.run_id, "status_was": run.status.value})
+    except Exception:  # the database is still away: a later turn ends them
+        return turns
+    return []
 
 
 def _failure(result) -> str:
