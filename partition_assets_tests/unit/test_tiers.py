@@ -42,6 +42,7 @@ NAMED_FOR_NO_MODULE = {
     "e2e/test_shell.py": "the product through Dagster's own commands and `make dev`, no partition-assets command",
     "unit/test_soak_invariants.py": "the soak harness's checks (bench/soak/invariants.py), not the package's",
     "e2e/test_soak.py": "bench/soak/'s fault schedule over every process and server of a deployment",
+    "integration/test_soak_production.py": "the soak harness's production actor (bench/soak/actors.py)",
     "e2e/test_upgrade_mid_backfill.py": "a backfill of the previous release finished by this one, across hosts",
 }
 
