@@ -227,11 +227,11 @@ def nothing_held(evidence: Evidence) -> tuple[bool, str]:
     problems = [*held, *(f"run {r} not ended" for r in unfinished), *(f"pool {p} claimed" for p in slots)]
     if coordinator is not None:
         problems.append(f"coordinator still announced: {coordinator}")
-    # Production's own runs Dagster's materialize left unstarted, which it ended (actors.py).
+    # Production's own runs Dagster's materialize raised out of, unended, which it ended (actors.py).
     cut = sum(1 for line in _lines(evidence.root / "production.jsonl") if "ended_unstarted" in line)
     held_nothing = "no lease, unfinished run, pool slot or coordinator left"
     return (not problems), (
-        "; ".join(problems) or f"{held_nothing} (production ended {cut} runs cut before they started)"
+        "; ".join(problems) or f"{held_nothing} (production ended {cut} of its runs materialize raised out of)"
     )
 
 
